@@ -1,0 +1,130 @@
+"""Load the shipped catalog and merge user override files into it.
+
+An override file has the same shape as the shipped data: top-level keys
+``gpus``, ``nics`` and ``switches``, each a mapping from entry name to fields.
+Fields of an existing entry are merged (nested mappings too); a new entry must
+be complete.
+"""
+
+from __future__ import annotations
+
+import copy
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from catalog.catalog import Catalog
+from catalog.errors import CatalogError
+from catalog.specs import GPUSpec, NICSpec, SwitchSpec
+
+SECTIONS: dict[str, type[BaseModel]] = {"gpus": GPUSpec, "nics": NICSpec, "switches": SwitchSpec}
+_SHIPPED = ("gpus.yaml", "network.yaml")
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file, turning every failure into a one-line CatalogError."""
+    if not path.exists():
+        raise CatalogError(f"{path}: file not found; pass an existing YAML file")
+    if path.is_dir():
+        raise CatalogError(f"{path}: is a directory; pass a YAML file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CatalogError(f"{path}: cannot be read ({err.__class__.__name__}); pass a UTF-8 YAML file") from err
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise CatalogError(f"{path}: YAML syntax error{where}: {problem}; fix the syntax") from err
+
+
+def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def format_validation_error(origin: str, prefix: str, err: ValidationError) -> str:
+    """First pydantic error as 'origin: prefix.field: message (got value)'."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    field = f"{prefix}.{loc}" if loc else prefix
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return f"{origin}: {field}: unknown field; remove it or check its spelling"
+    if kind == "missing":
+        return f"{origin}: {field}: required field is missing; add it"
+    got = first.get("input")
+    got_text = "" if isinstance(got, dict) else f" (got {got!r})"
+    return f"{origin}: {field}: {first['msg']}{got_text}"
+
+
+def _merge_document(raw: dict[str, dict[str, Any]], doc: Any, origin: str) -> None:
+    if doc is None:
+        raise CatalogError(f"{origin}: file is empty; give at least one of gpus, nics, switches")
+    if not isinstance(doc, dict):
+        raise CatalogError(f"{origin}: top level must be a mapping with keys gpus, nics, switches")
+    for section, entries in doc.items():
+        if section not in SECTIONS:
+            raise CatalogError(
+                f"{origin}: {section}: unknown section; use one of {', '.join(SECTIONS)}"
+            )
+        if not isinstance(entries, dict):
+            raise CatalogError(f"{origin}: {section}: must be a mapping from entry name to fields")
+        for name, fields in entries.items():
+            if not isinstance(fields, dict):
+                raise CatalogError(f"{origin}: {section}.{name}: must be a mapping of fields")
+            name = str(name)
+            merged = _deep_merge(raw[section].get(name, {}), fields)
+            merged["name"] = name
+            raw[section][name] = merged
+
+
+def _build(raw: dict[str, dict[str, Any]], origins: dict[tuple[str, str], str]) -> Catalog:
+    built: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    for section, cls in SECTIONS.items():
+        for name, fields in raw[section].items():
+            try:
+                built[section][name] = cls.model_validate(fields)
+            except ValidationError as err:
+                origin = origins.get((section, name), "catalog")
+                raise CatalogError(format_validation_error(origin, f"{section}.{name}", err)) from err
+    for nic in built["nics"].values():
+        if nic.switch not in built["switches"]:
+            origin = origins.get(("nics", nic.name), "catalog")
+            raise CatalogError(
+                f"{origin}: nics.{nic.name}.switch: unknown switch {nic.switch!r}; "
+                f"use one of {', '.join(sorted(built['switches']))}"
+            )
+    return Catalog(gpus=built["gpus"], nics=built["nics"], switches=built["switches"])
+
+
+def load_catalog(overrides: list[Path] | tuple[Path, ...] = ()) -> Catalog:
+    """The shipped catalog with each override file merged in order."""
+    raw: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    origins: dict[tuple[str, str], str] = {}
+    data_dir = resources.files("catalog") / "data"
+    for fname in _SHIPPED:
+        origin = f"catalog/data/{fname}"
+        doc = yaml.safe_load(data_dir.joinpath(fname).read_text(encoding="utf-8"))
+        _merge_document(raw, doc, origin)
+        for section in doc:
+            for name in doc[section]:
+                origins[(section, str(name))] = origin
+    for path in overrides:
+        path = Path(path)
+        doc = read_yaml(path)
+        _merge_document(raw, doc, str(path))
+        for section in doc:
+            for name in doc[section]:
+                origins[(section, str(name))] = str(path)
+    return _build(raw, origins)

@@ -1,0 +1,157 @@
+"""Pydantic specifications of the hardware the designer can buy or rent.
+
+Every number carries its unit in the field name and every price its source and
+date. Bandwidths are per direction unless a name says otherwise (1 GB = 1e9 B).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"
+
+
+class _Strict(BaseModel):
+    """Base for catalog entries: unknown fields are rejected, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Calibration(_Strict):
+    """Achievable-efficiency constants of the performance model for one GPU.
+
+    Fitted on the calibration set (``bench/accuracy.py``); GPUs without
+    measurements inherit the A100 fit, which the note says.
+    """
+
+    matmul_efficiency: float = Field(
+        gt=0, le=1, description="fraction of the dense peak reached by large transformer GEMMs"
+    )
+    matmul_half_width: float = Field(
+        ge=0,
+        description="GEMM width (hidden / TP, in elements) at which efficiency falls to half "
+        "of matmul_efficiency: eff = matmul_efficiency * w / (w + matmul_half_width)",
+    )
+    elementwise_passes: float = Field(
+        ge=0,
+        description="HBM passes over a layer's activations (Korthikanti's no-recompute bytes) "
+        "made by memory-bound kernels (norms, softmax, dropout, GeLU) per forward",
+    )
+    kernel_overhead_us_per_layer: float = Field(
+        ge=0, description="fixed launch and synchronisation time per layer per forward, microseconds"
+    )
+    scale_up_bus_efficiency: float = Field(
+        gt=0, le=1, description="achieved / nominal bandwidth of collectives on the scale-up link"
+    )
+    network_bus_efficiency: float = Field(
+        gt=0, le=1, description="achieved / nominal bandwidth of collectives over the NICs"
+    )
+    collective_latency_us: float = Field(
+        ge=0, description="fixed latency per collective call, microseconds"
+    )
+    note: str = Field(min_length=1, description="how the constants were fitted")
+
+
+class ServerSpec(_Strict):
+    """The server (or rack-scale system) the GPU ships in."""
+
+    gpus_per_server: int = Field(ge=1, le=1024)
+    scale_up_domain_gpus: int = Field(
+        ge=1, le=4096, description="GPUs that share the fast GPU-GPU link (NVLink domain)"
+    )
+    nic_slots: int = Field(ge=1, le=64, description="scale-out NICs a server can hold")
+    overhead_usd: float = Field(
+        ge=0, description="server cost beyond its GPUs: host CPUs, memory, chassis, NVSwitch"
+    )
+    overhead_source: str = Field(min_length=1)
+    overhead_date: str = Field(pattern=_DATE_PATTERN)
+    host_power_w: float = Field(ge=0, description="server power beyond its GPUs' TDP")
+
+
+class GPUSpec(_Strict):
+    """One accelerator type with its server, prices and sources."""
+
+    name: str = Field(min_length=1)
+    display_name: str = Field(min_length=1)
+    vendor: str = Field(min_length=1)
+    memory_gb: float = Field(gt=0, le=100_000)
+    memory_bw_tb_per_s: float = Field(gt=0, le=1000)
+    dense_bf16_tflops: float = Field(gt=0, le=1e6)
+    dense_fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    scale_up_bw_gb_per_s_per_direction: float = Field(
+        gt=0, le=1e6, description="GPU-GPU bandwidth inside the scale-up domain, per direction"
+    )
+    pcie_gen: int = Field(ge=3, le=7)
+    tdp_w: float = Field(gt=0, le=100_000)
+    price_usd: float = Field(gt=0, le=1e9, description="purchase price of one GPU")
+    price_source: str = Field(min_length=1)
+    price_date: str = Field(pattern=_DATE_PATTERN)
+    cloud_usd_per_gpu_hour: float = Field(gt=0, le=1e4)
+    cloud_price_source: str = Field(min_length=1)
+    cloud_price_date: str = Field(pattern=_DATE_PATTERN)
+    spec_source: str = Field(min_length=1)
+    server: ServerSpec
+    calibration: Calibration
+
+    @model_validator(mode="after")
+    def _domain_fits(self) -> GPUSpec:
+        s = self.server
+        if s.scale_up_domain_gpus < s.gpus_per_server and s.gpus_per_server % s.scale_up_domain_gpus:
+            raise ValueError("server.scale_up_domain_gpus must divide server.gpus_per_server")
+        if s.scale_up_domain_gpus > s.gpus_per_server and s.scale_up_domain_gpus % s.gpus_per_server:
+            raise ValueError("server.gpus_per_server must divide server.scale_up_domain_gpus")
+        return self
+
+    def peak_tflops(self, precision: str) -> float | None:
+        """Dense tensor-core peak at ``precision`` ('bf16' or 'fp8'); None if unsupported."""
+        if precision == "bf16":
+            return self.dense_bf16_tflops
+        if precision == "fp8":
+            return self.dense_fp8_tflops
+        raise ValueError(f"unknown precision {precision!r}")
+
+
+class SwitchSpec(_Strict):
+    """A scale-out switch; its price per port prices the fabric a NIC needs."""
+
+    name: str = Field(min_length=1)
+    display_name: str = Field(min_length=1)
+    ports: int = Field(ge=2, le=1024)
+    port_speed_gbit_per_s: float = Field(gt=0)
+    price_usd: float = Field(gt=0)
+    price_source: str = Field(min_length=1)
+    price_date: str = Field(pattern=_DATE_PATTERN)
+    spec_source: str = Field(min_length=1)
+    power_w: float = Field(ge=0, default=0.0)
+
+    @property
+    def price_per_port_usd(self) -> float:
+        return self.price_usd / self.ports
+
+
+class NICSpec(_Strict):
+    """A scale-out NIC and the fabric it plugs into."""
+
+    name: str = Field(min_length=1)
+    display_name: str = Field(min_length=1)
+    speed_gbit_per_s: float = Field(gt=0, le=1e5)
+    pcie_gen: int = Field(ge=3, le=7)
+    price_usd: float = Field(gt=0)
+    price_source: str = Field(min_length=1)
+    price_date: str = Field(pattern=_DATE_PATTERN)
+    spec_source: str = Field(min_length=1)
+    switch: str = Field(min_length=1, description="catalog switch this NIC connects to")
+    switch_ports_per_nic: float = Field(
+        gt=0,
+        le=16,
+        description="switch ports consumed per NIC (3 in a two-tier non-blocking fat tree)",
+    )
+    optics_usd_per_nic: float = Field(
+        ge=0, description="transceivers and cables per NIC, all tiers"
+    )
+    optics_source: str = Field(min_length=1)
+
+    @property
+    def bw_gb_per_s_per_direction(self) -> float:
+        """Gb/s line rate to GB/s per direction (divide by 8)."""
+        return self.speed_gbit_per_s / 8.0

@@ -1,0 +1,110 @@
+"""Predicted against measured iteration times on the vTrain calibration set.
+
+Data: bench/data/vtrain (KAIST VIA Research Group, MIT licence): Megatron-LM
+GPT runs on A100 servers of 8 GPUs, full activation recomputation, 1F1B, no
+gradient bucketing, 800 Gb/s of NICs per server. Vocabulary not given: GPT-2's
+50,257 padded to a multiple of 128 x TP, as Megatron does.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from catalog.catalog import Catalog
+from models.evaluate import Hardware, evaluate
+from models.layout import Assumptions, Layout
+from models.spec import TransformerSpec
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "bench" / "data" / "vtrain"
+VTRAIN_GPU = "a100-80gb"
+VTRAIN_NIC = "cx6-200g"
+VTRAIN_NICS_PER_NODE = 4  # 800 Gb/s per server
+VTRAIN_ASSUMPTIONS = Assumptions(dp_overlap=0.0)
+
+
+@dataclass(frozen=True)
+class Row:
+    params_b: float | None
+    gpus: int
+    global_batch: int
+    micro_batch: int
+    hidden: int
+    heads: int
+    layers: int
+    seq_len: int
+    tp: int
+    dp: int
+    pp: int
+    measured_ms: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    row: Row
+    predicted_ms: float
+
+    @property
+    def error(self) -> float:
+        """Signed relative error (predicted - measured) / measured."""
+        return (self.predicted_ms - self.row.measured_ms) / self.row.measured_ms
+
+
+def read_rows(name: str = "multi") -> list[Row]:
+    path = DATA_DIR / f"ground_truth_{name}.csv"
+    rows = []
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        next(reader)
+        for rec in reader:
+            vals = [float(x) for x in rec]
+            if name == "single":
+                vals = [math.nan, *vals]
+            p, g, gb, mb, h, a, L, s, t, d, pp, ms = vals
+            rows.append(
+                Row(None if math.isnan(p) else p, int(g), int(gb), int(mb), int(h), int(a), int(L), int(s), int(t), int(d), int(pp), ms)
+            )
+    return rows
+
+
+def row_model(row: Row) -> TransformerSpec:
+    vocab = math.ceil(50257 / (128 * row.tp)) * 128 * row.tp
+    return TransformerSpec(
+        name=f"gpt-h{row.hidden}-l{row.layers}",
+        layers=row.layers,
+        hidden=row.hidden,
+        heads=row.heads,
+        vocab=vocab,
+        seq_len=row.seq_len,
+        tied_embeddings=True,
+    )
+
+
+def vtrain_hardware(catalog: Catalog) -> Hardware:
+    """The A100 servers of the calibration set: 8 GPUs, 4 x 200 Gb/s = 800 Gb/s of NICs."""
+    return Hardware.from_catalog(catalog, VTRAIN_GPU, VTRAIN_NIC, VTRAIN_NICS_PER_NODE)
+
+
+def predict(rows: list[Row], catalog: Catalog, hw: Hardware | None = None) -> list[Prediction]:
+    hw = hw or vtrain_hardware(catalog)
+    out = []
+    for row in rows:
+        layout = Layout(
+            tp=row.tp,
+            pp=row.pp,
+            dp=row.dp,
+            micro_batch=row.micro_batch,
+            global_batch=row.global_batch,
+            recompute="full",
+            sequence_parallel=False,
+            zero=0,
+        )
+        ev = evaluate(row_model(row), hw, layout, assumptions=VTRAIN_ASSUMPTIONS)
+        out.append(Prediction(row, ev.step_time_s * 1e3))
+    return out
+
+
+def mape(preds: list[Prediction]) -> float:
+    return sum(abs(p.error) for p in preds) / len(preds)

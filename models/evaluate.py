@@ -1,0 +1,187 @@
+"""Evaluate one layout on one GPU type: memory, step time, throughput, time and cost.
+
+This is the single source of truth for every number the solvers use.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from catalog.catalog import Catalog
+from catalog.specs import GPUSpec, NICSpec
+from models import flops
+from models.feasibility import Violation, check_layout
+from models.layout import Assumptions, Layout, Network
+from models.memory import MemoryBreakdown, memory_per_gpu
+from models.spec import TransformerSpec
+from models.step import StepBreakdown, step_time
+
+SECONDS_PER_DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A GPU type with its scale-out NICs."""
+
+    gpu: GPUSpec
+    nic: NICSpec
+    nics_per_node: int
+    nic_cost_usd: float
+
+    @classmethod
+    def from_catalog(cls, catalog: Catalog, gpu: str, nic: str | None = None, nics_per_node: int | None = None) -> Hardware:
+        g = catalog.gpu(gpu)
+        n = catalog.nic(nic) if nic else default_nic(catalog, g)
+        count = nics_per_node if nics_per_node is not None else g.server.nic_slots
+        return cls(g, n, count, catalog.nic_cost_usd(n))
+
+    @property
+    def network(self) -> Network:
+        return Network(self.nic.name, self.nics_per_node, self.nic.bw_gb_per_s_per_direction)
+
+
+def default_nic(catalog: Catalog, gpu: GPUSpec) -> NICSpec:
+    """The fastest catalog NIC whose PCIe generation the GPU's server supports."""
+    fitting = [n for n in catalog.nics.values() if n.pcie_gen <= gpu.pcie_gen] or list(catalog.nics.values())
+    return max(fitting, key=lambda n: (n.speed_gbit_per_s, -n.price_usd, n.name))
+
+
+def nodes_for(num_gpus: int, gpu: GPUSpec) -> int:
+    return math.ceil(num_gpus / gpu.server.gpus_per_server)
+
+
+def capex_usd(num_gpus: int, hw: Hardware) -> float:
+    """GPUs + per-server overhead + NICs with their switch ports and optics."""
+    nodes = nodes_for(num_gpus, hw.gpu)
+    return num_gpus * hw.gpu.price_usd + nodes * (hw.gpu.server.overhead_usd + hw.nics_per_node * hw.nic_cost_usd)
+
+
+def cloud_usd(num_gpus: int, days: float, gpu: GPUSpec) -> float:
+    """GPU-hours x the catalog's on-demand price."""
+    return num_gpus * days * 24.0 * gpu.cloud_usd_per_gpu_hour
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    model: str
+    gpu: str
+    layout: Layout
+    seq_len: int
+    nic: str
+    nics_per_node: int
+    nodes: int
+    memory: MemoryBreakdown
+    breakdown: StepBreakdown
+    violations: list[Violation]
+    model_flops_per_step: float
+    peak_tflops: float
+    tokens: float | None
+    capex: float
+    cloud_per_day: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+    @property
+    def step_time_s(self) -> float:
+        return self.breakdown.total
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.layout.global_batch * self.seq_len / self.step_time_s
+
+    @property
+    def model_tflops_per_gpu(self) -> float:
+        return self.model_flops_per_step / self.step_time_s / self.layout.num_gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        return self.model_tflops_per_gpu / self.peak_tflops
+
+    @property
+    def time_to_train_days(self) -> float | None:
+        if self.tokens is None:
+            return None
+        return self.tokens / self.tokens_per_s / SECONDS_PER_DAY
+
+    @property
+    def cloud_cost(self) -> float | None:
+        days = self.time_to_train_days
+        return None if days is None else self.cloud_per_day * days
+
+    def as_dict(self) -> dict[str, Any]:
+        lay = self.layout
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            "num_gpus": lay.num_gpus,
+            "nodes": self.nodes,
+            "layout": {
+                "tp": lay.tp,
+                "pp": lay.pp,
+                "dp": lay.dp,
+                "cp": lay.cp,
+                "vp": lay.vp,
+                "micro_batch": lay.micro_batch,
+                "global_batch": lay.global_batch,
+                "grad_accum": lay.grad_accum,
+                "seq_len": self.seq_len,
+                "recompute": lay.recompute,
+                "sequence_parallel": lay.sp,
+                "zero": lay.zero,
+                "precision": lay.precision,
+                "nic": self.nic,
+                "nics_per_node": self.nics_per_node,
+            },
+            "feasible": self.feasible,
+            "violations": [v.as_dict() for v in self.violations],
+            "memory_gb": self.memory.as_dict(),
+            "step_time_s": self.step_time_s,
+            "breakdown_s": self.breakdown.as_dict(),
+            "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "mfu": self.mfu,
+            "tokens_per_s": self.tokens_per_s,
+            "time_to_train_days": self.time_to_train_days,
+            "cost_usd": {"capex": self.capex, "cloud": self.cloud_cost},
+        }
+
+
+def evaluate(
+    spec: TransformerSpec,
+    hw: Hardware,
+    layout: Layout,
+    seq_len: int | None = None,
+    tokens: float | None = None,
+    assumptions: Assumptions | None = None,
+) -> Evaluation:
+    """Analyse one layout like a dry run of a training launch."""
+    a = assumptions or Assumptions()
+    s = seq_len or spec.seq_len
+    peak = hw.gpu.peak_tflops(layout.precision)
+    if peak is None:
+        raise ValueError(f"{hw.gpu.name} does not support {layout.precision}")
+    mem = memory_per_gpu(spec, layout, s, hw.gpu.memory_gb, a)
+    brk = step_time(spec, layout, s, hw.gpu, hw.network, a)
+    violations = check_layout(spec, layout, s, hw.gpu, mem, hw.nics_per_node, a)
+    model_flops = flops.model_flops_per_token(spec, s) * layout.global_batch * s
+    return Evaluation(
+        model=spec.name,
+        gpu=hw.gpu.name,
+        layout=layout,
+        seq_len=s,
+        nic=hw.nic.name,
+        nics_per_node=hw.nics_per_node,
+        nodes=nodes_for(layout.num_gpus, hw.gpu),
+        memory=mem,
+        breakdown=brk,
+        violations=violations,
+        model_flops_per_step=model_flops,
+        peak_tflops=peak,
+        tokens=tokens,
+        capex=capex_usd(layout.num_gpus, hw),
+        cloud_per_day=layout.num_gpus * 24.0 * hw.gpu.cloud_usd_per_gpu_hour,
+    )

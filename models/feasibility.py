@@ -1,0 +1,112 @@
+"""Feasibility checks of a layout, each returning a named violation.
+
+The names are the constraint families of ../shared/CLI-CONTRACT.md; the CP-SAT
+model encodes the same families, reading the same numbers from this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from catalog.specs import GPUSpec
+from models.comm import tp_bandwidth_limit
+from models.layout import Assumptions, Layout
+from models.memory import MemoryBreakdown
+from models.spec import TransformerSpec
+
+TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Violation:
+    constraint: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"constraint": self.constraint, "detail": self.detail}
+
+
+def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int) -> list[Violation]:
+    """Megatron-LM's shape rules: TP divides heads and KV heads, p*v divides layers,
+    micro x DP divides the global batch, 2*CP divides the sequence (load-balanced CP)."""
+    out = []
+    if spec.heads % layout.tp:
+        out.append(Violation("divisibility", f"tp {layout.tp} does not divide heads {spec.heads}"))
+    if spec.kv % layout.tp:
+        out.append(Violation("divisibility", f"tp {layout.tp} does not divide kv_heads {spec.kv}"))
+    if spec.layers % (layout.pp * layout.vp):
+        out.append(
+            Violation("divisibility", f"pp x vp = {layout.pp * layout.vp} does not divide layers {spec.layers}")
+        )
+    if layout.global_batch % (layout.micro_batch * layout.dp):
+        out.append(
+            Violation(
+                "divisibility",
+                f"micro_batch x dp = {layout.micro_batch * layout.dp} does not divide global_batch {layout.global_batch}",
+            )
+        )
+    if layout.cp > 1 and seq_len % (2 * layout.cp):
+        out.append(Violation("divisibility", f"2 x cp = {2 * layout.cp} does not divide seq_len {seq_len}"))
+    if layout.vp > 1 and layout.pp == 1:
+        out.append(Violation("divisibility", "vp > 1 needs pp > 1 (interleaving splits pipeline stages)"))
+    return out
+
+
+def check_layout(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    gpu: GPUSpec,
+    memory: MemoryBreakdown,
+    nics_per_node: int,
+    a: Assumptions,
+) -> list[Violation]:
+    """Every violated constraint family with the numbers behind it."""
+    out = divisibility_violations(spec, layout, seq_len)
+    if memory.total > memory.capacity + TOL:
+        out.append(
+            Violation("memory", f"needs {memory.total:.1f} GB per GPU, {gpu.name} has {memory.capacity:.1f} GB")
+        )
+    if layout.tp > 1:
+        peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
+        limit = tp_bandwidth_limit(spec.hidden, gpu.scale_up_bw_gb_per_s_per_direction, peak)
+        if layout.tp > limit + TOL:
+            out.append(
+                Violation(
+                    "tp_bandwidth",
+                    f"tp {layout.tp} exceeds 3h x bw / peak = 3 x {spec.hidden} x "
+                    f"{gpu.scale_up_bw_gb_per_s_per_direction:g} GB/s / {peak:g} TFLOP/s = {limit:.2f}",
+                )
+            )
+    domain = gpu.server.scale_up_domain_gpus
+    if layout.tp * layout.cp > domain:
+        out.append(
+            Violation("tp_domain", f"tp x cp = {layout.tp * layout.cp} exceeds the scale-up domain of {domain} GPUs")
+        )
+    if layout.pp > 1 and layout.grad_accum < layout.pp - TOL:
+        out.append(
+            Violation(
+                "pipeline_fill",
+                f"{layout.grad_accum:g} micro-batches per step is fewer than the {layout.pp} pipeline stages",
+            )
+        )
+    batch_tokens = layout.global_batch * seq_len
+    if a.batch_ceiling_tokens is not None and batch_tokens > a.batch_ceiling_tokens + TOL:
+        out.append(
+            Violation(
+                "batch_ceiling",
+                f"global batch {batch_tokens:,.0f} tokens exceeds the ceiling {a.batch_ceiling_tokens:,.0f}",
+            )
+        )
+    if a.batch_floor_tokens is not None and batch_tokens < a.batch_floor_tokens - TOL:
+        out.append(
+            Violation(
+                "batch_floor",
+                f"global batch {batch_tokens:,.0f} tokens is below the floor {a.batch_floor_tokens:,.0f}",
+            )
+        )
+    if nics_per_node > gpu.server.nic_slots:
+        out.append(
+            Violation("nic_slots", f"{nics_per_node} NICs per server exceed the {gpu.server.nic_slots} slots")
+        )
+    return out

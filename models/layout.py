@@ -1,0 +1,94 @@
+"""A parallel layout and the software assumptions a step is evaluated under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Parallel degrees and batch of one training configuration (Megatron-LM terms).
+
+    Rank order is Megatron's: TP fastest, then CP, then DP, then PP, so TP and CP
+    groups sit inside a server and pipeline stages are farthest apart.
+    """
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    global_batch: int
+    cp: int = 1
+    vp: int = 1
+    recompute: str = "selective"
+    sequence_parallel: bool | None = None  # None: on when tp > 1
+    zero: int = 1
+    precision: str = "bf16"
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def sp(self) -> bool:
+        """Sequence parallelism in effect (only meaningful with tp > 1)."""
+        if self.tp == 1:
+            return False
+        return True if self.sequence_parallel is None else self.sequence_parallel
+
+    @property
+    def grad_accum(self) -> float:
+        """Micro-batches per optimizer step per pipeline (E8: global = micro x accum x DP)."""
+        return self.global_batch / (self.micro_batch * self.dp)
+
+
+class Assumptions(BaseModel):
+    """Software-side constants of the performance model, with their sources.
+
+    Defaults follow the seed article (E3: 2 + 2 + 12 bytes per parameter) and
+    Megatron-LM's 1F1B schedule.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weight_bytes: float = Field(2.0, gt=0, description="bf16 weights (seed E3)")
+    grad_bytes: float = Field(2.0, gt=0, description="bf16 gradients (seed E3)")
+    optimizer_bytes: float = Field(
+        12.0, ge=0, description="Adam fp32 master + momentum + variance (seed E3)"
+    )
+    optimizer_traffic_bytes: float = Field(
+        30.0,
+        ge=0,
+        description="HBM bytes moved per parameter by the Adam step: master, m, v read+write "
+        "(24), fp32 grad read (4), bf16 weight write (2)",
+    )
+    dp_overlap: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="fraction of the last micro-batch's backward that hides DP gradient traffic "
+        "(0 = no gradient bucketing, as in the calibration set)",
+    )
+    runtime_reserved_gb: float = Field(
+        0.0, ge=0, description="per-GPU memory held by CUDA context, NCCL buffers, fragmentation"
+    )
+    batch_ceiling_tokens: float | None = Field(None, gt=0)
+    batch_floor_tokens: float | None = Field(None, gt=0)
+
+
+@dataclass(frozen=True)
+class Network:
+    """Scale-out network of one server: NIC count and per-NIC bandwidth."""
+
+    nic_name: str
+    nics_per_node: int
+    nic_bw_gb_per_s_per_direction: float
+
+    @property
+    def node_bw_gb_per_s(self) -> float:
+        return self.nics_per_node * self.nic_bw_gb_per_s_per_direction

@@ -1,0 +1,172 @@
+"""Memory per GPU during training.
+
+Sources:
+- model states: Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+  Trillion Parameter Models" (SC'20), sections 3.1 and 5: 2 + 2 + 12 bytes per
+  parameter for mixed-precision Adam; stage 1 shards the optimizer states, stage 2
+  also the gradients, stage 3 also the weights over the data-parallel group.
+  Megatron-LM's distributed optimizer is stage 1 and shards over DP x CP.
+- activations: Korthikanti et al., "Reducing Activation Recomputation in Large
+  Transformer Models" (MLSys'23), eqs. 1-5, in bytes per layer:
+  no recompute, TP without SP: s*b*h*(10 + 24/t + 5*a*s/(h*t));
+  with SP: s*b*h*(34/t + 5*a*s/(h*t)); selective recompute drops the a*s term;
+  full recompute keeps the layer input 2*s*b*h (divided by t with SP).
+  The 24 generalises to GQA and other MLP widths term by term (Q 2, K 2*kv/a,
+  V 2*kv/a, attention output 2, MLP 4*f/h plain or 6*f/h gated); it is 24 for
+  the paper's architecture.
+- in-flight micro-batches: with the 1F1B schedule (Narayanan et al. SC'21) the
+  first stage holds min(p, m) micro-batches of L/p layers; interleaving with v
+  chunks multiplies this by 1 + (p-1)/(p*v) (Megatron-LM
+  theoretical_memory_usage.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from models.layout import Assumptions, Layout
+from models.spec import TransformerSpec
+
+GB = 1e9
+
+
+def split_activation_coeff(spec: TransformerSpec) -> float:
+    """The per-layer s*b*h coefficient split by TP (24 for a GPT-3-shaped layer)."""
+    mlp = (6.0 if spec.gated_mlp else 4.0) * spec.ffn / spec.hidden
+    return 2.0 + 4.0 * spec.kv_ratio + 2.0 + mlp
+
+
+def activation_bytes_per_layer(
+    spec: TransformerSpec,
+    seq_len: int,
+    micro_batch: int,
+    tp: int = 1,
+    sp: bool = False,
+    recompute: str = "selective",
+    cp: int = 1,
+) -> float:
+    """Bytes of stored activations of one layer for one micro-batch (Korthikanti eqs. 1-5)."""
+    s = seq_len / cp
+    b, h, a = micro_batch, spec.hidden, spec.heads
+    sbh = s * b * h
+    if recompute == "full":
+        return 2.0 * sbh / (tp if sp else 1)
+    attention_scores = 5.0 * a * s / (h * tp) if recompute == "none" else 0.0
+    split = split_activation_coeff(spec) / tp
+    unsplit = 10.0 / tp if sp else 10.0
+    return sbh * (unsplit + split + attention_scores)
+
+
+def seed_activation_bytes(spec: TransformerSpec, seq_len: int, micro_batch: int, tp: int = 1) -> float:
+    """Seed E3's whole-model activations: s*b*h*L*(10 + 24/t), selective recompute, no SP."""
+    return seq_len * micro_batch * spec.hidden * spec.layers * (10.0 + 24.0 / tp)
+
+
+def in_flight_microbatches(pp: int, vp: int, num_microbatches: float) -> float:
+    """Micro-batches whose activations the first stage holds at once (1F1B, interleaved)."""
+    if pp == 1:
+        return 1.0
+    held = min(float(pp), float(num_microbatches))
+    if vp > 1:
+        held *= 1.0 + (pp - 1) / (pp * vp)
+    return held
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per GPU on the most loaded pipeline stage, in GB."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    other: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.other
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "weights": self.weights,
+            "gradients": self.gradients,
+            "optimizer": self.optimizer,
+            "activations": self.activations,
+            "other": self.other,
+            "total": self.total,
+            "capacity": self.capacity,
+        }
+
+
+def stage_params(spec: TransformerSpec, layout: Layout, stage: str) -> float:
+    """Parameters held by one GPU of the first or last pipeline stage.
+
+    Layers are split evenly (L/p per stage, remainder ignored: the divisibility
+    check requires p*v to divide L); the input embedding sits on the first stage
+    and the output projection (or, when tied, a copy of the embedding) on the last.
+    """
+    layers = math.ceil(spec.layers / layout.pp)
+    params = layers * spec.layer_params()
+    first = stage == "first" or layout.pp == 1
+    last = stage == "last" or layout.pp == 1
+    if first:
+        params += spec.embedding_params()
+    if last:
+        params += spec.output_params() if layout.pp == 1 else spec.vocab * spec.hidden
+        params += spec.hidden
+    return params / layout.tp
+
+
+def model_state_gb(params_per_gpu: float, layout: Layout, a: Assumptions) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) GB per GPU under the ZeRO stage (ZeRO section 5)."""
+    shard = layout.dp * layout.cp
+    weights = params_per_gpu * a.weight_bytes / (shard if layout.zero >= 3 else 1)
+    grads = params_per_gpu * a.grad_bytes / (shard if layout.zero >= 2 else 1)
+    optim = params_per_gpu * a.optimizer_bytes / (shard if layout.zero >= 1 else 1)
+    return weights / GB, grads / GB, optim / GB
+
+
+def stage_activation_gb(spec: TransformerSpec, layout: Layout, seq_len: int, stage: str) -> float:
+    """Activations of one GPU of a stage: layers x per-layer bytes x micro-batches in flight.
+
+    Full recomputation also materialises one layer's activations during its
+    backward (the working set of the recomputed layer). The last stage holds the
+    fp32 logits of one micro-batch (s*b*V*4/t bytes).
+    """
+    layers = math.ceil(spec.layers / layout.pp)
+    per_layer = activation_bytes_per_layer(
+        spec, seq_len, layout.micro_batch, layout.tp, layout.sp, layout.recompute, layout.cp
+    )
+    if stage == "first":
+        held = in_flight_microbatches(layout.pp, layout.vp, layout.grad_accum)
+    else:
+        held = 1.0
+    total = per_layer * layers * held
+    if layout.recompute == "full":
+        total += activation_bytes_per_layer(
+            spec, seq_len, layout.micro_batch, layout.tp, layout.sp, "selective", layout.cp
+        )
+    if stage == "last" or layout.pp == 1:
+        total += 4.0 * (seq_len / layout.cp) * layout.micro_batch * spec.vocab / layout.tp
+    return total / GB
+
+
+def memory_per_gpu(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    capacity_gb: float,
+    a: Assumptions,
+) -> MemoryBreakdown:
+    """Memory of the most loaded GPU: the larger of the first and last stage."""
+    best: MemoryBreakdown | None = None
+    for stage in ("first", "last") if layout.pp > 1 else ("first",):
+        w, g, o = model_state_gb(stage_params(spec, layout, stage), layout, a)
+        act = stage_activation_gb(spec, layout, seq_len, stage)
+        mem = MemoryBreakdown(w, g, o, act, a.runtime_reserved_gb, capacity_gb)
+        if best is None or mem.total > best.total:
+            best = mem
+    assert best is not None
+    return best

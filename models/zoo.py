@@ -1,0 +1,129 @@
+"""The built-in model zoo and model spec files (designer YAML/JSON or Hugging Face config.json).
+
+File formats are those of ../shared/CLI-CONTRACT.md, "Model spec files".
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from models.errors import ModelError
+from models.spec import TransformerSpec
+
+_HF_LLAMA = {
+    "num_hidden_layers": "layers",
+    "hidden_size": "hidden",
+    "num_attention_heads": "heads",
+    "num_key_value_heads": "kv_heads",
+    "intermediate_size": "ffn_hidden",
+    "vocab_size": "vocab",
+    "max_position_embeddings": "seq_len",
+    "tie_word_embeddings": "tied_embeddings",
+}
+_HF_GPT2 = {
+    "n_layer": "layers",
+    "n_embd": "hidden",
+    "n_head": "heads",
+    "n_inner": "ffn_hidden",
+    "vocab_size": "vocab",
+    "n_positions": "seq_len",
+    "tie_word_embeddings": "tied_embeddings",
+}
+_REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
+
+
+def _zoo_raw() -> dict[str, dict[str, Any]]:
+    text = (resources.files("models") / "data" / "zoo.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def zoo() -> dict[str, TransformerSpec]:
+    """Every built-in model by name."""
+    return {name: TransformerSpec(name=name, **fields) for name, fields in _zoo_raw().items()}
+
+
+def _validate(fields: dict[str, Any], origin: str) -> TransformerSpec:
+    try:
+        return TransformerSpec.model_validate(fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise ModelError(f"{origin}: {loc}: unknown field; remove it or check its spelling") from err
+        if first["type"] == "missing":
+            raise ModelError(f"{origin}: {loc}: required field is missing; add it") from err
+        msg = first["msg"].removeprefix("Value error, ")
+        field = f"{loc}: " if loc else ""
+        got = "" if not loc else f" (got {first.get('input')!r})"
+        raise ModelError(f"{origin}: {field}{msg}{got}") from err
+
+
+def from_hf_config(cfg: dict[str, Any], origin: str) -> TransformerSpec:
+    """Translate a Hugging Face config.json (Llama-family or GPT-2 keys)."""
+    mapping = _HF_GPT2 if "n_layer" in cfg else _HF_LLAMA
+    fields: dict[str, Any] = {}
+    for hf_key, ours in mapping.items():
+        if cfg.get(hf_key) is not None:
+            fields[ours] = cfg[hf_key]
+    for ours in _REQUIRED:
+        if ours not in fields:
+            hf_key = next(k for k, v in mapping.items() if v == ours)
+            raise ModelError(f"{origin}: {hf_key}: required Hugging Face key is missing; add it")
+    if mapping is _HF_LLAMA:
+        act = str(cfg.get("hidden_act", "silu"))
+        fields["gated_mlp"] = act in {"silu", "swiglu", "gelu_pytorch_tanh", "geglu"} and "intermediate_size" in cfg
+    else:
+        fields.setdefault("tied_embeddings", True)  # GPT-2 ties its embeddings by default
+    name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
+    fields["name"] = str(name)
+    return _validate(fields, origin)
+
+
+def load_model_file(path: Path) -> TransformerSpec:
+    """Read a designer YAML/JSON spec or a Hugging Face config.json."""
+    origin = str(path)
+    if not path.exists():
+        raise ModelError(f"{origin}: file not found; pass a zoo name or an existing spec file")
+    if path.is_dir():
+        raise ModelError(f"{origin}: is a directory; pass a YAML/JSON spec file or config.json")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ModelError(f"{origin}: cannot be read ({err.__class__.__name__}); pass a UTF-8 text file") from err
+    try:
+        doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        line = getattr(err, "lineno", None) or (
+            getattr(getattr(err, "problem_mark", None), "line", -1) + 1
+        )
+        where = f" at line {line}" if line else ""
+        raise ModelError(f"{origin}: syntax error{where}; fix the file's JSON/YAML syntax") from err
+    if doc is None:
+        raise ModelError(f"{origin}: file is empty; give layers, hidden, heads, vocab, seq_len")
+    if not isinstance(doc, dict):
+        raise ModelError(f"{origin}: top level must be a mapping of fields")
+    if any(k in doc for k in ("num_hidden_layers", "n_layer", "hidden_size", "n_embd")):
+        return from_hf_config(doc, origin)
+    fields = dict(doc)
+    fields.setdefault("name", path.stem)
+    return _validate(fields, origin)
+
+
+def resolve_model(name_or_path: str) -> TransformerSpec:
+    """A zoo name, or a path to a spec file."""
+    models = zoo()
+    if name_or_path in models:
+        return models[name_or_path]
+    path = Path(name_or_path)
+    if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
+        return load_model_file(path)
+    raise ModelError(
+        f"--model: unknown model {name_or_path!r}; use a zoo name ({', '.join(sorted(models))}) "
+        "or a YAML/JSON spec file"
+    )

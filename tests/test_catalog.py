@@ -1,0 +1,241 @@
+"""Tests of the hardware catalog: shipped data, seed facts, overrides and error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from catalog import CatalogError, load_catalog
+
+EXPECTED_GPUS = {
+    "h100-sxm",
+    "rtx4090",
+    "l40s",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-pcie",
+    "h200",
+    "b200",
+    "gb200",
+    "mi300x",
+    "gaudi3",
+}
+EXPECTED_NICS = {"cx6-200g", "cx7-400g", "cx8-800g"}
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_catalog()
+
+
+def _write(tmp_path: Path, text: str, name: str = "override.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _error(paths: list[Path]) -> str:
+    with pytest.raises(CatalogError) as info:
+        load_catalog(paths)
+    message = str(info.value)
+    assert "\n" not in message, f"error message is not one line: {message!r}"
+    return message
+
+
+# --- the shipped catalog -------------------------------------------------------------
+
+
+def test_shipped_catalog_loads_with_expected_entries(shipped):
+    assert EXPECTED_GPUS <= set(shipped.gpus)
+    assert EXPECTED_NICS <= set(shipped.nics)
+    for nic in shipped.nics.values():
+        assert nic.switch in shipped.switches
+
+
+def test_every_gpu_has_sources(shipped):
+    for name, gpu in shipped.gpus.items():
+        assert gpu.name == name
+        for field in ("price_source", "cloud_price_source", "spec_source"):
+            assert getattr(gpu, field).strip(), f"{name}.{field} is empty"
+        assert gpu.server.overhead_source.strip(), f"{name}.server.overhead_source is empty"
+
+
+def test_other_gpus_reuse_the_a100_calibration(shipped):
+    reference = shipped.gpus["h100-sxm"].calibration
+    for gpu in shipped.gpus.values():
+        assert gpu.calibration == reference
+
+
+# --- seed facts ----------------------------------------------------------------------
+
+
+def test_h100_sxm_seed_facts(shipped):
+    h100 = shipped.gpu("h100-sxm")
+    assert h100.dense_bf16_tflops == pytest.approx(989)
+    assert h100.peak_tflops("bf16") == pytest.approx(989)
+    assert h100.scale_up_bw_gb_per_s_per_direction == pytest.approx(450)
+
+
+def test_h200_seed_facts(shipped):
+    h200 = shipped.gpu("h200")
+    assert h200.memory_gb == pytest.approx(141)
+    assert h200.memory_bw_tb_per_s == pytest.approx(4.8)
+
+
+def test_rtx4090_is_the_true_dense_bf16_rate(shipped):
+    rtx = shipped.gpu("rtx4090")
+    assert rtx.dense_bf16_tflops == pytest.approx(165.2)
+    assert rtx.peak_tflops("bf16") == pytest.approx(165.2)
+
+
+def test_h100_sxm_and_h200_share_the_bf16_peak(shipped):
+    assert shipped.gpu("h100-sxm").peak_tflops("bf16") == pytest.approx(
+        shipped.gpu("h200").peak_tflops("bf16")
+    )
+
+
+def test_ampere_has_no_fp8(shipped):
+    for name in ("a100-40gb", "a100-80gb"):
+        assert shipped.gpu(name).peak_tflops("fp8") is None
+
+
+# --- overrides -----------------------------------------------------------------------
+
+
+def test_override_merges_and_keeps_other_fields(tmp_path, shipped):
+    path = _write(
+        tmp_path,
+        "gpus:\n"
+        "  rtx4090:\n"
+        "    dense_bf16_tflops: 330\n"
+        "    scale_up_bw_gb_per_s_per_direction: 32\n",
+    )
+    merged = load_catalog([path])
+    rtx = merged.gpu("rtx4090")
+    base = shipped.gpu("rtx4090")
+    assert rtx.dense_bf16_tflops == 330
+    assert rtx.scale_up_bw_gb_per_s_per_direction == 32
+    unchanged = base.model_dump(exclude={"dense_bf16_tflops", "scale_up_bw_gb_per_s_per_direction"})
+    assert rtx.model_dump(exclude={"dense_bf16_tflops", "scale_up_bw_gb_per_s_per_direction"}) == unchanged
+    # other entries and the shipped data stay as they were
+    assert merged.gpu("h100-sxm") == shipped.gpu("h100-sxm")
+    assert load_catalog().gpu("rtx4090").dense_bf16_tflops == pytest.approx(165.2)
+
+
+def test_override_merges_nested_server_fields(tmp_path, shipped):
+    path = _write(tmp_path, "gpus:\n  h100-sxm:\n    server:\n      nic_slots: 4\n")
+    server = load_catalog([path]).gpu("h100-sxm").server
+    assert server.nic_slots == 4
+    assert server.gpus_per_server == shipped.gpu("h100-sxm").server.gpus_per_server
+    assert server.overhead_usd == shipped.gpu("h100-sxm").server.overhead_usd
+
+
+def test_later_override_wins(tmp_path):
+    first = _write(tmp_path, "gpus:\n  l40s:\n    price_usd: 7000\n", "first.yaml")
+    second = _write(tmp_path, "gpus:\n  l40s:\n    price_usd: 9000\n", "second.yaml")
+    assert load_catalog([first, second]).gpu("l40s").price_usd == 9000
+
+
+def _complete_entry(shipped) -> dict:
+    fields = shipped.gpu("h100-sxm").model_dump()
+    fields.pop("name")
+    fields["display_name"] = "Test accelerator"
+    fields["memory_gb"] = 96
+    return fields
+
+
+def test_new_complete_entry_can_be_added(tmp_path, shipped):
+    path = _write(tmp_path, yaml.safe_dump({"gpus": {"test-gpu": _complete_entry(shipped)}}))
+    catalog = load_catalog([path])
+    assert catalog.gpu("test-gpu").memory_gb == 96
+    assert catalog.gpu("test-gpu").name == "test-gpu"
+    assert EXPECTED_GPUS <= set(catalog.gpus)
+
+
+# --- bad input: one-line CatalogError naming the file and the field ------------------
+
+
+def test_unknown_field(tmp_path):
+    path = _write(tmp_path, "gpus:\n  h100-sxm:\n    memry_gb: 80\n")
+    message = _error([path])
+    assert str(path) in message
+    assert "gpus.h100-sxm.memry_gb" in message
+    assert "unknown field" in message
+
+
+def test_negative_memory(tmp_path):
+    path = _write(tmp_path, "gpus:\n  h100-sxm:\n    memory_gb: -80\n")
+    message = _error([path])
+    assert str(path) in message
+    assert "gpus.h100-sxm.memory_gb" in message
+    assert "-80" in message
+
+
+def test_new_incomplete_entry_names_the_missing_field(tmp_path, shipped):
+    fields = _complete_entry(shipped)
+    del fields["tdp_w"]
+    path = _write(tmp_path, yaml.safe_dump({"gpus": {"half-gpu": fields}}))
+    message = _error([path])
+    assert str(path) in message
+    assert "gpus.half-gpu.tdp_w" in message
+    assert "missing" in message
+
+
+def test_new_entry_with_a_few_fields_is_rejected(tmp_path):
+    path = _write(tmp_path, "gpus:\n  tiny:\n    memory_gb: 16\n")
+    message = _error([path])
+    assert str(path) in message
+    assert "gpus.tiny." in message
+    assert "missing" in message
+
+
+def test_malformed_yaml(tmp_path):
+    path = _write(tmp_path, "gpus:\n  h100-sxm: [memory_gb: 80\n")
+    message = _error([path])
+    assert str(path) in message
+    assert "YAML syntax error" in message
+
+
+def test_empty_file(tmp_path):
+    path = _write(tmp_path, "")
+    message = _error([path])
+    assert str(path) in message
+    assert "empty" in message
+
+
+def test_directory_given_as_file(tmp_path):
+    folder = tmp_path / "overrides"
+    folder.mkdir()
+    message = _error([folder])
+    assert str(folder) in message
+    assert "directory" in message
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.yaml"
+    message = _error([path])
+    assert str(path) in message
+    assert "not found" in message
+
+
+def test_unknown_section(tmp_path):
+    path = _write(tmp_path, "gpu:\n  h100-sxm:\n    memory_gb: 80\n")
+    message = _error([path])
+    assert str(path) in message
+    assert "gpu: unknown section" in message
+
+
+def test_nic_with_unknown_switch(tmp_path):
+    path = _write(tmp_path, "nics:\n  cx7-400g:\n    switch: no-such-switch\n")
+    message = _error([path])
+    assert str(path) in message
+    assert "nics.cx7-400g.switch" in message
+    assert "no-such-switch" in message
+
+
+def test_top_level_not_a_mapping(tmp_path):
+    path = _write(tmp_path, "- gpus\n- nics\n")
+    message = _error([path])
+    assert str(path) in message
