@@ -80,6 +80,7 @@ class Evaluation:
     tokens: float | None
     capex: float
     cloud_per_day: float
+    params: float
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -107,6 +108,11 @@ class Evaluation:
         if self.tokens is None:
             return None
         return self.tokens / self.tokens_per_s / SECONDS_PER_DAY
+
+    @property
+    def training_flops_6nd(self) -> float | None:
+        """Seed E1: 6 x parameters x tokens (null without tokens)."""
+        return None if self.tokens is None else flops.training_flops_6nd(self.params, self.tokens)
 
     @property
     def cloud_cost(self) -> float | None:
@@ -146,6 +152,7 @@ class Evaluation:
             "mfu": self.mfu,
             "tokens_per_s": self.tokens_per_s,
             "time_to_train_days": self.time_to_train_days,
+            "training_flops_6nd": self.training_flops_6nd,
             "cost_usd": {"capex": self.capex, "cloud": self.cloud_cost},
         }
 
@@ -184,4 +191,5 @@ def evaluate(
         tokens=tokens,
         capex=capex_usd(layout.num_gpus, hw),
         cloud_per_day=layout.num_gpus * 24.0 * hw.gpu.cloud_usd_per_gpu_hour,
+        params=float(spec.params()),
     )

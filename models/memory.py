@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 from models.layout import Assumptions, Layout
+from models.pipeline import in_flight_microbatches
 from models.spec import TransformerSpec
 
 GB = 1e9
@@ -61,16 +62,6 @@ def activation_bytes_per_layer(
 def seed_activation_bytes(spec: TransformerSpec, seq_len: int, micro_batch: int, tp: int = 1) -> float:
     """Seed E3's whole-model activations: s*b*h*L*(10 + 24/t), selective recompute, no SP."""
     return seq_len * micro_batch * spec.hidden * spec.layers * (10.0 + 24.0 / tp)
-
-
-def in_flight_microbatches(pp: int, vp: int, num_microbatches: float) -> float:
-    """Micro-batches whose activations the first stage holds at once (1F1B, interleaved)."""
-    if pp == 1:
-        return 1.0
-    held = min(float(pp), float(num_microbatches))
-    if vp > 1:
-        held *= 1.0 + (pp - 1) / (pp * vp)
-    return held
 
 
 @dataclass(frozen=True)
@@ -132,8 +123,7 @@ def stage_activation_gb(spec: TransformerSpec, layout: Layout, seq_len: int, sta
     """Activations of one GPU of a stage: layers x per-layer bytes x micro-batches in flight.
 
     Full recomputation also materialises one layer's activations during its
-    backward (the working set of the recomputed layer). The last stage holds the
-    fp32 logits of one micro-batch (s*b*V*4/t bytes).
+    backward (the working set of the recomputed layer).
     """
     layers = math.ceil(spec.layers / layout.pp)
     per_layer = activation_bytes_per_layer(
@@ -148,9 +138,19 @@ def stage_activation_gb(spec: TransformerSpec, layout: Layout, seq_len: int, sta
         total += activation_bytes_per_layer(
             spec, seq_len, layout.micro_batch, layout.tp, layout.sp, "selective", layout.cp
         )
-    if stage == "last" or layout.pp == 1:
-        total += 4.0 * (seq_len / layout.cp) * layout.micro_batch * spec.vocab / layout.tp
     return total / GB
+
+
+def logits_gb(spec: TransformerSpec, layout: Layout, seq_len: int, stage: str) -> float:
+    """fp32 logits of one micro-batch on the last stage: s*b*V*4/t bytes (reported as 'other')."""
+    if stage != "last" and layout.pp > 1:
+        return 0.0
+    return 4.0 * (seq_len / layout.cp) * layout.micro_batch * spec.vocab / layout.tp / GB
+
+
+def min_gpus_for_memory(total_gb: float, capacity_gb: float) -> int:
+    """Seed E3: GPUs needed just to hold ``total_gb``, ceil(total / capacity)."""
+    return math.ceil(total_gb / capacity_gb - 1e-9)
 
 
 def memory_per_gpu(
@@ -165,7 +165,8 @@ def memory_per_gpu(
     for stage in ("first", "last") if layout.pp > 1 else ("first",):
         w, g, o = model_state_gb(stage_params(spec, layout, stage), layout, a)
         act = stage_activation_gb(spec, layout, seq_len, stage)
-        mem = MemoryBreakdown(w, g, o, act, a.runtime_reserved_gb, capacity_gb)
+        other = a.runtime_reserved_gb + logits_gb(spec, layout, seq_len, stage)
+        mem = MemoryBreakdown(w, g, o, act, other, capacity_gb)
         if best is None or mem.total > best.total:
             best = mem
     assert best is not None

@@ -1,0 +1,3 @@
+from designer.cli import main
+
+main()

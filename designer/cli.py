@@ -1,0 +1,312 @@
+"""The `designer` command line: parses options, calls the library, prints.
+
+Exit codes (../shared/CLI-CONTRACT.md): 0 success, 1 no answer (infeasible),
+2 bad usage or input, with one line on stderr; tracebacks only with --debug.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from catalog import CatalogError, load_catalog
+from designer import render
+from designer.errors import Infeasible, UsageError
+from designer.numbers import Quantity
+from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_model, zoo
+from models.layout import PRECISIONS, RECOMPUTE_MODES
+
+CATALOG_OPTION = click.option(
+    "--catalog",
+    "catalog_files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="YAML file of entries that add to or override the built-in catalog (repeatable).",
+)
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(package_name="designer")
+def cli(debug: bool) -> None:
+    """Design GPU clusters and parallel layouts for training large language models."""
+
+
+# ---------------------------------------------------------------- models
+@cli.group("models", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def models_cmd(ctx: click.Context, as_json: bool) -> None:
+    """List the built-in model zoo (`designer models show NAME` for one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    specs = zoo()
+    if as_json:
+        emit_json([_model_dict(s) for s in specs.values()])
+        return
+    rows = [
+        (s.name, s.params() / 1e9, s.layers, s.hidden, s.heads, s.kv, s.ffn, "yes" if s.gated_mlp else "no", s.vocab, s.seq_len)
+        for s in specs.values()
+    ]
+    click.echo(render.table(["model", "params_b", "layers", "hidden", "heads", "kv_heads", "ffn", "gated", "vocab", "seq_len"], rows))
+
+
+def _model_dict(spec) -> dict[str, Any]:
+    d = spec.model_dump()
+    d["kv_heads"] = spec.kv
+    d["ffn_hidden"] = spec.ffn
+    d["params"] = spec.params()
+    return d
+
+
+@models_cmd.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def models_show(name: str, as_json: bool) -> None:
+    """Print every field of one model (zoo name or spec file)."""
+    spec = resolve_model(name)
+    d = _model_dict(spec)
+    if as_json:
+        emit_json(d)
+        return
+    for key, value in d.items():
+        click.echo(f"{key:20s} {render.fmt(value)}")
+
+
+# ---------------------------------------------------------------- catalog
+@cli.group("catalog", invoke_without_command=True)
+@CATALOG_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bool) -> None:
+    """List the hardware catalog (`designer catalog show NAME` for one entry)."""
+    ctx.obj = catalog_files
+    if ctx.invoked_subcommand is not None:
+        return
+    cat = load_catalog(list(catalog_files))
+    if as_json:
+        emit_json(
+            {
+                "gpus": {k: v.model_dump() for k, v in cat.gpus.items()},
+                "nics": {k: v.model_dump() for k, v in cat.nics.items()},
+                "switches": {k: v.model_dump() for k, v in cat.switches.items()},
+            }
+        )
+        return
+    click.echo("GPUs")
+    click.echo(
+        render.table(
+            ["name", "memory_gb", "bf16_tflops", "fp8_tflops", "scale_up_gb_s_dir", "domain", "gpus/server", "price", "cloud_$/h"],
+            [
+                (
+                    g.name, g.memory_gb, g.dense_bf16_tflops, g.dense_fp8_tflops, g.scale_up_bw_gb_per_s_per_direction,
+                    g.server.scale_up_domain_gpus, g.server.gpus_per_server, render.usd(g.price_usd), g.cloud_usd_per_gpu_hour,
+                )
+                for g in cat.gpus.values()
+            ],
+        )
+    )
+    click.echo("\nNICs")
+    click.echo(
+        render.table(
+            ["name", "gbit_s", "gb_s_dir", "price", "cost_with_fabric", "switch"],
+            [
+                (n.name, n.speed_gbit_per_s, n.bw_gb_per_s_per_direction, render.usd(n.price_usd), render.usd(cat.nic_cost_usd(n)), n.switch)
+                for n in cat.nics.values()
+            ],
+        )
+    )
+    click.echo("\nSwitches")
+    click.echo(
+        render.table(
+            ["name", "ports", "gbit_s", "price"],
+            [(s.name, s.ports, s.port_speed_gbit_per_s, render.usd(s.price_usd)) for s in cat.switches.values()],
+        )
+    )
+
+
+@catalog_cmd.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def catalog_show(catalog_files: tuple[Path, ...], name: str, as_json: bool) -> None:
+    """Print every field of one GPU, NIC or switch, with its sources."""
+    cat = load_catalog(list(catalog_files or ()))
+    for section in (cat.gpus, cat.nics, cat.switches):
+        if name in section:
+            d = section[name].model_dump()
+            break
+    else:
+        known = sorted([*cat.gpus, *cat.nics, *cat.switches])
+        raise UsageError(f"NAME: unknown catalog entry {name!r}; choose one of {', '.join(known)}")
+    if as_json:
+        emit_json(d)
+        return
+    _print_fields(d)
+
+
+def _print_fields(d: dict[str, Any], indent: int = 0) -> None:
+    for key, value in d.items():
+        if isinstance(value, dict):
+            click.echo(" " * indent + f"{key}:")
+            _print_fields(value, indent + 2)
+        else:
+            click.echo(" " * indent + f"{key:32s} {render.fmt(value)}")
+
+
+# ---------------------------------------------------------------- evaluate
+def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
+    """Shapes the layout cannot take are usage errors (exit 2), named by option."""
+    if spec.heads % layout.tp:
+        raise UsageError(f"--tp: {layout.tp} does not divide the model's {spec.heads} heads; use a divisor of {spec.heads}")
+    if spec.kv % layout.tp:
+        raise UsageError(f"--tp: {layout.tp} does not divide the model's {spec.kv} KV heads; use a divisor of {spec.kv}")
+    if spec.layers % (layout.pp * layout.vp):
+        raise UsageError(
+            f"--pp/--vp: pp x vp = {layout.pp * layout.vp} does not divide the model's {spec.layers} layers"
+        )
+    if layout.global_batch % (layout.micro_batch * layout.dp):
+        raise UsageError(
+            f"--global-batch: {layout.global_batch} is not a multiple of micro-batch x dp = {layout.micro_batch * layout.dp}"
+        )
+    if layout.cp > 1 and seq_len % (2 * layout.cp):
+        raise UsageError(f"--cp: 2 x cp = {2 * layout.cp} must divide the sequence length {seq_len}")
+    if layout.vp > 1 and layout.pp == 1:
+        raise UsageError("--vp: interleaving (vp > 1) needs --pp > 1")
+
+
+@cli.command("evaluate")
+@click.option("--model", "model_name", default="llama2-70b", show_default=True, help="Zoo name, YAML/JSON spec or HF config.json.")
+@click.option("--gpu", default="h100-sxm", show_default=True, help="Catalog GPU name.")
+@CATALOG_OPTION
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel degree.")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages.")
+@click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel degree.")
+@click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True, help="Context-parallel degree.")
+@click.option("--vp", type=click.IntRange(min=1), default=1, show_default=True, help="Virtual pipeline chunks per stage.")
+@click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences per micro-batch.")
+@click.option("--global-batch", type=click.IntRange(min=1), default=None, help="Sequences per step [default: micro-batch x dp x pp].")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None, help="Sequence length [default: the model's].")
+@click.option("--recompute", type=click.Choice(RECOMPUTE_MODES), default="selective", show_default=True)
+@click.option("--sequence-parallel/--no-sequence-parallel", default=None, help="Default: on when tp > 1.")
+@click.option("--zero", type=click.IntRange(0, 3), default=1, show_default=True, help="ZeRO stage (1 = distributed optimizer).")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True)
+@click.option("--nic", default=None, help="Catalog NIC [default: fastest the server's PCIe supports].")
+@click.option("--nics-per-node", type=click.IntRange(min=1), default=None, help="NICs per server [default: its slots].")
+@click.option("--tokens", type=Quantity(), default=None, help="Training tokens, e.g. 2T (for time and cost).")
+@click.option("--dp-overlap", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Fraction of the last backward that hides DP traffic.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def evaluate_cmd(model_name, gpu, catalog_files, tp, pp, dp, cp, vp, micro_batch, global_batch, seq_len, recompute,
+                 sequence_parallel, zero, precision, nic, nics_per_node, tokens, dp_overlap, as_json) -> None:
+    """Analyse one given layout, like a dry run of a training launch."""
+    spec = resolve_model(model_name)
+    cat = load_catalog(list(catalog_files))
+    hw = _hardware(cat, gpu, nic, nics_per_node)
+    if hw.gpu.peak_tflops(precision) is None:
+        raise UsageError(f"--precision: {gpu} has no {precision} support; use bf16")
+    gb = global_batch if global_batch is not None else micro_batch * dp * pp
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, vp=vp, micro_batch=micro_batch, global_batch=gb, recompute=recompute,
+                    sequence_parallel=sequence_parallel, zero=zero, precision=precision)
+    s = seq_len or spec.seq_len
+    _check_layout_input(spec, layout, s)
+    ev = evaluate(spec, hw, layout, s, tokens, Assumptions(dp_overlap=dp_overlap))
+    if as_json:
+        emit_json(ev.as_dict())
+    else:
+        click.echo(_evaluation_text(ev))
+    if not ev.feasible:
+        raise SystemExit(1)
+
+
+def _hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
+    try:
+        return Hardware.from_catalog(cat, gpu, nic, nics_per_node)
+    except CatalogError as err:
+        option = "--gpu" if "GPU" in str(err) else "--nic"
+        raise UsageError(f"{option}: {err}") from err
+
+
+def _evaluation_text(ev) -> str:
+    lay = ev.layout
+    m = ev.memory
+    lines = [
+        f"{ev.model} on {lay.num_gpus:,} x {ev.gpu} ({ev.nodes:,} servers, {ev.nics_per_node} x {ev.nic} each)",
+        f"layout: tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, cp {lay.cp}, vp {lay.vp}; micro-batch {lay.micro_batch}, "
+        f"global batch {lay.global_batch:,} ({lay.grad_accum:g} micro-batches/step), seq {ev.seq_len:,}; "
+        f"recompute {lay.recompute}, SP {'on' if lay.sp else 'off'}, ZeRO {lay.zero}, {lay.precision}",
+        f"feasible: {'yes' if ev.feasible else 'NO'}",
+    ]
+    for v in ev.violations:
+        lines.append(f"  violation {v.constraint}: {v.detail}")
+    lines.append("")
+    lines.append(
+        render.table(
+            ["memory per GPU (GB)", "weights", "gradients", "optimizer", "activations", "other", "total", "capacity"],
+            [("most loaded stage", m.weights, m.gradients, m.optimizer, m.activations, m.other, m.total, m.capacity)],
+        )
+    )
+    lines.append("")
+    b = ev.breakdown
+    lines.append(
+        render.table(
+            ["step time (s)", "compute", "bubble", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "optimizer", "total"],
+            [("exposed", b.compute, b.bubble, b.tp_comm, b.cp_comm, b.pp_comm, b.dp_comm, b.optimizer, b.total)],
+        )
+    )
+    lines.append("")
+    lines.append(
+        f"throughput: {ev.tokens_per_s:,.0f} tokens/s, {ev.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, MFU {100 * ev.mfu:.1f}%"
+    )
+    days = ev.time_to_train_days
+    if days is not None:
+        lines.append(
+            f"time to train: {days:,.1f} days; capex {render.usd(ev.capex)}, cloud {render.usd(ev.cloud_cost)}"
+        )
+    else:
+        lines.append(f"capex {render.usd(ev.capex)} (pass --tokens for time to train and cloud cost)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- entry point
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI, mapping errors to the contract's exit codes and one-line messages."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="designer", standalone_mode=False)
+    except click.exceptions.Exit as ex:
+        sys.exit(ex.exit_code)
+    except click.exceptions.Abort:
+        click.echo("designer: aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as err:
+        if debug:
+            raise
+        message = err.format_message().replace("\n", " ")
+        click.echo(f"designer: error: {message}", err=True)
+        sys.exit(2)
+    except (UsageError, ModelError, CatalogError) as err:
+        if debug:
+            raise
+        click.echo(f"designer: error: {err}", err=True)
+        sys.exit(2)
+    except Infeasible as err:
+        if debug:
+            raise
+        click.echo(f"designer: infeasible: {err}", err=True)
+        sys.exit(1)
+    except SystemExit:
+        raise
+    except Exception as err:  # a bug: say so in one line unless debugging
+        if debug:
+            raise
+        click.echo(f"designer: internal error: {err.__class__.__name__}: {err} (rerun with --debug)", err=True)
+        sys.exit(1)

@@ -1,0 +1,54 @@
+"""Plain-text tables and number formatting for the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A left/right-aligned text table (numbers right-aligned)."""
+    cells = [[str(c) for c in headers]] + [[fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    numeric = [all(_is_num(r[i]) for r in rows) if rows else False for i in range(len(headers))]
+    lines = []
+    for j, r in enumerate(cells):
+        parts = [c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        lines.append("  ".join(parts).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if v == int(v) and abs(v) < 1e15:
+            return f"{int(v):,}"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        if abs(v) >= 1:
+            return f"{v:.2f}"
+        return f"{v:.3g}"
+    return str(v)
+
+
+def usd(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 1e9:
+        return f"${v / 1e9:,.2f}B"
+    if abs(v) >= 1e6:
+        return f"${v / 1e6:,.2f}M"
+    if abs(v) >= 1e3:
+        return f"${v / 1e3:,.1f}K"
+    return f"${v:,.0f}"
