@@ -33,7 +33,9 @@ def read_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise CatalogError(f"{path}: cannot be read ({err.__class__.__name__}); pass a UTF-8 YAML file") from err
+        raise CatalogError(
+            f"{path}: cannot be read ({err.__class__.__name__}); pass a UTF-8 YAML file"
+        ) from err
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -97,7 +99,9 @@ def _build(raw: dict[str, dict[str, Any]], origins: dict[tuple[str, str], str]) 
                 built[section][name] = cls.model_validate(fields)
             except ValidationError as err:
                 origin = origins.get((section, name), "catalog")
-                raise CatalogError(format_validation_error(origin, f"{section}.{name}", err)) from err
+                raise CatalogError(
+                    format_validation_error(origin, f"{section}.{name}", err)
+                ) from err
     for nic in built["nics"].values():
         if nic.switch not in built["switches"]:
             origin = origins.get(("nics", nic.name), "catalog")

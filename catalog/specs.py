@@ -38,7 +38,8 @@ class Calibration(_Strict):
         "made by memory-bound kernels (norms, softmax, dropout, GeLU) per forward",
     )
     kernel_overhead_us_per_layer: float = Field(
-        ge=0, description="fixed launch and synchronisation time per layer per forward, microseconds"
+        ge=0,
+        description="fixed launch and synchronisation time per layer per forward, microseconds",
     )
     scale_up_bus_efficiency: float = Field(
         gt=0, le=1, description="achieved / nominal bandwidth of collectives on the scale-up link"
@@ -96,9 +97,15 @@ class GPUSpec(_Strict):
     @model_validator(mode="after")
     def _domain_fits(self) -> GPUSpec:
         s = self.server
-        if s.scale_up_domain_gpus < s.gpus_per_server and s.gpus_per_server % s.scale_up_domain_gpus:
+        if (
+            s.scale_up_domain_gpus < s.gpus_per_server
+            and s.gpus_per_server % s.scale_up_domain_gpus
+        ):
             raise ValueError("server.scale_up_domain_gpus must divide server.gpus_per_server")
-        if s.scale_up_domain_gpus > s.gpus_per_server and s.scale_up_domain_gpus % s.gpus_per_server:
+        if (
+            s.scale_up_domain_gpus > s.gpus_per_server
+            and s.scale_up_domain_gpus % s.gpus_per_server
+        ):
             raise ValueError("server.gpus_per_server must divide server.scale_up_domain_gpus")
         return self
 

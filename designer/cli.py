@@ -53,10 +53,37 @@ def models_cmd(ctx: click.Context, as_json: bool) -> None:
         emit_json([_model_dict(s) for s in specs.values()])
         return
     rows = [
-        (s.name, s.params() / 1e9, s.layers, s.hidden, s.heads, s.kv, s.ffn, "yes" if s.gated_mlp else "no", s.vocab, s.seq_len)
+        (
+            s.name,
+            s.params() / 1e9,
+            s.layers,
+            s.hidden,
+            s.heads,
+            s.kv,
+            s.ffn,
+            "yes" if s.gated_mlp else "no",
+            s.vocab,
+            s.seq_len,
+        )
         for s in specs.values()
     ]
-    click.echo(render.table(["model", "params_b", "layers", "hidden", "heads", "kv_heads", "ffn", "gated", "vocab", "seq_len"], rows))
+    click.echo(
+        render.table(
+            [
+                "model",
+                "params_b",
+                "layers",
+                "hidden",
+                "heads",
+                "kv_heads",
+                "ffn",
+                "gated",
+                "vocab",
+                "seq_len",
+            ],
+            rows,
+        )
+    )
 
 
 def _model_dict(spec) -> dict[str, Any]:
@@ -72,7 +99,7 @@ def _model_dict(spec) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def models_show(name: str, as_json: bool) -> None:
     """Print every field of one model (zoo name or spec file)."""
-    spec = resolve_model(name)
+    spec = resolve_model(name, "NAME")
     d = _model_dict(spec)
     if as_json:
         emit_json(d)
@@ -104,11 +131,28 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
     click.echo("GPUs")
     click.echo(
         render.table(
-            ["name", "memory_gb", "bf16_tflops", "fp8_tflops", "scale_up_gb_s_dir", "domain", "gpus/server", "price", "cloud_$/h"],
+            [
+                "name",
+                "memory_gb",
+                "bf16_tflops",
+                "fp8_tflops",
+                "scale_up_gb_s_dir",
+                "domain",
+                "gpus/server",
+                "price",
+                "cloud_$/h",
+            ],
             [
                 (
-                    g.name, g.memory_gb, g.dense_bf16_tflops, g.dense_fp8_tflops, g.scale_up_bw_gb_per_s_per_direction,
-                    g.server.scale_up_domain_gpus, g.server.gpus_per_server, render.usd(g.price_usd), g.cloud_usd_per_gpu_hour,
+                    g.name,
+                    g.memory_gb,
+                    g.dense_bf16_tflops,
+                    g.dense_fp8_tflops,
+                    g.scale_up_bw_gb_per_s_per_direction,
+                    g.server.scale_up_domain_gpus,
+                    g.server.gpus_per_server,
+                    render.usd(g.price_usd),
+                    g.cloud_usd_per_gpu_hour,
                 )
                 for g in cat.gpus.values()
             ],
@@ -119,7 +163,14 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
         render.table(
             ["name", "gbit_s", "gb_s_dir", "price", "cost_with_fabric", "switch"],
             [
-                (n.name, n.speed_gbit_per_s, n.bw_gb_per_s_per_direction, render.usd(n.price_usd), render.usd(cat.nic_cost_usd(n)), n.switch)
+                (
+                    n.name,
+                    n.speed_gbit_per_s,
+                    n.bw_gb_per_s_per_direction,
+                    render.usd(n.price_usd),
+                    render.usd(cat.nic_cost_usd(n)),
+                    n.switch,
+                )
                 for n in cat.nics.values()
             ],
         )
@@ -128,7 +179,10 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
     click.echo(
         render.table(
             ["name", "ports", "gbit_s", "price"],
-            [(s.name, s.ports, s.port_speed_gbit_per_s, render.usd(s.price_usd)) for s in cat.switches.values()],
+            [
+                (s.name, s.ports, s.port_speed_gbit_per_s, render.usd(s.price_usd))
+                for s in cat.switches.values()
+            ],
         )
     )
 
@@ -166,9 +220,13 @@ def _print_fields(d: dict[str, Any], indent: int = 0) -> None:
 def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
     """Shapes the layout cannot take are usage errors (exit 2), named by option."""
     if spec.heads % layout.tp:
-        raise UsageError(f"--tp: {layout.tp} does not divide the model's {spec.heads} heads; use a divisor of {spec.heads}")
+        raise UsageError(
+            f"--tp: {layout.tp} does not divide the model's {spec.heads} heads; use a divisor of {spec.heads}"
+        )
     if spec.kv % layout.tp:
-        raise UsageError(f"--tp: {layout.tp} does not divide the model's {spec.kv} KV heads; use a divisor of {spec.kv}")
+        raise UsageError(
+            f"--tp: {layout.tp} does not divide the model's {spec.kv} KV heads; use a divisor of {spec.kv}"
+        )
     if spec.layers % (layout.pp * layout.vp):
         raise UsageError(
             f"--pp/--vp: pp x vp = {layout.pp * layout.vp} does not divide the model's {spec.layers} layers"
@@ -178,34 +236,121 @@ def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
             f"--global-batch: {layout.global_batch} is not a multiple of micro-batch x dp = {layout.micro_batch * layout.dp}"
         )
     if layout.cp > 1 and seq_len % (2 * layout.cp):
-        raise UsageError(f"--cp: 2 x cp = {2 * layout.cp} must divide the sequence length {seq_len}")
+        raise UsageError(
+            f"--cp: 2 x cp = {2 * layout.cp} must divide the sequence length {seq_len}"
+        )
     if layout.vp > 1 and layout.pp == 1:
         raise UsageError("--vp: interleaving (vp > 1) needs --pp > 1")
 
 
 @cli.command("evaluate")
-@click.option("--model", "model_name", default="llama2-70b", show_default=True, help="Zoo name, YAML/JSON spec or HF config.json.")
+@click.option(
+    "--model",
+    "model_name",
+    default="llama2-70b",
+    show_default=True,
+    help="Zoo name, YAML/JSON spec or HF config.json.",
+)
 @click.option("--gpu", default="h100-sxm", show_default=True, help="Catalog GPU name.")
 @CATALOG_OPTION
-@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel degree.")
-@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages.")
-@click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel degree.")
-@click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True, help="Context-parallel degree.")
-@click.option("--vp", type=click.IntRange(min=1), default=1, show_default=True, help="Virtual pipeline chunks per stage.")
-@click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences per micro-batch.")
-@click.option("--global-batch", type=click.IntRange(min=1), default=None, help="Sequences per step [default: micro-batch x dp x pp].")
-@click.option("--seq-len", type=click.IntRange(min=1), default=None, help="Sequence length [default: the model's].")
-@click.option("--recompute", type=click.Choice(RECOMPUTE_MODES), default="selective", show_default=True)
-@click.option("--sequence-parallel/--no-sequence-parallel", default=None, help="Default: on when tp > 1.")
-@click.option("--zero", type=click.IntRange(0, 3), default=1, show_default=True, help="ZeRO stage (1 = distributed optimizer).")
+@click.option(
+    "--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel degree."
+)
+@click.option(
+    "--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages."
+)
+@click.option(
+    "--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel degree."
+)
+@click.option(
+    "--cp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Context-parallel degree.",
+)
+@click.option(
+    "--vp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Virtual pipeline chunks per stage.",
+)
+@click.option(
+    "--micro-batch",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Sequences per micro-batch.",
+)
+@click.option(
+    "--global-batch",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Sequences per step [default: micro-batch x dp x pp].",
+)
+@click.option(
+    "--seq-len",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Sequence length [default: the model's].",
+)
+@click.option(
+    "--recompute", type=click.Choice(RECOMPUTE_MODES), default="selective", show_default=True
+)
+@click.option(
+    "--sequence-parallel/--no-sequence-parallel", default=None, help="Default: on when tp > 1."
+)
+@click.option(
+    "--zero",
+    type=click.IntRange(0, 3),
+    default=1,
+    show_default=True,
+    help="ZeRO stage (1 = distributed optimizer).",
+)
 @click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True)
-@click.option("--nic", default=None, help="Catalog NIC [default: fastest the server's PCIe supports].")
-@click.option("--nics-per-node", type=click.IntRange(min=1), default=None, help="NICs per server [default: its slots].")
-@click.option("--tokens", type=Quantity(), default=None, help="Training tokens, e.g. 2T (for time and cost).")
-@click.option("--dp-overlap", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Fraction of the last backward that hides DP traffic.")
+@click.option(
+    "--nic", default=None, help="Catalog NIC [default: fastest the server's PCIe supports]."
+)
+@click.option(
+    "--nics-per-node",
+    type=click.IntRange(min=1),
+    default=None,
+    help="NICs per server [default: its slots].",
+)
+@click.option(
+    "--tokens", type=Quantity(), default=None, help="Training tokens, e.g. 2T (for time and cost)."
+)
+@click.option(
+    "--dp-overlap",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Fraction of the last backward that hides DP traffic.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def evaluate_cmd(model_name, gpu, catalog_files, tp, pp, dp, cp, vp, micro_batch, global_batch, seq_len, recompute,
-                 sequence_parallel, zero, precision, nic, nics_per_node, tokens, dp_overlap, as_json) -> None:
+def evaluate_cmd(
+    model_name,
+    gpu,
+    catalog_files,
+    tp,
+    pp,
+    dp,
+    cp,
+    vp,
+    micro_batch,
+    global_batch,
+    seq_len,
+    recompute,
+    sequence_parallel,
+    zero,
+    precision,
+    nic,
+    nics_per_node,
+    tokens,
+    dp_overlap,
+    as_json,
+) -> None:
     """Analyse one given layout, like a dry run of a training launch."""
     spec = resolve_model(model_name)
     cat = load_catalog(list(catalog_files))
@@ -213,8 +358,19 @@ def evaluate_cmd(model_name, gpu, catalog_files, tp, pp, dp, cp, vp, micro_batch
     if hw.gpu.peak_tflops(precision) is None:
         raise UsageError(f"--precision: {gpu} has no {precision} support; use bf16")
     gb = global_batch if global_batch is not None else micro_batch * dp * pp
-    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, vp=vp, micro_batch=micro_batch, global_batch=gb, recompute=recompute,
-                    sequence_parallel=sequence_parallel, zero=zero, precision=precision)
+    layout = Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        micro_batch=micro_batch,
+        global_batch=gb,
+        recompute=recompute,
+        sequence_parallel=sequence_parallel,
+        zero=zero,
+        precision=precision,
+    )
     s = seq_len or spec.seq_len
     _check_layout_input(spec, layout, s)
     ev = evaluate(spec, hw, layout, s, tokens, Assumptions(dp_overlap=dp_overlap))
@@ -249,16 +405,58 @@ def _evaluation_text(ev) -> str:
     lines.append("")
     lines.append(
         render.table(
-            ["memory per GPU (GB)", "weights", "gradients", "optimizer", "activations", "other", "total", "capacity"],
-            [("most loaded stage", m.weights, m.gradients, m.optimizer, m.activations, m.other, m.total, m.capacity)],
+            [
+                "memory per GPU (GB)",
+                "weights",
+                "gradients",
+                "optimizer",
+                "activations",
+                "other",
+                "total",
+                "capacity",
+            ],
+            [
+                (
+                    "most loaded stage",
+                    m.weights,
+                    m.gradients,
+                    m.optimizer,
+                    m.activations,
+                    m.other,
+                    m.total,
+                    m.capacity,
+                )
+            ],
         )
     )
     lines.append("")
     b = ev.breakdown
     lines.append(
         render.table(
-            ["step time (s)", "compute", "bubble", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "optimizer", "total"],
-            [("exposed", b.compute, b.bubble, b.tp_comm, b.cp_comm, b.pp_comm, b.dp_comm, b.optimizer, b.total)],
+            [
+                "step time (s)",
+                "compute",
+                "bubble",
+                "tp_comm",
+                "cp_comm",
+                "pp_comm",
+                "dp_comm",
+                "optimizer",
+                "total",
+            ],
+            [
+                (
+                    "exposed",
+                    b.compute,
+                    b.bubble,
+                    b.tp_comm,
+                    b.cp_comm,
+                    b.pp_comm,
+                    b.dp_comm,
+                    b.optimizer,
+                    b.total,
+                )
+            ],
         )
     )
     lines.append("")
@@ -271,7 +469,9 @@ def _evaluation_text(ev) -> str:
             f"time to train: {days:,.1f} days; capex {render.usd(ev.capex)}, cloud {render.usd(ev.cloud_cost)}"
         )
     else:
-        lines.append(f"capex {render.usd(ev.capex)} (pass --tokens for time to train and cloud cost)")
+        lines.append(
+            f"capex {render.usd(ev.capex)} (pass --tokens for time to train and cloud cost)"
+        )
     return "\n".join(lines)
 
 
@@ -308,5 +508,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # a bug: say so in one line unless debugging
         if debug:
             raise
-        click.echo(f"designer: internal error: {err.__class__.__name__}: {err} (rerun with --debug)", err=True)
+        click.echo(
+            f"designer: internal error: {err.__class__.__name__}: {err} (rerun with --debug)",
+            err=True,
+        )
         sys.exit(1)

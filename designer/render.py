@@ -13,7 +13,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     numeric = [all(_is_num(r[i]) for r in rows) if rows else False for i in range(len(headers))]
     lines = []
     for j, r in enumerate(cells):
-        parts = [c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        parts = [
+            c.rjust(w) if numeric[i] else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
         lines.append("  ".join(parts).rstrip())
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))

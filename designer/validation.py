@@ -64,7 +64,20 @@ def read_rows(name: str = "multi") -> list[Row]:
                 vals = [math.nan, *vals]
             p, g, gb, mb, h, a, L, s, t, d, pp, ms = vals
             rows.append(
-                Row(None if math.isnan(p) else p, int(g), int(gb), int(mb), int(h), int(a), int(L), int(s), int(t), int(d), int(pp), ms)
+                Row(
+                    None if math.isnan(p) else p,
+                    int(g),
+                    int(gb),
+                    int(mb),
+                    int(h),
+                    int(a),
+                    int(L),
+                    int(s),
+                    int(t),
+                    int(d),
+                    int(pp),
+                    ms,
+                )
             )
     return rows
 

@@ -15,7 +15,9 @@ import math
 GB = 1e9
 
 
-def ring_allreduce_s(nbytes: float, ranks: int, bw_gb_per_s: float, latency_s: float = 0.0) -> float:
+def ring_allreduce_s(
+    nbytes: float, ranks: int, bw_gb_per_s: float, latency_s: float = 0.0
+) -> float:
     """Ring all-reduce time of ``nbytes`` per rank over ``ranks`` at ``bw`` GB/s per direction."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
@@ -60,11 +62,16 @@ def p2p_s(nbytes: float, bw_gb_per_s: float, latency_s: float = 0.0) -> float:
     return nbytes / (bw_gb_per_s * GB) + latency_s
 
 
-def tp_bandwidth_limit(hidden: int, link_bw_gb_per_s_per_direction: float, peak_tflops: float) -> float:
+def tp_bandwidth_limit(
+    hidden: int, link_bw_gb_per_s_per_direction: float, peak_tflops: float
+) -> float:
     """Seed E2: the largest TP degree whose traffic hides behind compute, 3h*bw/peak."""
     return 3.0 * hidden * link_bw_gb_per_s_per_direction * GB / (peak_tflops * 1e12)
 
 
 def tp_max_degree(hidden: int, link_bw_gb_per_s_per_direction: float, peak_tflops: float) -> int:
     """floor(3h*bw/peak), at least 1 (TP 1 has no traffic)."""
-    return max(1, math.floor(tp_bandwidth_limit(hidden, link_bw_gb_per_s_per_direction, peak_tflops) + 1e-9))
+    return max(
+        1,
+        math.floor(tp_bandwidth_limit(hidden, link_bw_gb_per_s_per_direction, peak_tflops) + 1e-9),
+    )

@@ -31,7 +31,9 @@ class Hardware:
     nic_cost_usd: float
 
     @classmethod
-    def from_catalog(cls, catalog: Catalog, gpu: str, nic: str | None = None, nics_per_node: int | None = None) -> Hardware:
+    def from_catalog(
+        cls, catalog: Catalog, gpu: str, nic: str | None = None, nics_per_node: int | None = None
+    ) -> Hardware:
         g = catalog.gpu(gpu)
         n = catalog.nic(nic) if nic else default_nic(catalog, g)
         count = nics_per_node if nics_per_node is not None else g.server.nic_slots
@@ -44,7 +46,9 @@ class Hardware:
 
 def default_nic(catalog: Catalog, gpu: GPUSpec) -> NICSpec:
     """The fastest catalog NIC whose PCIe generation the GPU's server supports."""
-    fitting = [n for n in catalog.nics.values() if n.pcie_gen <= gpu.pcie_gen] or list(catalog.nics.values())
+    fitting = [n for n in catalog.nics.values() if n.pcie_gen <= gpu.pcie_gen] or list(
+        catalog.nics.values()
+    )
     return max(fitting, key=lambda n: (n.speed_gbit_per_s, -n.price_usd, n.name))
 
 
@@ -55,7 +59,9 @@ def nodes_for(num_gpus: int, gpu: GPUSpec) -> int:
 def capex_usd(num_gpus: int, hw: Hardware) -> float:
     """GPUs + per-server overhead + NICs with their switch ports and optics."""
     nodes = nodes_for(num_gpus, hw.gpu)
-    return num_gpus * hw.gpu.price_usd + nodes * (hw.gpu.server.overhead_usd + hw.nics_per_node * hw.nic_cost_usd)
+    return num_gpus * hw.gpu.price_usd + nodes * (
+        hw.gpu.server.overhead_usd + hw.nics_per_node * hw.nic_cost_usd
+    )
 
 
 def cloud_usd(num_gpus: int, days: float, gpu: GPUSpec) -> float:

@@ -36,7 +36,10 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
         out.append(Violation("divisibility", f"tp {layout.tp} does not divide kv_heads {spec.kv}"))
     if spec.layers % (layout.pp * layout.vp):
         out.append(
-            Violation("divisibility", f"pp x vp = {layout.pp * layout.vp} does not divide layers {spec.layers}")
+            Violation(
+                "divisibility",
+                f"pp x vp = {layout.pp * layout.vp} does not divide layers {spec.layers}",
+            )
         )
     if layout.global_batch % (layout.micro_batch * layout.dp):
         out.append(
@@ -46,9 +49,13 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
             )
         )
     if layout.cp > 1 and seq_len % (2 * layout.cp):
-        out.append(Violation("divisibility", f"2 x cp = {2 * layout.cp} does not divide seq_len {seq_len}"))
+        out.append(
+            Violation("divisibility", f"2 x cp = {2 * layout.cp} does not divide seq_len {seq_len}")
+        )
     if layout.vp > 1 and layout.pp == 1:
-        out.append(Violation("divisibility", "vp > 1 needs pp > 1 (interleaving splits pipeline stages)"))
+        out.append(
+            Violation("divisibility", "vp > 1 needs pp > 1 (interleaving splits pipeline stages)")
+        )
     return out
 
 
@@ -65,7 +72,10 @@ def check_layout(
     out = divisibility_violations(spec, layout, seq_len)
     if memory.total > memory.capacity + TOL:
         out.append(
-            Violation("memory", f"needs {memory.total:.1f} GB per GPU, {gpu.name} has {memory.capacity:.1f} GB")
+            Violation(
+                "memory",
+                f"needs {memory.total:.1f} GB per GPU, {gpu.name} has {memory.capacity:.1f} GB",
+            )
         )
     if layout.tp > 1:
         peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
@@ -81,7 +91,10 @@ def check_layout(
     domain = gpu.server.scale_up_domain_gpus
     if layout.tp * layout.cp > domain:
         out.append(
-            Violation("tp_domain", f"tp x cp = {layout.tp * layout.cp} exceeds the scale-up domain of {domain} GPUs")
+            Violation(
+                "tp_domain",
+                f"tp x cp = {layout.tp * layout.cp} exceeds the scale-up domain of {domain} GPUs",
+            )
         )
     if layout.pp > 1 and layout.grad_accum < layout.pp - TOL:
         out.append(
@@ -107,6 +120,9 @@ def check_layout(
         )
     if nics_per_node > gpu.server.nic_slots:
         out.append(
-            Violation("nic_slots", f"{nics_per_node} NICs per server exceed the {gpu.server.nic_slots} slots")
+            Violation(
+                "nic_slots",
+                f"{nics_per_node} NICs per server exceed the {gpu.server.nic_slots} slots",
+            )
         )
     return out

@@ -39,7 +39,9 @@ def logit_forward_flops_per_token(spec: TransformerSpec) -> float:
 
 def model_flops_per_token(spec: TransformerSpec, seq_len: int) -> float:
     """Forward + backward (3 x forward) model FLOPs per token, no recomputation."""
-    fwd = spec.layers * layer_forward_flops_per_token(spec, seq_len) + logit_forward_flops_per_token(spec)
+    fwd = spec.layers * layer_forward_flops_per_token(
+        spec, seq_len
+    ) + logit_forward_flops_per_token(spec)
     return 3.0 * fwd
 
 

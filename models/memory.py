@@ -59,7 +59,9 @@ def activation_bytes_per_layer(
     return sbh * (unsplit + split + attention_scores)
 
 
-def seed_activation_bytes(spec: TransformerSpec, seq_len: int, micro_batch: int, tp: int = 1) -> float:
+def seed_activation_bytes(
+    spec: TransformerSpec, seq_len: int, micro_batch: int, tp: int = 1
+) -> float:
     """Seed E3's whole-model activations: s*b*h*L*(10 + 24/t), selective recompute, no SP."""
     return seq_len * micro_batch * spec.hidden * spec.layers * (10.0 + 24.0 / tp)
 
@@ -110,7 +112,9 @@ def stage_params(spec: TransformerSpec, layout: Layout, stage: str) -> float:
     return params / layout.tp
 
 
-def model_state_gb(params_per_gpu: float, layout: Layout, a: Assumptions) -> tuple[float, float, float]:
+def model_state_gb(
+    params_per_gpu: float, layout: Layout, a: Assumptions
+) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) GB per GPU under the ZeRO stage (ZeRO section 5)."""
     shard = layout.dp * layout.cp
     weights = params_per_gpu * a.weight_bytes / (shard if layout.zero >= 3 else 1)

@@ -1,14 +1,27 @@
 """Time of one optimizer step (one global batch) for a layout on a GPU type.
 
-step = m * (compute + tp + cp)                     micro-batches through the slowest stage
-     + (p-1)/v * (compute + tp + cp)               pipeline bubble, (p-1)/(v*m) of the work
-                                                   (Narayanan et al. SC'21, eq. 1 and 2)
-     + pp point-to-point sends on the critical path: 2 (m + p - 1) sends
-     + exposed data-parallel gradient reduction      (hierarchical ring, models.comm)
-     + optimizer step                              (memory-bound Adam, HBM traffic / bandwidth)
-The slowest stage is the last one: it holds L/p layers and the logits.
-Compute time = FLOPs / (dense peak x matmul efficiency); the efficiency is a
-calibrated catalog constant (catalog.Calibration).
+The step time is written in a form whose dependence on the data-parallel
+degree d, the micro-batches per step m and the server's NIC bandwidth is
+explicit, so that the CP-SAT model can encode it exactly (solvers/cpsat.py).
+With g = d * cp (the gradient-reduction group) and k the group's ranks per
+server (server GPUs / tp):
+
+step = m * stage                                micro-batches through the slowest stage
+     + (p-1)/v * stage                          pipeline bubble, (p-1)/(v*m) of the work
+                                                (Narayanan et al. SC'21, eqs. 1-2)
+     + 2 (v*m + p - 1) * send                   pipeline sends on the critical path
+                                                (v chunks multiply the sends)
+     + exposed gradient reduction               hierarchical ring (models.comm):
+         g <  k: 2 B (1 - 1/g) / bw_up          all inside one server
+         g >= k: 2 B (k-1)/k / bw_up            inside the server, then across servers
+               + 2 (B/k) (1 - k/g) / (NIC share per GPU)
+     + optimizer / g                            memory-bound Adam on the ZeRO-1 shard
+
+where stage = compute + TP + CP time of one micro-batch on the last stage (it
+holds L/p layers and the logits), B the gradient bytes per GPU, and sends cross
+servers (NIC share) unless the whole job fits in one server.
+Compute time = FLOPs / (dense peak x calibrated GEMM efficiency) plus
+memory-bound element-wise work (catalog.Calibration).
 """
 
 from __future__ import annotations
@@ -38,7 +51,13 @@ class StepBreakdown:
     @property
     def total(self) -> float:
         return (
-            self.compute + self.bubble + self.tp_comm + self.cp_comm + self.pp_comm + self.dp_comm + self.optimizer
+            self.compute
+            + self.bubble
+            + self.tp_comm
+            + self.cp_comm
+            + self.pp_comm
+            + self.dp_comm
+            + self.optimizer
         )
 
     def as_dict(self) -> dict[str, float]:
@@ -51,16 +70,6 @@ class StepBreakdown:
             "dp_comm": self.dp_comm,
             "optimizer": self.optimizer,
         }
-
-
-def stage_flops_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> float:
-    """FLOPs one GPU of the last (slowest) stage does per micro-batch, recomputation included."""
-    tokens = layout.micro_batch * seq_len
-    layers = math.ceil(spec.layers / layout.pp)
-    per_layer = 3.0 * flops.layer_forward_flops_per_token(spec, seq_len)
-    recompute = flops.recompute_flops_per_token(spec, seq_len, layout.recompute) / spec.layers
-    logits = 3.0 * flops.logit_forward_flops_per_token(spec)
-    return tokens * (layers * (per_layer + recompute) + logits) / (layout.tp * layout.cp)
 
 
 def matmul_efficiency(gpu: GPUSpec, hidden: int, tp: int) -> float:
@@ -76,7 +85,19 @@ def forward_passes(recompute: str) -> float:
     return 4.0 if recompute == "full" else 3.0
 
 
-def memory_bound_per_microbatch_s(spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec) -> float:
+def stage_flops_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> float:
+    """FLOPs one GPU of the last (slowest) stage does per micro-batch, recomputation included."""
+    tokens = layout.micro_batch * seq_len
+    layers = math.ceil(spec.layers / layout.pp)
+    per_layer = 3.0 * flops.layer_forward_flops_per_token(spec, seq_len)
+    recompute = flops.recompute_flops_per_token(spec, seq_len, layout.recompute) / spec.layers
+    logits = 3.0 * flops.logit_forward_flops_per_token(spec)
+    return tokens * (layers * (per_layer + recompute) + logits) / (layout.tp * layout.cp)
+
+
+def memory_bound_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec
+) -> float:
     """Element-wise kernels (norms, softmax, dropout, activation functions) and launch overhead.
 
     Their HBM traffic is taken as ``elementwise_passes`` times the activation
@@ -94,24 +115,38 @@ def memory_bound_per_microbatch_s(spec: TransformerSpec, layout: Layout, seq_len
     return layers * passes * (traffic_s + cal.kernel_overhead_us_per_layer * 1e-6)
 
 
+def _scale_up_bw(gpu: GPUSpec) -> float:
+    return gpu.scale_up_bw_gb_per_s_per_direction * gpu.calibration.scale_up_bus_efficiency
+
+
+def nic_share_gb_per_s(gpu: GPUSpec, node_bw_gb_per_s: float) -> float:
+    """A GPU's share of its server's NIC bandwidth, GB/s per direction, at bus efficiency."""
+    return node_bw_gb_per_s / gpu.server.gpus_per_server * gpu.calibration.network_bus_efficiency
+
+
 def tp_comm_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, network: Network
 ) -> float:
     """Four all-reduces (or reduce-scatter + all-gather pairs with SP) of s*b*h bf16 per layer:
     two forward, two backward; full recomputation repeats the forward two
-    (Shoeybi et al. 2019, Megatron-LM, section 3; Korthikanti et al. 2022, section 4.2.2)."""
+    (Shoeybi et al. 2019, Megatron-LM, section 3; Korthikanti et al. 2022, section 4.2.2).
+    TP beyond the scale-up domain runs hierarchically over the NICs."""
     if layout.tp == 1:
         return 0.0
     cal = gpu.calibration
     nbytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden
-    intra = gpu.scale_up_bw_gb_per_s_per_direction * cal.scale_up_bus_efficiency
     lat = cal.collective_latency_us * 1e-6
     domain = gpu.server.scale_up_domain_gpus
     if layout.tp <= domain:
-        per_call = comm.ring_allreduce_s(nbytes, layout.tp, intra, lat)
-    else:  # TP leaves the scale-up domain: hierarchical over the NICs
+        per_call = comm.ring_allreduce_s(nbytes, layout.tp, _scale_up_bw(gpu), lat)
+    else:
         per_call = comm.hierarchical_allreduce_s(
-            nbytes, layout.tp, domain, intra, _inter_node_bw_per_gpu(gpu, network), lat
+            nbytes,
+            layout.tp,
+            domain,
+            _scale_up_bw(gpu),
+            nic_share_gb_per_s(gpu, network.node_bw_gb_per_s),
+            lat,
         )
     calls = 4 + (2 if layout.recompute == "full" else 0)
     return math.ceil(spec.layers / layout.pp) * calls * per_call
@@ -125,69 +160,141 @@ def cp_comm_per_microbatch_s(
     parallelism). Overlapped with the attention compute; only the excess is exposed."""
     if layout.cp == 1:
         return 0.0
-    cal = gpu.calibration
-    chunk = 2.0 * 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.kv * spec.head_dim / layout.tp
-    per_layer = 3.0 * (layout.cp - 1) * chunk / (gpu.scale_up_bw_gb_per_s_per_direction * cal.scale_up_bus_efficiency * comm.GB)
+    chunk = (
+        2.0 * 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.kv * spec.head_dim / layout.tp
+    )
+    per_layer = 3.0 * (layout.cp - 1) * chunk / (_scale_up_bw(gpu) * comm.GB)
     layers = math.ceil(spec.layers / layout.pp)
-    attn_share = flops.attention_forward_flops_per_token(spec, seq_len) / flops.layer_forward_flops_per_token(spec, seq_len)
+    attn_share = flops.attention_forward_flops_per_token(
+        spec, seq_len
+    ) / flops.layer_forward_flops_per_token(spec, seq_len)
     return max(0.0, layers * per_layer - attn_share * compute_mb_s)
 
 
-def _inter_node_bw_per_gpu(gpu: GPUSpec, network: Network) -> float:
-    """A GPU's share of its server's NIC bandwidth, GB/s per direction, at bus efficiency."""
-    gpn = gpu.server.gpus_per_server
-    return network.node_bw_gb_per_s / gpn * gpu.calibration.network_bus_efficiency
+@dataclass(frozen=True)
+class StepCoefficients:
+    """Everything about a step that depends on the shape only (seconds, bytes, GB/s)."""
+
+    compute_mb_s: float  # GEMMs + memory-bound work of one micro-batch, slowest stage
+    tp_mb_s: float
+    cp_mb_s: float
+    pp: int
+    vp: int
+    cp: int
+    replica_gpus: int  # tp * cp * pp: GPUs of one data-parallel replica
+    pp_send_bytes: float  # one activation send between stages
+    pp_send_intra_s: float  # one send over the scale-up link, latency included
+    pp_latency_s: float  # latency of one send over the NICs
+    dp_bytes: float  # gradient bytes per GPU reduced each step (all-reduce equivalent)
+    dp_ranks_per_node: int  # k: reduction-group ranks per server when the group spans servers
+    scale_up_bw_gb_per_s: float  # effective
+    gpus_per_node: int
+    network_efficiency: float
+    optimizer_s: float  # Adam step with no sharding; divided by g under ZeRO >= 1
+    zero: int
+    zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
+    backward_mb_s: float  # backward share of one micro-batch (overlap window)
+
+    @property
+    def stage_mb_s(self) -> float:
+        return self.compute_mb_s + self.tp_mb_s + self.cp_mb_s
+
+    @property
+    def bubble_s(self) -> float:
+        return (self.pp - 1) / self.vp * self.stage_mb_s
 
 
-def pp_comm_s(spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, network: Network) -> float:
-    """Activation sends between stages: s*b*h bf16 (split over TP, Megatron's scatter-gather),
-    2 (m + p - 1) on the critical path; between servers unless a whole pipeline fits in one."""
-    if layout.pp == 1:
-        return 0.0
-    nbytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden / layout.tp
-    stride = layout.tp * layout.cp * layout.dp
-    if stride < gpu.server.gpus_per_server:
-        bw = gpu.scale_up_bw_gb_per_s_per_direction * gpu.calibration.scale_up_bus_efficiency
-    else:
-        bw = _inter_node_bw_per_gpu(gpu, network)
-    send = comm.p2p_s(nbytes, bw, gpu.calibration.collective_latency_us * 1e-6)
-    return 2.0 * (layout.grad_accum + layout.pp - 1) * send
-
-
-def dp_comm_s(spec: TransformerSpec, layout: Layout, gpu: GPUSpec, network: Network, a: Assumptions) -> float:
-    """Gradient reduction over the DP x CP group (Megatron reduces over both), hierarchical.
-
-    ZeRO 0: all-reduce of the gradients; ZeRO 1/2: reduce-scatter of gradients
-    plus all-gather of updated bf16 weights; ZeRO 3 adds a weight all-gather in
-    forward and backward of every micro-batch (Rajbhandari et al. 2020, sec. 7).
-    """
-    group = layout.dp * layout.cp
-    if group == 1:
-        return 0.0
-    gpn = gpu.server.gpus_per_server
-    params = stage_params(spec, layout, "first" if layout.pp == 1 else "last")
-    per_node = max(1, gpn // layout.tp) if layout.tp < gpn else 1
+def step_coefficients(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    gpu: GPUSpec,
+    network: Network,
+    a: Assumptions,
+) -> StepCoefficients:
+    """The shape-only part of the step time (see the module docstring)."""
+    peak = gpu.peak_tflops(layout.precision)
+    if peak is None:
+        raise ValueError(f"{gpu.name} has no {layout.precision} peak")
     cal = gpu.calibration
-    intra = gpu.scale_up_bw_gb_per_s_per_direction * cal.scale_up_bus_efficiency
-    inter = _inter_node_bw_per_gpu(gpu, network)
+    eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
+    gemm_mb = stage_flops_per_microbatch(spec, layout, seq_len) / (peak * 1e12 * eff)
+    compute_mb = gemm_mb + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
     lat = cal.collective_latency_us * 1e-6
+    send_bytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden / layout.tp
+    gpn = gpu.server.gpus_per_server
+    grad_params = stage_params(spec, layout, "first" if layout.pp == 1 else "last")
     if layout.zero == 0:
-        nbytes = params * a.grad_bytes
+        dp_bytes = grad_params * a.grad_bytes
+    else:  # reduce-scatter of gradients + all-gather of weights = one all-reduce of their mean size
+        dp_bytes = grad_params * (a.grad_bytes + a.weight_bytes) / 2.0
+    return StepCoefficients(
+        compute_mb_s=compute_mb,
+        tp_mb_s=tp_comm_per_microbatch_s(spec, layout, seq_len, gpu, network),
+        cp_mb_s=cp_comm_per_microbatch_s(spec, layout, seq_len, gpu, compute_mb),
+        pp=layout.pp,
+        vp=layout.vp,
+        cp=layout.cp,
+        replica_gpus=layout.tp * layout.cp * layout.pp,
+        pp_send_bytes=send_bytes if layout.pp > 1 else 0.0,
+        pp_send_intra_s=comm.p2p_s(send_bytes, _scale_up_bw(gpu), lat) if layout.pp > 1 else 0.0,
+        pp_latency_s=lat if layout.pp > 1 else 0.0,
+        dp_bytes=dp_bytes,
+        dp_ranks_per_node=max(1, gpn // layout.tp) if layout.tp < gpn else 1,
+        scale_up_bw_gb_per_s=_scale_up_bw(gpu),
+        gpus_per_node=gpn,
+        network_efficiency=cal.network_bus_efficiency,
+        optimizer_s=stage_params(spec, layout, "first")
+        * a.optimizer_traffic_bytes
+        / (gpu.memory_bw_tb_per_s * 1e12),
+        zero=layout.zero,
+        zero3_gather_bytes=grad_params * a.weight_bytes if layout.zero >= 3 else 0.0,
+        backward_mb_s=compute_mb * 2.0 / forward_passes(layout.recompute),
+    )
+
+
+def group_reduce_s(
+    c: StepCoefficients, nbytes: float, group: int, node_bw_gb_per_s: float
+) -> float:
+    """All-reduce of ``nbytes`` per GPU over ``group`` ranks, k per server (module docstring)."""
+    if group <= 1 or nbytes <= 0:
+        return 0.0
+    k = c.dp_ranks_per_node
+    up = c.scale_up_bw_gb_per_s * comm.GB
+    if group < k:
+        return 2.0 * nbytes * (1.0 - 1.0 / group) / up
+    intra = 2.0 * nbytes * (k - 1) / k / up
+    share = node_bw_gb_per_s * comm.GB / c.gpus_per_node * c.network_efficiency
+    return intra + 2.0 * (nbytes / k) * (1.0 - k / group) / share
+
+
+def step_from_coefficients(
+    c: StepCoefficients, dp: int, microbatches: float, node_bw_gb_per_s: float, dp_overlap: float
+) -> StepBreakdown:
+    """Assemble the step from the shape coefficients and d, m and the NIC bandwidth."""
+    m = microbatches
+    group = dp * c.cp
+    sends = 2.0 * (c.vp * m + c.pp - 1) if c.pp > 1 else 0.0
+    if (
+        dp * c.replica_gpus <= c.gpus_per_node
+    ):  # the whole job in one server: sends stay on the scale-up link
+        pp_time = sends * c.pp_send_intra_s
     else:
-        nbytes = params * (a.grad_bytes + a.weight_bytes) / 2.0
-    t = comm.hierarchical_allreduce_s(nbytes, group, per_node, intra, inter, lat)
-    if layout.zero >= 3:
-        gather = comm.hierarchical_allreduce_s(params * a.weight_bytes, group, per_node, intra, inter, lat) / 2.0
-        t += 2.0 * layout.grad_accum * gather
-    return t
-
-
-def optimizer_s(spec: TransformerSpec, layout: Layout, gpu: GPUSpec, a: Assumptions) -> float:
-    """Adam is memory-bound: HBM bytes per (sharded) parameter / memory bandwidth."""
-    params = stage_params(spec, layout, "first")
-    if layout.zero >= 1:
-        params /= layout.dp * layout.cp
-    return params * a.optimizer_traffic_bytes / (gpu.memory_bw_tb_per_s * 1e12)
+        share = node_bw_gb_per_s * comm.GB / c.gpus_per_node * c.network_efficiency
+        pp_time = sends * (c.pp_send_bytes / share + c.pp_latency_s)
+    dp_time = group_reduce_s(c, c.dp_bytes, group, node_bw_gb_per_s)
+    if c.zero >= 3:
+        dp_time += 2.0 * m * group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s) / 2.0
+    optimizer = c.optimizer_s / (group if c.zero >= 1 else 1)
+    return StepBreakdown(
+        compute=m * c.compute_mb_s,
+        bubble=c.bubble_s,
+        tp_comm=m * c.tp_mb_s,
+        cp_comm=m * c.cp_mb_s,
+        pp_comm=pp_time,
+        dp_comm=max(0.0, dp_time - dp_overlap * c.backward_mb_s),
+        optimizer=optimizer,
+    )
 
 
 def step_time(
@@ -199,26 +306,7 @@ def step_time(
     a: Assumptions,
 ) -> StepBreakdown:
     """Exposed time of each part of one optimizer step (see module docstring)."""
-    peak = gpu.peak_tflops(layout.precision)
-    if peak is None:
-        raise ValueError(f"{gpu.name} has no {layout.precision} peak")
-    m = layout.grad_accum
-    eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
-    gemm_mb = stage_flops_per_microbatch(spec, layout, seq_len) / (peak * 1e12 * eff)
-    compute_mb = gemm_mb + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
-    tp_mb = tp_comm_per_microbatch_s(spec, layout, seq_len, gpu, network)
-    cp_mb = cp_comm_per_microbatch_s(spec, layout, seq_len, gpu, compute_mb)
-    stage_mb = compute_mb + tp_mb + cp_mb
-    bubble = (layout.pp - 1) / layout.vp * stage_mb
-    dp = dp_comm_s(spec, layout, gpu, network, a)
-    backward_last_mb = compute_mb * 2.0 / forward_passes(layout.recompute)
-    dp_exposed = max(0.0, dp - a.dp_overlap * backward_last_mb)
-    return StepBreakdown(
-        compute=m * compute_mb,
-        bubble=bubble,
-        tp_comm=m * tp_mb,
-        cp_comm=m * cp_mb,
-        pp_comm=pp_comm_s(spec, layout, seq_len, gpu, network),
-        dp_comm=dp_exposed,
-        optimizer=optimizer_s(spec, layout, gpu, a),
+    c = step_coefficients(spec, layout, seq_len, gpu, network, a)
+    return step_from_coefficients(
+        c, layout.dp, layout.grad_accum, network.node_bw_gb_per_s, a.dp_overlap
     )

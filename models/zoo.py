@@ -55,7 +55,9 @@ def _validate(fields: dict[str, Any], origin: str) -> TransformerSpec:
         first = err.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         if first["type"] == "extra_forbidden":
-            raise ModelError(f"{origin}: {loc}: unknown field; remove it or check its spelling") from err
+            raise ModelError(
+                f"{origin}: {loc}: unknown field; remove it or check its spelling"
+            ) from err
         if first["type"] == "missing":
             raise ModelError(f"{origin}: {loc}: required field is missing; add it") from err
         msg = first["msg"].removeprefix("Value error, ")
@@ -77,7 +79,9 @@ def from_hf_config(cfg: dict[str, Any], origin: str) -> TransformerSpec:
             raise ModelError(f"{origin}: {hf_key}: required Hugging Face key is missing; add it")
     if mapping is _HF_LLAMA:
         act = str(cfg.get("hidden_act", "silu"))
-        fields["gated_mlp"] = act in {"silu", "swiglu", "gelu_pytorch_tanh", "geglu"} and "intermediate_size" in cfg
+        fields["gated_mlp"] = (
+            act in {"silu", "swiglu", "gelu_pytorch_tanh", "geglu"} and "intermediate_size" in cfg
+        )
     else:
         fields.setdefault("tied_embeddings", True)  # GPT-2 ties its embeddings by default
     name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
@@ -95,7 +99,9 @@ def load_model_file(path: Path) -> TransformerSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ModelError(f"{origin}: cannot be read ({err.__class__.__name__}); pass a UTF-8 text file") from err
+        raise ModelError(
+            f"{origin}: cannot be read ({err.__class__.__name__}); pass a UTF-8 text file"
+        ) from err
     try:
         doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
@@ -115,8 +121,8 @@ def load_model_file(path: Path) -> TransformerSpec:
     return _validate(fields, origin)
 
 
-def resolve_model(name_or_path: str) -> TransformerSpec:
-    """A zoo name, or a path to a spec file."""
+def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec:
+    """A zoo name, or a path to a spec file; ``option`` names the input in errors."""
     models = zoo()
     if name_or_path in models:
         return models[name_or_path]
@@ -124,6 +130,6 @@ def resolve_model(name_or_path: str) -> TransformerSpec:
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
         return load_model_file(path)
     raise ModelError(
-        f"--model: unknown model {name_or_path!r}; use a zoo name ({', '.join(sorted(models))}) "
+        f"{option}: unknown model {name_or_path!r}; use a zoo name ({', '.join(sorted(models))}) "
         "or a YAML/JSON spec file"
     )

@@ -118,7 +118,10 @@ def test_override_merges_and_keeps_other_fields(tmp_path, shipped):
     assert rtx.dense_bf16_tflops == 330
     assert rtx.scale_up_bw_gb_per_s_per_direction == 32
     unchanged = base.model_dump(exclude={"dense_bf16_tflops", "scale_up_bw_gb_per_s_per_direction"})
-    assert rtx.model_dump(exclude={"dense_bf16_tflops", "scale_up_bw_gb_per_s_per_direction"}) == unchanged
+    assert (
+        rtx.model_dump(exclude={"dense_bf16_tflops", "scale_up_bw_gb_per_s_per_direction"})
+        == unchanged
+    )
     # other entries and the shipped data stay as they were
     assert merged.gpu("h100-sxm") == shipped.gpu("h100-sxm")
     assert load_catalog().gpu("rtx4090").dense_bf16_tflops == pytest.approx(165.2)

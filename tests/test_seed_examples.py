@@ -13,7 +13,12 @@ from designer.cli import cli
 from models import Assumptions, Hardware, Layout, evaluate, zoo
 from models.comm import p2p_s, tp_bandwidth_limit, tp_max_degree
 from models.flops import training_flops_6nd
-from models.memory import activation_bytes_per_layer, min_gpus_for_memory, model_state_gb, seed_activation_bytes
+from models.memory import (
+    activation_bytes_per_layer,
+    min_gpus_for_memory,
+    model_state_gb,
+    seed_activation_bytes,
+)
 from models.pipeline import (
     article_held_microbatches,
     bubble_fraction,
@@ -64,8 +69,24 @@ def test_e1_training_compute():
 
 
 def test_e1_via_cli():
-    out = run(["evaluate", "--model", "llama2-70b", "--tp", "8", "--pp", "4", "--dp", "4",
-               "--global-batch", "1024", "--tokens", "2T", "--json"])
+    out = run(
+        [
+            "evaluate",
+            "--model",
+            "llama2-70b",
+            "--tp",
+            "8",
+            "--pp",
+            "4",
+            "--dp",
+            "4",
+            "--global-batch",
+            "1024",
+            "--tokens",
+            "2T",
+            "--json",
+        ]
+    )
     assert out.exit_code == 0, out.output
     flops = json.loads(out.output)["training_flops_6nd"]
     # Llama-2-70B's exact architecture has 68.98e9 parameters; the article rounds to 70e9.
@@ -101,8 +122,20 @@ def test_e2_catalog_holds_true_4090_rate(catalog):
 
 
 def test_e2_via_cli_tp_bandwidth(article_catalog):
-    base = ["evaluate", "--model", "llama2-70b", "--gpu", "rtx4090", "--catalog", str(article_catalog),
-            "--pp", "80", "--global-batch", "160", "--json"]
+    base = [
+        "evaluate",
+        "--model",
+        "llama2-70b",
+        "--gpu",
+        "rtx4090",
+        "--catalog",
+        str(article_catalog),
+        "--pp",
+        "80",
+        "--global-batch",
+        "160",
+        "--json",
+    ]
     ok = json.loads(run([*base, "--tp", "2"]).output)
     assert "tp_bandwidth" not in {v["constraint"] for v in ok["violations"]}
     bad = json.loads(run([*base, "--tp", "4"]).output)
@@ -111,8 +144,24 @@ def test_e2_via_cli_tp_bandwidth(article_catalog):
 
 
 def test_e2_h100_tp8_is_fine_via_cli():
-    out = json.loads(run(["evaluate", "--model", "llama2-70b", "--tp", "8", "--pp", "4", "--dp", "4",
-                          "--global-batch", "1024", "--json"]).output)
+    out = json.loads(
+        run(
+            [
+                "evaluate",
+                "--model",
+                "llama2-70b",
+                "--tp",
+                "8",
+                "--pp",
+                "4",
+                "--dp",
+                "4",
+                "--global-batch",
+                "1024",
+                "--json",
+            ]
+        ).output
+    )
     assert "tp_bandwidth" not in {v["constraint"] for v in out["violations"]}
 
 
@@ -139,11 +188,29 @@ def test_e3_activations_and_total():
 def test_e3_via_cli(tmp_path):
     spec_file = tmp_path / "gpt70.yaml"
     spec_file.write_text(GPT_SHAPED_70B)
-    out = json.loads(run(["evaluate", "--model", str(spec_file), "--gpu", "h200", "--micro-batch", "8",
-                          "--no-sequence-parallel", "--recompute", "selective", "--zero", "0",
-                          "--json"]).output)
+    out = json.loads(
+        run(
+            [
+                "evaluate",
+                "--model",
+                str(spec_file),
+                "--gpu",
+                "h200",
+                "--micro-batch",
+                "8",
+                "--no-sequence-parallel",
+                "--recompute",
+                "selective",
+                "--zero",
+                "0",
+                "--json",
+            ]
+        ).output
+    )
     assert out["memory_gb"]["activations"] == pytest.approx(730.1, abs=0.05)
-    params = TransformerSpec(name="g", layers=80, hidden=8192, heads=64, vocab=32000, seq_len=4096).params()
+    params = TransformerSpec(
+        name="g", layers=80, hidden=8192, heads=64, vocab=32000, seq_len=4096
+    ).params()
     assert out["memory_gb"]["weights"] == pytest.approx(2 * params / 1e9)
     assert out["memory_gb"]["optimizer"] == pytest.approx(12 * params / 1e9)
     assert out["feasible"] is False  # ~1.8 TB on one 141 GB GPU
@@ -166,8 +233,24 @@ def test_e4_bubble():
 
 
 def test_e4_fill_rule_via_cli():
-    out = json.loads(run(["evaluate", "--model", "llama2-70b", "--tp", "8", "--pp", "8", "--dp", "1",
-                          "--global-batch", "4", "--json"]).output)
+    out = json.loads(
+        run(
+            [
+                "evaluate",
+                "--model",
+                "llama2-70b",
+                "--tp",
+                "8",
+                "--pp",
+                "8",
+                "--dp",
+                "1",
+                "--global-batch",
+                "4",
+                "--json",
+            ]
+        ).output
+    )
     assert "pipeline_fill" in {v["constraint"] for v in out["violations"]}
 
 
@@ -203,8 +286,23 @@ def test_e5_nics(catalog):
 
 
 def test_e5_via_cli_default_nics():
-    out = run(["evaluate", "--model", "llama2-7b", "--gpu", "rtx4090", "--tp", "2", "--pp", "4", "--dp", "1",
-               "--global-batch", "8"])
+    out = run(
+        [
+            "evaluate",
+            "--model",
+            "llama2-7b",
+            "--gpu",
+            "rtx4090",
+            "--tp",
+            "2",
+            "--pp",
+            "4",
+            "--dp",
+            "1",
+            "--global-batch",
+            "8",
+        ]
+    )
     assert "8 x cx6-200g" in out.output
 
 

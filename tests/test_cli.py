@@ -1,0 +1,493 @@
+"""Tests of the `designer` command line against ../shared/CLI-CONTRACT.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from designer.cli import cli, main
+from designer.numbers import parse_days, parse_quantity
+from models import zoo
+
+EVALUATE_70B = [
+    "evaluate",
+    "--model", "llama2-70b",
+    "--gpu", "h100-sxm",
+    "--tp", "8",
+    "--pp", "4",
+    "--dp", "4",
+    "--micro-batch", "1",
+    "--global-batch", "1024",
+]  # fmt: skip
+RTX_OOM = [
+    "evaluate",
+    "--model",
+    "llama2-70b",
+    "--gpu",
+    "rtx4090",
+    "--tp",
+    "1",
+    "--pp",
+    "1",
+    "--dp",
+    "8",
+]
+
+MEMORY_KEYS = {"weights", "gradients", "optimizer", "activations", "other", "total", "capacity"}
+BREAKDOWN_KEYS = {"compute", "bubble", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "optimizer"}
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, args: list[str]):
+    result = runner.invoke(cli, args, catch_exceptions=False)
+    return result
+
+
+def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
+    """Call designer.cli.main like the console script; return (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main(args)
+        raise SystemExit(0)  # main returns normally on success
+    code = info.value.code
+    code = 0 if code is None else code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err: str, *needles: str) -> str:
+    assert "Traceback" not in err
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1, f"stderr is not one line: {err!r}"
+    line = lines[0]
+    assert line.startswith("designer: ")
+    for needle in needles:
+        assert needle in line, f"{needle!r} not in {line!r}"
+    return line
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- numbers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("2T", 2e12),
+        ("30M", 3e7),
+        ("30000K", 3e7),
+        ("1.5e9", 1.5e9),
+        ("$30,000,000", 3e7),
+        ("16M", 1.6e7),
+        ("1.5B", 1.5e9),
+        ("42", 42.0),
+        ("2t", 2e12),
+    ],
+)
+def test_parse_quantity(text, value):
+    assert parse_quantity(text) == pytest.approx(value, rel=1e-12)
+
+
+@pytest.mark.parametrize("text", ["30Q", "", "abc", "1..2", "M", "2TT"])
+def test_parse_quantity_rejects(text):
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+def test_parse_quantity_message_names_suffix():
+    with pytest.raises(ValueError, match="Q"):
+        parse_quantity("30Q")
+
+
+@pytest.mark.parametrize(
+    "text,days", [("90d", 90.0), ("36h", 1.5), ("30", 30.0), ("0.5d", 0.5), ("48H", 2.0)]
+)
+def test_parse_days(text, days):
+    assert parse_days(text) == pytest.approx(days)
+
+
+def test_parse_days_rejects():
+    with pytest.raises(ValueError):
+        parse_days("90w")
+
+
+# --- models ------------------------------------------------------------------------------------
+
+
+def test_models_table(runner):
+    result = invoke(runner, ["models"])
+    assert result.exit_code == 0
+    for name in zoo():
+        assert name in result.output
+    assert "params_b" in result.output
+
+
+def test_models_json(runner):
+    result = invoke(runner, ["models", "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert isinstance(data, list)
+    assert {d["name"] for d in data} == set(zoo())
+    for d in data:
+        assert isinstance(d["params"], int) and d["params"] > 0
+    by_name = {d["name"]: d for d in data}
+    assert by_name["llama2-70b"]["params"] == zoo()["llama2-70b"].params()
+    assert by_name["llama2-70b"]["kv_heads"] == 8
+
+
+def test_models_show(runner):
+    result = invoke(runner, ["models", "show", "llama2-70b"])
+    assert result.exit_code == 0
+    for field in (
+        "layers",
+        "hidden",
+        "heads",
+        "kv_heads",
+        "ffn_hidden",
+        "vocab",
+        "seq_len",
+        "params",
+        "source",
+    ):
+        assert field in result.output
+    assert "8,192" in result.output or "8192" in result.output
+
+
+def test_models_show_json(runner):
+    result = invoke(runner, ["models", "show", "llama2-70b", "--json"])
+    assert result.exit_code == 0
+    d = json.loads(result.output)
+    assert d["name"] == "llama2-70b"
+    assert (d["layers"], d["hidden"], d["heads"], d["kv_heads"]) == (80, 8192, 64, 8)
+    assert d["params"] == zoo()["llama2-70b"].params()
+
+
+def test_models_show_file(runner, tmp_path):
+    path = _write(
+        tmp_path / "tiny.yaml", "layers: 2\nhidden: 64\nheads: 4\nvocab: 1000\nseq_len: 128\n"
+    )
+    result = invoke(runner, ["models", "show", str(path), "--json"])
+    assert result.exit_code == 0
+    d = json.loads(result.output)
+    assert d["name"] == "tiny"
+    assert d["ffn_hidden"] == 256
+    text = invoke(runner, ["models", "show", str(path)])
+    assert text.exit_code == 0
+    assert "tiny" in text.output
+
+
+def test_models_show_unknown(capsys):
+    code, out, err = run_main(capsys, ["models", "show", "no-such-model"])
+    assert code == 2
+    assert_one_line_error(err, "no-such-model")
+
+
+# --- catalog -----------------------------------------------------------------------------------
+
+
+def test_catalog_table(runner):
+    result = invoke(runner, ["catalog"])
+    assert result.exit_code == 0
+    for word in ("GPUs", "NICs", "Switches", "h100-sxm", "rtx4090", "cx7-400g", "qm9700"):
+        assert word in result.output
+
+
+def test_catalog_json(runner):
+    result = invoke(runner, ["catalog", "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert {"gpus", "nics", "switches"} <= set(data)
+    assert data["gpus"]["h100-sxm"]["memory_gb"] == 80
+    assert "cx7-400g" in data["nics"]
+    assert data["nics"]["cx7-400g"]["switch"] in data["switches"]
+
+
+def test_catalog_show_gpu(runner):
+    result = invoke(runner, ["catalog", "show", "h100-sxm"])
+    assert result.exit_code == 0
+    for field in (
+        "price_source",
+        "cloud_price_source",
+        "spec_source",
+        "calibration",
+        "matmul_efficiency",
+        "server",
+    ):
+        assert field in result.output
+
+
+def test_catalog_show_gpu_json(runner):
+    result = invoke(runner, ["catalog", "show", "h100-sxm", "--json"])
+    assert result.exit_code == 0
+    d = json.loads(result.output)
+    assert d["name"] == "h100-sxm"
+    assert d["price_source"]
+    assert "matmul_efficiency" in d["calibration"]
+
+
+def test_catalog_show_nic(runner):
+    result = invoke(runner, ["catalog", "show", "cx7-400g"])
+    assert result.exit_code == 0
+    for field in ("speed_gbit_per_s", "price_source", "switch", "qm9700"):
+        assert field in result.output
+
+
+def test_catalog_override(runner, tmp_path):
+    path = _write(
+        tmp_path / "override.yaml", "gpus:\n  rtx4090:\n    memory_gb: 48\n    price_usd: 1234\n"
+    )
+    result = invoke(runner, ["catalog", "--catalog", str(path), "show", "rtx4090", "--json"])
+    assert result.exit_code == 0
+    d = json.loads(result.output)
+    assert d["memory_gb"] == 48
+    assert d["price_usd"] == 1234
+    plain = json.loads(invoke(runner, ["catalog", "show", "rtx4090", "--json"]).output)
+    assert plain["memory_gb"] == 24
+    assert d["calibration"] == plain["calibration"]  # untouched fields kept
+
+
+def test_catalog_override_reaches_evaluate(runner, tmp_path):
+    path = _write(tmp_path / "override.yaml", "gpus:\n  rtx4090:\n    memory_gb: 2000\n")
+    result = invoke(runner, [*RTX_OOM, "--catalog", str(path), "--json"])
+    d = json.loads(result.output)
+    assert d["memory_gb"]["capacity"] == 2000
+    assert "memory" not in {v["constraint"] for v in d["violations"]}
+
+
+def test_catalog_show_unknown(capsys):
+    code, out, err = run_main(capsys, ["catalog", "show", "nope-9000"])
+    assert code == 2
+    assert_one_line_error(err, "nope-9000")
+
+
+# --- evaluate ------------------------------------------------------------------------------------
+
+
+def test_evaluate_json_contract(capsys):
+    code, out, err = run_main(capsys, [*EVALUATE_70B, "--json"])
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["feasible"] is True
+    assert d["violations"] == []
+    assert MEMORY_KEYS <= set(d["memory_gb"])
+    assert d["memory_gb"]["capacity"] == 80
+    assert d["memory_gb"]["total"] == pytest.approx(
+        sum(d["memory_gb"][k] for k in MEMORY_KEYS - {"total", "capacity"})
+    )
+    assert d["step_time_s"] > 0
+    assert BREAKDOWN_KEYS <= set(d["breakdown_s"])
+    assert sum(d["breakdown_s"][k] for k in BREAKDOWN_KEYS) == pytest.approx(d["step_time_s"])
+    assert d["model_tflops_per_gpu"] > 0
+    assert 0 < d["mfu"] < 1
+    assert d["tokens_per_s"] == pytest.approx(1024 * 4096 / d["step_time_s"])
+    assert d["time_to_train_days"] is None
+    assert d["cost_usd"]["capex"] > 0
+    assert d["cost_usd"]["cloud"] is None
+
+
+def test_evaluate_json_with_tokens(capsys):
+    code, out, err = run_main(capsys, [*EVALUATE_70B, "--json", "--tokens", "2T"])
+    assert code == 0, err
+    d = json.loads(out)
+    days = d["time_to_train_days"]
+    assert isinstance(days, float) and days > 0
+    assert days == pytest.approx(2e12 / d["tokens_per_s"] / 86400)
+    assert d["cost_usd"]["cloud"] > 0
+
+
+def test_evaluate_text(runner):
+    result = invoke(runner, [*EVALUATE_70B, "--tokens", "2T"])
+    assert result.exit_code == 0
+    for word in ("feasible: yes", "memory per GPU", "step time", "MFU", "time to train"):
+        assert word in result.output
+
+
+def test_evaluate_options_reach_layout(capsys):
+    args = [*EVALUATE_70B, "--vp", "2", "--recompute", "full", "--zero", "3", "--precision", "fp8",
+            "--no-sequence-parallel", "--nic", "cx6-200g", "--nics-per-node", "4", "--seq-len", "2048", "--json"]  # fmt: skip
+    code, out, err = run_main(capsys, args)
+    assert code in (0, 1), err
+    lay = json.loads(out)["layout"]
+    assert (lay["vp"], lay["recompute"], lay["zero"], lay["precision"]) == (2, "full", 3, "fp8")
+    assert (lay["sequence_parallel"], lay["nic"], lay["nics_per_node"], lay["seq_len"]) == (
+        False,
+        "cx6-200g",
+        4,
+        2048,
+    )
+
+
+def test_evaluate_default_global_batch(capsys):
+    code, out, err = run_main(
+        capsys,
+        ["evaluate", "--model", "llama2-7b", "--tp", "2", "--pp", "2", "--dp", "2", "--json"],
+    )
+    assert code in (0, 1), err
+    lay = json.loads(out)["layout"]
+    assert lay["global_batch"] == 1 * 2 * 2  # micro-batch x dp x pp
+    assert lay["sequence_parallel"] is True  # default on when tp > 1
+
+
+def test_evaluate_infeasible_exit_1_with_json(capsys):
+    code, out, err = run_main(capsys, [*RTX_OOM, "--json"])
+    assert code == 1
+    d = json.loads(out)
+    assert d["feasible"] is False
+    assert "memory" in {v["constraint"] for v in d["violations"]}
+    assert all(v["detail"] for v in d["violations"])
+    assert "Traceback" not in err
+
+
+def test_evaluate_infeasible_text(runner):
+    result = runner.invoke(cli, RTX_OOM)
+    assert result.exit_code == 1
+    assert "feasible: NO" in result.output
+    assert "violation memory" in result.output
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["evaluate", "--model", "no-such-model"], ["--model", "no-such-model"]),
+        (["evaluate", "--gpu", "tpu-v9"], ["--gpu", "tpu-v9"]),
+        (["evaluate", "--nic", "cx99"], ["--nic", "cx99"]),
+        (["evaluate", "--tp", "3"], ["--tp"]),
+        (["evaluate", "--global-batch", "-1"], ["--global-batch"]),
+        (["evaluate", "--dp", "4", "--global-batch", "6"], ["--global-batch"]),
+        (
+            ["evaluate", "--micro-batch", "2", "--dp", "2", "--global-batch", "6"],
+            ["--global-batch"],
+        ),
+        (["evaluate", "--pp", "7"], ["--pp"]),
+        (["evaluate", "--gpu", "a100-80gb", "--precision", "fp8"], ["--precision", "a100-80gb"]),
+        (["evaluate", "--tokens", "30Q"], ["--tokens", "30Q"]),
+        (["evaluate", "--no-such-option"], ["--no-such-option"]),
+        (["evaluate", "--recompute", "sometimes"], ["--recompute"]),
+        (["evaluate", "--zero", "4"], ["--zero"]),
+        (["evaluate", "--tp", "0"], ["--tp"]),
+        (["no-such-command"], ["no-such-command"]),
+    ],
+)
+def test_evaluate_bad_input_exit_2(capsys, args, needles):
+    code, out, err = run_main(capsys, args)
+    assert code == 2
+    assert_one_line_error(err, *needles)
+    assert out == ""
+
+
+def test_evaluate_malformed_model_file(capsys, tmp_path):
+    path = _write(tmp_path / "broken.yaml", "layers: [80\nhidden: 8192\n")
+    code, out, err = run_main(capsys, ["evaluate", "--model", str(path)])
+    assert code == 2
+    assert_one_line_error(err, str(path))
+
+
+def test_evaluate_model_file_unknown_field(capsys, tmp_path):
+    path = _write(
+        tmp_path / "typo.yaml",
+        "layers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 16\nhiden: 3\n",
+    )
+    code, out, err = run_main(capsys, ["evaluate", "--model", str(path)])
+    assert code == 2
+    assert_one_line_error(err, str(path), "hiden")
+
+
+def test_evaluate_catalog_unknown_field(capsys, tmp_path):
+    path = _write(tmp_path / "cat.yaml", "gpus:\n  rtx4090:\n    memroy_gb: 48\n")
+    code, out, err = run_main(capsys, [*EVALUATE_70B, "--catalog", str(path)])
+    assert code == 2
+    assert_one_line_error(err, str(path), "memroy_gb")
+
+
+def test_catalog_command_bad_override(capsys, tmp_path):
+    path = _write(tmp_path / "cat.yaml", "gpus:\n  rtx4090:\n    memroy_gb: 48\n")
+    code, out, err = run_main(capsys, ["catalog", "--catalog", str(path)])
+    assert code == 2
+    assert_one_line_error(err, str(path), "memroy_gb")
+
+
+def test_evaluate_hf_config(capsys, tmp_path):
+    cfg = {
+        "num_hidden_layers": 80, "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "intermediate_size": 28672, "vocab_size": 32000, "max_position_embeddings": 4096,
+        "tie_word_embeddings": False, "hidden_act": "silu",
+    }  # fmt: skip
+    path = _write(tmp_path / "config.json", json.dumps(cfg))
+    code, out, err = run_main(
+        capsys, [*EVALUATE_70B[:1], "--model", str(path), *EVALUATE_70B[3:], "--json"]
+    )
+    assert code == 0, err
+    code_zoo, out_zoo, _ = run_main(capsys, [*EVALUATE_70B, "--json"])
+    assert json.loads(out)["step_time_s"] == pytest.approx(json.loads(out_zoo)["step_time_s"])
+
+
+def test_debug_raises(tmp_path):
+    from designer.errors import UsageError
+    from models import ModelError
+
+    with pytest.raises((ModelError, UsageError)):
+        main(["--debug", "evaluate", "--model", "no-such-model"])
+    with pytest.raises(UsageError):
+        main(["--debug", "evaluate", "--tp", "3"])
+
+
+def test_debug_with_good_input_succeeds(capsys):
+    code, out, err = run_main(capsys, ["--debug", *EVALUATE_70B, "--json"])
+    assert code == 0
+    assert json.loads(out)["feasible"] is True
+
+
+def test_help_and_version(capsys):
+    code, out, _ = run_main(capsys, ["--help"])
+    assert code == 0
+    for command in ("models", "catalog", "evaluate"):
+        assert command in out
+    code, out, _ = run_main(capsys, ["evaluate", "--help"])
+    assert code == 0
+    for option in ("--model", "--gpu", "--catalog", "--tp", "--pp", "--dp", "--cp", "--vp", "--micro-batch",
+                   "--global-batch", "--seq-len", "--recompute", "--sequence-parallel", "--zero", "--precision",
+                   "--nic", "--nics-per-node", "--tokens", "--json"):  # fmt: skip
+        assert option in out
+    code, out, _ = run_main(capsys, ["--version"])
+    assert code == 0
+    assert "0." in out or "1." in out
+
+
+def test_python_m_designer_help():
+    proc = subprocess.run(
+        [sys.executable, "-m", "designer", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "evaluate" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_python_m_designer_bad_input():
+    proc = subprocess.run(
+        [sys.executable, "-m", "designer", "evaluate", "--tp", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert_one_line_error(proc.stderr, "--tp")
