@@ -175,3 +175,23 @@ def memory_per_gpu(
             best = mem
     assert best is not None
     return best
+
+
+def memory_terms(
+    spec: TransformerSpec, layout: Layout, seq_len: int, a: Assumptions
+) -> list[tuple[float, float]]:
+    """Per stage (first, and last when p > 1), memory as ``fixed + sharded / (dp * cp)`` GB.
+
+    The sharded part is what the ZeRO stage divides over the data-parallel x CP
+    group; ``layout.dp`` is ignored. Equals ``memory_per_gpu`` stage by stage."""
+    out = []
+    for stage in ("first", "last") if layout.pp > 1 else ("first",):
+        params = stage_params(spec, layout, stage)
+        w = params * a.weight_bytes / GB
+        g = params * a.grad_bytes / GB
+        o = params * a.optimizer_bytes / GB
+        act = stage_activation_gb(spec, layout, seq_len, stage)
+        other = a.runtime_reserved_gb + logits_gb(spec, layout, seq_len, stage)
+        shard = {0: 0.0, 1: o, 2: o + g}.get(layout.zero, o + g + w)
+        out.append((w + g + o + act + other - shard, shard))
+    return out

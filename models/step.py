@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from catalog.specs import GPUSpec
 from models import comm, flops
 from models.layout import Assumptions, Layout, Network
@@ -253,46 +255,50 @@ def step_coefficients(
     )
 
 
-def group_reduce_s(
-    c: StepCoefficients, nbytes: float, group: int, node_bw_gb_per_s: float
-) -> float:
-    """All-reduce of ``nbytes`` per GPU over ``group`` ranks, k per server (module docstring)."""
-    if group <= 1 or nbytes <= 0:
-        return 0.0
+def group_reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s):
+    """All-reduce of ``nbytes`` per GPU over ``group`` ranks, k per server (module docstring).
+
+    Works element-wise on numpy arrays of ``group`` and ``node_bw_gb_per_s``."""
+    group = np.asarray(group, dtype=float)
     k = c.dp_ranks_per_node
     up = c.scale_up_bw_gb_per_s * comm.GB
-    if group < k:
-        return 2.0 * nbytes * (1.0 - 1.0 / group) / up
-    intra = 2.0 * nbytes * (k - 1) / k / up
-    share = node_bw_gb_per_s * comm.GB / c.gpus_per_node * c.network_efficiency
-    return intra + 2.0 * (nbytes / k) * (1.0 - k / group) / share
+    share = (
+        np.asarray(node_bw_gb_per_s, dtype=float) * comm.GB / c.gpus_per_node * c.network_efficiency
+    )
+    inside = 2.0 * nbytes * (1.0 - 1.0 / group) / up
+    across = 2.0 * nbytes * (k - 1) / k / up + 2.0 * (nbytes / k) * (1.0 - k / group) / share
+    return np.where(group < k, inside, across) if nbytes > 0 else np.zeros_like(group * share)
 
 
 def step_from_coefficients(
-    c: StepCoefficients, dp: int, microbatches: float, node_bw_gb_per_s: float, dp_overlap: float
+    c: StepCoefficients, dp, microbatches, node_bw_gb_per_s, dp_overlap: float
 ) -> StepBreakdown:
-    """Assemble the step from the shape coefficients and d, m and the NIC bandwidth."""
-    m = microbatches
+    """Assemble the step from the shape coefficients and d, m and the NIC bandwidth.
+
+    ``dp``, ``microbatches`` and ``node_bw_gb_per_s`` may be numpy arrays (the
+    exhaustive solver evaluates many at once); the parts are then arrays too."""
+    dp = np.asarray(dp, dtype=float)
+    m = np.asarray(microbatches, dtype=float)
     group = dp * c.cp
-    sends = 2.0 * (c.vp * m + c.pp - 1) if c.pp > 1 else 0.0
-    if (
-        dp * c.replica_gpus <= c.gpus_per_node
-    ):  # the whole job in one server: sends stay on the scale-up link
-        pp_time = sends * c.pp_send_intra_s
-    else:
-        share = node_bw_gb_per_s * comm.GB / c.gpus_per_node * c.network_efficiency
-        pp_time = sends * (c.pp_send_bytes / share + c.pp_latency_s)
+    share = (
+        np.asarray(node_bw_gb_per_s, dtype=float) * comm.GB / c.gpus_per_node * c.network_efficiency
+    )
+    sends = 2.0 * (c.vp * m + c.pp - 1) if c.pp > 1 else 0.0 * m
+    one_server = dp * c.replica_gpus <= c.gpus_per_node  # sends stay on the scale-up link
+    pp_time = sends * np.where(
+        one_server, c.pp_send_intra_s, c.pp_send_bytes / share + c.pp_latency_s
+    )
     dp_time = group_reduce_s(c, c.dp_bytes, group, node_bw_gb_per_s)
     if c.zero >= 3:
-        dp_time += 2.0 * m * group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s) / 2.0
-    optimizer = c.optimizer_s / (group if c.zero >= 1 else 1)
+        dp_time = dp_time + m * group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
+    optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
     return StepBreakdown(
         compute=m * c.compute_mb_s,
-        bubble=c.bubble_s,
+        bubble=c.bubble_s + 0.0 * m,
         tp_comm=m * c.tp_mb_s,
         cp_comm=m * c.cp_mb_s,
         pp_comm=pp_time,
-        dp_comm=max(0.0, dp_time - dp_overlap * c.backward_mb_s),
+        dp_comm=np.maximum(0.0, dp_time - dp_overlap * c.backward_mb_s),
         optimizer=optimizer,
     )
 

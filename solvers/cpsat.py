@@ -1,0 +1,598 @@
+"""The CP-SAT formulation of the design question.
+
+Variables (named in the model): one literal per candidate shape (exactly one
+is chosen), a NIC-type literal per NIC, NICs per server, the data-parallel
+degree d, micro-batches per step m, servers, and auxiliary integers for the
+step time. Each constraint family of the contract is guarded by its own
+enforcement literal ``enforce[family]``; solving normally fixes them true, the
+explanation code (solvers/explain.py) passes them as assumptions or leaves
+them out. Products of two variables use AddMultiplicationEquality.
+
+Units: time in ``unit_s`` seconds (ns or coarser, chosen so that the largest
+step fits in ~1e12 units); usage is rounded up and capacity down, so a plan
+CP-SAT admits always passes the float model (solvers/plan.py re-checks it).
+The objective T' is K x step time / global batch (time per trained sequence),
+which times the training sequences is the time to train.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from models.step import group_reduce_s
+from solvers.plan import Config, build_plan
+from solvers.result import SolveResult
+from solvers.scenario import GPU_CAP, Scenario
+from solvers.space import Candidate, enumerate_candidates, nic_specs, usd_to_cents_up
+
+INT_LIMIT = 2**62
+STRUCTURAL = ("tp_bandwidth", "tp_domain", "divisibility")
+
+
+def _lo(var: cp_model.IntVar) -> int:
+    return int(var.proto.domain[0])
+
+
+def _hi(var: cp_model.IntVar) -> int:
+    dom = var.proto.domain  # ortools' repeated field does not support negative indexing
+    return int(dom[len(dom) - 1])
+
+
+def _up(x: float) -> int:
+    return int(math.ceil(x - 1e-9 * max(1.0, abs(x))))
+
+
+def _down(x: float) -> int:
+    return int(math.floor(x + 1e-9 * max(1.0, abs(x))))
+
+
+@dataclass
+class Formulation:
+    model: cp_model.CpModel
+    x: list[cp_model.IntVar]
+    nic_lits: dict[str, cp_model.IntVar]
+    nics: cp_model.IntVar
+    dp: cp_model.IntVar
+    m: cp_model.IntVar
+    nodes: cp_model.IntVar
+    objective: cp_model.LinearExprT
+    enforce: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+
+
+def build(
+    scenario: Scenario, candidates: list[Candidate], fix_families: bool = True
+) -> Formulation:
+    """The CP-SAT model of ``scenario`` over ``candidates``, with the finest time unit that fits int64."""
+    coarsen = 1.0
+    for _ in range(8):
+        try:
+            return _build(scenario, candidates, fix_families, coarsen)
+        except OverflowError:
+            coarsen *= 1000.0
+    raise OverflowError(
+        "the question is too large for 64-bit arithmetic; lower the GPU cap or batch ceiling"
+    )
+
+
+def _build(
+    scenario: Scenario, candidates: list[Candidate], fix_families: bool, coarsen: float
+) -> Formulation:
+    md = cp_model.CpModel()
+    cat = scenario.catalog
+    nics = nic_specs(scenario)
+    n = len(candidates)
+    if n == 0:
+        raise ValueError("no candidate shapes")
+    x = [md.new_bool_var(f"shape[{i}]") for i in range(n)]
+    md.add_exactly_one(x)
+
+    enforce: dict[str, cp_model.IntVar] = {}
+    for fam in (
+        "memory",
+        "tp_bandwidth",
+        "tp_domain",
+        "divisibility",
+        "pipeline_fill",
+        "batch_ceiling",
+        "batch_floor",
+        "nic_slots",
+        "budget",
+        "deadline",
+        "max_gpus",
+    ):
+        if scenario.active(fam):
+            enforce[fam] = md.new_bool_var(f"enforce[{fam}]")
+            if fix_families:
+                md.add(enforce[fam] == 1)
+
+    def sel(values) -> cp_model.LinearExpr:
+        """The chosen candidate's value: sum_i x_i * value_i."""
+        return cp_model.LinearExpr.weighted_sum(x, [int(v) for v in values])
+
+    shapes = [c.shape for c in candidates]
+    gpus = {c.shape.gpu: cat.gpu(c.shape.gpu) for c in candidates}
+    gpu_names = sorted(gpus)
+    gpu_lit = {g: md.new_bool_var(f"gpu[{g}]") for g in gpu_names}
+    for g in gpu_names:
+        md.add(gpu_lit[g] == sum(x[i] for i in range(n) if shapes[i].gpu == g))
+
+    # --- structural families: shapes that violate them are forbidden
+    for fam in STRUCTURAL:
+        if fam in enforce:
+            bad = [x[i] for i in range(n) if fam in candidates[i].structural]
+            if bad:
+                md.add(sum(bad) == 0).only_enforce_if(enforce[fam])
+
+    # --- scale: largest admissible DP degree and micro-batches per step
+    ceiling_seq = (
+        _down(scenario.max_batch_tokens / scenario.seq_len) if "batch_ceiling" in enforce else None
+    )
+    gpu_cap = min(GPU_CAP, scenario.max_gpus) if "max_gpus" in enforce else GPU_CAP
+    if "budget" in enforce and scenario.pricing == "capex":
+        cheapest = min(usd_to_cents_up(g.price_usd) for g in gpus.values())
+        gpu_cap = min(gpu_cap, int(scenario.budget_usd * 100 // cheapest))
+    gpu_cap = max(1, gpu_cap)
+    dp_max = max(1, gpu_cap)
+    m_max = ceiling_seq if ceiling_seq else GPU_CAP
+    dp_max = min(dp_max, ceiling_seq) if ceiling_seq else dp_max
+    m_max = max(1, m_max)
+    dp = md.new_int_var(1, dp_max, "dp")
+    m = md.new_int_var(1, m_max, "microbatches")
+
+    # --- NICs: one type, a count per server
+    max_slots = max(g.server.nic_slots for g in gpus.values())
+    nic_lits = {nc.name: md.new_bool_var(f"nic[{nc.name}]") for nc in nics}
+    md.add_exactly_one(nic_lits.values())
+    nics_per_node = md.new_int_var(1, 2 * max_slots, "nics_per_node")
+    nic_count = {}
+    for nc in nics:
+        v = md.new_int_var(0, 2 * max_slots, f"nics_of[{nc.name}]")
+        md.add(v == nics_per_node).only_enforce_if(nic_lits[nc.name])
+        md.add(v == 0).only_enforce_if(~nic_lits[nc.name])
+        nic_count[nc.name] = v
+    node_bw = md.new_int_var(
+        1, 2 * max_slots * max(_up(nc.speed_gbit_per_s) for nc in nics), "node_gbit_s"
+    )
+    md.add(node_bw == sum(_down(nc.speed_gbit_per_s) * nic_count[nc.name] for nc in nics))
+    if "nic_slots" in enforce:
+        slots = sum(
+            (g.server.nic_slots + scenario.extra_nic_slots) * gpu_lit[name]
+            for name, g in gpus.items()
+        )
+        md.add(nics_per_node <= slots).only_enforce_if(enforce["nic_slots"])
+    else:
+        md.add(
+            nics_per_node <= sum(2 * g.server.nic_slots * gpu_lit[name] for name, g in gpus.items())
+        )
+
+    # --- memory: d at least the smallest ZeRO shard that fits
+    if "memory" in enforce:
+        never = [x[i] for i in range(n) if candidates[i].dp_min_memory is None]
+        if never:
+            md.add(sum(never) == 0).only_enforce_if(enforce["memory"])
+        md.add(dp >= sel(c.dp_min_memory or 1 for c in candidates)).only_enforce_if(
+            enforce["memory"]
+        )
+
+    # --- batch: W = m d micro-batches, global batch GB = b W sequences
+    w = md.new_int_var(1, dp_max * m_max, "microbatches_total")
+    md.add_multiplication_equality(w, [dp, m])
+    b_sel = md.new_int_var(1, max(s.micro_batch for s in shapes), "micro_batch")
+    md.add(b_sel == sel(s.micro_batch for s in shapes))
+    gb_max = max(s.micro_batch for s in shapes) * dp_max * m_max
+    if "batch_ceiling" in enforce and fix_families:
+        gb_max = min(gb_max, ceiling_seq)
+    global_batch = md.new_int_var(1, gb_max, "global_batch")
+    md.add_multiplication_equality(global_batch, [b_sel, w])
+    if "batch_ceiling" in enforce:
+        md.add(global_batch <= ceiling_seq).only_enforce_if(enforce["batch_ceiling"])
+    if "batch_floor" in enforce:
+        md.add(global_batch >= _up(scenario.min_batch_tokens / scenario.seq_len)).only_enforce_if(
+            enforce["batch_floor"]
+        )
+    if "pipeline_fill" in enforce:
+        md.add(m >= sel(s.pp for s in shapes)).only_enforce_if(enforce["pipeline_fill"])
+
+    # --- GPUs and servers: G = replica x d, servers = ceil(G / GPUs per server)
+    rep = md.new_int_var(1, max(s.replica_gpus for s in shapes), "replica_gpus")
+    md.add(rep == sel(s.replica_gpus for s in shapes))
+    num_gpus = md.new_int_var(1, GPU_CAP * 64, "num_gpus")
+    md.add_multiplication_equality(num_gpus, [rep, dp])
+    md.add(num_gpus <= GPU_CAP)
+    if "max_gpus" in enforce:
+        md.add(num_gpus <= scenario.max_gpus).only_enforce_if(enforce["max_gpus"])
+    gpn = md.new_int_var(1, max(g.server.gpus_per_server for g in gpus.values()), "gpus_per_server")
+    md.add(gpn == sel(gpus[s.gpu].server.gpus_per_server for s in shapes))
+    nodes = md.new_int_var(1, GPU_CAP, "servers")
+    node_gpus = md.new_int_var(1, GPU_CAP * 1024, "server_gpu_slots")
+    md.add_multiplication_equality(node_gpus, [nodes, gpn])
+    md.add(node_gpus >= num_gpus)
+    md.add(node_gpus <= num_gpus + gpn - 1)
+
+    # --- regimes: gradient group inside one server (r_dp), whole job in one server (r_pp)
+    r_dp = md.new_bool_var("dp_group_in_one_server")
+    r_pp = md.new_bool_var("job_in_one_server")
+    thd = [math.ceil(c.coeffs.dp_ranks_per_node / c.shape.cp) for c in candidates]
+    thp = [c.coeffs.gpus_per_node // c.shape.replica_gpus for c in candidates]
+    md.add(dp <= sel(thd) - 1).only_enforce_if(r_dp)
+    md.add(dp >= sel(thd)).only_enforce_if(~r_dp)
+    md.add(dp <= sel(thp)).only_enforce_if(r_pp)
+    md.add(dp >= sel(thp) + 1).only_enforce_if(~r_pp)
+
+    # --- time: choose the unit so the largest step fits in ~1e12 units
+    cf = [c.coeffs for c in candidates]
+    worst_step = max(
+        m_max * (c.stage_mb_s + 2 * c.vp * (c.pp_send_intra_s + c.pp_latency_s))
+        + c.bubble_s
+        + 2 * c.pp * (c.pp_send_intra_s + c.pp_latency_s)
+        + 2 * c.dp_bytes / (c.scale_up_bw_gb_per_s * 1e9)
+        + c.optimizer_s
+        for c in cf
+    )
+    unit_s = max(1e-9, worst_step / 1e12) * coarsen
+
+    def t(seconds: float) -> int:
+        return _up(seconds / unit_s)
+
+    def t_down(seconds: float) -> int:
+        return _down(seconds / unit_s)
+
+    # bits on the NICs are converted with 8 * GPUs per server / efficiency (a GPU's share)
+    def bits(c, nbytes: float) -> int:
+        return _up(8.0 * c.gpus_per_node / c.network_efficiency * nbytes / (unit_s * 1e9))
+
+    def bits_down(c, nbytes: float) -> int:
+        return _down(8.0 * c.gpus_per_node / c.network_efficiency * nbytes / (unit_s * 1e9))
+
+    def bounded(name: str, values) -> cp_model.IntVar:
+        vals = [int(v) for v in values]
+        var = md.new_int_var(min(0, min(vals)), max(0, max(vals)), name)
+        md.add(var == sel(vals))
+        return var
+
+    pp1 = [c.pp > 1 for c in cf]
+    a_in = bounded(
+        "stage_time_one_server", (t(c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s) for c in cf)
+    )
+    a_net = bounded("stage_time_servers", (t(c.stage_mb_s + 2 * c.vp * c.pp_latency_s) for c in cf))
+    c_in = bounded(
+        "fixed_time_one_server", (t(c.bubble_s + 2 * (c.pp - 1) * c.pp_send_intra_s) for c in cf)
+    )
+    c_net = bounded(
+        "fixed_time_servers", (t(c.bubble_s + 2 * (c.pp - 1) * c.pp_latency_s) for c in cf)
+    )
+    pb_m = bounded(
+        "pp_bits_per_microbatch",
+        (bits(c, 2 * c.vp * c.pp_send_bytes) if p else 0 for c, p in zip(cf, pp1, strict=True)),
+    )
+    pb_c = bounded(
+        "pp_bits_fixed",
+        (
+            bits(c, 2 * (c.pp - 1) * c.pp_send_bytes) if p else 0
+            for c, p in zip(cf, pp1, strict=True)
+        ),
+    )
+
+    def product(name: str, a: cp_model.IntVar, b: cp_model.IntVar) -> cp_model.IntVar:
+        lo_a, hi_a = _lo(a), _hi(a)
+        lo_b, hi_b = _lo(b), _hi(b)
+        corners = [lo_a * lo_b, lo_a * hi_b, hi_a * lo_b, hi_a * hi_b]
+        lo, hi = min(corners), max(corners)
+        if hi >= INT_LIMIT or lo <= -INT_LIMIT:
+            raise OverflowError(f"{name}: product bounds exceed int64; narrow the question")
+        var = md.new_int_var(lo, hi, name)
+        md.add_multiplication_equality(var, [a, b])
+        return var
+
+    def ceil_div(name: str, num, num_hi: int, den: cp_model.IntVar, lo: int = 0) -> cp_model.IntVar:
+        """name = ceil(num / den) for den >= 1 (a functional definition: no slack to crawl)."""
+        var = md.new_int_var(lo, max(lo, num_hi), name)
+        md.add_division_equality(var, num + den - 1, den)
+        return var
+
+    def floor_div(name: str, num: cp_model.IntVar, den: cp_model.IntVar) -> cp_model.IntVar:
+        var = md.new_int_var(0, max(0, _hi(num)), name)
+        md.add_division_equality(var, num, den)
+        return var
+
+    def pick(name: str, hi: int, when_true, when_false, lit) -> cp_model.IntVar:
+        """name = when_true if lit else when_false."""
+        var = md.new_int_var(-hi, hi, name)
+        md.add(var == when_true).only_enforce_if(lit)
+        md.add(var == when_false).only_enforce_if(~lit)
+        return var
+
+    # pipeline sends over the NICs, the part not proportional to m: ceil(bits / node Gbit/s)
+    nt_pp_c_raw = ceil_div("pp_nic_time_fixed_if_servers", pb_c, _hi(pb_c), node_bw)
+
+    # gradient reduction
+    up = [c.scale_up_bw_gb_per_s * 1e9 for c in cf]
+    dpi_r = bounded("dp_intra_full", (t(2 * c.dp_bytes / u) for c, u in zip(cf, up, strict=True)))
+    li_cap = bounded(
+        "dp_intra_saving_cap",
+        (t_down(2 * c.dp_bytes / u / c.cp) for c, u in zip(cf, up, strict=True)),
+    )
+    li = floor_div("dp_intra_saving", li_cap, dp)
+    k_of = [c.dp_ranks_per_node for c in cf]
+    dpi_n = bounded(
+        "dp_intra_part",
+        (t(2 * c.dp_bytes * (k - 1) / k / u) for c, k, u in zip(cf, k_of, up, strict=True)),
+    )
+    dnb = bounded("dp_bits", (bits(c, 2 * c.dp_bytes / k) for c, k in zip(cf, k_of, strict=True)))
+    ln_cap = bounded("dp_bits_saving_cap", (bits_down(c, 2 * c.dp_bytes / c.cp) for c in cf))
+    ln = floor_div("dp_bits_saving", ln_cap, dp)
+    nt_dp_raw = ceil_div("dp_nic_time_if_servers", dnb - ln, _hi(dnb), node_bw, lo=-_hi(ln_cap))
+    overlap = bounded(
+        "dp_overlap", (t_down(scenario.assumptions.dp_overlap * c.backward_mb_s) for c in cf)
+    )
+    dp_hi_t = _hi(dpi_r) + _hi(dpi_n) + _hi(nt_dp_raw) + _hi(ln_cap) + _hi(li_cap)
+    dp_pre = pick(
+        "dp_time_less_overlap", dp_hi_t, dpi_r - li - overlap, dpi_n + nt_dp_raw - overlap, r_dp
+    )
+    dp_exposed = md.new_int_var(0, dp_hi_t, "dp_exposed")
+    md.add_max_equality(dp_exposed, [dp_pre, 0])
+
+    # optimizer step on the ZeRO-1 shard: ceil(optimizer / (cp d))
+    opt_cap = bounded("optimizer_unsharded", (t(c.optimizer_s / c.cp) for c in cf))
+    u = ceil_div("optimizer_time", opt_cap, _hi(opt_cap), dp)
+
+    # Time per trained sequence, T' = K step / (b m d), split so that the 1/d and 1/(m d)
+    # parts are explicit (tight bounds once the shape is chosen):
+    #   K A / (b d)                 A = per-micro-batch stage time (+ intra-server sends)
+    # + K bits / (node_bw b d)      per-micro-batch sends over the NICs (across servers)
+    # + K (C + fixed sends + DP + optimizer) / (b m d)
+    a_sel = pick("stage_time", max(_hi(a_in), _hi(a_net)), a_in, a_net, r_pp)
+    bd = product("micro_x_dp", b_sel, dp)
+    rest = md.new_int_var(
+        0,
+        max(_hi(c_in), _hi(c_net) + _hi(nt_pp_c_raw)) + _hi(dp_exposed) + _hi(u),
+        "step_fixed_time",
+    )
+    md.add(rest == c_in + dp_exposed + u).only_enforce_if(r_pp)
+    md.add(rest == c_net + nt_pp_c_raw + dp_exposed + u).only_enforce_if(~r_pp)
+    numer_hi = max(_hi(a_in), _hi(a_net), _hi(pb_m), _hi(rest), 1)
+    k_scale = min(10**6, (INT_LIMIT // 4) // numer_hi)
+    if k_scale < 1:
+        raise OverflowError("time per sequence")
+    q_stage = ceil_div("time_per_sequence_stage", k_scale * a_sel, k_scale * _hi(a_sel), bd)
+    bw_bd = product("node_bw_x_micro_x_dp", node_bw, bd)
+    q_sends_raw = ceil_div(
+        "time_per_sequence_sends_if_servers", k_scale * pb_m, k_scale * _hi(pb_m), bw_bd
+    )
+    q_sends = pick("time_per_sequence_sends", _hi(q_sends_raw), 0, q_sends_raw, r_pp)
+    q_rest = ceil_div("time_per_sequence_fixed", k_scale * rest, k_scale * _hi(rest), global_batch)
+    per_seq = md.new_int_var(0, _hi(q_stage) + _hi(q_sends) + _hi(q_rest), "time_per_sequence")
+    md.add(per_seq == q_stage + q_sends + q_rest)
+    days_per_unit = unit_s / k_scale * scenario.sequences / 86400.0
+    if "deadline" in enforce:
+        md.add(per_seq <= _down(scenario.deadline_days / days_per_unit)).only_enforce_if(
+            enforce["deadline"]
+        )
+
+    # --- cost
+    cost_expr = None
+    if scenario.pricing == "capex":
+        gpus_of, nodes_of = {}, {}
+        for g in gpu_names:
+            gpus_of[g] = md.new_int_var(0, GPU_CAP, f"gpus_of[{g}]")
+            md.add(gpus_of[g] == num_gpus).only_enforce_if(gpu_lit[g])
+            md.add(gpus_of[g] == 0).only_enforce_if(~gpu_lit[g])
+            nodes_of[g] = md.new_int_var(0, GPU_CAP, f"servers_of[{g}]")
+            md.add(nodes_of[g] == nodes).only_enforce_if(gpu_lit[g])
+            md.add(nodes_of[g] == 0).only_enforce_if(~gpu_lit[g])
+        nn = product("nics_total", nodes, nics_per_node)
+        nics_of = {}
+        for nc in nics:
+            nics_of[nc.name] = md.new_int_var(0, _hi(nn), f"nics_total_of[{nc.name}]")
+            md.add(nics_of[nc.name] == nn).only_enforce_if(nic_lits[nc.name])
+            md.add(nics_of[nc.name] == 0).only_enforce_if(~nic_lits[nc.name])
+        cost_expr = (
+            sum(usd_to_cents_up(gpus[g].price_usd) * gpus_of[g] for g in gpu_names)
+            + sum(usd_to_cents_up(gpus[g].server.overhead_usd) * nodes_of[g] for g in gpu_names)
+            + sum(usd_to_cents_up(cat.nic_cost_usd(nc)) * nics_of[nc.name] for nc in nics)
+        )
+        if "budget" in enforce:
+            md.add(cost_expr <= _down(scenario.budget_usd * 100)).only_enforce_if(enforce["budget"])
+    else:
+        gpu_time = product("gpu_time", num_gpus, per_seq)
+        coef = {g: gpus[g].cloud_usd_per_gpu_hour * 100 * days_per_unit * 24 for g in gpu_names}
+        gt_of = {}
+        for g in gpu_names:
+            gt_of[g] = md.new_int_var(0, _hi(gpu_time), f"gpu_time_of[{g}]")
+            md.add(gt_of[g] == gpu_time).only_enforce_if(gpu_lit[g])
+            md.add(gt_of[g] == 0).only_enforce_if(~gpu_lit[g])
+            if "budget" in enforce:
+                md.add(gt_of[g] <= _down(scenario.budget_usd * 100 / coef[g])).only_enforce_if(
+                    [enforce["budget"], gpu_lit[g]]
+                )
+        cost_expr = sum(coef[g] * gt_of[g] for g in gpu_names)
+
+    # --- redundant cuts (valid bounds that let CP-SAT discard shapes without search)
+    # Largest DP degree per shape: GPU cap, the batch ceiling with the fewest micro-batches,
+    # and under capex budgets cost >= G (price + server overhead / GPUs per server).
+    dp_hi = []
+    for cand in candidates:
+        s, g = cand.shape, gpus[cand.shape.gpu]
+        hi = gpu_cap // s.replica_gpus
+        if ceiling_seq and fix_families:
+            m_min = s.pp if ("pipeline_fill" in enforce and s.pp > 1) else 1
+            hi = min(hi, ceiling_seq // (s.micro_batch * m_min))
+        if "budget" in enforce and fix_families and scenario.pricing == "capex":
+            per_gpu = (
+                usd_to_cents_up(g.price_usd)
+                + g.server.overhead_usd * 100 / g.server.gpus_per_server
+            )
+            hi = min(hi, int(scenario.budget_usd * 100 // (per_gpu * s.replica_gpus)))
+        dp_hi.append(max(1, min(hi, dp_max)))
+    md.add(dp <= sel(dp_hi))
+    if fix_families and scenario.objective == "time":
+        # T' = K (m A + C + D + O/g) / (b m d) >= K (A / (b d_max) + (C + D_min + O / g_max) / (b W_max)):
+        # A and C the cheaper of both regimes, D_min the gradient reduction at the smallest group
+        # the memory allows with every NIC slot of the fastest NIC, O the optimizer step.
+        w_hi = ceiling_seq or GPU_CAP * GPU_CAP
+        fastest = max(nc.speed_gbit_per_s for nc in nics) / 8.0
+        lbs = []
+        for i, (cand, c) in enumerate(zip(candidates, cf, strict=True)):
+            b = shapes[i].micro_batch
+            a_s = min(
+                c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s,
+                c.stage_mb_s + 2 * c.vp * c.pp_latency_s,
+            )
+            slots = gpus[shapes[i].gpu].server.nic_slots + scenario.extra_nic_slots
+            d_lo = cand.dp_floor(scenario)
+            dp_min_time = group_reduce_s(c, c.dp_bytes, d_lo * c.cp, slots * fastest)
+            dp_min_time = max(
+                0.0, float(dp_min_time) - scenario.assumptions.dp_overlap * c.backward_mb_s
+            )
+            opt = c.optimizer_s / (dp_hi[i] * c.cp)
+            per_seq_s = a_s / (b * dp_hi[i]) + (c.bubble_s + dp_min_time + opt) / (b * w_hi)
+            lbs.append(max(0, math.floor(k_scale * per_seq_s / unit_s * (1 - 1e-9)) - 1))
+        md.add(per_seq >= sel(lbs))
+        form_lbs = lbs
+    else:
+        form_lbs = [0] * n
+    if ceiling_seq and "batch_ceiling" in enforce:
+        # dominance: the largest m the ceiling allows is always best (exhaustive.py docstring)
+        md.add(w + dp >= sel(ceiling_seq // s.micro_batch + 1 for s in shapes)).only_enforce_if(
+            enforce["batch_ceiling"]
+        )
+
+    objective = per_seq if scenario.objective == "time" else cost_expr
+    form = Formulation(
+        md, x, nic_lits, nics_per_node, dp, m, nodes, objective, enforce, list(candidates)
+    )
+    form.days_per_unit = days_per_unit  # type: ignore[attr-defined]
+    form.cost_expr = cost_expr  # type: ignore[attr-defined]
+    form.per_seq = per_seq  # type: ignore[attr-defined]
+    form.lower_bounds = form_lbs  # type: ignore[attr-defined]
+    order = sorted(range(n), key=lambda i: (form_lbs[i], i))
+    md.add_decision_strategy(
+        [x[i] for i in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
+    )
+    md.add_decision_strategy([dp], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
+    md.add_decision_strategy(
+        list(nic_lits.values()), cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
+    )
+    md.add_decision_strategy([nics_per_node], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
+    md.add_decision_strategy([m], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
+    return form
+
+
+def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
+    i = next(i for i, v in enumerate(form.x) if solver.boolean_value(v))
+    nic = next(name for name, lit in form.nic_lits.items() if solver.boolean_value(lit))
+    return Config(
+        form.candidates[i].shape,
+        nic,
+        solver.value(form.nics),
+        solver.value(form.dp),
+        solver.value(form.m),
+    )
+
+
+def _warm_start(scenario: Scenario, form: Formulation, shapes_tried: int = 24) -> None:
+    """Hint the best configuration of the most promising shapes (lowest bound first),
+    found with the reference solver's per-shape search."""
+    from solvers.exhaustive import _best_for_candidate  # a heuristic here, not the oracle
+
+    allowed = [i for i, c in enumerate(form.candidates) if c.allowed(scenario)]
+    allowed.sort(key=lambda i: (form.lower_bounds[i], i))  # type: ignore[attr-defined]
+    best = None
+    nics = nic_specs(scenario)
+    feasible_seen = 0
+    for i in allowed[: 10 * shapes_tried]:
+        found = _best_for_candidate(
+            scenario, form.candidates[i], nics, scenario.assumptions.dp_overlap
+        )
+        if found:
+            feasible_seen += 1
+            if best is None or found[0] < best[0]:
+                best = (found[0], i, found[1])
+        if feasible_seen >= shapes_tried:
+            break
+    if best is None:
+        return
+    _, i, cfg = best
+    md = form.model
+    for j, v in enumerate(form.x):
+        md.add_hint(v, j == i)
+    for name, lit in form.nic_lits.items():
+        md.add_hint(lit, name == cfg.nic)
+    md.add_hint(form.nics, cfg.nics_per_node)
+    md.add_hint(form.dp, cfg.dp)
+    md.add_hint(form.m, cfg.microbatches)
+
+
+def _solver(time_limit_s: float, workers: int) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = 0
+    # One worker following the model's decision strategy (shapes by their lower bound,
+    # then the largest DP degree) proves optimality fastest here, and is deterministic;
+    # presolve costs more than it saves on this small, product-heavy model (bench/solver.py).
+    solver.parameters.search_branching = cp_model.FIXED_SEARCH
+    solver.parameters.cp_model_presolve = False
+    solver.parameters.cp_model_probing_level = 0
+    return solver
+
+
+def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates whose literal survives when every enforced family is fixed true.
+
+    Exactly what CP-SAT's presolve derives from the structural and memory
+    families (their constraints force the other literals to 0), done here
+    because it is cheaper in Python; the explanation code, which relaxes
+    families, builds over all candidates instead."""
+    return [c for c in candidates if c.allowed(scenario)]
+
+
+def solve_cpsat(
+    scenario: Scenario,
+    top_k: int = 1,
+    time_limit_s: float = 60.0,
+    workers: int = 1,
+    candidates: list[Candidate] | None = None,
+) -> SolveResult:
+    """Minimise the objective; ``top_k`` best plans with distinct shapes."""
+    start = time.perf_counter()
+    cands = candidates if candidates is not None else enumerate_candidates(scenario)
+    cands = presolved_candidates(scenario, cands)
+    if not cands:
+        return SolveResult("infeasible", "cpsat", time.perf_counter() - start, None)
+    form = build(scenario, cands)
+    md = form.model
+    md.minimize(form.objective)
+    _warm_start(scenario, form)
+    plans, status, gap = [], "infeasible", None
+    for rank in range(top_k):
+        left = time_limit_s - (time.perf_counter() - start)
+        solver = _solver(left, workers)
+        code = solver.solve(md)
+        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            if rank == 0:
+                status = "unknown" if code == cp_model.UNKNOWN else "infeasible"
+            break
+        if rank == 0:
+            status = "optimal" if code == cp_model.OPTIMAL else "feasible"
+            best, bound = solver.objective_value, solver.best_objective_bound
+            gap = 0.0 if code == cp_model.OPTIMAL else abs(best - bound) / max(abs(best), 1e-12)
+        cfg = _config(form, solver)
+        plans.append(build_plan(scenario, cfg))
+        # the next plan: another shape
+        i = next(i for i, v in enumerate(form.x) if solver.boolean_value(v))
+        md.add(form.x[i] == 0)
+    return SolveResult(
+        status=status,
+        solver="cpsat",
+        wall_s=time.perf_counter() - start,
+        gap=gap,
+        plans=plans,
+        objective_name="time_to_train" if scenario.objective == "time" else "cost",
+        objective_unit="days" if scenario.objective == "time" else "USD",
+    )

@@ -1,0 +1,140 @@
+"""Exhaustive reference solver: enumerates the whole decision space with the float model.
+
+For each shape, NIC type and NIC count it evaluates every admissible DP degree
+at once (numpy) with the micro-batches per step set to the largest the batch
+ceiling allows: the step time is m * a + c with c >= 0, so the time per
+sequence (a + c/m) falls with m, memory does not grow with m once the
+pipeline is full, and cost never grows with it; the largest m is therefore
+always best. Obviously correct, slow: the oracle of the differential tests and
+the baseline of bench/solver.py.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from models.feasibility import TOL
+from models.step import step_from_coefficients
+from solvers.plan import Config, build_plan
+from solvers.result import SolveResult
+from solvers.scenario import GPU_CAP, Scenario
+from solvers.space import Candidate, enumerate_candidates, nic_specs, usd_to_cents_up
+
+SECONDS_PER_DAY = 86400.0
+
+
+def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int):
+    """Largest and smallest micro-batches per step for each DP degree."""
+    if scenario.active("batch_ceiling"):
+        ceiling_seq = math.floor(scenario.max_batch_tokens / scenario.seq_len + TOL)
+        m_hi = ceiling_seq // (micro_batch * dps)
+    else:
+        m_hi = np.full_like(dps, GPU_CAP)
+    m_lo = np.ones_like(dps)
+    if scenario.active("pipeline_fill") and pp > 1:
+        m_lo = np.maximum(m_lo, pp)
+    if scenario.active("batch_floor"):
+        floor_seq = math.ceil(scenario.min_batch_tokens / scenario.seq_len - TOL)
+        m_lo = np.maximum(m_lo, -(-floor_seq // (micro_batch * dps)))
+    return m_hi, m_lo
+
+
+def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
+    shape = cand.shape
+    hi = GPU_CAP // shape.replica_gpus
+    if scenario.active("max_gpus"):
+        hi = min(hi, scenario.max_gpus // shape.replica_gpus)
+    if scenario.active("batch_ceiling"):
+        m_min = shape.pp if (scenario.active("pipeline_fill") and shape.pp > 1) else 1
+        hi = min(
+            hi,
+            math.floor(scenario.max_batch_tokens / scenario.seq_len + TOL)
+            // (shape.micro_batch * m_min),
+        )
+    if scenario.active("budget") and scenario.pricing == "capex":
+        hi = min(hi, int(scenario.budget_usd * 100 // (gpu_price_cents * shape.replica_gpus)))
+    return hi
+
+
+def solve_exhaustive(
+    scenario: Scenario, top_k: int = 1, candidates: list[Candidate] | None = None
+) -> SolveResult:
+    start = time.perf_counter()
+    cands = candidates if candidates is not None else enumerate_candidates(scenario)
+    nics = nic_specs(scenario)
+    a = scenario.assumptions
+    per_shape: list[tuple[tuple, Config]] = []
+    for cand in cands:
+        if not cand.allowed(scenario):
+            continue
+        best = _best_for_candidate(scenario, cand, nics, a.dp_overlap)
+        if best is not None:
+            per_shape.append(best)
+    per_shape.sort(key=lambda kv: kv[0])
+    plans = [build_plan(scenario, cfg) for _, cfg in per_shape[:top_k]]
+    status = "optimal" if plans else "infeasible"
+    return SolveResult(
+        status=status,
+        solver="exhaustive",
+        wall_s=time.perf_counter() - start,
+        gap=0.0 if plans else None,
+        plans=plans,
+        objective_name="time_to_train" if scenario.objective == "time" else "cost",
+        objective_unit="days" if scenario.objective == "time" else "USD",
+    )
+
+
+def _best_for_candidate(scenario: Scenario, cand: Candidate, nics, dp_overlap: float):
+    shape, c = cand.shape, cand.coeffs
+    gpu = scenario.catalog.gpu(shape.gpu)
+    gpu_cents = usd_to_cents_up(gpu.price_usd)
+    lo = cand.dp_floor(scenario)
+    hi = dp_upper(scenario, cand, gpu_cents)
+    if hi < lo:
+        return None
+    dps = np.arange(lo, hi + 1, dtype=np.int64)
+    m_hi, m_lo = batch_bounds(scenario, shape.micro_batch, dps, shape.pp)
+    ok_batch = m_hi >= np.maximum(m_lo, 1)
+    if not ok_batch.any():
+        return None
+    dps, m = dps[ok_batch], m_hi[ok_batch]
+    gpus = shape.replica_gpus * dps
+    gpn = gpu.server.gpus_per_server
+    nodes = -(-gpus // gpn)
+    slots = gpu.server.nic_slots + scenario.extra_nic_slots
+    best = None
+    for nic in nics:
+        nic_cents = usd_to_cents_up(scenario.catalog.nic_cost_usd(nic))
+        for k in range(1, 2 * gpu.server.nic_slots + 1):
+            if scenario.active("nic_slots") and k > slots:
+                break
+            parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
+            tau = sum(parts.as_dict().values())
+            days = tau / (shape.micro_batch * m * dps) * scenario.sequences / SECONDS_PER_DAY
+            if scenario.pricing == "capex":
+                cost_cents = gpus * gpu_cents + nodes * (
+                    usd_to_cents_up(gpu.server.overhead_usd) + k * nic_cents
+                )
+                cost = cost_cents / 100.0
+            else:
+                cost = gpus * days * 24.0 * gpu.cloud_usd_per_gpu_hour
+                cost_cents = cost * 100.0
+            ok = np.ones_like(dps, dtype=bool)
+            if scenario.active("budget"):
+                ok &= cost_cents <= scenario.budget_usd * 100.0 * (1 + 1e-12)
+            if scenario.active("deadline"):
+                ok &= days <= scenario.deadline_days * (1 + TOL)
+            if not ok.any():
+                continue
+            objective = days if scenario.objective == "time" else cost
+            secondary = cost if scenario.objective == "time" else days
+            idx = np.flatnonzero(ok)
+            order = np.lexsort((gpus[idx], secondary[idx], objective[idx]))
+            i = idx[order[0]]
+            key = (float(objective[i]), float(secondary[i]), int(gpus[i]), shape, nic.name, k)
+            if best is None or key < best[0]:
+                best = (key, Config(shape, nic.name, k, int(dps[i]), int(m[i])))
+    return best

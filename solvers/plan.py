@@ -1,0 +1,146 @@
+"""A chosen configuration, re-evaluated with the float performance model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from models.evaluate import Evaluation, Hardware, evaluate
+from models.feasibility import TOL, Violation
+from solvers.scenario import Scenario
+from solvers.space import Shape
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a solver decides: a shape plus DP degree, micro-batches per step and NICs."""
+
+    shape: Shape
+    nic: str
+    nics_per_node: int
+    dp: int
+    microbatches: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: Config
+    evaluation: Evaluation
+    violations: tuple[Violation, ...]  # everything violated, evaluator and scenario limits
+    objective: float  # days (time) or USD (cost)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+    @property
+    def cost_usd(self) -> float:
+        return self.evaluation.extra["cost_usd"]
+
+    @property
+    def num_gpus(self) -> int:
+        return self.evaluation.layout.num_gpus
+
+    def as_dict(self, rank: int) -> dict[str, Any]:
+        ev, lay, cfg = self.evaluation, self.evaluation.layout, self.config
+        return {
+            "rank": rank,
+            "gpu": ev.gpu,
+            "num_gpus": lay.num_gpus,
+            "nodes": ev.nodes,
+            "gpus_per_node": ev.extra["gpus_per_node"],
+            "tp": lay.tp,
+            "pp": lay.pp,
+            "dp": lay.dp,
+            "cp": lay.cp,
+            "vp": lay.vp,
+            "micro_batch": lay.micro_batch,
+            "grad_accum": cfg.microbatches,
+            "global_batch": lay.global_batch,
+            "recompute": lay.recompute,
+            "sequence_parallel": lay.sp,
+            "zero": lay.zero,
+            "precision": lay.precision,
+            "nic": cfg.nic,
+            "nics_per_node": cfg.nics_per_node,
+            "memory_gb_per_gpu": ev.memory.total,
+            "step_time_s": ev.step_time_s,
+            "time_to_train_days": ev.time_to_train_days,
+            "cost_usd": self.cost_usd,
+            "mfu": ev.mfu,
+        }
+
+
+PLAN_COLUMNS = [
+    "rank",
+    "gpu",
+    "num_gpus",
+    "nodes",
+    "gpus_per_node",
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "vp",
+    "micro_batch",
+    "grad_accum",
+    "global_batch",
+    "recompute",
+    "sequence_parallel",
+    "zero",
+    "precision",
+    "nic",
+    "nics_per_node",
+    "memory_gb_per_gpu",
+    "step_time_s",
+    "time_to_train_days",
+    "cost_usd",
+    "mfu",
+]
+
+
+def cost_usd(ev: Evaluation, pricing: str) -> float:
+    return ev.capex if pricing == "capex" else float(ev.cloud_cost or 0.0)
+
+
+def build_plan(scenario: Scenario, config: Config) -> Plan:
+    """Re-evaluate a configuration with the float model and check every enforced family."""
+    cat = scenario.catalog
+    hw = Hardware.from_catalog(cat, config.shape.gpu, config.nic, config.nics_per_node)
+    layout = config.shape.layout(config.dp, config.microbatches)
+    a = scenario.assumptions.model_copy(
+        update={
+            "batch_ceiling_tokens": scenario.max_batch_tokens,
+            "batch_floor_tokens": scenario.min_batch_tokens,
+        }
+    )
+    gpu = hw.gpu
+    if scenario.memory_scale != 1.0:
+        gpu = gpu.model_copy(update={"memory_gb": gpu.memory_gb * scenario.memory_scale})
+    if scenario.extra_nic_slots:
+        server = gpu.server.model_copy(
+            update={"nic_slots": gpu.server.nic_slots + scenario.extra_nic_slots}
+        )
+        gpu = gpu.model_copy(update={"server": server})
+    hw = replace(hw, gpu=gpu)
+    ev = evaluate(scenario.spec, hw, layout, scenario.seq_len, scenario.tokens, a)
+    cost = cost_usd(ev, scenario.pricing)
+    ev.extra["cost_usd"] = cost
+    ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
+    violations = [v for v in ev.violations if scenario.active(v.constraint)]
+    days = ev.time_to_train_days or math.inf
+    if scenario.active("budget") and cost > scenario.budget_usd * (1 + TOL):
+        violations.append(
+            Violation("budget", f"costs ${cost:,.0f}, budget ${scenario.budget_usd:,.0f}")
+        )
+    if scenario.active("deadline") and days > scenario.deadline_days * (1 + TOL):
+        violations.append(
+            Violation("deadline", f"takes {days:,.2f} days, deadline {scenario.deadline_days:,.2f}")
+        )
+    if scenario.active("max_gpus") and layout.num_gpus > scenario.max_gpus:
+        violations.append(
+            Violation("max_gpus", f"uses {layout.num_gpus:,} GPUs, limit {scenario.max_gpus:,}")
+        )
+    objective = days if scenario.objective == "time" else cost
+    return Plan(config, ev, tuple(violations), objective)

@@ -1,0 +1,23 @@
+"""What a solve returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solvers.plan import Plan
+
+
+@dataclass
+class SolveResult:
+    status: str  # "optimal" | "feasible" | "infeasible" | "unknown"
+    solver: str
+    wall_s: float
+    gap: float | None
+    plans: list[Plan] = field(default_factory=list)
+    objective_name: str = "time_to_train"
+    objective_unit: str = "days"
+    message: str = ""
+
+    @property
+    def best(self) -> Plan | None:
+        return self.plans[0] if self.plans else None

@@ -1,0 +1,87 @@
+"""A design question: the model, the hardware on offer, the limits and the objective."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from catalog.catalog import Catalog
+from models.layout import Assumptions
+from models.spec import TransformerSpec
+
+FAMILIES = (
+    "memory",
+    "tp_bandwidth",
+    "tp_domain",
+    "divisibility",
+    "pipeline_fill",
+    "batch_ceiling",
+    "batch_floor",
+    "nic_slots",
+    "budget",
+    "deadline",
+    "max_gpus",
+)
+OBJECTIVES = ("time", "cost")
+PRICINGS = ("capex", "cloud")
+DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch; Dubey et al. 2024)
+GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything the solvers need. Quantities in tokens, USD, days."""
+
+    spec: TransformerSpec
+    catalog: Catalog
+    tokens: float
+    seq_len: int
+    gpus: tuple[str, ...]
+    nics: tuple[str, ...]
+    objective: str = "time"
+    pricing: str = "capex"
+    budget_usd: float | None = None
+    deadline_days: float | None = None
+    max_gpus: int | None = None
+    max_batch_tokens: float | None = DEFAULT_MAX_BATCH_TOKENS
+    min_batch_tokens: float | None = None
+    precisions: tuple[str, ...] = ("bf16",)
+    recompute_modes: tuple[str, ...] = ("none", "selective", "full")
+    micro_batches: tuple[int, ...] = (1, 2, 4, 8)
+    virtual_stages: tuple[int, ...] = (1, 2)
+    assumptions: Assumptions = field(default_factory=Assumptions)
+    disabled: frozenset[str] = frozenset()
+    memory_scale: float = 1.0  # relaxation knob: capacity x scale
+    extra_nic_slots: int = 0  # relaxation knob
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}")
+        if self.pricing not in PRICINGS:
+            raise ValueError(f"pricing must be one of {PRICINGS}")
+        unknown = set(self.disabled) - set(FAMILIES)
+        if unknown:
+            raise ValueError(f"unknown constraint families {sorted(unknown)}")
+
+    def active(self, family: str) -> bool:
+        """Whether a constraint family is enforced (and has its limit set)."""
+        if family in self.disabled:
+            return False
+        if family == "budget":
+            return self.budget_usd is not None
+        if family == "deadline":
+            return self.deadline_days is not None
+        if family == "max_gpus":
+            return self.max_gpus is not None
+        if family == "batch_ceiling":
+            return self.max_batch_tokens is not None
+        if family == "batch_floor":
+            return self.min_batch_tokens is not None
+        return True
+
+    @property
+    def sequences(self) -> float:
+        """Training sequences: tokens / seq_len."""
+        return self.tokens / self.seq_len
+
+    def with_changes(self, **changes) -> Scenario:
+        return replace(self, **changes)

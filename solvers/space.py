@@ -1,0 +1,212 @@
+"""The decision space: hardware and layout "shapes" with their performance-model coefficients.
+
+A shape fixes the small discrete choices (GPU, TP, CP, PP, virtual stages,
+micro-batch, recomputation, precision); DP degree, micro-batches per step,
+servers, NIC type and NICs per server are left to the solvers. Every number
+comes from models/ (one source of truth); both solvers read these candidates.
+
+Choices the space makes, by dominance or convention (README "Decision space"):
+sequence parallelism is on whenever TP > 1 (same traffic, less memory); the
+ZeRO stage is 1, Megatron-LM's distributed optimizer (stage 0 has the same
+traffic and more memory); TP is a power of two up to twice the scale-up domain
+(beyond the domain only when ``tp_domain`` is relaxed); PP takes every divisor
+of the layer count and every power of two (uneven splits only when
+``divisibility`` is relaxed); CP only for sequences of at least 8,192 tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from catalog.specs import GPUSpec, NICSpec
+from models.comm import tp_bandwidth_limit
+from models.feasibility import TOL, divisibility_violations
+from models.layout import Layout, Network
+from models.memory import memory_per_gpu, memory_terms
+from models.step import StepCoefficients, step_coefficients
+from solvers.scenario import GPU_CAP, Scenario
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    gpu: str
+    tp: int
+    cp: int
+    pp: int
+    vp: int
+    micro_batch: int
+    recompute: str
+    precision: str
+
+    @property
+    def replica_gpus(self) -> int:
+        return self.tp * self.cp * self.pp
+
+    def layout(self, dp: int, microbatches: int) -> Layout:
+        return Layout(
+            tp=self.tp,
+            pp=self.pp,
+            dp=dp,
+            cp=self.cp,
+            vp=self.vp,
+            micro_batch=self.micro_batch,
+            global_batch=self.micro_batch * microbatches * dp,
+            recompute=self.recompute,
+            sequence_parallel=None,
+            zero=1,
+            precision=self.precision,
+        )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A shape with everything the solvers need about it."""
+
+    shape: Shape
+    coeffs: StepCoefficients
+    dp_min_memory: int | None  # smallest DP degree whose ZeRO shard fits; None: never fits
+    structural: frozenset[str]  # families violated whatever the solver chooses for d, m, NICs
+
+    def allowed(self, scenario: Scenario) -> bool:
+        """Not excluded by an enforced structural family."""
+        blocked = {f for f in self.structural if scenario.active(f)}
+        if self.dp_min_memory is None and scenario.active("memory"):
+            blocked.add("memory")
+        return not blocked
+
+    def dp_floor(self, scenario: Scenario) -> int:
+        """Smallest DP degree the enforced memory constraint admits."""
+        if scenario.active("memory") and self.dp_min_memory is not None:
+            return self.dp_min_memory
+        return 1
+
+
+def powers_of_two(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def tp_options(spec, gpu: GPUSpec) -> list[int]:
+    return powers_of_two(min(64, 2 * gpu.server.scale_up_domain_gpus, spec.heads))
+
+
+def cp_options(seq_len: int) -> list[int]:
+    return [c for c in (1, 2, 4, 8) if c == 1 or seq_len >= 4096 * c]
+
+
+def pp_options(layers: int) -> list[int]:
+    divisors = {d for d in range(1, layers + 1) if layers % d == 0}
+    return sorted(divisors | set(powers_of_two(layers)))
+
+
+def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> frozenset[str]:
+    spec = scenario.spec
+    out = set()
+    probe = shape.layout(1, max(1, shape.pp))
+    if divisibility_violations(spec, probe, scenario.seq_len):
+        out.add("divisibility")
+    if shape.tp * shape.cp > gpu.server.scale_up_domain_gpus:
+        out.add("tp_domain")
+    if shape.tp > 1:
+        peak = gpu.peak_tflops(shape.precision) or gpu.dense_bf16_tflops
+        if (
+            shape.tp
+            > tp_bandwidth_limit(spec.hidden, gpu.scale_up_bw_gb_per_s_per_direction, peak) + TOL
+        ):
+            out.add("tp_bandwidth")
+    return frozenset(out)
+
+
+def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | None:
+    """Smallest d with memory(d) <= capacity x memory_scale, pipelines full (m >= p).
+
+    Memory is fixed + sharded / (d * cp) on each of the first and last stages
+    (ZeRO-1 shards the optimizer states); the bound is solved in closed form and
+    checked against the evaluator, so both solvers agree with it exactly."""
+    a = scenario.assumptions
+    capacity = gpu.memory_gb * scenario.memory_scale
+    layout = shape.layout(1, max(1, shape.pp))
+
+    def fits(dp: int) -> bool:
+        lay = shape.layout(dp, max(1, shape.pp))
+        return (
+            memory_per_gpu(scenario.spec, lay, scenario.seq_len, capacity, a).total
+            <= capacity + TOL
+        )
+
+    need = 1
+    for fixed, sharded in memory_terms(scenario.spec, layout, scenario.seq_len, a):
+        room = capacity + TOL - fixed
+        if room <= 0:
+            return None
+        need = max(need, math.ceil(sharded / (room * shape.cp)) if sharded > 0 else 1)
+    if need > GPU_CAP:
+        return None
+    # guard the closed form against float rounding with the evaluator itself
+    while need > 1 and fits(need - 1):
+        need -= 1
+    while not fits(need):
+        need += 1
+        if need > GPU_CAP:
+            return None
+    return need
+
+
+def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
+    """Every shape of the decision space with its coefficients, in a fixed order."""
+    spec = scenario.spec
+    out: list[Candidate] = []
+    for gpu_name in scenario.gpus:
+        gpu = scenario.catalog.gpu(gpu_name)
+        precisions = [p for p in scenario.precisions if gpu.peak_tflops(p) is not None]
+        nominal = Network(
+            "-", gpu.server.nic_slots, max(n.bw_gb_per_s_per_direction for n in nic_specs(scenario))
+        )
+        for tp in tp_options(spec, gpu):
+            for cp in cp_options(scenario.seq_len):
+                if tp * cp > 2 * gpu.server.scale_up_domain_gpus:
+                    continue
+                for pp in pp_options(spec.layers):
+                    for vp in scenario.virtual_stages:
+                        if vp > 1 and (pp == 1 or spec.layers % (pp * vp)):
+                            continue
+                        for mb in scenario.micro_batches:
+                            for rc in scenario.recompute_modes:
+                                for prec in precisions:
+                                    shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec)
+                                    layout = shape.layout(1, max(1, pp))
+                                    coeffs = step_coefficients(
+                                        spec,
+                                        layout,
+                                        scenario.seq_len,
+                                        gpu,
+                                        nominal,
+                                        scenario.assumptions,
+                                    )
+                                    out.append(
+                                        Candidate(
+                                            shape,
+                                            coeffs,
+                                            dp_min_for_memory(scenario, shape, gpu),
+                                            structural_violations(scenario, shape, gpu),
+                                        )
+                                    )
+    return out
+
+
+def nic_specs(scenario: Scenario) -> list[NICSpec]:
+    return [scenario.catalog.nic(n) for n in scenario.nics]
+
+
+def max_nics_per_node(scenario: Scenario, gpu: GPUSpec) -> int:
+    """NIC counts the solvers consider: up to the slots (twice that when nic_slots is relaxed)."""
+    slots = gpu.server.nic_slots + scenario.extra_nic_slots
+    return slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
+
+
+def usd_to_cents_up(usd: float) -> int:
+    return int(math.ceil(round(usd * 100.0, 6)))
