@@ -454,6 +454,46 @@ def _build(
             lbs.append(max(0, math.floor(k_scale * per_seq_s / unit_s * (1 - 1e-9)) - 1))
         md.add(per_seq >= sel(lbs))
         form_lbs = lbs
+    elif fix_families:
+        # cost objective: d is at least what memory and the deadline need, since the time
+        # per sequence is at least A / (b d) (A the cheaper regime's stage time)
+        d_lo = []
+        for i, (cand, c) in enumerate(zip(candidates, cf, strict=True)):
+            lo = cand.dp_floor(scenario)
+            if "deadline" in enforce:
+                a_s = min(
+                    c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s,
+                    c.stage_mb_s + 2 * c.vp * c.pp_latency_s,
+                )
+                need = (
+                    scenario.sequences
+                    * a_s
+                    / (shapes[i].micro_batch * scenario.deadline_days * 86400.0)
+                )
+                lo = max(lo, math.floor(need * (1 - 1e-9)))
+            d_lo.append(max(1, min(lo, dp_max)))
+        if "deadline" in enforce:
+            md.add(dp >= sel(d_lo)).only_enforce_if(enforce["deadline"])
+        lbs = []
+        for i, (cand, c) in enumerate(zip(candidates, cf, strict=True)):
+            g, s = gpus[shapes[i].gpu], shapes[i]
+            if scenario.pricing == "capex":
+                count = d_lo[i] * s.replica_gpus
+                servers = -(-count // g.server.gpus_per_server)
+                cheapest_nic = min(usd_to_cents_up(cat.nic_cost_usd(nc)) for nc in nics)
+                lb = count * usd_to_cents_up(g.price_usd) + servers * (
+                    usd_to_cents_up(g.server.overhead_usd) + cheapest_nic
+                )
+            else:  # G x time >= replica x sequences x A / b GPU-seconds, whatever d is
+                a_s = min(
+                    c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s,
+                    c.stage_mb_s + 2 * c.vp * c.pp_latency_s,
+                )
+                gpu_s = s.replica_gpus * scenario.sequences * a_s / s.micro_batch
+                lb = gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour * 100 * (1 - 1e-9)
+            lbs.append(lb)
+        md.add(cost_expr >= sum(v * lb for v, lb in zip(x, lbs, strict=True)))
+        form_lbs = lbs
     else:
         form_lbs = [0] * n
     if ceiling_seq and "batch_ceiling" in enforce:
@@ -474,7 +514,11 @@ def _build(
     md.add_decision_strategy(
         [x[i] for i in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
     )
-    md.add_decision_strategy([dp], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
+    md.add_decision_strategy(
+        [dp],
+        cp_model.CHOOSE_FIRST,
+        cp_model.SELECT_UPPER_HALF if scenario.objective == "time" else cp_model.SELECT_LOWER_HALF,
+    )
     md.add_decision_strategy(
         list(nic_lits.values()), cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
     )
@@ -517,10 +561,13 @@ def _warm_start(scenario: Scenario, form: Formulation, shapes_tried: int = 24) -
             break
     if best is None:
         return
-    _, i, cfg = best
+    _hint(form, best[2])
+
+
+def _hint(form: Formulation, cfg: Config) -> None:
     md = form.model
-    for j, v in enumerate(form.x):
-        md.add_hint(v, j == i)
+    for cand, v in zip(form.candidates, form.x, strict=True):
+        md.add_hint(v, cand.shape == cfg.shape)
     for name, lit in form.nic_lits.items():
         md.add_hint(lit, name == cfg.nic)
     md.add_hint(form.nics, cfg.nics_per_node)
@@ -558,8 +605,11 @@ def solve_cpsat(
     time_limit_s: float = 60.0,
     workers: int = 1,
     candidates: list[Candidate] | None = None,
+    hint: Config | None = None,
 ) -> SolveResult:
-    """Minimise the objective; ``top_k`` best plans with distinct shapes."""
+    """Minimise the objective; ``top_k`` best plans with distinct shapes.
+
+    ``hint`` warm-starts the search (e.g. the optimum of a tighter question)."""
     start = time.perf_counter()
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     cands = presolved_candidates(scenario, cands)
@@ -568,7 +618,10 @@ def solve_cpsat(
     form = build(scenario, cands)
     md = form.model
     md.minimize(form.objective)
-    _warm_start(scenario, form)
+    if hint is not None and any(c.shape == hint.shape for c in form.candidates):
+        _hint(form, hint)
+    else:
+        _warm_start(scenario, form)
     plans, status, gap = [], "infeasible", None
     for rank in range(top_k):
         left = time_limit_s - (time.perf_counter() - start)

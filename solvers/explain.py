@@ -1,0 +1,400 @@
+"""Why the answer: binding constraints with their price, and conflicts with the smallest fix.
+
+Binding (an optimum exists): every active constraint family gets its slack in
+natural units on the chosen plan and is re-solved with that family relaxed by
+a stated step (capacity +10%, budget +10%, batch ceiling x2, one more NIC
+slot, rule switched off, ...), warm-started from the optimum, which stays
+feasible. A family is binding when relaxing it improves the objective.
+
+Conflict (nothing fits): each family's enforcement literal is an assumption;
+CP-SAT returns a sufficient set of assumptions for infeasibility (one worker,
+the reliable case), which is shrunk to a minimal set by deletion and
+verified. For each member the smallest relaxation that makes the question
+feasible, the others unchanged, is found by bisection on its amount.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from models.comm import tp_bandwidth_limit
+from solvers.cpsat import _solver, build, presolved_candidates, solve_cpsat
+from solvers.plan import Plan
+from solvers.scenario import Scenario
+from solvers.space import Candidate, enumerate_candidates
+
+STRUCTURAL = ("tp_bandwidth", "tp_domain", "divisibility", "pipeline_fill")
+
+
+def _disable(s: Scenario, family: str) -> Scenario:
+    return s.with_changes(disabled=s.disabled | {family})
+
+
+RELAXATIONS: dict[str, tuple[str, Callable[[Scenario], Scenario]]] = {
+    "memory": ("GPU memory +10%", lambda s: s.with_changes(memory_scale=s.memory_scale * 1.1)),
+    "budget": ("budget +10%", lambda s: s.with_changes(budget_usd=s.budget_usd * 1.1)),
+    "deadline": ("deadline +10%", lambda s: s.with_changes(deadline_days=s.deadline_days * 1.1)),
+    "batch_ceiling": (
+        "batch ceiling x2",
+        lambda s: s.with_changes(max_batch_tokens=s.max_batch_tokens * 2),
+    ),
+    "batch_floor": (
+        "batch floor /2",
+        lambda s: s.with_changes(min_batch_tokens=s.min_batch_tokens / 2),
+    ),
+    "max_gpus": ("GPU cap +10%", lambda s: s.with_changes(max_gpus=math.ceil(s.max_gpus * 1.1))),
+    "nic_slots": (
+        "one more NIC slot per server",
+        lambda s: s.with_changes(extra_nic_slots=s.extra_nic_slots + 1),
+    ),
+    "tp_bandwidth": ("TP bandwidth rule off", lambda s: _disable(s, "tp_bandwidth")),
+    "tp_domain": ("TP x CP beyond the scale-up domain allowed", lambda s: _disable(s, "tp_domain")),
+    "divisibility": ("uneven splits allowed", lambda s: _disable(s, "divisibility")),
+    "pipeline_fill": (
+        "fewer micro-batches than stages allowed",
+        lambda s: _disable(s, "pipeline_fill"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Binding:
+    constraint: str
+    slack: float | None
+    unit: str
+    detail: str
+    relaxation: str
+    improvement_if_relaxed: float  # objective units (days or USD); 0 when not binding
+    improvement_pct: float
+
+    @property
+    def binding(self) -> bool:
+        return self.improvement_if_relaxed > 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "constraint": self.constraint,
+            "slack": self.slack,
+            "unit": self.unit,
+            "detail": self.detail,
+            "relaxation": self.relaxation,
+            "improvement_if_relaxed": self.improvement_if_relaxed,
+            "improvement_pct": self.improvement_pct,
+            "binding": self.binding,
+        }
+
+
+def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None, str, str]:
+    """(slack, unit, 'used of limit' text) of one family on a plan."""
+    ev, lay, cfg = plan.evaluation, plan.evaluation.layout, plan.config
+    gpu = scenario.catalog.gpu(cfg.shape.gpu)
+    if family == "memory":
+        cap = ev.memory.capacity
+        return cap - ev.memory.total, "GB", f"{ev.memory.total:,.1f} of {cap:,.1f} GB per GPU"
+    if family in ("budget", "deadline"):
+        # the least budget (deadline) is the optimum of the other objective with that limit off
+        s = _only(scenario, active - {family}).with_changes(
+            objective="cost" if family == "budget" else "time"
+        )
+        res = solve_cpsat(
+            s,
+            time_limit_s=time_limit_s,
+            candidates=cands if s.memory_scale == scenario.memory_scale else None,
+        )
+        if res.best is None:
+            return None
+        if family == "budget":
+            x = res.best.cost_usd * (1 + 1e-9)
+            return Fix(
+                family, f"budget must be at least ${x:,.0f}", scenario.with_changes(budget_usd=x)
+            )
+        x = float(res.best.evaluation.time_to_train_days) * (1 + 1e-9)
+        return Fix(
+            family,
+            f"deadline must be at least {x:,.1f} days",
+            scenario.with_changes(deadline_days=x),
+        )
+    if family == "max_gpus":
+        return (
+            scenario.max_gpus - lay.num_gpus,
+            "GPUs",
+            f"{lay.num_gpus:,} of {scenario.max_gpus:,} GPUs",
+        )
+    if family == "nic_slots":
+        slots = gpu.server.nic_slots + scenario.extra_nic_slots
+        return (
+            slots - cfg.nics_per_node,
+            "NICs",
+            f"{cfg.nics_per_node} of {slots} NIC slots per server",
+        )
+    if family == "tp_bandwidth":
+        peak = gpu.peak_tflops(lay.precision) or gpu.dense_bf16_tflops
+        limit = tp_bandwidth_limit(
+            scenario.spec.hidden, gpu.scale_up_bw_gb_per_s_per_direction, peak
+        )
+        return limit - lay.tp, "TP degree", f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak)"
+    if family == "tp_domain":
+        dom = gpu.server.scale_up_domain_gpus
+        return (
+            dom - lay.tp * lay.cp,
+            "GPUs",
+            f"TP x CP {lay.tp * lay.cp} of a {dom}-GPU scale-up domain",
+        )
+    if family == "divisibility":
+        return None, "", "layers, heads and batch split evenly"
+    if family == "pipeline_fill":
+        return (
+            cfg.microbatches - lay.pp,
+            "micro-batches",
+            f"{cfg.microbatches} micro-batches per step for {lay.pp} stages",
+        )
+    raise ValueError(family)
+
+
+def binding_constraints(
+    scenario: Scenario,
+    plan: Plan,
+    candidates: list[Candidate] | None = None,
+    time_limit_s: float = 30.0,
+) -> list[Binding]:
+    """Every active family with slack and price, binding ones first (largest improvement)."""
+    base = plan.objective
+    cands = candidates if candidates is not None else enumerate_candidates(scenario)
+    out = []
+    for family, (label, relax) in RELAXATIONS.items():
+        if not scenario.active(family):
+            continue
+        relaxed = relax(scenario)
+        reuse = None if family in ("memory",) else cands
+        res = solve_cpsat(relaxed, time_limit_s=time_limit_s, candidates=reuse, hint=plan.config)
+        better = res.best.objective if res.best else base
+        gain = max(0.0, base - better)
+        if gain <= 1e-6 * max(abs(base), 1e-12):
+            gain = 0.0
+        slack, unit, detail = slack_of(scenario, plan, family)
+        out.append(
+            Binding(family, slack, unit, detail, label, gain, 100.0 * gain / base if base else 0.0)
+        )
+    out.sort(key=lambda b: (-b.improvement_if_relaxed, b.constraint))
+    return out
+
+
+# ----------------------------------------------------------------- conflicts
+def _only(scenario: Scenario, families: set[str]) -> Scenario:
+    """The question with every active family outside ``families`` switched off."""
+    off = {f for f in RELAXATIONS if scenario.active(f) and f not in families}
+    return scenario.with_changes(disabled=scenario.disabled | off)
+
+
+def _feasible(
+    scenario: Scenario, families: set[str], cands: list[Candidate], time_limit_s: float
+) -> bool | None:
+    """Is the question feasible with only ``families`` enforced? None if undecided in time."""
+    s = _only(scenario, families)
+    alive = presolved_candidates(s, cands)
+    if not alive:
+        return False
+    form = build(s, alive)
+    solver = _solver(time_limit_s, 1)
+    code = solver.solve(form.model)
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return True
+    if code == cp_model.INFEASIBLE:
+        return False
+    return None
+
+
+def infeasible_core(
+    scenario: Scenario, cands: list[Candidate], time_limit_s: float = 30.0
+) -> list[str]:
+    """A minimal set of families that cannot hold together (empty if the question is feasible)."""
+    form = build(scenario, cands, fix_families=False)
+    md = form.model
+    lits = dict(form.enforce)
+    md.add_assumptions(list(lits.values()))
+    solver = _solver(time_limit_s, 1)  # one worker: multi-worker cores are not reliable
+    code = solver.solve(md)
+    if code != cp_model.INFEASIBLE:
+        return []
+    idx = set(solver.sufficient_assumptions_for_infeasibility())
+    core = [fam for fam, lit in lits.items() if lit.index in idx]
+    # shrink by deletion: drop a member while the rest is still infeasible
+    for fam in list(core):
+        trial = set(core) - {fam}
+        if _feasible(scenario, trial, cands, time_limit_s) is False:
+            core = sorted(trial)
+    return sorted(core)
+
+
+@dataclass(frozen=True)
+class Fix:
+    constraint: str
+    change: str
+    scenario: Scenario  # the question with the fix applied (feasible)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"constraint": self.constraint, "change": self.change}
+
+
+def _bisect(
+    feasible: Callable[[float], bool], lo: float, hi: float, integer: bool, rel: float = 0.01
+) -> float | None:
+    """Smallest x in (lo, hi] with feasible(x), x monotone-feasible, to ``rel`` (or exact for
+    integers); None when even ``hi`` is infeasible. Brackets by doubling from lo first."""
+    step = max(1.0 if integer else abs(lo) * 0.01, 1e-12)
+    upper = None
+    probe = lo
+    while probe < hi:
+        probe = min(hi, lo + step)
+        if integer:
+            probe = math.ceil(probe)
+        if feasible(probe):
+            upper = probe
+            break
+        lo, step = probe, step * 2
+    if upper is None:
+        return None
+    hi = upper
+    while (hi - lo > 1) if integer else (hi - lo > rel * hi):
+        mid = (lo + hi) // 2 if integer else (lo + hi) / 2
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def smallest_fix(
+    scenario: Scenario, family: str, cands: list[Candidate], time_limit_s: float = 30.0
+) -> Fix | None:
+    """The least relaxation of one family that makes the question feasible, the rest unchanged."""
+    active = {f for f in RELAXATIONS if scenario.active(f)}
+
+    def ok(s: Scenario, fams=None) -> bool:
+        fams = active if fams is None else fams
+        reuse = None if s.memory_scale != scenario.memory_scale else cands
+        return (
+            _feasible(
+                s, {f for f in fams if s.active(f)}, reuse or enumerate_candidates(s), time_limit_s
+            )
+            is True
+        )
+
+    if family in STRUCTURAL:
+        s = _disable(scenario, family)
+        if ok(s, active - {family}):
+            return Fix(family, RELAXATIONS[family][0], s)
+        return None
+    if family == "budget":
+        x = _bisect(
+            lambda v: ok(scenario.with_changes(budget_usd=v)),
+            scenario.budget_usd,
+            scenario.budget_usd * 1e4,
+            False,
+        )
+        if x is None:
+            return None
+        return Fix(
+            family, f"budget must be at least ${x:,.0f}", scenario.with_changes(budget_usd=x)
+        )
+    if family == "deadline":
+        x = _bisect(
+            lambda v: ok(scenario.with_changes(deadline_days=v)),
+            scenario.deadline_days,
+            scenario.deadline_days * 1e4,
+            False,
+        )
+        if x is None:
+            return None
+        return Fix(
+            family,
+            f"deadline must be at least {x:,.1f} days",
+            scenario.with_changes(deadline_days=x),
+        )
+    if family == "max_gpus":
+        x = _bisect(
+            lambda v: ok(scenario.with_changes(max_gpus=int(v))), scenario.max_gpus, 2**20, True
+        )
+        if x is None:
+            return None
+        return Fix(
+            family, f"allow at least {int(x):,} GPUs", scenario.with_changes(max_gpus=int(x))
+        )
+    if family == "batch_ceiling":
+        x = _bisect(
+            lambda v: ok(scenario.with_changes(max_batch_tokens=v)),
+            scenario.max_batch_tokens,
+            scenario.max_batch_tokens * 1e4,
+            False,
+        )
+        if x is None:
+            return None
+        x = float(math.ceil(x / scenario.seq_len) * scenario.seq_len)
+        return Fix(
+            family,
+            f"raise the batch ceiling to {x:,.0f} tokens",
+            scenario.with_changes(max_batch_tokens=x),
+        )
+    if family == "batch_floor":
+
+        def feasible_floor(v: float) -> bool:  # lower is easier: bisect on the cut
+            return ok(scenario.with_changes(min_batch_tokens=scenario.min_batch_tokens - v))
+
+        x = _bisect(feasible_floor, 0.0, scenario.min_batch_tokens - scenario.seq_len, False)
+        if x is None:
+            return None
+        floor = scenario.min_batch_tokens - x
+        return Fix(
+            family,
+            f"lower the batch floor to {floor:,.0f} tokens",
+            scenario.with_changes(min_batch_tokens=floor),
+        )
+    if family == "memory":
+        x = _bisect(
+            lambda v: ok(scenario.with_changes(memory_scale=v)), scenario.memory_scale, 64.0, False
+        )
+        if x is None:
+            return None
+        gpus = ", ".join(
+            f"{scenario.catalog.gpu(g).memory_gb * x:,.0f} GB on {g}" for g in scenario.gpus
+        )
+        return Fix(
+            family,
+            f"needs {100 * (x - 1):.0f}% more GPU memory ({gpus})",
+            scenario.with_changes(memory_scale=x),
+        )
+    if family == "nic_slots":
+        x = _bisect(lambda v: ok(scenario.with_changes(extra_nic_slots=int(v))), 0, 64, True)
+        if x is None:
+            return None
+        return Fix(
+            family,
+            f"{int(x)} more NIC slots per server",
+            scenario.with_changes(extra_nic_slots=int(x)),
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Conflict:
+    constraints: list[str]
+    fixes: list[Fix]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"constraints": self.constraints, "fixes": [f.as_dict() for f in self.fixes]}
+
+
+def explain_infeasible(scenario: Scenario, time_limit_s: float = 30.0) -> Conflict:
+    cands = enumerate_candidates(scenario)
+    core = infeasible_core(scenario, cands, time_limit_s)
+    fixes = [
+        f
+        for f in (smallest_fix(scenario, fam, cands, time_limit_s) for fam in core)
+        if f is not None
+    ]
+    return Conflict(core, fixes)
