@@ -413,23 +413,13 @@ def _build(
         cost_expr = sum(coef[g] * gt_of[g] for g in gpu_names)
 
     # --- redundant cuts (valid bounds that let CP-SAT discard shapes without search)
-    # Largest DP degree per shape: GPU cap, the batch ceiling with the fewest micro-batches,
-    # and under capex budgets cost >= G (price + server overhead / GPUs per server).
-    dp_hi = []
-    for cand in candidates:
-        s, g = cand.shape, gpus[cand.shape.gpu]
-        hi = gpu_cap // s.replica_gpus
-        if ceiling_seq and fix_families:
-            m_min = s.pp if ("pipeline_fill" in enforce and s.pp > 1) else 1
-            hi = min(hi, ceiling_seq // (s.micro_batch * m_min))
-        if "budget" in enforce and fix_families and scenario.pricing == "capex":
-            per_gpu = (
-                usd_to_cents_up(g.price_usd)
-                + g.server.overhead_usd * 100 / g.server.gpus_per_server
-            )
-            hi = min(hi, int(scenario.budget_usd * 100 // (per_gpu * s.replica_gpus)))
-        dp_hi.append(max(1, min(hi, dp_max)))
-    md.add(dp <= sel(dp_hi))
+    if fix_families:
+        bounds = [dp_bounds(scenario, cand) for cand in candidates]
+        dp_hi = [max(1, min(hi, dp_max)) for _, hi in bounds]
+        md.add(dp <= sel(dp_hi))
+        md.add(dp >= sel(min(lo, dp_max) for lo, _ in bounds))
+    else:
+        dp_hi = [dp_max] * n
     if fix_families and scenario.objective == "time":
         # T' = K (m A + C + D + O/g) / (b m d) >= K (A / (b d_max) + (C + D_min + O / g_max) / (b W_max)):
         # A and C the cheaper of both regimes, D_min the gradient reduction at the smallest group
@@ -455,27 +445,9 @@ def _build(
         md.add(per_seq >= sel(lbs))
         form_lbs = lbs
     elif fix_families:
-        # cost objective: d is at least what memory and the deadline need, since the time
-        # per sequence is at least A / (b d) (A the cheaper regime's stage time)
-        d_lo = []
-        for i, (cand, c) in enumerate(zip(candidates, cf, strict=True)):
-            lo = cand.dp_floor(scenario)
-            if "deadline" in enforce:
-                a_s = min(
-                    c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s,
-                    c.stage_mb_s + 2 * c.vp * c.pp_latency_s,
-                )
-                need = (
-                    scenario.sequences
-                    * a_s
-                    / (shapes[i].micro_batch * scenario.deadline_days * 86400.0)
-                )
-                lo = max(lo, math.floor(need * (1 - 1e-9)))
-            d_lo.append(max(1, min(lo, dp_max)))
-        if "deadline" in enforce:
-            md.add(dp >= sel(d_lo)).only_enforce_if(enforce["deadline"])
+        d_lo = [max(1, min(lo, dp_max)) for lo, _ in bounds]
         lbs = []
-        for i, (cand, c) in enumerate(zip(candidates, cf, strict=True)):
+        for i, c in enumerate(cf):
             g, s = gpus[shapes[i].gpu], shapes[i]
             if scenario.pricing == "capex":
                 count = d_lo[i] * s.replica_gpus
@@ -589,14 +561,54 @@ def _solver(time_limit_s: float, workers: int) -> cp_model.CpSolver:
     return solver
 
 
+def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
+    """The DP range one shape admits under the enforced families, from the model's own numbers.
+
+    Lower: the memory shard that fits; the deadline, since a sequence takes at
+    least A / (b d) (A the cheaper regime's stage time). Upper: the GPU cap; the
+    batch ceiling with the fewest micro-batches; under a capex budget, cost >= G
+    x (GPU price + (server overhead + cheapest NIC) / GPUs per server)."""
+    s, c = cand.shape, cand.coeffs
+    g = scenario.catalog.gpu(s.gpu)
+    lo = cand.dp_floor(scenario)
+    if scenario.active("deadline"):
+        a_s = min(
+            c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s, c.stage_mb_s + 2 * c.vp * c.pp_latency_s
+        )
+        need = scenario.sequences * a_s / (s.micro_batch * scenario.deadline_days * 86400.0)
+        lo = max(lo, math.floor(need * (1 - 1e-9)))
+    hi = GPU_CAP // s.replica_gpus
+    if scenario.active("max_gpus"):
+        hi = min(hi, scenario.max_gpus // s.replica_gpus)
+    if scenario.active("batch_ceiling"):
+        m_min = s.pp if (scenario.active("pipeline_fill") and s.pp > 1) else 1
+        hi = min(hi, _down(scenario.max_batch_tokens / scenario.seq_len) // (s.micro_batch * m_min))
+    if scenario.active("budget") and scenario.pricing == "capex":
+        cheapest_nic = min(
+            usd_to_cents_up(scenario.catalog.nic_cost_usd(n)) for n in nic_specs(scenario)
+        )
+        per_gpu = (
+            usd_to_cents_up(g.price_usd)
+            + (usd_to_cents_up(g.server.overhead_usd) + cheapest_nic) / g.server.gpus_per_server
+        )
+        hi = min(hi, int(scenario.budget_usd * 100 // (per_gpu * s.replica_gpus)))
+    return max(1, lo), hi
+
+
 def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
     """The candidates whose literal survives when every enforced family is fixed true.
 
     Exactly what CP-SAT's presolve derives from the structural and memory
-    families (their constraints force the other literals to 0), done here
-    because it is cheaper in Python; the explanation code, which relaxes
-    families, builds over all candidates instead."""
-    return [c for c in candidates if c.allowed(scenario)]
+    families and from each shape's DP range (dp_bounds): their constraints force
+    the other literals to 0. Done here because it is cheaper in Python; the
+    explanation code, which relaxes families, builds over all candidates."""
+    out = []
+    for c in candidates:
+        if c.allowed(scenario):
+            lo, hi = dp_bounds(scenario, c)
+            if lo <= hi:
+                out.append(c)
+    return out
 
 
 def solve_cpsat(
@@ -611,10 +623,12 @@ def solve_cpsat(
 
     ``hint`` warm-starts the search (e.g. the optimum of a tighter question)."""
     start = time.perf_counter()
-    cands = candidates if candidates is not None else enumerate_candidates(scenario)
-    cands = presolved_candidates(scenario, cands)
+    space = candidates if candidates is not None else enumerate_candidates(scenario)
+    cands = presolved_candidates(scenario, space)
     if not cands:
-        return SolveResult("infeasible", "cpsat", time.perf_counter() - start, None)
+        return SolveResult(
+            "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
+        )
     form = build(scenario, cands)
     md = form.model
     md.minimize(form.objective)
@@ -648,4 +662,5 @@ def solve_cpsat(
         plans=plans,
         objective_name="time_to_train" if scenario.objective == "time" else "cost",
         objective_unit="days" if scenario.objective == "time" else "USD",
+        candidates=space,
     )

@@ -84,6 +84,7 @@ def solve_exhaustive(
         plans=plans,
         objective_name="time_to_train" if scenario.objective == "time" else "cost",
         objective_unit="days" if scenario.objective == "time" else "USD",
+        candidates=cands,
     )
 
 

@@ -16,7 +16,9 @@ feasible, the others unchanged, is found by bisection on its amount.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,28 +98,32 @@ def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None,
     if family == "memory":
         cap = ev.memory.capacity
         return cap - ev.memory.total, "GB", f"{ev.memory.total:,.1f} of {cap:,.1f} GB per GPU"
-    if family in ("budget", "deadline"):
-        # the least budget (deadline) is the optimum of the other objective with that limit off
-        s = _only(scenario, active - {family}).with_changes(
-            objective="cost" if family == "budget" else "time"
+    if family == "budget":
+        return (
+            scenario.budget_usd - plan.cost_usd,
+            "USD",
+            f"${plan.cost_usd:,.0f} of ${scenario.budget_usd:,.0f}",
         )
-        res = solve_cpsat(
-            s,
-            time_limit_s=time_limit_s,
-            candidates=cands if s.memory_scale == scenario.memory_scale else None,
+    if family == "deadline":
+        days = ev.time_to_train_days
+        return (
+            scenario.deadline_days - days,
+            "days",
+            f"{days:,.1f} of {scenario.deadline_days:,.1f} days",
         )
-        if res.best is None:
-            return None
-        if family == "budget":
-            x = res.best.cost_usd * (1 + 1e-9)
-            return Fix(
-                family, f"budget must be at least ${x:,.0f}", scenario.with_changes(budget_usd=x)
-            )
-        x = float(res.best.evaluation.time_to_train_days) * (1 + 1e-9)
-        return Fix(
-            family,
-            f"deadline must be at least {x:,.1f} days",
-            scenario.with_changes(deadline_days=x),
+    if family == "batch_ceiling":
+        used = lay.global_batch * scenario.seq_len
+        return (
+            scenario.max_batch_tokens - used,
+            "tokens",
+            f"{used:,.0f} of {scenario.max_batch_tokens:,.0f} tokens per batch",
+        )
+    if family == "batch_floor":
+        used = lay.global_batch * scenario.seq_len
+        return (
+            used - scenario.min_batch_tokens,
+            "tokens",
+            f"{used:,.0f} tokens, floor {scenario.min_batch_tokens:,.0f}",
         )
     if family == "max_gpus":
         return (
@@ -165,18 +171,24 @@ def binding_constraints(
     """Every active family with slack and price, binding ones first (largest improvement)."""
     base = plan.objective
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
-    out = []
-    for family, (label, relax) in RELAXATIONS.items():
-        if not scenario.active(family):
-            continue
-        relaxed = relax(scenario)
-        reuse = None if family in ("memory",) else cands
+    families = [f for f in RELAXATIONS if scenario.active(f)]
+
+    def price(family: str) -> float:
+        relaxed = RELAXATIONS[family][1](scenario)
+        reuse = None if family == "memory" else cands
         res = solve_cpsat(relaxed, time_limit_s=time_limit_s, candidates=reuse, hint=plan.config)
-        better = res.best.objective if res.best else base
-        gain = max(0.0, base - better)
+        return res.best.objective if res.best else base
+
+    # CP-SAT releases the GIL while it searches: the re-solves run side by side
+    with ThreadPoolExecutor(max_workers=max(1, min(len(families), os.cpu_count() or 1))) as pool:
+        relaxed_objectives = list(pool.map(price, families))
+    out = []
+    for family, better in zip(families, relaxed_objectives, strict=True):
+        gain = max(0.0, float(base - better))
         if gain <= 1e-6 * max(abs(base), 1e-12):
             gain = 0.0
         slack, unit, detail = slack_of(scenario, plan, family)
+        label = RELAXATIONS[family][0]
         out.append(
             Binding(family, slack, unit, detail, label, gain, 100.0 * gain / base if base else 0.0)
         )
@@ -290,27 +302,24 @@ def smallest_fix(
         if ok(s, active - {family}):
             return Fix(family, RELAXATIONS[family][0], s)
         return None
-    if family == "budget":
-        x = _bisect(
-            lambda v: ok(scenario.with_changes(budget_usd=v)),
-            scenario.budget_usd,
-            scenario.budget_usd * 1e4,
-            False,
+    if family in ("budget", "deadline"):
+        # the least budget (deadline) is the optimum of the other objective with that limit off
+        s = _only(scenario, active - {family}).with_changes(
+            objective="cost" if family == "budget" else "time"
         )
-        if x is None:
+        res = solve_cpsat(
+            s,
+            time_limit_s=time_limit_s,
+            candidates=cands if s.memory_scale == scenario.memory_scale else None,
+        )
+        if res.best is None:
             return None
-        return Fix(
-            family, f"budget must be at least ${x:,.0f}", scenario.with_changes(budget_usd=x)
-        )
-    if family == "deadline":
-        x = _bisect(
-            lambda v: ok(scenario.with_changes(deadline_days=v)),
-            scenario.deadline_days,
-            scenario.deadline_days * 1e4,
-            False,
-        )
-        if x is None:
-            return None
+        if family == "budget":
+            x = res.best.cost_usd * (1 + 1e-9)
+            return Fix(
+                family, f"budget must be at least ${x:,.0f}", scenario.with_changes(budget_usd=x)
+            )
+        x = float(res.best.evaluation.time_to_train_days) * (1 + 1e-9)
         return Fix(
             family,
             f"deadline must be at least {x:,.1f} days",
@@ -360,12 +369,12 @@ def smallest_fix(
         )
         if x is None:
             return None
-        gpus = ", ".join(
-            f"{scenario.catalog.gpu(g).memory_gb * x:,.0f} GB on {g}" for g in scenario.gpus
-        )
+        big = max(scenario.gpus, key=lambda g: scenario.catalog.gpu(g).memory_gb)
+        mem = scenario.catalog.gpu(big).memory_gb
         return Fix(
             family,
-            f"needs {100 * (x - 1):.0f}% more GPU memory ({gpus})",
+            f"needs {100 * (x - 1):.0f}% more memory per GPU (e.g. {mem * x:,.0f} GB instead of "
+            f"{mem:,.0f} GB on {big}), or more memory-saving options",
             scenario.with_changes(memory_scale=x),
         )
     if family == "nic_slots":
@@ -389,8 +398,10 @@ class Conflict:
         return {"constraints": self.constraints, "fixes": [f.as_dict() for f in self.fixes]}
 
 
-def explain_infeasible(scenario: Scenario, time_limit_s: float = 30.0) -> Conflict:
-    cands = enumerate_candidates(scenario)
+def explain_infeasible(
+    scenario: Scenario, time_limit_s: float = 30.0, candidates: list[Candidate] | None = None
+) -> Conflict:
+    cands = candidates if candidates is not None else enumerate_candidates(scenario)
     core = infeasible_core(scenario, cands, time_limit_s)
     fixes = [
         f

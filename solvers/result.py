@@ -17,6 +17,7 @@ class SolveResult:
     objective_name: str = "time_to_train"
     objective_unit: str = "days"
     message: str = ""
+    candidates: list = field(default_factory=list, repr=False)  # the decision space, for re-solves
 
     @property
     def best(self) -> Plan | None:
