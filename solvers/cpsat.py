@@ -170,6 +170,22 @@ def _build(
             nics_per_node <= sum(2 * g.server.nic_slots * gpu_lit[name] for name, g in gpus.items())
         )
 
+    if scenario.pricing == "cloud":
+        # dominance: rented GPU-hours do not charge for NICs, and more NIC bandwidth never
+        # slows a step, so the fastest NIC in every slot is always best (exhaustive.py too)
+        fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
+        md.add(nic_lits[fastest.name] == 1)
+        full = sum(
+            (
+                (g.server.nic_slots + scenario.extra_nic_slots)
+                if "nic_slots" in enforce
+                else 2 * g.server.nic_slots
+            )
+            * gpu_lit[name]
+            for name, g in gpus.items()
+        )
+        md.add(nics_per_node == full)
+
     # --- memory: d at least the smallest ZeRO shard that fits
     if "memory" in enforce:
         never = [x[i] for i in range(n) if candidates[i].dp_min_memory is None]
@@ -201,7 +217,7 @@ def _build(
     # --- GPUs and servers: G = replica x d, servers = ceil(G / GPUs per server)
     rep = md.new_int_var(1, max(s.replica_gpus for s in shapes), "replica_gpus")
     md.add(rep == sel(s.replica_gpus for s in shapes))
-    num_gpus = md.new_int_var(1, GPU_CAP * 64, "num_gpus")
+    num_gpus = md.new_int_var(1, gpu_cap, "num_gpus")
     md.add_multiplication_equality(num_gpus, [rep, dp])
     md.add(num_gpus <= GPU_CAP)
     if "max_gpus" in enforce:
@@ -399,8 +415,19 @@ def _build(
         if "budget" in enforce:
             md.add(cost_expr <= _down(scenario.budget_usd * 100)).only_enforce_if(enforce["budget"])
     else:
-        gpu_time = product("gpu_time", num_gpus, per_seq)
+        # GPU-time = G x T'. T' is first coarsened by a constant R (rounding up, so cost is
+        # never underestimated) so that G x T'/R fits in int64; R is tiny next to T' at any
+        # plan a budget admits (README "Solver").
         coef = {g: gpus[g].cloud_usd_per_gpu_hour * 100 * days_per_unit * 24 for g in gpu_names}
+        t_max = _hi(per_seq)
+        if "budget" in enforce and fix_families:
+            t_max = min(t_max, _down(scenario.budget_usd * 100 / min(coef.values())))
+            md.add(per_seq <= t_max)
+        r_scale = max(1, -(-t_max * _hi(num_gpus) // (INT_LIMIT // 4)))
+        per_seq_coarse = md.new_int_var(0, -(-t_max // r_scale), "time_per_sequence_coarse")
+        md.add_division_equality(per_seq_coarse, per_seq + r_scale - 1, r_scale)
+        gpu_time = product("gpu_time", num_gpus, per_seq_coarse)
+        coef = {g: v * r_scale for g, v in coef.items()}
         gt_of = {}
         for g in gpu_names:
             gt_of[g] = md.new_int_var(0, _hi(gpu_time), f"gpu_time_of[{g}]")

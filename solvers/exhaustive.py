@@ -107,11 +107,20 @@ def _best_for_candidate(scenario: Scenario, cand: Candidate, nics, dp_overlap: f
     nodes = -(-gpus // gpn)
     slots = gpu.server.nic_slots + scenario.extra_nic_slots
     best = None
+    if (
+        scenario.pricing == "cloud"
+    ):  # NICs are free when renting: the fastest in every slot (cpsat.py)
+        fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
+        nics = [fastest]
     for nic in nics:
         nic_cents = usd_to_cents_up(scenario.catalog.nic_cost_usd(nic))
         for k in range(1, 2 * gpu.server.nic_slots + 1):
             if scenario.active("nic_slots") and k > slots:
                 break
+            if scenario.pricing == "cloud" and k < (
+                slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
+            ):
+                continue
             parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
             tau = sum(parts.as_dict().values())
             days = tau / (shape.micro_batch * m * dps) * scenario.sequences / SECONDS_PER_DAY

@@ -374,7 +374,7 @@ def smallest_fix(
         return Fix(
             family,
             f"needs {100 * (x - 1):.0f}% more memory per GPU (e.g. {mem * x:,.0f} GB instead of "
-            f"{mem:,.0f} GB on {big}), or more memory-saving options",
+            f"{mem:,.0f} GB on {big})",
             scenario.with_changes(memory_scale=x),
         )
     if family == "nic_slots":

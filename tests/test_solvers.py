@@ -92,25 +92,8 @@ def random_scenario(seed: int, cat) -> Scenario:
 
 
 # Seeds where CP-SAT disagrees with the oracle (solvers as of 2026-11-30).
-# All are objective "time" with cloud pricing and a budget: the cloud cost constraint's
-# product num_gpus x time_per_sequence overflows int64 at the finest time unit, build()
-# then coarsens the unit by 1e6..1e9, and the rounded step times no longer rank the
-# shapes (wrong optimum, false "infeasible", or no optimality proof within the limit).
-CLOUD_COARSENING = "cpsat: cloud budget overflow coarsens the time unit 1e6-1e9x"
-KNOWN_DISAGREEMENTS: dict[int, str] = {
-    **{
-        seed: f"{CLOUD_COARSENING}: CP-SAT 'optimal' plan is slower than the oracle's"
-        for seed in (21, 63, 76, 83, 99, 123, 186)
-    },
-    **{
-        seed: f"{CLOUD_COARSENING}: CP-SAT says infeasible, the oracle finds a plan"
-        for seed in (134, 188)
-    },
-    **{
-        seed: f"{CLOUD_COARSENING}: CP-SAT stops at 'feasible' (plan slower for 126, 128)"
-        for seed in (126, 128, 174)
-    },
-}
+# Seeds whose solvers disagree, with the reason (none known).
+KNOWN_DISAGREEMENTS: dict[int, str] = {}
 # Known-bad seeds that otherwise run into the 20 s limit fail either way; a shorter
 # limit keeps the file under ~3 minutes (the passing seeds take at most ~10 s, nearly
 # all under 1 s). Remove a seed from the table once it passes (strict xfail says so).

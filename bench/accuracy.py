@@ -1,0 +1,68 @@
+"""Predicted against measured Megatron iteration times (vTrain calibration set).
+
+Usage: python bench/accuracy.py [--set multi|single|both] [--worst N]
+Prints the mean absolute percentage error, the worst rows and the error by
+model size, GPU count and parallel layout. Data and setting: designer/validation.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from catalog import load_catalog  # noqa: E402
+from designer.validation import mape, predict, read_rows  # noqa: E402
+
+
+def group_report(title: str, preds, key) -> None:
+    groups = defaultdict(list)
+    for p in preds:
+        groups[key(p.row)].append(p)
+    print(f"  by {title}:")
+    for k in sorted(groups):
+        ps = groups[k]
+        print(
+            f"    {str(k):>14}: n={len(ps):4d}  MAPE {100 * mape(ps):5.1f}%  "
+            f"worst {100 * max(abs(p.error) for p in ps):5.1f}%"
+        )
+
+
+def report(name: str, worst: int) -> float:
+    preds = predict(read_rows(name), load_catalog())
+    errors = [abs(p.error) for p in preds]
+    print(
+        f"{name}: {len(preds)} runs, MAPE {100 * mape(preds):.1f}%, median APE "
+        f"{100 * statistics.median(errors):.1f}%, worst {100 * max(errors):.1f}%"
+    )
+    for p in sorted(preds, key=lambda p: -abs(p.error))[:worst]:
+        r = p.row
+        print(
+            f"    worst: h={r.hidden} L={r.layers} s={r.seq_len} gpus={r.gpus} tp={r.tp} pp={r.pp} dp={r.dp} "
+            f"mb={r.micro_batch} gb={r.global_batch}: measured {r.measured_ms:,.0f} ms, "
+            f"predicted {p.predicted_ms:,.0f} ms ({100 * p.error:+.1f}%)"
+        )
+    if name == "multi":
+        group_report("model size (B params)", preds, lambda r: r.params_b)
+    else:
+        group_report("hidden size", preds, lambda r: r.hidden)
+    group_report("GPUs", preds, lambda r: r.gpus)
+    group_report("tp/pp", preds, lambda r: f"tp{r.tp}/pp{r.pp}")
+    return mape(preds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--set", choices=("multi", "single", "both"), default="both")
+    parser.add_argument("--worst", type=int, default=3)
+    args = parser.parse_args()
+    for name in ("multi", "single") if args.set == "both" else (args.set,):
+        report(name, args.worst)
+
+
+if __name__ == "__main__":
+    main()

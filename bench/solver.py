@@ -1,0 +1,169 @@
+"""Solver benchmark: CP-SAT against the exhaustive reference on a fixed suite.
+
+Usage: python bench/solver.py [--exhaustive-timeout S] [--no-exhaustive] [--explain] [--only NAME]
+
+Twelve-plus questions from 7B to 1T parameters and $1M to $5B over the whole
+shipped catalog. For each it prints the CP-SAT wall time (candidate
+enumeration, model building and search), the proven gap, the plan, the
+exhaustive solver's time on the same space (run in a child process, stopped
+after the timeout) and whether both agree; with --explain, the time to price
+the binding constraints. Medians and the worst case close the report. Times
+are wall-clock on this machine; compare ratios from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from catalog import load_catalog  # noqa: E402
+from models import zoo  # noqa: E402
+from models.spec import TransformerSpec  # noqa: E402
+from solvers import Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
+from solvers.explain import binding_constraints  # noqa: E402
+
+GPT_1T = TransformerSpec(
+    name="gpt-1t",
+    layers=128,
+    hidden=25600,
+    heads=160,
+    vocab=51200,
+    seq_len=2048,
+    published_params_b=1008,
+)
+
+# name, model, tokens, budget (USD), deadline (days), objective, pricing
+SUITE = [
+    ("7b-1M", "llama2-7b", 1e12, 1e6, None, "time", "capex"),
+    ("8b-10M", "llama3-8b", 15e12, 10e6, None, "time", "capex"),
+    ("13b-3M", "llama2-13b", 2e12, 3e6, None, "time", "capex"),
+    ("15b-20M", "nemotron4-15b", 8e12, 20e6, None, "time", "capex"),
+    ("70b-30M", "llama2-70b", 2e12, 30e6, None, "time", "capex"),
+    ("70b-100M", "llama3-70b", 15e12, 100e6, None, "time", "capex"),
+    ("175b-20M", "gpt3-175b", 300e9, 20e6, None, "time", "capex"),
+    ("176b-50M", "bloom-176b", 366e9, 50e6, None, "time", "capex"),
+    ("340b-300M", "nemotron4-340b", 9e12, 300e6, None, "time", "capex"),
+    ("405b-1B", "llama3-405b", 15e12, 1e9, None, "time", "capex"),
+    ("530b-200M", "mt-nlg-530b", 270e9, 200e6, None, "time", "capex"),
+    ("1t-5B", "gpt-1t", 5e12, 5e9, None, "time", "capex"),
+    ("70b-cost-30d", "llama2-70b", 2e12, None, 30.0, "cost", "capex"),
+    ("405b-cloud-100M", "llama3-405b", 15e12, 100e6, None, "time", "cloud"),
+]
+
+
+def scenario(row) -> Scenario:
+    name, model, tokens, budget, deadline, objective, pricing = row
+    cat = load_catalog()
+    spec = GPT_1T if model == "gpt-1t" else zoo()[model]
+    return Scenario(
+        spec=spec,
+        catalog=cat,
+        tokens=tokens,
+        seq_len=spec.seq_len,
+        gpus=tuple(cat.gpus),
+        nics=tuple(cat.nics),
+        objective=objective,
+        pricing=pricing,
+        budget_usd=budget,
+        deadline_days=deadline,
+    )
+
+
+def _exhaustive_child(row, queue) -> None:
+    start = time.perf_counter()
+    res = solve_exhaustive(scenario(row))
+    queue.put((time.perf_counter() - start, res.best.objective if res.best else None))
+
+
+def run_exhaustive(row, timeout_s: float):
+    queue: mp.Queue = mp.Queue()
+    proc = mp.Process(target=_exhaustive_child, args=(row, queue))
+    proc.start()
+    proc.join(timeout_s)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join()
+        return None, None
+    return queue.get() if not queue.empty() else (None, None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--exhaustive-timeout", type=float, default=600.0)
+    parser.add_argument("--no-exhaustive", action="store_true")
+    parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    rows = [r for r in SUITE if args.only is None or r[0] == args.only]
+    cp_times, explain_ratios, speedups = [], [], []
+    print(
+        f"{'scenario':16} {'cpsat_s':>8} {'gap':>5} {'gpus':>7} {'plan':34} {'exh_s':>9} {'agree':>5} {'ratio':>7}"
+        + ("  explain_s  x_solve" if args.explain else "")
+    )
+    for row in rows:
+        s = scenario(row)
+        start = time.perf_counter()
+        res = solve_cpsat(s, time_limit_s=600)
+        cp_s = time.perf_counter() - start
+        cp_times.append(cp_s)
+        best = res.best
+        plan = (
+            "-"
+            if best is None
+            else (
+                f"{best.evaluation.gpu} tp{best.evaluation.layout.tp} pp{best.evaluation.layout.pp} "
+                f"dp{best.evaluation.layout.dp} {best.config.nics_per_node}x{best.config.nic}"
+            )
+        )
+        gpus = best.num_gpus if best else 0
+        exh_s, agree, ratio = None, "-", "-"
+        if not args.no_exhaustive:
+            exh_s, exh_obj = run_exhaustive(row, args.exhaustive_timeout)
+            if exh_s is not None:
+                ok = (exh_obj is None and best is None) or (
+                    best is not None
+                    and exh_obj is not None
+                    and abs(best.objective - exh_obj) <= 1e-3 * abs(exh_obj)
+                )
+                agree = "yes" if ok else "NO"
+                ratio = f"{exh_s / cp_s:.1f}x"
+                speedups.append((gpus, exh_s / cp_s))
+            else:
+                ratio = f">{args.exhaustive_timeout / cp_s:.0f}x"
+                speedups.append((gpus, args.exhaustive_timeout / cp_s))
+        gap = "-" if res.gap is None else f"{100 * res.gap:.1f}%"
+        exh_txt = (
+            f">{args.exhaustive_timeout:.0f}"
+            if (exh_s is None and not args.no_exhaustive)
+            else ("-" if exh_s is None else f"{exh_s:.2f}")
+        )
+        line = f"{row[0]:16} {cp_s:8.2f} {gap:>5} {gpus:7,} {plan:34} {exh_txt:>9} {agree:>5} {ratio:>7}"
+        if args.explain and best is not None:
+            start = time.perf_counter()
+            binding_constraints(s, best, res.candidates)
+            ex_s = time.perf_counter() - start
+            explain_ratios.append(ex_s / cp_s)
+            line += f"  {ex_s:9.2f}  {ex_s / cp_s:6.1f}x"
+        print(line, flush=True)
+    print(
+        f"\nCP-SAT: median {statistics.median(cp_times):.2f} s, worst {max(cp_times):.2f} s over {len(cp_times)} scenarios"
+    )
+    big = [r for g, r in speedups if g >= 10_000]
+    if big:
+        print(
+            f"at 10,000+ GPUs CP-SAT is at least {min(big):.0f}x faster than exhaustive ({len(big)} scenarios)"
+        )
+    if explain_ratios:
+        print(
+            f"explanation: median {statistics.median(explain_ratios):.1f}x, worst {max(explain_ratios):.1f}x the solve time"
+        )
+
+
+if __name__ == "__main__":
+    main()
