@@ -659,7 +659,7 @@ def optimize_cmd(
             click.echo(report.plans_table(res))
         if binding:
             click.echo("")
-            click.echo(report.binding_table(binding))
+            click.echo(report.binding_table(binding, res.objective_unit))
         click.echo(
             f"\n{res.solver}: {res.status} in {res.wall_s:.2f} s"
             + ("" if res.gap in (None, 0.0) else f", gap {100 * res.gap:.2g}%")

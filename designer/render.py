@@ -55,3 +55,11 @@ def usd(v: float | None) -> str:
     if abs(v) >= 1e3:
         return f"${v / 1e3:,.1f}K"
     return f"${v:,.0f}"
+
+
+def si(v: float) -> str:
+    """2e12 -> '2T', 3.5e8 -> '350M' (the CLI's own suffixes)."""
+    for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(v) >= div:
+            return f"{v / div:,.4g}{suffix}"
+    return f"{v:,.4g}"

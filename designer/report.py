@@ -104,7 +104,7 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     head = (
         f"Best plan: {lay.num_gpus:,} x {ev.gpu} in {ev.nodes:,} servers with {cfg.nics_per_node} x {cfg.nic} "
         f"each, {layout}, micro-batch {lay.micro_batch}, {cfg.microbatches} micro-batches per step "
-        f"(global batch {lay.global_batch:,}). It trains {s.spec.name} on {s.tokens:,.3g} tokens in "
+        f"(global batch {lay.global_batch:,}). It trains {s.spec.name} on {render.si(s.tokens)} tokens in "
         f"{_days(ev.time_to_train_days)} for {render.usd(p.cost_usd)} ({s.pricing})"
         f"{'' if res.status == 'optimal' else f', best found (gap {100 * (res.gap or 0):.2g}%)'}."
     )
@@ -173,7 +173,7 @@ def plans_table(res: SolveResult) -> str:
     )
 
 
-def binding_table(binding: list) -> str:
+def binding_table(binding: list, unit: str = "") -> str:
     rows = []
     for b in binding:
         gain = b.improvement_if_relaxed

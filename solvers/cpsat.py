@@ -423,14 +423,17 @@ def _build(
         if "budget" in enforce and fix_families:
             t_max = min(t_max, _down(scenario.budget_usd * 100 / min(coef.values())))
             md.add(per_seq <= t_max)
-        r_scale = max(1, -(-t_max * _hi(num_gpus) // (INT_LIMIT // 4)))
+        r_scale = max(1, -(-t_max * _hi(num_gpus) // (INT_LIMIT // (4 * len(gpu_names)))))
         per_seq_coarse = md.new_int_var(0, -(-t_max // r_scale), "time_per_sequence_coarse")
         md.add_division_equality(per_seq_coarse, per_seq + r_scale - 1, r_scale)
         gpu_time = product("gpu_time", num_gpus, per_seq_coarse)
         coef = {g: v * r_scale for g, v in coef.items()}
         gt_of = {}
         for g in gpu_names:
-            gt_of[g] = md.new_int_var(0, _hi(gpu_time), f"gpu_time_of[{g}]")
+            cap = _hi(gpu_time)
+            if "budget" in enforce and fix_families:
+                cap = min(cap, _down(scenario.budget_usd * 100 / coef[g]))
+            gt_of[g] = md.new_int_var(0, cap, f"gpu_time_of[{g}]")
             md.add(gt_of[g] == gpu_time).only_enforce_if(gpu_lit[g])
             md.add(gt_of[g] == 0).only_enforce_if(~gpu_lit[g])
             if "budget" in enforce:
@@ -668,6 +671,8 @@ def solve_cpsat(
         left = time_limit_s - (time.perf_counter() - start)
         solver = _solver(left, workers)
         code = solver.solve(md)
+        if code == cp_model.MODEL_INVALID:
+            raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")
         if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if rank == 0:
                 status = "unknown" if code == cp_model.UNKNOWN else "infeasible"

@@ -1,13 +1,14 @@
 """Exhaustive reference solver: enumerates the whole decision space with the float model.
 
-For each shape, NIC type and NIC count it evaluates every admissible DP degree
-at once (numpy) with the micro-batches per step set to the largest the batch
-ceiling allows: the step time is m * a + c with c >= 0, so the time per
-sequence (a + c/m) falls with m, memory does not grow with m once the
-pipeline is full, and cost never grows with it; the largest m is therefore
-always best. Obviously correct, slow: the oracle of the differential tests and
-the baseline of bench/solver.py.
-"""
+For every shape, NIC type and NIC count it evaluates every admissible pair of
+DP degree and micro-batches per step at once (numpy), checks every enforced
+limit and keeps the best, ties broken by the secondary objective, then fewer
+GPUs, then the shape's order. It uses no dominance argument, so the
+differential tests also check the ones CP-SAT relies on (the largest m the
+ceiling allows is best; renting makes the fastest NIC in every slot best).
+Only when no batch ceiling bounds m (the family switched off) does it take the
+largest m, since the space is then unbounded. Obviously correct, slow: the
+oracle of the differential tests and the baseline of bench/solver.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate, enumerate_candidates, nic_specs, usd_to_cents_up
 
 SECONDS_PER_DAY = 86400.0
+MAX_PAIRS = 20_000_000
 
 
 def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int):
@@ -70,7 +72,7 @@ def solve_exhaustive(
     for cand in cands:
         if not cand.allowed(scenario):
             continue
-        best = _best_for_candidate(scenario, cand, nics, a.dp_overlap)
+        best = _best_for_candidate(scenario, cand, nics, a.dp_overlap, every_m=True)
         if best is not None:
             per_shape.append(best)
     per_shape.sort(key=lambda kv: kv[0])
@@ -88,7 +90,29 @@ def solve_exhaustive(
     )
 
 
-def _best_for_candidate(scenario: Scenario, cand: Candidate, nics, dp_overlap: float):
+def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
+    """(d, m) pairs to evaluate: every admissible m for each d, or only the largest."""
+    if not every_m:
+        return dps, m_hi
+    counts = np.maximum(0, m_hi - m_lo + 1)
+    total = int(counts.sum())
+    if total > MAX_PAIRS:  # no usable ceiling: the largest m (dominance, module docstring)
+        return dps, m_hi
+    d_rep = np.repeat(dps, counts)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    m = np.repeat(m_lo, counts) + (np.arange(total) - starts)
+    return d_rep, m
+
+
+def _best_for_candidate(
+    scenario: Scenario, cand: Candidate, nics, dp_overlap: float, every_m: bool = False
+):
+    """The best (d, m, NIC type, NICs) for one shape, or None if none is feasible.
+
+    ``every_m`` enumerates every micro-batch count and every NIC option (the
+    reference solver); otherwise the largest m and, when renting, only the
+    fastest NIC in every slot are tried (the dominance arguments; the CP-SAT
+    warm start uses this fast form)."""
     shape, c = cand.shape, cand.coeffs
     gpu = scenario.catalog.gpu(shape.gpu)
     gpu_cents = usd_to_cents_up(gpu.price_usd)
@@ -98,53 +122,47 @@ def _best_for_candidate(scenario: Scenario, cand: Candidate, nics, dp_overlap: f
         return None
     dps = np.arange(lo, hi + 1, dtype=np.int64)
     m_hi, m_lo = batch_bounds(scenario, shape.micro_batch, dps, shape.pp)
-    ok_batch = m_hi >= np.maximum(m_lo, 1)
+    m_lo = np.maximum(m_lo, 1)
+    ok_batch = m_hi >= m_lo
     if not ok_batch.any():
         return None
-    dps, m = dps[ok_batch], m_hi[ok_batch]
+    dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     gpus = shape.replica_gpus * dps
     gpn = gpu.server.gpus_per_server
     nodes = -(-gpus // gpn)
     slots = gpu.server.nic_slots + scenario.extra_nic_slots
-    best = None
-    if (
-        scenario.pricing == "cloud"
-    ):  # NICs are free when renting: the fastest in every slot (cpsat.py)
+    max_k = slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
+    options = [(nic, k) for nic in nics for k in range(1, max_k + 1)]
+    if scenario.pricing == "cloud" and not every_m:
         fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
-        nics = [fastest]
-    for nic in nics:
+        options = [(fastest, max_k)]
+    best = None
+    for nic, k in options:
         nic_cents = usd_to_cents_up(scenario.catalog.nic_cost_usd(nic))
-        for k in range(1, 2 * gpu.server.nic_slots + 1):
-            if scenario.active("nic_slots") and k > slots:
-                break
-            if scenario.pricing == "cloud" and k < (
-                slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
-            ):
-                continue
-            parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
-            tau = sum(parts.as_dict().values())
-            days = tau / (shape.micro_batch * m * dps) * scenario.sequences / SECONDS_PER_DAY
-            if scenario.pricing == "capex":
-                cost_cents = gpus * gpu_cents + nodes * (
-                    usd_to_cents_up(gpu.server.overhead_usd) + k * nic_cents
-                )
-                cost = cost_cents / 100.0
-            else:
-                cost = gpus * days * 24.0 * gpu.cloud_usd_per_gpu_hour
-                cost_cents = cost * 100.0
-            ok = np.ones_like(dps, dtype=bool)
-            if scenario.active("budget"):
-                ok &= cost_cents <= scenario.budget_usd * 100.0 * (1 + 1e-12)
-            if scenario.active("deadline"):
-                ok &= days <= scenario.deadline_days * (1 + TOL)
-            if not ok.any():
-                continue
-            objective = days if scenario.objective == "time" else cost
-            secondary = cost if scenario.objective == "time" else days
-            idx = np.flatnonzero(ok)
-            order = np.lexsort((gpus[idx], secondary[idx], objective[idx]))
-            i = idx[order[0]]
-            key = (float(objective[i]), float(secondary[i]), int(gpus[i]), shape, nic.name, k)
-            if best is None or key < best[0]:
-                best = (key, Config(shape, nic.name, k, int(dps[i]), int(m[i])))
+        parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
+        tau = sum(parts.as_dict().values())
+        days = tau / (shape.micro_batch * m * dps) * scenario.sequences / SECONDS_PER_DAY
+        if scenario.pricing == "capex":
+            cost_cents = gpus * gpu_cents + nodes * (
+                usd_to_cents_up(gpu.server.overhead_usd) + k * nic_cents
+            )
+            cost = cost_cents / 100.0
+        else:
+            cost = gpus * days * 24.0 * gpu.cloud_usd_per_gpu_hour
+            cost_cents = cost * 100.0
+        ok = np.ones_like(dps, dtype=bool)
+        if scenario.active("budget"):
+            ok &= cost_cents <= scenario.budget_usd * 100.0 * (1 + 1e-12)
+        if scenario.active("deadline"):
+            ok &= days <= scenario.deadline_days * (1 + TOL)
+        if not ok.any():
+            continue
+        objective = days if scenario.objective == "time" else cost
+        secondary = cost if scenario.objective == "time" else days
+        idx = np.flatnonzero(ok)
+        order = np.lexsort((gpus[idx], secondary[idx], objective[idx]))
+        i = idx[order[0]]
+        key = (float(objective[i]), float(secondary[i]), int(gpus[i]), shape, nic.name, k)
+        if best is None or key < best[0]:
+            best = (key, Config(shape, nic.name, k, int(dps[i]), int(m[i])))
     return best

@@ -214,6 +214,8 @@ def _feasible(
     form = build(s, alive)
     solver = _solver(time_limit_s, 1)
     code = solver.solve(form.model)
+    if code == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"internal error: invalid CP-SAT model ({form.model.validate()})")
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return True
     if code == cp_model.INFEASIBLE:
@@ -231,6 +233,8 @@ def infeasible_core(
     md.add_assumptions(list(lits.values()))
     solver = _solver(time_limit_s, 1)  # one worker: multi-worker cores are not reliable
     code = solver.solve(md)
+    if code == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")
     if code != cp_model.INFEASIBLE:
         return []
     idx = set(solver.sufficient_assumptions_for_infeasibility())
