@@ -516,15 +516,16 @@ def _build(
     md.add_decision_strategy(
         [x[i] for i in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
     )
+    # then the network (small domains; once fixed, the budget caps d tightly), then d by bisection
+    md.add_decision_strategy(
+        list(nic_lits.values()), cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
+    )
+    md.add_decision_strategy([nics_per_node], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
     md.add_decision_strategy(
         [dp],
         cp_model.CHOOSE_FIRST,
         cp_model.SELECT_UPPER_HALF if scenario.objective == "time" else cp_model.SELECT_LOWER_HALF,
     )
-    md.add_decision_strategy(
-        list(nic_lits.values()), cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
-    )
-    md.add_decision_strategy([nics_per_node], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
     md.add_decision_strategy([m], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
     return form
 
