@@ -13,7 +13,7 @@ import re
 import click
 
 SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
-_NUMBER = re.compile(r"^\$?([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)$")
+_NUMBER = re.compile(r"^([+-]?)\$?([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)$")
 
 
 def parse_quantity(text: str) -> float:
@@ -22,9 +22,11 @@ def parse_quantity(text: str) -> float:
     m = _NUMBER.match(raw)
     if not m:
         raise ValueError(f"{text!r} is not a number; write e.g. 30M, 2T, 1.5e9")
-    value, suffix = float(m.group(1)), m.group(2).upper()
+    value, suffix = float(m.group(2)), m.group(3).upper()
+    if m.group(1) == "-":
+        value = -value
     if suffix not in SCALE:
-        raise ValueError(f"{text!r} has unknown suffix {m.group(2)!r}; use K, M, B or T")
+        raise ValueError(f"{text!r} has unknown suffix {m.group(3)!r}; use K, M, B or T")
     out = value * SCALE[suffix]
     if not math.isfinite(out):
         raise ValueError(f"{text!r} is not a finite number")

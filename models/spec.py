@@ -12,7 +12,14 @@ ignored (under 0.1% for the zoo).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+@lru_cache(maxsize=4096)
+def _layer_matmul_params(hidden: int, kv_width: int, mlp_matrices: int, ffn: int) -> int:
+    return 2 * hidden * hidden + 2 * hidden * kv_width + mlp_matrices * hidden * ffn
 
 
 class TransformerSpec(BaseModel):
@@ -68,9 +75,7 @@ class TransformerSpec(BaseModel):
 
     def layer_matmul_params(self) -> int:
         """Weights of one layer's matrix multiplications (QKV, output, MLP)."""
-        h = self.hidden
-        attn = 2 * h * h + 2 * h * self.kv * self.head_dim
-        return attn + self.mlp_matrices * h * self.ffn
+        return _layer_matmul_params(self.hidden, self.kv * self.head_dim, self.mlp_matrices, self.ffn)
 
     def layer_params(self) -> int:
         """One layer: matmul weights plus two norms of h each."""

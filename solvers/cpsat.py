@@ -132,14 +132,19 @@ def _build(
     ceiling_seq = (
         _down(scenario.max_batch_tokens / scenario.seq_len) if "batch_ceiling" in enforce else None
     )
-    gpu_cap = min(GPU_CAP, scenario.max_gpus) if "max_gpus" in enforce else GPU_CAP
-    if "budget" in enforce and scenario.pricing == "capex":
+    # Domains may only use a family's limit when the family is fixed on: with assumption
+    # literals (conflict explanations) every family must stay relaxable.
+    gpu_cap = GPU_CAP
+    if fix_families and "max_gpus" in enforce:
+        gpu_cap = min(gpu_cap, scenario.max_gpus)
+    if fix_families and "budget" in enforce and scenario.pricing == "capex":
         cheapest = min(usd_to_cents_up(g.price_usd) for g in gpus.values())
         gpu_cap = min(gpu_cap, int(scenario.budget_usd * 100 // cheapest))
     gpu_cap = max(1, gpu_cap)
-    dp_max = max(1, gpu_cap)
-    m_max = ceiling_seq if ceiling_seq else GPU_CAP
-    dp_max = min(dp_max, ceiling_seq) if ceiling_seq else dp_max
+    dp_max = gpu_cap
+    m_max = GPU_CAP
+    if fix_families and ceiling_seq:
+        dp_max, m_max = min(dp_max, ceiling_seq), ceiling_seq
     m_max = max(1, m_max)
     dp = md.new_int_var(1, dp_max, "dp")
     m = md.new_int_var(1, m_max, "microbatches")
@@ -213,6 +218,9 @@ def _build(
         )
     if "pipeline_fill" in enforce:
         md.add(m >= sel(s.pp for s in shapes)).only_enforce_if(enforce["pipeline_fill"])
+    # the interleaved schedule itself needs at least p micro-batches (Narayanan et al. SC'21,
+    # section 2.2): not a relaxable rule
+    md.add(m >= sel(s.pp if s.vp > 1 else 1 for s in shapes))
 
     # --- GPUs and servers: G = replica x d, servers = ceil(G / GPUs per server)
     rep = md.new_int_var(1, max(s.replica_gpus for s in shapes), "replica_gpus")
@@ -392,6 +400,8 @@ def _build(
 
     # --- cost
     cost_expr = None
+    coef: dict[str, float] = {}
+    gt_of: dict[str, cp_model.IntVar] = {}
     if scenario.pricing == "capex":
         gpus_of, nodes_of = {}, {}
         for g in gpu_names:
@@ -428,7 +438,6 @@ def _build(
         md.add_division_equality(per_seq_coarse, per_seq + r_scale - 1, r_scale)
         gpu_time = product("gpu_time", num_gpus, per_seq_coarse)
         coef = {g: v * r_scale for g, v in coef.items()}
-        gt_of = {}
         for g in gpu_names:
             cap = _hi(gpu_time)
             if "budget" in enforce and fix_families:
@@ -494,7 +503,12 @@ def _build(
                 gpu_s = s.replica_gpus * scenario.sequences * a_s / s.micro_batch
                 lb = gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour * 100 * (1 - 1e-9)
             lbs.append(lb)
-        md.add(cost_expr >= sum(v * lb for v, lb in zip(x, lbs, strict=True)))
+        if scenario.pricing == "capex":
+            md.add(cost_expr >= sum(v * int(lb) for v, lb in zip(x, lbs, strict=True)))
+        else:  # in GPU-time units of each GPU type (the cost's coefficients are not integers)
+            for gname in gpu_names:
+                terms = [(x[i], _down(lbs[i] / coef[gname])) for i in range(n) if shapes[i].gpu == gname]
+                md.add(gt_of[gname] >= sum(v * lb for v, lb in terms))
         form_lbs = lbs
     else:
         form_lbs = [0] * n
@@ -612,7 +626,7 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     if scenario.active("max_gpus"):
         hi = min(hi, scenario.max_gpus // s.replica_gpus)
     if scenario.active("batch_ceiling"):
-        m_min = s.pp if (scenario.active("pipeline_fill") and s.pp > 1) else 1
+        m_min = s.pp if ((scenario.active("pipeline_fill") or s.vp > 1) and s.pp > 1) else 1
         hi = min(hi, _down(scenario.max_batch_tokens / scenario.seq_len) // (s.micro_batch * m_min))
     if scenario.active("budget") and scenario.pricing == "capex":
         cheapest_nic = min(

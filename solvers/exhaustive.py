@@ -28,7 +28,7 @@ SECONDS_PER_DAY = 86400.0
 MAX_PAIRS = 20_000_000
 
 
-def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int):
+def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int, vp: int = 1):
     """Largest and smallest micro-batches per step for each DP degree."""
     if scenario.active("batch_ceiling"):
         ceiling_seq = math.floor(scenario.max_batch_tokens / scenario.seq_len + TOL)
@@ -36,7 +36,7 @@ def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int)
     else:
         m_hi = np.full_like(dps, GPU_CAP)
     m_lo = np.ones_like(dps)
-    if scenario.active("pipeline_fill") and pp > 1:
+    if (scenario.active("pipeline_fill") or vp > 1) and pp > 1:  # interleaving always needs m >= p
         m_lo = np.maximum(m_lo, pp)
     if scenario.active("batch_floor"):
         floor_seq = math.ceil(scenario.min_batch_tokens / scenario.seq_len - TOL)
@@ -50,7 +50,7 @@ def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     if scenario.active("max_gpus"):
         hi = min(hi, scenario.max_gpus // shape.replica_gpus)
     if scenario.active("batch_ceiling"):
-        m_min = shape.pp if (scenario.active("pipeline_fill") and shape.pp > 1) else 1
+        m_min = shape.pp if ((scenario.active("pipeline_fill") or shape.vp > 1) and shape.pp > 1) else 1
         hi = min(
             hi,
             math.floor(scenario.max_batch_tokens / scenario.seq_len + TOL)
@@ -121,7 +121,7 @@ def _best_for_candidate(
     if hi < lo:
         return None
     dps = np.arange(lo, hi + 1, dtype=np.int64)
-    m_hi, m_lo = batch_bounds(scenario, shape.micro_batch, dps, shape.pp)
+    m_hi, m_lo = batch_bounds(scenario, shape.micro_batch, dps, shape.pp, shape.vp)
     m_lo = np.maximum(m_lo, 1)
     ok_batch = m_hi >= m_lo
     if not ok_batch.any():

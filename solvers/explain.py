@@ -239,7 +239,9 @@ def infeasible_core(
         return []
     idx = set(solver.sufficient_assumptions_for_infeasibility())
     core = [fam for fam, lit in lits.items() if lit.index in idx]
-    # shrink by deletion: drop a member while the rest is still infeasible
+    if _feasible(scenario, set(core), cands, time_limit_s) is not False:
+        core = list(lits)  # the returned set did not verify: shrink from every family
+    # shrink by deletion: drop a member while the rest is still infeasible (each shrink verified)
     for fam in list(core):
         trial = set(core) - {fam}
         if _feasible(scenario, trial, cands, time_limit_s) is False:
@@ -318,17 +320,20 @@ def smallest_fix(
         )
         if res.best is None:
             return None
-        if family == "budget":
-            x = res.best.cost_usd * (1 + 1e-9)
-            return Fix(
-                family, f"budget must be at least ${x:,.0f}", scenario.with_changes(budget_usd=x)
-            )
-        x = float(res.best.evaluation.time_to_train_days) * (1 + 1e-9)
-        return Fix(
-            family,
-            f"deadline must be at least {x:,.1f} days",
-            scenario.with_changes(deadline_days=x),
+        # the optimum of the relaxed question, nudged past the solver's rounding and verified
+        base = res.best.cost_usd if family == "budget" else float(res.best.evaluation.time_to_train_days)
+        field = "budget_usd" if family == "budget" else "deadline_days"
+        for nudge in (1e-6, 1e-4, 1e-3, 1e-2):
+            x = base * (1 + nudge)
+            fixed = scenario.with_changes(**{field: x})
+            if ok(fixed):
+                break
+        else:
+            return None
+        change = f"budget must be at least ${x:,.0f}" if family == "budget" else (
+            f"deadline must be at least {x:,.2f} days"
         )
+        return Fix(family, change, fixed)
     if family == "max_gpus":
         x = _bisect(
             lambda v: ok(scenario.with_changes(max_gpus=int(v))), scenario.max_gpus, 2**20, True

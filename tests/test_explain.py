@@ -104,15 +104,6 @@ def test_batch_ceiling_bound(models):
     assert b.improvement_pct > 40  # twice the batch, nearly twice the GPUs
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (pipeline_fill relaxation, solvers/explain.py RELAXATIONS + "
-    "models/pipeline.bubble_fraction): at a 1M-token ceiling pipeline_fill ranks first "
-    "(51.3%) ahead of batch_ceiling (50.0%). Relaxed, the optimum is tp4 pp16 vp2 with ONE "
-    "micro-batch per step, step 0.118 s, which the (p-1)/(v m) bubble formula allows but "
-    "which is faster than one micro-batch's trip through 16 stages (16 x 0.0105 s = 0.168 s): "
-    "the gain is an artefact of using the interleaved-bubble formula where m < p",
-)
 def test_batch_ceiling_bound_1m(models):
     s = scenario(
         models, load_catalog(), "llama2-7b", ("h100-sxm",), budget_usd=1e9, max_batch_tokens=MB
@@ -121,12 +112,6 @@ def test_batch_ceiling_bound_1m(models):
     assert_first(binding, "batch_ceiling")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: relaxing pipeline_fill admits plans with fewer micro-batches than stages "
-    "whose modelled step time is below the physical minimum, p x (one micro-batch's stage "
-    "time): the interleaved bubble (p-1)/(v m) only holds for m >= p",
-)
 def test_pipeline_fill_relaxation_is_physical(models):
     s = scenario(
         models, load_catalog(), "llama2-7b", ("h100-sxm",), budget_usd=1e9, max_batch_tokens=MB
@@ -271,14 +256,6 @@ def test_conflict_budget_alone(models):
     check_conflict(s, {"budget"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG solvers/cpsat.py _build(fix_families=False): the GPU cap min(GPU_CAP, "
-    "max_gpus) is baked into dp's domain (dp in [1, 64]) whenever max_gpus is active, so the "
-    "enforce[max_gpus] assumption is never needed and infeasible_core returns "
-    "['batch_ceiling', 'deadline', 'memory', 'nic_slots', 'pipeline_fill', 'tp_bandwidth'], "
-    "which is feasible on its own (no GPU cap); the true core is ['deadline', 'max_gpus']",
-)
 def test_conflict_deadline_and_max_gpus(models):
     """Llama 2 7B in 5 days on at most 64 H100s: 64 GPUs need about 41.5 days."""
     s = scenario(
@@ -293,24 +270,12 @@ def test_conflict_deadline_and_max_gpus(models):
     check_conflict(s, {"deadline", "max_gpus"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG solvers/cpsat.py _build(fix_families=False), as for deadline + max_gpus: "
-    "max_gpus is baked into dp's domain, so the core comes back as ['memory', "
-    "'tp_bandwidth'] (feasible on its own with no GPU cap) without max_gpus",
-)
 def test_conflict_memory_and_max_gpus(models):
     """Llama 2 70B on at most 16 RTX 4090s (24 GB): it does not fit."""
     s = scenario(models, load_catalog(), "llama2-70b", ("rtx4090",), max_gpus=16)
     check_conflict(s, {"memory", "max_gpus"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG solvers/explain.py smallest_fix('deadline'): the fix sets the deadline to the "
-    "time optimum x (1 + 1e-9), but CP-SAT rounds step times up to its time unit, so the "
-    "fixed question is infeasible (41.47 days x (1+1e-9) fails; x (1+1e-6) solves)",
-)
 def test_deadline_fix_is_feasible(models):
     s = scenario(
         models,

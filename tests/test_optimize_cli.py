@@ -271,13 +271,6 @@ def test_optimize_cloud_pricing_under_budget(runner):
     assert plan["cost_usd"] < plan["num_gpus"] * 30_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG solvers/cpsat.py _build: cost objective + cloud pricing crashes. The cost "
-    "expression has float coefficients under cloud pricing and the redundant cut "
-    "`md.add(cost_expr >= sum(v * lb ...))` raises TypeError ('Linear constraints only accept "
-    "integer values and coefficients'); main() reports 'internal error', exit 1",
-)
 def test_optimize_cloud_pricing_cost_objective(capsys):
     code, out, err = run_main(
         capsys, [*SMALL, "--deadline", "90d", "--pricing", "cloud", "--no-explain", "--json"]
