@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from models.layout import Assumptions, Layout
 from models.pipeline import in_flight_microbatches
@@ -38,6 +39,7 @@ def split_activation_coeff(spec: TransformerSpec) -> float:
     return 2.0 + 4.0 * spec.kv_ratio + 2.0 + mlp
 
 
+@lru_cache(maxsize=1 << 16)
 def activation_bytes_per_layer(
     spec: TransformerSpec,
     seq_len: int,
@@ -93,6 +95,7 @@ class MemoryBreakdown:
         }
 
 
+@lru_cache(maxsize=1 << 16)
 def stage_params(spec: TransformerSpec, layout: Layout, stage: str) -> float:
     """Parameters held by one GPU of the first or last pipeline stage.
 
@@ -123,6 +126,7 @@ def model_state_gb(
     return weights / GB, grads / GB, optim / GB
 
 
+@lru_cache(maxsize=1 << 16)
 def stage_activation_gb(spec: TransformerSpec, layout: Layout, seq_len: int, stage: str) -> float:
     """Activations of one GPU of a stage: layers x per-layer bytes x micro-batches in flight.
 
@@ -145,6 +149,7 @@ def stage_activation_gb(spec: TransformerSpec, layout: Layout, seq_len: int, sta
     return total / GB
 
 
+@lru_cache(maxsize=1 << 16)
 def logits_gb(spec: TransformerSpec, layout: Layout, seq_len: int, stage: str) -> float:
     """fp32 logits of one micro-batch on the last stage: s*b*V*4/t bytes (reported as 'other')."""
     if stage != "last" and layout.pp > 1:

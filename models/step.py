@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -87,6 +88,7 @@ def forward_passes(recompute: str) -> float:
     return 4.0 if recompute == "full" else 3.0
 
 
+@lru_cache(maxsize=1 << 16)
 def stage_flops_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> float:
     """FLOPs one GPU of the last (slowest) stage does per micro-batch, recomputation included."""
     tokens = layout.micro_batch * seq_len

@@ -23,7 +23,7 @@ from catalog.specs import GPUSpec, NICSpec
 from models.comm import tp_bandwidth_limit
 from models.feasibility import TOL, divisibility_violations
 from models.layout import Layout, Network
-from models.memory import memory_per_gpu, memory_terms
+from models.memory import memory_terms
 from models.step import StepCoefficients, step_coefficients
 from solvers.scenario import GPU_CAP, Scenario
 
@@ -129,24 +129,20 @@ def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | N
     checked against the evaluator, so both solvers agree with it exactly."""
     a = scenario.assumptions
     capacity = gpu.memory_gb * scenario.memory_scale
-    layout = shape.layout(1, max(1, shape.pp))
+    terms = memory_terms(scenario.spec, shape.layout(1, max(1, shape.pp)), scenario.seq_len, a)
 
-    def fits(dp: int) -> bool:
-        lay = shape.layout(dp, max(1, shape.pp))
-        return (
-            memory_per_gpu(scenario.spec, lay, scenario.seq_len, capacity, a).total
-            <= capacity + TOL
-        )
+    def fits(dp: int) -> bool:  # the evaluator's total, stage by stage (models.memory)
+        return max(fixed + sharded / (dp * shape.cp) for fixed, sharded in terms) <= capacity + TOL
 
     need = 1
-    for fixed, sharded in memory_terms(scenario.spec, layout, scenario.seq_len, a):
+    for fixed, sharded in terms:
         room = capacity + TOL - fixed
         if room <= 0:
             return None
         need = max(need, math.ceil(sharded / (room * shape.cp)) if sharded > 0 else 1)
     if need > GPU_CAP:
         return None
-    # guard the closed form against float rounding with the evaluator itself
+    # guard the closed form against float rounding
     while need > 1 and fits(need - 1):
         need -= 1
     while not fits(need):
