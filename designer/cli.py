@@ -15,9 +15,10 @@ import click
 
 from catalog import CatalogError, load_catalog
 from designer import render, report
+from designer.compare import compare
 from designer.errors import Infeasible, UsageError
 from designer.numbers import Days, Quantity
-from designer.questions import DEFAULT_MODEL, build_scenario
+from designer.questions import DEFAULT_MODEL, build_scenario, evaluate_config, load_question_file
 from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_model, zoo
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import solve
@@ -478,162 +479,151 @@ def _evaluation_text(ev) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- optimize
+# ---------------------------------------------------------------- optimize, compare, explain
 OBJECTIVES = ("time", "cost")
 
-
-@cli.command("optimize")
-@click.option(
-    "--model",
-    "model_name",
-    default=DEFAULT_MODEL,
-    show_default=True,
-    help="Zoo name, YAML/JSON spec or HF config.json.",
-)
-@click.option(
-    "--tokens",
-    type=Quantity(),
-    default="2T",
-    show_default=True,
-    help="Training tokens (2T, 300B, ...).",
-)
-@click.option(
-    "--seq-len",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Sequence length [default: the model's].",
-)
-@click.option("--budget", type=Quantity(), default=None, help="Budget in USD (30M, 1.5B, ...).")
-@click.option("--deadline", type=Days(), default=None, help="Deadline (90d, 36h, or days).")
-@click.option(
-    "--objective",
-    type=click.Choice(OBJECTIVES),
-    default=None,
-    help="time (fastest under the budget) or cost (cheapest by the deadline) [default: time with a budget, else cost].",
-)
-@click.option(
-    "--pricing",
-    type=click.Choice(("capex", "cloud")),
-    default="capex",
-    show_default=True,
-    help="capex: buy the cluster; cloud: rent GPU-hours.",
-)
-@click.option(
-    "--gpu",
+QUESTION_OPTIONS = [
+    click.option(
+        "--model",
+        "model",
+        default=DEFAULT_MODEL,
+        show_default=True,
+        help="Zoo name, YAML/JSON spec or HF config.json.",
+    ),
+    click.option(
+        "--tokens",
+        type=Quantity(),
+        default="2T",
+        show_default=True,
+        help="Training tokens (2T, 300B, ...).",
+    ),
+    click.option(
+        "--seq-len",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Sequence length [default: the model's].",
+    ),
+    click.option("--budget", type=Quantity(), default=None, help="Budget in USD (30M, 1.5B, ...)."),
+    click.option("--deadline", type=Days(), default=None, help="Deadline (90d, 36h, or days)."),
+    click.option(
+        "--objective",
+        type=click.Choice(OBJECTIVES),
+        default=None,
+        help="time (fastest under the budget) or cost (cheapest by the deadline) "
+        "[default: time with a budget, else cost].",
+    ),
+    click.option(
+        "--pricing",
+        type=click.Choice(("capex", "cloud")),
+        default="capex",
+        show_default=True,
+        help="capex: buy the cluster; cloud: rent GPU-hours.",
+    ),
+    click.option(
+        "--gpu",
+        "gpus",
+        multiple=True,
+        help="Allowed GPU types (repeatable) [default: the whole catalog].",
+    ),
+    click.option(
+        "--nic", "nics", multiple=True, help="Allowed NIC types (repeatable) [default: all]."
+    ),
+    CATALOG_OPTION,
+    click.option(
+        "--max-gpus", type=Quantity(integer=True), default=None, help="Cap on the number of GPUs."
+    ),
+    click.option(
+        "--max-batch-tokens",
+        type=Quantity(),
+        default=None,
+        help="Global batch ceiling in tokens [default: 16M].",
+    ),
+    click.option(
+        "--min-batch-tokens", type=Quantity(), default=None, help="Global batch floor in tokens."
+    ),
+    click.option(
+        "--precision",
+        type=click.Choice(("bf16", "fp8", "any")),
+        default="bf16",
+        show_default=True,
+        help="Training precision; 'any' lets the optimizer use fp8 where the GPU has it.",
+    ),
+    click.option(
+        "--ignore",
+        "ignore",
+        multiple=True,
+        help="Switch a constraint family off (repeatable), e.g. tp_bandwidth.",
+    ),
+    click.option(
+        "--dp-overlap",
+        type=click.FloatRange(0, 1),
+        default=0.0,
+        show_default=True,
+        help="Fraction of the last backward that hides DP traffic.",
+    ),
+    click.option(
+        "--time-limit",
+        type=click.FloatRange(min=0.01),
+        default=60.0,
+        show_default=True,
+        help="Solver time limit per solve, seconds.",
+    ),
+    click.option(
+        "--explain/--no-explain",
+        default=True,
+        show_default=True,
+        help="Price the binding constraints, or explain a conflict.",
+    ),
+    click.option("--json", "as_json", is_flag=True, help="Machine-readable output."),
+    click.option(
+        "--csv",
+        "csv_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Write the plans as CSV.",
+    ),
+]
+SCENARIO_KEYS = (
+    "model",
+    "tokens",
+    "seq_len",
+    "budget",
+    "deadline",
+    "objective",
+    "pricing",
     "gpus",
-    multiple=True,
-    help="Allowed GPU types (repeatable) [default: the whole catalog].",
-)
-@click.option("--nic", "nics", multiple=True, help="Allowed NIC types (repeatable) [default: all].")
-@CATALOG_OPTION
-@click.option(
-    "--max-gpus", type=Quantity(integer=True), default=None, help="Cap on the number of GPUs."
-)
-@click.option(
-    "--max-batch-tokens",
-    type=Quantity(),
-    default=None,
-    help="Global batch ceiling in tokens [default: 16M].",
-)
-@click.option(
-    "--min-batch-tokens", type=Quantity(), default=None, help="Global batch floor in tokens."
-)
-@click.option(
-    "--precision",
-    type=click.Choice(("bf16", "fp8", "any")),
-    default="bf16",
-    show_default=True,
-    help="Training precision; 'any' lets the optimizer use fp8 where the GPU has it.",
-)
-@click.option(
-    "--ignore",
+    "nics",
+    "catalog_files",
+    "max_gpus",
+    "max_batch_tokens",
+    "min_batch_tokens",
+    "precision",
     "ignore",
-    multiple=True,
-    help="Switch a constraint family off (repeatable), e.g. tp_bandwidth.",
+    "dp_overlap",
 )
-@click.option(
-    "--dp-overlap",
-    type=click.FloatRange(0, 1),
-    default=0.0,
-    show_default=True,
-    help="Fraction of the last backward that hides DP traffic.",
-)
-@click.option(
-    "--top",
-    "top_k",
-    type=click.IntRange(1, 100),
-    default=1,
-    show_default=True,
-    help="The K best plans with distinct layouts.",
-)
-@click.option(
-    "--csv",
-    "csv_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the plans as CSV.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0.01),
-    default=60.0,
-    show_default=True,
-    help="Solver time limit, seconds.",
-)
-@click.option(
-    "--solver", type=click.Choice(("cpsat", "exhaustive")), default="cpsat", show_default=True
-)
-@click.option(
-    "--explain/--no-explain",
-    default=True,
-    show_default=True,
-    help="Price the binding constraints, or explain a conflict.",
-)
-def optimize_cmd(
-    model_name,
-    tokens,
-    seq_len,
-    budget,
-    deadline,
-    objective,
-    pricing,
-    gpus,
-    nics,
-    catalog_files,
-    max_gpus,
-    max_batch_tokens,
-    min_batch_tokens,
-    precision,
-    ignore,
-    dp_overlap,
-    top_k,
-    csv_file,
-    as_json,
-    time_limit,
-    solver,
-    explain,
+
+
+def question_options(f):
+    for option in reversed(QUESTION_OPTIONS):
+        f = option(f)
+    return f
+
+
+def _write_csv(csv_file: Path | None, text: str) -> None:
+    if csv_file is None:
+        return
+    try:
+        csv_file.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise UsageError(
+            f"--csv: cannot write {csv_file} ({err.strerror}); pass a writable path"
+        ) from err
+
+
+def _answer(
+    scenario, res, explain: bool, time_limit: float, as_json: bool, csv_file: Path | None
 ) -> None:
-    """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
-    scenario = build_scenario(
-        model=model_name,
-        tokens=tokens,
-        seq_len=seq_len,
-        budget=budget,
-        deadline=deadline,
-        objective=objective,
-        pricing=pricing,
-        gpus=gpus,
-        nics=nics,
-        catalog_files=catalog_files,
-        max_gpus=max_gpus,
-        max_batch_tokens=max_batch_tokens,
-        min_batch_tokens=min_batch_tokens,
-        precision=precision,
-        ignore=ignore,
-        dp_overlap=dp_overlap,
-    )
-    res = solve(scenario, solver=solver, top_k=top_k, time_limit_s=time_limit)
+    """Explain, print and exit as the contract says (shared by optimize and explain)."""
     binding, conflict = None, None
     if explain and res.best is not None:
         binding = binding_constraints(
@@ -643,13 +633,7 @@ def optimize_cmd(
         conflict = explain_infeasible(
             scenario, time_limit_s=time_limit, candidates=res.candidates or None
         )
-    if csv_file is not None:
-        try:
-            csv_file.write_text(report.csv_text(res, binding), encoding="utf-8")
-        except OSError as err:
-            raise UsageError(
-                f"--csv: cannot write {csv_file} ({err.strerror}); pass a writable path"
-            ) from err
+    _write_csv(csv_file, report.csv_text(res, binding))
     if as_json:
         emit_json(report.result_dict(scenario, res, binding, conflict))
     else:
@@ -660,10 +644,8 @@ def optimize_cmd(
         if binding:
             click.echo("")
             click.echo(report.binding_table(binding, res.objective_unit))
-        click.echo(
-            f"\n{res.solver}: {res.status} in {res.wall_s:.2f} s"
-            + ("" if res.gap in (None, 0.0) else f", gap {100 * res.gap:.2g}%")
-        )
+        gap = "" if res.gap in (None, 0.0) else f", gap {100 * res.gap:.2g}%"
+        click.echo(f"\n{res.solver}: {res.status} in {res.wall_s:.2f} s{gap}")
     if res.best is None:
         if res.status == "unknown":
             raise Infeasible("no plan found within the time limit; raise --time-limit")
@@ -673,6 +655,65 @@ def optimize_cmd(
             if conflict.fixes:
                 summary += f" ({'; or '.join(f.change for f in conflict.fixes)})"
         raise Infeasible(summary)
+
+
+@cli.command("optimize")
+@question_options
+@click.option(
+    "--top",
+    "top_k",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="The K best plans with distinct layouts.",
+)
+@click.option(
+    "--solver", type=click.Choice(("cpsat", "exhaustive")), default="cpsat", show_default=True
+)
+def optimize_cmd(top_k, solver, time_limit, explain, as_json, csv_file, **question) -> None:
+    """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
+    scenario = build_scenario(**question)
+    res = solve(scenario, solver=solver, top_k=top_k, time_limit_s=time_limit)
+    _answer(scenario, res, explain, time_limit, as_json, csv_file)
+
+
+@cli.command("compare")
+@question_options
+@click.option(
+    "--plot",
+    "plot_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Draw time to train and cost per GPU type (PNG or SVG; needs matplotlib).",
+)
+def compare_cmd(time_limit, explain, as_json, csv_file, plot_file, **question) -> None:
+    """The same question once per GPU type: the best plan on each, best first."""
+    scenario = build_scenario(**question)
+    rows = compare(scenario, explain=explain, time_limit_s=time_limit)
+    _write_csv(csv_file, report.compare_csv(rows))
+    if plot_file is not None:
+        report.compare_plot(rows, plot_file, scenario)
+    if as_json:
+        emit_json(report.compare_dict(scenario, rows))
+    else:
+        click.echo(report.compare_table(rows, scenario))
+    if not any(r.result.best for r in rows):
+        raise Infeasible("no GPU type answers the question")
+
+
+@cli.command("explain")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--time-limit", type=click.FloatRange(min=0.01), default=60.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | None) -> None:
+    """Explain a saved plan (optimize --json output) or a question file (YAML/JSON of optimize's options)."""
+    scenario, config = load_question_file(file)
+    if config is None:
+        res = solve(scenario, time_limit_s=time_limit)
+    else:
+        res = evaluate_config(scenario, config)
+    _answer(scenario, res, True, time_limit, as_json, csv_file)
 
 
 # ---------------------------------------------------------------- entry point

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog import CatalogError, load_catalog
-from designer.errors import UsageError
-from models import Assumptions, resolve_model
-from solvers import FAMILIES, Scenario
+from designer.errors import Infeasible, UsageError
+from designer.numbers import parse_days, parse_quantity
+from models import Assumptions, TransformerSpec, resolve_model
+from solvers import FAMILIES, Config, Scenario, SolveResult
+from solvers.plan import build_plan
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS
+from solvers.space import Shape
 
 DEFAULT_MODEL = "llama2-70b"
 DEFAULT_TOKENS = 2e12
@@ -16,7 +25,7 @@ DEFAULT_TOKENS = 2e12
 
 def build_scenario(
     *,
-    model: str = DEFAULT_MODEL,
+    model: str | TransformerSpec = DEFAULT_MODEL,
     tokens: float = DEFAULT_TOKENS,
     seq_len: int | None = None,
     budget: float | None = None,
@@ -33,7 +42,7 @@ def build_scenario(
     ignore: tuple[str, ...] = (),
     dp_overlap: float = 0.0,
 ) -> Scenario:
-    spec = resolve_model(model)
+    spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
     cat = load_catalog(list(catalog_files))
     for g in gpus:
         if g not in cat.gpus:
@@ -86,6 +95,183 @@ def build_scenario(
             precisions=precisions,
             assumptions=Assumptions(dp_overlap=dp_overlap),
             disabled=frozenset(ignore),
+            catalog_files=tuple(str(p) for p in catalog_files),
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err
+
+
+# ---------------------------------------------------------------- question and plan files
+class QuestionFile(BaseModel):
+    """A question in a file: optimize's options, with the same suffixes (30M, 2T, 90d)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | dict[str, Any] = DEFAULT_MODEL
+    tokens: float | str = DEFAULT_TOKENS
+    seq_len: int | None = Field(default=None, ge=1)
+    budget: float | str | None = None
+    deadline: float | str | None = None
+    objective: Literal["time", "cost"] | None = None
+    pricing: Literal["capex", "cloud"] = "capex"
+    gpus: list[str] = []
+    nics: list[str] = []
+    catalog: list[str] = []
+    max_gpus: int | str | None = None
+    max_batch_tokens: float | str | None = None
+    min_batch_tokens: float | str | None = None
+    precision: Literal["bf16", "fp8", "any"] = "bf16"
+    ignore: list[str] = []
+    dp_overlap: float = Field(default=0.0, ge=0, le=1)
+
+
+def _number(origin: str, field: str, value, days: bool = False, integer: bool = False):
+    if value is None:
+        return None
+    try:
+        out = parse_days(str(value)) if days else parse_quantity(str(value))
+    except ValueError as err:
+        raise UsageError(f"{origin}: {field}: {err}") from err
+    if out <= 0:
+        raise UsageError(f"{origin}: {field}: must be positive (got {value!r})")
+    if integer:
+        if out != int(out):
+            raise UsageError(f"{origin}: {field}: must be a whole number (got {value!r})")
+        return int(out)
+    return out
+
+
+def _read_document(path: Path) -> Any:
+    if not path.exists():
+        raise UsageError(f"{path}: file not found; pass a question file or optimize --json output")
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory; pass a YAML or JSON file")
+    try:
+        text = path.read_text(encoding="utf-8")
+        doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: cannot be read ({err.__class__.__name__})") from err
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise UsageError(f"{path}: syntax error ({err.__class__.__name__}); fix the file") from err
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: top level must be a mapping of fields")
+    return doc
+
+
+def _model_from(origin: str, value) -> str | TransformerSpec:
+    if isinstance(value, dict):
+        try:
+            return TransformerSpec.model_validate(value)
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            raise UsageError(f"{origin}: model.{loc}: {first['msg']}") from err
+    return value
+
+
+def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
+    """A question file, or a saved optimize --json answer (its question and first plan)."""
+    doc = _read_document(path)
+    origin = str(path)
+    if "question" in doc and "plans" in doc:
+        return _from_answer(doc, origin)
+    try:
+        q = QuestionFile.model_validate(doc)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise UsageError(
+                f"{origin}: {loc}: unknown field; use optimize's option names"
+            ) from err
+        raise UsageError(f"{origin}: {loc}: {first['msg']}") from err
+    base = path.parent
+    scenario = build_scenario(
+        model=_model_from(origin, q.model),
+        tokens=_number(origin, "tokens", q.tokens),
+        seq_len=q.seq_len,
+        budget=_number(origin, "budget", q.budget),
+        deadline=_number(origin, "deadline", q.deadline, days=True),
+        objective=q.objective,
+        pricing=q.pricing,
+        gpus=tuple(q.gpus),
+        nics=tuple(q.nics),
+        catalog_files=tuple(
+            (base / c) if not Path(c).is_absolute() else Path(c) for c in q.catalog
+        ),
+        max_gpus=_number(origin, "max_gpus", q.max_gpus, integer=True),
+        max_batch_tokens=_number(origin, "max_batch_tokens", q.max_batch_tokens),
+        min_batch_tokens=_number(origin, "min_batch_tokens", q.min_batch_tokens),
+        precision=q.precision,
+        ignore=tuple(q.ignore),
+        dp_overlap=q.dp_overlap,
+    )
+    return scenario, None
+
+
+def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | None]:
+    q, plans = doc["question"], doc["plans"]
+    if not isinstance(q, dict) or not isinstance(plans, list):
+        raise UsageError(f"{origin}: question/plans: not an optimize --json answer")
+    try:
+        precisions = q.get("precisions") or ["bf16"]
+        scenario = build_scenario(
+            model=_model_from(origin, q.get("model_spec") or q["model"]),
+            tokens=float(q["tokens"]),
+            seq_len=q.get("seq_len"),
+            budget=q.get("budget_usd"),
+            deadline=q.get("deadline_days"),
+            objective=q.get("objective"),
+            pricing=q.get("pricing", "capex"),
+            gpus=tuple(q.get("gpus") or ()),
+            nics=tuple(q.get("nics") or ()),
+            catalog_files=tuple(Path(c) for c in q.get("catalog_files") or ()),
+            max_gpus=q.get("max_gpus"),
+            max_batch_tokens=q.get("max_batch_tokens"),
+            min_batch_tokens=q.get("min_batch_tokens"),
+            precision="any" if len(precisions) > 1 else precisions[0],
+            ignore=tuple(q.get("ignored_constraints") or ()),
+            dp_overlap=float(q.get("dp_overlap") or 0.0),
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise UsageError(
+            f"{origin}: question: missing or bad field ({err}); regenerate with optimize --json"
+        ) from err
+    if not plans:
+        return scenario, None
+    p = plans[0]
+    try:
+        shape = Shape(
+            p["gpu"],
+            int(p["tp"]),
+            int(p["cp"]),
+            int(p["pp"]),
+            int(p["vp"]),
+            int(p["micro_batch"]),
+            str(p["recompute"]),
+            str(p["precision"]),
+        )
+        config = Config(
+            shape, str(p["nic"]), int(p["nics_per_node"]), int(p["dp"]), int(p["grad_accum"])
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise UsageError(f"{origin}: plans[0]: missing or bad field ({err})") from err
+    return scenario, config
+
+
+def evaluate_config(scenario: Scenario, config: Config) -> SolveResult:
+    """A given plan as a one-plan result, re-evaluated; violations make it 'infeasible'."""
+    start = time.perf_counter()
+    plan = build_plan(scenario, config)
+    if not plan.feasible:
+        broken = "; ".join(f"{v.constraint}: {v.detail}" for v in plan.violations)
+        raise Infeasible(f"the saved plan breaks the question: {broken}")
+    return SolveResult(
+        status="feasible",
+        solver="given plan",
+        wall_s=time.perf_counter() - start,
+        gap=None,
+        plans=[plan],
+        objective_name="time_to_train" if scenario.objective == "time" else "cost",
+        objective_unit="days" if scenario.objective == "time" else "USD",
+    )

@@ -29,6 +29,9 @@ def question_dict(s: Scenario) -> dict[str, Any]:
         "nics": list(s.nics),
         "precisions": list(s.precisions),
         "ignored_constraints": sorted(s.disabled),
+        "catalog_files": list(s.catalog_files),
+        "model_spec": s.spec.model_dump(),
+        "dp_overlap": s.assumptions.dp_overlap,
     }
 
 
@@ -101,12 +104,13 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config
     layout = f"TP {lay.tp} x PP {lay.pp}" + (f" ({lay.vp} virtual)" if lay.vp > 1 else "")
     layout += (f" x CP {lay.cp}" if lay.cp > 1 else "") + f" x DP {lay.dp}"
+    label = "The saved plan" if res.solver == "given plan" else "Best plan"
     head = (
-        f"Best plan: {lay.num_gpus:,} x {ev.gpu} in {ev.nodes:,} servers with {cfg.nics_per_node} x {cfg.nic} "
+        f"{label}: {lay.num_gpus:,} x {ev.gpu} in {ev.nodes:,} servers with {cfg.nics_per_node} x {cfg.nic} "
         f"each, {layout}, micro-batch {lay.micro_batch}, {cfg.microbatches} micro-batches per step "
         f"(global batch {lay.global_batch:,}). It trains {s.spec.name} on {render.si(s.tokens)} tokens in "
         f"{_days(ev.time_to_train_days)} for {render.usd(p.cost_usd)} ({s.pricing})"
-        f"{'' if res.status == 'optimal' else f', best found (gap {100 * (res.gap or 0):.2g}%)'}."
+        f"{'' if res.status == 'optimal' or res.gap is None else f', best found (gap {100 * res.gap:.2g}%)'}."
     )
     binds = [b for b in binding or [] if b.binding]
     if not binding:
@@ -190,3 +194,136 @@ def binding_table(binding: list, unit: str = "") -> str:
     return render.table(
         ["constraint", "binding", "on this plan", "relaxation", "improvement", "%"], rows
     )
+
+
+# ---------------------------------------------------------------- compare
+def compare_dict(s: Scenario, rows) -> dict[str, Any]:
+    """optimize's object with one plan per GPU type, best first, each with status and top binding."""
+    plans = []
+    for rank, row in enumerate(rows, start=1):
+        best = row.result.best
+        if best is not None:
+            entry = _plain(best.as_dict(rank))
+        else:
+            entry = {"rank": rank, "gpu": row.gpu}
+        entry["status"] = row.result.status
+        entry["top_binding"] = row.top_binding or None
+        plans.append(entry)
+    first = rows[0].result if rows else None
+    ok = [r for r in rows if r.result.best is not None]
+    return {
+        "status": "optimal"
+        if ok and all(r.result.status == "optimal" for r in ok)
+        else ("feasible" if ok else "infeasible"),
+        "objective": {
+            "name": first.objective_name if first else None,
+            "value": float(ok[0].result.best.objective) if ok else None,
+            "unit": first.objective_unit if first else None,
+        },
+        "solve": {
+            "solver": "cpsat",
+            "wall_s": sum(r.result.wall_s for r in rows),
+            "gap": 0.0 if ok else None,
+        },
+        "question": question_dict(s),
+        "plans": plans,
+        "binding": [_plain(b.as_dict()) for b in (ok[0].binding or [])] if ok else [],
+        "conflict": None,
+    }
+
+
+def compare_csv(rows) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=[*CSV_COLUMNS, "status"], lineterminator="\n")
+    writer.writeheader()
+    for rank, row in enumerate(rows, start=1):
+        best = row.result.best
+        entry = _plain(best.as_dict(rank)) if best else {"rank": rank, "gpu": row.gpu}
+        entry["top_binding"] = row.top_binding
+        entry["status"] = row.result.status
+        writer.writerow(entry)
+    return out.getvalue()
+
+
+def compare_table(rows, s: Scenario) -> str:
+    lines = []
+    table_rows = []
+    for rank, row in enumerate(rows, start=1):
+        best = row.result.best
+        if best is None:
+            table_rows.append(
+                (rank, row.gpu, row.result.status, "-", "-", "-", "-", "-", "-", "-", "-")
+            )
+            continue
+        ev, lay, cfg = best.evaluation, best.evaluation.layout, best.config
+        table_rows.append(
+            (
+                rank,
+                row.gpu,
+                row.result.status,
+                lay.num_gpus,
+                ev.nodes,
+                f"{cfg.nics_per_node}x{cfg.nic}",
+                f"{lay.tp}/{lay.pp}/{lay.dp}/{lay.cp}/{lay.vp}",
+                float(ev.time_to_train_days),
+                render.usd(best.cost_usd),
+                f"{100 * float(ev.mfu):.1f}%",
+                row.top_binding or "-",
+            )
+        )
+    what = "fastest under the budget" if s.objective == "time" else "cheapest by the deadline"
+    lines.append(f"{s.spec.name} on {render.si(s.tokens)} tokens, {what}, one GPU type at a time:")
+    lines.append("")
+    lines.append(
+        render.table(
+            [
+                "#",
+                "gpu",
+                "status",
+                "gpus",
+                "servers",
+                "nics/server",
+                "tp/pp/dp/cp/vp",
+                "days",
+                "cost",
+                "mfu",
+                "top binding",
+            ],
+            table_rows,
+        )
+    )
+    return "\n".join(lines)
+
+
+def compare_plot(rows, path, s: Scenario) -> None:
+    """Bars of time to train and cost per GPU type (matplotlib, PNG or SVG)."""
+    from designer.errors import UsageError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
+    ok = [r for r in rows if r.result.best is not None]
+    if not ok:
+        raise UsageError("--plot: no GPU type has a plan to draw")
+    names = [r.gpu for r in ok]
+    days = [float(r.result.best.evaluation.time_to_train_days) for r in ok]
+    cost = [float(r.result.best.cost_usd) / 1e6 for r in ok]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    axes[0].barh(names, days, color="#4c72b0")
+    axes[0].set_xlabel("time to train (days)")
+    axes[1].barh(names, cost, color="#dd8452")
+    axes[1].set_xlabel(f"cost ($M, {s.pricing})")
+    for ax in axes:
+        ax.invert_yaxis()
+    fig.suptitle(f"{s.spec.name}, {render.si(s.tokens)} tokens: best plan per GPU type")
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
+    finally:
+        plt.close(fig)

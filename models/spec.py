@@ -75,7 +75,9 @@ class TransformerSpec(BaseModel):
 
     def layer_matmul_params(self) -> int:
         """Weights of one layer's matrix multiplications (QKV, output, MLP)."""
-        return _layer_matmul_params(self.hidden, self.kv * self.head_dim, self.mlp_matrices, self.ffn)
+        return _layer_matmul_params(
+            self.hidden, self.kv * self.head_dim, self.mlp_matrices, self.ffn
+        )
 
     def layer_params(self) -> int:
         """One layer: matmul weights plus two norms of h each."""

@@ -507,7 +507,9 @@ def _build(
             md.add(cost_expr >= sum(v * int(lb) for v, lb in zip(x, lbs, strict=True)))
         else:  # in GPU-time units of each GPU type (the cost's coefficients are not integers)
             for gname in gpu_names:
-                terms = [(x[i], _down(lbs[i] / coef[gname])) for i in range(n) if shapes[i].gpu == gname]
+                terms = [
+                    (x[i], _down(lbs[i] / coef[gname])) for i in range(n) if shapes[i].gpu == gname
+                ]
                 md.add(gt_of[gname] >= sum(v * lb for v, lb in terms))
         form_lbs = lbs
     else:

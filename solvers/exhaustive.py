@@ -50,7 +50,9 @@ def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     if scenario.active("max_gpus"):
         hi = min(hi, scenario.max_gpus // shape.replica_gpus)
     if scenario.active("batch_ceiling"):
-        m_min = shape.pp if ((scenario.active("pipeline_fill") or shape.vp > 1) and shape.pp > 1) else 1
+        m_min = (
+            shape.pp if ((scenario.active("pipeline_fill") or shape.vp > 1) and shape.pp > 1) else 1
+        )
         hi = min(
             hi,
             math.floor(scenario.max_batch_tokens / scenario.seq_len + TOL)

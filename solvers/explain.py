@@ -321,7 +321,11 @@ def smallest_fix(
         if res.best is None:
             return None
         # the optimum of the relaxed question, nudged past the solver's rounding and verified
-        base = res.best.cost_usd if family == "budget" else float(res.best.evaluation.time_to_train_days)
+        base = (
+            res.best.cost_usd
+            if family == "budget"
+            else float(res.best.evaluation.time_to_train_days)
+        )
         field = "budget_usd" if family == "budget" else "deadline_days"
         for nudge in (1e-6, 1e-4, 1e-3, 1e-2):
             x = base * (1 + nudge)
@@ -330,8 +334,10 @@ def smallest_fix(
                 break
         else:
             return None
-        change = f"budget must be at least ${x:,.0f}" if family == "budget" else (
-            f"deadline must be at least {x:,.2f} days"
+        change = (
+            f"budget must be at least ${x:,.0f}"
+            if family == "budget"
+            else (f"deadline must be at least {x:,.2f} days")
         )
         return Fix(family, change, fixed)
     if family == "max_gpus":

@@ -52,6 +52,7 @@ class Scenario:
     disabled: frozenset[str] = frozenset()
     memory_scale: float = 1.0  # relaxation knob: capacity x scale
     extra_nic_slots: int = 0  # relaxation knob
+    catalog_files: tuple[str, ...] = ()  # provenance only: the override files the catalog came from
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
