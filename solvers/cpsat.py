@@ -558,7 +558,9 @@ def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
     )
 
 
-def _warm_start(scenario: Scenario, form: Formulation, shapes_tried: int = 24) -> None:
+def _warm_start(
+    scenario: Scenario, form: Formulation, shapes_tried: int = 24, fallback: Config | None = None
+) -> None:
     """Hint the best configuration of the most promising shapes (lowest bound first),
     found with the reference solver's per-shape search."""
     from solvers.exhaustive import _best_for_candidate  # a heuristic here, not the oracle
@@ -578,6 +580,10 @@ def _warm_start(scenario: Scenario, form: Formulation, shapes_tried: int = 24) -
                 best = (found[0], i, found[1])
         if feasible_seen >= shapes_tried:
             break
+    if fallback is not None and any(c.shape == fallback.shape for c in form.candidates):
+        plan = build_plan(scenario, fallback)  # e.g. the optimum of a tighter question
+        if plan.feasible and (best is None or plan.objective < best[0][0]):
+            best = ((plan.objective,), -1, fallback)
     if best is None:
         return
     _hint(form, best[2])
@@ -594,9 +600,11 @@ def _hint(form: Formulation, cfg: Config) -> None:
     md.add_hint(form.m, cfg.microbatches)
 
 
-def _solver(time_limit_s: float, workers: int) -> cp_model.CpSolver:
+def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    if effort is not None:  # CP-SAT's deterministic time: the same answer on any machine
+        solver.parameters.max_deterministic_time = effort
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = 0
     # One worker following the model's decision strategy (shapes by their lower bound,
@@ -665,6 +673,7 @@ def solve_cpsat(
     workers: int = 1,
     candidates: list[Candidate] | None = None,
     hint: Config | None = None,
+    effort: float | None = None,
 ) -> SolveResult:
     """Minimise the objective; ``top_k`` best plans with distinct shapes.
 
@@ -679,14 +688,11 @@ def solve_cpsat(
     form = build(scenario, cands)
     md = form.model
     md.minimize(form.objective)
-    if hint is not None and any(c.shape == hint.shape for c in form.candidates):
-        _hint(form, hint)
-    else:
-        _warm_start(scenario, form)
+    _warm_start(scenario, form, fallback=hint)
     plans, status, gap = [], "infeasible", None
     for rank in range(top_k):
         left = time_limit_s - (time.perf_counter() - start)
-        solver = _solver(left, workers)
+        solver = _solver(left, workers, effort)
         code = solver.solve(md)
         if code == cp_model.MODEL_INVALID:
             raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")

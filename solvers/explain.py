@@ -31,6 +31,7 @@ from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates
 
 STRUCTURAL = ("tp_bandwidth", "tp_domain", "divisibility", "pipeline_fill")
+EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
 
 
 def _disable(s: Scenario, family: str) -> Scenario:
@@ -73,6 +74,7 @@ class Binding:
     relaxation: str
     improvement_if_relaxed: float  # objective units (days or USD); 0 when not binding
     improvement_pct: float
+    exact: bool = True  # False: the relaxed re-solve stopped at its effort limit (a lower bound)
 
     @property
     def binding(self) -> bool:
@@ -88,6 +90,7 @@ class Binding:
             "improvement_if_relaxed": self.improvement_if_relaxed,
             "improvement_pct": self.improvement_pct,
             "binding": self.binding,
+            "exact": self.exact,
         }
 
 
@@ -167,31 +170,37 @@ def binding_constraints(
     plan: Plan,
     candidates: list[Candidate] | None = None,
     time_limit_s: float = 30.0,
+    effort: float | None = EXPLAIN_EFFORT,
 ) -> list[Binding]:
-    """Every active family with slack and price, binding ones first (largest improvement)."""
+    """Every active family with slack and price, binding ones first (largest improvement).
+
+    Each re-solve is capped at ``effort`` units of CP-SAT's deterministic time (about
+    seconds, but machine-independent, so answers stay reproducible); one that stops
+    there reports the improvement it found, a lower bound, with ``exact`` false."""
     base = plan.objective
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     families = [f for f in RELAXATIONS if scenario.active(f)]
 
-    def price(family: str) -> float:
+    def price(family: str) -> tuple[float, bool]:
         relaxed = RELAXATIONS[family][1](scenario)
         reuse = None if family == "memory" else cands
-        res = solve_cpsat(relaxed, time_limit_s=time_limit_s, candidates=reuse, hint=plan.config)
-        return res.best.objective if res.best else base
+        res = solve_cpsat(
+            relaxed, time_limit_s=time_limit_s, candidates=reuse, hint=plan.config, effort=effort
+        )
+        return (res.best.objective if res.best else base), res.status == "optimal"
 
     # CP-SAT releases the GIL while it searches: the re-solves run side by side
     with ThreadPoolExecutor(max_workers=max(1, min(len(families), os.cpu_count() or 1))) as pool:
-        relaxed_objectives = list(pool.map(price, families))
+        priced = list(pool.map(price, families))
     out = []
-    for family, better in zip(families, relaxed_objectives, strict=True):
+    for family, (better, exact) in zip(families, priced, strict=True):
         gain = max(0.0, float(base - better))
         if gain <= 1e-6 * max(abs(base), 1e-12):
             gain = 0.0
         slack, unit, detail = slack_of(scenario, plan, family)
         label = RELAXATIONS[family][0]
-        out.append(
-            Binding(family, slack, unit, detail, label, gain, 100.0 * gain / base if base else 0.0)
-        )
+        pct = 100.0 * gain / base if base else 0.0
+        out.append(Binding(family, slack, unit, detail, label, gain, pct, exact))
     out.sort(key=lambda b: (-b.improvement_if_relaxed, b.constraint))
     return out
 
