@@ -48,7 +48,7 @@ class Calibration(_Strict):
         gt=0, le=1, description="achieved / nominal bandwidth of collectives over the NICs"
     )
     collective_latency_us: float = Field(
-        ge=0, description="fixed latency per collective call, microseconds"
+        ge=0, description="latency per ring step of a collective (and per send), microseconds"
     )
     note: str = Field(min_length=1, description="how the constants were fitted")
 

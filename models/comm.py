@@ -2,9 +2,10 @@
 
 Ring algorithms (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for
 clusters of workstations", JPDC 2009; NCCL's "bus bandwidth" convention): an
-all-reduce of B bytes over n ranks moves 2*(n-1)/n*B per rank, a
-reduce-scatter or all-gather (n-1)/n*B. Time = bytes / (nominal bandwidth x
-bus efficiency) + a fixed latency per call. The TP rule is the seed's E2:
+all-reduce of B bytes over n ranks takes 2(n-1) steps and moves 2*(n-1)/n*B per
+rank, a reduce-scatter or all-gather (n-1) steps and (n-1)/n*B. Time is the
+alpha-beta model (Hockney 1994): steps x per-step latency + bytes / (nominal
+bandwidth x bus efficiency). The TP rule is the seed's E2:
 3h/t FLOPs per byte of TP traffic must reach peak / link bandwidth.
 """
 
@@ -18,17 +19,18 @@ GB = 1e9
 def ring_allreduce_s(
     nbytes: float, ranks: int, bw_gb_per_s: float, latency_s: float = 0.0
 ) -> float:
-    """Ring all-reduce time of ``nbytes`` per rank over ``ranks`` at ``bw`` GB/s per direction."""
+    """Ring all-reduce of ``nbytes`` per rank over ``ranks`` at ``bw`` GB/s per direction;
+    ``latency_s`` per ring step (2(n-1) steps)."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
-    return 2.0 * (ranks - 1) / ranks * nbytes / (bw_gb_per_s * GB) + latency_s
+    return 2.0 * (ranks - 1) / ranks * nbytes / (bw_gb_per_s * GB) + 2.0 * (ranks - 1) * latency_s
 
 
 def ring_gather_s(nbytes: float, ranks: int, bw_gb_per_s: float, latency_s: float = 0.0) -> float:
-    """Reduce-scatter or all-gather: (n-1)/n of the full buffer per rank."""
+    """Reduce-scatter or all-gather: (n-1)/n of the full buffer per rank, (n-1) steps."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
-    return (ranks - 1) / ranks * nbytes / (bw_gb_per_s * GB) + latency_s
+    return (ranks - 1) / ranks * nbytes / (bw_gb_per_s * GB) + (ranks - 1) * latency_s
 
 
 def hierarchical_allreduce_s(
@@ -49,10 +51,13 @@ def hierarchical_allreduce_s(
     """
     k = max(1, min(ranks_per_node, ranks))
     nodes = max(1, math.ceil(ranks / k))
-    intra = ring_allreduce_s(nbytes, k, intra_bw_gb_per_s) if k > 1 else 0.0
-    inter = ring_allreduce_s(nbytes / k, nodes, inter_bw_gb_per_s_per_gpu) if nodes > 1 else 0.0
-    calls = (1 if k > 1 else 0) + (1 if nodes > 1 else 0)
-    return intra + inter + calls * latency_s
+    intra = ring_allreduce_s(nbytes, k, intra_bw_gb_per_s, latency_s) if k > 1 else 0.0
+    inter = (
+        ring_allreduce_s(nbytes / k, nodes, inter_bw_gb_per_s_per_gpu, latency_s)
+        if nodes > 1
+        else 0.0
+    )
+    return intra + inter
 
 
 def p2p_s(nbytes: float, bw_gb_per_s: float, latency_s: float = 0.0) -> float:

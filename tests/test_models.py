@@ -455,8 +455,9 @@ def test_min_gpus_for_memory():
 def test_ring_allreduce_formula():
     nbytes, bw = 1e9, 100.0
     assert comm.ring_allreduce_s(nbytes, 8, bw) == pytest.approx(2 * 7 / 8 * nbytes / (bw * 1e9))
+    # alpha-beta: 2(n-1) ring steps, each paying the latency
     assert comm.ring_allreduce_s(nbytes, 8, bw, latency_s=1e-3) == pytest.approx(
-        2 * 7 / 8 * nbytes / (bw * 1e9) + 1e-3
+        2 * 7 / 8 * nbytes / (bw * 1e9) + 2 * 7 * 1e-3
     )
     assert comm.ring_allreduce_s(nbytes, 1, bw, latency_s=1.0) == 0.0
     assert comm.ring_allreduce_s(0, 8, bw, latency_s=1.0) == 0.0
