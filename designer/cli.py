@@ -716,6 +716,64 @@ def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | N
     _answer(scenario, res, True, time_limit, as_json, csv_file)
 
 
+@cli.command("sweep")
+@click.argument("study_file", type=click.Path(path_type=Path), required=False)
+@click.option(
+    "--schema", "show_schema", is_flag=True, help="Print the study file's JSON Schema and exit."
+)
+@click.option(
+    "--csv",
+    "csv_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Results, one row per scenario [default: STUDY.csv beside the study].",
+)
+@click.option(
+    "--plot",
+    "plot_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Draw cost against time to train per GPU type (PNG or SVG; needs matplotlib).",
+)
+@click.option("--resume", is_flag=True, help="Skip scenarios already in the CSV.")
+@click.option("--executor", type=click.Choice(("local", "ray")), default="local", show_default=True)
+@click.option("--address", default=None, help="Ray cluster address (with --executor ray).")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Local worker processes [default: cores].",
+)
+def sweep_cmd(
+    study_file, show_schema, csv_file, plot_file, resume, executor, address, workers
+) -> None:
+    """Run a study: a base question and axes, the cross product, one CSV row per scenario."""
+    from designer import sweep
+
+    if show_schema:
+        emit_json(sweep.schema())
+        return
+    if study_file is None:
+        raise UsageError("STUDY_FILE: give a study YAML file (see designer sweep --schema)")
+    study = sweep.load_study(study_file)
+    out = csv_file or study_file.with_suffix(".csv")
+    import os
+
+    rows = sweep.run_study(
+        study,
+        str(study_file),
+        out,
+        resume,
+        workers or os.cpu_count() or 1,
+        executor,
+        address,
+        progress=sweep.print_progress if sys.stderr.isatty() else None,
+    )
+    if plot_file is not None:
+        report.sweep_plot(out, plot_file)
+    click.echo(f"{len(rows)} scenarios run, results in {out}")
+
+
 # ---------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI, mapping errors to the contract's exit codes and one-line messages."""

@@ -185,8 +185,12 @@ def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
                 f"{origin}: {loc}: unknown field; use optimize's option names"
             ) from err
         raise UsageError(f"{origin}: {loc}: {first['msg']}") from err
-    base = path.parent
-    scenario = build_scenario(
+    return build_question(q, origin, path.parent), None
+
+
+def build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
+    """A Scenario from a validated question (file paths relative to ``base``)."""
+    return build_scenario(
         model=_model_from(origin, q.model),
         tokens=_number(origin, "tokens", q.tokens),
         seq_len=q.seq_len,
@@ -206,7 +210,6 @@ def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
         ignore=tuple(q.ignore),
         dp_overlap=q.dp_overlap,
     )
-    return scenario, None
 
 
 def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | None]:

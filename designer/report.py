@@ -327,3 +327,38 @@ def compare_plot(rows, path, s: Scenario) -> None:
         raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
     finally:
         plt.close(fig)
+
+
+def sweep_plot(csv_path, path) -> None:
+    """Cost against time to train, one colour per GPU type (the Pareto view of a study)."""
+    from designer.errors import UsageError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
+    with open(csv_path, newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+    if not rows:
+        raise UsageError("--plot: no scenario has a plan to draw")
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for gpu in sorted({r["gpu"] for r in rows}):
+        pts = [
+            (float(r["time_to_train_days"]), float(r["cost_usd"]) / 1e6)
+            for r in rows
+            if r["gpu"] == gpu
+        ]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=gpu)
+    ax.set_xlabel("time to train (days)")
+    ax.set_ylabel("cost ($M)")
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
+    finally:
+        plt.close(fig)

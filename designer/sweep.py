@@ -1,0 +1,217 @@
+"""`designer sweep STUDY.yaml`: a base question and axes; the cross product, one CSV row per scenario.
+
+Rows are written as they finish, so an interrupted sweep keeps its work and
+``--resume`` skips every scenario whose id is already in the CSV. Scenarios
+run in parallel on local processes (``--workers``), or on a Ray cluster with
+``--executor ray`` (optional extra ``designer[ray]``).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from designer import report
+from designer.errors import UsageError
+from designer.questions import QuestionFile, build_question
+
+AXIS_FIELDS = tuple(QuestionFile.model_fields)
+
+
+class Study(BaseModel):
+    """A study file: the base question and the axes to sweep (each a non-empty list of values)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: QuestionFile = Field(default_factory=QuestionFile)
+    axes: dict[str, list[Any]] = Field(
+        description="question field -> values; the cross product is run"
+    )
+    explain: bool = Field(default=False, description="also price the binding constraints (slower)")
+    time_limit: float = Field(
+        default=60.0, gt=0, description="solver time limit per scenario, seconds"
+    )
+
+    @field_validator("axes")
+    @classmethod
+    def _known_and_non_empty(cls, axes: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        if not axes:
+            raise ValueError("give at least one axis")
+        for name, values in axes.items():
+            if name not in AXIS_FIELDS:
+                raise ValueError(f"unknown axis {name!r}; use one of {', '.join(AXIS_FIELDS)}")
+            if not values:
+                raise ValueError(f"axis {name!r} is empty; give at least one value")
+        return axes
+
+
+def schema() -> dict[str, Any]:
+    return Study.model_json_schema()
+
+
+def load_study(path: Path) -> Study:
+    from designer.questions import _read_document  # one reader for every YAML/JSON input
+
+    doc = _read_document(path)
+    try:
+        study = Study.model_validate(doc)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        msg = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            msg = "unknown field; see designer sweep --schema"
+        raise UsageError(f"{path}: {loc}: {msg}") from err
+    # every scenario must be a valid question: check them all before running any
+    for values in scenarios(study):
+        question = study.base.model_copy(update=values)
+        try:
+            QuestionFile.model_validate(question.model_dump())
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise UsageError(f"{path}: axes.{first['loc'][0]}: {first['msg']}") from err
+    return study
+
+
+def scenarios(study: Study) -> Iterator[dict[str, Any]]:
+    names = list(study.axes)
+    for combo in itertools.product(*(study.axes[n] for n in names)):
+        yield dict(zip(names, combo, strict=True))
+
+
+def scenario_id(values: dict[str, Any]) -> str:
+    text = json.dumps(values, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, Any]:
+    """Solve one scenario (in a worker process); returns its CSV row."""
+    from designer.compare import compare  # noqa: F401  (imports warm the worker)
+    from solvers import solve_cpsat
+    from solvers.explain import binding_constraints
+
+    study = Study.model_validate_json(study_json)
+    question = study.base.model_copy(update=values)
+    row: dict[str, Any] = {"scenario": scenario_id(values)}
+    row.update({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in values.items()})
+    try:
+        scenario = build_question(question, origin, Path(origin).parent)
+        res = solve_cpsat(scenario, time_limit_s=study.time_limit)
+    except UsageError as err:
+        row.update({"status": "error", "error": str(err)})
+        return row
+    row["status"] = res.status
+    if res.best is not None:
+        row.update(report._plain(res.best.as_dict(1)))
+        if study.explain:
+            binding = binding_constraints(
+                scenario, res.best, res.candidates, time_limit_s=study.time_limit
+            )
+            row["top_binding"] = report.top_binding(binding)
+    return row
+
+
+def columns(study: Study) -> list[str]:
+    return [
+        "scenario",
+        *study.axes,
+        "status",
+        *[c for c in report.CSV_COLUMNS if c != "rank"],
+        "error",
+    ]
+
+
+def done_ids(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {row["scenario"] for row in csv.DictReader(fh) if row.get("scenario")}
+
+
+def run_study(
+    study: Study,
+    origin: str,
+    csv_path: Path,
+    resume: bool,
+    workers: int,
+    executor: str = "local",
+    address: str | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every scenario not yet in ``csv_path`` (with ``resume``); rows appended as they finish."""
+    todo = list(scenarios(study))
+    finished = done_ids(csv_path) if resume else set()
+    todo = [v for v in todo if scenario_id(v) not in finished]
+    cols = columns(study)
+    fresh = not (resume and csv_path.exists())
+    study_json = study.model_dump_json()
+    rows: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    with csv_path.open("w" if fresh else "a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+        if fresh:
+            writer.writeheader()
+        for row in _execute(study_json, todo, origin, workers, executor, address):
+            writer.writerow(row)
+            fh.flush()
+            rows.append(row)
+            if progress:
+                progress(len(rows), len(todo), time.perf_counter() - start)
+    return rows
+
+
+def _execute(
+    study_json: str,
+    todo: list[dict[str, Any]],
+    origin: str,
+    workers: int,
+    executor: str,
+    address: str | None,
+):
+    if not todo:
+        return
+    if executor == "ray":
+        try:
+            import ray
+        except ImportError as err:
+            raise UsageError(
+                "--executor: ray is not installed; pip install 'designer[ray]'"
+            ) from err
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        remote = ray.remote(run_one)
+        pending = {remote.remote(study_json, v, origin) for v in todo}
+        while pending:
+            ready, pending = ray.wait(list(pending), num_returns=1)
+            pending = set(pending)
+            yield ray.get(ready[0])
+        return
+    if workers <= 1:
+        for values in todo:
+            yield run_one(study_json, values, origin)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_one, study_json, v, origin) for v in todo]
+        for fut in as_completed(futures):
+            yield fut.result()
+
+
+def print_progress(done: int, total: int, elapsed: float) -> None:
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = (total - done) / rate if rate > 0 else float("inf")
+    width = 30
+    filled = int(width * done / total) if total else width
+    bar = "#" * filled + "-" * (width - filled)
+    sys.stderr.write(f"\r[{bar}] {done}/{total} scenarios, {rate:.2f}/s, ETA {eta:,.0f} s ")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()

@@ -1,0 +1,177 @@
+"""designer compare, designer explain and designer sweep through the CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from designer.cli import cli, main
+
+SMALL = ["--model", "llama2-7b", "--tokens", "100B", "--budget", "2M", "--max-batch-tokens", "1M"]
+
+
+def run(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def exit_code(args, capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    return info.value.code, capsys.readouterr().err
+
+
+def test_compare_one_plan_per_gpu_best_first(tmp_path):
+    out = run(
+        [
+            "compare",
+            *SMALL,
+            "--gpu",
+            "h100-sxm",
+            "--gpu",
+            "h200",
+            "--gpu",
+            "a100-80gb",
+            "--json",
+            "--csv",
+            str(tmp_path / "c.csv"),
+        ]
+    )
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    gpus = [p["gpu"] for p in doc["plans"]]
+    assert sorted(gpus) == ["a100-80gb", "h100-sxm", "h200"]
+    days = [p["time_to_train_days"] for p in doc["plans"]]
+    assert days == sorted(days)
+    assert all(p["status"] == "optimal" for p in doc["plans"])
+    assert all(p["top_binding"] for p in doc["plans"])  # a budget-bound question: something binds
+    assert doc["objective"]["value"] == pytest.approx(days[0])
+    rows = list(csv.DictReader((tmp_path / "c.csv").open()))
+    assert [r["gpu"] for r in rows] == gpus
+
+
+def test_compare_plot_is_a_real_image(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "compare.png"
+    out = run(
+        [
+            "compare",
+            *SMALL,
+            "--gpu",
+            "h100-sxm",
+            "--gpu",
+            "h200",
+            "--no-explain",
+            "--plot",
+            str(png),
+        ]
+    )
+    assert out.exit_code == 0, out.output
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    from matplotlib.image import imread
+
+    img = imread(str(png))
+    assert img.shape[0] > 100 and img.shape[1] > 100
+    assert img.std() > 0.01  # not blank
+
+
+def test_explain_a_saved_plan_and_a_question_file(tmp_path):
+    saved = run(["optimize", *SMALL, "--gpu", "h100-sxm", "--json", "--no-explain"])
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(saved.output)
+    first = json.loads(saved.output)["plans"][0]
+    out = run(["explain", str(plan_file), "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert doc["plans"][0]["num_gpus"] == first["num_gpus"]
+    assert doc["plans"][0]["time_to_train_days"] == pytest.approx(first["time_to_train_days"])
+    assert {b["constraint"] for b in doc["binding"]} >= {"budget", "memory"}
+    question = tmp_path / "q.yaml"
+    question.write_text(
+        "model: llama2-7b\ntokens: 100B\nbudget: 2M\ngpus: [h100-sxm]\nmax_batch_tokens: 1M\n"
+    )
+    out = run(["explain", str(question), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["plans"][0]["time_to_train_days"] == pytest.approx(
+        first["time_to_train_days"]
+    )
+
+
+def test_explain_rejects_unknown_fields(tmp_path, capsys):
+    bad = tmp_path / "q.yaml"
+    bad.write_text("model: llama2-7b\nbudgt: 2M\n")
+    code, err = exit_code(["explain", str(bad)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "budgt" in err and str(bad) in err
+
+
+STUDY = """
+base:
+  model: llama2-7b
+  tokens: 100B
+  max_batch_tokens: 1M
+axes:
+  budget: [1M, 2M]
+  gpus: [[h100-sxm], [h200]]
+"""
+
+
+def test_sweep_writes_one_row_per_scenario_and_resumes(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    out_csv = tmp_path / "out.csv"
+    res = run(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 4
+    assert {r["status"] for r in rows} == {"optimal"}
+    assert {(r["budget"], r["gpu"]) for r in rows} == {
+        ("1M", "h100-sxm"),
+        ("1M", "h200"),
+        ("2M", "h100-sxm"),
+        ("2M", "h200"),
+    }
+    # interrupted sweep: keep two rows, resume runs only the other two
+    lines = out_csv.read_text().splitlines()
+    out_csv.write_text("\n".join(lines[:3]) + "\n")
+    res = run(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
+    assert "2 scenarios run" in res.output
+    again = list(csv.DictReader(out_csv.open()))
+    assert sorted(r["scenario"] for r in again) == sorted(r["scenario"] for r in rows)
+    assert len({r["scenario"] for r in again}) == 4
+    # nothing left: a second resume runs nothing
+    res = run(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
+    assert "0 scenarios run" in res.output
+
+
+def test_sweep_parallel_matches_serial(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    serial, parallel = tmp_path / "s.csv", tmp_path / "p.csv"
+    run(["sweep", str(study), "--csv", str(serial), "--workers", "1"])
+    run(["sweep", str(study), "--csv", str(parallel), "--workers", "2"])
+
+    def by_id(path):
+        return {r["scenario"]: r for r in csv.DictReader(path.open())}
+
+    assert by_id(serial) == by_id(parallel)
+
+
+def test_sweep_schema_and_bad_studies(tmp_path, capsys):
+    schema = json.loads(run(["sweep", "--schema"]).output)
+    assert "axes" in schema["properties"]
+    cases = {
+        "axes:\n  budgett: [1M]\n": "budgett",
+        "axes:\n  budget: []\n": "empty",
+        "axes:\n  budget: [1M]\nextra: 1\n": "extra",
+        "base:\n  objective: fastest\naxes:\n  budget: [1M]\n": "objective",
+        "axes: {}\n": "axes",
+    }
+    for i, (text, word) in enumerate(cases.items()):
+        path = tmp_path / f"bad{i}.yaml"
+        path.write_text(text)
+        code, err = exit_code(["sweep", str(path)], capsys)
+        assert code == 2, text
+        assert err.count("\n") == 1 and word in err and str(path) in err, err
