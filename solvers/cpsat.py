@@ -26,7 +26,7 @@ from ortools.sat.python import cp_model
 from models.step import group_reduce_s
 from solvers.plan import Config, build_plan
 from solvers.result import SolveResult
-from solvers.scenario import GPU_CAP, Scenario
+from solvers.scenario import FAMILIES, GPU_CAP, Scenario
 from solvers.space import Candidate, enumerate_candidates, nic_specs, usd_to_cents_up
 
 INT_LIMIT = 2**62
@@ -62,6 +62,7 @@ class Formulation:
     objective: cp_model.LinearExprT
     enforce: dict[str, cp_model.IntVar] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
+    lower_bounds: list[float] = field(default_factory=list)  # per candidate, objective units
 
 
 def build(
@@ -92,19 +93,7 @@ def _build(
     md.add_exactly_one(x)
 
     enforce: dict[str, cp_model.IntVar] = {}
-    for fam in (
-        "memory",
-        "tp_bandwidth",
-        "tp_domain",
-        "divisibility",
-        "pipeline_fill",
-        "batch_ceiling",
-        "batch_floor",
-        "nic_slots",
-        "budget",
-        "deadline",
-        "max_gpus",
-    ):
+    for fam in FAMILIES:
         if scenario.active(fam):
             enforce[fam] = md.new_bool_var(f"enforce[{fam}]")
             if fix_families:
@@ -524,10 +513,7 @@ def _build(
     form = Formulation(
         md, x, nic_lits, nics_per_node, dp, m, nodes, objective, enforce, list(candidates)
     )
-    form.days_per_unit = days_per_unit  # type: ignore[attr-defined]
-    form.cost_expr = cost_expr  # type: ignore[attr-defined]
-    form.per_seq = per_seq  # type: ignore[attr-defined]
-    form.lower_bounds = form_lbs  # type: ignore[attr-defined]
+    form.lower_bounds = form_lbs
     order = sorted(range(n), key=lambda i: (form_lbs[i], i))
     md.add_decision_strategy(
         [x[i] for i in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
@@ -566,7 +552,7 @@ def _warm_start(
     from solvers.exhaustive import _best_for_candidate  # a heuristic here, not the oracle
 
     allowed = [i for i, c in enumerate(form.candidates) if c.allowed(scenario)]
-    allowed.sort(key=lambda i: (form.lower_bounds[i], i))  # type: ignore[attr-defined]
+    allowed.sort(key=lambda i: (form.lower_bounds[i], i))
     best = None
     nics = nic_specs(scenario)
     feasible_seen = 0
