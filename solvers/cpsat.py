@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from models.step import group_reduce_s
+from solvers.bounds import dp_bounds, objective_lower_bound
 from solvers.plan import Config, build_plan
 from solvers.result import SolveResult
 from solvers.scenario import FAMILIES, GPU_CAP, Scenario
@@ -449,55 +449,20 @@ def _build(
     else:
         dp_hi = [dp_max] * n
     if fix_families and scenario.objective == "time":
-        # T' = K (m A + C + D + O/g) / (b m d) >= K (A / (b d_max) + (C + D_min + O / g_max) / (b W_max)):
-        # A and C the cheaper of both regimes, D_min the gradient reduction at the smallest group
-        # the memory allows with every NIC slot of the fastest NIC, O the optimizer step.
-        w_hi = ceiling_seq or GPU_CAP * GPU_CAP
-        fastest = max(nc.speed_gbit_per_s for nc in nics) / 8.0
-        lbs = []
-        for i, (cand, c) in enumerate(zip(candidates, cf, strict=True)):
-            b = shapes[i].micro_batch
-            a_s = min(
-                c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s,
-                c.stage_mb_s + 2 * c.vp * c.pp_latency_s,
-            )
-            slots = gpus[shapes[i].gpu].server.nic_slots + scenario.extra_nic_slots
-            d_lo = cand.dp_floor(scenario)
-            dp_min_time = group_reduce_s(c, c.dp_bytes, d_lo * c.cp, slots * fastest)
-            dp_min_time = max(
-                0.0, float(dp_min_time) - scenario.assumptions.dp_overlap * c.backward_mb_s
-            )
-            opt = c.optimizer_s / (dp_hi[i] * c.cp)
-            per_seq_s = a_s / (b * dp_hi[i]) + (c.bubble_s + dp_min_time + opt) / (b * w_hi)
-            lbs.append(max(0, math.floor(k_scale * per_seq_s / unit_s * (1 - 1e-9)) - 1))
-        md.add(per_seq >= sel(lbs))
+        lbs = [objective_lower_bound(scenario, cand) for cand in candidates]
+        to_units = k_scale * 86400.0 / (scenario.sequences * unit_s) * (1 - 1e-9)
+        md.add(per_seq >= sel(max(0, math.floor(lb * to_units) - 1) for lb in lbs))
         form_lbs = lbs
     elif fix_families:
-        d_lo = [max(1, min(lo, dp_max)) for lo, _ in bounds]
-        lbs = []
-        for i, c in enumerate(cf):
-            g, s = gpus[shapes[i].gpu], shapes[i]
-            if scenario.pricing == "capex":
-                count = d_lo[i] * s.replica_gpus
-                servers = -(-count // g.server.gpus_per_server)
-                cheapest_nic = min(usd_to_cents_up(cat.nic_cost_usd(nc)) for nc in nics)
-                lb = count * usd_to_cents_up(g.price_usd) + servers * (
-                    usd_to_cents_up(g.server.overhead_usd) + cheapest_nic
-                )
-            else:  # G x time >= replica x sequences x A / b GPU-seconds, whatever d is
-                a_s = min(
-                    c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s,
-                    c.stage_mb_s + 2 * c.vp * c.pp_latency_s,
-                )
-                gpu_s = s.replica_gpus * scenario.sequences * a_s / s.micro_batch
-                lb = gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour * 100 * (1 - 1e-9)
-            lbs.append(lb)
+        lbs = [objective_lower_bound(scenario, cand) for cand in candidates]
         if scenario.pricing == "capex":
-            md.add(cost_expr >= sum(v * int(lb) for v, lb in zip(x, lbs, strict=True)))
+            md.add(cost_expr >= sel(_down(lb * 100 * (1 - 1e-12)) for lb in lbs))
         else:  # in GPU-time units of each GPU type (the cost's coefficients are not integers)
             for gname in gpu_names:
                 terms = [
-                    (x[i], _down(lbs[i] / coef[gname])) for i in range(n) if shapes[i].gpu == gname
+                    (x[i], _down(lbs[i] * 100 / coef[gname] * (1 - 1e-9)))
+                    for i in range(n)
+                    if shapes[i].gpu == gname
                 ]
                 md.add(gt_of[gname] >= sum(v * lb for v, lb in terms))
         form_lbs = lbs
@@ -600,40 +565,6 @@ def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> c
     solver.parameters.cp_model_presolve = False
     solver.parameters.cp_model_probing_level = 0
     return solver
-
-
-def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
-    """The DP range one shape admits under the enforced families, from the model's own numbers.
-
-    Lower: the memory shard that fits; the deadline, since a sequence takes at
-    least A / (b d) (A the cheaper regime's stage time). Upper: the GPU cap; the
-    batch ceiling with the fewest micro-batches; under a capex budget, cost >= G
-    x (GPU price + (server overhead + cheapest NIC) / GPUs per server)."""
-    s, c = cand.shape, cand.coeffs
-    g = scenario.catalog.gpu(s.gpu)
-    lo = cand.dp_floor(scenario)
-    if scenario.active("deadline"):
-        a_s = min(
-            c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s, c.stage_mb_s + 2 * c.vp * c.pp_latency_s
-        )
-        need = scenario.sequences * a_s / (s.micro_batch * scenario.deadline_days * 86400.0)
-        lo = max(lo, math.floor(need * (1 - 1e-9)))
-    hi = GPU_CAP // s.replica_gpus
-    if scenario.active("max_gpus"):
-        hi = min(hi, scenario.max_gpus // s.replica_gpus)
-    if scenario.active("batch_ceiling"):
-        m_min = s.pp if ((scenario.active("pipeline_fill") or s.vp > 1) and s.pp > 1) else 1
-        hi = min(hi, _down(scenario.max_batch_tokens / scenario.seq_len) // (s.micro_batch * m_min))
-    if scenario.active("budget") and scenario.pricing == "capex":
-        cheapest_nic = min(
-            usd_to_cents_up(scenario.catalog.nic_cost_usd(n)) for n in nic_specs(scenario)
-        )
-        per_gpu = (
-            usd_to_cents_up(g.price_usd)
-            + (usd_to_cents_up(g.server.overhead_usd) + cheapest_nic) / g.server.gpus_per_server
-        )
-        hi = min(hi, int(scenario.budget_usd * 100 // (per_gpu * s.replica_gpus)))
-    return max(1, lo), hi
 
 
 def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:

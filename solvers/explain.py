@@ -25,10 +25,11 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from models.comm import tp_bandwidth_limit
+from solvers.bounds import objective_lower_bound
 from solvers.cpsat import _solver, build, presolved_candidates, solve_cpsat
 from solvers.plan import Plan
 from solvers.scenario import Scenario
-from solvers.space import Candidate, enumerate_candidates
+from solvers.space import Candidate, enumerate_candidates, with_memory_scale
 
 STRUCTURAL = ("tp_bandwidth", "tp_domain", "divisibility", "pipeline_fill")
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
@@ -183,9 +184,13 @@ def binding_constraints(
 
     def price(family: str) -> tuple[float, bool]:
         relaxed = RELAXATIONS[family][1](scenario)
-        reuse = None if family == "memory" else cands
+        space = with_memory_scale(relaxed, cands) if family == "memory" else cands
+        # no shape of the relaxed question can beat the plan: nothing to re-solve
+        alive = presolved_candidates(relaxed, space)
+        if all(objective_lower_bound(relaxed, c) >= base * (1 - 1e-9) for c in alive):
+            return base, True
         res = solve_cpsat(
-            relaxed, time_limit_s=time_limit_s, candidates=reuse, hint=plan.config, effort=effort
+            relaxed, time_limit_s=time_limit_s, candidates=space, hint=plan.config, effort=effort
         )
         return (res.best.objective if res.best else base), res.status == "optimal"
 

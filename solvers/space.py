@@ -17,7 +17,7 @@ of the layer count and every power of two (uneven splits only when
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from catalog.specs import GPUSpec, NICSpec
 from models.comm import tp_bandwidth_limit
@@ -206,3 +206,13 @@ def max_nics_per_node(scenario: Scenario, gpu: GPUSpec) -> int:
 
 def usd_to_cents_up(usd: float) -> int:
     return int(math.ceil(round(usd * 100.0, 6)))
+
+
+def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+    """The same shapes with their memory bound recomputed for ``scenario.memory_scale``
+    (everything else about a candidate is independent of the capacity)."""
+    out = []
+    for cand in candidates:
+        gpu = scenario.catalog.gpu(cand.shape.gpu)
+        out.append(replace(cand, dp_min_memory=dp_min_for_memory(scenario, cand.shape, gpu)))
+    return out
