@@ -14,7 +14,7 @@ _DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"
 class _Strict(BaseModel):
     """Base for catalog entries: unknown fields are rejected, values are frozen."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Calibration(_Strict):

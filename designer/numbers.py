@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 import click
 
@@ -22,12 +23,13 @@ def parse_quantity(text: str) -> float:
     m = _NUMBER.match(raw)
     if not m:
         raise ValueError(f"{text!r} is not a number; write e.g. 30M, 2T, 1.5e9")
-    value, suffix = float(m.group(2)), m.group(3).upper()
-    if m.group(1) == "-":
-        value = -value
+    suffix = m.group(3).upper()
     if suffix not in SCALE:
         raise ValueError(f"{text!r} has unknown suffix {m.group(3)!r}; use K, M, B or T")
-    out = value * SCALE[suffix]
+    # decimal arithmetic, so that 4.1M and 4100K are the same number
+    out = float(Decimal(m.group(2)) * Decimal(int(SCALE[suffix])))
+    if m.group(1) == "-":
+        out = -out
     if not math.isfinite(out):
         raise ValueError(f"{text!r} is not a finite number")
     return out

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from catalog import CatalogError, load_catalog
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
-from models import Assumptions, TransformerSpec, resolve_model
+from models import Assumptions, ModelError, TransformerSpec, resolve_model
 from solvers import FAMILIES, Config, Scenario, SolveResult
 from solvers.plan import build_plan
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS
@@ -131,7 +131,8 @@ def _number(origin: str, field: str, value, days: bool = False, integer: bool = 
     try:
         out = parse_days(str(value)) if days else parse_quantity(str(value))
     except ValueError as err:
-        raise UsageError(f"{origin}: {field}: {err}") from err
+        msg = str(err).replace("use K, M, B or T", "use d or h") if days else str(err)
+        raise UsageError(f"{origin}: {field}: {msg}") from err
     if out <= 0:
         raise UsageError(f"{origin}: {field}: must be positive (got {value!r})")
     if integer:
@@ -165,7 +166,10 @@ def _model_from(origin: str, value) -> str | TransformerSpec:
         except ValidationError as err:
             first = err.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
-            raise UsageError(f"{origin}: model.{loc}: {first['msg']}") from err
+            field = f"model.{loc}" if loc else "model"
+            raise UsageError(
+                f"{origin}: {field}: {first['msg'].removeprefix('Value error, ')}"
+            ) from err
     return value
 
 
@@ -179,19 +183,50 @@ def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
         q = QuestionFile.model_validate(doc)
     except ValidationError as err:
         first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
+        field = str(first["loc"][0]) if first["loc"] else "question"
         if first["type"] == "extra_forbidden":
             raise UsageError(
-                f"{origin}: {loc}: unknown field; use optimize's option names"
+                f"{origin}: {field}: unknown field; use optimize's option names"
             ) from err
-        raise UsageError(f"{origin}: {loc}: {first['msg']}") from err
+        got = first.get("input")
+        raise UsageError(f"{origin}: {field}: {first['msg']} (got {got!r})") from err
     return build_question(q, origin, path.parent), None
 
 
+OPTION_TO_FIELD = {
+    "--model": "model",
+    "--gpu": "gpus",
+    "--nic": "nics",
+    "--ignore": "ignore",
+    "--budget": "budget",
+    "--deadline": "deadline",
+    "--max-batch-tokens": "max_batch_tokens",
+    "--min-batch-tokens": "min_batch_tokens",
+    "--precision": "precision",
+    "--catalog": "catalog",
+}
+
+
 def build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
-    """A Scenario from a validated question (file paths relative to ``base``)."""
+    """A Scenario from a validated question (file paths relative to ``base``); errors name the
+    file and its field rather than a command-line option."""
+    try:
+        return _build_question(q, origin, base)
+    except (UsageError, ModelError) as err:
+        text = str(err)
+        option, _, rest = text.partition(": ")
+        if option in OPTION_TO_FIELD:
+            raise UsageError(f"{origin}: {OPTION_TO_FIELD[option]}: {rest}") from err
+        raise UsageError(text) from err
+
+
+def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
+    model = _model_from(origin, q.model)
+    if isinstance(model, str) and Path(model).suffix.lower() in {".yaml", ".yml", ".json"}:
+        if not Path(model).is_absolute() and (base / model).exists():
+            model = str(base / model)
     return build_scenario(
-        model=_model_from(origin, q.model),
+        model=model,
         tokens=_number(origin, "tokens", q.tokens),
         seq_len=q.seq_len,
         budget=_number(origin, "budget", q.budget),

@@ -25,7 +25,7 @@ def _layer_matmul_params(hidden: int, kv_width: int, mlp_matrices: int, ffn: int
 class TransformerSpec(BaseModel):
     """A decoder-only transformer. Sizes are counts, seq_len in tokens."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(default="custom", min_length=1)
     layers: int = Field(ge=1, le=100_000)

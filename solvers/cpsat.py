@@ -421,7 +421,9 @@ def _build(
         t_max = _hi(per_seq)
         if "budget" in enforce and fix_families:
             t_max = min(t_max, _down(scenario.budget_usd * 100 / min(coef.values())))
-            md.add(per_seq <= t_max)
+        if "deadline" in enforce and fix_families:
+            t_max = min(t_max, _down(scenario.deadline_days / days_per_unit))
+        md.add(per_seq <= t_max)
         r_scale = max(1, -(-t_max * _hi(num_gpus) // (INT_LIMIT // (4 * len(gpu_names)))))
         per_seq_coarse = md.new_int_var(0, -(-t_max // r_scale), "time_per_sequence_coarse")
         md.add_division_equality(per_seq_coarse, per_seq + r_scale - 1, r_scale)
@@ -474,7 +476,16 @@ def _build(
             enforce["batch_ceiling"]
         )
 
-    objective = per_seq if scenario.objective == "time" else cost_expr
+    if scenario.objective == "time":
+        objective = per_seq
+    elif scenario.pricing == "capex":
+        objective = cost_expr
+    else:
+        # cloud cost = price x GPU-time: with one GPU type (solve_cpsat splits by type) the
+        # GPU-time itself is the integer objective, so no float coefficient reaches CP-SAT
+        if len(gpu_names) != 1:
+            raise ValueError("the cloud cost objective is solved one GPU type at a time")
+        objective = gt_of[gpu_names[0]]
     form = Formulation(
         md, x, nic_lits, nics_per_node, dp, m, nodes, objective, enforce, list(candidates)
     )
@@ -583,6 +594,46 @@ def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> lis
     return out
 
 
+def _solve_cloud_cost_by_gpu(
+    scenario: Scenario, top_k: int, time_limit_s: float, space: list[Candidate], **kwargs
+) -> SolveResult:
+    """Cheapest rented plan: one solve per GPU type (each with an integer objective), merged."""
+    start = time.perf_counter()
+    results = [
+        solve_cpsat(
+            scenario.with_changes(gpus=(g,)),
+            top_k=top_k,
+            time_limit_s=time_limit_s,
+            candidates=[c for c in space if c.shape.gpu == g],
+            **kwargs,
+        )
+        for g in scenario.gpus
+    ]
+    plans = sorted(
+        (p for r in results for p in r.plans),
+        key=lambda p: (p.objective, p.num_gpus, p.config.shape),
+    )
+    found = [r for r in results if r.plans]
+    status = "infeasible"
+    if found:
+        status = (
+            "optimal" if all(r.status in ("optimal", "infeasible") for r in results) else "feasible"
+        )
+    elif any(r.status == "unknown" for r in results):
+        status = "unknown"
+    gaps = [r.gap for r in results if r.gap is not None]
+    return SolveResult(
+        status=status,
+        solver="cpsat",
+        wall_s=time.perf_counter() - start,
+        gap=max(gaps) if gaps and found else None,
+        plans=plans[:top_k],
+        objective_name="cost",
+        objective_unit="USD",
+        candidates=space,
+    )
+
+
 def solve_cpsat(
     scenario: Scenario,
     top_k: int = 1,
@@ -595,6 +646,11 @@ def solve_cpsat(
     """Minimise the objective; ``top_k`` best plans with distinct shapes.
 
     ``hint`` warm-starts the search (e.g. the optimum of a tighter question)."""
+    if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
+        space = candidates if candidates is not None else enumerate_candidates(scenario)
+        return _solve_cloud_cost_by_gpu(
+            scenario, top_k, time_limit_s, space, workers=workers, hint=hint, effort=effort
+        )
     start = time.perf_counter()
     space = candidates if candidates is not None else enumerate_candidates(scenario)
     cands = presolved_candidates(scenario, space)
