@@ -238,23 +238,31 @@ def _feasible(
 
 
 def infeasible_core(
-    scenario: Scenario, cands: list[Candidate], time_limit_s: float = 30.0
+    scenario: Scenario, cands: list[Candidate], time_limit_s: float = 30.0, effort: float = 2.0
 ) -> list[str]:
-    """A minimal set of families that cannot hold together (empty if the question is feasible)."""
+    """A minimal set of families that cannot hold together (empty if the question is feasible).
+
+    The assumption solve runs over every shape with wide domains and can be slow; it gets
+    ``effort`` units of deterministic time. If it proves nothing in that budget, deletion
+    starts from every active family instead (still minimal, still verified)."""
     form = build(scenario, cands, fix_families=False)
     md = form.model
     lits = dict(form.enforce)
     md.add_assumptions(list(lits.values()))
-    solver = _solver(time_limit_s, 1)  # one worker: multi-worker cores are not reliable
+    solver = _solver(time_limit_s, 1, effort)  # one worker: multi-worker cores are not reliable
     code = solver.solve(md)
     if code == cp_model.MODEL_INVALID:
         raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")
-    if code != cp_model.INFEASIBLE:
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return []
-    idx = set(solver.sufficient_assumptions_for_infeasibility())
-    core = [fam for fam, lit in lits.items() if lit.index in idx]
+    core = list(lits)
+    if code == cp_model.INFEASIBLE:
+        idx = set(solver.sufficient_assumptions_for_infeasibility())
+        core = [fam for fam, lit in lits.items() if lit.index in idx]
     if _feasible(scenario, set(core), cands, time_limit_s) is not False:
-        core = list(lits)  # the returned set did not verify: shrink from every family
+        core = list(lits)  # not verified: shrink from every family
+        if _feasible(scenario, set(core), cands, time_limit_s) is not False:
+            return []  # the whole question is feasible (or undecided in time)
     # shrink by deletion: drop a member while the rest is still infeasible (each shrink verified)
     for fam in list(core):
         trial = set(core) - {fam}
