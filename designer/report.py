@@ -109,7 +109,7 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
         f"{label}: {lay.num_gpus:,} x {ev.gpu} in {ev.nodes:,} servers with {cfg.nics_per_node} x {cfg.nic} "
         f"each, {layout}, micro-batch {lay.micro_batch}, {cfg.microbatches} micro-batches per step "
         f"(global batch {lay.global_batch:,}). It trains {s.spec.name} on {render.si(s.tokens)} tokens in "
-        f"{_days(ev.time_to_train_days)} for {render.usd(p.cost_usd)} ({s.pricing})"
+        f"{_days(float(ev.time_to_train_days or 0.0))} for {render.usd(p.cost_usd)} ({s.pricing})"
         f"{'' if res.status == 'optimal' or res.gap is None else f', best found (gap {100 * res.gap:.2g}%)'}."
     )
     binds = [b for b in binding or [] if b.binding]
@@ -151,7 +151,7 @@ def plans_table(res: SolveResult) -> str:
                 lay.recompute,
                 f"{ev.memory.total:.1f}/{ev.memory.capacity:.0f}",
                 float(ev.step_time_s),
-                float(ev.time_to_train_days),
+                float(ev.time_to_train_days or 0.0),
                 render.usd(p.cost_usd),
                 f"{100 * float(ev.mfu):.1f}%",
             )
@@ -247,7 +247,7 @@ def compare_csv(rows) -> str:
 
 def compare_table(rows, s: Scenario) -> str:
     lines = []
-    table_rows = []
+    table_rows: list[tuple] = []
     for rank, row in enumerate(rows, start=1):
         best = row.result.best
         if best is None:

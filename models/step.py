@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -41,15 +42,15 @@ from models.spec import TransformerSpec
 
 @dataclass(frozen=True)
 class StepBreakdown:
-    """Exposed seconds of each part of one step."""
+    """Exposed seconds of each part of one step (floats; numpy arrays when vectorised)."""
 
-    compute: float
-    bubble: float
-    tp_comm: float
-    cp_comm: float
-    pp_comm: float
-    dp_comm: float
-    optimizer: float
+    compute: Any
+    bubble: Any
+    tp_comm: Any
+    cp_comm: Any
+    pp_comm: Any
+    dp_comm: Any
+    optimizer: Any
 
     @property
     def total(self) -> float:

@@ -40,15 +40,15 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
         need = (
             scenario.sequences
             * stage_time_lower(cand)
-            / (s.micro_batch * scenario.deadline_days * 86400.0)
+            / (s.micro_batch * scenario.deadline * 86400.0)
         )
         lo = max(lo, math.floor(need * (1 - 1e-9)))
     hi = GPU_CAP // s.replica_gpus
     if scenario.active("max_gpus"):
-        hi = min(hi, scenario.max_gpus // s.replica_gpus)
+        hi = min(hi, scenario.gpu_limit // s.replica_gpus)
     if scenario.active("batch_ceiling"):
         m_min = s.pp if ((scenario.active("pipeline_fill") or s.vp > 1) and s.pp > 1) else 1
-        hi = min(hi, _down(scenario.max_batch_tokens / scenario.seq_len) // (s.micro_batch * m_min))
+        hi = min(hi, _down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
     if scenario.active("budget") and scenario.pricing == "capex":
         cheapest_nic = min(
             usd_to_cents_up(scenario.catalog.nic_cost_usd(n)) for n in nic_specs(scenario)
@@ -57,7 +57,7 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
             usd_to_cents_up(g.price_usd)
             + (usd_to_cents_up(g.server.overhead_usd) + cheapest_nic) / g.server.gpus_per_server
         )
-        hi = min(hi, int(scenario.budget_usd * 100 // (per_gpu * s.replica_gpus)))
+        hi = min(hi, int(scenario.budget * 100 // (per_gpu * s.replica_gpus)))
     return max(1, lo), hi
 
 
@@ -76,7 +76,7 @@ def objective_lower_bound(scenario: Scenario, cand: Candidate) -> float:
     b = s.micro_batch
     if scenario.objective == "time":
         w_hi = (
-            _down(scenario.max_batch_tokens / scenario.seq_len)
+            _down(scenario.ceiling_tokens / scenario.seq_len)
             if scenario.active("batch_ceiling")
             else GPU_CAP**2
         )

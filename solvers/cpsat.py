@@ -119,16 +119,16 @@ def _build(
 
     # --- scale: largest admissible DP degree and micro-batches per step
     ceiling_seq = (
-        _down(scenario.max_batch_tokens / scenario.seq_len) if "batch_ceiling" in enforce else None
+        _down(scenario.ceiling_tokens / scenario.seq_len) if "batch_ceiling" in enforce else None
     )
     # Domains may only use a family's limit when the family is fixed on: with assumption
     # literals (conflict explanations) every family must stay relaxable.
     gpu_cap = GPU_CAP
     if fix_families and "max_gpus" in enforce:
-        gpu_cap = min(gpu_cap, scenario.max_gpus)
+        gpu_cap = min(gpu_cap, scenario.gpu_limit)
     if fix_families and "budget" in enforce and scenario.pricing == "capex":
         cheapest = min(usd_to_cents_up(g.price_usd) for g in gpus.values())
-        gpu_cap = min(gpu_cap, int(scenario.budget_usd * 100 // cheapest))
+        gpu_cap = min(gpu_cap, int(scenario.budget * 100 // cheapest))
     gpu_cap = max(1, gpu_cap)
     dp_max = gpu_cap
     m_max = GPU_CAP
@@ -195,14 +195,14 @@ def _build(
     b_sel = md.new_int_var(1, max(s.micro_batch for s in shapes), "micro_batch")
     md.add(b_sel == sel(s.micro_batch for s in shapes))
     gb_max = max(s.micro_batch for s in shapes) * dp_max * m_max
-    if "batch_ceiling" in enforce and fix_families:
+    if "batch_ceiling" in enforce and fix_families and ceiling_seq:
         gb_max = min(gb_max, ceiling_seq)
     global_batch = md.new_int_var(1, gb_max, "global_batch")
     md.add_multiplication_equality(global_batch, [b_sel, w])
     if "batch_ceiling" in enforce:
         md.add(global_batch <= ceiling_seq).only_enforce_if(enforce["batch_ceiling"])
     if "batch_floor" in enforce:
-        md.add(global_batch >= _up(scenario.min_batch_tokens / scenario.seq_len)).only_enforce_if(
+        md.add(global_batch >= _up(scenario.floor_tokens / scenario.seq_len)).only_enforce_if(
             enforce["batch_floor"]
         )
     if "pipeline_fill" in enforce:
@@ -218,7 +218,7 @@ def _build(
     md.add_multiplication_equality(num_gpus, [rep, dp])
     md.add(num_gpus <= GPU_CAP)
     if "max_gpus" in enforce:
-        md.add(num_gpus <= scenario.max_gpus).only_enforce_if(enforce["max_gpus"])
+        md.add(num_gpus <= scenario.gpu_limit).only_enforce_if(enforce["max_gpus"])
     gpn = md.new_int_var(1, max(g.server.gpus_per_server for g in gpus.values()), "gpus_per_server")
     md.add(gpn == sel(gpus[s.gpu].server.gpus_per_server for s in shapes))
     nodes = md.new_int_var(1, GPU_CAP, "servers")
@@ -383,7 +383,7 @@ def _build(
     md.add(per_seq == q_stage + q_sends + q_rest)
     days_per_unit = unit_s / k_scale * scenario.sequences / 86400.0
     if "deadline" in enforce:
-        md.add(per_seq <= _down(scenario.deadline_days / days_per_unit)).only_enforce_if(
+        md.add(per_seq <= _down(scenario.deadline / days_per_unit)).only_enforce_if(
             enforce["deadline"]
         )
 
@@ -412,7 +412,7 @@ def _build(
             + sum(usd_to_cents_up(cat.nic_cost_usd(nc)) * nics_of[nc.name] for nc in nics)
         )
         if "budget" in enforce:
-            md.add(cost_expr <= _down(scenario.budget_usd * 100)).only_enforce_if(enforce["budget"])
+            md.add(cost_expr <= _down(scenario.budget * 100)).only_enforce_if(enforce["budget"])
     else:
         # GPU-time = G x T'. T' is first coarsened by a constant R (rounding up, so cost is
         # never underestimated) so that G x T'/R fits in int64; R is tiny next to T' at any
@@ -420,9 +420,9 @@ def _build(
         coef = {g: gpus[g].cloud_usd_per_gpu_hour * 100 * days_per_unit * 24 for g in gpu_names}
         t_max = _hi(per_seq)
         if "budget" in enforce and fix_families:
-            t_max = min(t_max, _down(scenario.budget_usd * 100 / min(coef.values())))
+            t_max = min(t_max, _down(scenario.budget * 100 / min(coef.values())))
         if "deadline" in enforce and fix_families:
-            t_max = min(t_max, _down(scenario.deadline_days / days_per_unit))
+            t_max = min(t_max, _down(scenario.deadline / days_per_unit))
         md.add(per_seq <= t_max)
         r_scale = max(1, -(-t_max * _hi(num_gpus) // (INT_LIMIT // (4 * len(gpu_names)))))
         per_seq_coarse = md.new_int_var(0, -(-t_max // r_scale), "time_per_sequence_coarse")
@@ -432,12 +432,12 @@ def _build(
         for g in gpu_names:
             cap = _hi(gpu_time)
             if "budget" in enforce and fix_families:
-                cap = min(cap, _down(scenario.budget_usd * 100 / coef[g]))
+                cap = min(cap, _down(scenario.budget * 100 / coef[g]))
             gt_of[g] = md.new_int_var(0, cap, f"gpu_time_of[{g}]")
             md.add(gt_of[g] == gpu_time).only_enforce_if(gpu_lit[g])
             md.add(gt_of[g] == 0).only_enforce_if(~gpu_lit[g])
             if "budget" in enforce:
-                md.add(gt_of[g] <= _down(scenario.budget_usd * 100 / coef[g])).only_enforce_if(
+                md.add(gt_of[g] <= _down(scenario.budget * 100 / coef[g])).only_enforce_if(
                     [enforce["budget"], gpu_lit[g]]
                 )
         cost_expr = sum(coef[g] * gt_of[g] for g in gpu_names)
@@ -476,6 +476,7 @@ def _build(
             enforce["batch_ceiling"]
         )
 
+    objective: cp_model.LinearExprT
     if scenario.objective == "time":
         objective = per_seq
     elif scenario.pricing == "capex":

@@ -31,7 +31,7 @@ MAX_PAIRS = 20_000_000
 def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int, vp: int = 1):
     """Largest and smallest micro-batches per step for each DP degree."""
     if scenario.active("batch_ceiling"):
-        ceiling_seq = math.floor(scenario.max_batch_tokens / scenario.seq_len + TOL)
+        ceiling_seq = math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL)
         m_hi = ceiling_seq // (micro_batch * dps)
     else:
         m_hi = np.full_like(dps, GPU_CAP)
@@ -39,7 +39,7 @@ def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int,
     if (scenario.active("pipeline_fill") or vp > 1) and pp > 1:  # interleaving always needs m >= p
         m_lo = np.maximum(m_lo, pp)
     if scenario.active("batch_floor"):
-        floor_seq = math.ceil(scenario.min_batch_tokens / scenario.seq_len - TOL)
+        floor_seq = math.ceil(scenario.floor_tokens / scenario.seq_len - TOL)
         m_lo = np.maximum(m_lo, -(-floor_seq // (micro_batch * dps)))
     return m_hi, m_lo
 
@@ -48,18 +48,18 @@ def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     shape = cand.shape
     hi = GPU_CAP // shape.replica_gpus
     if scenario.active("max_gpus"):
-        hi = min(hi, scenario.max_gpus // shape.replica_gpus)
+        hi = min(hi, scenario.gpu_limit // shape.replica_gpus)
     if scenario.active("batch_ceiling"):
         m_min = (
             shape.pp if ((scenario.active("pipeline_fill") or shape.vp > 1) and shape.pp > 1) else 1
         )
         hi = min(
             hi,
-            math.floor(scenario.max_batch_tokens / scenario.seq_len + TOL)
+            math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL)
             // (shape.micro_batch * m_min),
         )
     if scenario.active("budget") and scenario.pricing == "capex":
-        hi = min(hi, int(scenario.budget_usd * 100 // (gpu_price_cents * shape.replica_gpus)))
+        hi = min(hi, int(scenario.budget * 100 // (gpu_price_cents * shape.replica_gpus)))
     return hi
 
 
@@ -154,9 +154,9 @@ def _best_for_candidate(
             cost_cents = cost * 100.0
         ok = np.ones_like(dps, dtype=bool)
         if scenario.active("budget"):
-            ok &= cost_cents <= scenario.budget_usd * 100.0 * (1 + 1e-12)
+            ok &= cost_cents <= scenario.budget * 100.0 * (1 + 1e-12)
         if scenario.active("deadline"):
-            ok &= days <= scenario.deadline_days * (1 + TOL)
+            ok &= days <= scenario.deadline * (1 + TOL)
         if not ok.any():
             continue
         objective = days if scenario.objective == "time" else cost

@@ -41,17 +41,17 @@ def _disable(s: Scenario, family: str) -> Scenario:
 
 RELAXATIONS: dict[str, tuple[str, Callable[[Scenario], Scenario]]] = {
     "memory": ("GPU memory +10%", lambda s: s.with_changes(memory_scale=s.memory_scale * 1.1)),
-    "budget": ("budget +10%", lambda s: s.with_changes(budget_usd=s.budget_usd * 1.1)),
-    "deadline": ("deadline +10%", lambda s: s.with_changes(deadline_days=s.deadline_days * 1.1)),
+    "budget": ("budget +10%", lambda s: s.with_changes(budget_usd=s.budget * 1.1)),
+    "deadline": ("deadline +10%", lambda s: s.with_changes(deadline_days=s.deadline * 1.1)),
     "batch_ceiling": (
         "batch ceiling x2",
-        lambda s: s.with_changes(max_batch_tokens=s.max_batch_tokens * 2),
+        lambda s: s.with_changes(max_batch_tokens=s.ceiling_tokens * 2),
     ),
     "batch_floor": (
         "batch floor /2",
-        lambda s: s.with_changes(min_batch_tokens=s.min_batch_tokens / 2),
+        lambda s: s.with_changes(min_batch_tokens=s.floor_tokens / 2),
     ),
-    "max_gpus": ("GPU cap +10%", lambda s: s.with_changes(max_gpus=math.ceil(s.max_gpus * 1.1))),
+    "max_gpus": ("GPU cap +10%", lambda s: s.with_changes(max_gpus=math.ceil(s.gpu_limit * 1.1))),
     "nic_slots": (
         "one more NIC slot per server",
         lambda s: s.with_changes(extra_nic_slots=s.extra_nic_slots + 1),
@@ -104,36 +104,36 @@ def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None,
         return cap - ev.memory.total, "GB", f"{ev.memory.total:,.1f} of {cap:,.1f} GB per GPU"
     if family == "budget":
         return (
-            scenario.budget_usd - plan.cost_usd,
+            scenario.budget - plan.cost_usd,
             "USD",
-            f"${plan.cost_usd:,.0f} of ${scenario.budget_usd:,.0f}",
+            f"${plan.cost_usd:,.0f} of ${scenario.budget:,.0f}",
         )
     if family == "deadline":
-        days = ev.time_to_train_days
+        days = float(ev.time_to_train_days or 0.0)
         return (
-            scenario.deadline_days - days,
+            scenario.deadline - days,
             "days",
-            f"{days:,.1f} of {scenario.deadline_days:,.1f} days",
+            f"{days:,.1f} of {scenario.deadline:,.1f} days",
         )
     if family == "batch_ceiling":
         used = lay.global_batch * scenario.seq_len
         return (
-            scenario.max_batch_tokens - used,
+            scenario.ceiling_tokens - used,
             "tokens",
-            f"{used:,.0f} of {scenario.max_batch_tokens:,.0f} tokens per batch",
+            f"{used:,.0f} of {scenario.ceiling_tokens:,.0f} tokens per batch",
         )
     if family == "batch_floor":
         used = lay.global_batch * scenario.seq_len
         return (
-            used - scenario.min_batch_tokens,
+            used - scenario.floor_tokens,
             "tokens",
-            f"{used:,.0f} tokens, floor {scenario.min_batch_tokens:,.0f}",
+            f"{used:,.0f} tokens, floor {scenario.floor_tokens:,.0f}",
         )
     if family == "max_gpus":
         return (
-            scenario.max_gpus - lay.num_gpus,
+            scenario.gpu_limit - lay.num_gpus,
             "GPUs",
-            f"{lay.num_gpus:,} of {scenario.max_gpus:,} GPUs",
+            f"{lay.num_gpus:,} of {scenario.gpu_limit:,} GPUs",
         )
     if family == "nic_slots":
         slots = gpu.server.nic_slots + scenario.extra_nic_slots
@@ -314,6 +314,7 @@ def smallest_fix(
 ) -> Fix | None:
     """The least relaxation of one family that makes the question feasible, the rest unchanged."""
     active = {f for f in RELAXATIONS if scenario.active(f)}
+    x: float | None
 
     def ok(s: Scenario, fams=None) -> bool:
         fams = active if fams is None else fams
@@ -346,7 +347,7 @@ def smallest_fix(
         base = (
             res.best.cost_usd
             if family == "budget"
-            else float(res.best.evaluation.time_to_train_days)
+            else float(res.best.evaluation.time_to_train_days or 0.0)
         )
         field = "budget_usd" if family == "budget" else "deadline_days"
         for nudge in (1e-6, 1e-4, 1e-3, 1e-2):
@@ -364,7 +365,7 @@ def smallest_fix(
         return Fix(family, change, fixed)
     if family == "max_gpus":
         x = _bisect(
-            lambda v: ok(scenario.with_changes(max_gpus=int(v))), scenario.max_gpus, 2**20, True
+            lambda v: ok(scenario.with_changes(max_gpus=int(v))), scenario.gpu_limit, 2**20, True
         )
         if x is None:
             return None
@@ -374,8 +375,8 @@ def smallest_fix(
     if family == "batch_ceiling":
         x = _bisect(
             lambda v: ok(scenario.with_changes(max_batch_tokens=v)),
-            scenario.max_batch_tokens,
-            scenario.max_batch_tokens * 1e4,
+            scenario.ceiling_tokens,
+            scenario.ceiling_tokens * 1e4,
             False,
         )
         if x is None:
@@ -389,12 +390,12 @@ def smallest_fix(
     if family == "batch_floor":
 
         def feasible_floor(v: float) -> bool:  # lower is easier: bisect on the cut
-            return ok(scenario.with_changes(min_batch_tokens=scenario.min_batch_tokens - v))
+            return ok(scenario.with_changes(min_batch_tokens=scenario.floor_tokens - v))
 
-        x = _bisect(feasible_floor, 0.0, scenario.min_batch_tokens - scenario.seq_len, False)
+        x = _bisect(feasible_floor, 0.0, scenario.floor_tokens - scenario.seq_len, False)
         if x is None:
             return None
-        floor = scenario.min_batch_tokens - x
+        floor = scenario.floor_tokens - x
         return Fix(
             family,
             f"lower the batch floor to {floor:,.0f} tokens",

@@ -130,17 +130,17 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
     violations = [v for v in ev.violations if scenario.active(v.constraint)]
     days = ev.time_to_train_days or math.inf
-    if scenario.active("budget") and cost > scenario.budget_usd * (1 + TOL):
+    if scenario.active("budget") and cost > scenario.budget * (1 + TOL):
         violations.append(
-            Violation("budget", f"costs ${cost:,.0f}, budget ${scenario.budget_usd:,.0f}")
+            Violation("budget", f"costs ${cost:,.0f}, budget ${scenario.budget:,.0f}")
         )
-    if scenario.active("deadline") and days > scenario.deadline_days * (1 + TOL):
+    if scenario.active("deadline") and days > scenario.deadline * (1 + TOL):
         violations.append(
-            Violation("deadline", f"takes {days:,.2f} days, deadline {scenario.deadline_days:,.2f}")
+            Violation("deadline", f"takes {days:,.2f} days, deadline {scenario.deadline:,.2f}")
         )
-    if scenario.active("max_gpus") and layout.num_gpus > scenario.max_gpus:
+    if scenario.active("max_gpus") and layout.num_gpus > scenario.gpu_limit:
         violations.append(
-            Violation("max_gpus", f"uses {layout.num_gpus:,} GPUs, limit {scenario.max_gpus:,}")
+            Violation("max_gpus", f"uses {layout.num_gpus:,} GPUs, limit {scenario.gpu_limit:,}")
         )
     objective = days if scenario.objective == "time" else cost
     return Plan(config, ev, tuple(violations), objective)

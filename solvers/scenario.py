@@ -27,6 +27,12 @@ DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch;
 GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
 
 
+def _required(value: float | None, family: str) -> float:
+    if value is None:
+        raise ValueError(f"the {family} limit is not set")
+    return value
+
+
 @dataclass(frozen=True)
 class Scenario:
     """Everything the solvers need. Quantities in tokens, USD, days."""
@@ -78,6 +84,27 @@ class Scenario:
         if family == "batch_floor":
             return self.min_batch_tokens is not None
         return True
+
+    # Limits of active families (callers check ``active`` first; None would be a bug).
+    @property
+    def budget(self) -> float:
+        return _required(self.budget_usd, "budget")
+
+    @property
+    def deadline(self) -> float:
+        return _required(self.deadline_days, "deadline")
+
+    @property
+    def gpu_limit(self) -> int:
+        return int(_required(self.max_gpus, "max_gpus"))
+
+    @property
+    def ceiling_tokens(self) -> float:
+        return _required(self.max_batch_tokens, "batch_ceiling")
+
+    @property
+    def floor_tokens(self) -> float:
+        return _required(self.min_batch_tokens, "batch_floor")
 
     @property
     def sequences(self) -> float:
