@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from designer.cli import main
+from conftest import run_main
 
 REPO = Path(__file__).resolve().parent.parent
 BAD = Path("tests/data/bad")  # relative to REPO, the working directory of every test here
@@ -31,17 +30,6 @@ TINY = [
 @pytest.fixture(autouse=True)
 def _in_repo(monkeypatch):
     monkeypatch.chdir(REPO)
-
-
-def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
-    """Call designer.cli.main like the console script; return (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as info:
-        main(args)
-        raise SystemExit(0)  # main returns normally on success
-    code = info.value.code
-    code = 0 if code is None else code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_usage_error(capsys, args: list[str], *needles: str) -> str:

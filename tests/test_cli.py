@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import run_main
 
 from designer.cli import cli, main
 from designer.numbers import parse_days, parse_quantity
@@ -53,17 +54,6 @@ def runner():
 def invoke(runner: CliRunner, args: list[str]):
     result = runner.invoke(cli, args, catch_exceptions=False)
     return result
-
-
-def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
-    """Call designer.cli.main like the console script; return (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as info:
-        main(args)
-        raise SystemExit(0)  # main returns normally on success
-    code = info.value.code
-    code = 0 if code is None else code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_one_line_error(err: str, *needles: str) -> str:

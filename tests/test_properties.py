@@ -17,11 +17,11 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog import load_catalog
-from designer.cli import main
 from designer.numbers import parse_days, parse_quantity
 from models import TransformerSpec, zoo
 from solvers import Scenario, SolveResult, solve_cpsat, solve_exhaustive
@@ -232,17 +232,6 @@ TINY = [
     "--max-batch-tokens", "1M",
     "--no-explain",
 ]  # fmt: skip
-
-
-def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
-    """Call designer.cli.main like the console script; return (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as info:
-        main(args)
-        raise SystemExit(0)  # main returns normally on success
-    code = info.value.code
-    code = 0 if code is None else code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def answer(capsys, args: list[str]) -> dict:
