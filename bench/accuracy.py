@@ -1,6 +1,6 @@
 """Predicted against measured Megatron iteration times (vTrain calibration set).
 
-Usage: python bench/accuracy.py [--set multi|single|both] [--worst N]
+Usage: python bench/accuracy.py [--set multi|single|both] [--worst N] [--plot FILE.png]
 Prints the mean absolute percentage error, the worst rows and the error by
 model size, GPU count and parallel layout. Data and setting: designer/validation.py.
 """
@@ -59,9 +59,45 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--set", choices=("multi", "single", "both"), default="both")
     parser.add_argument("--worst", type=int, default=3)
+    parser.add_argument(
+        "--plot", default=None, help="write a predicted-vs-measured scatter plot (PNG/SVG)"
+    )
     args = parser.parse_args()
-    for name in ("multi", "single") if args.set == "both" else (args.set,):
+    names = ("multi", "single") if args.set == "both" else (args.set,)
+    for name in names:
         report(name, args.worst)
+    if args.plot:
+        scatter(names, args.plot)
+
+
+def scatter(names, path: str) -> None:
+    """Predicted against measured iteration time, log-log, one colour per set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    catalog = load_catalog()
+    fig, ax = plt.subplots(figsize=(6, 6))
+    lo, hi = float("inf"), 0.0
+    for name, colour in zip(names, ("#4c72b0", "#dd8452"), strict=False):
+        preds = predict(read_rows(name), catalog)
+        xs = [p.row.measured_ms for p in preds]
+        ys = [p.predicted_ms for p in preds]
+        lo, hi = min(lo, *xs, *ys), max(hi, *xs, *ys)
+        ax.scatter(
+            xs, ys, s=8, alpha=0.6, color=colour, label=f"{name} (MAPE {100 * mape(preds):.1f}%)"
+        )
+    ax.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured iteration time (ms)")
+    ax.set_ylabel("predicted iteration time (ms)")
+    ax.set_title("vTrain A100 calibration set")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
