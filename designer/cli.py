@@ -21,7 +21,7 @@ from designer.numbers import Days, Quantity
 from designer.questions import DEFAULT_MODEL, build_scenario, evaluate_config, load_question_file
 from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_model, zoo
 from models.layout import PRECISIONS, RECOMPUTE_MODES
-from solvers import solve
+from solvers import SolveResult, solve
 from solvers.explain import binding_constraints, explain_infeasible
 
 CATALOG_OPTION = click.option(
@@ -699,6 +699,67 @@ def compare_cmd(time_limit, explain, as_json, csv_file, plot_file, **question) -
         click.echo(report.compare_table(rows, scenario))
     if not any(r.result.best for r in rows):
         raise Infeasible("no GPU type answers the question")
+
+
+@cli.command("breakeven")
+@question_options
+@click.option("--against", required=True, help="The rival GPU type.")
+def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -> None:
+    """The price at which --gpu (exactly one) starts to win the job against --against.
+
+    --csv writes the two plans (the candidate at the break-even price, then the rival)."""
+    from designer.breakeven import breakeven
+
+    gpus: tuple[str, ...] = tuple(question.get("gpus") or ())
+    if len(gpus) != 1:
+        raise UsageError("--gpu: give exactly one GPU type to price (and the rival with --against)")
+    candidate = gpus[0]
+    if against == candidate:
+        raise UsageError("--against: pick a GPU type other than --gpu")
+    scenario = build_scenario(**{**question, "gpus": (candidate, against)})
+    be = breakeven(scenario, candidate, against, time_limit_s=time_limit)
+    unit = "per GPU" if scenario.pricing == "capex" else "per GPU-hour"
+    doc = {
+        "gpu": be.gpu,
+        "against": be.against,
+        "pricing": scenario.pricing,
+        "catalog_price_usd": be.catalog_price,
+        "breakeven_price_usd": be.price,
+        "wins_at_catalog_price": be.wins_at_catalog_price,
+        "objective": {"name": be.rival.objective_name, "unit": be.rival.objective_unit},
+        "plans": {
+            "gpu": report._plain(be.at_price.best.as_dict(1))
+            if be.at_price and be.at_price.best
+            else None,
+            "against": report._plain(be.rival.best.as_dict(1)) if be.rival.best else None,
+        },
+    }
+    if csv_file is not None:
+        plans = [r.best for r in (be.at_price, be.rival) if r is not None and r.best is not None]
+        _write_csv(
+            csv_file,
+            report.csv_text(SolveResult("feasible", "cpsat", 0.0, None, plans=plans), None),
+        )
+    if as_json:
+        emit_json(doc)
+    elif be.price is None:
+        click.echo(
+            f"{be.gpu} does not win against {be.against} even at 1/1000 of its price "
+            f"({render.usd(be.catalog_price)} {unit})."
+        )
+    else:
+        change = 100 * (be.price / be.catalog_price - 1)
+        click.echo(
+            f"{be.gpu} wins the job against {be.against} at or below {render.usd(be.price)} {unit} "
+            f"(catalog {render.usd(be.catalog_price)}, {change:+.1f}%)."
+        )
+        for label, res in ((f"{be.gpu} at that price", be.at_price), (be.against, be.rival)):
+            if res is not None and res.best is not None:
+                ev = res.best.evaluation
+                click.echo(
+                    f"  {label}: {ev.layout.num_gpus:,} GPUs, {float(ev.time_to_train_days or 0):,.1f} days, "
+                    f"{render.usd(res.best.cost_usd)}"
+                )
 
 
 @cli.command("explain")

@@ -175,3 +175,41 @@ def test_sweep_schema_and_bad_studies(tmp_path, capsys):
         code, err = exit_code(["sweep", str(path)], capsys)
         assert code == 2, text
         assert err.count("\n") == 1 and word in err and str(path) in err, err
+
+
+def test_breakeven_price_is_where_the_winner_changes():
+    from designer.breakeven import _priced, breakeven
+    from designer.questions import build_scenario
+    from solvers import solve_cpsat
+
+    s = build_scenario(model="llama2-7b", tokens=1e12, budget=5e6, gpus=("h200", "h100-sxm"))
+    be = breakeven(s, "h200", "h100-sxm")
+    assert be.price is not None and be.rival.best is not None
+    rival = be.rival.best.objective
+    at = solve_cpsat(_priced(s, "h200", be.price)).best.objective
+    above = solve_cpsat(_priced(s, "h200", be.price * 1.01)).best.objective
+    assert at <= rival < above
+    out = run(
+        [
+            "breakeven",
+            "--model",
+            "llama2-7b",
+            "--tokens",
+            "1T",
+            "--budget",
+            "5M",
+            "--gpu",
+            "h200",
+            "--against",
+            "h100-sxm",
+            "--json",
+        ]
+    )
+    doc = json.loads(out.output)
+    assert doc["breakeven_price_usd"] == pytest.approx(be.price)
+    assert doc["plans"]["gpu"]["gpu"] == "h200" and doc["plans"]["against"]["gpu"] == "h100-sxm"
+
+
+def test_breakeven_needs_one_gpu(capsys):
+    code, err = exit_code(["breakeven", "--budget", "5M", "--against", "h100-sxm"], capsys)
+    assert code == 2 and "--gpu" in err and err.count("\n") == 1

@@ -1,0 +1,76 @@
+"""`designer breakeven`: the price at which one GPU type starts to win the job against another.
+
+Bisection on the candidate GPU's price (purchase price under capex pricing, hourly
+price under cloud pricing): the best plan on it can only improve as its price falls,
+so the largest price at which it is at least as good as the best plan on the rival is
+found to ``rel`` precision (README "designer breakeven").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from solvers import Scenario, SolveResult, solve_cpsat
+
+
+def _priced(scenario: Scenario, gpu: str, price: float) -> Scenario:
+    cat = scenario.catalog
+    field = "price_usd" if scenario.pricing == "capex" else "cloud_usd_per_gpu_hour"
+    spec = cat.gpus[gpu].model_copy(update={field: price})
+    return scenario.with_changes(
+        catalog=dataclasses.replace(cat, gpus={**cat.gpus, gpu: spec}), gpus=(gpu,)
+    )
+
+
+def catalog_price(scenario: Scenario, gpu: str) -> float:
+    g = scenario.catalog.gpu(gpu)
+    return g.price_usd if scenario.pricing == "capex" else g.cloud_usd_per_gpu_hour
+
+
+@dataclass
+class Breakeven:
+    gpu: str
+    against: str
+    catalog_price: float
+    price: float | None  # None: never wins in the searched range
+    wins_at_catalog_price: bool
+    rival: SolveResult
+    at_price: SolveResult | None  # the candidate's best plan at the break-even price
+    searched: tuple[float, float]
+
+
+def breakeven(
+    scenario: Scenario, gpu: str, against: str, rel: float = 1e-3, time_limit_s: float = 60.0
+) -> Breakeven:
+    rival = solve_cpsat(scenario.with_changes(gpus=(against,)), time_limit_s=time_limit_s)
+    base = catalog_price(scenario, gpu)
+
+    def solve_at(price: float) -> SolveResult:
+        return solve_cpsat(_priced(scenario, gpu, price), time_limit_s=time_limit_s)
+
+    def wins(res: SolveResult) -> bool:
+        if res.best is None:
+            return False
+        return rival.best is None or res.best.objective <= rival.best.objective
+
+    at_base = solve_at(base)
+    lo, hi = base / 1000.0, base * 1000.0
+    if wins(at_base):  # search upward: the highest price at which it still wins
+        good, good_res, bad = base, at_base, hi
+        top = solve_at(hi)
+        if wins(top):
+            return Breakeven(gpu, against, base, hi, True, rival, top, (lo, hi))
+    else:  # search downward
+        bottom = solve_at(lo)
+        if not wins(bottom):
+            return Breakeven(gpu, against, base, None, False, rival, None, (lo, hi))
+        good, good_res, bad = lo, bottom, base
+    while bad - good > rel * good:
+        mid = (good + bad) / 2
+        res = solve_at(mid)
+        if wins(res):
+            good, good_res = mid, res
+        else:
+            bad = mid
+    return Breakeven(gpu, against, base, good, wins(at_base), rival, good_res, (lo, hi))
