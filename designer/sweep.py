@@ -187,13 +187,17 @@ def _execute(
             raise UsageError(
                 "--executor: ray is not installed; pip install 'designer[ray]'"
             ) from err
+        started_here = not ray.is_initialized()
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-        remote = ray.remote(run_one)
-        pending = {remote.remote(study_json, v, origin) for v in todo}
-        while pending:
-            ready, pending = ray.wait(list(pending), num_returns=1)
-            pending = set(pending)
-            yield ray.get(ready[0])
+        try:
+            remote = ray.remote(run_one)
+            pending = [remote.remote(study_json, v, origin) for v in todo]
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                yield ray.get(ready[0])
+        finally:
+            if started_here and address is None:
+                ray.shutdown()  # a local instance we started ourselves
         return
     if workers <= 1:
         for values in todo:

@@ -213,3 +213,19 @@ def test_breakeven_price_is_where_the_winner_changes():
 def test_breakeven_needs_one_gpu(capsys):
     code, err = exit_code(["breakeven", "--budget", "5M", "--against", "h100-sxm"], capsys)
     assert code == 2 and "--gpu" in err and err.count("\n") == 1
+
+
+def test_sweep_on_a_local_ray_instance_matches_local(tmp_path):
+    pytest.importorskip("ray")
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    local, on_ray = tmp_path / "local.csv", tmp_path / "ray.csv"
+    run(["sweep", str(study), "--csv", str(local), "--workers", "1"])
+    res = run(["sweep", str(study), "--csv", str(on_ray), "--executor", "ray"])
+    assert res.exit_code == 0, res.output
+
+    def by_id(path):
+        return {r["scenario"]: r for r in csv.DictReader(path.open())}
+
+    assert len(by_id(on_ray)) == 4
+    assert by_id(on_ray) == by_id(local)
