@@ -831,8 +831,31 @@ def sweep_cmd(
         progress=sweep.print_progress if sys.stderr.isatty() else None,
     )
     if plot_file is not None:
-        report.sweep_plot(out, plot_file)
+        if study.uncertainty is not None:
+            report.win_share_plot(sweep.summary(out), plot_file)
+        else:
+            report.sweep_plot(out, plot_file)
     click.echo(f"{len(rows)} scenarios run, results in {out}")
+    if study.uncertainty is not None:
+        stats = sweep.summary(out)
+        table_rows = [
+            (
+                g,
+                int(v["wins"]),
+                f"{100 * v['win_share']:.0f}%",
+                v["days_p10"],
+                v["days_p50"],
+                v["days_p90"],
+                render.usd(v["cost_p50"]),
+            )
+            for g, v in stats.items()
+        ]
+        click.echo(
+            render.table(
+                ["gpu", "wins", "win_share", "days_p10", "days_p50", "days_p90", "cost_p50"],
+                table_rows,
+            )
+        )
 
 
 # ---------------------------------------------------------------- entry point

@@ -362,3 +362,30 @@ def sweep_plot(csv_path, path) -> None:
         raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
     finally:
         plt.close(fig)
+
+
+def win_share_plot(stats: dict[str, dict[str, float]], path) -> None:
+    """Bars of how often each GPU type wins a Monte-Carlo study."""
+    from designer.errors import UsageError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
+    if not stats:
+        raise UsageError("--plot: no scenario has a plan to draw")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    names = list(stats)
+    ax.bar(names, [100 * stats[n]["win_share"] for n in names], color="#55a868")
+    ax.set_ylabel("wins (% of samples)")
+    ax.set_title("Which GPU type wins under price uncertainty")
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
+    finally:
+        plt.close(fig)

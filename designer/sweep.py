@@ -9,9 +9,11 @@ run in parallel on local processes (``--workers``), or on a Ray cluster with
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import itertools
 import json
+import random
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +30,29 @@ from designer.questions import QuestionFile, build_question
 AXIS_FIELDS = tuple(QuestionFile.model_fields)
 
 
+class Uncertainty(BaseModel):
+    """Monte-Carlo over prices: each scenario is run ``samples`` times with every listed GPU's
+    price (purchase or hourly, by the question's pricing) scaled by a uniform draw."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    samples: int = Field(ge=1, le=100_000)
+    seed: int = 0
+    price_scale: dict[str, tuple[float, float]] = Field(
+        description="GPU name -> [low, high] multipliers of its catalog price"
+    )
+
+    @field_validator("price_scale")
+    @classmethod
+    def _ranges(cls, ranges: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        if not ranges:
+            raise ValueError("give at least one GPU price range")
+        for name, (low, high) in ranges.items():
+            if not 0 < low <= high:
+                raise ValueError(f"{name}: need 0 < low <= high (got [{low}, {high}])")
+        return ranges
+
+
 class Study(BaseModel):
     """A study file: the base question and the axes to sweep (each a non-empty list of values)."""
 
@@ -38,6 +63,7 @@ class Study(BaseModel):
         description="question field -> values; the cross product is run"
     )
     explain: bool = Field(default=False, description="also price the binding constraints (slower)")
+    uncertainty: Uncertainty | None = None
     time_limit: float = Field(
         default=60.0, gt=0, description="solver time limit per scenario, seconds"
     )
@@ -86,7 +112,36 @@ def load_study(path: Path) -> Study:
 def scenarios(study: Study) -> Iterator[dict[str, Any]]:
     names = list(study.axes)
     for combo in itertools.product(*(study.axes[n] for n in names)):
-        yield dict(zip(names, combo, strict=True))
+        values = dict(zip(names, combo, strict=True))
+        if study.uncertainty is None:
+            yield values
+        else:
+            for k in range(study.uncertainty.samples):
+                yield {**values, "sample": k}
+
+
+def price_draws(study: Study, values: dict[str, Any]) -> dict[str, float]:
+    """The sample's price multipliers: a deterministic function of the seed and the scenario, so
+    every executor and every resume draws the same numbers."""
+    u = study.uncertainty
+    if u is None or "sample" not in values:
+        return {}
+    key = f"{u.seed}:{json.dumps(values, sort_keys=True, default=str)}"
+    rng = random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+    return {gpu: rng.uniform(low, high) for gpu, (low, high) in sorted(u.price_scale.items())}
+
+
+def _with_prices(scenario, scales: dict[str, float]):
+    if not scales:
+        return scenario
+    cat = scenario.catalog
+    field = "price_usd" if scenario.pricing == "capex" else "cloud_usd_per_gpu_hour"
+    gpus = dict(cat.gpus)
+    for name, scale in scales.items():
+        if name not in gpus:
+            raise UsageError(f"uncertainty.price_scale: unknown GPU {name!r}")
+        gpus[name] = gpus[name].model_copy(update={field: getattr(gpus[name], field) * scale})
+    return scenario.with_changes(catalog=dataclasses.replace(cat, gpus=gpus))
 
 
 def scenario_id(values: dict[str, Any]) -> str:
@@ -101,11 +156,15 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
     from solvers.explain import binding_constraints
 
     study = Study.model_validate_json(study_json)
-    question = study.base.model_copy(update=values)
+    axis_values = {k: v for k, v in values.items() if k != "sample"}
+    question = study.base.model_copy(update=axis_values)
     row: dict[str, Any] = {"scenario": scenario_id(values)}
     row.update({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in values.items()})
+    scales = price_draws(study, values)
+    if scales:
+        row["price_scales"] = json.dumps({k: round(v, 6) for k, v in scales.items()})
     try:
-        scenario = build_question(question, origin, Path(origin).parent)
+        scenario = _with_prices(build_question(question, origin, Path(origin).parent), scales)
         res = solve_cpsat(scenario, time_limit_s=study.time_limit)
     except UsageError as err:
         row.update({"status": "error", "error": str(err)})
@@ -125,6 +184,7 @@ def columns(study: Study) -> list[str]:
     return [
         "scenario",
         *study.axes,
+        *(["sample", "price_scales"] if study.uncertainty else []),
         "status",
         *[c for c in report.CSV_COLUMNS if c != "rank"],
         "error",
@@ -219,3 +279,32 @@ def print_progress(done: int, total: int, elapsed: float) -> None:
     if done == total:
         sys.stderr.write("\n")
     sys.stderr.flush()
+
+
+def summary(csv_path: Path) -> dict[str, dict[str, float]]:
+    """Per GPU type: how often it wins (share of scenarios with a plan), days and cost percentiles."""
+    with csv_path.open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+    out: dict[str, dict[str, float]] = {}
+    for gpu in sorted({r["gpu"] for r in rows}):
+        mine = [r for r in rows if r["gpu"] == gpu]
+        days = sorted(float(r["time_to_train_days"]) for r in mine)
+        cost = sorted(float(r["cost_usd"]) for r in mine)
+        out[gpu] = {
+            "wins": len(mine),
+            "win_share": len(mine) / len(rows),
+            "days_p10": _quantile(days, 0.1),
+            "days_p50": _quantile(days, 0.5),
+            "days_p90": _quantile(days, 0.9),
+            "cost_p50": _quantile(cost, 0.5),
+        }
+    return out
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if len(values) == 1:
+        return values[0]
+    pos = q * (len(values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
