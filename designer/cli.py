@@ -833,6 +833,8 @@ def sweep_cmd(
     if plot_file is not None:
         if study.uncertainty is not None:
             report.win_share_plot(sweep.summary(out), plot_file)
+        elif "budget" in study.axes and len(study.axes) <= 2:
+            report.budget_plot(out, plot_file)
         else:
             report.sweep_plot(out, plot_file)
     click.echo(f"{len(rows)} scenarios run, results in {out}")

@@ -389,3 +389,41 @@ def win_share_plot(stats: dict[str, dict[str, float]], path) -> None:
         raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
     finally:
         plt.close(fig)
+
+
+def budget_plot(csv_path, path) -> None:
+    """Time to train against budget, one line per GPU type (studies with a budget axis)."""
+    from designer.errors import UsageError
+    from designer.numbers import parse_quantity
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
+    with open(csv_path, newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+    if not rows:
+        raise UsageError("--plot: no scenario has a plan to draw")
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for gpu in sorted({r["gpu"] for r in rows}):
+        pts = sorted(
+            (parse_quantity(r["budget"]) / 1e6, float(r["time_to_train_days"]))
+            for r in rows
+            if r["gpu"] == gpu
+        )
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("budget ($M)")
+    ax.set_ylabel("time to train (days)")
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
+    finally:
+        plt.close(fig)

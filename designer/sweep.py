@@ -27,7 +27,8 @@ from designer import report
 from designer.errors import UsageError
 from designer.questions import QuestionFile, build_question
 
-AXIS_FIELDS = tuple(QuestionFile.model_fields)
+PRICE_AXIS = "price_scale"  # GPU name -> multiplier of its catalog price (purchase or hourly)
+AXIS_FIELDS = (*QuestionFile.model_fields, PRICE_AXIS)
 
 
 class Uncertainty(BaseModel):
@@ -100,13 +101,25 @@ def load_study(path: Path) -> Study:
         raise UsageError(f"{path}: {loc}: {msg}") from err
     # every scenario must be a valid question: check them all before running any
     for values in scenarios(study):
-        question = study.base.model_copy(update=values)
+        scales = values.get(PRICE_AXIS, {})
+        if not isinstance(scales, dict) or not all(
+            isinstance(v, (int, float)) and v > 0 for v in scales.values()
+        ):
+            raise UsageError(
+                f"{path}: axes.{PRICE_AXIS}: each value maps GPU names to positive multipliers"
+            )
+        question = study.base.model_copy(update=_question_values(values))
         try:
             QuestionFile.model_validate(question.model_dump())
         except ValidationError as err:
             first = err.errors()[0]
             raise UsageError(f"{path}: axes.{first['loc'][0]}: {first['msg']}") from err
     return study
+
+
+def _question_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The axis values that are question fields (not the sample index or price multipliers)."""
+    return {k: v for k, v in values.items() if k not in ("sample", PRICE_AXIS)}
 
 
 def scenarios(study: Study) -> Iterator[dict[str, Any]]:
@@ -156,11 +169,12 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
     from solvers.explain import binding_constraints
 
     study = Study.model_validate_json(study_json)
-    axis_values = {k: v for k, v in values.items() if k != "sample"}
-    question = study.base.model_copy(update=axis_values)
+    question = study.base.model_copy(update=_question_values(values))
     row: dict[str, Any] = {"scenario": scenario_id(values)}
     row.update({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in values.items()})
     scales = price_draws(study, values)
+    for gpu, factor in values.get(PRICE_AXIS, {}).items():
+        scales[gpu] = scales.get(gpu, 1.0) * float(factor)
     if scales:
         row["price_scales"] = json.dumps({k: round(v, 6) for k, v in scales.items()})
     try:

@@ -274,3 +274,21 @@ def test_monte_carlo_study_draws_reproducible_prices_and_reports_win_shares(tmp_
     assert sum(v["wins"] for v in stats.values()) == 6
     assert sum(v["win_share"] for v in stats.values()) == pytest.approx(1.0)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_price_scale_axis_changes_the_winner(tmp_path, capsys):
+    study = tmp_path / "prices.yaml"
+    study.write_text(
+        "base:\n  model: llama2-7b\n  tokens: 100B\n  budget: 2M\n  max_batch_tokens: 1M\n"
+        "  gpus: [h100-sxm, h200]\naxes:\n  price_scale: [{h200: 0.5}, {h200: 3.0}]\n"
+    )
+    out_csv = tmp_path / "p.csv"
+    assert run(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"]).exit_code == 0
+    winners = {
+        json.loads(r["price_scale"])["h200"]: r["gpu"] for r in csv.DictReader(out_csv.open())
+    }
+    assert winners == {0.5: "h200", 3.0: "h100-sxm"}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("axes:\n  price_scale: [{h200: -1}]\n")
+    code, err = exit_code(["sweep", str(bad)], capsys)
+    assert code == 2 and "price_scale" in err and err.count("\n") == 1
