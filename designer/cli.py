@@ -482,6 +482,25 @@ def _evaluation_text(ev) -> str:
 # ---------------------------------------------------------------- optimize, compare, explain
 OBJECTIVES = ("time", "cost")
 
+
+class GpuCap(click.ParamType):
+    """NAME=N: at most N GPUs of type NAME."""
+
+    name = "NAME=N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        gpu, sep, count = str(value).partition("=")
+        if not sep or not gpu:
+            self.fail(f"{value!r} is not NAME=N; e.g. h100-sxm=512", param, ctx)
+        try:
+            n = Quantity(integer=True).convert(count, param, ctx)
+        except click.BadParameter:
+            self.fail(f"{value!r}: N must be a positive whole number", param, ctx)
+        return (gpu, n)
+
+
 QUESTION_OPTIONS = [
     click.option(
         "--model",
@@ -531,6 +550,13 @@ QUESTION_OPTIONS = [
     CATALOG_OPTION,
     click.option(
         "--max-gpus", type=Quantity(integer=True), default=None, help="Cap on the number of GPUs."
+    ),
+    click.option(
+        "--gpu-cap",
+        "gpu_caps",
+        multiple=True,
+        type=GpuCap(),
+        help="Availability: at most N GPUs of a type, as NAME=N (repeatable).",
     ),
     click.option(
         "--max-batch-tokens",
@@ -672,7 +698,7 @@ def _answer(
 )
 def optimize_cmd(top_k, solver, time_limit, explain, as_json, csv_file, **question) -> None:
     """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
-    scenario = build_scenario(**question)
+    scenario = build_scenario(**{**question, "gpu_caps": dict(question.get("gpu_caps") or ())})
     res = solve(scenario, solver=solver, top_k=top_k, time_limit_s=time_limit)
     _answer(scenario, res, explain, time_limit, as_json, csv_file)
 
@@ -688,7 +714,7 @@ def optimize_cmd(top_k, solver, time_limit, explain, as_json, csv_file, **questi
 )
 def compare_cmd(time_limit, explain, as_json, csv_file, plot_file, **question) -> None:
     """The same question once per GPU type: the best plan on each, best first."""
-    scenario = build_scenario(**question)
+    scenario = build_scenario(**{**question, "gpu_caps": dict(question.get("gpu_caps") or ())})
     rows = compare(scenario, explain=explain, time_limit_s=time_limit)
     _write_csv(csv_file, report.compare_csv(rows))
     if plot_file is not None:
@@ -716,7 +742,13 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
     candidate = gpus[0]
     if against == candidate:
         raise UsageError("--against: pick a GPU type other than --gpu")
-    scenario = build_scenario(**{**question, "gpus": (candidate, against)})
+    scenario = build_scenario(
+        **{
+            **question,
+            "gpus": (candidate, against),
+            "gpu_caps": dict(question.get("gpu_caps") or ()),
+        }
+    )
     be = breakeven(scenario, candidate, against, time_limit_s=time_limit)
     unit = "per GPU" if scenario.pricing == "capex" else "per GPU-hour"
     doc = {

@@ -36,6 +36,7 @@ def build_scenario(
     nics: tuple[str, ...] = (),
     catalog_files: tuple[Path, ...] = (),
     max_gpus: int | None = None,
+    gpu_caps: dict[str, int] | None = None,
     max_batch_tokens: float | None = None,
     min_batch_tokens: float | None = None,
     precision: str = "bf16",
@@ -47,6 +48,13 @@ def build_scenario(
     for g in gpus:
         if g not in cat.gpus:
             raise UsageError(f"--gpu: unknown GPU {g!r}; choose from {', '.join(sorted(cat.gpus))}")
+    for g, cap in (gpu_caps or {}).items():
+        if g not in cat.gpus:
+            raise UsageError(
+                f"--gpu-cap: unknown GPU {g!r}; choose from {', '.join(sorted(cat.gpus))}"
+            )
+        if int(cap) < 1:
+            raise UsageError(f"--gpu-cap: {g}={cap} must allow at least one GPU")
     for n in nics:
         if n not in cat.nics:
             raise UsageError(f"--nic: unknown NIC {n!r}; choose from {', '.join(sorted(cat.nics))}")
@@ -57,7 +65,7 @@ def build_scenario(
             )
     if objective is None:
         objective = "time" if budget is not None or deadline is None else "cost"
-    if objective == "time" and budget is None and max_gpus is None:
+    if objective == "time" and budget is None and max_gpus is None and not gpu_caps:
         raise UsageError(
             "--budget: the time objective needs a budget (or --max-gpus); e.g. --budget 30M"
         )
@@ -90,6 +98,7 @@ def build_scenario(
             budget_usd=budget,
             deadline_days=deadline,
             max_gpus=max_gpus,
+            gpu_caps=tuple(sorted((g, int(c)) for g, c in (gpu_caps or {}).items())),
             max_batch_tokens=ceiling,
             min_batch_tokens=min_batch_tokens,
             precisions=precisions,
@@ -118,6 +127,7 @@ class QuestionFile(BaseModel):
     nics: list[str] = []
     catalog: list[str] = []
     max_gpus: int | str | None = None
+    gpu_caps: dict[str, int] = {}
     max_batch_tokens: float | str | None = None
     min_batch_tokens: float | str | None = None
     precision: Literal["bf16", "fp8", "any"] = "bf16"
@@ -239,6 +249,7 @@ def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
             (base / c) if not Path(c).is_absolute() else Path(c) for c in q.catalog
         ),
         max_gpus=_number(origin, "max_gpus", q.max_gpus, integer=True),
+        gpu_caps=dict(q.gpu_caps),
         max_batch_tokens=_number(origin, "max_batch_tokens", q.max_batch_tokens),
         min_batch_tokens=_number(origin, "min_batch_tokens", q.min_batch_tokens),
         precision=q.precision,

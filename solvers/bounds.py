@@ -44,8 +44,9 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
         )
         lo = max(lo, math.floor(need * (1 - 1e-9)))
     hi = GPU_CAP // s.replica_gpus
-    if scenario.active("max_gpus"):
-        hi = min(hi, scenario.gpu_limit // s.replica_gpus)
+    cap = scenario.gpu_cap(s.gpu) if scenario.active("max_gpus") else None
+    if cap is not None:
+        hi = min(hi, cap // s.replica_gpus)
     if scenario.active("batch_ceiling"):
         m_min = s.pp if ((scenario.active("pipeline_fill") or s.vp > 1) and s.pp > 1) else 1
         hi = min(hi, _down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))

@@ -125,7 +125,9 @@ def _build(
     # literals (conflict explanations) every family must stay relaxable.
     gpu_cap = GPU_CAP
     if fix_families and "max_gpus" in enforce:
-        gpu_cap = min(gpu_cap, scenario.gpu_limit)
+        caps = [scenario.gpu_cap(g) for g in gpus]
+        if all(c is not None for c in caps):
+            gpu_cap = min(gpu_cap, max(c for c in caps if c is not None))
     if fix_families and "budget" in enforce and scenario.pricing == "capex":
         cheapest = min(usd_to_cents_up(g.price_usd) for g in gpus.values())
         gpu_cap = min(gpu_cap, int(scenario.budget * 100 // cheapest))
@@ -218,7 +220,10 @@ def _build(
     md.add_multiplication_equality(num_gpus, [rep, dp])
     md.add(num_gpus <= GPU_CAP)
     if "max_gpus" in enforce:
-        md.add(num_gpus <= scenario.gpu_limit).only_enforce_if(enforce["max_gpus"])
+        for name in gpu_names:
+            cap = scenario.gpu_cap(name)
+            if cap is not None:
+                md.add(num_gpus <= cap).only_enforce_if([enforce["max_gpus"], gpu_lit[name]])
     gpn = md.new_int_var(1, max(g.server.gpus_per_server for g in gpus.values()), "gpus_per_server")
     md.add(gpn == sel(gpus[s.gpu].server.gpus_per_server for s in shapes))
     nodes = md.new_int_var(1, GPU_CAP, "servers")

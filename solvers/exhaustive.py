@@ -47,8 +47,9 @@ def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int,
 def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     shape = cand.shape
     hi = GPU_CAP // shape.replica_gpus
-    if scenario.active("max_gpus"):
-        hi = min(hi, scenario.gpu_limit // shape.replica_gpus)
+    cap = scenario.gpu_cap(shape.gpu) if scenario.active("max_gpus") else None
+    if cap is not None:
+        hi = min(hi, cap // shape.replica_gpus)
     if scenario.active("batch_ceiling"):
         m_min = (
             shape.pp if ((scenario.active("pipeline_fill") or shape.vp > 1) and shape.pp > 1) else 1

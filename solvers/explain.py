@@ -51,7 +51,7 @@ RELAXATIONS: dict[str, tuple[str, Callable[[Scenario], Scenario]]] = {
         "batch floor /2",
         lambda s: s.with_changes(min_batch_tokens=s.floor_tokens / 2),
     ),
-    "max_gpus": ("GPU cap +10%", lambda s: s.with_changes(max_gpus=math.ceil(s.gpu_limit * 1.1))),
+    "max_gpus": ("GPU caps +10%", lambda s: s.with_gpu_caps_scaled(1.1)),
     "nic_slots": (
         "one more NIC slot per server",
         lambda s: s.with_changes(extra_nic_slots=s.extra_nic_slots + 1),
@@ -130,10 +130,13 @@ def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None,
             f"{used:,.0f} tokens, floor {scenario.floor_tokens:,.0f}",
         )
     if family == "max_gpus":
+        allowed = scenario.gpu_cap(cfg.shape.gpu)
+        if allowed is None:
+            return None, "GPUs", f"no cap on {cfg.shape.gpu}"
         return (
-            scenario.gpu_limit - lay.num_gpus,
+            allowed - lay.num_gpus,
             "GPUs",
-            f"{lay.num_gpus:,} of {scenario.gpu_limit:,} GPUs",
+            f"{lay.num_gpus:,} of {allowed:,} {cfg.shape.gpu} GPUs allowed",
         )
     if family == "nic_slots":
         slots = gpu.server.nic_slots + scenario.extra_nic_slots
@@ -364,13 +367,22 @@ def smallest_fix(
         )
         return Fix(family, change, fixed)
     if family == "max_gpus":
-        x = _bisect(
-            lambda v: ok(scenario.with_changes(max_gpus=int(v))), scenario.gpu_limit, 2**20, True
-        )
-        if x is None:
+        if not scenario.gpu_caps and scenario.max_gpus is not None:  # one overall cap: exact count
+            x = _bisect(
+                lambda v: ok(scenario.with_changes(max_gpus=int(v))), scenario.max_gpus, 2**20, True
+            )
+            if x is None:
+                return None
+            return Fix(
+                family, f"allow at least {int(x):,} GPUs", scenario.with_changes(max_gpus=int(x))
+            )
+        factor = _bisect(lambda v: ok(scenario.with_gpu_caps_scaled(v)), 1.0, 2.0**20, False)
+        if factor is None:
             return None
         return Fix(
-            family, f"allow at least {int(x):,} GPUs", scenario.with_changes(max_gpus=int(x))
+            family,
+            f"raise the GPU caps by {100 * (factor - 1):.0f}%",
+            scenario.with_gpu_caps_scaled(factor),
         )
     if family == "batch_ceiling":
         x = _bisect(

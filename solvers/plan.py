@@ -138,9 +138,8 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         violations.append(
             Violation("deadline", f"takes {days:,.2f} days, deadline {scenario.deadline:,.2f}")
         )
-    if scenario.active("max_gpus") and layout.num_gpus > scenario.gpu_limit:
-        violations.append(
-            Violation("max_gpus", f"uses {layout.num_gpus:,} GPUs, limit {scenario.gpu_limit:,}")
-        )
+    cap = scenario.gpu_cap(config.shape.gpu) if scenario.active("max_gpus") else None
+    if cap is not None and layout.num_gpus > cap:
+        violations.append(Violation("max_gpus", f"uses {layout.num_gpus:,} GPUs, limit {cap:,}"))
     objective = days if scenario.objective == "time" else cost
     return Plan(config, ev, tuple(violations), objective)

@@ -48,6 +48,7 @@ class Scenario:
     budget_usd: float | None = None
     deadline_days: float | None = None
     max_gpus: int | None = None
+    gpu_caps: tuple[tuple[str, int], ...] = ()  # availability: at most N GPUs of a type
     max_batch_tokens: float | None = DEFAULT_MAX_BATCH_TOKENS
     min_batch_tokens: float | None = None
     precisions: tuple[str, ...] = ("bf16",)
@@ -78,7 +79,7 @@ class Scenario:
         if family == "deadline":
             return self.deadline_days is not None
         if family == "max_gpus":
-            return self.max_gpus is not None
+            return self.max_gpus is not None or bool(self.gpu_caps)
         if family == "batch_ceiling":
             return self.max_batch_tokens is not None
         if family == "batch_floor":
@@ -94,9 +95,22 @@ class Scenario:
     def deadline(self) -> float:
         return _required(self.deadline_days, "deadline")
 
-    @property
-    def gpu_limit(self) -> int:
-        return int(_required(self.max_gpus, "max_gpus"))
+    def gpu_cap(self, gpu: str) -> int | None:
+        """The most GPUs of this type a plan may use: the overall cap and its availability."""
+        caps = [c for name, c in self.gpu_caps if name == gpu]
+        if self.max_gpus is not None:
+            caps.append(self.max_gpus)
+        return min(caps) if caps else None
+
+    def with_gpu_caps_scaled(self, factor: float) -> Scenario:
+        """Every GPU cap (overall and per type) times ``factor``, rounded up."""
+        import math
+
+        return replace(
+            self,
+            max_gpus=None if self.max_gpus is None else math.ceil(self.max_gpus * factor),
+            gpu_caps=tuple((g, math.ceil(c * factor)) for g, c in self.gpu_caps),
+        )
 
     @property
     def ceiling_tokens(self) -> float:

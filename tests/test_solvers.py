@@ -275,3 +275,25 @@ def test_huge_question_never_raises(cat, question):
         assert all(p.feasible for p in res.plans), [p.violations for p in res.plans]
     else:
         assert res.status == "infeasible"
+
+
+@pytest.mark.parametrize("caps", [(("h200", 64),), (("h100-sxm", 40), ("h200", 24))])
+def test_availability_caps_agree_and_hold(cat, caps):
+    spec = zoo()["llama2-7b"]
+    s = Scenario(
+        spec=spec,
+        catalog=cat,
+        tokens=5e10,
+        seq_len=spec.seq_len,
+        gpus=("h100-sxm", "h200"),
+        nics=("cx7-400g",),
+        budget_usd=3e6,
+        max_batch_tokens=2**20,
+        gpu_caps=caps,
+    )
+    got, ref = solve_cpsat(s), solve_exhaustive(s)
+    assert got.status == ref.status == "optimal"
+    assert got.best.objective == pytest.approx(ref.best.objective, rel=1e-3)
+    for plan in (got.best, ref.best):
+        assert plan.feasible
+        assert plan.num_gpus <= dict(caps).get(plan.config.shape.gpu, 10**9)
