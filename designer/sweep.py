@@ -206,10 +206,19 @@ def columns(study: Study) -> list[str]:
 
 
 def done_ids(path: Path) -> set[str]:
+    """Scenarios already in the CSV. A row cut off by a kill (no final newline) is dropped
+    from the file first, so that it runs again."""
     if not path.exists():
         return set()
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
     with path.open(newline="", encoding="utf-8") as fh:
-        return {row["scenario"] for row in csv.DictReader(fh) if row.get("scenario")}
+        return {
+            row["scenario"]
+            for row in csv.DictReader(fh)
+            if row.get("scenario") and row.get("status")
+        }
 
 
 def run_study(

@@ -292,3 +292,61 @@ def test_price_scale_axis_changes_the_winner(tmp_path, capsys):
     bad.write_text("axes:\n  price_scale: [{h200: -1}]\n")
     code, err = exit_code(["sweep", str(bad)], capsys)
     assert code == 2 and "price_scale" in err and err.count("\n") == 1
+
+
+def test_killed_sweep_resumes_without_recomputing(tmp_path):
+    """Kill a real sweep process after its first rows, then --resume: only the rest run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        "base:\n  model: llama2-7b\n  tokens: 100B\n  max_batch_tokens: 1M\n"
+        "axes:\n  budget: [1M, 1.5M, 2M, 2.5M, 3M, 3.5M, 4M, 4.5M]\n  gpus: [[h100-sxm], [h200]]\n"
+    )
+    out_csv = tmp_path / "out.csv"
+    cmd = [
+        sys.executable,
+        "-m",
+        "designer",
+        "sweep",
+        str(study),
+        "--csv",
+        str(out_csv),
+        "--workers",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out_csv.exists() and len(out_csv.read_text().splitlines()) >= 4:  # header + 3 rows
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = [r["scenario"] for r in csv.DictReader(out_csv.open())]
+    assert 3 <= len(done_before) < 16
+    res = run(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    assert f"{16 - len(done_before)} scenarios run" in res.output
+    after = [r["scenario"] for r in csv.DictReader(out_csv.open())]
+    assert len(after) == len(set(after)) == 16
+    assert after[: len(done_before)] == done_before
+
+
+def test_resume_drops_a_row_cut_off_mid_write(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    out_csv = tmp_path / "out.csv"
+    run(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
+    lines = out_csv.read_text().splitlines()
+    out_csv.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])  # a kill in the middle of row 3
+    res = run(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
+    assert "2 scenarios run" in res.output
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 4 and all(r["status"] == "optimal" for r in rows)
