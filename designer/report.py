@@ -191,9 +191,8 @@ def binding_table(binding: list, unit: str = "") -> str:
                 f"{b.improvement_pct:.1f}%" if gain else "-",
             )
         )
-    return render.table(
-        ["constraint", "binding", "on this plan", "relaxation", "improvement", "%"], rows
-    )
+    head = f"improvement ({unit})" if unit else "improvement"
+    return render.table(["constraint", "binding", "on this plan", "relaxation", head, "%"], rows)
 
 
 # ---------------------------------------------------------------- compare
