@@ -27,7 +27,7 @@ from designer import report
 from designer.errors import UsageError
 from designer.questions import QuestionFile, build_question
 
-PRICE_AXIS = "price_scale"  # GPU name -> multiplier of its catalog price (purchase or hourly)
+PRICE_AXIS = "price_scale"  # GPU or NIC name -> multiplier of its catalog price
 AXIS_FIELDS = (*QuestionFile.model_fields, PRICE_AXIS)
 
 
@@ -145,16 +145,20 @@ def price_draws(study: Study, values: dict[str, Any]) -> dict[str, float]:
 
 
 def _with_prices(scenario, scales: dict[str, float]):
+    """GPU prices (purchase or hourly, by the pricing) and NIC prices times their multipliers."""
     if not scales:
         return scenario
     cat = scenario.catalog
     field = "price_usd" if scenario.pricing == "capex" else "cloud_usd_per_gpu_hour"
-    gpus = dict(cat.gpus)
+    gpus, nics = dict(cat.gpus), dict(cat.nics)
     for name, scale in scales.items():
-        if name not in gpus:
-            raise UsageError(f"uncertainty.price_scale: unknown GPU {name!r}")
-        gpus[name] = gpus[name].model_copy(update={field: getattr(gpus[name], field) * scale})
-    return scenario.with_changes(catalog=dataclasses.replace(cat, gpus=gpus))
+        if name in gpus:
+            gpus[name] = gpus[name].model_copy(update={field: getattr(gpus[name], field) * scale})
+        elif name in nics:
+            nics[name] = nics[name].model_copy(update={"price_usd": nics[name].price_usd * scale})
+        else:
+            raise UsageError(f"price_scale: unknown GPU or NIC {name!r}")
+    return scenario.with_changes(catalog=dataclasses.replace(cat, gpus=gpus, nics=nics))
 
 
 def scenario_id(values: dict[str, Any]) -> str:
