@@ -7,6 +7,8 @@ import io
 from typing import Any
 
 from designer import render
+from designer.errors import UsageError
+from designer.numbers import parse_quantity
 from solvers import PLAN_COLUMNS, Scenario, SolveResult
 
 CSV_COLUMNS = [*PLAN_COLUMNS, "top_binding"]
@@ -294,10 +296,8 @@ def compare_table(rows, s: Scenario) -> str:
     return "\n".join(lines)
 
 
-def compare_plot(rows, path, s: Scenario) -> None:
-    """Bars of time to train and cost per GPU type (matplotlib, PNG or SVG)."""
-    from designer.errors import UsageError
-
+def _pyplot():
+    """matplotlib's pyplot on the non-interactive backend, or a usage error naming the extra."""
     try:
         import matplotlib
 
@@ -305,6 +305,28 @@ def compare_plot(rows, path, s: Scenario) -> None:
         import matplotlib.pyplot as plt
     except ImportError as err:
         raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
+    return plt
+
+
+def _save(plt, fig, path) -> None:
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
+    finally:
+        plt.close(fig)
+
+
+def plan_rows(csv_path) -> list[dict[str, str]]:
+    """The rows of a results CSV that have a plan."""
+    with open(csv_path, newline="", encoding="utf-8") as fh:
+        return [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+
+
+def compare_plot(rows, path, s: Scenario) -> None:
+    """Bars of time to train and cost per GPU type (matplotlib, PNG or SVG)."""
+    plt = _pyplot()
     ok = [r for r in rows if r.result.best is not None]
     if not ok:
         raise UsageError("--plot: no GPU type has a plan to draw")
@@ -319,28 +341,13 @@ def compare_plot(rows, path, s: Scenario) -> None:
     for ax in axes:
         ax.invert_yaxis()
     fig.suptitle(f"{s.spec.name}, {render.si(s.tokens)} tokens: best plan per GPU type")
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
-    finally:
-        plt.close(fig)
+    _save(plt, fig, path)
 
 
 def sweep_plot(csv_path, path) -> None:
     """Cost against time to train, one colour per GPU type (the Pareto view of a study)."""
-    from designer.errors import UsageError
-
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
-    with open(csv_path, newline="", encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+    plt = _pyplot()
+    rows = plan_rows(csv_path)
     if not rows:
         raise UsageError("--plot: no scenario has a plan to draw")
     fig, ax = plt.subplots(figsize=(7, 5))
@@ -354,26 +361,12 @@ def sweep_plot(csv_path, path) -> None:
     ax.set_xlabel("time to train (days)")
     ax.set_ylabel("cost ($M)")
     ax.legend()
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
-    finally:
-        plt.close(fig)
+    _save(plt, fig, path)
 
 
 def win_share_plot(stats: dict[str, dict[str, float]], path) -> None:
     """Bars of how often each GPU type wins a Monte-Carlo study."""
-    from designer.errors import UsageError
-
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
+    plt = _pyplot()
     if not stats:
         raise UsageError("--plot: no scenario has a plan to draw")
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -381,29 +374,13 @@ def win_share_plot(stats: dict[str, dict[str, float]], path) -> None:
     ax.bar(names, [100 * stats[n]["win_share"] for n in names], color="#55a868")
     ax.set_ylabel("wins (% of samples)")
     ax.set_title("Which GPU type wins under price uncertainty")
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
-    finally:
-        plt.close(fig)
+    _save(plt, fig, path)
 
 
 def budget_plot(csv_path, path) -> None:
     """Time to train against budget, one line per GPU type (studies with a budget axis)."""
-    from designer.errors import UsageError
-    from designer.numbers import parse_quantity
-
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
-    with open(csv_path, newline="", encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+    plt = _pyplot()
+    rows = plan_rows(csv_path)
     if not rows:
         raise UsageError("--plot: no scenario has a plan to draw")
     fig, ax = plt.subplots(figsize=(7, 5))
@@ -419,10 +396,4 @@ def budget_plot(csv_path, path) -> None:
     ax.set_xlabel("budget ($M)")
     ax.set_ylabel("time to train (days)")
     ax.legend()
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
-    finally:
-        plt.close(fig)
+    _save(plt, fig, path)

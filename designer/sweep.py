@@ -310,8 +310,7 @@ def print_progress(done: int, total: int, elapsed: float) -> None:
 
 def summary(csv_path: Path) -> dict[str, dict[str, float]]:
     """Per GPU type: how often it wins (share of scenarios with a plan), days and cost percentiles."""
-    with csv_path.open(newline="", encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+    rows = report.plan_rows(csv_path)
     out: dict[str, dict[str, float]] = {}
     for gpu in sorted({r["gpu"] for r in rows}):
         mine = [r for r in rows if r["gpu"] == gpu]
