@@ -20,6 +20,7 @@ from designer.errors import Infeasible, UsageError
 from designer.numbers import Days, Quantity
 from designer.questions import DEFAULT_MODEL, build_scenario, evaluate_config, load_question_file
 from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_model, zoo
+from models.feasibility import divisibility_violations
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import SolveResult, solve
 from solvers.explain import binding_constraints, explain_infeasible
@@ -223,28 +224,9 @@ def _print_fields(d: dict[str, Any], indent: int = 0) -> None:
 # ---------------------------------------------------------------- evaluate
 def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
     """Shapes the layout cannot take are usage errors (exit 2), named by option."""
-    if spec.heads % layout.tp:
-        raise UsageError(
-            f"--tp: {layout.tp} does not divide the model's {spec.heads} heads; use a divisor of {spec.heads}"
-        )
-    if spec.kv % layout.tp:
-        raise UsageError(
-            f"--tp: {layout.tp} does not divide the model's {spec.kv} KV heads; use a divisor of {spec.kv}"
-        )
-    if spec.layers % (layout.pp * layout.vp):
-        raise UsageError(
-            f"--pp/--vp: pp x vp = {layout.pp * layout.vp} does not divide the model's {spec.layers} layers"
-        )
-    if layout.global_batch % (layout.micro_batch * layout.dp):
-        raise UsageError(
-            f"--global-batch: {layout.global_batch} is not a multiple of micro-batch x dp = {layout.micro_batch * layout.dp}"
-        )
-    if layout.cp > 1 and seq_len % (2 * layout.cp):
-        raise UsageError(
-            f"--cp: 2 x cp = {2 * layout.cp} must divide the sequence length {seq_len}"
-        )
-    if layout.vp > 1 and layout.pp == 1:
-        raise UsageError("--vp: interleaving (vp > 1) needs --pp > 1")
+    broken = divisibility_violations(spec, layout, seq_len)
+    if broken:
+        raise UsageError(f"{broken[0].option}: {broken[0].detail}")
 
 
 @cli.command("evaluate")

@@ -21,6 +21,7 @@ TOL = 1e-9
 class Violation:
     constraint: str
     detail: str
+    option: str = ""  # the command-line option that sets what is violated, where one does
 
     def as_dict(self) -> dict[str, str]:
         return {"constraint": self.constraint, "detail": self.detail}
@@ -28,34 +29,52 @@ class Violation:
 
 def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int) -> list[Violation]:
     """Megatron-LM's shape rules: TP divides heads and KV heads, p*v divides layers,
-    micro x DP divides the global batch, 2*CP divides the sequence (load-balanced CP)."""
+    micro x DP divides the global batch, 2*CP divides the sequence (load-balanced CP).
+    Each violation names the layout option to change (the CLI's usage errors)."""
     out = []
     if spec.heads % layout.tp:
-        out.append(Violation("divisibility", f"tp {layout.tp} does not divide heads {spec.heads}"))
+        out.append(
+            Violation(
+                "divisibility",
+                f"tp {layout.tp} does not divide the model's {spec.heads} heads; use a divisor of {spec.heads}",
+                "--tp",
+            )
+        )
     if spec.kv % layout.tp:
-        out.append(Violation("divisibility", f"tp {layout.tp} does not divide kv_heads {spec.kv}"))
+        out.append(
+            Violation(
+                "divisibility",
+                f"tp {layout.tp} does not divide the model's {spec.kv} KV heads; use a divisor of {spec.kv}",
+                "--tp",
+            )
+        )
     if spec.layers % (layout.pp * layout.vp):
         out.append(
             Violation(
                 "divisibility",
-                f"pp x vp = {layout.pp * layout.vp} does not divide layers {spec.layers}",
+                f"pp x vp = {layout.pp * layout.vp} does not divide the model's {spec.layers} layers",
+                "--pp/--vp",
             )
         )
     if layout.global_batch % (layout.micro_batch * layout.dp):
         out.append(
             Violation(
                 "divisibility",
-                f"micro_batch x dp = {layout.micro_batch * layout.dp} does not divide global_batch {layout.global_batch}",
+                f"global batch {layout.global_batch} is not a multiple of micro-batch x dp = "
+                f"{layout.micro_batch * layout.dp}",
+                "--global-batch",
             )
         )
     if layout.cp > 1 and seq_len % (2 * layout.cp):
         out.append(
-            Violation("divisibility", f"2 x cp = {2 * layout.cp} does not divide seq_len {seq_len}")
+            Violation(
+                "divisibility",
+                f"2 x cp = {2 * layout.cp} must divide the sequence length {seq_len}",
+                "--cp",
+            )
         )
     if layout.vp > 1 and layout.pp == 1:
-        out.append(
-            Violation("divisibility", "vp > 1 needs pp > 1 (interleaving splits pipeline stages)")
-        )
+        out.append(Violation("divisibility", "interleaving (vp > 1) needs pp > 1", "--vp"))
     return out
 
 
