@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from catalog.catalog import Catalog
 from catalog.errors import CatalogError
+from catalog.files import read_document
 from catalog.specs import GPUSpec, NICSpec, SwitchSpec
 
 SECTIONS: dict[str, type[BaseModel]] = {"gpus": GPUSpec, "nics": NICSpec, "switches": SwitchSpec}
@@ -25,24 +26,8 @@ _SHIPPED = ("gpus.yaml", "network.yaml")
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file, turning every failure into a one-line CatalogError."""
-    if not path.exists():
-        raise CatalogError(f"{path}: file not found; pass an existing YAML file")
-    if path.is_dir():
-        raise CatalogError(f"{path}: is a directory; pass a YAML file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise CatalogError(
-            f"{path}: cannot be read ({err.__class__.__name__}); pass a UTF-8 YAML file"
-        ) from err
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or "invalid YAML"
-        raise CatalogError(f"{path}: YAML syntax error{where}: {problem}; fix the syntax") from err
+    """Parse a catalog override file, turning every failure into a one-line CatalogError."""
+    return read_document(path, CatalogError, "an existing YAML file")
 
 
 def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog import CatalogError, load_catalog
+from catalog.files import read_document
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
 from models import Assumptions, ModelError, TransformerSpec, resolve_model
@@ -153,17 +152,7 @@ def _number(origin: str, field: str, value, days: bool = False, integer: bool = 
 
 
 def _read_document(path: Path) -> Any:
-    if not path.exists():
-        raise UsageError(f"{path}: file not found; pass a question file or optimize --json output")
-    if path.is_dir():
-        raise UsageError(f"{path}: is a directory; pass a YAML or JSON file")
-    try:
-        text = path.read_text(encoding="utf-8")
-        doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"{path}: cannot be read ({err.__class__.__name__})") from err
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise UsageError(f"{path}: syntax error ({err.__class__.__name__}); fix the file") from err
+    doc = read_document(path, UsageError, "a question file or optimize --json output")
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: top level must be a mapping of fields")
     return doc

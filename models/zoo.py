@@ -5,7 +5,6 @@ File formats are those of ../shared/CLI-CONTRACT.md, "Model spec files".
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from catalog.files import read_document
 from models.errors import ModelError
 from models.spec import TransformerSpec
 
@@ -92,24 +92,7 @@ def from_hf_config(cfg: dict[str, Any], origin: str) -> TransformerSpec:
 def load_model_file(path: Path) -> TransformerSpec:
     """Read a designer YAML/JSON spec or a Hugging Face config.json."""
     origin = str(path)
-    if not path.exists():
-        raise ModelError(f"{origin}: file not found; pass a zoo name or an existing spec file")
-    if path.is_dir():
-        raise ModelError(f"{origin}: is a directory; pass a YAML/JSON spec file or config.json")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ModelError(
-            f"{origin}: cannot be read ({err.__class__.__name__}); pass a UTF-8 text file"
-        ) from err
-    try:
-        doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        line = getattr(err, "lineno", None) or (
-            getattr(getattr(err, "problem_mark", None), "line", -1) + 1
-        )
-        where = f" at line {line}" if line else ""
-        raise ModelError(f"{origin}: syntax error{where}; fix the file's JSON/YAML syntax") from err
+    doc = read_document(path, ModelError, "a zoo name, a YAML/JSON spec file or a config.json")
     if doc is None:
         raise ModelError(f"{origin}: file is empty; give layers, hidden, heads, vocab, seq_len")
     if not isinstance(doc, dict):

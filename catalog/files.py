@@ -1,0 +1,36 @@
+"""Reading the YAML and JSON files users hand the designer (catalogs, models, questions)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def read_document(path: Path, error: type[Exception], expected: str) -> Any:
+    """Parse ``path`` (JSON when it ends in .json, YAML otherwise). Every failure is one
+    line of ``error`` naming the file and the fix; ``expected`` says what file to pass."""
+    if not path.exists():
+        raise error(f"{path}: file not found; pass {expected}")
+    if path.is_dir():
+        raise error(f"{path}: is a directory; pass {expected}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise error(
+            f"{path}: cannot be read ({err.__class__.__name__}); pass a UTF-8 text file"
+        ) from err
+    is_json = path.suffix.lower() == ".json"
+    try:
+        return json.loads(text) if is_json else yaml.safe_load(text)
+    except json.JSONDecodeError as err:
+        raise error(
+            f"{path}: JSON syntax error at line {err.lineno}, column {err.colno}: {err.msg}; fix the syntax"
+        ) from err
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise error(f"{path}: YAML syntax error{where}: {problem}; fix the syntax") from err
