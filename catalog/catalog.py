@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from catalog.errors import CatalogError
-from catalog.specs import GPUSpec, NICSpec, SwitchSpec
+from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 
 
 @dataclass(frozen=True)
@@ -13,6 +13,7 @@ class Catalog:
     gpus: dict[str, GPUSpec]
     nics: dict[str, NICSpec]
     switches: dict[str, SwitchSpec]
+    facility: Facility
 
     def gpu(self, name: str) -> GPUSpec:
         try:
@@ -33,7 +34,7 @@ class Catalog:
     def switch_for(self, nic: NICSpec) -> SwitchSpec:
         return self.switches[nic.switch]
 
-    def nic_cost_usd(self, nic: NICSpec) -> float:
-        """One NIC with its share of switch ports and optics (capex per NIC)."""
-        port = self.switch_for(nic).price_per_port_usd
-        return nic.price_usd + nic.switch_ports_per_nic * port + nic.optics_usd_per_nic
+    def with_facility(self, **changes) -> Catalog:
+        """The same catalog with some facility constants changed (validated)."""
+        data = self.facility.model_dump() | changes
+        return replace(self, facility=Facility.model_validate(data))

@@ -1,9 +1,9 @@
 """Load the shipped catalog and merge user override files into it.
 
 An override file has the same shape as the shipped data: top-level keys
-``gpus``, ``nics`` and ``switches``, each a mapping from entry name to fields.
-Fields of an existing entry are merged (nested mappings too); a new entry must
-be complete.
+``gpus``, ``nics`` and ``switches``, each a mapping from entry name to fields,
+and ``facility``, a mapping of fields. Fields of an existing entry are merged
+(nested mappings too); a new entry must be complete.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from pydantic import BaseModel, ValidationError
 from catalog.catalog import Catalog
 from catalog.errors import CatalogError
 from catalog.files import read_document
-from catalog.specs import GPUSpec, NICSpec, SwitchSpec
+from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 
 SECTIONS: dict[str, type[BaseModel]] = {"gpus": GPUSpec, "nics": NICSpec, "switches": SwitchSpec}
+FACILITY = "facility"
 _SHIPPED = ("gpus.yaml", "network.yaml")
 
 
@@ -56,15 +57,19 @@ def format_validation_error(origin: str, prefix: str, err: ValidationError) -> s
 
 
 def _merge_document(raw: dict[str, dict[str, Any]], doc: Any, origin: str) -> None:
+    names = ", ".join((*SECTIONS, FACILITY))
     if doc is None:
-        raise CatalogError(f"{origin}: file is empty; give at least one of gpus, nics, switches")
+        raise CatalogError(f"{origin}: file is empty; give at least one of {names}")
     if not isinstance(doc, dict):
-        raise CatalogError(f"{origin}: top level must be a mapping with keys gpus, nics, switches")
+        raise CatalogError(f"{origin}: top level must be a mapping with keys {names}")
     for section, entries in doc.items():
+        if section == FACILITY:
+            if not isinstance(entries, dict):
+                raise CatalogError(f"{origin}: {FACILITY}: must be a mapping of fields")
+            raw[FACILITY] = {**raw.get(FACILITY, {}), **entries}
+            continue
         if section not in SECTIONS:
-            raise CatalogError(
-                f"{origin}: {section}: unknown section; use one of {', '.join(SECTIONS)}"
-            )
+            raise CatalogError(f"{origin}: {section}: unknown section; use one of {names}")
         if not isinstance(entries, dict):
             raise CatalogError(f"{origin}: {section}: must be a mapping from entry name to fields")
         for name, fields in entries.items():
@@ -94,7 +99,23 @@ def _build(raw: dict[str, dict[str, Any]], origins: dict[tuple[str, str], str]) 
                 f"{origin}: nics.{nic.name}.switch: unknown switch {nic.switch!r}; "
                 f"use one of {', '.join(sorted(built['switches']))}"
             )
-    return Catalog(gpus=built["gpus"], nics=built["nics"], switches=built["switches"])
+    try:
+        facility = Facility.model_validate(raw.get(FACILITY, {}))
+    except ValidationError as err:
+        origin = origins.get((FACILITY, ""), "catalog")
+        raise CatalogError(format_validation_error(origin, FACILITY, err)) from err
+    return Catalog(
+        gpus=built["gpus"], nics=built["nics"], switches=built["switches"], facility=facility
+    )
+
+
+def _record_origins(origins: dict[tuple[str, str], str], doc: dict[str, Any], origin: str) -> None:
+    for section in doc:
+        if section == FACILITY:
+            origins[(FACILITY, "")] = origin
+            continue
+        for name in doc[section]:
+            origins[(section, str(name))] = origin
 
 
 def load_catalog(overrides: list[Path] | tuple[Path, ...] = ()) -> Catalog:
@@ -106,14 +127,10 @@ def load_catalog(overrides: list[Path] | tuple[Path, ...] = ()) -> Catalog:
         origin = f"catalog/data/{fname}"
         doc = yaml.safe_load(data_dir.joinpath(fname).read_text(encoding="utf-8"))
         _merge_document(raw, doc, origin)
-        for section in doc:
-            for name in doc[section]:
-                origins[(section, str(name))] = origin
+        _record_origins(origins, doc, origin)
     for path in overrides:
         path = Path(path)
         doc = read_yaml(path)
         _merge_document(raw, doc, str(path))
-        for section in doc:
-            for name in doc[section]:
-                origins[(section, str(name))] = str(path)
+        _record_origins(origins, doc, str(path))
     return _build(raw, origins)

@@ -66,7 +66,20 @@ class ServerSpec(_Strict):
     )
     overhead_source: str = Field(min_length=1)
     overhead_date: str = Field(pattern=_DATE_PATTERN)
-    host_power_w: float = Field(ge=0, description="server power beyond its GPUs' TDP")
+    host_power_w: float = Field(
+        ge=0,
+        description="server nameplate power beyond its GPUs' TDP (CPUs, memory, fans, NICs)",
+    )
+    servers_per_rack: int = Field(
+        4, ge=1, le=1024, description="servers a rack holds physically (space, not power)"
+    )
+    rack_power_kw: float | None = Field(
+        None,
+        gt=0,
+        le=10_000,
+        description="power limit of the rack this server type needs (e.g. a liquid-cooled "
+        "NVL72 rack); None: the facility's rack_power_kw",
+    )
 
 
 class GPUSpec(_Strict):
@@ -123,7 +136,7 @@ class SwitchSpec(_Strict):
 
     name: str = Field(min_length=1)
     display_name: str = Field(min_length=1)
-    ports: int = Field(ge=2, le=1024)
+    ports: int = Field(ge=4, le=1024, description="radix (a fat tree needs at least 4)")
     port_speed_gbit_per_s: float = Field(gt=0)
     price_usd: float = Field(gt=0)
     price_source: str = Field(min_length=1)
@@ -148,17 +161,42 @@ class NICSpec(_Strict):
     price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)
     switch: str = Field(min_length=1, description="catalog switch this NIC connects to")
-    switch_ports_per_nic: float = Field(
-        gt=0,
-        le=16,
-        description="switch ports consumed per NIC (3 in a two-tier non-blocking fat tree)",
+    transceiver_usd: float = Field(
+        ge=0, description="one optical transceiver (one end of one link at this speed)"
     )
-    optics_usd_per_nic: float = Field(
-        ge=0, description="transceivers and cables per NIC, all tiers"
-    )
-    optics_source: str = Field(min_length=1)
+    cable_usd: float = Field(ge=0, description="one fibre cable (one link)")
+    link_price_source: str = Field(min_length=1)
 
     @property
     def bw_gb_per_s_per_direction(self) -> float:
         """Gb/s line rate to GB/s per direction (divide by 8)."""
         return self.speed_gbit_per_s / 8.0
+
+
+class Facility(_Strict):
+    """Data-centre constants: power, racks, energy price and the fabric's oversubscription."""
+
+    pue: float = Field(
+        ge=1, le=5, description="power usage effectiveness: facility power / IT power (to 0.001)"
+    )
+    pue_source: str = Field(min_length=1)
+    usd_per_kwh: float = Field(ge=0, le=100, description="electricity price")
+    usd_per_kwh_source: str = Field(min_length=1)
+    power_draw_fraction: float = Field(
+        gt=0, le=1, description="average draw while training / nameplate IT power"
+    )
+    power_draw_source: str = Field(min_length=1)
+    rack_power_kw: float = Field(gt=0, le=10_000, description="power limit per rack")
+    rack_usd: float = Field(ge=0, le=1e8, description="one rack with its PDUs and cabling")
+    rack_source: str = Field(min_length=1)
+    oversubscription: float = Field(
+        ge=1, le=16, description="leaf down:up port ratio of the fat tree (1 = non-blocking)"
+    )
+    oversubscription_source: str = Field(min_length=1)
+    lifetime_years: float | None = Field(
+        None,
+        gt=0,
+        le=50,
+        description="--pricing tco: charge the job capex x training time / lifetime; "
+        "None charges the whole capex",
+    )

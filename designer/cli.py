@@ -166,14 +166,14 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
     click.echo("\nNICs")
     click.echo(
         render.table(
-            ["name", "gbit_s", "gb_s_dir", "price", "cost_with_fabric", "switch"],
+            ["name", "gbit_s", "gb_s_dir", "price", "per_link", "switch"],
             [
                 (
                     n.name,
                     n.speed_gbit_per_s,
                     n.bw_gb_per_s_per_direction,
                     render.usd(n.price_usd),
-                    render.usd(cat.nic_cost_usd(n)),
+                    render.usd(2 * n.transceiver_usd + n.cable_usd),
                     n.switch,
                 )
                 for n in cat.nics.values()
@@ -183,9 +183,9 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
     click.echo("\nSwitches")
     click.echo(
         render.table(
-            ["name", "ports", "gbit_s", "price"],
+            ["name", "ports", "gbit_s", "price", "power_w"],
             [
-                (s.name, s.ports, s.port_speed_gbit_per_s, render.usd(s.price_usd))
+                (s.name, s.ports, s.port_speed_gbit_per_s, render.usd(s.price_usd), s.power_w)
                 for s in cat.switches.values()
             ],
         )
@@ -197,14 +197,14 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def catalog_show(catalog_files: tuple[Path, ...], name: str, as_json: bool) -> None:
-    """Print every field of one GPU, NIC or switch, with its sources."""
+    """Print every field of one GPU, NIC or switch (or `facility`), with its sources."""
     cat = load_catalog(list(catalog_files or ()))
-    for section in (cat.gpus, cat.nics, cat.switches):
+    for section in (cat.gpus, cat.nics, cat.switches, {"facility": cat.facility}):
         if name in section:
             d = section[name].model_dump()
             break
     else:
-        known = sorted([*cat.gpus, *cat.nics, *cat.switches])
+        known = sorted([*cat.gpus, *cat.nics, *cat.switches, "facility"])
         raise UsageError(f"NAME: unknown catalog entry {name!r}; choose one of {', '.join(known)}")
     if as_json:
         emit_json(d)

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from catalog.catalog import Catalog
-from catalog.specs import GPUSpec, NICSpec
+from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 from models import flops
+from models.cost import Cluster
 from models.feasibility import Violation, check_layout
 from models.layout import Assumptions, Layout, Network
 from models.memory import MemoryBreakdown, memory_per_gpu
@@ -23,12 +24,13 @@ SECONDS_PER_DAY = 86400.0
 
 @dataclass(frozen=True)
 class Hardware:
-    """A GPU type with its scale-out NICs."""
+    """A GPU type with its scale-out NICs, their switch and the facility."""
 
     gpu: GPUSpec
     nic: NICSpec
     nics_per_node: int
-    nic_cost_usd: float
+    switch: SwitchSpec
+    facility: Facility
 
     @classmethod
     def from_catalog(
@@ -37,7 +39,10 @@ class Hardware:
         g = catalog.gpu(gpu)
         n = catalog.nic(nic) if nic else default_nic(catalog, g)
         count = nics_per_node if nics_per_node is not None else g.server.nic_slots
-        return cls(g, n, count, catalog.nic_cost_usd(n))
+        return cls(g, n, count, catalog.switch_for(n), catalog.facility)
+
+    def cluster(self, num_gpus: int) -> Cluster:
+        return Cluster(self.gpu, self.nic, self.switch, self.facility, num_gpus, self.nics_per_node)
 
     @property
     def network(self) -> Network:
@@ -54,14 +59,6 @@ def default_nic(catalog: Catalog, gpu: GPUSpec) -> NICSpec:
 
 def nodes_for(num_gpus: int, gpu: GPUSpec) -> int:
     return math.ceil(num_gpus / gpu.server.gpus_per_server)
-
-
-def capex_usd(num_gpus: int, hw: Hardware) -> float:
-    """GPUs + per-server overhead + NICs with their switch ports and optics."""
-    nodes = nodes_for(num_gpus, hw.gpu)
-    return num_gpus * hw.gpu.price_usd + nodes * (
-        hw.gpu.server.overhead_usd + hw.nics_per_node * hw.nic_cost_usd
-    )
 
 
 def cloud_usd(num_gpus: int, days: float, gpu: GPUSpec) -> float:
@@ -84,7 +81,7 @@ class Evaluation:
     model_flops_per_step: float
     peak_tflops: float
     tokens: float | None
-    capex: float
+    cluster: Cluster
     cloud_per_day: float
     params: float
     extra: dict[str, Any] = field(default_factory=dict)
@@ -125,6 +122,34 @@ class Evaluation:
         days = self.time_to_train_days
         return None if days is None else self.cloud_per_day * days
 
+    @property
+    def capex(self) -> float:
+        """The bill of materials' total (models/cost.py)."""
+        return self.cluster.capex_usd
+
+    @property
+    def tco_cost(self) -> float | None:
+        """Capex (or its lifetime share) plus energy over the training time."""
+        days = self.time_to_train_days
+        return None if days is None else float(self.cluster.tco_usd(float(days)))
+
+    @property
+    def energy_cost(self) -> float | None:
+        days = self.time_to_train_days
+        return None if days is None else float(self.cluster.energy_usd(float(days)))
+
+    def power_dict(self) -> dict[str, Any]:
+        c = self.cluster
+        fabric = c.fabric
+        return {
+            "it_kw": c.it_power_w / 1000.0,
+            "facility_kw": c.facility_power_w / 1000.0,
+            "racks": c.racks,
+            "fabric_tiers": fabric.tiers,
+            "switches": fabric.switches,
+            "links": fabric.links,
+        }
+
     def as_dict(self) -> dict[str, Any]:
         lay = self.layout
         return {
@@ -159,7 +184,13 @@ class Evaluation:
             "tokens_per_s": self.tokens_per_s,
             "time_to_train_days": self.time_to_train_days,
             "training_flops_6nd": self.training_flops_6nd,
-            "cost_usd": {"capex": self.capex, "cloud": self.cloud_cost},
+            "cost_usd": {
+                "capex": self.capex,
+                "cloud": self.cloud_cost,
+                "tco": self.tco_cost,
+                "energy": self.energy_cost,
+            },
+            "power": self.power_dict(),
         }
 
 
@@ -195,7 +226,7 @@ def evaluate(
         model_flops_per_step=model_flops,
         peak_tflops=peak,
         tokens=tokens,
-        capex=capex_usd(layout.num_gpus, hw),
+        cluster=hw.cluster(layout.num_gpus),
         cloud_per_day=layout.num_gpus * 24.0 * hw.gpu.cloud_usd_per_gpu_hour,
         params=float(spec.params()),
     )

@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import math
 
+from models.cost import usd_to_cents_up
 from models.step import group_reduce_s
 from solvers.scenario import GPU_CAP, Scenario
-from solvers.space import Candidate, nic_specs, usd_to_cents_up
+from solvers.space import Candidate, nic_specs
+
+
+def server_cents_lower(scenario: Scenario, gpu) -> int:
+    """Least capex per server beyond its GPUs: overhead and one NIC of the cheapest kind
+    (a single server needs no fabric; racks are left out)."""
+    cheapest_nic = min(usd_to_cents_up(n.price_usd) for n in nic_specs(scenario))
+    return usd_to_cents_up(gpu.server.overhead_usd) + cheapest_nic
 
 
 def _down(x: float) -> int:
@@ -50,13 +58,10 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     if scenario.active("batch_ceiling"):
         m_min = s.pp if ((scenario.active("pipeline_fill") or s.vp > 1) and s.pp > 1) else 1
         hi = min(hi, _down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
-    if scenario.active("budget") and scenario.pricing == "capex":
-        cheapest_nic = min(
-            usd_to_cents_up(scenario.catalog.nic_cost_usd(n)) for n in nic_specs(scenario)
-        )
+    if scenario.active("budget") and scenario.capex_charged_in_full:
         per_gpu = (
             usd_to_cents_up(g.price_usd)
-            + (usd_to_cents_up(g.server.overhead_usd) + cheapest_nic) / g.server.gpus_per_server
+            + server_cents_lower(scenario, g) / g.server.gpus_per_server
         )
         hi = min(hi, int(scenario.budget * 100 // (per_gpu * s.replica_gpus)))
     return max(1, lo), hi
@@ -94,15 +99,12 @@ def objective_lower_bound(scenario: Scenario, cand: Candidate) -> float:
         opt = c.optimizer_s / (hi * c.cp)
         per_seq = stage_time_lower(cand) / (b * hi) + (c.bubble_s + d_min + opt) / (b * w_hi)
         return per_seq * scenario.sequences / 86400.0
-    if scenario.pricing == "capex":
+    if scenario.capex_charged_in_full:
         count = lo * s.replica_gpus
         servers = -(-count // g.server.gpus_per_server)
-        cheapest_nic = min(
-            usd_to_cents_up(scenario.catalog.nic_cost_usd(n)) for n in nic_specs(scenario)
-        )
-        cents = count * usd_to_cents_up(g.price_usd) + servers * (
-            usd_to_cents_up(g.server.overhead_usd) + cheapest_nic
-        )
+        cents = count * usd_to_cents_up(g.price_usd) + servers * server_cents_lower(scenario, g)
         return cents / 100.0
+    if scenario.pricing == "tco":
+        return 0.0  # a lifetime share of capex plus energy: no cheap bound
     gpu_s = s.replica_gpus * scenario.sequences * stage_time_lower(cand) / b
     return gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour

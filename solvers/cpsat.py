@@ -19,17 +19,20 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
+from models.cost import pue_milli, server_power_w, usd_to_cents_up
 from solvers.bounds import dp_bounds, objective_lower_bound
+from solvers.cpsat_fabric import ClusterTerms, add_cluster_terms, product_cents
 from solvers.plan import Config, build_plan
 from solvers.result import SolveResult
 from solvers.scenario import FAMILIES, GPU_CAP, Scenario
-from solvers.space import Candidate, enumerate_candidates, nic_specs, usd_to_cents_up
+from solvers.space import Candidate, enumerate_candidates, nic_specs
 
 INT_LIMIT = 2**62
+TCO_UNITS_PER_CENT = 1000  # energy and capex shares are fractions of a cent per unit of time
 STRUCTURAL = ("tp_bandwidth", "tp_domain", "divisibility")
 
 
@@ -66,13 +69,19 @@ class Formulation:
 
 
 def build(
-    scenario: Scenario, candidates: list[Candidate], fix_families: bool = True
+    scenario: Scenario,
+    candidates: list[Candidate],
+    fix_families: bool = True,
+    cost_cap_usd: float | None = None,
 ) -> Formulation:
-    """The CP-SAT model of ``scenario`` over ``candidates``, with the finest time unit that fits int64."""
+    """The CP-SAT model of ``scenario`` over ``candidates``, with the finest time unit that fits int64.
+
+    ``cost_cap_usd``: no plan that matters costs more (an incumbent's cost with a margin);
+    it tightens the bounds of the TCO products, so their rounding is finer."""
     coarsen = 1.0
     for _ in range(8):
         try:
-            return _build(scenario, candidates, fix_families, coarsen)
+            return _build(scenario, candidates, fix_families, coarsen, cost_cap_usd)
         except OverflowError:
             coarsen *= 1000.0
     raise OverflowError(
@@ -81,7 +90,11 @@ def build(
 
 
 def _build(
-    scenario: Scenario, candidates: list[Candidate], fix_families: bool, coarsen: float
+    scenario: Scenario,
+    candidates: list[Candidate],
+    fix_families: bool,
+    coarsen: float,
+    cost_cap_usd: float | None = None,
 ) -> Formulation:
     md = cp_model.CpModel()
     cat = scenario.catalog
@@ -128,7 +141,7 @@ def _build(
         caps = [scenario.gpu_cap(g) for g in gpus]
         if all(c is not None for c in caps):
             gpu_cap = min(gpu_cap, max(c for c in caps if c is not None))
-    if fix_families and "budget" in enforce and scenario.pricing == "capex":
+    if fix_families and "budget" in enforce and scenario.capex_charged_in_full:
         cheapest = min(usd_to_cents_up(g.price_usd) for g in gpus.values())
         gpu_cap = min(gpu_cap, int(scenario.budget * 100 // cheapest))
     gpu_cap = max(1, gpu_cap)
@@ -166,9 +179,10 @@ def _build(
             nics_per_node <= sum(2 * g.server.nic_slots * gpu_lit[name] for name, g in gpus.items())
         )
 
-    if scenario.pricing == "cloud":
+    if scenario.pricing == "cloud" and "power" not in enforce:
         # dominance: rented GPU-hours do not charge for NICs, and more NIC bandwidth never
-        # slows a step, so the fastest NIC in every slot is always best (exhaustive.py too)
+        # slows a step, so the fastest NIC in every slot is always best (exhaustive.py too;
+        # not under a power cap, where switches draw power)
         fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
         md.add(nic_lits[fastest.name] == 1)
         full = sum(
@@ -226,7 +240,7 @@ def _build(
                 md.add(num_gpus <= cap).only_enforce_if([enforce["max_gpus"], gpu_lit[name]])
     gpn = md.new_int_var(1, max(g.server.gpus_per_server for g in gpus.values()), "gpus_per_server")
     md.add(gpn == sel(gpus[s.gpu].server.gpus_per_server for s in shapes))
-    nodes = md.new_int_var(1, GPU_CAP, "servers")
+    nodes = md.new_int_var(1, gpu_cap, "servers")
     node_gpus = md.new_int_var(1, GPU_CAP * 1024, "server_gpu_slots")
     md.add_multiplication_equality(node_gpus, [nodes, gpn])
     md.add(node_gpus >= num_gpus)
@@ -392,11 +406,10 @@ def _build(
             enforce["deadline"]
         )
 
-    # --- cost
-    cost_expr = None
-    coef: dict[str, float] = {}
-    gt_of: dict[str, cp_model.IntVar] = {}
-    if scenario.pricing == "capex":
+    # --- the cluster: servers, NICs, fabric, racks, power (models/cost.py)
+    cluster: ClusterTerms | None = None
+    capex_expr = None
+    if scenario.pricing != "cloud" or "power" in enforce or "max_racks" in enforce:
         gpus_of, nodes_of = {}, {}
         for g in gpu_names:
             gpus_of[g] = md.new_int_var(0, GPU_CAP, f"gpus_of[{g}]")
@@ -411,13 +424,55 @@ def _build(
             nics_of[nc.name] = md.new_int_var(0, _hi(nn), f"nics_total_of[{nc.name}]")
             md.add(nics_of[nc.name] == nn).only_enforce_if(nic_lits[nc.name])
             md.add(nics_of[nc.name] == 0).only_enforce_if(~nic_lits[nc.name])
-        cost_expr = (
+        cluster = add_cluster_terms(
+            md, scenario, nodes, nodes_of, gpu_lit, nic_lits, nic_count, nics_of
+        )
+        capex_expr = (
             sum(usd_to_cents_up(gpus[g].price_usd) * gpus_of[g] for g in gpu_names)
             + sum(usd_to_cents_up(gpus[g].server.overhead_usd) * nodes_of[g] for g in gpu_names)
-            + sum(usd_to_cents_up(cat.nic_cost_usd(nc)) * nics_of[nc.name] for nc in nics)
+            + sum(usd_to_cents_up(nc.price_usd) * nics_of[nc.name] for nc in nics)
+            + cluster.capex_cents
         )
+        if "power" in enforce:  # facility power = IT x PUE (thousandths), nameplate
+            cap = _down(scenario.power_cap_w * 1000.0)
+            md.add(pue_milli(cat.facility) * cluster.it_power_w <= cap).only_enforce_if(
+                enforce["power"]
+            )
+        if "max_racks" in enforce:
+            md.add(cluster.racks <= scenario.rack_cap).only_enforce_if(enforce["max_racks"])
+
+    # --- cost
+    cost_expr = None
+    per_cent = TCO_UNITS_PER_CENT if scenario.pricing == "tco" else 1  # cost units per cent
+    coef: dict[str, float] = {}
+    gt_of: dict[str, cp_model.IntVar] = {}
+    if scenario.pricing == "capex":
+        cost_expr = capex_expr
         if "budget" in enforce:
             md.add(cost_expr <= _down(scenario.budget * 100)).only_enforce_if(enforce["budget"])
+    elif scenario.pricing == "tco":
+        assert cluster is not None and capex_expr is not None
+        cost_expr = _tco_cost(
+            md,
+            scenario,
+            fix_families,
+            cost_cap_usd,
+            candidates,
+            gpus,
+            cluster,
+            capex_expr,
+            capex_hi=gpu_cap * max(usd_to_cents_up(g.price_usd) for g in gpus.values())
+            + _hi(nodes) * max(usd_to_cents_up(g.server.overhead_usd) for g in gpus.values())
+            + _hi(nn) * max(usd_to_cents_up(nc.price_usd) for nc in nics)
+            + cluster.capex_hi_cents,
+            per_seq=per_seq,
+            per_seq_of_days=k_scale * 86400.0 / (scenario.sequences * unit_s),
+            days_per_unit=days_per_unit,
+        )
+        if "budget" in enforce:
+            md.add(cost_expr <= _down(scenario.budget * 100 * per_cent)).only_enforce_if(
+                enforce["budget"]
+            )
     else:
         # GPU-time = G x T'. T' is first coarsened by a constant R (rounding up, so cost is
         # never underestimated) so that G x T'/R fits in int64; R is tiny next to T' at any
@@ -462,8 +517,8 @@ def _build(
         form_lbs = lbs
     elif fix_families:
         lbs = [objective_lower_bound(scenario, cand) for cand in candidates]
-        if scenario.pricing == "capex":
-            md.add(cost_expr >= sel(_down(lb * 100 * (1 - 1e-12)) for lb in lbs))
+        if scenario.pricing != "cloud":
+            md.add(cost_expr >= sel(_down(lb * 100 * per_cent * (1 - 1e-12)) for lb in lbs))
         else:  # in GPU-time units of each GPU type (the cost's coefficients are not integers)
             for gname in gpu_names:
                 terms = [
@@ -484,7 +539,8 @@ def _build(
     objective: cp_model.LinearExprT
     if scenario.objective == "time":
         objective = per_seq
-    elif scenario.pricing == "capex":
+    elif scenario.pricing != "cloud":
+        assert cost_expr is not None
         objective = cost_expr
     else:
         # cloud cost = price x GPU-time: with one GPU type (solve_cpsat splits by type) the
@@ -512,6 +568,76 @@ def _build(
     )
     md.add_decision_strategy([m], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
     return form
+
+
+def _tco_cost(
+    md: cp_model.CpModel,
+    scenario: Scenario,
+    fix_families: bool,
+    cost_cap_usd: float | None,
+    candidates: list[Candidate],
+    gpus: dict,
+    cluster: ClusterTerms,
+    capex_expr,
+    capex_hi: int,
+    per_seq: cp_model.IntVar,
+    per_seq_of_days: float,
+    days_per_unit: float,
+) -> cp_model.LinearExprT:
+    """TCO in 1/TCO_UNITS_PER_CENT cents: capex (or its lifetime share) + energy (models/cost.py).
+
+    Energy = eps x IT power x T' (eps: cents per W per unit of T', at the average draw
+    and the PUE). With a lifetime, share + energy = sigma x T' x (capex + kappa x
+    power), kappa = eps / sigma cents per W, so one product carries both. The
+    products' factors are bounded by a valid time lower bound per shape and by the
+    budget or the incumbent's cost, which keeps their rounding near 2^-20."""
+    fac = scenario.catalog.facility
+    eps = (
+        (pue_milli(fac) / 1000.0 * fac.power_draw_fraction * days_per_unit * 24.0 / 1000.0)
+        * fac.usd_per_kwh
+        * 100.0
+    )
+    cap: float | None = None
+    if fix_families and scenario.active("budget"):
+        cap = scenario.budget * 100.0
+    if fix_families and cost_cap_usd is not None:
+        cap = min(cap if cap is not None else math.inf, cost_cap_usd * 100.0)
+    t_lo, t_hi = 1, _hi(per_seq)
+    if fix_families:
+        timed = scenario.with_changes(objective="time")
+        days_lo = min(objective_lower_bound(timed, c) for c in candidates)
+        t_lo = max(1, math.floor(days_lo * per_seq_of_days * (1 - 1e-9)) - 1)
+        if scenario.active("deadline"):
+            t_hi = min(t_hi, _down(scenario.deadline / days_per_unit))
+    p_lo = min(server_power_w(g) for g in gpus.values())
+    p_hi = _hi(cluster.it_power_w)
+    per_cent = TCO_UNITS_PER_CENT
+    if fac.lifetime_years is None:
+        if cap is not None:
+            md.add(capex_expr <= _down(cap))  # capex alone is within the cost
+            if eps > 0:
+                t_hi = min(t_hi, _down(cap / (eps * p_lo)))
+                p_hi = min(p_hi, _down(cap / (eps * t_lo)))
+        md.add(per_seq <= t_hi)
+        md.add(cluster.it_power_w <= p_hi)
+        energy = product_cents(
+            md, "energy", cluster.it_power_w, (p_lo, p_hi), per_seq, (t_lo, t_hi), eps * per_cent
+        )
+        return per_cent * capex_expr + energy
+    sigma = days_per_unit / (365.0 * fac.lifetime_years)  # capex share per unit of T'
+    kappa = math.ceil(1024 * eps / sigma)  # 1024 x cents per W, rounded up
+    q_lo = 1024 * min(usd_to_cents_up(g.price_usd) for g in gpus.values()) + kappa * p_lo
+    q_hi = 1024 * capex_hi + kappa * p_hi
+    if cap is not None:
+        t_hi = min(t_hi, _down(cap * 1024 / (sigma * q_lo)))
+        q_hi = min(q_hi, _down(cap * 1024 / (sigma * t_lo)))
+    weighted = md.new_int_var(0, 1024 * capex_hi + kappa * _hi(cluster.it_power_w), "tco_weight")
+    md.add(weighted == 1024 * capex_expr + kappa * cluster.it_power_w)
+    md.add(per_seq <= t_hi)
+    md.add(weighted <= q_hi)
+    return product_cents(
+        md, "tco", weighted, (q_lo, q_hi), per_seq, (t_lo, t_hi), sigma / 1024 * per_cent
+    )
 
 
 def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
@@ -664,7 +790,50 @@ def solve_cpsat(
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
         )
-    form = build(scenario, cands)
+    cap = _incumbent_cost(scenario, cands, top_k) if scenario.pricing == "tco" else None
+    result = _solve_built(scenario, cands, space, top_k, time_limit_s, workers, hint, effort, cap)
+    if result.status == "infeasible" and cap is not None:
+        # the incumbent's bound is valid by construction; this only guards against rounding
+        result = _solve_built(scenario, cands, space, top_k, time_limit_s, workers, hint, effort)
+    return replace(result, wall_s=time.perf_counter() - start)
+
+
+def _incumbent_cost(scenario: Scenario, cands: list[Candidate], top_k: int) -> float | None:
+    """With a margin, the k-th lowest cost among the best plans of the most promising
+    shapes (the warm start's search), or None: no plan among the top k costs more."""
+    if scenario.objective != "cost":
+        return None
+    from solvers.exhaustive import _best_for_candidate  # a heuristic here, not the oracle
+
+    lbs = [objective_lower_bound(scenario, c) for c in cands]
+    order = sorted(range(len(cands)), key=lambda i: (lbs[i], i))
+    costs: list[float] = []
+    for i in order[:240]:
+        found = _best_for_candidate(
+            scenario, cands[i], nic_specs(scenario), scenario.assumptions.dp_overlap
+        )
+        if found:
+            costs.append(found[0][0])
+        if len(costs) >= max(24, top_k):
+            break
+    if len(costs) < top_k:
+        return None
+    return sorted(costs)[top_k - 1] * 1.05 + 1.0
+
+
+def _solve_built(
+    scenario: Scenario,
+    cands: list[Candidate],
+    space: list[Candidate],
+    top_k: int,
+    time_limit_s: float,
+    workers: int,
+    hint: Config | None,
+    effort: float | None,
+    cost_cap_usd: float | None = None,
+) -> SolveResult:
+    start = time.perf_counter()
+    form = build(scenario, cands, cost_cap_usd=cost_cap_usd)
     md = form.model
     md.minimize(form.objective)
     _warm_start(scenario, form, fallback=hint)

@@ -17,12 +17,21 @@ import time
 
 import numpy as np
 
+from models.cost import (
+    link_cents,
+    pue_milli,
+    server_power_w,
+    servers_per_rack,
+    switch_power_w,
+    usd_to_cents_up,
+)
+from models.fabric import fabric_counts
 from models.feasibility import TOL
 from models.step import step_from_coefficients
 from solvers.plan import Config, build_plan
 from solvers.result import SolveResult
 from solvers.scenario import GPU_CAP, Scenario
-from solvers.space import Candidate, enumerate_candidates, nic_specs, usd_to_cents_up
+from solvers.space import Candidate, enumerate_candidates, nic_specs
 
 SECONDS_PER_DAY = 86400.0
 MAX_PAIRS = 20_000_000
@@ -59,7 +68,7 @@ def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
             math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL)
             // (shape.micro_batch * m_min),
         )
-    if scenario.active("budget") and scenario.pricing == "capex":
+    if scenario.active("budget") and scenario.capex_charged_in_full:
         hi = min(hi, int(scenario.budget * 100 // (gpu_price_cents * shape.replica_gpus)))
     return hi
 
@@ -136,24 +145,43 @@ def _best_for_candidate(
     slots = gpu.server.nic_slots + scenario.extra_nic_slots
     max_k = slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
     options = [(nic, k) for nic in nics for k in range(1, max_k + 1)]
-    if scenario.pricing == "cloud" and not every_m:
+    if scenario.pricing == "cloud" and not every_m and not scenario.active("power"):
         fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
         options = [(fastest, max_k)]
+    cat, fac = scenario.catalog, scenario.catalog.facility
+    racks = -(-nodes // servers_per_rack(gpu, fac))
+    server_cents = usd_to_cents_up(gpu.server.overhead_usd)
     best = None
     for nic, k in options:
-        nic_cents = usd_to_cents_up(scenario.catalog.nic_cost_usd(nic))
+        switch = cat.switch_for(nic)
+        _, switches, links = fabric_counts(nodes, k, switch.ports, fac.oversubscription)
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
         days = tau / (shape.micro_batch * m * dps) * scenario.sequences / SECONDS_PER_DAY
+        it_w = nodes * server_power_w(gpu) + switches * switch_power_w(switch)
+        capex_cents = (
+            gpus * gpu_cents
+            + nodes * (server_cents + k * usd_to_cents_up(nic.price_usd))
+            + switches * usd_to_cents_up(switch.price_usd)
+            + links * link_cents(nic)
+            + racks * usd_to_cents_up(fac.rack_usd)
+        )
         if scenario.pricing == "capex":
-            cost_cents = gpus * gpu_cents + nodes * (
-                usd_to_cents_up(gpu.server.overhead_usd) + k * nic_cents
-            )
+            cost_cents = capex_cents
             cost = cost_cents / 100.0
+        elif scenario.pricing == "tco":  # models/cost.py Cluster.tco_usd
+            share = 1.0 if fac.lifetime_years is None else days / (365.0 * fac.lifetime_years)
+            kwh = it_w * pue_milli(fac) / 1000.0 * fac.power_draw_fraction * days * 24.0 / 1000.0
+            cost = capex_cents / 100.0 * share + kwh * fac.usd_per_kwh
+            cost_cents = cost * 100.0
         else:
             cost = gpus * days * 24.0 * gpu.cloud_usd_per_gpu_hour
             cost_cents = cost * 100.0
         ok = np.ones_like(dps, dtype=bool)
+        if scenario.active("power"):
+            ok &= it_w * pue_milli(fac) <= scenario.power_cap_w * 1000.0 * (1 + TOL)
+        if scenario.active("max_racks"):
+            ok &= racks <= scenario.rack_cap
         if scenario.active("budget"):
             ok &= cost_cents <= scenario.budget * 100.0 * (1 + 1e-12)
         if scenario.active("deadline"):

@@ -101,7 +101,11 @@ PLAN_COLUMNS = [
 
 
 def cost_usd(ev: Evaluation, pricing: str) -> float:
-    return ev.capex if pricing == "capex" else float(ev.cloud_cost or 0.0)
+    if pricing == "capex":
+        return ev.capex
+    if pricing == "tco":
+        return float(ev.tco_cost or 0.0)
+    return float(ev.cloud_cost or 0.0)
 
 
 def build_plan(scenario: Scenario, config: Config) -> Plan:
@@ -141,5 +145,18 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
     cap = scenario.gpu_cap(config.shape.gpu) if scenario.active("max_gpus") else None
     if cap is not None and layout.num_gpus > cap:
         violations.append(Violation("max_gpus", f"uses {layout.num_gpus:,} GPUs, limit {cap:,}"))
+    cluster = ev.cluster
+    if scenario.active("power") and cluster.facility_power_w > scenario.power_cap_w * (1 + TOL):
+        violations.append(
+            Violation(
+                "power",
+                f"draws {cluster.facility_power_w / 1e6:,.3f} MW, cap "
+                f"{scenario.power_cap_w / 1e6:,.3f} MW",
+            )
+        )
+    if scenario.active("max_racks") and cluster.racks > scenario.rack_cap:
+        violations.append(
+            Violation("max_racks", f"needs {cluster.racks:,} racks, limit {scenario.rack_cap:,}")
+        )
     objective = days if scenario.objective == "time" else cost
     return Plan(config, ev, tuple(violations), objective)

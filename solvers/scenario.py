@@ -20,9 +20,11 @@ FAMILIES = (
     "budget",
     "deadline",
     "max_gpus",
+    "power",
+    "max_racks",
 )
 OBJECTIVES = ("time", "cost")
-PRICINGS = ("capex", "cloud")
+PRICINGS = ("capex", "cloud", "tco")
 DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch; Dubey et al. 2024)
 GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
 
@@ -49,6 +51,8 @@ class Scenario:
     deadline_days: float | None = None
     max_gpus: int | None = None
     gpu_caps: tuple[tuple[str, int], ...] = ()  # availability: at most N GPUs of a type
+    power_cap_mw: float | None = None  # facility power (IT x PUE, nameplate)
+    max_racks: int | None = None
     max_batch_tokens: float | None = DEFAULT_MAX_BATCH_TOKENS
     min_batch_tokens: float | None = None
     precisions: tuple[str, ...] = ("bf16",)
@@ -84,6 +88,10 @@ class Scenario:
             return self.max_batch_tokens is not None
         if family == "batch_floor":
             return self.min_batch_tokens is not None
+        if family == "power":
+            return self.power_cap_mw is not None
+        if family == "max_racks":
+            return self.max_racks is not None
         return True
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
@@ -94,6 +102,21 @@ class Scenario:
     @property
     def deadline(self) -> float:
         return _required(self.deadline_days, "deadline")
+
+    @property
+    def power_cap_w(self) -> float:
+        return _required(self.power_cap_mw, "power") * 1e6
+
+    @property
+    def rack_cap(self) -> int:
+        return int(_required(self.max_racks, "max_racks"))
+
+    @property
+    def capex_charged_in_full(self) -> bool:
+        """Whether the cost includes the whole capex (capex, or TCO without a lifetime)."""
+        return self.pricing == "capex" or (
+            self.pricing == "tco" and self.catalog.facility.lifetime_years is None
+        )
 
     def gpu_cap(self, gpu: str) -> int | None:
         """The most GPUs of this type a plan may use: the overall cap and its availability."""

@@ -204,10 +204,6 @@ def max_nics_per_node(scenario: Scenario, gpu: GPUSpec) -> int:
     return slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
 
 
-def usd_to_cents_up(usd: float) -> int:
-    return int(math.ceil(round(usd * 100.0, 6)))
-
-
 def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
     """The same shapes with their memory bound recomputed for ``scenario.memory_scale``
     (everything else about a candidate is independent of the capacity)."""

@@ -576,7 +576,14 @@ def test_time_to_train_and_cost(models, h100):
     assert ev.cloud_cost == pytest.approx(128 * ev.time_to_train_days * 24 * 2.99)
     d = ev.as_dict()
     assert d["time_to_train_days"] == ev.time_to_train_days
-    assert d["cost_usd"] == {"capex": ev.capex, "cloud": ev.cloud_cost}
+    assert d["cost_usd"] == {
+        "capex": ev.capex,
+        "cloud": ev.cloud_cost,
+        "tco": ev.tco_cost,
+        "energy": ev.energy_cost,
+    }
+    assert ev.tco_cost == pytest.approx(ev.capex + ev.energy_cost)
+    assert d["power"]["racks"] == 4 and d["power"]["fabric_tiers"] == 2
     assert d["training_flops_6nd"] == pytest.approx(6 * spec.params() * 2e12)
 
 

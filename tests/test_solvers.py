@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -78,6 +79,24 @@ def random_scenario(seed: int, cat) -> Scenario:
         kw["min_batch_tokens"] = max_batch // r.choice([2, 4, 8])
     modes = ("none", "selective", "full")
     recompute = tuple(m for m in modes if r.random() < 0.6) or (r.choice(modes),)
+    # the cluster around the GPUs: energy pricing, power and rack caps, small switches
+    # (so that small clusters need two or three tiers), oversubscription, a lifetime
+    if r.random() < 0.25:
+        kw["pricing"] = "tco"
+    if r.random() < 0.2:
+        kw["power_cap_mw"] = r.choice([0.005, 0.02, 0.05, 0.2])
+    if r.random() < 0.15:
+        kw["max_racks"] = r.choice([1, 2, 4])
+    if r.random() < 0.3:
+        ports = r.choice([4, 6, 8, 16])
+        cat = replace(
+            cat,
+            switches={n: sw.model_copy(update={"ports": ports}) for n, sw in cat.switches.items()},
+        )
+    if r.random() < 0.2:
+        cat = cat.with_facility(oversubscription=r.choice([1.5, 2.0, 3.0]))
+    if kw.get("pricing") == "tco" and r.random() < 0.4:
+        cat = cat.with_facility(lifetime_years=r.choice([1.0, 4.0]))
     return Scenario(
         spec=spec,
         catalog=cat,

@@ -1,0 +1,188 @@
+"""What a cluster costs and draws: bill of materials, power, racks and energy.
+
+Capex is the bill of materials: GPUs, server overhead (host, chassis, scale-up
+switches), scale-out NICs, the fat tree's switches (models/fabric.py), two
+transceivers and one cable per link, and racks. Every unit price is rounded up
+to the cent once (``usd_to_cents_up``), so the BOM total equals the plan's
+capex to the cent and both solvers compute the same integers.
+
+Power (rule of thumb in ../shared/reference/hardware/NOTES.md, section 3):
+server nameplate = GPUs x TDP + host power (the DGX nameplates it is derived
+from include the server's NICs); IT power adds the switches; facility power =
+IT x PUE (PUE to 0.001). Racks: a server type fills a rack up to its physical
+``servers_per_rack`` and the rack's power limit. Energy (``--pricing tco``):
+facility power x the average draw fraction (Epoch AI: 75%) x training hours x
+$/kWh.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
+from models.fabric import FabricSize, size_fabric
+
+TIER_NAMES = ("leaf", "spine", "core")
+
+
+def usd_to_cents_up(usd: float) -> int:
+    """A unit price in whole cents, rounded up (the solvers' integer currency)."""
+    return int(math.ceil(round(usd * 100.0, 6)))
+
+
+def pue_milli(facility: Facility) -> int:
+    """PUE in thousandths (the solvers' integer form)."""
+    return int(round(facility.pue * 1000))
+
+
+def server_power_w(gpu: GPUSpec) -> int:
+    """Nameplate watts of one server: GPUs x TDP + host, rounded up to the watt."""
+    return math.ceil(gpu.server.gpus_per_server * gpu.tdp_w + gpu.server.host_power_w - 1e-9)
+
+
+def switch_power_w(switch: SwitchSpec) -> int:
+    return math.ceil(switch.power_w - 1e-9)
+
+
+def servers_per_rack(gpu: GPUSpec, facility: Facility) -> int:
+    """Servers per rack: the physical limit, and as many as the rack's power allows (>= 1)."""
+    limit_kw = gpu.server.rack_power_kw or facility.rack_power_kw
+    by_power = math.floor(limit_kw * 1000 / server_power_w(gpu) + 1e-9)
+    return max(1, min(gpu.server.servers_per_rack, by_power))
+
+
+def link_cents(nic: NICSpec) -> int:
+    """One link: a transceiver at each end and a cable."""
+    return 2 * usd_to_cents_up(nic.transceiver_usd) + usd_to_cents_up(nic.cable_usd)
+
+
+def tier_name(tier: int, tiers: int) -> str:
+    if tiers == 1:
+        return "switch"
+    if tiers <= 3:
+        return TIER_NAMES[tier]
+    return TIER_NAMES[0] if tier == 0 else f"tier-{tier + 1}"
+
+
+@dataclass(frozen=True)
+class BomLine:
+    item: str
+    quantity: int
+    unit_usd: float  # rounded up to the cent
+    source: str
+
+    @property
+    def extended_cents(self) -> int:
+        return self.quantity * usd_to_cents_up(self.unit_usd)
+
+    @property
+    def extended_usd(self) -> float:
+        return self.extended_cents / 100.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "item": self.item,
+            "quantity": self.quantity,
+            "unit_usd": usd_to_cents_up(self.unit_usd) / 100.0,
+            "extended_usd": self.extended_usd,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The hardware of one plan: servers, fabric, racks, power."""
+
+    gpu: GPUSpec
+    nic: NICSpec
+    switch: SwitchSpec
+    facility: Facility
+    num_gpus: int
+    nics_per_node: int
+
+    @property
+    def servers(self) -> int:
+        return math.ceil(self.num_gpus / self.gpu.server.gpus_per_server)
+
+    @property
+    def fabric(self) -> FabricSize:
+        return size_fabric(
+            self.servers, self.nics_per_node, self.switch.ports, self.facility.oversubscription
+        )
+
+    @property
+    def racks(self) -> int:
+        return math.ceil(self.servers / servers_per_rack(self.gpu, self.facility))
+
+    @property
+    def it_power_w(self) -> int:
+        return self.servers * server_power_w(self.gpu) + self.fabric.switches * switch_power_w(
+            self.switch
+        )
+
+    @property
+    def facility_power_w(self) -> float:
+        return self.it_power_w * pue_milli(self.facility) / 1000.0
+
+    def energy_usd(self, days: float) -> float:
+        """Electricity over ``days`` of training at the average draw."""
+        kwh = self.facility_power_w * self.facility.power_draw_fraction * days * 24.0 / 1000.0
+        return kwh * self.facility.usd_per_kwh
+
+    def bom(self) -> list[BomLine]:
+        """One line per item; quantities from the fabric and rack rules."""
+        g, n, sw = self.gpu, self.nic, self.switch
+        fabric = self.fabric
+        lines = [
+            BomLine(f"GPU {g.name}", self.num_gpus, g.price_usd, g.price_source),
+            BomLine(
+                f"server overhead ({g.server.gpus_per_server}-GPU server: host, chassis, "
+                "scale-up switches)",
+                self.servers,
+                g.server.overhead_usd,
+                g.server.overhead_source,
+            ),
+            BomLine(
+                f"NIC {n.name}", self.servers * self.nics_per_node, n.price_usd, n.price_source
+            ),
+        ]
+        for t, count in enumerate(fabric.switches_per_tier):
+            name = tier_name(t, fabric.tiers)
+            lines.append(BomLine(f"{name} switch {sw.name}", count, sw.price_usd, sw.price_source))
+        for t, count in enumerate(fabric.links_per_tier):
+            lower = "server" if t == 0 else tier_name(t - 1, fabric.tiers)
+            upper = tier_name(t, fabric.tiers) if fabric.tiers > 1 else "switch"
+            lines.append(
+                BomLine(
+                    f"cable {lower}-{upper} ({n.name} links)",
+                    count,
+                    n.cable_usd,
+                    n.link_price_source,
+                )
+            )
+        if fabric.links:
+            lines.append(
+                BomLine(
+                    f"transceiver ({n.name} links, two per link)",
+                    2 * fabric.links,
+                    n.transceiver_usd,
+                    n.link_price_source,
+                )
+            )
+        lines.append(BomLine("rack", self.racks, self.facility.rack_usd, self.facility.rack_source))
+        return [line for line in lines if line.quantity > 0]
+
+    @property
+    def capex_cents(self) -> int:
+        return sum(line.extended_cents for line in self.bom())
+
+    @property
+    def capex_usd(self) -> float:
+        return self.capex_cents / 100.0
+
+    def tco_usd(self, days: float) -> float:
+        """Capex (or the job's share of it over the facility's lifetime) plus energy."""
+        life = self.facility.lifetime_years
+        share = 1.0 if life is None else days / (365.0 * life)
+        return self.capex_usd * share + self.energy_usd(days)

@@ -1,0 +1,191 @@
+"""CP-SAT terms for the cluster around the GPUs: fabric, racks, power and energy.
+
+The rules are models/fabric.py's and models/cost.py's, encoded exactly: every
+ceiling is a pair of linear inequalities with a constant divisor, the number of
+tiers is a literal per NIC type and tier count, and switch and link counts are
+the step functions of servers and NICs per server that the float model
+computes. A tier count above the smallest that fits is admitted (it only adds
+switches, links, cost and power, so no optimum ever uses it); the plan is
+re-evaluated with the float model's smallest tree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from models.cost import (
+    link_cents,
+    server_power_w,
+    servers_per_rack,
+    switch_power_w,
+    usd_to_cents_up,
+)
+from models.fabric import leaf_down_ports, oversubscription_ratio
+from solvers.scenario import Scenario
+
+INT_LIMIT = 2**62
+
+
+def hi_of(var: cp_model.IntVar) -> int:
+    dom = var.proto.domain
+    return int(dom[len(dom) - 1])
+
+
+def ceil_by(md: cp_model.CpModel, name: str, num, num_hi: int, den: int) -> cp_model.IntVar:
+    """name = ceil(num / den) for a constant den >= 1 (two linear inequalities)."""
+    var = md.new_int_var(0, -(-num_hi // den), name)
+    md.add(den * var >= num)
+    md.add(den * var <= num + den - 1)
+    return var
+
+
+def times(md: cp_model.CpModel, name: str, a: cp_model.IntVar, b: cp_model.IntVar):
+    hi = hi_of(a) * hi_of(b)
+    if hi >= INT_LIMIT:
+        raise OverflowError(f"{name}: product bounds exceed int64; narrow the question")
+    var = md.new_int_var(0, hi, name)
+    md.add_multiplication_equality(var, [a, b])
+    return var
+
+
+@dataclass
+class ClusterTerms:
+    capex_cents: cp_model.LinearExprT  # switches, links and racks (GPUs, servers, NICs elsewhere)
+    capex_hi_cents: int  # an upper bound of capex_cents
+    it_power_w: cp_model.IntVar
+    racks: cp_model.IntVar
+
+
+def add_cluster_terms(
+    md: cp_model.CpModel,
+    scenario: Scenario,
+    nodes: cp_model.IntVar,
+    nodes_of: dict[str, cp_model.IntVar],
+    gpu_lit: dict[str, cp_model.IntVar],
+    nic_lits: dict[str, cp_model.IntVar],
+    rails_of: dict[str, cp_model.IntVar],
+    nics_of: dict[str, cp_model.IntVar],
+) -> ClusterTerms:
+    """Fabric per NIC type (``rails_of``/``nics_of`` are 0 unless that type is chosen),
+    racks per GPU type, IT power."""
+    cat = scenario.catalog
+    fac = cat.facility
+    multi = md.new_bool_var("several_servers")
+    md.add(nodes >= 2).only_enforce_if(multi)
+    md.add(nodes <= 1).only_enforce_if(~multi)
+
+    capex_terms = []
+    capex_hi = 0
+    power_terms = []
+    sw_hi_total = 0
+    for name, lit in nic_lits.items():
+        nic = cat.nic(name)
+        switch = cat.switch_for(nic)
+        k, half = switch.ports, switch.ports // 2
+        ratio = oversubscription_ratio(fac.oversubscription)
+        p, q = ratio.numerator, ratio.denominator
+        down = leaf_down_ports(k, fac.oversubscription)
+        on = md.new_bool_var(f"fabric[{name}]")  # this NIC type, more than one server
+        md.add_bool_and([lit, multi]).only_enforce_if(on)
+        md.add_bool_or([~lit, ~multi, on])
+        servers = md.new_int_var(0, hi_of(nodes), f"servers_on[{name}]")
+        md.add(servers == nodes).only_enforce_if(lit)
+        md.add(servers == 0).only_enforce_if(~lit)
+        ends = nics_of[name]
+        per_rail = ceil_by(md, f"leaves_per_rail[{name}]", servers, hi_of(servers), down)
+        leaves = times(md, f"leaves[{name}]", rails_of[name], per_rail)
+        up = ceil_by(md, f"uplinks[{name}]", q * ends, q * hi_of(ends), p)
+        top = ceil_by(md, f"top_switches[{name}]", up, hi_of(up), k)
+        mid = ceil_by(md, f"middle_switches[{name}]", up, hi_of(up), half)
+        t_max = 2
+        while -(-hi_of(up) // k) > half ** (t_max - 1):
+            t_max += 1
+        tier = {t: md.new_bool_var(f"tiers[{name}]={t}") for t in range(1, t_max + 1)}
+        md.add(sum(tier.values()) == on)
+        sw_hi = hi_of(leaves) + (t_max - 2) * hi_of(mid) + hi_of(top) + 1
+        links_hi = hi_of(ends) + (t_max - 1) * hi_of(up)
+        sw = md.new_int_var(0, sw_hi, f"switches[{name}]")
+        links = md.new_int_var(0, links_hi, f"links[{name}]")
+        md.add(sw == 0).only_enforce_if(~on)
+        md.add(links == 0).only_enforce_if(~on)
+        # one switch holds every endpoint
+        md.add(ends <= k).only_enforce_if(tier[1])
+        md.add(sw == 1).only_enforce_if(tier[1])
+        md.add(links == ends).only_enforce_if(tier[1])
+        for t in range(2, t_max + 1):
+            # a t-tier tree: leaves, t-2 middle tiers, a top tier (models/fabric.py)
+            if t == 2:
+                md.add(leaves <= k).only_enforce_if(tier[t])
+            md.add(top <= half ** (t - 1)).only_enforce_if(tier[t])
+            md.add(sw == leaves + (t - 2) * mid + top).only_enforce_if(tier[t])
+            md.add(links == ends + (t - 1) * up).only_enforce_if(tier[t])
+        capex_terms.append(usd_to_cents_up(switch.price_usd) * sw + link_cents(nic) * links)
+        capex_hi += usd_to_cents_up(switch.price_usd) * sw_hi + link_cents(nic) * links_hi
+        power_terms.append(switch_power_w(switch) * sw)
+        sw_hi_total += sw_hi * switch_power_w(switch)
+
+    # racks: ceil(servers / servers per rack) of the chosen GPU type
+    racks = md.new_int_var(0, hi_of(nodes), "racks")
+    for g, lit in gpu_lit.items():
+        spr = servers_per_rack(cat.gpu(g), fac)
+        md.add(spr * racks >= nodes).only_enforce_if(lit)
+        md.add(spr * racks <= nodes + spr - 1).only_enforce_if(lit)
+    capex_terms.append(usd_to_cents_up(fac.rack_usd) * racks)
+    capex_hi += usd_to_cents_up(fac.rack_usd) * hi_of(racks)
+
+    it_hi = hi_of(nodes) * max(server_power_w(cat.gpu(g)) for g in gpu_lit) + sw_hi_total
+    it_power = md.new_int_var(0, it_hi, "it_power_w")
+    md.add(
+        it_power
+        == sum(server_power_w(cat.gpu(g)) * v for g, v in nodes_of.items()) + sum(power_terms)
+    )
+    return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks)
+
+
+def product_cents(
+    md: cp_model.CpModel,
+    name: str,
+    amount: cp_model.IntVar,
+    a_range: tuple[int, int],
+    per_seq: cp_model.IntVar,
+    t_range: tuple[int, int],
+    cents_per_unit: float,
+) -> cp_model.IntVar:
+    """A variable >= amount x per_seq x cents_per_unit, rounded up, that fits int64.
+
+    ``a_range`` and ``t_range`` bound the factors on every plan that matters (the
+    caller enforces the upper ends). Each factor is coarsened (rounded up) to steps
+    of 2^-20 of its lower end, or coarser if the ranges are too wide for int64, so
+    the relative error on any plan is at most about 2^-20 per factor; the
+    coefficient is a fraction N / D >= cents_per_unit x both steps with N about
+    2^18 or more. Every rounding overestimates, so a plan admitted within a budget
+    is within it (README "Solver")."""
+    a_lo, a_hi = max(1, a_range[0]), max(1, a_range[1])
+    t_lo, t_hi = max(1, t_range[0]), max(1, t_range[1])
+    bits = 20
+    while True:
+        a_step, r_step = max(1, a_lo >> bits), max(1, t_lo >> bits)
+        a_n, t_n = -(-a_hi // a_step), -(-t_hi // r_step)
+        if a_n * t_n <= 2**42 or bits == 0:
+            break
+        bits -= 1
+    if a_n * t_n > 2**58:
+        raise OverflowError(f"{name}: the cost's range exceeds int64; set a budget or deadline")
+    a_coarse = ceil_by(md, f"{name}_amount_coarse", amount, a_hi, a_step)
+    t_coarse = md.new_int_var(0, t_n, f"{name}_time_coarse")
+    md.add_division_equality(t_coarse, per_seq + r_step - 1, r_step)
+    prod = times(md, f"{name}_product", a_coarse, t_coarse)
+    coef = cents_per_unit * a_step * r_step
+    den = 2**62
+    while den > 1 and hi_of(prod) * math.ceil(coef * den) >= INT_LIMIT // 4:
+        den //= 2
+    num = math.ceil(coef * den)
+    if num >= INT_LIMIT or hi_of(prod) * num >= INT_LIMIT // 4:
+        raise OverflowError(f"{name}: cost bounds exceed int64; set a budget or deadline")
+    var = md.new_int_var(0, -(-hi_of(prod) * num // den), f"{name}_cents")
+    md.add(den * var >= num * prod)
+    md.add(den * var <= num * prod + den - 1)
+    return var
