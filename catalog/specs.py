@@ -41,6 +41,12 @@ class Calibration(_Strict):
         ge=0,
         description="fixed launch and synchronisation time per layer per forward, microseconds",
     )
+    host_issue_us_per_layer: float = Field(
+        0.0,
+        ge=0,
+        description="host (CPU) time to issue one layer's kernels per forward-equivalent, "
+        "microseconds: a micro-batch's stage time is at least this floor (launch-bound)",
+    )
     scale_up_bus_efficiency: float = Field(
         gt=0, le=1, description="achieved / nominal bandwidth of collectives on the scale-up link"
     )

@@ -314,6 +314,21 @@ def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
     show_default=True,
     help="Fraction of the last backward that hides DP traffic.",
 )
+@click.option(
+    "--memory-overhead",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Allocator fragmentation and temporaries, fraction of tensor memory "
+    "(counted in memory 'other'; Megatron's own estimate uses 0.05).",
+)
+@click.option(
+    "--reserved-gb",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Fixed GB per GPU for the CUDA context and NCCL buffers (in memory 'other').",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def evaluate_cmd(
     model_name,
@@ -335,6 +350,8 @@ def evaluate_cmd(
     nics_per_node,
     tokens,
     dp_overlap,
+    memory_overhead,
+    reserved_gb,
     as_json,
 ) -> None:
     """Analyse one given layout, like a dry run of a training launch."""
@@ -359,7 +376,12 @@ def evaluate_cmd(
     )
     s = seq_len or spec.seq_len
     _check_layout_input(spec, layout, s)
-    ev = evaluate(spec, hw, layout, s, tokens, Assumptions(dp_overlap=dp_overlap))
+    a = Assumptions(
+        dp_overlap=dp_overlap,
+        memory_overhead_fraction=memory_overhead,
+        runtime_reserved_gb=reserved_gb,
+    )
+    ev = evaluate(spec, hw, layout, s, tokens, a)
     if as_json:
         emit_json(ev.as_dict())
     else:

@@ -75,7 +75,18 @@ class Assumptions(BaseModel):
         "(0 = no gradient bucketing, as in the calibration set)",
     )
     runtime_reserved_gb: float = Field(
-        0.0, ge=0, description="per-GPU memory held by CUDA context, NCCL buffers, fragmentation"
+        0.0,
+        ge=0,
+        description="fixed per-GPU memory outside the tensors: CUDA context and NCCL "
+        "communication buffers, GB (0 by default: the seed's rules count tensors only)",
+    )
+    memory_overhead_fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="allocator fragmentation and temporaries as a fraction of the tensor bytes "
+        "(weights, gradients, optimizer, activations, logits); Megatron-LM's "
+        "theoretical_memory_usage adds 0.05 to activations; 0 by default (seed rules)",
     )
     batch_ceiling_tokens: float | None = Field(None, gt=0)
     batch_floor_tokens: float | None = Field(None, gt=0)

@@ -169,12 +169,19 @@ def memory_per_gpu(
     capacity_gb: float,
     a: Assumptions,
 ) -> MemoryBreakdown:
-    """Memory of the most loaded GPU: the larger of the first and last stage."""
+    """Memory of the most loaded GPU: the larger of the first and last stage.
+
+    ``other`` holds what is not a model tensor: the fp32 logits, the fixed
+    ``runtime_reserved_gb`` (CUDA context, NCCL communication buffers) and
+    ``memory_overhead_fraction`` of all tensor bytes (allocator fragmentation,
+    temporaries); both are explicit assumptions, 0 by default."""
     best: MemoryBreakdown | None = None
     for stage in ("first", "last") if layout.pp > 1 else ("first",):
         w, g, o = model_state_gb(stage_params(spec, layout, stage), layout, a)
         act = stage_activation_gb(spec, layout, seq_len, stage)
-        other = a.runtime_reserved_gb + logits_gb(spec, layout, seq_len, stage)
+        logits = logits_gb(spec, layout, seq_len, stage)
+        overhead = a.memory_overhead_fraction * (w + g + o + act + logits)
+        other = a.runtime_reserved_gb + logits + overhead
         mem = MemoryBreakdown(w, g, o, act, other, capacity_gb)
         if best is None or mem.total > best.total:
             best = mem
@@ -196,7 +203,9 @@ def memory_terms(
         g = params * a.grad_bytes / GB
         o = params * a.optimizer_bytes / GB
         act = stage_activation_gb(spec, layout, seq_len, stage)
-        other = a.runtime_reserved_gb + logits_gb(spec, layout, seq_len, stage)
+        logits = logits_gb(spec, layout, seq_len, stage)
+        scale = 1.0 + a.memory_overhead_fraction
         shard = {0: 0.0, 1: o, 2: o + g}.get(layout.zero, o + g + w)
-        out.append((w + g + o + act + other - shard, shard))
+        fixed = (w + g + o + act + logits - shard) * scale + a.runtime_reserved_gb
+        out.append((fixed, shard * scale))
     return out

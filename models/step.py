@@ -21,7 +21,9 @@ where stage = compute + TP + CP time of one micro-batch on the last stage (it
 holds L/p layers and the logits), B the gradient bytes per GPU, and sends cross
 servers (NIC share) unless the whole job fits in one server.
 Compute time = FLOPs / (dense peak x calibrated GEMM efficiency) plus
-memory-bound element-wise work (catalog.Calibration).
+memory-bound element-wise work (catalog.Calibration), and the stage time is at
+least the host's kernel-issue time (launch-bound small models): compute is
+raised to max(compute, issue - TP) so that compute + TP >= issue.
 """
 
 from __future__ import annotations
@@ -118,6 +120,13 @@ def memory_bound_per_microbatch_s(
     passes = forward_passes(layout.recompute)
     traffic_s = cal.elementwise_passes * produced / (gpu.memory_bw_tb_per_s * 1e12)
     return layers * passes * (traffic_s + cal.kernel_overhead_us_per_layer * 1e-6)
+
+
+def host_issue_per_microbatch_s(spec: TransformerSpec, layout: Layout, gpu: GPUSpec) -> float:
+    """Host time to issue one micro-batch's kernels on a stage (launch-bound floor)."""
+    layers = math.ceil(spec.layers / layout.pp)
+    passes = forward_passes(layout.recompute)
+    return layers * passes * gpu.calibration.host_issue_us_per_layer * 1e-6
 
 
 def _scale_up_bw(gpu: GPUSpec) -> float:
@@ -225,6 +234,8 @@ def step_coefficients(
     eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
     gemm_mb = stage_flops_per_microbatch(spec, layout, seq_len) / (peak * 1e12 * eff)
     compute_mb = gemm_mb + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
+    tp_mb = tp_comm_per_microbatch_s(spec, layout, seq_len, gpu, network)
+    compute_mb = max(compute_mb, host_issue_per_microbatch_s(spec, layout, gpu) - tp_mb)
     lat = cal.collective_latency_us * 1e-6
     send_bytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden / layout.tp
     gpn = gpu.server.gpus_per_server
@@ -235,7 +246,7 @@ def step_coefficients(
         dp_bytes = grad_params * (a.grad_bytes + a.weight_bytes) / 2.0
     return StepCoefficients(
         compute_mb_s=compute_mb,
-        tp_mb_s=tp_comm_per_microbatch_s(spec, layout, seq_len, gpu, network),
+        tp_mb_s=tp_mb,
         cp_mb_s=cp_comm_per_microbatch_s(spec, layout, seq_len, gpu, compute_mb),
         pp=layout.pp,
         vp=layout.vp,
