@@ -316,8 +316,12 @@ def parse_megatron(words: list[str]) -> ImportedRun:
 def load_megatron(value: str) -> ImportedRun:
     """--from-megatron's value: the command itself, or a file (launch script) holding it."""
     path = Path(value).expanduser()
-    looks_like_path = "\n" not in value and not value.lstrip().startswith("-") and len(value) < 4096
-    if looks_like_path and path.is_file():
+    looks_like_path = "\n" not in value and not value.lstrip().startswith("-")
+    try:
+        is_file = looks_like_path and path.is_file()
+    except OSError:  # a command too long to be a file name
+        is_file = False
+    if is_file:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
