@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,9 @@ from models import Hardware, evaluate
 from solvers import Config
 from solvers.plan import build_plan
 from solvers.space import Shape
+from tests.conftest import run_main
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # --- plans built directly (no solve), one per feature the round trip must carry -------------
 
@@ -324,6 +328,14 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes $SLURM_NNODES --nproc-per-node $
     assert run.tokens == 10 * 128 * 4096
 
 
+def test_readme_example_script_imports():
+    run = load_megatron(str(ROOT / "examples" / "megatron-llama2-70b.sh"))
+    assert (run.nnodes, run.nproc_per_node) == (16, 8)
+    assert (run.layout.tp, run.layout.pp, run.layout.dp) == (8, 4, 4)
+    assert run.spec.params() == pytest.approx(68.98e9, rel=1e-3)  # llama2-70b
+    assert run.notes == ()
+
+
 def test_script_without_command():
     assert command_from_script("#!/bin/bash\nA=1\necho hi\n") is None
 
@@ -369,8 +381,6 @@ def test_import_missing_script_file():
 
 
 # --- the CLI -----------------------------------------------------------------------------------
-
-from tests.conftest import run_main  # noqa: E402
 
 OPT = [
     "optimize",
