@@ -9,7 +9,7 @@ from designer import render
 from designer.errors import UsageError
 from designer.launch.megatron_import import OPTION, ImportedRun
 from models import Evaluation, Hardware, evaluate
-from solvers import Plan, Scenario
+from solvers import PLAN_COLUMNS, Plan, Scenario
 from solvers.plan import cost_usd
 
 DEFAULT_GPU = "h100-sxm"  # evaluate's default
@@ -21,25 +21,13 @@ FIXED = {
     "max_batch_tokens": "--max-batch-tokens",
     "min_batch_tokens": "--min-batch-tokens",
 }
-SETTINGS = (
-    "num_gpus",
-    "nodes",
-    "tp",
-    "pp",
-    "dp",
-    "cp",
-    "vp",
-    "micro_batch",
-    "grad_accum",
-    "global_batch",
-    "recompute",
-    "sequence_parallel",
-    "zero",
-    "precision",
-    "nic",
-    "nics_per_node",
+# the plan columns the diff compares: the layout and hardware, then the outcomes
+SETTINGS = tuple(
+    c
+    for c in PLAN_COLUMNS[: PLAN_COLUMNS.index("memory_gb_per_gpu")]
+    if c not in ("rank", "gpu", "gpus_per_node")
 )
-OUTCOMES = ("memory_gb_per_gpu", "step_time_s", "time_to_train_days", "cost_usd", "mfu")
+OUTCOMES = tuple(PLAN_COLUMNS[PLAN_COLUMNS.index("memory_gb_per_gpu") :])
 
 
 def question_for(run: ImportedRun, question: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
@@ -83,41 +71,25 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
     return ev
 
 
-def row(ev: Evaluation, grad_accum: float | None = None) -> dict[str, Any]:
-    lay = ev.layout
+def row(ev: Evaluation) -> dict[str, Any]:
+    """An evaluation in the plan columns (as Plan.as_dict writes them)."""
+    d = ev.as_dict()
     return {
-        "num_gpus": lay.num_gpus,
-        "nodes": ev.nodes,
-        "tp": lay.tp,
-        "pp": lay.pp,
-        "dp": lay.dp,
-        "cp": lay.cp,
-        "vp": lay.vp,
-        "micro_batch": lay.micro_batch,
-        "grad_accum": lay.grad_accum if grad_accum is None else grad_accum,
-        "global_batch": lay.global_batch,
-        "recompute": lay.recompute,
-        "sequence_parallel": lay.sp,
-        "zero": lay.zero,
-        "precision": lay.precision,
-        "nic": ev.nic,
-        "nics_per_node": ev.nics_per_node,
-        "memory_gb_per_gpu": ev.memory.total,
-        "step_time_s": ev.step_time_s,
-        "time_to_train_days": ev.time_to_train_days,
+        **d["layout"],
+        "num_gpus": d["num_gpus"],
+        "nodes": d["nodes"],
+        "memory_gb_per_gpu": d["memory_gb"]["total"],
+        "step_time_s": d["step_time_s"],
+        "time_to_train_days": d["time_to_train_days"],
         "cost_usd": ev.extra.get("cost_usd"),
-        "mfu": ev.mfu,
+        "mfu": d["mfu"],
     }
 
 
 def changes(imported: Evaluation, plan: Plan) -> list[dict[str, Any]]:
     """Every layout setting the optimizer changed, then the outcomes (always listed)."""
-    a, b = row(imported), row(plan.evaluation, plan.config.microbatches)
-    out = [
-        {"setting": k, "imported": a[k], "optimized": b[k]}
-        for k in SETTINGS
-        if a[k] != b[k] and not (k == "grad_accum" and float(a[k]) == float(b[k]))
-    ]
+    a, b = row(imported), plan.as_dict(1)
+    out = [{"setting": k, "imported": a[k], "optimized": b[k]} for k in SETTINGS if a[k] != b[k]]
     out += [{"setting": k, "imported": a[k], "optimized": b[k]} for k in OUTCOMES]
     return out
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from catalog.files import read_text
 from designer.errors import UsageError
 from designer.launch.script import command_from_script
 from designer.launch.vocab import flag, flag_index, normalize, vocabulary
@@ -48,20 +49,7 @@ class ImportedRun:
             "nproc_per_node": self.nproc_per_node,
             "num_gpus": self.world_size,
             "model_spec": self.spec.model_dump(),
-            "layout": {
-                "tp": lay.tp,
-                "pp": lay.pp,
-                "dp": lay.dp,
-                "cp": lay.cp,
-                "vp": lay.vp,
-                "micro_batch": lay.micro_batch,
-                "global_batch": lay.global_batch,
-                "seq_len": self.seq_len,
-                "recompute": lay.recompute,
-                "sequence_parallel": lay.sp,
-                "zero": lay.zero,
-                "precision": lay.precision,
-            },
+            "layout": lay.as_dict(self.seq_len),
             "tokens": self.tokens,
             "notes": list(self.notes),
         }
@@ -322,12 +310,7 @@ def load_megatron(value: str) -> ImportedRun:
     except OSError:  # a command too long to be a file name
         is_file = False
     if is_file:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise UsageError(
-                f"{OPTION}: {path}: cannot be read ({err.__class__.__name__})"
-            ) from err
+        text = read_text(path, UsageError, "a launch script or the command itself", OPTION)
         words = command_from_script(text)
         if words is None:
             raise UsageError(
