@@ -9,19 +9,26 @@ from typing import Any
 import yaml
 
 
+def read_text(path: Path, error: type[Exception], expected: str, prefix: str = "") -> str:
+    """The UTF-8 text of ``path``; a missing, directory or unreadable file is one line of
+    ``error`` naming it (after ``prefix``, e.g. the option) and saying to pass ``expected``."""
+    where = f"{prefix}: {path}" if prefix else str(path)
+    if not path.exists():
+        raise error(f"{where}: file not found; pass {expected}")
+    if path.is_dir():
+        raise error(f"{where}: is a directory; pass {expected}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise error(
+            f"{where}: cannot be read ({err.__class__.__name__}); pass a UTF-8 text file"
+        ) from err
+
+
 def read_document(path: Path, error: type[Exception], expected: str) -> Any:
     """Parse ``path`` (JSON when it ends in .json, YAML otherwise). Every failure is one
     line of ``error`` naming the file and the fix; ``expected`` says what file to pass."""
-    if not path.exists():
-        raise error(f"{path}: file not found; pass {expected}")
-    if path.is_dir():
-        raise error(f"{path}: is a directory; pass {expected}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise error(
-            f"{path}: cannot be read ({err.__class__.__name__}); pass a UTF-8 text file"
-        ) from err
+    text = read_text(path, error, expected)
     is_json = path.suffix.lower() == ".json"
     try:
         return json.loads(text) if is_json else yaml.safe_load(text)

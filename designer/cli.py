@@ -17,6 +17,8 @@ from catalog import CatalogError, load_catalog
 from designer import render, report
 from designer.compare import compare
 from designer.errors import Infeasible, UsageError
+from designer.launch import FORMATS, Launch, emit, load_megatron
+from designer.launch import diff as megatron_diff
 from designer.numbers import Days, Quantity
 from designer.questions import DEFAULT_MODEL, build_scenario, evaluate_config, load_question_file
 from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_model, zoo
@@ -329,8 +331,18 @@ def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
     show_default=True,
     help="Fixed GB per GPU for the CUDA context and NCCL buffers (in memory 'other').",
 )
+@click.option(
+    "--from-megatron",
+    "from_megatron",
+    default=None,
+    metavar="ARGS|FILE",
+    help="Take the model and layout from a Megatron-LM launch command (quoted) or a script "
+    "file holding one (torchrun ... pretrain_gpt.py --flags).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
 def evaluate_cmd(
+    ctx: click.Context,
     model_name,
     gpu,
     catalog_files,
@@ -352,30 +364,42 @@ def evaluate_cmd(
     dp_overlap,
     memory_overhead,
     reserved_gb,
+    from_megatron,
     as_json,
 ) -> None:
     """Analyse one given layout, like a dry run of a training launch."""
-    spec = resolve_model(model_name)
+    imported = None
+    if from_megatron is not None:
+        _reject_given(ctx, IMPORTED_LAYOUT_OPTIONS, "--from-megatron")
+        imported = load_megatron(from_megatron)
+        spec, layout, s = imported.spec, imported.layout, imported.seq_len
+        precision = layout.precision
+        if tokens is None:
+            tokens = imported.tokens
+    else:
+        spec = resolve_model(model_name)
+        gb = global_batch if global_batch is not None else micro_batch * dp * pp
+        layout = Layout(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            vp=vp,
+            micro_batch=micro_batch,
+            global_batch=gb,
+            recompute=recompute,
+            sequence_parallel=sequence_parallel,
+            zero=zero,
+            precision=precision,
+        )
+        s = seq_len or spec.seq_len
     cat = load_catalog(list(catalog_files))
     hw = _hardware(cat, gpu, nic, nics_per_node)
     if hw.gpu.peak_tflops(precision) is None:
-        raise UsageError(f"--precision: {gpu} has no {precision} support; use bf16")
-    gb = global_batch if global_batch is not None else micro_batch * dp * pp
-    layout = Layout(
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        vp=vp,
-        micro_batch=micro_batch,
-        global_batch=gb,
-        recompute=recompute,
-        sequence_parallel=sequence_parallel,
-        zero=zero,
-        precision=precision,
-    )
-    s = seq_len or spec.seq_len
-    _check_layout_input(spec, layout, s)
+        option = "--from-megatron: --fp8-format" if imported else "--precision"
+        raise UsageError(f"{option}: {gpu} has no {precision} support; use bf16")
+    if imported is None:
+        _check_layout_input(spec, layout, s)
     a = Assumptions(
         dp_overlap=dp_overlap,
         memory_overhead_fraction=memory_overhead,
@@ -383,11 +407,60 @@ def evaluate_cmd(
     )
     ev = evaluate(spec, hw, layout, s, tokens, a)
     if as_json:
-        emit_json(ev.as_dict())
+        doc = ev.as_dict()
+        if imported is not None:
+            doc["from_megatron"] = imported.as_dict()
+        emit_json(doc)
     else:
+        if imported is not None:
+            click.echo(_imported_text(imported))
         click.echo(_evaluation_text(ev))
     if not ev.feasible:
         raise SystemExit(1)
+
+
+# evaluate's options that --from-megatron replaces (parameter name -> option)
+IMPORTED_LAYOUT_OPTIONS = {
+    "model_name": "--model",
+    "tp": "--tp",
+    "pp": "--pp",
+    "dp": "--dp",
+    "cp": "--cp",
+    "vp": "--vp",
+    "micro_batch": "--micro-batch",
+    "global_batch": "--global-batch",
+    "seq_len": "--seq-len",
+    "recompute": "--recompute",
+    "sequence_parallel": "--sequence-parallel",
+    "zero": "--zero",
+    "precision": "--precision",
+}
+
+
+def _given(ctx: click.Context) -> set[str]:
+    """Parameters the user set on the command line (not defaults)."""
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+
+
+def _reject_given(ctx: click.Context, options: dict[str, str], because: str) -> None:
+    for name in sorted(_given(ctx) & set(options)):
+        raise UsageError(
+            f"{options[name]}: comes from the Megatron command with {because}; drop it"
+        )
+
+
+def _imported_text(run) -> str:
+    lines = [
+        f"from Megatron-LM: {run.world_size:,} GPUs ({run.nnodes} x {run.nproc_per_node}); model "
+        f"{run.spec.layers} layers, hidden {run.spec.hidden}, {run.spec.heads} heads, "
+        f"{run.spec.kv} KV heads, ffn {run.spec.ffn}, vocab {run.spec.vocab:,}"
+    ]
+    lines += [f"  note: {n}" for n in run.notes]
+    return "\n".join(lines)
 
 
 def _hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
@@ -651,9 +724,22 @@ def _write_csv(csv_file: Path | None, text: str) -> None:
 
 
 def _answer(
-    scenario, res, explain: bool, time_limit: float, as_json: bool, csv_file: Path | None
+    scenario,
+    res,
+    explain: bool,
+    time_limit: float,
+    as_json: bool,
+    csv_file: Path | None,
+    extra: dict[str, Any] | None = None,
+    extra_text: str | None = None,
+    launch: tuple[str, str] | None = None,
 ) -> None:
-    """Explain, print and exit as the contract says (shared by optimize and explain)."""
+    """Explain, print and exit as the contract says (shared by optimize and explain).
+
+    ``extra`` adds keys to the JSON and ``extra_text`` a paragraph to the text; ``launch``
+    (format, text) is emitted settings: the JSON's `launch`, or the only text printed."""
+    if launch is not None and not as_json:
+        explain = False  # the text is the settings alone, ready to redirect to a file
     binding, conflict = None, None
     if explain and res.best is not None:
         binding = binding_constraints(
@@ -665,8 +751,17 @@ def _answer(
         )
     _write_csv(csv_file, report.csv_text(res, binding))
     if as_json:
-        emit_json(report.result_dict(scenario, res, binding, conflict))
+        doc = report.result_dict(scenario, res, binding, conflict)
+        doc.update(extra or {})
+        if launch is not None:
+            doc["launch"] = {"format": launch[0], "text": launch[1]}
+        emit_json(doc)
+    elif launch is not None:
+        click.echo(launch[1], nl=False)
     else:
+        if extra_text:
+            click.echo(extra_text)
+            click.echo("")
         click.echo(report.paragraph(scenario, res, binding, conflict))
         if res.plans:
             click.echo("")
@@ -700,11 +795,76 @@ def _answer(
 @click.option(
     "--solver", type=click.Choice(("cpsat", "exhaustive")), default="cpsat", show_default=True
 )
-def optimize_cmd(top_k, solver, time_limit, explain, as_json, csv_file, **question) -> None:
+@click.option(
+    "--emit",
+    "emit_format",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Print the best plan's launch settings (Megatron-LM flags, NeMo 2.0 recipe fields, "
+    "torchtitan TOML or a Slurm batch script) instead of the report; with --json, add them "
+    "as `launch`.",
+)
+@click.option(
+    "--from-megatron",
+    "from_megatron",
+    default=None,
+    metavar="ARGS|FILE",
+    help="Optimize for an existing Megatron-LM command's model, GPU count and global batch, "
+    "and show what would change.",
+)
+@click.pass_context
+def optimize_cmd(
+    ctx: click.Context,
+    top_k,
+    solver,
+    emit_format,
+    from_megatron,
+    time_limit,
+    explain,
+    as_json,
+    csv_file,
+    **question,
+) -> None:
     """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
-    scenario = build_scenario(**{**question, "gpu_caps": dict(question.get("gpu_caps") or ())})
+    question = {**question, "gpu_caps": dict(question.get("gpu_caps") or ())}
+    run = None
+    if from_megatron is not None:
+        run = load_megatron(from_megatron)
+        question = megatron_diff.question_for(run, question, _given(ctx))
+    scenario = build_scenario(**question)
     res = solve(scenario, solver=solver, top_k=top_k, time_limit_s=time_limit)
-    _answer(scenario, res, explain, time_limit, as_json, csv_file)
+    extra, extra_text = None, None
+    if run is not None:
+        imported = megatron_diff.imported_evaluation(scenario, run)
+        extra = {"from_megatron": report._plain(megatron_diff.as_dict(run, imported, res.best))}
+        extra_text = megatron_diff.text(run, imported, res.best)
+    launch = None
+    if emit_format is not None and res.best is not None:
+        launch = (emit_format, emit(Launch.from_plan(scenario, res.best), emit_format))
+    _answer(scenario, res, explain, time_limit, as_json, csv_file, extra, extra_text, launch)
+
+
+@cli.command("export")
+@click.argument("plan_file", metavar="PLAN.json", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="megatron",
+    show_default=True,
+    help="megatron (torchrun + pretrain_gpt.py flags), nemo (NeMo 2.0 recipe fields), "
+    "torchtitan (job-config TOML) or slurm (batch script).",
+)
+def export_cmd(plan_file: Path, fmt: str) -> None:
+    """Print launch settings for a saved plan (optimize --json output, its first plan)."""
+    scenario, config = load_question_file(plan_file)
+    if config is None:
+        raise UsageError(
+            f"{plan_file}: holds no plan; pass a saved `designer optimize --json` answer with a plan"
+        )
+    res = evaluate_config(scenario, config)
+    assert res.best is not None
+    click.echo(emit(Launch.from_plan(scenario, res.best), fmt), nl=False)
 
 
 @cli.command("compare")

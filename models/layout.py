@@ -46,6 +46,24 @@ class Layout:
         """Micro-batches per optimizer step per pipeline (E8: global = micro x accum x DP)."""
         return self.global_batch / (self.micro_batch * self.dp)
 
+    def as_dict(self, seq_len: int) -> dict[str, int | float | str | bool]:
+        """The layout at a sequence length, as the JSON reports write it."""
+        return {
+            "tp": self.tp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "cp": self.cp,
+            "vp": self.vp,
+            "micro_batch": self.micro_batch,
+            "global_batch": self.global_batch,
+            "grad_accum": self.grad_accum,
+            "seq_len": seq_len,
+            "recompute": self.recompute,
+            "sequence_parallel": self.sp,
+            "zero": self.zero,
+            "precision": self.precision,
+        }
+
 
 class Assumptions(BaseModel):
     """Software-side constants of the performance model, with their sources.

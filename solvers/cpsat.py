@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ortools.sat.python import cp_model
 
@@ -427,11 +428,13 @@ def _build(
         cluster = add_cluster_terms(
             md, scenario, nodes, nodes_of, gpu_lit, nic_lits, nic_count, nics_of
         )
-        capex_expr = (
-            sum(usd_to_cents_up(gpus[g].price_usd) * gpus_of[g] for g in gpu_names)
-            + sum(usd_to_cents_up(gpus[g].server.overhead_usd) * nodes_of[g] for g in gpu_names)
-            + sum(usd_to_cents_up(nc.price_usd) * nics_of[nc.name] for nc in nics)
-            + cluster.capex_cents
+        capex_expr = cp_model.LinearExpr.sum(
+            [
+                *(usd_to_cents_up(gpus[g].price_usd) * gpus_of[g] for g in gpu_names),
+                *(usd_to_cents_up(gpus[g].server.overhead_usd) * nodes_of[g] for g in gpu_names),
+                *(usd_to_cents_up(nc.price_usd) * nics_of[nc.name] for nc in nics),
+                cluster.capex_cents,
+            ]
         )
         if "power" in enforce:  # facility power = IT x PUE (thousandths), nameplate
             cap = _down(scenario.power_cap_w * 1000.0)
@@ -442,11 +445,12 @@ def _build(
             md.add(cluster.racks <= scenario.rack_cap).only_enforce_if(enforce["max_racks"])
 
     # --- cost
-    cost_expr = None
+    cost_expr: Any = None
     per_cent = TCO_UNITS_PER_CENT if scenario.pricing == "tco" else 1  # cost units per cent
     coef: dict[str, float] = {}
     gt_of: dict[str, cp_model.IntVar] = {}
     if scenario.pricing == "capex":
+        assert capex_expr is not None
         cost_expr = capex_expr
         if "budget" in enforce:
             md.add(cost_expr <= _down(scenario.budget * 100)).only_enforce_if(enforce["budget"])

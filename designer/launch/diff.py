@@ -1,0 +1,152 @@
+"""optimize --from-megatron: the imported layout next to the optimizer's plan for the same
+model, GPU type, GPU count and global batch, and what the optimizer would change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from designer import render
+from designer.errors import UsageError
+from designer.launch.megatron_import import OPTION, ImportedRun
+from models import Evaluation, Hardware, evaluate
+from solvers import PLAN_COLUMNS, Plan, Scenario
+from solvers.plan import cost_usd
+
+DEFAULT_GPU = "h100-sxm"  # evaluate's default
+# optimize options the imported command decides (a clash is a usage error)
+FIXED = {
+    "model": "--model",
+    "seq_len": "--seq-len",
+    "max_gpus": "--max-gpus",
+    "max_batch_tokens": "--max-batch-tokens",
+    "min_batch_tokens": "--min-batch-tokens",
+}
+# the plan columns the diff compares: the layout and hardware, then the outcomes
+SETTINGS = tuple(
+    c
+    for c in PLAN_COLUMNS[: PLAN_COLUMNS.index("memory_gb_per_gpu")]
+    if c not in ("rank", "gpu", "gpus_per_node")
+)
+OUTCOMES = tuple(PLAN_COLUMNS[PLAN_COLUMNS.index("memory_gb_per_gpu") :])
+
+
+def question_for(run: ImportedRun, question: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+    """optimize's question with the command's model, GPU count and batch fixed."""
+    for key, option in FIXED.items():
+        if key in explicit:
+            raise UsageError(f"{option}: comes from the Megatron command with {OPTION}; drop it")
+    gpus = tuple(question.get("gpus") or ())
+    if len(gpus) > 1:
+        raise UsageError(f"--gpu: give one GPU type with {OPTION} (the command runs on one)")
+    batch_tokens = float(run.layout.global_batch * run.seq_len)
+    q = dict(question)
+    q.update(
+        model=run.spec,
+        seq_len=run.seq_len,
+        gpus=gpus or (DEFAULT_GPU,),
+        max_gpus=run.world_size,
+        max_batch_tokens=batch_tokens,
+        min_batch_tokens=batch_tokens,
+    )
+    if "tokens" not in explicit and run.tokens is not None:
+        q["tokens"] = run.tokens
+    if "precision" not in explicit:
+        q["precision"] = run.layout.precision
+    return q
+
+
+def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
+    """The command's layout on the question's GPU (default NIC unless one --nic is given)."""
+    nic = scenario.nics[0] if len(scenario.nics) == 1 else None
+    hw = Hardware.from_catalog(scenario.catalog, scenario.gpus[0], nic)
+    a = scenario.assumptions.model_copy(
+        update={
+            "batch_ceiling_tokens": scenario.max_batch_tokens,
+            "batch_floor_tokens": scenario.min_batch_tokens,
+        }
+    )
+    ev = evaluate(scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a)
+    ev.extra["cost_usd"] = cost_usd(ev, scenario.pricing)
+    ev.extra["gpus_per_node"] = hw.gpu.server.gpus_per_server
+    return ev
+
+
+def row(ev: Evaluation) -> dict[str, Any]:
+    """An evaluation in the plan columns (as Plan.as_dict writes them)."""
+    d = ev.as_dict()
+    return {
+        **d["layout"],
+        "num_gpus": d["num_gpus"],
+        "nodes": d["nodes"],
+        "memory_gb_per_gpu": d["memory_gb"]["total"],
+        "step_time_s": d["step_time_s"],
+        "time_to_train_days": d["time_to_train_days"],
+        "cost_usd": ev.extra.get("cost_usd"),
+        "mfu": d["mfu"],
+    }
+
+
+def changes(imported: Evaluation, plan: Plan) -> list[dict[str, Any]]:
+    """Every layout setting the optimizer changed, then the outcomes (always listed)."""
+    a, b = row(imported), plan.as_dict(1)
+    out = [{"setting": k, "imported": a[k], "optimized": b[k]} for k in SETTINGS if a[k] != b[k]]
+    out += [{"setting": k, "imported": a[k], "optimized": b[k]} for k in OUTCOMES]
+    return out
+
+
+def as_dict(run: ImportedRun, imported: Evaluation, plan: Plan | None) -> dict[str, Any]:
+    """The `from_megatron` object added to optimize --json."""
+    return {
+        "command": run.as_dict(),
+        "evaluation": imported.as_dict(),
+        "cost_usd": imported.extra["cost_usd"],
+        "max_gpus": run.world_size,
+        "exact_gpu_count": False,  # the optimizer caps the GPU count; it cannot require it
+        "diff": changes(imported, plan) if plan is not None else [],
+    }
+
+
+def text(run: ImportedRun, imported: Evaluation, plan: Plan | None) -> str:
+    lay = imported.layout
+    lines = [
+        f"Imported Megatron-LM command: {run.world_size:,} GPUs ({run.nnodes} x "
+        f"{run.nproc_per_node}), tp {lay.tp} pp {lay.pp} dp {lay.dp} cp {lay.cp} vp {lay.vp}, "
+        f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,}, seq {run.seq_len:,}; "
+        f"on {imported.gpu}: step {imported.step_time_s:.2f} s, "
+        f"{float(imported.time_to_train_days or 0):,.1f} days, {render.usd(imported.extra['cost_usd'])}, "
+        f"MFU {100 * imported.mfu:.1f}%"
+        + ("" if imported.feasible else " - INFEASIBLE: ")
+        + "; ".join(f"{v.constraint}: {v.detail}" for v in imported.violations),
+    ]
+    lines += [f"  note: {n}" for n in run.notes]
+    if plan is None:
+        return "\n".join(lines)
+    n = plan.num_gpus
+    if n < run.world_size:
+        lines.append(
+            f"The optimizer may use at most the command's {run.world_size:,} GPUs (it cannot "
+            f"require exactly that many); it chose {n:,}."
+        )
+    lines.append("")
+    lines.append(
+        render.table(
+            ["setting", "imported", "optimized"],
+            [
+                (
+                    d["setting"],
+                    _fmt(d["setting"], d["imported"]),
+                    _fmt(d["setting"], d["optimized"]),
+                )
+                for d in changes(imported, plan)
+            ],
+        )
+    )
+    return "\n".join(lines)
+
+
+def _fmt(setting: str, value: Any) -> str:
+    if setting == "cost_usd":
+        return render.usd(value)
+    if setting == "mfu":
+        return f"{100 * value:.1f}%"
+    return render.fmt(value)

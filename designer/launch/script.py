@@ -1,0 +1,120 @@
+"""The launch command inside a shell script (a Slurm batch file or a run_*.sh).
+
+Backslash continuations are joined; `NAME=value` lines, bash arrays `NAME=( ... )`
+(Megatron-LM's examples keep their flags in arrays) and the `#SBATCH --nodes` and
+`--gpus-per-node` header are collected, and `$NAME`, `${NAME}`, `${NAME:-default}`
+and `${NAME[@]}` are substituted in the command. Anything else a shell would do
+(arithmetic, command substitution) is left as written.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+ASSIGNMENT = re.compile(r"^(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_]\w*)=(.*)$")
+SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
+ARRAY_REF = re.compile(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?')
+BRACED = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}")
+PLAIN = re.compile(r"\$([A-Za-z_]\w*)")
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
+
+
+def substitute(text: str, scalars: dict[str, str], arrays: dict[str, list[str]]) -> str:
+    def array(m: re.Match) -> str:
+        name = m.group(1)
+        if name in arrays:
+            return " ".join(shlex.quote(x) for x in arrays[name])
+        return m.group(0)
+
+    def braced(m: re.Match) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in scalars:
+            return scalars[name]
+        if name in arrays:
+            return " ".join(shlex.quote(x) for x in arrays[name])
+        return default if default is not None else m.group(0)
+
+    def plain(m: re.Match) -> str:
+        name = m.group(1)
+        if name in scalars:
+            return scalars[name]
+        if name in arrays:  # $ARR is its first element in bash
+            return shlex.quote(arrays[name][0]) if arrays[name] else ""
+        return m.group(0)
+
+    text = ARRAY_REF.sub(array, text)
+    text = BRACED.sub(braced, text)
+    return PLAIN.sub(plain, text)
+
+
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError:  # unbalanced quotes: fall back to whitespace
+        return text.split()
+
+
+def _sbatch(line: str, scalars: dict[str, str]) -> None:
+    words = _words(SBATCH.match(line).group(1))  # type: ignore[union-attr]
+    for i, w in enumerate(words):
+        name, _, value = w.partition("=")
+        if not value and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            value = words[i + 1]
+        if name in ("--nodes", "-N") and value:
+            scalars.setdefault("SLURM_NNODES", value)
+            scalars.setdefault("SLURM_JOB_NUM_NODES", value)
+        elif name == "--gpus-per-node" and value:
+            scalars.setdefault("SLURM_GPUS_PER_NODE", value.rpartition(":")[2])
+
+
+def is_command(line: str) -> bool:
+    """A line that launches Megatron-LM: torchrun or python ... something.py with flags."""
+    words = line.split()
+    if not words:
+        return False
+    if any(launcher in line for launcher in LAUNCHERS):
+        return True
+    return any(w.endswith(".py") for w in words) and "--" in line
+
+
+def command_from_script(text: str) -> list[str] | None:
+    """The launch command's words, variables substituted; None when the script has none."""
+    text = re.sub(r"\\\r?\n", " ", text)
+    scalars: dict[str, str] = {}
+    arrays: dict[str, list[str]] = {}
+    pending: tuple[str, list[str]] | None = None  # an array still open across lines
+    for raw in text.splitlines():
+        line = raw.strip()
+        if pending is not None:  # one line of an open array: its words, comments dropped
+            name, parts = pending
+            body, closed, _ = line.partition(")")
+            parts += _words(substitute(body, scalars, arrays))
+            if closed:
+                arrays[name] = parts
+                pending = None
+            continue
+        if SBATCH.match(line):
+            _sbatch(line, scalars)
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = ASSIGNMENT.match(line)
+        if m:
+            name, value = m.group(1), m.group(2).strip()
+            if value.startswith("("):
+                body, closed, _ = value[1:].partition(")")
+                if closed:
+                    arrays[name] = _words(substitute(body, scalars, arrays))
+                else:
+                    pending = (name, _words(substitute(body, scalars, arrays)))
+                continue
+            if value[:1] not in ("'", '"') and len(value.split()) > 1:
+                line = value.split(None, 1)[1]  # VAR=x command ...: an environment prefix
+            else:
+                if not value.startswith(("$(", "`")):  # command substitution: not resolved
+                    scalars[name] = " ".join(_words(substitute(value, scalars, arrays)))
+                continue
+        if is_command(line):
+            return _words(substitute(line, scalars, arrays))
+    return None

@@ -1,0 +1,76 @@
+"""A plan as a training job: the model, the layout and the servers it runs on.
+
+Framework-independent: designer/launch/emit.py turns a Launch into Megatron-LM,
+NeMo 2.0, torchtitan or Slurm text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from designer import render
+from designer.errors import Infeasible
+from models import Layout, TransformerSpec
+from solvers import Plan, Scenario
+
+
+@dataclass(frozen=True)
+class Launch:
+    spec: TransformerSpec
+    layout: Layout
+    seq_len: int
+    tokens: float | None
+    nodes: int
+    procs_per_node: int  # GPUs (torchrun processes) used on every server
+    gpu: str
+    days: float | None  # predicted time to train
+    summary: str  # one line on what the plan is, for a comment at the top
+
+    @classmethod
+    def from_plan(cls, scenario: Scenario, plan: Plan) -> Launch:
+        """The plan's job. torchrun and Slurm start the same number of processes on every
+        server, so a plan whose GPUs do not fill its servers evenly cannot be launched."""
+        ev, lay = plan.evaluation, plan.evaluation.layout
+        per_server = int(ev.extra["gpus_per_node"])
+        n = lay.num_gpus
+        if ev.nodes == 1:
+            procs = n
+        elif n % ev.nodes == 0:
+            procs = n // ev.nodes
+        else:
+            raise Infeasible(
+                f"the plan's {n:,} GPUs do not fill {ev.nodes:,} servers of {per_server} evenly, and "
+                f"torchrun and Slurm start the same number of processes on every server; re-run "
+                f"optimize with --max-gpus {n // per_server * per_server:,} (a multiple of {per_server})"
+            )
+        days = ev.time_to_train_days
+        summary = (
+            f"designer plan: {scenario.spec.name} on {n:,} x {ev.gpu} ({ev.nodes:,} servers x "
+            f"{procs} GPUs), tp {lay.tp} pp {lay.pp} dp {lay.dp} cp {lay.cp} vp {lay.vp}, "
+            f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,}; step "
+            f"{ev.step_time_s:.2f} s"
+            + (f", {days:,.1f} days for {render.si(scenario.tokens)} tokens" if days else "")
+        )
+        return cls(
+            spec=scenario.spec,
+            layout=lay,
+            seq_len=ev.seq_len,
+            tokens=scenario.tokens,
+            nodes=ev.nodes,
+            procs_per_node=procs,
+            gpu=ev.gpu,
+            days=days,
+            summary=summary,
+        )
+
+    @property
+    def train_iters(self) -> int | None:
+        """Optimizer steps for the token count (rounded up: the last step is whole)."""
+        if self.tokens is None:
+            return None
+        return math.ceil(self.tokens / (self.layout.global_batch * self.seq_len) - 1e-9)
+
+    @property
+    def layers_per_virtual_stage(self) -> int:
+        return self.spec.layers // (self.layout.pp * self.layout.vp)

@@ -1,0 +1,49 @@
+"""The flag vocabularies of Megatron-LM, torchrun, NeMo 2.0, torchtitan and Slurm.
+
+Each lives in designer/data/launch/<framework>.yaml with `checked_against` (the
+framework version) and `source` (where the flags are documented); this module only
+reads them, so updating a flag name for a new release is a data change.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+FRAMEWORKS = ("megatron", "torchrun", "nemo", "torchtitan", "slurm")
+
+
+@cache
+def vocabulary(framework: str) -> dict[str, Any]:
+    """The parsed YAML of one framework (see FRAMEWORKS)."""
+    if framework not in FRAMEWORKS:
+        raise KeyError(f"no flag vocabulary for {framework!r}")
+    path = resources.files("designer") / "data" / "launch" / f"{framework}.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def flag(framework: str, setting: str) -> str:
+    """The command-line flag of one setting, e.g. flag("megatron", "tp")."""
+    return vocabulary(framework)["flags"][setting]["flag"]
+
+
+def checked_against(framework: str) -> str:
+    v = vocabulary(framework)
+    return f"{v['framework']} ({v['checked_against']}; {v['source']})"
+
+
+def normalize(name: str) -> str:
+    """A flag as argparse-style tools accept it: --nproc_per_node is --nproc-per-node."""
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+def flag_index(framework: str) -> dict[str, str]:
+    """Every spelling of every flag (normalized) -> its setting name."""
+    out = {}
+    for setting, entry in vocabulary(framework)["flags"].items():
+        for spelling in [entry["flag"], *entry.get("aliases", [])]:
+            out[normalize(spelling)] = setting
+    return out

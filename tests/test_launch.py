@@ -1,0 +1,560 @@
+"""From plan to launch (designer/launch/): exported settings, the Megatron-LM round trip,
+Slurm and torchrun agreeing with the plan, command import and its errors, and the CLI
+(optimize --emit / --from-megatron, evaluate --from-megatron, export)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from catalog import load_catalog
+from designer.errors import Infeasible, UsageError
+from designer.launch import Launch, emit, load_megatron, parse_megatron
+from designer.launch.emit import megatron_args, nemo_fields, slurm_time, torchtitan_sections
+from designer.launch.script import command_from_script
+from designer.launch.vocab import FRAMEWORKS, flag_index, vocabulary
+from designer.questions import build_scenario
+from models import Hardware, evaluate
+from solvers import Config
+from solvers.plan import build_plan
+from solvers.space import Shape
+from tests.conftest import run_main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# --- plans built directly (no solve), one per feature the round trip must carry -------------
+
+PLANS = {
+    # model, seq, tokens, gpu, shape (tp, cp, pp, vp, mb, recompute, precision), nic, nics, dp, m
+    "cp_gqa": (
+        "llama2-70b",
+        16384,
+        2e12,
+        "h100-sxm",
+        (2, 4, 8, 1, 1, "selective", "bf16"),
+        "cx8-800g",
+        8,
+        4,
+        256,
+    ),
+    "interleaved": (
+        "llama2-70b",
+        4096,
+        2e12,
+        "h100-sxm",
+        (4, 1, 4, 2, 1, "selective", "bf16"),
+        "cx7-400g",
+        4,
+        8,
+        32,
+    ),
+    "fp8_full": (
+        "llama2-7b",
+        4096,
+        3e11,
+        "h100-sxm",
+        (2, 1, 2, 1, 2, "full", "fp8"),
+        "cx7-400g",
+        8,
+        16,
+        16,
+    ),
+    "tied_no_recompute": (
+        "gpt3-175b",
+        2048,
+        3e11,
+        "h100-sxm",
+        (8, 1, 8, 2, 1, "none", "bf16"),
+        "cx7-400g",
+        8,
+        4,
+        64,
+    ),
+}
+
+
+def make_plan(key: str):
+    model, seq, tokens, gpu, (tp, cp, pp, vp, mb, rc, prec), nic, nics, dp, m = PLANS[key]
+    scenario = build_scenario(
+        model=model, tokens=tokens, seq_len=seq, gpus=(gpu,), max_gpus=100_000, precision=prec
+    )
+    plan = build_plan(scenario, Config(Shape(gpu, tp, cp, pp, vp, mb, rc, prec), nic, nics, dp, m))
+    return scenario, plan
+
+
+def effective(layout) -> dict:
+    return {
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "dp": layout.dp,
+        "cp": layout.cp,
+        "vp": layout.vp,
+        "micro_batch": layout.micro_batch,
+        "global_batch": layout.global_batch,
+        "recompute": layout.recompute,
+        "sp": layout.sp,
+        "zero": layout.zero,
+        "precision": layout.precision,
+    }
+
+
+@pytest.mark.parametrize("key", sorted(PLANS))
+def test_megatron_round_trip_same_layout_and_evaluation(key):
+    scenario, plan = make_plan(key)
+    job = Launch.from_plan(scenario, plan)
+    run = load_megatron(emit(job, "megatron"))
+    spec = scenario.spec
+    assert run.spec.model_dump(exclude={"name", "seq_len", "source", "published_params_b"}) == (
+        spec.model_dump(exclude={"name", "seq_len", "source", "published_params_b"})
+        | {"kv_heads": spec.kv_heads if spec.kv != spec.heads else None, "ffn_hidden": spec.ffn}
+    )
+    assert run.spec.params() == spec.params()
+    assert effective(run.layout) == effective(plan.evaluation.layout)
+    assert run.seq_len == plan.evaluation.seq_len
+    assert run.world_size == plan.num_gpus
+    assert run.tokens == pytest.approx(scenario.tokens, rel=1e-5)  # whole steps, rounded up
+    # the same evaluation: the same hardware, the command's layout and tokens
+    hw = Hardware.from_catalog(load_catalog(), job.gpu, plan.config.nic, plan.config.nics_per_node)
+    ev = evaluate(run.spec, hw, run.layout, run.seq_len, scenario.tokens)
+    want = evaluate(spec, hw, plan.evaluation.layout, run.seq_len, scenario.tokens)
+    got_d, want_d = ev.as_dict(), want.as_dict()
+    for d in (got_d, want_d):
+        d.pop("model")
+    assert got_d == want_d
+
+
+def test_round_trip_covers_cp_interleaving_gqa_fp8():
+    layouts = [make_plan(k)[1].evaluation.layout for k in PLANS]
+    assert any(lay.cp > 1 for lay in layouts)
+    assert any(lay.vp > 1 for lay in layouts)
+    assert any(lay.precision == "fp8" for lay in layouts)
+    assert any(make_plan(k)[0].spec.kv != make_plan(k)[0].spec.heads for k in PLANS)
+
+
+def test_round_trip_through_slurm_script(tmp_path):
+    scenario, plan = make_plan("interleaved")
+    script = tmp_path / "job.sbatch"
+    script.write_text(emit(Launch.from_plan(scenario, plan), "slurm"))
+    run = load_megatron(str(script))
+    assert effective(run.layout) == effective(plan.evaluation.layout)
+    assert run.world_size == plan.num_gpus
+
+
+def sbatch(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^#SBATCH (--[\w-]+)=?(\S*)", text, re.M))
+
+
+def torchrun_flags(text: str) -> dict[str, str]:
+    line = next(ln for ln in text.splitlines() if "torchrun" in ln and not ln.startswith("#"))
+    return dict(re.findall(r"(--nnodes|--nproc-per-node) (\d+)", line))
+
+
+@pytest.mark.parametrize("key", sorted(PLANS))
+def test_slurm_header_and_torchrun_agree_with_plan(key):
+    scenario, plan = make_plan(key)
+    job = Launch.from_plan(scenario, plan)
+    text = emit(job, "slurm")
+    header, launcher = sbatch(text), torchrun_flags(text)
+    ev = plan.evaluation
+    assert int(header["--nodes"]) == ev.nodes == int(launcher["--nnodes"])
+    assert int(header["--gpus-per-node"]) == int(launcher["--nproc-per-node"])
+    assert int(header["--gpus-per-node"]) <= ev.extra["gpus_per_node"]
+    assert int(header["--nodes"]) * int(header["--gpus-per-node"]) == plan.num_gpus
+    assert header["--ntasks-per-node"] == "1"  # torchrun starts the per-GPU processes
+    assert torchrun_flags(emit(job, "megatron")) == launcher
+    d, hms = header["--time"].split("-")
+    h, m, s = (int(x) for x in hms.split(":"))
+    limit_days = int(d) + (h * 3600 + m * 60 + s) / 86400
+    assert ev.time_to_train_days * 1.1 <= limit_days <= ev.time_to_train_days * 1.1 + 1 / 1440
+
+
+def test_single_server_plan_uses_only_its_gpus():
+    scenario, plan = make_plan("fp8_full")
+    small = build_plan(scenario, replace(plan.config, dp=1))  # 4 GPUs on one 8-GPU server
+    text = emit(Launch.from_plan(scenario, small), "slurm")
+    assert sbatch(text)["--nodes"] == "1" and sbatch(text)["--gpus-per-node"] == "4"
+    assert "--rdzv-endpoint" not in text
+
+
+def test_uneven_servers_cannot_be_launched():
+    scenario, plan = make_plan("fp8_full")
+    uneven = build_plan(scenario, replace(plan.config, dp=5))  # 20 GPUs on 3 servers of 8
+    with pytest.raises(Infeasible, match="--max-gpus 16"):
+        Launch.from_plan(scenario, uneven)
+
+
+def test_slurm_time_rounds_up_with_margin():
+    assert slurm_time(1.0, 0.1) == "1-02:24:00"
+    assert slurm_time(0.0001, 0.0) == "0-00:01:00"
+
+
+def test_megatron_flags_for_features():
+    flags = dict(megatron_args(Launch.from_plan(*make_plan("cp_gqa"))))
+    assert flags["--context-parallel-size"] == "4"
+    assert flags["--num-query-groups"] == "8" and "--group-query-attention" in flags
+    assert "--sequence-parallel" in flags and "--use-distributed-optimizer" in flags
+    inter = dict(megatron_args(Launch.from_plan(*make_plan("interleaved"))))
+    assert inter["--num-layers-per-virtual-pipeline-stage"] == "10"  # 80 / (4 x 2)
+    fp8 = dict(megatron_args(Launch.from_plan(*make_plan("fp8_full"))))
+    assert fp8["--fp8-format"] == "hybrid"
+    assert fp8["--recompute-granularity"] == "full" and fp8["--recompute-method"] == "uniform"
+    assert fp8["--train-iters"] == str(-(-int(3e11) // (16 * 16 * 2 * 4096)))
+    gpt3 = dict(megatron_args(Launch.from_plan(*make_plan("tied_no_recompute"))))
+    assert "--untie-embeddings-and-output-weights" not in gpt3 and "--swiglu" not in gpt3
+    assert not any(k.startswith("--recompute") for k in gpt3)
+
+
+def test_every_emitted_flag_is_in_the_vocabulary():
+    known = set(flag_index("megatron"))
+    for key in PLANS:
+        for name, _ in megatron_args(Launch.from_plan(*make_plan(key))):
+            assert name in known
+
+
+def test_vocabularies_say_version_and_source():
+    for fw in FRAMEWORKS:
+        v = vocabulary(fw)
+        assert v["checked_against"] and v["source"].startswith("https://")
+        for entry in v.get("flags", {}).values():
+            assert entry["flag"].startswith("--") and entry["doc"]
+    nemo = {e["path"] for e in vocabulary("nemo")["fields"].values()}
+    assert "trainer.strategy.tensor_model_parallel_size" in nemo
+
+
+def test_nemo_fields():
+    fields = dict(nemo_fields(Launch.from_plan(*make_plan("interleaved"))))
+    assert fields["trainer.num_nodes"] == 16 and fields["trainer.devices"] == 8
+    assert fields["trainer.strategy.virtual_pipeline_model_parallel_size"] == 2
+    assert fields["trainer.strategy.tensor_model_parallel_size"] == 4
+    assert fields["optim.config.use_distributed_optimizer"] is True
+    text = emit(Launch.from_plan(*make_plan("fp8_full")), "nemo")
+    assert 'recipe.trainer.plugins.fp8 = "hybrid"' in text
+    assert 'recipe.model.config.recompute_granularity = "full"' in text
+
+
+def test_torchtitan_toml():
+    tomllib = pytest.importorskip("tomllib")
+    doc = tomllib.loads(emit(Launch.from_plan(*make_plan("interleaved")), "torchtitan"))
+    par = doc["parallelism"]
+    assert par["tensor_parallel_degree"] == 4 and par["pipeline_parallel_degree"] == 4
+    assert par["data_parallel_shard_degree"] == 8
+    assert par["pipeline_parallel_schedule"] == "Interleaved1F1B"
+    assert par["pipeline_parallel_layers_per_stage"] == 10
+    assert doc["training"]["global_batch_size"] == 8 * 32
+    assert doc["training"]["local_batch_size"] == 32  # one step's micro-batches per DP rank
+    assert doc["activation_checkpoint"]["mode"] == "selective"
+    fp8 = tomllib.loads(emit(Launch.from_plan(*make_plan("fp8_full")), "torchtitan"))
+    assert fp8["model"]["converters"] == ["float8"]
+    assert fp8["training"]["local_batch_size"] == 16 * 2 * 16 // 16
+    scenario, plan = make_plan("fp8_full")
+    flat = build_plan(
+        scenario, Config(Shape("h100-sxm", 1, 1, 1, 1, 2, "none", "fp8"), "cx7-400g", 8, 8, 4)
+    )
+    no_pp = tomllib.loads(emit(Launch.from_plan(scenario, flat), "torchtitan"))
+    assert no_pp["training"]["local_batch_size"] == 2  # no PP: the micro-batch, accumulated
+    assert no_pp["training"]["global_batch_size"] == 2 * 4 * 8
+    assert "pipeline_parallel_schedule" not in no_pp["parallelism"]
+    assert no_pp["activation_checkpoint"] == {"mode": "none"}
+    assert fp8["parallelism"]["context_parallel_degree"] == 1
+    assert fp8["activation_checkpoint"]["mode"] == "full"
+    assert set(torchtitan_sections(Launch.from_plan(*make_plan("cp_gqa")))) == {
+        "training",
+        "parallelism",
+        "activation_checkpoint",
+    }
+
+
+# --- import: Megatron's defaults, scripts, errors --------------------------------------------
+
+SMALL = (
+    "torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+    "--num-attention-heads 32 --seq-length 4096 --micro-batch-size 2 --data-path x --lr 3e-4"
+)
+
+
+def test_import_applies_megatron_defaults():
+    run = load_megatron(SMALL)
+    assert run.world_size == 16 and run.layout.dp == 16
+    assert run.layout.global_batch == 32  # micro x DP
+    assert run.layout.recompute == "none" and run.layout.zero == 0
+    assert run.layout.precision == "bf16"
+    assert run.spec.ffn == 4 * 4096 and not run.spec.gated_mlp
+    assert run.spec.tied_embeddings  # Megatron ties unless told otherwise
+    assert run.spec.vocab == 32000 and any("--vocab-size" in n for n in run.notes)
+    assert run.tokens is None
+    swiglu = load_megatron(SMALL + " --swiglu --recompute-activations --vocab-size 50000")
+    assert swiglu.spec.ffn == int((4 * 4096 * 2 / 3) / 64) * 64
+    assert swiglu.layout.recompute == "selective" and swiglu.spec.vocab == 50000
+
+
+def test_import_flags_with_equals_and_virtual_stages():
+    run = load_megatron(
+        SMALL.replace("--nnodes 2", "--nnodes=4")
+        + " --pipeline-model-parallel-size=4 --num-virtual-stages-per-pipeline-rank 2"
+        + " --global-batch-size 64 --train-samples 1000"
+    )
+    assert run.world_size == 32 and run.layout.pp == 4 and run.layout.vp == 2
+    assert run.tokens == 1000 * 4096
+
+
+def test_import_script_with_arrays_variables_and_sbatch(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(
+        """#!/bin/bash
+#SBATCH --nodes=4
+#SBATCH --gpus-per-node=h100:8
+GPUS=${GPUS_PER_NODE:-8}
+MODEL_ARGS=(
+    --num-layers 80      # llama2-70b
+    --hidden-size 8192 --ffn-hidden-size 28672
+    --num-attention-heads 64 --group-query-attention --num-query-groups 8
+)
+export TP=8
+CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes $SLURM_NNODES --nproc-per-node $GPUS \\
+    pretrain_gpt.py ${MODEL_ARGS[@]} --seq-length 4096 \\
+    --tensor-model-parallel-size ${TP} --micro-batch-size 1 --global-batch-size 128 \\
+    --train-iters 10 --fp8-format hybrid --use-distributed-optimizer --sequence-parallel
+"""
+    )
+    run = load_megatron(str(script))
+    assert run.nnodes == 4 and run.nproc_per_node == 8
+    assert run.spec.layers == 80 and run.spec.kv == 8
+    assert run.layout.tp == 8 and run.layout.dp == 4 and run.layout.sp
+    assert run.layout.precision == "fp8" and run.layout.zero == 1
+    assert run.tokens == 10 * 128 * 4096
+
+
+def test_readme_example_script_imports():
+    run = load_megatron(str(ROOT / "examples" / "megatron-llama2-70b.sh"))
+    assert (run.nnodes, run.nproc_per_node) == (16, 8)
+    assert (run.layout.tp, run.layout.pp, run.layout.dp) == (8, 4, 4)
+    assert run.spec.params() == pytest.approx(68.98e9, rel=1e-3)  # llama2-70b
+    assert run.notes == ()
+
+
+def test_script_without_command():
+    assert command_from_script("#!/bin/bash\nA=1\necho hi\n") is None
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        ("--tensor-model-parallel-size 3", "--tensor-model-parallel-size: TP 3 x PP 1 x CP 1 = 3"),
+        ("--micro-batch-size two", "--micro-batch-size: 'two' is not a whole number"),
+        (
+            "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 5",
+            "--num-layers-per-virtual-pipeline-stage",
+        ),
+        (
+            "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4 --num-virtual-stages-per-pipeline-rank 2",
+            "--num-virtual-stages-per-pipeline-rank: 2 virtual stages contradict",
+        ),
+        ("--kv-channels 64", "--kv-channels"),
+        ("--global-batch-size 40", "--global-batch-size"),
+        ("--recompute-granularity partial", "--recompute-granularity: 'partial' is not one of"),
+        ("--group-query-attention --num-query-groups 5", "--num-query-groups"),
+    ],
+)
+def test_import_contradictions_name_the_flag(extra, needle):
+    with pytest.raises(UsageError) as info:
+        load_megatron(f"{SMALL} {extra}")
+    assert needle in str(info.value)
+    assert str(info.value).startswith("--from-megatron: ")
+
+
+def test_import_missing_world_size_and_shape():
+    with pytest.raises(UsageError, match="--nproc-per-node: missing"):
+        parse_megatron(SMALL.split()[5:])
+    with pytest.raises(UsageError, match="--hidden-size: missing"):
+        load_megatron(SMALL.replace("--hidden-size 4096", ""))
+    with pytest.raises(UsageError, match="elastic range"):
+        load_megatron(SMALL.replace("--nnodes 2", "--nnodes 1:4"))
+
+
+def test_import_missing_script_file():
+    with pytest.raises(UsageError, match="file not found"):
+        load_megatron("/nonexistent/train.sh")
+
+
+# --- the CLI -----------------------------------------------------------------------------------
+
+OPT = [
+    "optimize",
+    "--model",
+    "llama2-7b",
+    "--gpu",
+    "h100-sxm",
+    "--tokens",
+    "300B",
+    "--max-gpus",
+    "64",
+]
+
+
+def one_line(err: str) -> str:
+    assert "Traceback" not in err
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def saved_plan(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from designer.cli import cli
+
+    out = CliRunner().invoke(cli, [*OPT, "--json", "--no-explain"], catch_exceptions=False)
+    assert out.exit_code == 0
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    path.write_text(out.stdout)
+    return path, json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "nemo", "torchtitan", "slurm"])
+def test_export_matches_optimize_emit(capsys, saved_plan, fmt):
+    path, doc = saved_plan
+    code, exported, err = run_main(capsys, ["export", str(path), "--format", fmt])
+    assert code == 0, err
+    code, emitted, err = run_main(capsys, [*OPT, "--emit", fmt])
+    assert code == 0, err
+    assert exported == emitted
+    plan = doc["plans"][0]
+    if fmt == "slurm":
+        assert emitted.startswith("#!/bin/bash\n")  # the settings alone: redirect to a file
+        header = sbatch(emitted)
+        assert int(header["--nodes"]) == plan["nodes"]
+        assert int(header["--nodes"]) * int(header["--gpus-per-node"]) == plan["num_gpus"]
+        assert torchrun_flags(emitted) == {
+            "--nnodes": str(plan["nodes"]),
+            "--nproc-per-node": header["--gpus-per-node"],
+        }
+
+
+def test_export_then_evaluate_round_trip_cli(capsys, saved_plan, tmp_path):
+    path, doc = saved_plan
+    plan = doc["plans"][0]
+    code, text, _ = run_main(capsys, ["export", str(path)])
+    script = tmp_path / "launch.sh"
+    script.write_text(text)
+    code, out, err = run_main(
+        capsys,
+        [
+            "evaluate",
+            "--from-megatron",
+            str(script),
+            "--gpu",
+            plan["gpu"],
+            "--nic",
+            plan["nic"],
+            "--nics-per-node",
+            str(plan["nics_per_node"]),
+            "--json",
+        ],
+    )
+    assert code == 0, err
+    ev = json.loads(out)
+    for key in ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero"):
+        assert ev["layout"][key] == plan[key], key
+    assert ev["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-12)
+    assert ev["memory_gb"]["total"] == pytest.approx(plan["memory_gb_per_gpu"], rel=1e-12)
+    # the command trains whole steps (--train-iters rounds up): at most one step more
+    steps = plan["time_to_train_days"] * 86400 / plan["step_time_s"]
+    assert ev["time_to_train_days"] == pytest.approx(plan["time_to_train_days"], rel=1 / steps)
+    assert ev["from_megatron"]["num_gpus"] == plan["num_gpus"]
+
+
+def test_optimize_emit_json_adds_launch(capsys):
+    code, out, _ = run_main(capsys, [*OPT, "--emit", "torchtitan", "--json", "--no-explain"])
+    assert code == 0
+    doc = json.loads(out)
+    assert {"status", "objective", "solve", "plans", "binding", "conflict"} <= set(doc)
+    assert doc["launch"]["format"] == "torchtitan"
+    assert "[parallelism]" in doc["launch"]["text"]
+
+
+def test_optimize_from_megatron_json_and_text(capsys, tmp_path):
+    cmd = (
+        SMALL
+        + " --global-batch-size 512 --swiglu --ffn-hidden-size 11008 --untie-embeddings-and-output-weights --train-iters 1000 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+    )
+    code, out, err = run_main(capsys, ["optimize", "--from-megatron", cmd, "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {"status", "objective", "solve", "plans", "binding", "conflict", "question"} <= set(doc)
+    best = doc["plans"][0]
+    fm = doc["from_megatron"]
+    assert best["gpu"] == "h100-sxm"  # evaluate's default GPU
+    assert best["num_gpus"] <= 16 == fm["max_gpus"]
+    assert best["global_batch"] == 512  # the command's batch, as floor and ceiling
+    assert doc["question"]["tokens"] == 1000 * 512 * 4096
+    assert fm["command"]["layout"]["recompute"] == "full"
+    assert fm["evaluation"]["layout"]["dp"] == 16
+    diff = {d["setting"]: d for d in fm["diff"]}
+    assert {"step_time_s", "time_to_train_days", "cost_usd", "mfu"} <= set(diff)
+    assert diff["step_time_s"]["imported"] == pytest.approx(fm["evaluation"]["step_time_s"])
+    assert diff["step_time_s"]["optimized"] == pytest.approx(best["step_time_s"])
+    assert diff["step_time_s"]["optimized"] <= diff["step_time_s"]["imported"] * (1 + 1e-9)
+    for setting in ("tp", "pp", "dp", "micro_batch", "recompute"):
+        if setting in diff:
+            assert diff[setting]["imported"] != diff[setting]["optimized"]
+    assert "recompute" in diff  # full recomputation is never the fastest here
+    code, text, err = run_main(capsys, ["optimize", "--from-megatron", cmd, "--no-explain"])
+    assert code == 0, err
+    assert text.startswith("Imported Megatron-LM command: 16 GPUs (2 x 8)")
+    assert re.search(r"^recompute\s+full\s+", text, re.M)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (
+            ["evaluate", "--from-megatron", SMALL, "--tp", "2"],
+            "--tp: comes from the Megatron command",
+        ),
+        (["optimize", "--from-megatron", SMALL, "--max-gpus", "8"], "--max-gpus: comes from"),
+        (
+            ["optimize", "--from-megatron", SMALL, "--gpu", "h100-sxm", "--gpu", "h200"],
+            "--gpu: give one GPU type",
+        ),
+        (
+            ["evaluate", "--from-megatron", SMALL + " --tensor-model-parallel-size 3"],
+            "--tensor-model-parallel-size",
+        ),
+        (
+            ["evaluate", "--from-megatron", SMALL + " --fp8-format hybrid", "--gpu", "a100-80gb"],
+            "--fp8-format",
+        ),
+        (["export", "nonexistent.json"], "nonexistent.json: file not found"),
+        (["optimize", "--emit", "deepspeed"], "--emit"),
+    ],
+)
+def test_launch_usage_errors_exit_2(capsys, args, needle):
+    code, _, err = run_main(capsys, args)
+    assert code == 2
+    assert needle in one_line(err)
+
+
+def test_export_question_file_has_no_plan(capsys, tmp_path):
+    q = tmp_path / "q.yaml"
+    q.write_text("model: llama2-7b\nbudget: 1M\n")
+    code, _, err = run_main(capsys, ["export", str(q)])
+    assert code == 2 and "holds no plan" in one_line(err)
+
+
+def test_evaluate_from_megatron_text(capsys):
+    code, out, err = run_main(
+        capsys, ["evaluate", "--from-megatron", SMALL + " --vocab-size 32000"]
+    )
+    assert code == 1, err  # no distributed optimizer, no recomputation: does not fit
+    assert out.startswith("from Megatron-LM: 16 GPUs (2 x 8)")
+    assert "layout: tp 1, pp 1, dp 16" in out and "recompute none" in out and "ZeRO 0" in out
+    assert "violation memory" in out
+    fitted = SMALL + " --use-distributed-optimizer --recompute-activations --micro-batch-size 1"
+    code, out, err = run_main(capsys, ["evaluate", "--from-megatron", fitted])
+    assert code == 0, err
+    assert "recompute selective" in out and "ZeRO 1" in out and "note: no --vocab-size" in out
