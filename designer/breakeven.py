@@ -16,7 +16,7 @@ from solvers import Scenario, SolveResult, solve_cpsat
 
 def _priced(scenario: Scenario, gpu: str, price: float) -> Scenario:
     cat = scenario.catalog
-    field = "price_usd" if scenario.pricing == "capex" else "cloud_usd_per_gpu_hour"
+    field = "cloud_usd_per_gpu_hour" if scenario.pricing == "cloud" else "price_usd"
     spec = cat.gpus[gpu].model_copy(update={field: price})
     return scenario.with_changes(
         catalog=dataclasses.replace(cat, gpus={**cat.gpus, gpu: spec}), gpus=(gpu,)
@@ -25,7 +25,7 @@ def _priced(scenario: Scenario, gpu: str, price: float) -> Scenario:
 
 def catalog_price(scenario: Scenario, gpu: str) -> float:
     g = scenario.catalog.gpu(gpu)
-    return g.price_usd if scenario.pricing == "capex" else g.cloud_usd_per_gpu_hour
+    return g.cloud_usd_per_gpu_hour if scenario.pricing == "cloud" else g.price_usd
 
 
 @dataclass

@@ -26,6 +26,7 @@ from models.feasibility import divisibility_violations
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import SolveResult, solve
 from solvers.explain import binding_constraints, explain_infeasible
+from solvers.scenario import PRICINGS
 
 CATALOG_OPTION = click.option(
     "--catalog",
@@ -544,10 +545,12 @@ def _evaluation_text(ev) -> str:
     lines.append(
         f"throughput: {ev.tokens_per_s:,.0f} tokens/s, {ev.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, MFU {100 * ev.mfu:.1f}%"
     )
+    lines.append(report.cluster_line(ev))
     days = ev.time_to_train_days
     if days is not None:
         lines.append(
-            f"time to train: {days:,.1f} days; capex {render.usd(ev.capex)}, cloud {render.usd(ev.cloud_cost)}"
+            f"time to train: {days:,.1f} days; capex {render.usd(ev.capex)}, cloud {render.usd(ev.cloud_cost)}, "
+            f"tco {render.usd(ev.tco_cost)} (energy {render.usd(ev.energy_cost)})"
         )
     else:
         lines.append(
@@ -610,10 +613,52 @@ QUESTION_OPTIONS = [
     ),
     click.option(
         "--pricing",
-        type=click.Choice(("capex", "cloud")),
+        type=click.Choice(PRICINGS),
         default="capex",
         show_default=True,
-        help="capex: buy the cluster; cloud: rent GPU-hours.",
+        help="capex: buy the cluster; cloud: rent GPU-hours; tco: capex (or its share over "
+        "--lifetime-years) plus energy over the training time.",
+    ),
+    click.option(
+        "--power-cap",
+        "power_cap",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="MW",
+        help="Facility power cap in MW (IT nameplate x PUE).",
+    ),
+    click.option(
+        "--max-racks", type=Quantity(integer=True), default=None, help="Cap on the number of racks."
+    ),
+    click.option(
+        "--pue",
+        type=click.FloatRange(1, 5),
+        default=None,
+        help="Power usage effectiveness [default: the catalog's facility, 1.25].",
+    ),
+    click.option(
+        "--usd-per-kwh",
+        type=click.FloatRange(0, 100),
+        default=None,
+        help="Electricity price for --pricing tco [default: 0.0826].",
+    ),
+    click.option(
+        "--rack-power-kw",
+        type=click.FloatRange(min=0, min_open=True, max=10_000),
+        default=None,
+        help="Power limit per rack [default: 42 kW].",
+    ),
+    click.option(
+        "--oversubscription",
+        type=click.FloatRange(1, 16),
+        default=None,
+        help="Leaf down:up ratio of the fat tree [default: 1, non-blocking].",
+    ),
+    click.option(
+        "--lifetime-years",
+        type=click.FloatRange(min=0, min_open=True, max=50),
+        default=None,
+        help="--pricing tco charges capex x training time / lifetime [default: all of it].",
     ),
     click.option(
         "--gpu",
@@ -694,6 +739,13 @@ SCENARIO_KEYS = (
     "deadline",
     "objective",
     "pricing",
+    "power_cap",
+    "max_racks",
+    "pue",
+    "usd_per_kwh",
+    "rack_power_kw",
+    "oversubscription",
+    "lifetime_years",
     "gpus",
     "nics",
     "catalog_files",
@@ -712,14 +764,14 @@ def question_options(f):
     return f
 
 
-def _write_csv(csv_file: Path | None, text: str) -> None:
+def _write_csv(csv_file: Path | None, text: str, option: str = "--csv") -> None:
     if csv_file is None:
         return
     try:
         csv_file.write_text(text, encoding="utf-8")
     except OSError as err:
         raise UsageError(
-            f"--csv: cannot write {csv_file} ({err.strerror}); pass a writable path"
+            f"{option}: cannot write {csv_file} ({err.strerror}); pass a writable path"
         ) from err
 
 
@@ -766,6 +818,7 @@ def _answer(
         if res.plans:
             click.echo("")
             click.echo(report.plans_table(res))
+            click.echo(report.cluster_line(res.plans[0].evaluation))
         if binding:
             click.echo("")
             click.echo(report.binding_table(binding, res.objective_unit))
@@ -812,6 +865,14 @@ def _answer(
     help="Optimize for an existing Megatron-LM command's model, GPU count and global batch, "
     "and show what would change.",
 )
+@click.option(
+    "--bom",
+    "bom_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the best plan's bill of materials as CSV (one line per item, then the total, "
+    "equal to the plan's capex).",
+)
 @click.pass_context
 def optimize_cmd(
     ctx: click.Context,
@@ -819,6 +880,7 @@ def optimize_cmd(
     solver,
     emit_format,
     from_megatron,
+    bom_file,
     time_limit,
     explain,
     as_json,
@@ -841,6 +903,8 @@ def optimize_cmd(
     launch = None
     if emit_format is not None and res.best is not None:
         launch = (emit_format, emit(Launch.from_plan(scenario, res.best), emit_format))
+    if bom_file is not None and res.best is not None:
+        _write_csv(bom_file, report.bom_csv_text(res.best), "--bom")
     _answer(scenario, res, explain, time_limit, as_json, csv_file, extra, extra_text, launch)
 
 
@@ -914,7 +978,7 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
         }
     )
     be = breakeven(scenario, candidate, against, time_limit_s=time_limit)
-    unit = "per GPU" if scenario.pricing == "capex" else "per GPU-hour"
+    unit = "per GPU-hour" if scenario.pricing == "cloud" else "per GPU"
     doc = {
         "gpu": be.gpu,
         "against": be.against,

@@ -19,6 +19,7 @@ from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS
 from solvers.space import Shape
 
 DEFAULT_MODEL = "llama2-70b"
+FACILITY_OPTIONS = ("pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years")
 DEFAULT_TOKENS = 2e12
 
 
@@ -41,9 +42,34 @@ def build_scenario(
     precision: str = "bf16",
     ignore: tuple[str, ...] = (),
     dp_overlap: float = 0.0,
+    power_cap: float | None = None,
+    max_racks: int | None = None,
+    pue: float | None = None,
+    usd_per_kwh: float | None = None,
+    rack_power_kw: float | None = None,
+    oversubscription: float | None = None,
+    lifetime_years: float | None = None,
 ) -> Scenario:
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
     cat = load_catalog(list(catalog_files))
+    facility = {
+        "pue": pue,
+        "usd_per_kwh": usd_per_kwh,
+        "rack_power_kw": rack_power_kw,
+        "oversubscription": oversubscription,
+        "lifetime_years": lifetime_years,
+    }
+    for name, value in facility.items():
+        if value is not None:
+            try:
+                cat = cat.with_facility(**{name: value})
+            except ValidationError as err:
+                msg = err.errors()[0]["msg"]
+                raise UsageError(f"--{name.replace('_', '-')}: {msg} (got {value!r})") from err
+    if power_cap is not None and power_cap <= 0:
+        raise UsageError(f"--power-cap: must be positive MW (got {power_cap!r})")
+    if max_racks is not None and max_racks < 1:
+        raise UsageError(f"--max-racks: must allow at least one rack (got {max_racks!r})")
     for g in gpus:
         if g not in cat.gpus:
             raise UsageError(f"--gpu: unknown GPU {g!r}; choose from {', '.join(sorted(cat.gpus))}")
@@ -94,6 +120,8 @@ def build_scenario(
             nics=tuple(nics) if nics else tuple(cat.nics),
             objective=objective,
             pricing=pricing,
+            power_cap_mw=power_cap,
+            max_racks=max_racks,
             budget_usd=budget,
             deadline_days=deadline,
             max_gpus=max_gpus,
@@ -121,7 +149,14 @@ class QuestionFile(BaseModel):
     budget: float | str | None = None
     deadline: float | str | None = None
     objective: Literal["time", "cost"] | None = None
-    pricing: Literal["capex", "cloud"] = "capex"
+    pricing: Literal["capex", "cloud", "tco"] = "capex"
+    power_cap: float | None = Field(default=None, gt=0, description="MW")
+    max_racks: int | str | None = None
+    pue: float | None = Field(default=None, ge=1, le=5)
+    usd_per_kwh: float | None = Field(default=None, ge=0, le=100)
+    rack_power_kw: float | None = Field(default=None, gt=0, le=10_000)
+    oversubscription: float | None = Field(default=None, ge=1, le=16)
+    lifetime_years: float | None = Field(default=None, gt=0, le=50)
     gpus: list[str] = []
     nics: list[str] = []
     catalog: list[str] = []
@@ -232,6 +267,13 @@ def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
         deadline=_number(origin, "deadline", q.deadline, days=True),
         objective=q.objective,
         pricing=q.pricing,
+        power_cap=q.power_cap,
+        max_racks=_number(origin, "max_racks", q.max_racks, integer=True),
+        pue=q.pue,
+        usd_per_kwh=q.usd_per_kwh,
+        rack_power_kw=q.rack_power_kw,
+        oversubscription=q.oversubscription,
+        lifetime_years=q.lifetime_years,
         gpus=tuple(q.gpus),
         nics=tuple(q.nics),
         catalog_files=tuple(
@@ -261,6 +303,9 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
             deadline=q.get("deadline_days"),
             objective=q.get("objective"),
             pricing=q.get("pricing", "capex"),
+            power_cap=q.get("power_cap_mw"),
+            max_racks=q.get("max_racks"),
+            **{k: v for k, v in (q.get("facility") or {}).items() if k in FACILITY_OPTIONS},
             gpus=tuple(q.get("gpus") or ()),
             nics=tuple(q.get("nics") or ()),
             catalog_files=tuple(Path(c) for c in q.get("catalog_files") or ()),

@@ -34,6 +34,11 @@ def question_dict(s: Scenario) -> dict[str, Any]:
         "catalog_files": list(s.catalog_files),
         "model_spec": s.spec.model_dump(),
         "dp_overlap": s.assumptions.dp_overlap,
+        "power_cap_mw": s.power_cap_mw,
+        "max_racks": s.max_racks,
+        "facility": s.catalog.facility.model_dump(
+            include={"pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years"}
+        ),
     }
 
 
@@ -50,8 +55,50 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
         "plans": [_plain(p.as_dict(i + 1)) for i, p in enumerate(res.plans)],
         "binding": [_plain(b.as_dict()) for b in (binding or [])],
         "conflict": _plain(conflict.as_dict()) if conflict is not None else None,
+        "bom": bom_dict(best) if best is not None else None,
         "explanation": paragraph(s, res, binding, conflict),
     }
+
+
+def cluster_line(ev) -> str:
+    """Fabric, racks and power of an evaluated plan, one line."""
+    c = ev.cluster
+    fabric = c.fabric
+    tiers = " + ".join(f"{n:,}" for n in fabric.switches_per_tier) or "none"
+    return (
+        f"cluster: {c.servers:,} servers in {c.racks:,} racks; fabric {fabric.tiers} tier(s), "
+        f"switches {tiers} ({c.switch.name}), {fabric.links:,} links; IT {c.it_power_w / 1000:,.0f} kW, "
+        f"facility {c.facility_power_w / 1000:,.0f} kW (PUE {c.facility.pue:g})"
+    )
+
+
+def bom_dict(plan) -> dict[str, Any]:
+    """The best plan's bill of materials, its power and racks; the total is the plan's capex."""
+    cluster = plan.evaluation.cluster
+    lines = [line.as_dict() for line in cluster.bom()]
+    return {
+        "lines": lines,
+        "total_usd": cluster.capex_usd,
+        **_plain(plan.evaluation.power_dict()),
+    }
+
+
+def bom_csv_text(plan) -> str:
+    """One row per BOM line, then a total row equal to the plan's capex."""
+    out = io.StringIO()
+    cols = ["item", "quantity", "unit_usd", "extended_usd", "source"]
+    writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
+    writer.writeheader()
+    cluster = plan.evaluation.cluster
+    for line in cluster.bom():
+        row = line.as_dict()
+        row["unit_usd"] = f"{row['unit_usd']:.2f}"
+        row["extended_usd"] = f"{row['extended_usd']:.2f}"
+        writer.writerow(row)
+    writer.writerow(
+        {"item": "total (capex)", "extended_usd": f"{cluster.capex_cents / 100:.2f}", "source": ""}
+    )
+    return out.getvalue()
 
 
 def _plain(obj: Any) -> Any:

@@ -149,7 +149,7 @@ def _with_prices(scenario, scales: dict[str, float]):
     if not scales:
         return scenario
     cat = scenario.catalog
-    field = "price_usd" if scenario.pricing == "capex" else "cloud_usd_per_gpu_hour"
+    field = "cloud_usd_per_gpu_hour" if scenario.pricing == "cloud" else "price_usd"
     gpus, nics = dict(cat.gpus), dict(cat.nics)
     for name, scale in scales.items():
         if name in gpus:

@@ -52,6 +52,11 @@ RELAXATIONS: dict[str, tuple[str, Callable[[Scenario], Scenario]]] = {
         lambda s: s.with_changes(min_batch_tokens=s.floor_tokens / 2),
     ),
     "max_gpus": ("GPU caps +10%", lambda s: s.with_gpu_caps_scaled(1.1)),
+    "power": ("power cap +10%", lambda s: s.with_changes(power_cap_mw=s.power_cap_w / 1e6 * 1.1)),
+    "max_racks": (
+        "racks +10%",
+        lambda s: s.with_changes(max_racks=max(s.rack_cap + 1, math.ceil(s.rack_cap * 1.1))),
+    ),
     "nic_slots": (
         "one more NIC slot per server",
         lambda s: s.with_changes(extra_nic_slots=s.extra_nic_slots + 1),
@@ -145,6 +150,13 @@ def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None,
             "NICs",
             f"{cfg.nics_per_node} of {slots} NIC slots per server",
         )
+    if family == "power":
+        used_mw = ev.cluster.facility_power_w / 1e6
+        cap_mw = scenario.power_cap_w / 1e6
+        return cap_mw - used_mw, "MW", f"{used_mw:,.3f} of {cap_mw:,.3f} MW facility power"
+    if family == "max_racks":
+        n_racks = ev.cluster.racks
+        return scenario.rack_cap - n_racks, "racks", f"{n_racks:,} of {scenario.rack_cap:,} racks"
     if family == "tp_bandwidth":
         peak = gpu.peak_tflops(lay.precision) or gpu.dense_bf16_tflops
         limit = tp_bandwidth_limit(
@@ -426,6 +438,27 @@ def smallest_fix(
             f"needs {100 * (x - 1):.0f}% more memory per GPU (e.g. {mem * x:,.0f} GB instead of "
             f"{mem:,.0f} GB on {big})",
             scenario.with_changes(memory_scale=x),
+        )
+    if family == "power":
+        cap_mw = scenario.power_cap_w / 1e6
+        x = _bisect(
+            lambda v: ok(scenario.with_changes(power_cap_mw=v)), cap_mw, cap_mw * 1e6, False
+        )
+        if x is None:
+            return None
+        return Fix(
+            family,
+            f"raise the power cap to {x:,.3f} MW",
+            scenario.with_changes(power_cap_mw=x),
+        )
+    if family == "max_racks":
+        x = _bisect(
+            lambda v: ok(scenario.with_changes(max_racks=int(v))), scenario.rack_cap, 2**20, True
+        )
+        if x is None:
+            return None
+        return Fix(
+            family, f"allow at least {int(x):,} racks", scenario.with_changes(max_racks=int(x))
         )
     if family == "nic_slots":
         x = _bisect(lambda v: ok(scenario.with_changes(extra_nic_slots=int(v))), 0, 64, True)
