@@ -285,3 +285,23 @@ def test_catalog_facility_override_and_show(capsys, tmp_path):
     code, _, err = run_main(capsys, ["catalog", "--catalog", str(bad), "show", "facility"])
     assert code == 2
     assert "bad.yaml: facility.pue" in err
+
+
+def test_saved_answer_keeps_the_facility_and_caps(tmp_path):
+    args = [*QUICK, "--power-cap", "0.2", "--pricing", "tco", "--pue", "1.1"]
+    r = _run(["optimize", *args, "--lifetime-years", "3", "--no-explain", "--json"])
+    assert r.exit_code == 0, r.output
+    saved = tmp_path / "plan.json"
+    saved.write_text(r.output)
+    first = json.loads(r.output)
+    again = json.loads(_run(["explain", str(saved), "--json"]).output)
+    assert again["question"]["facility"] == first["question"]["facility"]
+    assert again["question"]["power_cap_mw"] == 0.2
+    assert again["plans"][0]["cost_usd"] == pytest.approx(first["plans"][0]["cost_usd"])
+    question = tmp_path / "q.yaml"
+    question.write_text(
+        "model: llama2-7b\ntokens: 200B\ngpus: [h100-sxm]\nbudget: 3M\n"
+        "power_cap: 0.2\npricing: tco\npue: 1.1\nlifetime_years: 3\n"
+    )
+    from_file = json.loads(_run(["explain", str(question), "--json"]).output)
+    assert from_file["plans"][0]["cost_usd"] == pytest.approx(first["plans"][0]["cost_usd"])
