@@ -710,6 +710,20 @@ QUESTION_OPTIONS = [
         help="Fraction of the last backward that hides DP traffic.",
     ),
     click.option(
+        "--memory-overhead",
+        type=click.FloatRange(0, 1),
+        default=0.0,
+        show_default=True,
+        help="Allocator fragmentation and temporaries, fraction of tensor memory.",
+    ),
+    click.option(
+        "--reserved-gb",
+        type=click.FloatRange(min=0),
+        default=0.0,
+        show_default=True,
+        help="Fixed GB per GPU for the CUDA context and NCCL buffers.",
+    ),
+    click.option(
         "--time-limit",
         type=click.FloatRange(min=0.01),
         default=60.0,
@@ -755,6 +769,8 @@ SCENARIO_KEYS = (
     "precision",
     "ignore",
     "dp_overlap",
+    "memory_overhead",
+    "reserved_gb",
 )
 
 

@@ -42,6 +42,8 @@ def build_scenario(
     precision: str = "bf16",
     ignore: tuple[str, ...] = (),
     dp_overlap: float = 0.0,
+    memory_overhead: float = 0.0,
+    reserved_gb: float = 0.0,
     power_cap: float | None = None,
     max_racks: int | None = None,
     pue: float | None = None,
@@ -129,7 +131,11 @@ def build_scenario(
             max_batch_tokens=ceiling,
             min_batch_tokens=min_batch_tokens,
             precisions=precisions,
-            assumptions=Assumptions(dp_overlap=dp_overlap),
+            assumptions=Assumptions(
+                dp_overlap=dp_overlap,
+                memory_overhead_fraction=memory_overhead,
+                runtime_reserved_gb=reserved_gb,
+            ),
             disabled=frozenset(ignore),
             catalog_files=tuple(str(p) for p in catalog_files),
         )
@@ -167,6 +173,8 @@ class QuestionFile(BaseModel):
     precision: Literal["bf16", "fp8", "any"] = "bf16"
     ignore: list[str] = []
     dp_overlap: float = Field(default=0.0, ge=0, le=1)
+    memory_overhead: float = Field(default=0.0, ge=0, le=1)
+    reserved_gb: float = Field(default=0.0, ge=0)
 
 
 def _number(origin: str, field: str, value, days: bool = False, integer: bool = False):
@@ -286,6 +294,8 @@ def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
         precision=q.precision,
         ignore=tuple(q.ignore),
         dp_overlap=q.dp_overlap,
+        memory_overhead=q.memory_overhead,
+        reserved_gb=q.reserved_gb,
     )
 
 
@@ -315,6 +325,8 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
             precision="any" if len(precisions) > 1 else precisions[0],
             ignore=tuple(q.get("ignored_constraints") or ()),
             dp_overlap=float(q.get("dp_overlap") or 0.0),
+            memory_overhead=float(q.get("memory_overhead") or 0.0),
+            reserved_gb=float(q.get("reserved_gb") or 0.0),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(

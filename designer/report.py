@@ -34,6 +34,8 @@ def question_dict(s: Scenario) -> dict[str, Any]:
         "catalog_files": list(s.catalog_files),
         "model_spec": s.spec.model_dump(),
         "dp_overlap": s.assumptions.dp_overlap,
+        "memory_overhead": s.assumptions.memory_overhead_fraction,
+        "reserved_gb": s.assumptions.runtime_reserved_gb,
         "power_cap_mw": s.power_cap_mw,
         "max_racks": s.max_racks,
         "facility": s.catalog.facility.model_dump(

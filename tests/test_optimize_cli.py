@@ -409,3 +409,20 @@ def test_optimize_deterministic(runner):
     first.pop("solve")
     second.pop("solve")
     assert first == second
+
+
+def test_memory_overhead_and_reserved_memory_reach_the_optimizer():
+    base = ["optimize", "--model", "llama2-7b", "--tokens", "200B", "--gpu", "h100-sxm"]
+    base += ["--budget", "3M", "--no-explain", "--json"]
+    plain = json.loads(CliRunner().invoke(cli, base).output)
+    tight = CliRunner().invoke(cli, [*base, "--memory-overhead", "0.1", "--reserved-gb", "5"])
+    assert tight.exit_code == 0, tight.output
+    doc = json.loads(tight.output)
+    assert doc["question"]["memory_overhead"] == 0.1 and doc["question"]["reserved_gb"] == 5
+    p0, p1 = plain["plans"][0], doc["plans"][0]
+    assert p1["memory_gb_per_gpu"] <= 80
+    assert p1["time_to_train_days"] >= p0["time_to_train_days"] * (1 - 1e-9)
+    # the same layout (memory has room here) carries 5 GB reserved + 10% of the tensors
+    keys = ("tp", "pp", "dp", "micro_batch", "recompute")
+    assert [p1[k] for k in keys] == [p0[k] for k in keys]
+    assert p1["memory_gb_per_gpu"] == pytest.approx(p0["memory_gb_per_gpu"] * 1.1 + 5)
