@@ -133,6 +133,7 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
                 "gpus": {k: v.model_dump() for k, v in cat.gpus.items()},
                 "nics": {k: v.model_dump() for k, v in cat.nics.items()},
                 "switches": {k: v.model_dump() for k, v in cat.switches.items()},
+                "facility": cat.facility.model_dump(),
             }
         )
         return
@@ -192,6 +193,13 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
                 for s in cat.switches.values()
             ],
         )
+    )
+    f = cat.facility
+    click.echo("\nFacility (designer catalog show facility for the sources)")
+    click.echo(
+        f"PUE {f.pue:g}; ${f.usd_per_kwh:g}/kWh; average draw {100 * f.power_draw_fraction:g}% of "
+        f"nameplate; racks of {f.rack_power_kw:g} kW at {render.usd(f.rack_usd)}; "
+        f"oversubscription {f.oversubscription:g}:1"
     )
 
 

@@ -454,7 +454,7 @@ def _build(
         cost_expr = capex_expr
         if "budget" in enforce:
             md.add(cost_expr <= _down(scenario.budget * 100)).only_enforce_if(enforce["budget"])
-    elif scenario.pricing == "tco":
+    elif scenario.pricing == "tco" and (scenario.objective == "cost" or "budget" in enforce):
         assert cluster is not None and capex_expr is not None
         cost_expr = _tco_cost(
             md,
@@ -477,7 +477,7 @@ def _build(
             md.add(cost_expr <= _down(scenario.budget * 100 * per_cent)).only_enforce_if(
                 enforce["budget"]
             )
-    else:
+    elif scenario.pricing == "cloud":
         # GPU-time = G x T'. T' is first coarsened by a constant R (rounding up, so cost is
         # never underestimated) so that G x T'/R fits in int64; R is tiny next to T' at any
         # plan a budget admits (README "Solver").

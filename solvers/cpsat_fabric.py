@@ -158,22 +158,23 @@ def product_cents(
 
     ``a_range`` and ``t_range`` bound the factors on every plan that matters (the
     caller enforces the upper ends). Each factor is coarsened (rounded up) to steps
-    of 2^-20 of its lower end, or coarser if the ranges are too wide for int64, so
-    the relative error on any plan is at most about 2^-20 per factor; the
+    of 2^-20 of its lower end, or coarser if the ranges are too wide for int64
+    (only without a budget or an incumbent to bound them, as in the conflict
+    search, whose answers are then verified on the bounded model), so the
+    relative error on any plan is at most about 2^-20 per factor; the
     coefficient is a fraction N / D >= cents_per_unit x both steps with N about
     2^18 or more. Every rounding overestimates, so a plan admitted within a budget
     is within it (README "Solver")."""
     a_lo, a_hi = max(1, a_range[0]), max(1, a_range[1])
     t_lo, t_hi = max(1, t_range[0]), max(1, t_range[1])
-    bits = 20
+    bits = 20  # steps of 2^-bits of the lower ends; negative: coarser than the lower ends
     while True:
-        a_step, r_step = max(1, a_lo >> bits), max(1, t_lo >> bits)
+        a_step = max(1, a_lo >> bits if bits >= 0 else a_lo << -bits)
+        r_step = max(1, t_lo >> bits if bits >= 0 else t_lo << -bits)
         a_n, t_n = -(-a_hi // a_step), -(-t_hi // r_step)
-        if a_n * t_n <= 2**42 or bits == 0:
+        if a_n * t_n <= 2**42:
             break
         bits -= 1
-    if a_n * t_n > 2**58:
-        raise OverflowError(f"{name}: the cost's range exceeds int64; set a budget or deadline")
     a_coarse = ceil_by(md, f"{name}_amount_coarse", amount, a_hi, a_step)
     t_coarse = md.new_int_var(0, t_n, f"{name}_time_coarse")
     md.add_division_equality(t_coarse, per_seq + r_step - 1, r_step)
@@ -183,8 +184,14 @@ def product_cents(
     while den > 1 and hi_of(prod) * math.ceil(coef * den) >= INT_LIMIT // 4:
         den //= 2
     num = math.ceil(coef * den)
-    if num >= INT_LIMIT or hi_of(prod) * num >= INT_LIMIT // 4:
+    if num >= INT_LIMIT // 4:
         raise OverflowError(f"{name}: cost bounds exceed int64; set a budget or deadline")
+    if hi_of(prod) * num >= INT_LIMIT // 4:
+        # saturate: costs beyond ~2^60 cents exceed any budget, so min(product, cap)
+        # changes no answer (only unbounded models, e.g. the conflict search, get here)
+        capped = md.new_int_var(0, (INT_LIMIT // 8) // num, f"{name}_product_capped")
+        md.add_min_equality(capped, [prod, (INT_LIMIT // 8) // num])
+        prod = capped
     var = md.new_int_var(0, -(-hi_of(prod) * num // den), f"{name}_cents")
     md.add(den * var >= num * prod)
     md.add(den * var <= num * prod + den - 1)

@@ -195,13 +195,15 @@ def test_catalog_table(runner):
     assert result.exit_code == 0
     for word in ("GPUs", "NICs", "Switches", "h100-sxm", "rtx4090", "cx7-400g", "qm9700"):
         assert word in result.output
+    assert "Facility" in result.output and "PUE 1.25" in result.output
 
 
 def test_catalog_json(runner):
     result = invoke(runner, ["catalog", "--json"])
     assert result.exit_code == 0
     data = json.loads(result.output)
-    assert {"gpus", "nics", "switches"} <= set(data)
+    assert {"gpus", "nics", "switches", "facility"} <= set(data)
+    assert data["facility"]["usd_per_kwh"] == 0.0826
     assert data["gpus"]["h100-sxm"]["memory_gb"] == 80
     assert "cx7-400g" in data["nics"]
     assert data["nics"]["cx7-400g"]["switch"] in data["switches"]

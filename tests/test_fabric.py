@@ -305,3 +305,20 @@ def test_saved_answer_keeps_the_facility_and_caps(tmp_path):
     )
     from_file = json.loads(_run(["explain", str(question), "--json"]).output)
     assert from_file["plans"][0]["cost_usd"] == pytest.approx(first["plans"][0]["cost_usd"])
+
+
+@pytest.mark.parametrize("lifetime", [[], ["--lifetime-years", "3"]])
+def test_tco_without_a_budget_and_tco_conflicts_never_overflow(capsys, lifetime):
+    # time under a GPU cap: the TCO is reported, not constrained
+    code, out, err = run_main(
+        capsys,
+        ["optimize", "--max-gpus", "256", "--pricing", "tco", "--gpu", "h100-sxm", *lifetime],
+    )
+    assert code == 0, err
+    assert "(tco)" in out
+    # nothing fits: the conflict search runs without the budget's bounds
+    args = ["optimize", "--model", "llama3-405b", "--budget", "100K", "--gpu", "h100-sxm"]
+    code, out, err = run_main(capsys, [*args, "--pricing", "tco", *lifetime])
+    assert code == 1, err
+    assert "budget conflict (budget must be at least $" in err
+    assert "internal error" not in err
