@@ -2,7 +2,7 @@
 
 The step time is written in a form whose dependence on the data-parallel
 degree d, the micro-batches per step m and the server's NIC bandwidth is
-explicit, so that the CP-SAT model can encode it exactly (solvers/cpsat.py).
+explicit, so that the CP-SAT model can encode it exactly (solvers/cpsat_model.py).
 With g = d * cp (the gradient-reduction group) and k the group's ranks per
 server (server GPUs / tp):
 

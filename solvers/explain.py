@@ -26,7 +26,8 @@ from ortools.sat.python import cp_model
 
 from models.comm import tp_bandwidth_limit
 from solvers.bounds import objective_lower_bound
-from solvers.cpsat import _solver, build, presolved_candidates, solve_cpsat
+from solvers.cpsat import _solver, presolved_candidates, solve_cpsat
+from solvers.cpsat_model import build
 from solvers.plan import Plan
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates, with_memory_scale
