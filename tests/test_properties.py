@@ -170,6 +170,29 @@ def test_cheaper_gpus_never_worse(s, factor):
     assert_never_worse(s, s.with_changes(catalog=cheaper))
 
 
+@PROPERTY
+@given(questions(), st.sampled_from([0.02, 0.05, 0.2]), st.floats(1.2, 4.0))
+def test_higher_power_cap_never_worse(s, cap_mw, factor):
+    assert_never_worse(
+        s.with_changes(power_cap_mw=cap_mw), s.with_changes(power_cap_mw=cap_mw * factor)
+    )
+
+
+@PROPERTY
+@given(questions(), st.integers(1, 4), st.integers(1, 4))
+def test_more_racks_never_worse(s, racks, extra):
+    assert_never_worse(s.with_changes(max_racks=racks), s.with_changes(max_racks=racks + extra))
+
+
+@PROPERTY
+@given(questions(), st.sampled_from([1.25, 1.5, 2.0]))
+def test_lower_pue_never_worse_under_tco_and_a_power_cap(s, pue):
+    """A better facility (lower PUE) draws less: never slower or costlier under TCO pricing."""
+    s = s.with_changes(pricing="tco", power_cap_mw=0.1)
+    worse_site = s.with_changes(catalog=CAT.with_facility(pue=pue))
+    assert_never_worse(worse_site, s.with_changes(catalog=CAT.with_facility(pue=1.0)))
+
+
 # --- every plan passes the evaluator ---------------------------------------------------------
 
 
