@@ -74,7 +74,8 @@ class ServerSpec(_Strict):
     overhead_date: str = Field(pattern=_DATE_PATTERN)
     host_power_w: float = Field(
         ge=0,
-        description="server nameplate power beyond its GPUs' TDP (CPUs, memory, fans, NICs)",
+        description="server nameplate power beyond its GPUs' TDP and scale-out NICs "
+        "(CPUs, memory, fans, scale-up switches)",
     )
     servers_per_rack: int = Field(
         4, ge=1, le=1024, description="servers a rack holds physically (space, not power)"
@@ -172,6 +173,10 @@ class NICSpec(_Strict):
     )
     cable_usd: float = Field(ge=0, description="one fibre cable (one link)")
     link_price_source: str = Field(min_length=1)
+    power_w: float = Field(
+        0.0, ge=0, le=1000, description="one NIC with its transceiver (server side), watts"
+    )
+    power_source: str = Field("not given", min_length=1)
 
     @property
     def bw_gb_per_s_per_direction(self) -> float:

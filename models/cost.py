@@ -6,11 +6,12 @@ transceivers and one cable per link, and racks. Every unit price is rounded up
 to the cent once (``usd_to_cents_up``), so the BOM total equals the plan's
 capex to the cent and both solvers compute the same integers.
 
-Power (rule of thumb in ../shared/reference/hardware/NOTES.md, section 3):
-server nameplate = GPUs x TDP + host power (the DGX nameplates it is derived
-from include the server's NICs); IT power adds the switches; facility power =
-IT x PUE (PUE to 0.001). Racks: a server type fills a rack up to its physical
-``servers_per_rack`` and the rack's power limit. Energy (``--pricing tco``):
+Power (rule of thumb in ../shared/reference/hardware/NOTES.md, section 3:
+node IT load = GPUs x TDP + host + network): server nameplate = GPUs x TDP +
+host power + its scale-out NICs (each with its transceiver); IT power adds
+the switches; facility power = IT x PUE (PUE to 0.001). Racks: a server, as
+configured, fills a rack up to its physical ``servers_per_rack`` and the
+rack's power limit. Energy (``--pricing tco``):
 facility power x the average draw fraction (Epoch AI: 75%) x training hours x
 $/kWh.
 """
@@ -37,18 +38,23 @@ def pue_milli(facility: Facility) -> int:
 
 
 def server_power_w(gpu: GPUSpec) -> int:
-    """Nameplate watts of one server: GPUs x TDP + host, rounded up to the watt."""
+    """Nameplate watts of one server without its scale-out NICs: GPUs x TDP + host."""
     return math.ceil(gpu.server.gpus_per_server * gpu.tdp_w + gpu.server.host_power_w - 1e-9)
+
+
+def nic_power_w(nic: NICSpec) -> int:
+    return math.ceil(nic.power_w - 1e-9)
 
 
 def switch_power_w(switch: SwitchSpec) -> int:
     return math.ceil(switch.power_w - 1e-9)
 
 
-def servers_per_rack(gpu: GPUSpec, facility: Facility) -> int:
-    """Servers per rack: the physical limit, and as many as the rack's power allows (>= 1)."""
+def servers_per_rack(gpu: GPUSpec, facility: Facility, nic_w: int = 0) -> int:
+    """Servers per rack: the physical limit, and as many as the rack's power allows (>= 1),
+    for servers drawing ``server_power_w(gpu) + nic_w`` (their NICs)."""
     limit_kw = gpu.server.rack_power_kw or facility.rack_power_kw
-    by_power = math.floor(limit_kw * 1000 / server_power_w(gpu) + 1e-9)
+    by_power = math.floor(limit_kw * 1000 / (server_power_w(gpu) + nic_w) + 1e-9)
     return max(1, min(gpu.server.servers_per_rack, by_power))
 
 
@@ -112,14 +118,20 @@ class Cluster:
         )
 
     @property
+    def nics_power_w(self) -> int:
+        """One server's scale-out NICs."""
+        return self.nics_per_node * nic_power_w(self.nic)
+
+    @property
     def racks(self) -> int:
-        return math.ceil(self.servers / servers_per_rack(self.gpu, self.facility))
+        return math.ceil(
+            self.servers / servers_per_rack(self.gpu, self.facility, self.nics_power_w)
+        )
 
     @property
     def it_power_w(self) -> int:
-        return self.servers * server_power_w(self.gpu) + self.fabric.switches * switch_power_w(
-            self.switch
-        )
+        servers_w = self.servers * (server_power_w(self.gpu) + self.nics_power_w)
+        return servers_w + self.fabric.switches * switch_power_w(self.switch)
 
     @property
     def facility_power_w(self) -> float:

@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 
 from models.cost import (
     link_cents,
+    nic_power_w,
     server_power_w,
     servers_per_rack,
     switch_power_w,
@@ -127,20 +128,31 @@ def add_cluster_terms(
         power_terms.append(switch_power_w(switch) * sw)
         sw_hi_total += sw_hi * switch_power_w(switch)
 
-    # racks: ceil(servers / servers per rack) of the chosen GPU type
+    # racks: ceil(servers / servers per rack) for the chosen GPU type, NIC type and count
     racks = md.new_int_var(0, hi_of(nodes), "racks")
-    for g, lit in gpu_lit.items():
-        spr = servers_per_rack(cat.gpu(g), fac)
-        md.add(spr * racks >= nodes).only_enforce_if(lit)
-        md.add(spr * racks <= nodes + spr - 1).only_enforce_if(lit)
+    k_max = max(hi_of(v) for v in rails_of.values())
+    count_is = {k: md.new_bool_var(f"nics_per_server=={k}") for k in range(1, k_max + 1)}
+    md.add_exactly_one(count_is.values())
+    md.add(sum(rails_of.values()) == sum(k * lit for k, lit in count_is.items()))
+    for g, g_lit in gpu_lit.items():
+        for name, n_lit in nic_lits.items():
+            nic_w = nic_power_w(cat.nic(name))
+            for k, k_lit in count_is.items():
+                spr = servers_per_rack(cat.gpu(g), fac, k * nic_w)
+                both = [g_lit, n_lit, k_lit]
+                md.add(spr * racks >= nodes).only_enforce_if(both)
+                md.add(spr * racks <= nodes + spr - 1).only_enforce_if(both)
     capex_terms.append(usd_to_cents_up(fac.rack_usd) * racks)
     capex_hi += usd_to_cents_up(fac.rack_usd) * hi_of(racks)
 
-    it_hi = hi_of(nodes) * max(server_power_w(cat.gpu(g)) for g in gpu_lit) + sw_hi_total
+    nic_hi = sum(nic_power_w(cat.nic(name)) * hi_of(nics_of[name]) for name in nic_lits)
+    it_hi = hi_of(nodes) * max(server_power_w(cat.gpu(g)) for g in gpu_lit) + sw_hi_total + nic_hi
     it_power = md.new_int_var(0, it_hi, "it_power_w")
     md.add(
         it_power
-        == sum(server_power_w(cat.gpu(g)) * v for g, v in nodes_of.items()) + sum(power_terms)
+        == sum(server_power_w(cat.gpu(g)) * v for g, v in nodes_of.items())
+        + sum(nic_power_w(cat.nic(name)) * nics_of[name] for name in nic_lits)
+        + sum(power_terms)
     )
     return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks)
 

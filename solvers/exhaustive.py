@@ -19,6 +19,7 @@ import numpy as np
 
 from models.cost import (
     link_cents,
+    nic_power_w,
     pue_milli,
     server_power_w,
     servers_per_rack,
@@ -149,7 +150,6 @@ def _best_for_candidate(
         fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
         options = [(fastest, max_k)]
     cat, fac = scenario.catalog, scenario.catalog.facility
-    racks = -(-nodes // servers_per_rack(gpu, fac))
     server_cents = usd_to_cents_up(gpu.server.overhead_usd)
     best = None
     for nic, k in options:
@@ -158,7 +158,9 @@ def _best_for_candidate(
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
         days = tau / (shape.micro_batch * m * dps) * scenario.sequences / SECONDS_PER_DAY
-        it_w = nodes * server_power_w(gpu) + switches * switch_power_w(switch)
+        nics_w = k * nic_power_w(nic)
+        racks = -(-nodes // servers_per_rack(gpu, fac, nics_w))
+        it_w = nodes * (server_power_w(gpu) + nics_w) + switches * switch_power_w(switch)
         capex_cents = (
             gpus * gpu_cents
             + nodes * (server_cents + k * usd_to_cents_up(nic.price_usd))

@@ -108,7 +108,8 @@ def test_bom_lines_sum_to_capex_and_match_the_fabric(cat):
 
 def test_power_racks_and_energy(cat):
     c = _cluster(cat)
-    assert server_power_w(cat.gpu("h100-sxm")) == 10_200  # DGX H100 nameplate
+    # DGX H100 nameplate, 10.2 kW: GPUs and host, then eight ConnectX-7 with optics
+    assert server_power_w(cat.gpu("h100-sxm")) + 8 * 25 == 10_200
     it_w = 128 * 10_200 + 48 * 1720
     assert c.it_power_w == it_w
     assert c.facility_power_w == pytest.approx(it_w * 1.25)
@@ -119,7 +120,11 @@ def test_power_racks_and_energy(cat):
     # an NVL72 tray sits in its 132 kW rack, 18 to a rack
     assert servers_per_rack(cat.gpu("gb200"), cat.facility) == 18
     tight = cat.with_facility(rack_power_kw=20.0)
-    assert servers_per_rack(cat.gpu("h100-sxm"), tight.facility) == 1
+    assert servers_per_rack(cat.gpu("h100-sxm"), tight.facility, 200) == 1
+    # NICs count: four 10.0 kW servers fit 40.5 kW, four with eight NICs each do not
+    site = cat.with_facility(rack_power_kw=40.5).facility
+    assert servers_per_rack(cat.gpu("h100-sxm"), site) == 4
+    assert servers_per_rack(cat.gpu("h100-sxm"), site, 200) == 3
 
 
 # ------------------------------------------------------------------ solvers and explanations
