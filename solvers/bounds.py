@@ -67,7 +67,9 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     return max(1, lo), hi
 
 
-def objective_lower_bound(scenario: Scenario, cand: Candidate) -> float:
+def objective_lower_bound(
+    scenario: Scenario, cand: Candidate, bounds: tuple[int, int] | None = None
+) -> float:
     """A value the objective cannot beat with this shape (days, or USD), whatever d, m and NICs are.
 
     Time: T = sequences x (m A + C + D + O/g) / (b m d) >= sequences x (A / (b d_max) +
@@ -77,7 +79,7 @@ def objective_lower_bound(scenario: Scenario, cand: Candidate) -> float:
     replica x sequences x A / b GPU-seconds at the GPU's hourly price."""
     s, c = cand.shape, cand.coeffs
     g = scenario.catalog.gpu(s.gpu)
-    lo, hi = dp_bounds(scenario, cand)
+    lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)  # bounds: dp_bounds'
     hi = max(1, hi)
     b = s.micro_batch
     if scenario.objective == "time":

@@ -58,6 +58,7 @@ class ClusterTerms:
     capex_hi_cents: int  # an upper bound of capex_cents
     it_power_w: cp_model.IntVar
     racks: cp_model.IntVar
+    tier_literals: list[cp_model.IntVar]  # per NIC type, fewest tiers first (search order)
 
 
 def add_cluster_terms(
@@ -79,6 +80,7 @@ def add_cluster_terms(
     md.add(nodes <= 1).only_enforce_if(~multi)
 
     capex_terms = []
+    tier_literals: list[cp_model.IntVar] = []
     capex_hi = 0
     power_terms = []
     sw_hi_total = 0
@@ -105,6 +107,7 @@ def add_cluster_terms(
         while -(-hi_of(up) // k) > half ** (t_max - 1):
             t_max += 1
         tier = {t: md.new_bool_var(f"tiers[{name}]={t}") for t in range(1, t_max + 1)}
+        tier_literals.extend(tier.values())
         md.add(sum(tier.values()) == on)
         sw_hi = hi_of(leaves) + (t_max - 2) * hi_of(mid) + hi_of(top) + 1
         links_hi = hi_of(ends) + (t_max - 1) * hi_of(up)
@@ -128,20 +131,29 @@ def add_cluster_terms(
         power_terms.append(switch_power_w(switch) * sw)
         sw_hi_total += sw_hi * switch_power_w(switch)
 
-    # racks: ceil(servers / servers per rack) for the chosen GPU type, NIC type and count
+    # racks >= ceil(servers / servers per rack); servers per rack falls as a server's NICs
+    # draw more (models/cost.py). A lower bound suffices: racks only add cost and count
+    # against --max-racks, so no optimum takes more than it needs.
     racks = md.new_int_var(0, hi_of(nodes), "racks")
-    k_max = max(hi_of(v) for v in rails_of.values())
-    count_is = {k: md.new_bool_var(f"nics_per_server=={k}") for k in range(1, k_max + 1)}
-    md.add_exactly_one(count_is.values())
-    md.add(sum(rails_of.values()) == sum(k * lit for k, lit in count_is.items()))
+    nics_w = md.new_int_var(
+        0,
+        sum(nic_power_w(cat.nic(n)) * hi_of(rails_of[n]) for n in rails_of),
+        "nics_power_per_server_w",
+    )
+    md.add(nics_w == sum(nic_power_w(cat.nic(n)) * v for n, v in rails_of.items()))
+    possible_w = sorted(
+        {k * nic_power_w(cat.nic(n)) for n in rails_of for k in range(1, hi_of(rails_of[n]) + 1)}
+    )
     for g, g_lit in gpu_lit.items():
-        for name, n_lit in nic_lits.items():
-            nic_w = nic_power_w(cat.nic(name))
-            for k, k_lit in count_is.items():
-                spr = servers_per_rack(cat.gpu(g), fac, k * nic_w)
-                both = [g_lit, n_lit, k_lit]
-                md.add(spr * racks >= nodes).only_enforce_if(both)
-                md.add(spr * racks <= nodes + spr - 1).only_enforce_if(both)
+        spr_of = {w: servers_per_rack(cat.gpu(g), fac, w) for w in possible_w}
+        for v in sorted(set(spr_of.values()), reverse=True):
+            w_v = min(w for w in possible_w if spr_of[w] <= v)  # spr falls as w grows
+            if w_v == possible_w[0]:
+                md.add(v * racks >= nodes).only_enforce_if(g_lit)
+                continue
+            at_least = md.new_bool_var(f"nics_power>={w_v}[{g}]")
+            md.add(nics_w <= w_v - 1).only_enforce_if(~at_least)
+            md.add(v * racks >= nodes).only_enforce_if([g_lit, at_least])
     capex_terms.append(usd_to_cents_up(fac.rack_usd) * racks)
     capex_hi += usd_to_cents_up(fac.rack_usd) * hi_of(racks)
 
@@ -154,7 +166,7 @@ def add_cluster_terms(
         + sum(nic_power_w(cat.nic(name)) * nics_of[name] for name in nic_lits)
         + sum(power_terms)
     )
-    return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks)
+    return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks, tier_literals)
 
 
 def product_cents(

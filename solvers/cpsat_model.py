@@ -512,12 +512,18 @@ def _build(
     else:
         dp_hi = [dp_max] * n
     if fix_families and scenario.objective == "time":
-        lbs = [objective_lower_bound(scenario, cand) for cand in candidates]
+        lbs = [
+            objective_lower_bound(scenario, c, bnd)
+            for c, bnd in zip(candidates, bounds, strict=True)
+        ]
         to_units = k_scale * 86400.0 / (scenario.sequences * unit_s) * (1 - 1e-9)
         md.add(per_seq >= sel(max(0, math.floor(lb * to_units) - 1) for lb in lbs))
         form_lbs = lbs
     elif fix_families:
-        lbs = [objective_lower_bound(scenario, cand) for cand in candidates]
+        lbs = [
+            objective_lower_bound(scenario, c, bnd)
+            for c, bnd in zip(candidates, bounds, strict=True)
+        ]
         if scenario.pricing != "cloud":
             md.add(cost_expr >= sel(_down(lb * 100 * per_cent * (1 - 1e-12)) for lb in lbs))
         else:  # in GPU-time units of each GPU type (the cost's coefficients are not integers)
@@ -568,6 +574,11 @@ def _build(
         cp_model.SELECT_UPPER_HALF if scenario.objective == "time" else cp_model.SELECT_LOWER_HALF,
     )
     md.add_decision_strategy([m], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
+    if cluster is not None:  # then the smallest fabric and the fewest racks (the cheapest)
+        md.add_decision_strategy(
+            cluster.tier_literals, cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
+        )
+        md.add_decision_strategy([cluster.racks], cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
     return form
 
 
