@@ -17,7 +17,8 @@ of the layer count and every power of two (uneven splits only when
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 
 from catalog.specs import GPUSpec, NICSpec
 from models.comm import tp_bandwidth_limit
@@ -60,20 +61,74 @@ class Shape:
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A shape with everything the solvers need about it."""
+class _Source:
+    """What a shape's numbers are computed from: the question, the GPU, the nominal network."""
 
-    shape: Shape
-    coeffs: StepCoefficients
-    dp_min_memory: int | None  # smallest DP degree whose ZeRO shard fits; None: never fits
-    structural: frozenset[str]  # families violated whatever the solver chooses for d, m, NICs
+    scenario: Scenario
+    gpu: GPUSpec
+    network: Network
+
+
+_UNSET: Any = object()
+
+
+class Candidate:
+    """A shape with everything the solvers need about it.
+
+    ``structural``: the families violated whatever the solver chooses for d, m and
+    NICs. ``coeffs`` (the performance model's step coefficients) and
+    ``dp_min_memory`` (the smallest DP degree whose ZeRO shard fits; None: never
+    fits) are computed on first use, from the question the shape was enumerated
+    for: most shapes are ruled out by a structural family or by memory before
+    anyone needs their step time."""
+
+    __slots__ = ("shape", "structural", "_source", "_coeffs", "_dp_min", "_origin")
+
+    def __init__(
+        self,
+        shape: Shape,
+        structural: frozenset[str],
+        source: _Source,
+        origin: Candidate | None = None,
+    ) -> None:
+        self.shape = shape
+        self.structural = structural
+        self._source = source
+        self._origin = origin  # the same shape in another question: share its coefficients
+        self._coeffs: StepCoefficients | None = None
+        self._dp_min: int | None = _UNSET
+
+    @property
+    def coeffs(self) -> StepCoefficients:
+        if self._coeffs is None:
+            if self._origin is not None:
+                self._coeffs = self._origin.coeffs
+            else:
+                src, shape = self._source, self.shape
+                self._coeffs = step_coefficients(
+                    src.scenario.spec,
+                    shape.layout(1, max(1, shape.pp)),
+                    src.scenario.seq_len,
+                    src.gpu,
+                    src.network,
+                    src.scenario.assumptions,
+                )
+        return self._coeffs
+
+    @property
+    def dp_min_memory(self) -> int | None:
+        if self._dp_min is _UNSET:
+            self._dp_min = dp_min_for_memory(self._source.scenario, self.shape, self._source.gpu)
+        return self._dp_min
+
+    def __repr__(self) -> str:
+        return f"Candidate({self.shape!r}, structural={sorted(self.structural)})"
 
     def allowed(self, scenario: Scenario) -> bool:
         """Not excluded by an enforced structural family."""
-        blocked = {f for f in self.structural if scenario.active(f)}
-        if self.dp_min_memory is None and scenario.active("memory"):
-            blocked.add("memory")
-        return not blocked
+        if any(scenario.active(f) for f in self.structural):
+            return False
+        return not (scenario.active("memory") and self.dp_min_memory is None)
 
     def dp_floor(self, scenario: Scenario) -> int:
         """Smallest DP degree the enforced memory constraint admits."""
@@ -162,6 +217,9 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
         nominal = Network(
             "-", gpu.server.nic_slots, max(n.bw_gb_per_s_per_direction for n in nic_specs(scenario))
         )
+        source = _Source(scenario, gpu, nominal)
+        # the structural rules do not look at the micro-batch or the recomputation
+        structural: dict[tuple, frozenset[str]] = {}
         for tp in tp_options(spec, gpu):
             for cp in cp_options(scenario.seq_len):
                 if tp * cp > 2 * gpu.server.scale_up_domain_gpus:
@@ -174,23 +232,12 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
                             for rc in scenario.recompute_modes:
                                 for prec in precisions:
                                     shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec)
-                                    layout = shape.layout(1, max(1, pp))
-                                    coeffs = step_coefficients(
-                                        spec,
-                                        layout,
-                                        scenario.seq_len,
-                                        gpu,
-                                        nominal,
-                                        scenario.assumptions,
-                                    )
-                                    out.append(
-                                        Candidate(
-                                            shape,
-                                            coeffs,
-                                            dp_min_for_memory(scenario, shape, gpu),
-                                            structural_violations(scenario, shape, gpu),
+                                    key = (tp, cp, pp, vp, prec)
+                                    if key not in structural:
+                                        structural[key] = structural_violations(
+                                            scenario, shape, gpu
                                         )
-                                    )
+                                    out.append(Candidate(shape, structural[key], source))
     return out
 
 
@@ -209,6 +256,9 @@ def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[C
     (everything else about a candidate is independent of the capacity)."""
     out = []
     for cand in candidates:
+        src = cand._source
         gpu = scenario.catalog.gpu(cand.shape.gpu)
-        out.append(replace(cand, dp_min_memory=dp_min_for_memory(scenario, cand.shape, gpu)))
+        out.append(
+            Candidate(cand.shape, cand.structural, _Source(scenario, gpu, src.network), cand)
+        )
     return out

@@ -316,3 +316,39 @@ def test_availability_caps_agree_and_hold(cat, caps):
     for plan in (got.best, ref.best):
         assert plan.feasible
         assert plan.num_gpus <= dict(caps).get(plan.config.shape.gpu, 10**9)
+
+
+def test_candidates_equal_a_direct_computation(cat, models):
+    """Candidates share structural checks across micro-batches and compute their step
+    coefficients and memory bound on first use: the same numbers as computed directly."""
+    from models.layout import Network
+    from models.step import step_coefficients
+    from solvers.space import (
+        dp_min_for_memory,
+        enumerate_candidates,
+        structural_violations,
+        with_memory_scale,
+    )
+
+    s = scenario(
+        models["llama2-70b"],
+        cat,
+        tokens=2e12,
+        gpus=("h100-sxm", "gb200"),
+        budget_usd=3e7,
+        precisions=("bf16", "fp8"),
+    )
+    cands = enumerate_candidates(s)
+    fastest = max(n.bw_gb_per_s_per_direction for n in cat.nics.values())
+    for c in cands[:: max(1, len(cands) // 400)]:
+        gpu = cat.gpu(c.shape.gpu)
+        assert c.structural == structural_violations(s, c.shape, gpu)
+        assert c.dp_min_memory == dp_min_for_memory(s, c.shape, gpu)
+        net = Network("-", gpu.server.nic_slots, fastest)
+        layout = c.shape.layout(1, max(1, c.shape.pp))
+        direct = step_coefficients(s.spec, layout, s.seq_len, gpu, net, s.assumptions)
+        assert c.coeffs == direct
+    bigger = s.with_changes(memory_scale=2.0)
+    for c, b in list(zip(cands, with_memory_scale(bigger, cands), strict=True))[::97]:
+        assert b.coeffs == c.coeffs
+        assert b.dp_min_memory == dp_min_for_memory(bigger, c.shape, cat.gpu(c.shape.gpu))
