@@ -188,7 +188,7 @@ def product_cents(
     relative error on any plan is at most about 2^-20 per factor; the
     coefficient is a fraction N / D >= cents_per_unit x both steps with N about
     2^18 or more. Every rounding overestimates, so a plan admitted within a budget
-    is within it (README "Solver")."""
+    is within it (README "Bill of materials")."""
     a_lo, a_hi = max(1, a_range[0]), max(1, a_range[1])
     t_lo, t_hi = max(1, t_range[0]), max(1, t_range[1])
     bits = 20  # steps of 2^-bits of the lower ends; negative: coarser than the lower ends

@@ -477,7 +477,7 @@ def _build(
     elif scenario.pricing == "cloud":
         # GPU-time = G x T'. T' is first coarsened by a constant R (rounding up, so cost is
         # never underestimated) so that G x T'/R fits in int64; R is tiny next to T' at any
-        # plan a budget admits (README "Solver").
+        # plan a budget admits (README "Guarantees and limits").
         coef = {g: gpus[g].cloud_usd_per_gpu_hour * 100 * days_per_unit * 24 for g in gpu_names}
         t_max = _hi(per_seq)
         if "budget" in enforce and fix_families:
