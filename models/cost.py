@@ -21,8 +21,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
-from models.fabric import FabricSize, size_fabric
+from models.fabric import FabricSize, fabric_counts, size_fabric
 
 TIER_NAMES = ("leaf", "spine", "core")
 
@@ -61,6 +63,65 @@ def servers_per_rack(gpu: GPUSpec, facility: Facility, nic_w: int = 0) -> int:
 def link_cents(nic: NICSpec) -> int:
     """One link: a transceiver at each end and a cable."""
     return 2 * usd_to_cents_up(nic.transceiver_usd) + usd_to_cents_up(nic.cable_usd)
+
+
+def facility_power_w(it_power_w, facility: Facility):
+    """IT power x PUE (to 0.001); works on numpy arrays."""
+    return it_power_w * pue_milli(facility) / 1000.0
+
+
+def energy_usd(it_power_w, facility: Facility, days):
+    """Electricity over ``days`` of training at the average draw; works on numpy arrays."""
+    kwh = facility_power_w(it_power_w, facility) * facility.power_draw_fraction * days * 24 / 1000
+    return kwh * facility.usd_per_kwh
+
+
+def tco_usd(capex_usd, it_power_w, facility: Facility, days):
+    """Capex (or the job's share of it over the facility's lifetime) plus energy."""
+    life = facility.lifetime_years
+    share = 1.0 if life is None else days / (365.0 * life)
+    return capex_usd * share + energy_usd(it_power_w, facility, days)
+
+
+@dataclass(frozen=True)
+class ClusterTotals:
+    """Capex (cents), IT power (W) and racks of clusters of many sizes (numpy arrays)."""
+
+    capex_cents: np.ndarray
+    it_power_w: np.ndarray
+    racks: np.ndarray
+
+
+def cluster_totals(
+    gpu: GPUSpec,
+    nic: NICSpec,
+    switch: SwitchSpec,
+    facility: Facility,
+    num_gpus,
+    nics_per_node: int,
+) -> ClusterTotals:
+    """The bill of materials' totals for each GPU count at once (the exhaustive solver's
+    form of ``Cluster``; tests/test_fabric.py checks that both agree)."""
+    num_gpus = np.asarray(num_gpus, dtype=np.int64)
+    servers = -(-num_gpus // gpu.server.gpus_per_server)
+    _, switches, links = fabric_counts(
+        servers, nics_per_node, switch.ports, facility.oversubscription
+    )
+    nics_w = nics_per_node * nic_power_w(nic)
+    racks = -(-servers // servers_per_rack(gpu, facility, nics_w))
+    it_w = servers * (server_power_w(gpu) + nics_w) + switches * switch_power_w(switch)
+    capex = (
+        num_gpus * usd_to_cents_up(gpu.price_usd)
+        + servers
+        * (
+            usd_to_cents_up(gpu.server.overhead_usd)
+            + nics_per_node * usd_to_cents_up(nic.price_usd)
+        )
+        + switches * usd_to_cents_up(switch.price_usd)
+        + links * link_cents(nic)
+        + racks * usd_to_cents_up(facility.rack_usd)
+    )
+    return ClusterTotals(capex, it_w, racks)
 
 
 def tier_name(tier: int, tiers: int) -> str:
@@ -122,25 +183,26 @@ class Cluster:
         """One server's scale-out NICs."""
         return self.nics_per_node * nic_power_w(self.nic)
 
-    @property
-    def racks(self) -> int:
-        return math.ceil(
-            self.servers / servers_per_rack(self.gpu, self.facility, self.nics_power_w)
+    def _totals(self) -> ClusterTotals:
+        return cluster_totals(
+            self.gpu, self.nic, self.switch, self.facility, [self.num_gpus], self.nics_per_node
         )
 
     @property
+    def racks(self) -> int:
+        return int(self._totals().racks[0])
+
+    @property
     def it_power_w(self) -> int:
-        servers_w = self.servers * (server_power_w(self.gpu) + self.nics_power_w)
-        return servers_w + self.fabric.switches * switch_power_w(self.switch)
+        return int(self._totals().it_power_w[0])
 
     @property
     def facility_power_w(self) -> float:
-        return self.it_power_w * pue_milli(self.facility) / 1000.0
+        return float(facility_power_w(self.it_power_w, self.facility))
 
     def energy_usd(self, days: float) -> float:
         """Electricity over ``days`` of training at the average draw."""
-        kwh = self.facility_power_w * self.facility.power_draw_fraction * days * 24.0 / 1000.0
-        return kwh * self.facility.usd_per_kwh
+        return float(energy_usd(self.it_power_w, self.facility, days))
 
     def bom(self) -> list[BomLine]:
         """One line per item; quantities from the fabric and rack rules."""
@@ -195,6 +257,4 @@ class Cluster:
 
     def tco_usd(self, days: float) -> float:
         """Capex (or the job's share of it over the facility's lifetime) plus energy."""
-        life = self.facility.lifetime_years
-        share = 1.0 if life is None else days / (365.0 * life)
-        return self.capex_usd * share + self.energy_usd(days)
+        return float(tco_usd(self.capex_usd, self.it_power_w, self.facility, days))

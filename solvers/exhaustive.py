@@ -17,16 +17,7 @@ import time
 
 import numpy as np
 
-from models.cost import (
-    link_cents,
-    nic_power_w,
-    pue_milli,
-    server_power_w,
-    servers_per_rack,
-    switch_power_w,
-    usd_to_cents_up,
-)
-from models.fabric import fabric_counts
+from models.cost import cluster_totals, facility_power_w, tco_usd, usd_to_cents_up
 from models.feasibility import TOL
 from models.step import step_from_coefficients
 from solvers.plan import Config, build_plan
@@ -141,8 +132,6 @@ def _best_for_candidate(
         return None
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     gpus = shape.replica_gpus * dps
-    gpn = gpu.server.gpus_per_server
-    nodes = -(-gpus // gpn)
     slots = gpu.server.nic_slots + scenario.extra_nic_slots
     max_k = slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
     options = [(nic, k) for nic in nics for k in range(1, max_k + 1)]
@@ -150,40 +139,26 @@ def _best_for_candidate(
         fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
         options = [(fastest, max_k)]
     cat, fac = scenario.catalog, scenario.catalog.facility
-    server_cents = usd_to_cents_up(gpu.server.overhead_usd)
     best = None
     for nic, k in options:
-        switch = cat.switch_for(nic)
-        _, switches, links = fabric_counts(nodes, k, switch.ports, fac.oversubscription)
+        cluster = cluster_totals(gpu, nic, cat.switch_for(nic), fac, gpus, k)
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
         days = tau / (shape.micro_batch * m * dps) * scenario.sequences / SECONDS_PER_DAY
-        nics_w = k * nic_power_w(nic)
-        racks = -(-nodes // servers_per_rack(gpu, fac, nics_w))
-        it_w = nodes * (server_power_w(gpu) + nics_w) + switches * switch_power_w(switch)
-        capex_cents = (
-            gpus * gpu_cents
-            + nodes * (server_cents + k * usd_to_cents_up(nic.price_usd))
-            + switches * usd_to_cents_up(switch.price_usd)
-            + links * link_cents(nic)
-            + racks * usd_to_cents_up(fac.rack_usd)
-        )
         if scenario.pricing == "capex":
-            cost_cents = capex_cents
+            cost_cents = cluster.capex_cents
             cost = cost_cents / 100.0
-        elif scenario.pricing == "tco":  # models/cost.py Cluster.tco_usd
-            share = 1.0 if fac.lifetime_years is None else days / (365.0 * fac.lifetime_years)
-            kwh = it_w * pue_milli(fac) / 1000.0 * fac.power_draw_fraction * days * 24.0 / 1000.0
-            cost = capex_cents / 100.0 * share + kwh * fac.usd_per_kwh
+        elif scenario.pricing == "tco":
+            cost = tco_usd(cluster.capex_cents / 100.0, cluster.it_power_w, fac, days)
             cost_cents = cost * 100.0
         else:
             cost = gpus * days * 24.0 * gpu.cloud_usd_per_gpu_hour
             cost_cents = cost * 100.0
         ok = np.ones_like(dps, dtype=bool)
         if scenario.active("power"):
-            ok &= it_w * pue_milli(fac) <= scenario.power_cap_w * 1000.0 * (1 + TOL)
+            ok &= facility_power_w(cluster.it_power_w, fac) <= scenario.power_cap_w * (1 + TOL)
         if scenario.active("max_racks"):
-            ok &= racks <= scenario.rack_cap
+            ok &= cluster.racks <= scenario.rack_cap
         if scenario.active("budget"):
             ok &= cost_cents <= scenario.budget * 100.0 * (1 + 1e-12)
         if scenario.active("deadline"):

@@ -14,7 +14,7 @@ from conftest import run_main
 
 from catalog import load_catalog
 from designer.cli import cli
-from models.cost import Cluster, server_power_w, servers_per_rack
+from models.cost import Cluster, cluster_totals, server_power_w, servers_per_rack
 from models.fabric import fabric_counts, size_fabric
 from models.zoo import zoo
 from solvers.cpsat import solve_cpsat
@@ -104,6 +104,23 @@ def test_bom_lines_sum_to_capex_and_match_the_fabric(cat):
         if "cable" in item or "transceiver" in item
     )
     assert link_usd == pytest.approx(2_621_440)
+
+
+def test_bom_and_the_solvers_array_totals_agree(cat):
+    """The itemised bill (plans, --bom: fabric sized one cluster at a time) and the array
+    totals (the exhaustive solver: fabric sized for many at once) give the same capex;
+    power and racks are checked by hand in test_power_racks_and_energy."""
+    counts = np.array([1, 7, 8, 64, 200, 1024, 4100, 33000])
+    for gpu, nic, nics in [
+        ("h100-sxm", "cx7-400g", 8),
+        ("gb200", "cx8-800g", 2),
+        ("a100-80gb", "cx6-200g", 3),
+    ]:
+        n = cat.nic(nic)
+        totals = cluster_totals(cat.gpu(gpu), n, cat.switch_for(n), cat.facility, counts, nics)
+        for i, g in enumerate(counts):
+            c = _cluster(cat, int(g), gpu, nic, nics)
+            assert totals.capex_cents[i] == sum(line.extended_cents for line in c.bom())
 
 
 def test_power_racks_and_energy(cat):
