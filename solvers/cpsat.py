@@ -153,10 +153,12 @@ def solve_cpsat(
     candidates: list[Candidate] | None = None,
     hint: Config | None = None,
     effort: float | None = None,
+    alive: list[Candidate] | None = None,
 ) -> SolveResult:
     """Minimise the objective; ``top_k`` best plans with distinct shapes.
 
-    ``hint`` warm-starts the search (e.g. the optimum of a tighter question)."""
+    ``hint`` warm-starts the search (e.g. the optimum of a tighter question);
+    ``alive``: ``presolved_candidates(scenario, candidates)`` when the caller has it."""
     if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
         space = candidates if candidates is not None else enumerate_candidates(scenario)
         return _solve_cloud_cost_by_gpu(
@@ -164,7 +166,7 @@ def solve_cpsat(
         )
     start = time.perf_counter()
     space = candidates if candidates is not None else enumerate_candidates(scenario)
-    cands = presolved_candidates(scenario, space)
+    cands = alive if alive is not None else presolved_candidates(scenario, space)
     if not cands:
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space

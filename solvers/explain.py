@@ -206,7 +206,12 @@ def binding_constraints(
         if all(objective_lower_bound(relaxed, c) >= base * (1 - 1e-9) for c in alive):
             return base, True
         res = solve_cpsat(
-            relaxed, time_limit_s=time_limit_s, candidates=space, hint=plan.config, effort=effort
+            relaxed,
+            time_limit_s=time_limit_s,
+            candidates=space,
+            hint=plan.config,
+            effort=effort,
+            alive=alive,
         )
         return (res.best.objective if res.best else base), res.status == "optimal"
 
