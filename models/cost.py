@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -172,17 +173,13 @@ class Cluster:
     def servers(self) -> int:
         return math.ceil(self.num_gpus / self.gpu.server.gpus_per_server)
 
-    @property
+    @cached_property
     def fabric(self) -> FabricSize:
         return size_fabric(
             self.servers, self.nics_per_node, self.switch.ports, self.facility.oversubscription
         )
 
-    @property
-    def nics_power_w(self) -> int:
-        """One server's scale-out NICs."""
-        return self.nics_per_node * nic_power_w(self.nic)
-
+    @cached_property
     def _totals(self) -> ClusterTotals:
         return cluster_totals(
             self.gpu, self.nic, self.switch, self.facility, [self.num_gpus], self.nics_per_node
@@ -190,11 +187,11 @@ class Cluster:
 
     @property
     def racks(self) -> int:
-        return int(self._totals().racks[0])
+        return int(self._totals.racks[0])
 
     @property
     def it_power_w(self) -> int:
-        return int(self._totals().it_power_w[0])
+        return int(self._totals.it_power_w[0])
 
     @property
     def facility_power_w(self) -> float:
@@ -247,7 +244,7 @@ class Cluster:
         lines.append(BomLine("rack", self.racks, self.facility.rack_usd, self.facility.rack_source))
         return [line for line in lines if line.quantity > 0]
 
-    @property
+    @cached_property
     def capex_cents(self) -> int:
         return sum(line.extended_cents for line in self.bom())
 

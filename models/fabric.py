@@ -76,16 +76,19 @@ class FabricSize:
         return sum(self.links_per_tier)
 
 
+def _tree_parts(servers, rails: int, radix: int, oversubscription: float):
+    """(endpoints, leaves, leaf uplinks, switches of a middle tier, of the top tier);
+    works on numpy arrays and on plain integers."""
+    endpoints = servers * rails
+    leaves = rails * (-(-servers // leaf_down_ports(radix, oversubscription)))
+    up = uplinks(endpoints, oversubscription)
+    return endpoints, leaves, up, -(-up // (radix // 2)), -(-up // radix)
+
+
 def fabric_counts(servers: np.ndarray, rails: int, radix: int, oversubscription: float):
     """(tiers, switches, links) for each server count, ``rails`` NICs per server."""
     servers = np.asarray(servers, dtype=np.int64)
-    endpoints = servers * rails
-    down = leaf_down_ports(radix, oversubscription)
-    leaves = rails * (-(-servers // down))
-    up = uplinks(endpoints, oversubscription)
-    half = radix // 2
-    top = -(-up // radix)
-    mid = -(-up // half)
+    endpoints, leaves, up, mid, top = _tree_parts(servers, rails, radix, oversubscription)
     tiers = np.where(servers <= 1, 0, np.where(endpoints <= radix, 1, 0))
     switches = np.where(tiers == 1, 1, 0)
     links = np.where(tiers == 1, endpoints, 0)
@@ -107,11 +110,7 @@ def size_fabric(servers: int, rails: int, radix: int, oversubscription: float = 
     if endpoints <= radix:
         return FabricSize(1, (1,), (endpoints,))
     tiers = int(fabric_counts(np.array([servers]), rails, radix, oversubscription)[0][0])
-    down = leaf_down_ports(radix, oversubscription)
-    leaves = rails * -(-servers // down)
-    up = int(uplinks(endpoints, oversubscription))
-    mid = -(-up // (radix // 2))
-    top = -(-up // radix)
+    _, leaves, up, mid, top = _tree_parts(servers, rails, radix, oversubscription)
     switches = (leaves,) + (mid,) * (tiers - 2) + (top,)
     links = (endpoints,) + (up,) * (tiers - 1)
     return FabricSize(tiers, switches, links)
