@@ -753,33 +753,6 @@ QUESTION_OPTIONS = [
         help="Write the plans as CSV.",
     ),
 ]
-SCENARIO_KEYS = (
-    "model",
-    "tokens",
-    "seq_len",
-    "budget",
-    "deadline",
-    "objective",
-    "pricing",
-    "power_cap",
-    "max_racks",
-    "pue",
-    "usd_per_kwh",
-    "rack_power_kw",
-    "oversubscription",
-    "lifetime_years",
-    "gpus",
-    "nics",
-    "catalog_files",
-    "max_gpus",
-    "max_batch_tokens",
-    "min_batch_tokens",
-    "precision",
-    "ignore",
-    "dp_overlap",
-    "memory_overhead",
-    "reserved_gb",
-)
 
 
 def question_options(f):
