@@ -102,6 +102,18 @@ def stage_flops_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: i
     return tokens * (layers * (per_layer + recompute) + logits) / (layout.tp * layout.cp)
 
 
+def gemm_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec
+) -> float:
+    """GEMM time of one micro-batch on the slowest stage: its FLOPs at the GPU's peak for
+    the layout's precision times the matrix-size-dependent efficiency."""
+    peak = gpu.peak_tflops(layout.precision)
+    if peak is None:
+        raise ValueError(f"{gpu.name} has no {layout.precision} peak")
+    eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
+    return stage_flops_per_microbatch(spec, layout, seq_len) / (peak * 1e12 * eff)
+
+
 def memory_bound_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec
 ) -> float:
@@ -190,6 +202,7 @@ class StepCoefficients:
     """Everything about a step that depends on the shape only (seconds, bytes, GB/s)."""
 
     compute_mb_s: float  # GEMMs + memory-bound work of one micro-batch, slowest stage
+    gemm_mb_s: float  # the GEMM part of compute_mb_s (at most compute_mb_s)
     tp_mb_s: float
     cp_mb_s: float
     pp: int
@@ -227,12 +240,8 @@ def step_coefficients(
     a: Assumptions,
 ) -> StepCoefficients:
     """The shape-only part of the step time (see the module docstring)."""
-    peak = gpu.peak_tflops(layout.precision)
-    if peak is None:
-        raise ValueError(f"{gpu.name} has no {layout.precision} peak")
     cal = gpu.calibration
-    eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
-    gemm_mb = stage_flops_per_microbatch(spec, layout, seq_len) / (peak * 1e12 * eff)
+    gemm_mb = gemm_per_microbatch_s(spec, layout, seq_len, gpu)
     compute_mb = gemm_mb + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
     tp_mb = tp_comm_per_microbatch_s(spec, layout, seq_len, gpu, network)
     compute_mb = max(compute_mb, host_issue_per_microbatch_s(spec, layout, gpu) - tp_mb)
@@ -246,6 +255,7 @@ def step_coefficients(
         dp_bytes = grad_params * (a.grad_bytes + a.weight_bytes) / 2.0
     return StepCoefficients(
         compute_mb_s=compute_mb,
+        gemm_mb_s=gemm_mb,
         tp_mb_s=tp_mb,
         cp_mb_s=cp_comm_per_microbatch_s(spec, layout, seq_len, gpu, compute_mb),
         pp=layout.pp,

@@ -9,17 +9,49 @@ from __future__ import annotations
 
 import math
 
-from models.cost import usd_to_cents_up
+import numpy as np
+
+from models.cost import cluster_totals, usd_to_cents_up
 from models.step import group_reduce_s
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate, nic_specs
 
 
-def server_cents_lower(scenario: Scenario, gpu) -> int:
-    """Least capex per server beyond its GPUs: overhead and one NIC of the cheapest kind
-    (a single server needs no fabric; racks are left out)."""
-    cheapest_nic = min(usd_to_cents_up(n.price_usd) for n in nic_specs(scenario))
-    return usd_to_cents_up(gpu.server.overhead_usd) + cheapest_nic
+def least_capex_cents(scenario: Scenario, gpu, num_gpus) -> np.ndarray:
+    """The least capex of ``num_gpus`` GPUs of this type (numpy array or int): one NIC
+    per server of whichever kind is cheapest at that size, with its fabric and racks
+    (models.cost.cluster_totals, the solvers' own formula). More NICs per server
+    only add NICs, links, switch ports and power, so no plan costs less."""
+    cat = scenario.catalog
+    return np.min(
+        [
+            cluster_totals(gpu, nic, cat.switch_for(nic), cat.facility, num_gpus, 1).capex_cents
+            for nic in nic_specs(scenario)
+        ],
+        axis=0,
+    )
+
+
+def budget_gpu_limit(scenario: Scenario, gpu) -> int:
+    """The most GPUs of this type whose least capex fits the budget (capex charged in full).
+
+    A 64-way search (a few vectorised rounds): the least capex never falls as
+    GPUs are added (servers, fabric tiers, switches, links and racks all grow
+    with the count; tests/test_bounds.py checks it)."""
+    key = ("budget_gpu_limit", gpu.name)
+    if key not in scenario.memo:
+        cents = scenario.budget * 100
+        lo, hi = 0, min(GPU_CAP, int(cents // usd_to_cents_up(gpu.price_usd)))
+        while lo < hi:  # invariant: lo GPUs fit (0 always does), more than hi never do
+            probes = np.unique(np.linspace(lo + 1, hi, num=min(64, hi - lo)).astype(np.int64))
+            fits = int(np.count_nonzero(least_capex_cents(scenario, gpu, probes) <= cents))
+            if fits == len(probes):
+                lo = hi
+            else:
+                lo = int(probes[fits - 1]) if fits else lo
+                hi = int(probes[fits]) - 1
+        scenario.memo[key] = lo
+    return scenario.memo[key]
 
 
 def _down(x: float) -> int:
@@ -39,8 +71,8 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
 
     Lower: the memory shard that fits; the deadline, since a sequence takes at
     least A / (b d) (A the cheaper regime's stage time). Upper: the GPU cap; the
-    batch ceiling with the fewest micro-batches; under a capex budget, cost >= G
-    x (GPU price + (server overhead + cheapest NIC) / GPUs per server)."""
+    batch ceiling with the fewest micro-batches; under a capex budget, the most
+    GPUs whose least capex fits it (budget_gpu_limit)."""
     s = cand.shape
     g = scenario.catalog.gpu(s.gpu)
     lo = cand.dp_floor(scenario)
@@ -59,11 +91,7 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
         m_min = s.pp if ((scenario.active("pipeline_fill") or s.vp > 1) and s.pp > 1) else 1
         hi = min(hi, _down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
     if scenario.active("budget") and scenario.capex_charged_in_full:
-        per_gpu = (
-            usd_to_cents_up(g.price_usd)
-            + server_cents_lower(scenario, g) / g.server.gpus_per_server
-        )
-        hi = min(hi, int(scenario.budget * 100 // (per_gpu * s.replica_gpus)))
+        hi = min(hi, budget_gpu_limit(scenario, g) // s.replica_gpus)
     return max(1, lo), hi
 
 
@@ -74,17 +102,18 @@ def objective_lower_bound(
 
     Time: T = sequences x (m A + C + D + O/g) / (b m d) >= sequences x (A / (b d_max) +
     (C + D_min + O / g_max) / (b W_max)), with D_min the gradient reduction at the
-    smallest DP degree over every NIC slot of the fastest NIC. Cost: capex at the
-    smallest DP degree with one NIC of the cheapest kind per server; cloud:
+    smallest DP degree over every NIC slot of the fastest NIC. Cost: the least
+    capex at the smallest DP degree (least_capex_cents); cloud:
     replica x sequences x A / b GPU-seconds at the GPU's hourly price."""
-    s, c = cand.shape, cand.coeffs
+    s = cand.shape
     g = scenario.catalog.gpu(s.gpu)
     lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)  # bounds: dp_bounds'
     hi = max(1, hi)
     b = s.micro_batch
     if scenario.objective == "time":
-        w_hi = (
-            _down(scenario.ceiling_tokens / scenario.seq_len)
+        c = cand.coeffs
+        w_hi = (  # micro-batches per step: b x W sequences fit the ceiling
+            _down(scenario.ceiling_tokens / scenario.seq_len) // b
             if scenario.active("batch_ceiling")
             else GPU_CAP**2
         )
@@ -102,11 +131,34 @@ def objective_lower_bound(
         per_seq = stage_time_lower(cand) / (b * hi) + (c.bubble_s + d_min + opt) / (b * w_hi)
         return per_seq * scenario.sequences / 86400.0
     if scenario.capex_charged_in_full:
-        count = lo * s.replica_gpus
-        servers = -(-count // g.server.gpus_per_server)
-        cents = count * usd_to_cents_up(g.price_usd) + servers * server_cents_lower(scenario, g)
-        return cents / 100.0
+        key = ("least_capex_cents", g.name, lo * s.replica_gpus)
+        if key not in scenario.memo:
+            scenario.memo[key] = int(least_capex_cents(scenario, g, lo * s.replica_gpus))
+        return scenario.memo[key] / 100.0
     if scenario.pricing == "tco":
         return 0.0  # a lifetime share of capex plus energy: no cheap bound
     gpu_s = s.replica_gpus * scenario.sequences * stage_time_lower(cand) / b
+    return gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour
+
+
+def gemm_lower_bound(
+    scenario: Scenario, cand: Candidate, bounds: tuple[int, int] | None = None
+) -> float:
+    """A weaker bound than objective_lower_bound, and cheaper: it needs only the shape's
+    GEMM time G, not its step coefficients.
+
+    Time: sequences x G / (b d_max). Every other term of objective_lower_bound
+    is non-negative and its stage time A >= G, so this never exceeds it (the
+    same floating-point operations on smaller operands). Cloud: replica x
+    sequences x G / b GPU-seconds. Capex: objective_lower_bound itself (no step
+    time involved); TCO: 0."""
+    s = cand.shape
+    if scenario.objective == "time":
+        lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)
+        per_seq = cand.gemm_mb_s / (s.micro_batch * max(1, hi))
+        return per_seq * scenario.sequences / 86400.0
+    if scenario.capex_charged_in_full or scenario.pricing == "tco":
+        return objective_lower_bound(scenario, cand, bounds)
+    g = scenario.catalog.gpu(s.gpu)
+    gpu_s = s.replica_gpus * scenario.sequences * cand.gemm_mb_s / s.micro_batch
     return gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour

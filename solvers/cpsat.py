@@ -7,16 +7,17 @@ re-evaluated by the float model (solvers/plan.py).
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
-from solvers.bounds import dp_bounds, objective_lower_bound
+from solvers.bounds import dp_bounds, gemm_lower_bound, objective_lower_bound
 from solvers.cpsat_model import Formulation, build
+from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
-from solvers.space import Candidate, enumerate_candidates, nic_specs
+from solvers.space import Candidate, Shape, enumerate_candidates, nic_specs
 
 
 def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
@@ -31,35 +32,98 @@ def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
     )
 
 
-def _warm_start(
-    scenario: Scenario, form: Formulation, shapes_tried: int = 24, fallback: Config | None = None
+WARM_SHAPES = 12  # shapes the warm start tries (bench/solver.py: the fastest of 8, 12, 16, 24)
+
+
+def _prune(
+    scenario: Scenario,
+    cands: list[Candidate],
+    ranges: list[tuple[int, int]],
+    top_k: int,
+    hint: Config | None,
+    warm_shapes: int = WARM_SHAPES,
+) -> tuple[list[Candidate], tuple[list[tuple[int, int]], list[float]], list]:
+    """The candidates that may hold one of the ``top_k`` best plans, their DP ranges and
+    objective bounds, and the incumbents (best first).
+
+    Two bounds (solvers/bounds.py): the cheap GEMM-only bound orders the shapes
+    and prunes most of them; the full bound, computed only for the shapes left
+    and for the incumbent search, prunes again."""
+    cheap = [gemm_lower_bound(scenario, c, r) for c, r in zip(cands, ranges, strict=True)]
+    full: dict[int, float] = {}
+
+    def bound(i: int) -> float:
+        if i not in full:
+            full[i] = objective_lower_bound(scenario, cands[i], ranges[i])
+        return full[i]
+
+    found: dict[Shape, tuple[float, Config]] = {}
+    if hint is not None and any(c.shape == hint.shape for c in cands):
+        plan = build_plan(scenario, hint)  # e.g. the optimum of a tighter question
+        if plan.feasible:
+            found[hint.shape] = (plan.objective, hint)
+    tries = max(warm_shapes, top_k)
+    head = sorted(range(len(cands)), key=lambda i: (cheap[i], i))[: 10 * tries]
+    head.sort(key=lambda i: (bound(i), i))
+    _incumbents(scenario, [cands[i] for i in head], [bound(i) for i in head], tries, top_k, found)
+    incumbents = sorted(found.values(), key=lambda f: (f[0], f[1].shape))
+    keep = prune_by_incumbent(cheap, incumbents, top_k)
+    keep = [keep[j] for j in prune_by_incumbent([bound(i) for i in keep], incumbents, top_k)]
+    bounds = ([ranges[i] for i in keep], [bound(i) for i in keep])
+    return [cands[i] for i in keep], bounds, incumbents
+
+
+def _incumbents(
+    scenario: Scenario,
+    cands: list[Candidate],
+    lbs: list[float],
+    shapes_tried: int,
+    top_k: int,
+    found: dict[Shape, tuple[float, Config]],
 ) -> None:
-    """Hint the best configuration of the most promising shapes (lowest bound first),
-    found with the reference solver's per-shape search."""
+    """Add to ``found`` (objective and configuration by shape) the best plan of each of
+    the first ``shapes_tried`` feasible shapes among ``cands`` (sorted by their
+    objective bounds ``lbs``), found with the reference solver's per-shape search.
+    Stops early once the next bound exceeds the k-th best plan found: no later shape
+    can beat it."""
     from solvers.exhaustive import _best_for_candidate  # a heuristic here, not the oracle
 
-    allowed = [i for i, c in enumerate(form.candidates) if c.allowed(scenario)]
-    allowed.sort(key=lambda i: (form.lower_bounds[i], i))
-    best = None
     nics = nic_specs(scenario)
-    feasible_seen = 0
-    for i in allowed[: 10 * shapes_tried]:
-        found = _best_for_candidate(
-            scenario, form.candidates[i], nics, scenario.assumptions.dp_overlap
-        )
-        if found:
-            feasible_seen += 1
-            if best is None or found[0] < best[0]:
-                best = (found[0], i, found[1])
-        if feasible_seen >= shapes_tried:
-            break
-    if fallback is not None and any(c.shape == fallback.shape for c in form.candidates):
-        plan = build_plan(scenario, fallback)  # e.g. the optimum of a tighter question
-        if plan.feasible and (best is None or plan.objective < best[0][0]):
-            best = ((plan.objective,), -1, fallback)
-    if best is None:
-        return
-    _hint(form, best[2])
+    tried = 0
+    for cand, lb in zip(cands, lbs, strict=True):
+        if len(found) >= top_k:
+            kth = sorted(v[0] for v in found.values())[top_k - 1]
+            if lb > kth + PRUNE_MARGIN * abs(kth):
+                break
+        best = _best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap)
+        if best:
+            old = found.get(cand.shape)
+            if old is None or best[0][0] < old[0]:
+                found[cand.shape] = (best[0][0], best[1])
+            tried += 1
+            if tried >= shapes_tried:
+                break
+
+
+# Shapes whose objective bound exceeds the k-th incumbent by more than this (relative)
+# cannot hold one of the k best plans; far above the model's rounding (about 1e-9).
+PRUNE_MARGIN = 1e-4
+
+
+def prune_by_incumbent(
+    lbs: list[float], incumbents: list[tuple[float, Config]], top_k: int
+) -> list[int]:
+    """Indices of the bounds whose shapes may still hold one of the ``top_k`` best plans.
+
+    The k-th best incumbent (distinct shapes) bounds the k-th best plan from
+    above; a shape whose valid lower bound (solvers/bounds.py) lies above it
+    cannot improve on it. Branch and bound's first step, done before building:
+    no constraint family is filtered here, only shapes that cannot win."""
+    if len(incumbents) < top_k:
+        return list(range(len(lbs)))
+    cutoff = incumbents[top_k - 1][0]
+    limit = cutoff + PRUNE_MARGIN * abs(cutoff)
+    return [i for i, lb in enumerate(lbs) if lb <= limit]
 
 
 def _hint(form: Formulation, cfg: Config) -> None:
@@ -89,20 +153,44 @@ def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> c
     return solver
 
 
-def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+@dataclass(frozen=True)
+class Presolved:
+    """The candidates whose literal survives presolve, with each one's DP range."""
+
+    candidates: list[Candidate]
+    dp_ranges: list[tuple[int, int]]
+
+
+def presolve(scenario: Scenario, candidates: list[Candidate]) -> Presolved:
     """The candidates whose literal survives when every enforced family is fixed true.
 
     Exactly what CP-SAT's presolve derives from the structural and memory
     families and from each shape's DP range (dp_bounds): their constraints force
     the other literals to 0. Done here because it is cheaper in Python; the
     explanation code, which relaxes families, builds over all candidates."""
-    out = []
+    out, ranges = [], []
     for c in candidates:
         if c.allowed(scenario):
             lo, hi = dp_bounds(scenario, c)
             if lo <= hi:
                 out.append(c)
-    return out
+                ranges.append((lo, hi))
+    return Presolved(out, ranges)
+
+
+def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+    """presolve's candidates."""
+    return presolve(scenario, candidates).candidates
+
+
+def may_beat(scenario: Scenario, pre: Presolved, objective: float) -> bool:
+    """Whether any presolved shape's objective bound lies below ``objective``: the cheap
+    bound first, the full one only where the cheap one does not settle it."""
+    limit = objective * (1 - 1e-9)
+    return any(
+        gemm_lower_bound(scenario, c, r) < limit and objective_lower_bound(scenario, c, r) < limit
+        for c, r in zip(pre.candidates, pre.dp_ranges, strict=True)
+    )
 
 
 def _solve_cloud_cost_by_gpu(
@@ -145,6 +233,7 @@ def _solve_cloud_cost_by_gpu(
     )
 
 
+@without_gc_pauses
 def solve_cpsat(
     scenario: Scenario,
     top_k: int = 1,
@@ -153,12 +242,14 @@ def solve_cpsat(
     candidates: list[Candidate] | None = None,
     hint: Config | None = None,
     effort: float | None = None,
-    alive: list[Candidate] | None = None,
+    alive: Presolved | None = None,
+    warm_shapes: int = WARM_SHAPES,
 ) -> SolveResult:
     """Minimise the objective; ``top_k`` best plans with distinct shapes.
 
     ``hint`` warm-starts the search (e.g. the optimum of a tighter question);
-    ``alive``: ``presolved_candidates(scenario, candidates)`` when the caller has it."""
+    ``alive``: ``presolve(scenario, candidates)`` when the caller has it. ``warm_shapes``:
+    how many shapes the warm start tries (fewer will do when ``hint`` is a good plan)."""
     if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
         space = candidates if candidates is not None else enumerate_candidates(scenario)
         return _solve_cloud_cost_by_gpu(
@@ -166,40 +257,23 @@ def solve_cpsat(
         )
     start = time.perf_counter()
     space = candidates if candidates is not None else enumerate_candidates(scenario)
-    cands = alive if alive is not None else presolved_candidates(scenario, space)
+    pre = alive if alive is not None else presolve(scenario, space)
+    cands, ranges = pre.candidates, pre.dp_ranges
     if not cands:
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
         )
-    cap = _incumbent_cost(scenario, cands, top_k) if scenario.pricing == "tco" else None
-    result = _solve_built(scenario, cands, space, top_k, time_limit_s, workers, hint, effort, cap)
+    cands, bounds, incumbents = _prune(scenario, cands, ranges, top_k, hint, warm_shapes)
+    cap = None
+    if scenario.pricing == "tco" and scenario.objective == "cost" and len(incumbents) >= top_k:
+        cap = incumbents[top_k - 1][0] * 1.05 + 1.0  # no plan among the top k costs more
+    warm = incumbents[0][1] if incumbents else None
+    args = (scenario, cands, space, top_k, time_limit_s, workers, warm, effort, bounds)
+    result = _solve_built(*args, cap)
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding
-        result = _solve_built(scenario, cands, space, top_k, time_limit_s, workers, hint, effort)
+        result = _solve_built(*args)
     return replace(result, wall_s=time.perf_counter() - start)
-
-
-def _incumbent_cost(scenario: Scenario, cands: list[Candidate], top_k: int) -> float | None:
-    """With a margin, the k-th lowest cost among the best plans of the most promising
-    shapes (the warm start's search), or None: no plan among the top k costs more."""
-    if scenario.objective != "cost":
-        return None
-    from solvers.exhaustive import _best_for_candidate  # a heuristic here, not the oracle
-
-    lbs = [objective_lower_bound(scenario, c) for c in cands]
-    order = sorted(range(len(cands)), key=lambda i: (lbs[i], i))
-    costs: list[float] = []
-    for i in order[:240]:
-        found = _best_for_candidate(
-            scenario, cands[i], nic_specs(scenario), scenario.assumptions.dp_overlap
-        )
-        if found:
-            costs.append(found[0][0])
-        if len(costs) >= max(24, top_k):
-            break
-    if len(costs) < top_k:
-        return None
-    return sorted(costs)[top_k - 1] * 1.05 + 1.0
 
 
 def _solve_built(
@@ -209,15 +283,17 @@ def _solve_built(
     top_k: int,
     time_limit_s: float,
     workers: int,
-    hint: Config | None,
+    warm: Config | None,
     effort: float | None,
+    bounds: tuple[list[tuple[int, int]], list[float]],
     cost_cap_usd: float | None = None,
 ) -> SolveResult:
     start = time.perf_counter()
-    form = build(scenario, cands, cost_cap_usd=cost_cap_usd)
+    form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds)
     md = form.model
     md.minimize(form.objective)
-    _warm_start(scenario, form, fallback=hint)
+    if warm is not None:
+        _hint(form, warm)
     plans, status, gap = [], "infeasible", None
     for rank in range(top_k):
         left = time_limit_s - (time.perf_counter() - start)

@@ -63,7 +63,6 @@ class Formulation:
     objective: cp_model.LinearExprT
     enforce: dict[str, cp_model.IntVar] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
-    lower_bounds: list[float] = field(default_factory=list)  # per candidate, objective units
 
 
 def build(
@@ -71,15 +70,18 @@ def build(
     candidates: list[Candidate],
     fix_families: bool = True,
     cost_cap_usd: float | None = None,
+    bounds: tuple[list[tuple[int, int]], list[float]] | None = None,
 ) -> Formulation:
     """The CP-SAT model of ``scenario`` over ``candidates``, with the finest time unit that fits int64.
 
     ``cost_cap_usd``: no plan that matters costs more (an incumbent's cost with a margin);
-    it tightens the bounds of the TCO products, so their rounding is finer."""
+    it tightens the bounds of the TCO products, so their rounding is finer. ``bounds``:
+    each candidate's DP range and objective lower bound (solvers/bounds.py), when the
+    caller has them; used only with ``fix_families``."""
     coarsen = 1.0
     for _ in range(8):
         try:
-            return _build(scenario, candidates, fix_families, coarsen, cost_cap_usd)
+            return _build(scenario, candidates, fix_families, coarsen, cost_cap_usd, bounds)
         except OverflowError:
             coarsen *= 1000.0
     raise OverflowError(
@@ -93,6 +95,7 @@ def _build(
     fix_families: bool,
     coarsen: float,
     cost_cap_usd: float | None = None,
+    given_bounds: tuple[list[tuple[int, int]], list[float]] | None = None,
 ) -> Formulation:
     md = cp_model.CpModel()
     cat = scenario.catalog
@@ -504,26 +507,22 @@ def _build(
         cost_expr = sum(coef[g] * gt_of[g] for g in gpu_names)
 
     # --- redundant cuts (valid bounds that let CP-SAT discard shapes without search)
+    lbs: list[float] = [0.0] * n  # per candidate, objective units (the search order)
     if fix_families:
-        bounds = [dp_bounds(scenario, cand) for cand in candidates]
-        dp_hi = [max(1, min(hi, dp_max)) for _, hi in bounds]
-        md.add(dp <= sel(dp_hi))
+        if given_bounds is not None:
+            bounds, lbs = given_bounds
+        else:
+            bounds = [dp_bounds(scenario, cand) for cand in candidates]
+            lbs = [
+                objective_lower_bound(scenario, c, bnd)
+                for c, bnd in zip(candidates, bounds, strict=True)
+            ]
+        md.add(dp <= sel(max(1, min(hi, dp_max)) for _, hi in bounds))
         md.add(dp >= sel(min(lo, dp_max) for lo, _ in bounds))
-    else:
-        dp_hi = [dp_max] * n
     if fix_families and scenario.objective == "time":
-        lbs = [
-            objective_lower_bound(scenario, c, bnd)
-            for c, bnd in zip(candidates, bounds, strict=True)
-        ]
         to_units = k_scale * 86400.0 / (scenario.sequences * unit_s) * (1 - 1e-9)
         md.add(per_seq >= sel(max(0, math.floor(lb * to_units) - 1) for lb in lbs))
-        form_lbs = lbs
     elif fix_families:
-        lbs = [
-            objective_lower_bound(scenario, c, bnd)
-            for c, bnd in zip(candidates, bounds, strict=True)
-        ]
         if scenario.pricing != "cloud":
             md.add(cost_expr >= sel(_down(lb * 100 * per_cent * (1 - 1e-12)) for lb in lbs))
         else:  # in GPU-time units of each GPU type (the cost's coefficients are not integers)
@@ -534,9 +533,6 @@ def _build(
                     if shapes[i].gpu == gname
                 ]
                 md.add(gt_of[gname] >= sum(v * lb for v, lb in terms))
-        form_lbs = lbs
-    else:
-        form_lbs = [0] * n
     if ceiling_seq and "batch_ceiling" in enforce:
         # dominance: the largest m the ceiling allows is always best (exhaustive.py docstring)
         md.add(w + dp >= sel(ceiling_seq // s.micro_batch + 1 for s in shapes)).only_enforce_if(
@@ -558,8 +554,7 @@ def _build(
     form = Formulation(
         md, x, nic_lits, nics_per_node, dp, m, nodes, objective, enforce, list(candidates)
     )
-    form.lower_bounds = form_lbs
-    order = sorted(range(n), key=lambda i: (form_lbs[i], i))
+    order = sorted(range(n), key=lambda i: (lbs[i], i))
     md.add_decision_strategy(
         [x[i] for i in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE
     )

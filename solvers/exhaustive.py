@@ -20,6 +20,7 @@ import numpy as np
 from models.cost import cluster_totals, facility_power_w, tco_usd, usd_to_cents_up
 from models.feasibility import TOL
 from models.step import step_from_coefficients
+from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
 from solvers.result import SolveResult
 from solvers.scenario import GPU_CAP, Scenario
@@ -65,6 +66,7 @@ def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     return hi
 
 
+@without_gc_pauses
 def solve_exhaustive(
     scenario: Scenario, top_k: int = 1, candidates: list[Candidate] | None = None
 ) -> SolveResult:

@@ -25,15 +25,18 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from models.comm import tp_bandwidth_limit
-from solvers.bounds import objective_lower_bound
-from solvers.cpsat import _solver, presolved_candidates, solve_cpsat
+from solvers.cpsat import _solver, may_beat, presolve, presolved_candidates, solve_cpsat
 from solvers.cpsat_model import build
+from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Plan
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates, with_memory_scale
 
 STRUCTURAL = ("tp_bandwidth", "tp_domain", "divisibility", "pipeline_fill")
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
+# Shapes each re-solve's warm start tries besides the plan being explained, which is
+# already a good incumbent for its relaxed question
+EXPLAIN_WARM_SHAPES = 6
 
 
 def _disable(s: Scenario, family: str) -> Scenario:
@@ -182,6 +185,7 @@ def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None,
     raise ValueError(family)
 
 
+@without_gc_pauses
 def binding_constraints(
     scenario: Scenario,
     plan: Plan,
@@ -202,8 +206,8 @@ def binding_constraints(
         relaxed = RELAXATIONS[family][1](scenario)
         space = with_memory_scale(relaxed, cands) if family == "memory" else cands
         # no shape of the relaxed question can beat the plan: nothing to re-solve
-        alive = presolved_candidates(relaxed, space)
-        if all(objective_lower_bound(relaxed, c) >= base * (1 - 1e-9) for c in alive):
+        alive = presolve(relaxed, space)
+        if not may_beat(relaxed, alive, base):
             return base, True
         res = solve_cpsat(
             relaxed,
@@ -212,6 +216,7 @@ def binding_constraints(
             hint=plan.config,
             effort=effort,
             alive=alive,
+            warm_shapes=EXPLAIN_WARM_SHAPES,
         )
         return (res.best.objective if res.best else base), res.status == "optimal"
 

@@ -64,6 +64,8 @@ class Scenario:
     memory_scale: float = 1.0  # relaxation knob: capacity x scale
     extra_nic_slots: int = 0  # relaxation knob
     catalog_files: tuple[str, ...] = ()  # provenance only: the override files the catalog came from
+    # values derived from this question alone (solvers/bounds.py); not copied by with_changes
+    memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:

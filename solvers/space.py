@@ -17,20 +17,21 @@ of the layer count and every power of two (uneven splits only when
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from catalog.specs import GPUSpec, NICSpec
 from models.comm import tp_bandwidth_limit
 from models.feasibility import TOL, divisibility_violations
 from models.layout import Layout, Network
 from models.memory import memory_terms
-from models.step import StepCoefficients, step_coefficients
+from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
 from solvers.scenario import GPU_CAP, Scenario
 
 
-@dataclass(frozen=True, order=True)
-class Shape:
+class Shape(NamedTuple):
+    """A tuple (cheap to create: the space has tens of thousands), ordered field by field."""
+
     gpu: str
     tp: int
     cp: int
@@ -62,11 +63,19 @@ class Shape:
 
 @dataclass(frozen=True)
 class _Source:
-    """What a shape's numbers are computed from: the question, the GPU, the nominal network."""
+    """What a shape's numbers are computed from: the question, the GPU, the nominal network.
+
+    ``terms_cache`` is shared by every GPU of one enumeration: a shape's memory
+    terms do not depend on the GPU (keyed by the other fields of the shape)."""
 
     scenario: Scenario
     gpu: GPUSpec
     network: Network
+    terms_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def capacity_gb(self) -> float:
+        return self.gpu.memory_gb * self.scenario.memory_scale
 
 
 _UNSET: Any = object()
@@ -76,13 +85,14 @@ class Candidate:
     """A shape with everything the solvers need about it.
 
     ``structural``: the families violated whatever the solver chooses for d, m and
-    NICs. ``coeffs`` (the performance model's step coefficients) and
-    ``dp_min_memory`` (the smallest DP degree whose ZeRO shard fits; None: never
-    fits) are computed on first use, from the question the shape was enumerated
-    for: most shapes are ruled out by a structural family or by memory before
-    anyone needs their step time."""
+    NICs. ``coeffs`` (the performance model's step coefficients), ``gemm_mb_s``
+    (their GEMM part, for a cheap bound) and ``dp_min_memory`` (the smallest DP
+    degree whose ZeRO shard fits; None: never fits) are computed on first use,
+    from the question the shape was enumerated for: most shapes are ruled out by
+    a structural family, by memory or by a bound before anyone needs their step
+    time."""
 
-    __slots__ = ("shape", "structural", "_source", "_coeffs", "_dp_min", "_origin")
+    __slots__ = ("shape", "structural", "_source", "_coeffs", "_gemm", "_dp_min", "_origin")
 
     def __init__(
         self,
@@ -96,6 +106,7 @@ class Candidate:
         self._source = source
         self._origin = origin  # the same shape in another question: share its coefficients
         self._coeffs: StepCoefficients | None = None
+        self._gemm: float | None = None
         self._dp_min: int | None = _UNSET
 
     @property
@@ -116,17 +127,43 @@ class Candidate:
         return self._coeffs
 
     @property
+    def gemm_mb_s(self) -> float:
+        """GEMM time of one micro-batch on the slowest stage (a part of ``coeffs``, cheaper)."""
+        if self._gemm is None:
+            if self._coeffs is not None:
+                self._gemm = self._coeffs.gemm_mb_s
+            elif self._origin is not None:
+                self._gemm = self._origin.gemm_mb_s
+            else:
+                src, shape = self._source, self.shape
+                layout = shape.layout(1, max(1, shape.pp))
+                scenario = src.scenario
+                self._gemm = gemm_per_microbatch_s(scenario.spec, layout, scenario.seq_len, src.gpu)
+        return self._gemm
+
+    @property
     def dp_min_memory(self) -> int | None:
         if self._dp_min is _UNSET:
-            self._dp_min = dp_min_for_memory(self._source.scenario, self.shape, self._source.gpu)
+            src, shape = self._source, self.shape
+            key = shape[1:]  # all but the GPU: the memory terms do not depend on it
+            terms = src.terms_cache.get(key)
+            if terms is None:
+                terms = src.terms_cache[key] = shape_memory_terms(src.scenario, shape)
+            self._dp_min = dp_min_from_terms(terms, shape.cp, src.capacity_gb)
         return self._dp_min
+
+    def never_fits_memory(self) -> None:
+        """Record that no DP degree fits the shape in memory, known without computing it:
+        a smaller micro-batch of the same shape does not fit (memory grows with the
+        micro-batch: activations and logits scale with it, model states do not)."""
+        self._dp_min = None
 
     def __repr__(self) -> str:
         return f"Candidate({self.shape!r}, structural={sorted(self.structural)})"
 
     def allowed(self, scenario: Scenario) -> bool:
         """Not excluded by an enforced structural family."""
-        if any(scenario.active(f) for f in self.structural):
+        if self.structural and any(scenario.active(f) for f in self.structural):
             return False
         return not (scenario.active("memory") and self.dp_min_memory is None)
 
@@ -176,25 +213,34 @@ def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> fro
     return frozenset(out)
 
 
+def shape_memory_terms(scenario: Scenario, shape: Shape) -> list[tuple[float, float]]:
+    """models.memory.memory_terms of the shape's layout (any DP degree)."""
+    layout = shape.layout(1, max(1, shape.pp))
+    return memory_terms(scenario.spec, layout, scenario.seq_len, scenario.assumptions)
+
+
 def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | None:
-    """Smallest d with memory(d) <= capacity x memory_scale, pipelines full (m >= p).
+    """Smallest d with memory(d) <= capacity x memory_scale, pipelines full (m >= p)."""
+    capacity = gpu.memory_gb * scenario.memory_scale
+    return dp_min_from_terms(shape_memory_terms(scenario, shape), shape.cp, capacity)
+
+
+def dp_min_from_terms(terms: list[tuple[float, float]], cp: int, capacity: float) -> int | None:
+    """Smallest d with max over stages of fixed + sharded / (d * cp) <= capacity.
 
     Memory is fixed + sharded / (d * cp) on each of the first and last stages
     (ZeRO-1 shards the optimizer states); the bound is solved in closed form and
     checked against the evaluator, so both solvers agree with it exactly."""
-    a = scenario.assumptions
-    capacity = gpu.memory_gb * scenario.memory_scale
-    terms = memory_terms(scenario.spec, shape.layout(1, max(1, shape.pp)), scenario.seq_len, a)
 
     def fits(dp: int) -> bool:  # the evaluator's total, stage by stage (models.memory)
-        return max(fixed + sharded / (dp * shape.cp) for fixed, sharded in terms) <= capacity + TOL
+        return max(fixed + sharded / (dp * cp) for fixed, sharded in terms) <= capacity + TOL
 
     need = 1
     for fixed, sharded in terms:
         room = capacity + TOL - fixed
         if room <= 0:
             return None
-        need = max(need, math.ceil(sharded / (room * shape.cp)) if sharded > 0 else 1)
+        need = max(need, math.ceil(sharded / (room * cp)) if sharded > 0 else 1)
     if need > GPU_CAP:
         return None
     # guard the closed form against float rounding
@@ -208,18 +254,24 @@ def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | N
 
 
 def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
-    """Every shape of the decision space with its coefficients, in a fixed order."""
+    """Every shape of the decision space, in a fixed order.
+
+    The memory bound of every shape the enforced structural families allow is
+    computed here (presolve needs each one), skipping the micro-batches above one
+    that never fits; the step coefficients wait until a solver asks."""
     spec = scenario.spec
     out: list[Candidate] = []
+    terms_cache: dict = {}
     for gpu_name in scenario.gpus:
         gpu = scenario.catalog.gpu(gpu_name)
         precisions = [p for p in scenario.precisions if gpu.peak_tflops(p) is not None]
         nominal = Network(
             "-", gpu.server.nic_slots, max(n.bw_gb_per_s_per_direction for n in nic_specs(scenario))
         )
-        source = _Source(scenario, gpu, nominal)
+        source = _Source(scenario, gpu, nominal, terms_cache)
         # the structural rules do not look at the micro-batch or the recomputation
         structural: dict[tuple, frozenset[str]] = {}
+        blocked: dict[tuple, bool] = {}  # by an enforced structural family
         for tp in tp_options(spec, gpu):
             for cp in cp_options(scenario.seq_len):
                 if tp * cp > 2 * gpu.server.scale_up_domain_gpus:
@@ -228,16 +280,27 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
                     for vp in scenario.virtual_stages:
                         if vp > 1 and (pp == 1 or spec.layers % (pp * vp)):
                             continue
+                        # memory grows with the micro-batch: (recompute, precision) -> the
+                        # smallest micro-batch that never fits
+                        never_fits: dict[tuple[str, str], int] = {}
                         for mb in scenario.micro_batches:
                             for rc in scenario.recompute_modes:
                                 for prec in precisions:
                                     shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec)
                                     key = (tp, cp, pp, vp, prec)
                                     if key not in structural:
-                                        structural[key] = structural_violations(
-                                            scenario, shape, gpu
-                                        )
-                                    out.append(Candidate(shape, structural[key], source))
+                                        found = structural_violations(scenario, shape, gpu)
+                                        structural[key] = found
+                                        blocked[key] = any(scenario.active(f) for f in found)
+                                    cand = Candidate(shape, structural[key], source)
+                                    out.append(cand)
+                                    if blocked[key]:
+                                        continue  # presolve will not ask for its memory bound
+                                    smallest = never_fits.get((rc, prec))
+                                    if smallest is not None and mb >= smallest:
+                                        cand.never_fits_memory()
+                                    elif cand.dp_min_memory is None:
+                                        never_fits[rc, prec] = min(mb, smallest or mb)
     return out
 
 
@@ -255,10 +318,11 @@ def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[C
     """The same shapes with their memory bound recomputed for ``scenario.memory_scale``
     (everything else about a candidate is independent of the capacity)."""
     out = []
+    sources: dict[int, _Source] = {}
     for cand in candidates:
         src = cand._source
-        gpu = scenario.catalog.gpu(cand.shape.gpu)
-        out.append(
-            Candidate(cand.shape, cand.structural, _Source(scenario, gpu, src.network), cand)
-        )
+        if id(src) not in sources:  # one source per GPU, still sharing the memory cache
+            gpu = scenario.catalog.gpu(cand.shape.gpu)
+            sources[id(src)] = _Source(scenario, gpu, src.network, src.terms_cache)
+        out.append(Candidate(cand.shape, cand.structural, sources[id(src)], cand))
     return out

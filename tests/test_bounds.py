@@ -1,0 +1,168 @@
+"""The bounds the CP-SAT driver prunes with (solvers/bounds.py, solvers/cpsat.py).
+
+A bound that is not valid would silently drop the optimum; the differential
+test would notice only where it happens to matter, so each bound is checked
+here against what it bounds."""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from catalog import load_catalog
+from solvers.bounds import (
+    budget_gpu_limit,
+    dp_bounds,
+    gemm_lower_bound,
+    least_capex_cents,
+    objective_lower_bound,
+)
+from solvers.cpsat import prune_by_incumbent, solve_cpsat
+from solvers.exhaustive import _best_for_candidate
+from solvers.gc_pause import without_gc_pauses
+from solvers.plan import Config
+from solvers.space import enumerate_candidates, nic_specs
+from tests.test_solvers import random_scenario
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+def _catalog(cat, ports: int, oversubscription: float):
+    cat = replace(
+        cat,
+        switches={n: sw.model_copy(update={"ports": ports}) for n, sw in cat.switches.items()},
+    )
+    return cat.with_facility(oversubscription=oversubscription)
+
+
+@pytest.mark.parametrize("ports", [4, 8, 36, 64])
+@pytest.mark.parametrize("oversubscription", [1.0, 2.0, 3.0])
+def test_least_capex_never_falls_as_gpus_are_added(cat, ports, oversubscription):
+    """budget_gpu_limit bisects on this."""
+    c = _catalog(cat, ports, oversubscription)
+    s = random_scenario(3, c).with_changes(catalog=c, nics=tuple(sorted(c.nics)))
+    counts = np.arange(0, 5000)
+    for name in ("h100-sxm", "gb200", "rtx4090"):
+        capex = least_capex_cents(s, c.gpu(name), counts)
+        assert np.all(np.diff(capex) >= 0), name
+
+
+@pytest.mark.parametrize("budget_usd", [1.0, 3e4, 1e6, 7.7e6, 4e7])
+def test_budget_gpu_limit_is_the_most_gpus_the_budget_buys(cat, budget_usd):
+    c = _catalog(cat, 8, 1.5)
+    s = random_scenario(1, c).with_changes(
+        catalog=c, nics=tuple(sorted(c.nics)), budget_usd=budget_usd, objective="time"
+    )
+    for name in ("h100-sxm", "mi300x", "gb200"):
+        gpu = c.gpu(name)
+        counts = np.arange(0, 3000)
+        fits = np.flatnonzero(least_capex_cents(s, gpu, counts) <= budget_usd * 100)
+        assert budget_gpu_limit(s, gpu) == int(fits.max()), name
+
+
+def test_bounds_never_exceed_a_shapes_best_plan(cat):
+    """gemm_lower_bound <= objective_lower_bound <= the shape's best plan (the reference
+    solver's per-shape search, every micro-batch count and NIC option), on shapes of
+    40 random questions."""
+    checked = 0
+    for seed in range(40):
+        s = random_scenario(seed, cat)
+        nics = nic_specs(s)
+        cands = [c for c in enumerate_candidates(s) if c.allowed(s)]
+        for cand in cands[:: max(1, len(cands) // 40)]:
+            lo, hi = dp_bounds(s, cand)
+            if lo > hi:
+                continue
+            cheap = gemm_lower_bound(s, cand, (lo, hi))
+            full = objective_lower_bound(s, cand, (lo, hi))
+            assert cheap <= full, (seed, cand)
+            best = _best_for_candidate(s, cand, nics, s.assumptions.dp_overlap, every_m=True)
+            if best is not None:
+                assert full <= best[0][0] * (1 + 1e-9), (seed, cand)
+                checked += 1
+    assert checked >= 500, checked  # the comparisons above did happen
+
+
+def _config(name: str) -> Config:
+    return Config(None, name, 1, 1, 1)  # type: ignore[arg-type]
+
+
+def test_prune_by_incumbent_keeps_what_may_beat_the_kth_plan():
+    incumbents = [(10.0, _config("a")), (12.0, _config("b"))]
+    lbs = [5.0, 10.0, 10.0005, 10.01, 11.9, 12.0, 13.0]
+    assert prune_by_incumbent(lbs, incumbents, 1) == [0, 1, 2]  # margin 1e-4 relative
+    assert prune_by_incumbent(lbs, incumbents, 2) == [0, 1, 2, 3, 4, 5]
+    assert prune_by_incumbent(lbs, incumbents, 3) == list(range(len(lbs)))  # too few to prune
+
+
+def test_pruned_solve_finds_the_same_top_plans_as_the_reference(cat):
+    s = random_scenario(11, cat).with_changes(
+        objective="time", pricing="capex", budget_usd=5e5, deadline_days=None
+    )
+    from solvers.exhaustive import solve_exhaustive
+
+    got, ref = solve_cpsat(s, top_k=4), solve_exhaustive(s, top_k=4)
+    assert len(got.plans) == len(ref.plans) == 4
+    for a, b in zip(got.plans, ref.plans, strict=True):
+        assert a.objective == pytest.approx(b.objective, rel=1e-3)
+
+
+def test_gc_is_paused_only_while_solving():
+    seen = []
+
+    @without_gc_pauses
+    def inner():
+        seen.append(gc.isenabled())
+
+    @without_gc_pauses
+    def outer():
+        inner()
+        seen.append(gc.isenabled())
+        raise ValueError("boom")
+
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        outer()
+    assert seen == [False, False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        inner()
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("model", ["llama2-70b", "llama3-405b"])
+def test_memory_shortcut_agrees_with_the_direct_bound(cat, model):
+    """Enumeration marks a micro-batch as never fitting when a smaller one of the same
+    shape does not: every shape's bound equals the direct computation."""
+    from models.zoo import zoo
+    from solvers.scenario import Scenario
+    from solvers.space import dp_min_for_memory
+
+    spec = zoo()[model]
+    s = Scenario(
+        spec=spec,
+        catalog=cat,
+        tokens=1e12,
+        seq_len=spec.seq_len,
+        gpus=("rtx4090", "a100-40gb", "h100-sxm", "mi300x"),
+        nics=tuple(cat.nics),
+        budget_usd=1e8,
+        micro_batches=(4, 1, 8, 2),  # out of order on purpose
+    )
+    cands = enumerate_candidates(s)
+    nones = 0
+    for c in cands:
+        if c.allowed(s.with_changes(disabled=frozenset({"memory"}))):
+            direct = dp_min_for_memory(s, c.shape, cat.gpu(c.shape.gpu))
+            assert c.dp_min_memory == direct, c
+            nones += direct is None
+    assert nones > 100  # the shortcut had work to do
