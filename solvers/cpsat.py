@@ -1,4 +1,5 @@
-"""Solving the CP-SAT model (solvers/cpsat_model.py): warm start, incumbent, top K.
+"""Solving the CP-SAT model (solvers/cpsat_model.py) over the shapes solvers/prune.py
+keeps: warm start, incumbent, top K.
 
 One worker following the model's decision strategy, deterministic; the plans are
 re-evaluated by the float model (solvers/plan.py).
@@ -7,17 +8,17 @@ re-evaluated by the float model (solvers/plan.py).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ortools.sat.python import cp_model
 
-from solvers.bounds import dp_bounds, gemm_lower_bound, objective_lower_bound
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
+from solvers.prune import WARM_SHAPES, Presolved, presolve, prune
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
-from solvers.space import Candidate, Shape, enumerate_candidates, nic_specs
+from solvers.space import Candidate, enumerate_candidates
 
 
 def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
@@ -30,100 +31,6 @@ def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
         solver.value(form.dp),
         solver.value(form.m),
     )
-
-
-WARM_SHAPES = 12  # shapes the warm start tries (bench/solver.py: the fastest of 8, 12, 16, 24)
-
-
-def _prune(
-    scenario: Scenario,
-    cands: list[Candidate],
-    ranges: list[tuple[int, int]],
-    top_k: int,
-    hint: Config | None,
-    warm_shapes: int = WARM_SHAPES,
-) -> tuple[list[Candidate], tuple[list[tuple[int, int]], list[float]], list]:
-    """The candidates that may hold one of the ``top_k`` best plans, their DP ranges and
-    objective bounds, and the incumbents (best first).
-
-    Two bounds (solvers/bounds.py): the cheap GEMM-only bound orders the shapes
-    and prunes most of them; the full bound, computed only for the shapes left
-    and for the incumbent search, prunes again."""
-    cheap = [gemm_lower_bound(scenario, c, r) for c, r in zip(cands, ranges, strict=True)]
-    full: dict[int, float] = {}
-
-    def bound(i: int) -> float:
-        if i not in full:
-            full[i] = objective_lower_bound(scenario, cands[i], ranges[i])
-        return full[i]
-
-    found: dict[Shape, tuple[float, Config]] = {}
-    if hint is not None and any(c.shape == hint.shape for c in cands):
-        plan = build_plan(scenario, hint)  # e.g. the optimum of a tighter question
-        if plan.feasible:
-            found[hint.shape] = (plan.objective, hint)
-    tries = max(warm_shapes, top_k)
-    head = sorted(range(len(cands)), key=lambda i: (cheap[i], i))[: 10 * tries]
-    head.sort(key=lambda i: (bound(i), i))
-    _incumbents(scenario, [cands[i] for i in head], [bound(i) for i in head], tries, top_k, found)
-    incumbents = sorted(found.values(), key=lambda f: (f[0], f[1].shape))
-    keep = prune_by_incumbent(cheap, incumbents, top_k)
-    keep = [keep[j] for j in prune_by_incumbent([bound(i) for i in keep], incumbents, top_k)]
-    bounds = ([ranges[i] for i in keep], [bound(i) for i in keep])
-    return [cands[i] for i in keep], bounds, incumbents
-
-
-def _incumbents(
-    scenario: Scenario,
-    cands: list[Candidate],
-    lbs: list[float],
-    shapes_tried: int,
-    top_k: int,
-    found: dict[Shape, tuple[float, Config]],
-) -> None:
-    """Add to ``found`` (objective and configuration by shape) the best plan of each of
-    the first ``shapes_tried`` feasible shapes among ``cands`` (sorted by their
-    objective bounds ``lbs``), found with the reference solver's per-shape search.
-    Stops early once the next bound exceeds the k-th best plan found: no later shape
-    can beat it."""
-    from solvers.exhaustive import _best_for_candidate  # a heuristic here, not the oracle
-
-    nics = nic_specs(scenario)
-    tried = 0
-    for cand, lb in zip(cands, lbs, strict=True):
-        if len(found) >= top_k:
-            kth = sorted(v[0] for v in found.values())[top_k - 1]
-            if lb > kth + PRUNE_MARGIN * abs(kth):
-                break
-        best = _best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap)
-        if best:
-            old = found.get(cand.shape)
-            if old is None or best[0][0] < old[0]:
-                found[cand.shape] = (best[0][0], best[1])
-            tried += 1
-            if tried >= shapes_tried:
-                break
-
-
-# Shapes whose objective bound exceeds the k-th incumbent by more than this (relative)
-# cannot hold one of the k best plans; far above the model's rounding (about 1e-9).
-PRUNE_MARGIN = 1e-4
-
-
-def prune_by_incumbent(
-    lbs: list[float], incumbents: list[tuple[float, Config]], top_k: int
-) -> list[int]:
-    """Indices of the bounds whose shapes may still hold one of the ``top_k`` best plans.
-
-    The k-th best incumbent (distinct shapes) bounds the k-th best plan from
-    above; a shape whose valid lower bound (solvers/bounds.py) lies above it
-    cannot improve on it. Branch and bound's first step, done before building:
-    no constraint family is filtered here, only shapes that cannot win."""
-    if len(incumbents) < top_k:
-        return list(range(len(lbs)))
-    cutoff = incumbents[top_k - 1][0]
-    limit = cutoff + PRUNE_MARGIN * abs(cutoff)
-    return [i for i, lb in enumerate(lbs) if lb <= limit]
 
 
 def _hint(form: Formulation, cfg: Config) -> None:
@@ -151,46 +58,6 @@ def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> c
     solver.parameters.cp_model_presolve = False
     solver.parameters.cp_model_probing_level = 0
     return solver
-
-
-@dataclass(frozen=True)
-class Presolved:
-    """The candidates whose literal survives presolve, with each one's DP range."""
-
-    candidates: list[Candidate]
-    dp_ranges: list[tuple[int, int]]
-
-
-def presolve(scenario: Scenario, candidates: list[Candidate]) -> Presolved:
-    """The candidates whose literal survives when every enforced family is fixed true.
-
-    Exactly what CP-SAT's presolve derives from the structural and memory
-    families and from each shape's DP range (dp_bounds): their constraints force
-    the other literals to 0. Done here because it is cheaper in Python; the
-    explanation code, which relaxes families, builds over all candidates."""
-    out, ranges = [], []
-    for c in candidates:
-        if c.allowed(scenario):
-            lo, hi = dp_bounds(scenario, c)
-            if lo <= hi:
-                out.append(c)
-                ranges.append((lo, hi))
-    return Presolved(out, ranges)
-
-
-def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
-    """presolve's candidates."""
-    return presolve(scenario, candidates).candidates
-
-
-def may_beat(scenario: Scenario, pre: Presolved, objective: float) -> bool:
-    """Whether any presolved shape's objective bound lies below ``objective``: the cheap
-    bound first, the full one only where the cheap one does not settle it."""
-    limit = objective * (1 - 1e-9)
-    return any(
-        gemm_lower_bound(scenario, c, r) < limit and objective_lower_bound(scenario, c, r) < limit
-        for c, r in zip(pre.candidates, pre.dp_ranges, strict=True)
-    )
 
 
 def _solve_cloud_cost_by_gpu(
@@ -258,17 +125,18 @@ def solve_cpsat(
     start = time.perf_counter()
     space = candidates if candidates is not None else enumerate_candidates(scenario)
     pre = alive if alive is not None else presolve(scenario, space)
-    cands, ranges = pre.candidates, pre.dp_ranges
-    if not cands:
+    if not pre.candidates:
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
         )
-    cands, bounds, incumbents = _prune(scenario, cands, ranges, top_k, hint, warm_shapes)
+    kept = prune(scenario, pre, top_k, hint, warm_shapes)
+    incumbents = kept.incumbents
     cap = None
     if scenario.pricing == "tco" and scenario.objective == "cost" and len(incumbents) >= top_k:
         cap = incumbents[top_k - 1][0] * 1.05 + 1.0  # no plan among the top k costs more
     warm = incumbents[0][1] if incumbents else None
-    args = (scenario, cands, space, top_k, time_limit_s, workers, warm, effort, bounds)
+    bounds = (kept.dp_ranges, kept.lower_bounds)
+    args = (scenario, kept.candidates, space, top_k, time_limit_s, workers, warm, effort, bounds)
     result = _solve_built(*args, cap)
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding

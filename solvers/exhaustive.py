@@ -78,7 +78,7 @@ def solve_exhaustive(
     for cand in cands:
         if not cand.allowed(scenario):
             continue
-        best = _best_for_candidate(scenario, cand, nics, a.dp_overlap, every_m=True)
+        best = best_for_candidate(scenario, cand, nics, a.dp_overlap, every_m=True)
         if best is not None:
             per_shape.append(best)
     per_shape.sort(key=lambda kv: kv[0])
@@ -110,7 +110,7 @@ def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
     return d_rep, m
 
 
-def _best_for_candidate(
+def best_for_candidate(
     scenario: Scenario, cand: Candidate, nics, dp_overlap: float, every_m: bool = False
 ):
     """The best (d, m, NIC type, NICs) for one shape, or None if none is feasible.

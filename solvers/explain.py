@@ -25,10 +25,11 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from models.comm import tp_bandwidth_limit
-from solvers.cpsat import _solver, may_beat, presolve, presolved_candidates, solve_cpsat
+from solvers.cpsat import _solver, solve_cpsat
 from solvers.cpsat_model import build
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Plan
+from solvers.prune import may_beat, presolve, presolved_candidates
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates, with_memory_scale
 

@@ -20,10 +20,11 @@ from solvers.bounds import (
     least_capex_cents,
     objective_lower_bound,
 )
-from solvers.cpsat import prune_by_incumbent, solve_cpsat
-from solvers.exhaustive import _best_for_candidate
+from solvers.cpsat import solve_cpsat
+from solvers.exhaustive import best_for_candidate
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config
+from solvers.prune import prune_by_incumbent
 from solvers.space import enumerate_candidates, nic_specs
 from tests.test_solvers import random_scenario
 
@@ -82,7 +83,7 @@ def test_bounds_never_exceed_a_shapes_best_plan(cat):
             cheap = gemm_lower_bound(s, cand, (lo, hi))
             full = objective_lower_bound(s, cand, (lo, hi))
             assert cheap <= full, (seed, cand)
-            best = _best_for_candidate(s, cand, nics, s.assumptions.dp_overlap, every_m=True)
+            best = best_for_candidate(s, cand, nics, s.assumptions.dp_overlap, every_m=True)
             if best is not None:
                 assert full <= best[0][0] * (1 + 1e-9), (seed, cand)
                 checked += 1

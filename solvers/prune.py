@@ -1,0 +1,162 @@
+"""Which shapes the CP-SAT model is built over: presolve, incumbents, pruning by bound.
+
+None of these filters a constraint family (every family stays a CP-SAT
+constraint with its enforcement literal); they drop only literals CP-SAT
+would fix to 0 itself, or shapes whose valid lower bound (solvers/bounds.py)
+shows they cannot hold one of the k best plans: branch and bound's first step,
+done in Python before building because it is cheaper there (README "Before
+building"; bench/solver.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solvers.bounds import dp_bounds, gemm_lower_bound, objective_lower_bound
+from solvers.exhaustive import best_for_candidate  # here a heuristic, not the oracle
+from solvers.plan import Config, build_plan
+from solvers.scenario import Scenario
+from solvers.space import Candidate, Shape, nic_specs
+
+WARM_SHAPES = 12  # shapes the warm start tries (bench/solver.py: the fastest of 8, 12, 16, 24)
+
+# Shapes whose objective bound exceeds the k-th incumbent by more than this (relative)
+# cannot hold one of the k best plans; far above the model's rounding (about 1e-9).
+PRUNE_MARGIN = 1e-4
+
+
+@dataclass(frozen=True)
+class Presolved:
+    """The candidates whose literal survives presolve, with each one's DP range."""
+
+    candidates: list[Candidate]
+    dp_ranges: list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """The candidates left to CP-SAT, their DP ranges and objective bounds, and the
+    incumbents found on the way: (objective, configuration) of distinct shapes, best first."""
+
+    candidates: list[Candidate]
+    dp_ranges: list[tuple[int, int]]
+    lower_bounds: list[float]
+    incumbents: list[tuple[float, Config]]
+
+
+def presolve(scenario: Scenario, candidates: list[Candidate]) -> Presolved:
+    """The candidates whose literal survives when every enforced family is fixed true.
+
+    Exactly what CP-SAT's presolve derives from the structural and memory
+    families and from each shape's DP range (dp_bounds): their constraints force
+    the other literals to 0. The explanation code, which relaxes families,
+    presolves each relaxed question over all candidates."""
+    out, ranges = [], []
+    for c in candidates:
+        if c.allowed(scenario):
+            lo, hi = dp_bounds(scenario, c)
+            if lo <= hi:
+                out.append(c)
+                ranges.append((lo, hi))
+    return Presolved(out, ranges)
+
+
+def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+    """presolve's candidates."""
+    return presolve(scenario, candidates).candidates
+
+
+def may_beat(scenario: Scenario, pre: Presolved, objective: float) -> bool:
+    """Whether any presolved shape's objective bound lies below ``objective``: the cheap
+    bound first, the full one only where the cheap one does not settle it."""
+    limit = objective * (1 - 1e-9)
+    return any(
+        gemm_lower_bound(scenario, c, r) < limit and objective_lower_bound(scenario, c, r) < limit
+        for c, r in zip(pre.candidates, pre.dp_ranges, strict=True)
+    )
+
+
+def prune(
+    scenario: Scenario,
+    pre: Presolved,
+    top_k: int = 1,
+    hint: Config | None = None,
+    warm_shapes: int = WARM_SHAPES,
+) -> Pruned:
+    """The presolved candidates that may hold one of the ``top_k`` best plans.
+
+    Incumbents: ``hint`` if it is feasible here, and the best plan of each of up
+    to ``warm_shapes`` shapes, the most promising first. Two bounds then prune:
+    the cheap GEMM-only bound first (most shapes), the full bound on the rest."""
+    cands, ranges = pre.candidates, pre.dp_ranges
+    cheap = [gemm_lower_bound(scenario, c, r) for c, r in zip(cands, ranges, strict=True)]
+    full: dict[int, float] = {}
+
+    def bound(i: int) -> float:
+        if i not in full:
+            full[i] = objective_lower_bound(scenario, cands[i], ranges[i])
+        return full[i]
+
+    found: dict[Shape, tuple[float, Config]] = {}
+    if hint is not None and any(c.shape == hint.shape for c in cands):
+        plan = build_plan(scenario, hint)  # e.g. the optimum of a tighter question
+        if plan.feasible:
+            found[hint.shape] = (plan.objective, hint)
+    tries = max(warm_shapes, top_k)
+    head = sorted(range(len(cands)), key=lambda i: (cheap[i], i))[: 10 * tries]
+    head.sort(key=lambda i: (bound(i), i))
+    add_incumbents(
+        scenario, [cands[i] for i in head], [bound(i) for i in head], tries, top_k, found
+    )
+    incumbents = sorted(found.values(), key=lambda f: (f[0], f[1].shape))
+    keep = prune_by_incumbent(cheap, incumbents, top_k)
+    keep = [keep[j] for j in prune_by_incumbent([bound(i) for i in keep], incumbents, top_k)]
+    return Pruned(
+        [cands[i] for i in keep],
+        [ranges[i] for i in keep],
+        [bound(i) for i in keep],
+        incumbents,
+    )
+
+
+def add_incumbents(
+    scenario: Scenario,
+    cands: list[Candidate],
+    lbs: list[float],
+    shapes_tried: int,
+    top_k: int,
+    found: dict[Shape, tuple[float, Config]],
+) -> None:
+    """Add to ``found`` (objective and configuration by shape) the best plan of each of
+    the first ``shapes_tried`` feasible shapes among ``cands`` (sorted by their
+    objective bounds ``lbs``). Stops early once the next bound exceeds the k-th best
+    plan found: no later shape can beat it."""
+    nics = nic_specs(scenario)
+    tried = 0
+    for cand, lb in zip(cands, lbs, strict=True):
+        if len(found) >= top_k:
+            kth = sorted(v[0] for v in found.values())[top_k - 1]
+            if lb > kth + PRUNE_MARGIN * abs(kth):
+                break
+        best = best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap)
+        if best:
+            old = found.get(cand.shape)
+            if old is None or best[0][0] < old[0]:
+                found[cand.shape] = (best[0][0], best[1])
+            tried += 1
+            if tried >= shapes_tried:
+                break
+
+
+def prune_by_incumbent(
+    lbs: list[float], incumbents: list[tuple[float, Config]], top_k: int
+) -> list[int]:
+    """Indices of the bounds whose shapes may still hold one of the ``top_k`` best plans.
+
+    The k-th best incumbent (distinct shapes) bounds the k-th best plan from
+    above; a shape whose valid lower bound lies above it cannot improve on it."""
+    if len(incumbents) < top_k:
+        return list(range(len(lbs)))
+    cutoff = incumbents[top_k - 1][0]
+    limit = cutoff + PRUNE_MARGIN * abs(cutoff)
+    return [i for i, lb in enumerate(lbs) if lb <= limit]
