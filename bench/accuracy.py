@@ -1,8 +1,9 @@
 """Predicted against measured Megatron iteration times (vTrain calibration set).
 
-Usage: python bench/accuracy.py [--set multi|single|both] [--worst N] [--plot FILE.png]
+Usage: python bench/accuracy.py [--set multi|single|both] [--worst N] [--plot FILE.png] [--twins]
 Prints the mean absolute percentage error, the worst rows and the error by
-model size, GPU count and parallel layout. Data and setting: designer/validation.py.
+model size, GPU count and parallel layout; with --twins, the time ratios of
+twin runs (designer.validation.twin_pairs), measured and predicted. Data and setting: designer/validation.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import load_catalog  # noqa: E402
-from designer.validation import mape, predict, read_rows  # noqa: E402
+from designer.validation import mape, predict, read_rows, twin_pairs  # noqa: E402
 
 
 def group_report(title: str, preds, key) -> None:
@@ -62,12 +63,33 @@ def main() -> None:
     parser.add_argument(
         "--plot", default=None, help="write a predicted-vs-measured scatter plot (PNG/SVG)"
     )
+    parser.add_argument(
+        "--twins", action="store_true", help="also compare twin runs (designer.validation)"
+    )
     args = parser.parse_args()
     names = ("multi", "single") if args.set == "both" else (args.set,)
     for name in names:
         report(name, args.worst)
+        if args.twins:
+            twins_report(name)
     if args.plot:
         scatter(names, args.plot)
+
+
+def twins_report(name: str) -> None:
+    """Measured and predicted time ratios of twin runs (lower TP / higher TP)."""
+    rows = read_rows(name)
+    predicted = {id(p.row): p.predicted_ms for p in predict(rows, load_catalog())}
+    pairs = twin_pairs(rows)
+    print(f"  twins ({len(pairs)} pairs; same work and sends per GPU, lower TP first):")
+    for lo, hi in sorted(pairs, key=lambda ab: -ab[0].measured_ms / ab[1].measured_ms):
+        measured = lo.measured_ms / hi.measured_ms
+        model = predicted[id(lo)] / predicted[id(hi)]
+        print(
+            f"    h={lo.hidden} pp={lo.pp} gb={lo.global_batch}: tp{lo.tp} mb{lo.micro_batch} "
+            f"{lo.measured_ms:,.0f} ms / tp{hi.tp} mb{hi.micro_batch} {hi.measured_ms:,.0f} ms: "
+            f"measured {measured:.2f}, predicted {model:.2f}"
+        )
 
 
 def scatter(names, path: str) -> None:

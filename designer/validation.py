@@ -121,3 +121,28 @@ def predict(rows: list[Row], catalog: Catalog, hw: Hardware | None = None) -> li
 
 def mape(preds: list[Prediction]) -> float:
     return sum(abs(p.error) for p in preds) / len(preds)
+
+
+def twin_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Pairs of runs (lower TP first) that differ only in how a replica splits its work.
+
+    Same model, GPU count, pipeline depth and global batch, and the same
+    micro-batch / TP: both then run the same number of micro-batches per step,
+    the same GEMM FLOPs per GPU, the same pipeline bubble and the same pipeline
+    sends per GPU; the higher-TP twin adds TP traffic. A model that counts work
+    and traffic predicts the lower-TP twin no slower than about its twin, so
+    the measured ratio of a pair tests the data as much as the model."""
+    out = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            lo, hi = (a, b) if a.tp < b.tp else (b, a)
+            same = (lo.hidden, lo.layers, lo.gpus, lo.pp, lo.global_batch) == (
+                hi.hidden,
+                hi.layers,
+                hi.gpus,
+                hi.pp,
+                hi.global_batch,
+            )
+            if same and lo.tp < hi.tp and lo.micro_batch * hi.tp == hi.micro_batch * lo.tp:
+                out.append((lo, hi))
+    return out
