@@ -120,7 +120,14 @@ def solve_cpsat(
     if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
         space = candidates if candidates is not None else enumerate_candidates(scenario)
         return _solve_cloud_cost_by_gpu(
-            scenario, top_k, time_limit_s, space, workers=workers, hint=hint, effort=effort
+            scenario,
+            top_k,
+            time_limit_s,
+            space,
+            workers=workers,
+            hint=hint,
+            effort=effort,
+            warm_shapes=warm_shapes,
         )
     start = time.perf_counter()
     space = candidates if candidates is not None else enumerate_candidates(scenario)
