@@ -34,6 +34,18 @@ class Catalog:
     def switch_for(self, nic: NICSpec) -> SwitchSpec:
         return self.switches[nic.switch]
 
+    def with_stack(self, stack: str) -> Catalog:
+        """The same catalog with every GPU under the profile of ``stack``."""
+        gpus = {}
+        for name, gpu in self.gpus.items():
+            if stack not in gpu.stacks:
+                raise CatalogError(
+                    f"gpus.{name}: no profile for stack {stack!r}; add stacks.{stack} or use "
+                    f"one of {', '.join(sorted(gpu.stacks))}"
+                )
+            gpus[name] = gpu.with_stack(stack)
+        return replace(self, gpus=gpus)
+
     def with_facility(self, **changes) -> Catalog:
         """The same catalog with some facility constants changed (validated)."""
         data = self.facility.model_dump() | changes

@@ -6,7 +6,9 @@ date. Bandwidths are per direction unless a name says otherwise (1 GB = 1e9 B).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 _DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"
 
@@ -17,11 +19,40 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class Calibration(_Strict):
-    """Achievable-efficiency constants of the performance model for one GPU.
+STACKS = ("megatron-core", "vtrain-2022")
+"""Software stacks the performance model has a profile for (catalog ``stacks`` keys).
 
-    Fitted on the calibration set (``bench/accuracy.py``); GPUs without
-    measurements inherit the A100 fit, which the note says.
+``megatron-core``: Megatron-Core / NeMo with Transformer Engine as NVIDIA's 2024-2025
+performance recipes run it (distributed optimizer with overlapped gradient
+reduce-scatter and parameter all-gather, TP communication overlap, overlapped
+pipeline sends, FlashAttention, fused kernels, FP8 GEMMs); the default for planning.
+``vtrain-2022``: 2022-era Megatron-LM as in the vTrain A100 measurements (no
+gradient bucketing, no TP overlap, unfused attention, eager kernels).
+"""
+DEFAULT_STACK = "megatron-core"
+
+
+class Evidence(_Strict):
+    """How a (GPU, stack) profile was checked against measured training runs.
+
+    Errors are signed (predicted - measured) / measured step time, in percent,
+    recorded by ``python bench/accuracy.py --evidence`` and re-checked by the tests.
+    """
+
+    runs: int = Field(ge=1, description="measured runs the profile was checked on")
+    mape_pct: float = Field(ge=0, description="mean absolute step-time error, percent")
+    worst_pct: float = Field(ge=0, description="largest absolute step-time error, percent")
+    error_lo_pct: float = Field(description="most negative signed error (too fast), percent")
+    error_hi_pct: float = Field(description="most positive signed error (too slow), percent")
+    sets: str = Field(min_length=1, description="the measurement sets and precisions")
+
+
+class Calibration(_Strict):
+    """Achievable-efficiency constants of the performance model for one (GPU, stack).
+
+    Fitted on measured runs (``bench/calibrate.py``; the note says on which).
+    The mechanisms of modern stacks are separate named terms whose defaults
+    switch them off, so a profile without them is the 2022 model.
     """
 
     matmul_efficiency: float = Field(
@@ -56,7 +87,56 @@ class Calibration(_Strict):
     collective_latency_us: float = Field(
         ge=0, description="latency per ring step of a collective (and per send), microseconds"
     )
+    attention_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="FlashAttention: fraction of the dense BF16 peak reached by the attention "
+        "scores and values (always BF16); None: unfused attention counted with the GEMMs",
+    )
+    causal_attention_skip: bool = Field(
+        False,
+        description="FlashAttention skips the fully masked half of the causal score matrix "
+        "(Dao 2023): the attention work is s/2 per token instead of s",
+    )
+    fp8_matmul_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="fraction of the dense FP8 peak reached by the linear layers' FP8 GEMMs "
+        "(Transformer Engine: attention and the output layer stay BF16); None: every FLOP of "
+        "an FP8 run at matmul_efficiency of the FP8 peak",
+    )
+    fp8_cast_passes: float = Field(
+        0.0,
+        ge=0,
+        description="extra HBM passes over a layer's activations per forward-equivalent for "
+        "FP8 casts, transposes and amax scaling of the GEMM inputs",
+    )
+    tp_overlap_fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="fraction of the tensor-parallel all-gather / reduce-scatter time hidden "
+        "behind the GEMMs (Megatron-Core --tp-comm-overlap, userbuffers)",
+    )
+    pp_overlap_fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="fraction of the pipeline sends hidden behind compute (overlapped P2P)",
+    )
+    grad_overlap_fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="fraction of one micro-batch's forward + backward that hides the distributed "
+        "optimizer's bucketed gradient reduce-scatter and parameter all-gather",
+    )
     note: str = Field(min_length=1, description="how the constants were fitted")
+    evidence: Evidence | None = Field(
+        None, description="measured runs behind the profile; None: extrapolated"
+    )
 
 
 class ServerSpec(_Strict):
@@ -112,10 +192,62 @@ class GPUSpec(_Strict):
     cloud_price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)
     server: ServerSpec
-    calibration: Calibration
+    stacks: dict[str, Calibration] = Field(
+        min_length=1, description="performance-model profile per software stack (STACKS)"
+    )
+    stack: str = Field(DEFAULT_STACK, description="the stack whose profile is in effect")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_calibration(cls, data: Any) -> Any:
+        """A ``calibration`` block (one profile) applies to every stack: it fills the
+        stacks a new entry lacks and overrides fields of those it has."""
+        if not isinstance(data, dict) or "calibration" not in data:
+            return data
+        data = dict(data)
+        block = data.pop("calibration")
+        if not isinstance(block, dict):
+            data["stacks"] = {name: block for name in STACKS}
+            return data
+        stacks = data.get("stacks")
+        stacks = dict(stacks) if isinstance(stacks, dict) else {}
+        active = stacks.get(data.get("stack", DEFAULT_STACK))
+        if block == active:  # a dump read back: the computed field echoes the active profile
+            return data
+        for name in STACKS:
+            have = stacks.get(name)
+            stacks[name] = {**have, **block} if isinstance(have, dict) else dict(block)
+        data["stacks"] = stacks
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def calibration(self) -> Calibration:
+        """The profile of the stack in effect."""
+        return self.stacks[self.stack]
+
+    @property
+    def evidence(self) -> Evidence | None:
+        """Measured runs behind the profile in effect (None: extrapolated)."""
+        return self.calibration.evidence
+
+    def with_stack(self, stack: str) -> GPUSpec:
+        """The same GPU under another stack's profile (KeyError if it has none)."""
+        if stack not in self.stacks:
+            raise KeyError(stack)
+        return self.model_copy(update={"stack": stack})
+
+    def with_calibration(self, calibration: Calibration) -> GPUSpec:
+        """The same GPU with the profile in effect replaced (calibration scripts, tests)."""
+        return self.model_copy(update={"stacks": {**self.stacks, self.stack: calibration}})
 
     @model_validator(mode="after")
     def _domain_fits(self) -> GPUSpec:
+        if self.stack not in self.stacks:
+            raise ValueError(
+                f"stack {self.stack!r} has no profile; add stacks.{self.stack} or use one of "
+                f"{', '.join(sorted(self.stacks))}"
+            )
         s = self.server
         if (
             s.scale_up_domain_gpus < s.gpus_per_server

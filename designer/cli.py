@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from catalog import CatalogError, load_catalog
+from catalog.specs import DEFAULT_STACK, STACKS
 from designer import render, report
 from designer.compare import compare
 from designer.errors import Infeasible, UsageError
@@ -341,6 +342,13 @@ def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
     help="Fixed GB per GPU for the CUDA context and NCCL buffers (in memory 'other').",
 )
 @click.option(
+    "--stack",
+    type=click.Choice(STACKS),
+    default=DEFAULT_STACK,
+    show_default=True,
+    help="Software stack whose calibrated profile predicts the step time.",
+)
+@click.option(
     "--from-megatron",
     "from_megatron",
     default=None,
@@ -373,6 +381,7 @@ def evaluate_cmd(
     dp_overlap,
     memory_overhead,
     reserved_gb,
+    stack,
     from_megatron,
     as_json,
 ) -> None:
@@ -403,6 +412,10 @@ def evaluate_cmd(
         )
         s = seq_len or spec.seq_len
     cat = load_catalog(list(catalog_files))
+    try:
+        cat = cat.with_stack(stack)
+    except CatalogError as err:
+        raise UsageError(f"--stack: {err}") from err
     hw = _hardware(cat, gpu, nic, nics_per_node)
     if hw.gpu.peak_tflops(precision) is None:
         option = "--from-megatron: --fp8-format" if imported else "--precision"
@@ -709,6 +722,20 @@ QUESTION_OPTIONS = [
         "ignore",
         multiple=True,
         help="Switch a constraint family off (repeatable), e.g. tp_bandwidth.",
+    ),
+    click.option(
+        "--stack",
+        type=click.Choice(STACKS),
+        default=DEFAULT_STACK,
+        show_default=True,
+        help="Software stack whose calibrated profile predicts the step time.",
+    ),
+    click.option(
+        "--evidence",
+        type=click.Choice(("measured", "any")),
+        default="measured",
+        show_default=True,
+        help="Search GPUs with measured training runs only, or any (extrapolated ones marked).",
     ),
     click.option(
         "--dp-overlap",

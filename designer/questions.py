@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog import CatalogError, load_catalog
+from catalog.specs import DEFAULT_STACK
 from catalog.files import read_document
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
@@ -21,6 +22,7 @@ from solvers.space import Shape
 DEFAULT_MODEL = "llama2-70b"
 FACILITY_OPTIONS = ("pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years")
 DEFAULT_TOKENS = 2e12
+EVIDENCE_CHOICES = ("measured", "any")
 
 
 def build_scenario(
@@ -51,9 +53,17 @@ def build_scenario(
     rack_power_kw: float | None = None,
     oversubscription: float | None = None,
     lifetime_years: float | None = None,
+    stack: str = DEFAULT_STACK,
+    evidence: str = "measured",
 ) -> Scenario:
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
     cat = load_catalog(list(catalog_files))
+    if evidence not in EVIDENCE_CHOICES:
+        raise UsageError(f"--evidence: unknown value {evidence!r}; use measured or any")
+    try:
+        cat = cat.with_stack(stack)
+    except CatalogError as err:
+        raise UsageError(f"--stack: {err}") from err
     facility = {
         "pue": pue,
         "usd_per_kwh": usd_per_kwh,
@@ -107,7 +117,15 @@ def build_scenario(
     if min_batch_tokens is not None and min_batch_tokens > ceiling:
         raise UsageError("--min-batch-tokens: the floor is above the ceiling (--max-batch-tokens)")
     precisions = ("bf16", "fp8") if precision == "any" else (precision,)
-    chosen = tuple(gpus) if gpus else tuple(cat.gpus)
+    if gpus:
+        chosen = tuple(gpus)
+    else:
+        chosen = tuple(g for g, spec_ in cat.gpus.items() if evidence == "any" or spec_.evidence)
+        if not chosen:
+            raise UsageError(
+                f"--evidence: no catalog GPU has measured runs under stack {stack}; "
+                "pass --evidence any or name GPUs with --gpu"
+            )
     if precision == "fp8":
         chosen = tuple(g for g in chosen if cat.gpu(g).dense_fp8_tflops is not None)
         if not chosen:
@@ -138,6 +156,8 @@ def build_scenario(
             ),
             disabled=frozenset(ignore),
             catalog_files=tuple(str(p) for p in catalog_files),
+            stack=stack,
+            evidence=evidence,
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err
@@ -175,6 +195,8 @@ class QuestionFile(BaseModel):
     dp_overlap: float = Field(default=0.0, ge=0, le=1)
     memory_overhead: float = Field(default=0.0, ge=0, le=1)
     reserved_gb: float = Field(default=0.0, ge=0)
+    stack: Literal["megatron-core", "vtrain-2022"] = DEFAULT_STACK
+    evidence: Literal["measured", "any"] = "measured"
 
 
 def _number(origin: str, field: str, value, days: bool = False, integer: bool = False):
@@ -246,6 +268,8 @@ OPTION_TO_FIELD = {
     "--min-batch-tokens": "min_batch_tokens",
     "--precision": "precision",
     "--catalog": "catalog",
+    "--stack": "stack",
+    "--evidence": "evidence",
 }
 
 
@@ -296,6 +320,8 @@ def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
         dp_overlap=q.dp_overlap,
         memory_overhead=q.memory_overhead,
         reserved_gb=q.reserved_gb,
+        stack=q.stack,
+        evidence=q.evidence,
     )
 
 
@@ -327,6 +353,8 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
             dp_overlap=float(q.get("dp_overlap") or 0.0),
             memory_overhead=float(q.get("memory_overhead") or 0.0),
             reserved_gb=float(q.get("reserved_gb") or 0.0),
+            stack=str(q.get("stack") or DEFAULT_STACK),
+            evidence=str(q.get("evidence") or "measured"),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(

@@ -23,6 +23,7 @@ VTRAIN_GPU = "a100-80gb"
 VTRAIN_NIC = "cx6-200g"
 VTRAIN_NICS_PER_NODE = 4  # 800 Gb/s per server
 VTRAIN_ASSUMPTIONS = Assumptions(dp_overlap=0.0)
+VTRAIN_STACK = "vtrain-2022"  # the profile fitted on (and judged by) this set
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,9 @@ def row_model(row: Row) -> TransformerSpec:
 
 def vtrain_hardware(catalog: Catalog) -> Hardware:
     """The A100 servers of the calibration set: 8 GPUs, 4 x 200 Gb/s = 800 Gb/s of NICs."""
-    return Hardware.from_catalog(catalog, VTRAIN_GPU, VTRAIN_NIC, VTRAIN_NICS_PER_NODE)
+    return Hardware.from_catalog(
+        catalog.with_stack(VTRAIN_STACK), VTRAIN_GPU, VTRAIN_NIC, VTRAIN_NICS_PER_NODE
+    )
 
 
 def predict(rows: list[Row], catalog: Catalog, hw: Hardware | None = None) -> list[Prediction]:

@@ -91,27 +91,74 @@ def forward_passes(recompute: str) -> float:
     return 4.0 if recompute == "full" else 3.0
 
 
+@dataclass(frozen=True)
+class StageWork:
+    """FLOPs one GPU of the slowest stage does per micro-batch, recomputation included,
+    split by the kind of kernel that does them (model FLOPs: the full score square)."""
+
+    linear: float  # the layers' weight GEMMs (QKV, projection, MLP)
+    attention: float  # attention scores and values, Q K^T and A V
+    logits: float  # the output layer
+
+    @property
+    def total(self) -> float:
+        return self.linear + self.attention + self.logits
+
+
 @lru_cache(maxsize=1 << 16)
+def stage_work_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> StageWork:
+    """Work of one GPU of the last (slowest) stage per micro-batch (flops.py formulas)."""
+    tokens = layout.micro_batch * seq_len / (layout.tp * layout.cp)
+    layers = math.ceil(spec.layers / layout.pp)
+    linear_fwd = 2.0 * spec.layer_matmul_params()
+    attention_fwd = flops.attention_forward_flops_per_token(spec, seq_len)
+    forwards = forward_passes(layout.recompute)
+    # selective recomputation repeats the attention scores and values only
+    attention_passes = 4.0 if layout.recompute in ("full", "selective") else 3.0
+    return StageWork(
+        linear=tokens * layers * linear_fwd * forwards,
+        attention=tokens * layers * attention_fwd * attention_passes,
+        logits=tokens * 3.0 * flops.logit_forward_flops_per_token(spec),
+    )
+
+
 def stage_flops_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> float:
     """FLOPs one GPU of the last (slowest) stage does per micro-batch, recomputation included."""
-    tokens = layout.micro_batch * seq_len
-    layers = math.ceil(spec.layers / layout.pp)
-    per_layer = 3.0 * flops.layer_forward_flops_per_token(spec, seq_len)
-    recompute = flops.recompute_flops_per_token(spec, seq_len, layout.recompute) / spec.layers
-    logits = 3.0 * flops.logit_forward_flops_per_token(spec)
-    return tokens * (layers * (per_layer + recompute) + logits) / (layout.tp * layout.cp)
+    return stage_work_per_microbatch(spec, layout, seq_len).total
 
 
 def gemm_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec
 ) -> float:
-    """GEMM time of one micro-batch on the slowest stage: its FLOPs at the GPU's peak for
-    the layout's precision times the matrix-size-dependent efficiency."""
+    """Tensor-core time of one micro-batch on the slowest stage.
+
+    The 2022 profile runs every FLOP at the layout precision's peak times the
+    width-dependent GEMM efficiency. A modern profile splits the work: the
+    linear layers at the precision's peak (FP8 GEMMs at ``fp8_matmul_efficiency``
+    of the FP8 peak: Transformer Engine, Micikevicius et al. 2022 "FP8 formats for
+    deep learning"), the output layer in BF16, and the attention scores and
+    values in BF16 at ``attention_efficiency`` (FlashAttention-2/3, Dao 2023;
+    Shah et al. 2024), of which causal masking skips half.
+    """
     peak = gpu.peak_tflops(layout.precision)
     if peak is None:
         raise ValueError(f"{gpu.name} has no {layout.precision} peak")
+    cal = gpu.calibration
     eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
-    return stage_flops_per_microbatch(spec, layout, seq_len) / (peak * 1e12 * eff)
+    work = stage_work_per_microbatch(spec, layout, seq_len)
+    bf16 = gpu.dense_bf16_tflops * 1e12
+    if layout.precision == "fp8" and cal.fp8_matmul_efficiency is not None:
+        linear_s = work.linear / (peak * 1e12 * cal.fp8_matmul_efficiency)
+        logits_s = work.logits / (bf16 * eff)
+    else:
+        linear_s = work.linear / (peak * 1e12 * eff)
+        logits_s = work.logits / (peak * 1e12 * eff)
+    if cal.attention_efficiency is None:
+        attention_s = work.attention / (peak * 1e12 * eff)
+    else:
+        share = 0.5 if cal.causal_attention_skip else 1.0
+        attention_s = share * work.attention / (bf16 * cal.attention_efficiency)
+    return linear_s + attention_s + logits_s
 
 
 def memory_bound_per_microbatch_s(
@@ -130,7 +177,8 @@ def memory_bound_per_microbatch_s(
         spec, seq_len, layout.micro_batch, layout.tp, layout.sp, "none", layout.cp
     )
     passes = forward_passes(layout.recompute)
-    traffic_s = cal.elementwise_passes * produced / (gpu.memory_bw_tb_per_s * 1e12)
+    hbm_passes = cal.elementwise_passes + (cal.fp8_cast_passes if layout.precision == "fp8" else 0)
+    traffic_s = hbm_passes * produced / (gpu.memory_bw_tb_per_s * 1e12)
     return layers * passes * (traffic_s + cal.kernel_overhead_us_per_layer * 1e-6)
 
 
@@ -175,7 +223,8 @@ def tp_comm_per_microbatch_s(
             lat,
         )
     calls = 4 + (2 if layout.recompute == "full" else 0)
-    return math.ceil(spec.layers / layout.pp) * calls * per_call
+    exposed = 1.0 - cal.tp_overlap_fraction
+    return math.ceil(spec.layers / layout.pp) * calls * per_call * exposed
 
 
 def cp_comm_per_microbatch_s(
@@ -221,10 +270,16 @@ class StepCoefficients:
     zero: int
     zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
     backward_mb_s: float  # backward share of one micro-batch (overlap window)
+    grad_overlap_s: float = 0.0  # the stack's window hiding the distributed optimizer's traffic
 
     @property
     def stage_mb_s(self) -> float:
         return self.compute_mb_s + self.tp_mb_s + self.cp_mb_s
+
+    def dp_window_s(self, dp_overlap: float) -> float:
+        """Time the gradient reduction hides behind: the larger of the question's
+        ``dp_overlap`` x the last backward and the stack's overlapped window."""
+        return max(dp_overlap * self.backward_mb_s, self.grad_overlap_s)
 
     @property
     def bubble_s(self) -> float:
@@ -247,6 +302,7 @@ def step_coefficients(
     compute_mb = max(compute_mb, host_issue_per_microbatch_s(spec, layout, gpu) - tp_mb)
     lat = cal.collective_latency_us * 1e-6
     send_bytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden / layout.tp
+    send_exposed = 1.0 - cal.pp_overlap_fraction  # overlapped P2P hides the rest
     gpn = gpu.server.gpus_per_server
     grad_params = stage_params(spec, layout, "first" if layout.pp == 1 else "last")
     if layout.zero == 0:
@@ -262,9 +318,11 @@ def step_coefficients(
         vp=layout.vp,
         cp=layout.cp,
         replica_gpus=layout.tp * layout.cp * layout.pp,
-        pp_send_bytes=send_bytes if layout.pp > 1 else 0.0,
-        pp_send_intra_s=comm.p2p_s(send_bytes, _scale_up_bw(gpu), lat) if layout.pp > 1 else 0.0,
-        pp_latency_s=lat if layout.pp > 1 else 0.0,
+        pp_send_bytes=send_bytes * send_exposed if layout.pp > 1 else 0.0,
+        pp_send_intra_s=comm.p2p_s(send_bytes, _scale_up_bw(gpu), lat) * send_exposed
+        if layout.pp > 1
+        else 0.0,
+        pp_latency_s=lat * send_exposed if layout.pp > 1 else 0.0,
         dp_bytes=dp_bytes,
         dp_ranks_per_node=max(1, gpn // layout.tp) if layout.tp < gpn else 1,
         scale_up_bw_gb_per_s=_scale_up_bw(gpu),
@@ -276,6 +334,7 @@ def step_coefficients(
         zero=layout.zero,
         zero3_gather_bytes=grad_params * a.weight_bytes if layout.zero >= 3 else 0.0,
         backward_mb_s=compute_mb * 2.0 / forward_passes(layout.recompute),
+        grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb) if layout.zero >= 1 else 0.0,
     )
 
 
@@ -322,7 +381,7 @@ def step_from_coefficients(
         tp_comm=m * c.tp_mb_s,
         cp_comm=m * c.cp_mb_s,
         pp_comm=pp_time,
-        dp_comm=np.maximum(0.0, dp_time - dp_overlap * c.backward_mb_s),
+        dp_comm=np.maximum(0.0, dp_time - c.dp_window_s(dp_overlap)),
         optimizer=optimizer,
     )
 

@@ -126,7 +126,7 @@ def objective_lower_bound(
         d_min = float(
             group_reduce_s(c, c.dp_bytes, cand.dp_floor(scenario) * c.cp, slots * fastest)
         )
-        d_min = max(0.0, d_min - scenario.assumptions.dp_overlap * c.backward_mb_s)
+        d_min = max(0.0, d_min - c.dp_window_s(scenario.assumptions.dp_overlap))
         opt = c.optimizer_s / (hi * c.cp)
         per_seq = stage_time_lower(cand) / (b * hi) + (c.bubble_s + d_min + opt) / (b * w_hi)
         return per_seq * scenario.sequences / 86400.0

@@ -361,7 +361,7 @@ def _build(
     ln = floor_div("dp_bits_saving", ln_cap, dp)
     nt_dp_raw = ceil_div("dp_nic_time_if_servers", dnb - ln, _hi(dnb), node_bw, lo=-_hi(ln_cap))
     overlap = bounded(
-        "dp_overlap", (t_down(scenario.assumptions.dp_overlap * c.backward_mb_s) for c in cf)
+        "dp_overlap", (t_down(c.dp_window_s(scenario.assumptions.dp_overlap)) for c in cf)
     )
     dp_hi_t = _hi(dpi_r) + _hi(dpi_n) + _hi(nt_dp_raw) + _hi(ln_cap) + _hi(li_cap)
     dp_pre = pick(

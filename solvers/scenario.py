@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from catalog.specs import DEFAULT_STACK
 from catalog.catalog import Catalog
 from models.layout import Assumptions
 from models.spec import TransformerSpec
@@ -64,6 +65,8 @@ class Scenario:
     memory_scale: float = 1.0  # relaxation knob: capacity x scale
     extra_nic_slots: int = 0  # relaxation knob
     catalog_files: tuple[str, ...] = ()  # provenance only: the override files the catalog came from
+    stack: str = DEFAULT_STACK  # provenance: the software stack whose profiles the catalog holds
+    evidence: str = "measured"  # provenance: "measured" (GPUs with measured runs) or "any"
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
