@@ -1,9 +1,16 @@
-"""Predicted against measured Megatron iteration times (vTrain calibration set).
+"""Predicted against measured step times on the calibration sets.
 
-Usage: python bench/accuracy.py [--set multi|single|both] [--worst N] [--plot FILE.png] [--twins]
-Prints the mean absolute percentage error, the worst rows and the error by
-model size, GPU count and parallel layout; with --twins, the time ratios of
-twin runs (designer.validation.twin_pairs), measured and predicted. Data and setting: designer/validation.py.
+Usage: python bench/accuracy.py [--set multi|single|both|published|all] [--worst N]
+                                [--plot FILE.png] [--twins] [--skipped] [--evidence]
+vTrain (multi, single; 2022 Megatron on A100) under the vtrain-2022 profile:
+the mean absolute percentage error, the worst rows and the error by model size,
+GPU count and parallel layout; with --twins, the time ratios of twin runs
+(designer.validation.twin_pairs). Published runs (designer/published.py) under
+the megatron-core profile: the error per platform and precision, the worst rows,
+and the rows that cannot be evaluated with their reasons (--skipped lists each).
+--evidence prints the catalog's `measured:` blocks (catalog/data/gpus.yaml) that
+these errors give; tests/test_accuracy.py checks the catalog against them.
+--plot draws predicted against measured, one panel per platform and precision.
 """
 
 from __future__ import annotations
@@ -17,7 +24,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import load_catalog  # noqa: E402
-from designer.validation import mape, predict, read_rows, twin_pairs  # noqa: E402
+from designer import published  # noqa: E402
+from designer.validation import (  # noqa: E402
+    mape,
+    predict,
+    read_rows,
+    twin_pairs,
+    vtrain_evidence,  # noqa: E402
+)
 
 
 def group_report(title: str, preds, key) -> None:
@@ -58,7 +72,9 @@ def report(name: str, worst: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--set", choices=("multi", "single", "both"), default="both")
+    parser.add_argument(
+        "--set", choices=("multi", "single", "both", "published", "all"), default="all"
+    )
     parser.add_argument("--worst", type=int, default=3)
     parser.add_argument(
         "--plot", default=None, help="write a predicted-vs-measured scatter plot (PNG/SVG)"
@@ -66,14 +82,89 @@ def main() -> None:
     parser.add_argument(
         "--twins", action="store_true", help="also compare twin runs (designer.validation)"
     )
+    parser.add_argument("--skipped", action="store_true", help="list every skipped row")
+    parser.add_argument(
+        "--evidence", action="store_true", help="print the catalog's measured: blocks"
+    )
     args = parser.parse_args()
-    names = ("multi", "single") if args.set == "both" else (args.set,)
+    if args.evidence:
+        print_evidence()
+        return
+    names = {
+        "both": ("multi", "single"),
+        "all": ("multi", "single"),
+        "published": (),
+    }.get(args.set, (args.set,))
     for name in names:
         report(name, args.worst)
         if args.twins:
             twins_report(name)
+    if args.set in ("published", "all"):
+        published_report(args.worst, args.skipped)
     if args.plot:
-        scatter(names, args.plot)
+        scatter(names, args.plot, with_published=args.set in ("published", "all"))
+
+
+def published_report(worst: int, list_skipped: bool) -> None:
+    """Error per platform and precision on the published runs (megatron-core profile)."""
+    catalog = load_catalog()
+    runs, skipped = published.read_runs(catalog)
+    preds = published.predict(runs, catalog)
+    errors = [abs(p.error) for p in preds]
+    print(
+        f"published: {len(preds)} runs under {published.MODERN_STACK}, MAPE "
+        f"{100 * published.mape(preds):.1f}%, median APE {100 * statistics.median(errors):.1f}%, "
+        f"worst {100 * max(errors):.1f}%"
+    )
+    sections = (
+        ("calibration set (published_runs.csv: the targets apply)", True),
+        ("extra sources (extra_runs.csv)", False),
+    )
+    for title, shared in sections:
+        subset = [p for p in preds if p.run.shared == shared]
+        if not subset:
+            continue
+        print(f"  {title}:")
+        for group, ps in sorted(published.by_group(subset).items()):
+            print(
+                f"    {group:>16}: n={len(ps):3d}  MAPE {100 * published.mape(ps):5.1f}%  "
+                f"worst {100 * max(abs(p.error) for p in ps):5.1f}%  "
+                f"mean signed {100 * sum(p.error for p in ps) / len(ps):+5.1f}%"
+            )
+    for p in sorted(preds, key=lambda p: -abs(p.error))[:worst]:
+        lay = p.run.layout
+        print(
+            f"    worst: {p.run.name} (tp{lay.tp} pp{lay.pp} cp{lay.cp} vp{lay.vp} dp{lay.dp} "
+            f"mb{lay.micro_batch} gb{lay.global_batch}): measured {p.run.measured_step_s:.2f} s, "
+            f"predicted {p.predicted_step_s:.2f} s ({100 * p.error:+.1f}%)"
+        )
+    reasons = defaultdict(list)
+    for s in skipped:
+        reasons[s.reason].append(s)
+    print(f"  not evaluated: {len(skipped)} rows")
+    for reason, rows in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+        print(f"    {len(rows):3d}  {reason}")
+        if list_skipped:
+            for s in rows:
+                print(f"           {s.gpu}: {s.name}")
+
+
+def print_evidence() -> None:
+    """The catalog's measured: blocks, from the calibration sets' errors."""
+    catalog = load_catalog()
+    blocks: dict[str, dict] = defaultdict(dict)
+    for gpu, ev in published.published_evidence(catalog).items():
+        blocks[gpu][published.MODERN_STACK] = ev
+    gpu, stack, ev = vtrain_evidence(catalog)
+    blocks[gpu][stack] = ev
+    for gpu in sorted(blocks):
+        print(f"  {gpu}:")
+        print("    measured:")
+        for stack, e in sorted(blocks[gpu].items()):
+            print(f"      {stack}:")
+            for key, value in e.model_dump().items():
+                text = f'"{value}"' if isinstance(value, str) else value
+                print(f"        {key}: {text}")
 
 
 def twins_report(name: str) -> None:
@@ -92,31 +183,53 @@ def twins_report(name: str) -> None:
         )
 
 
-def scatter(names, path: str) -> None:
-    """Predicted against measured iteration time, log-log, one colour per set."""
+def scatter(names, path: str, with_published: bool = True) -> None:
+    """Predicted against measured step time, log-log: one panel per vTrain set and per
+    platform and precision of the published runs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     catalog = load_catalog()
-    fig, ax = plt.subplots(figsize=(6, 6))
-    lo, hi = float("inf"), 0.0
-    for name, colour in zip(names, ("#4c72b0", "#dd8452"), strict=False):
+    panels = []
+    for name in names:
         preds = predict(read_rows(name), catalog)
-        xs = [p.row.measured_ms for p in preds]
-        ys = [p.predicted_ms for p in preds]
-        lo, hi = min(lo, *xs, *ys), max(hi, *xs, *ys)
-        ax.scatter(
-            xs, ys, s=8, alpha=0.6, color=colour, label=f"{name} (MAPE {100 * mape(preds):.1f}%)"
+        panels.append(
+            (
+                f"vTrain {name} (A100, vtrain-2022)",
+                [p.row.measured_ms / 1e3 for p in preds],
+                [p.predicted_ms / 1e3 for p in preds],
+                mape(preds),
+            )
         )
-    ax.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("measured iteration time (ms)")
-    ax.set_ylabel("predicted iteration time (ms)")
-    ax.set_title("vTrain A100 calibration set")
-    ax.legend()
+    if with_published:
+        runs, _ = published.read_runs(catalog)
+        for group, ps in sorted(published.by_group(published.predict(runs, catalog)).items()):
+            panels.append(
+                (
+                    f"{group} (megatron-core)",
+                    [p.run.measured_step_s for p in ps],
+                    [p.predicted_step_s for p in ps],
+                    published.mape(ps),
+                )
+            )
+    cols = 3
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 4 * rows), squeeze=False)
+    for ax, (title, xs, ys, err) in zip(axes.flat, panels, strict=False):
+        lo, hi = min(*xs, *ys), max(*xs, *ys)
+        ax.scatter(xs, ys, s=8, alpha=0.6, color="#4c72b0")
+        ax.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
+        for factor in (0.9, 1.1):
+            ax.plot([lo, hi], [lo * factor, hi * factor], color="grey", linewidth=0.5, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{title}\nn={len(xs)}, MAPE {100 * err:.1f}%", fontsize=9)
+        ax.set_xlabel("measured step (s)")
+        ax.set_ylabel("predicted step (s)")
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

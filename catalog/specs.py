@@ -134,9 +134,6 @@ class Calibration(_Strict):
         "optimizer's bucketed gradient reduce-scatter and parameter all-gather",
     )
     note: str = Field(min_length=1, description="how the constants were fitted")
-    evidence: Evidence | None = Field(
-        None, description="measured runs behind the profile; None: extrapolated"
-    )
 
 
 class ServerSpec(_Strict):
@@ -196,6 +193,11 @@ class GPUSpec(_Strict):
         min_length=1, description="performance-model profile per software stack (STACKS)"
     )
     stack: str = Field(DEFAULT_STACK, description="the stack whose profile is in effect")
+    measured: dict[str, Evidence] = Field(
+        default_factory=dict,
+        description="per stack, the measured runs its profile was checked on on this GPU; "
+        "a stack without an entry is extrapolated",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -229,7 +231,7 @@ class GPUSpec(_Strict):
     @property
     def evidence(self) -> Evidence | None:
         """Measured runs behind the profile in effect (None: extrapolated)."""
-        return self.calibration.evidence
+        return self.measured.get(self.stack)
 
     def with_stack(self, stack: str) -> GPUSpec:
         """The same GPU under another stack's profile (KeyError if it has none)."""

@@ -195,7 +195,7 @@ class QuestionFile(BaseModel):
     dp_overlap: float = Field(default=0.0, ge=0, le=1)
     memory_overhead: float = Field(default=0.0, ge=0, le=1)
     reserved_gb: float = Field(default=0.0, ge=0)
-    stack: Literal["megatron-core", "vtrain-2022"] = DEFAULT_STACK
+    stack: Literal["megatron-core", "vtrain-2022"] = "megatron-core"
     evidence: Literal["measured", "any"] = "measured"
 
 

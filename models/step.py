@@ -106,15 +106,27 @@ class StageWork:
 
 
 @lru_cache(maxsize=1 << 16)
-def stage_work_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> StageWork:
-    """Work of one GPU of the last (slowest) stage per micro-batch (flops.py formulas)."""
+def stage_work_per_microbatch(
+    spec: TransformerSpec, layout: Layout, seq_len: int, flash_attention: bool = False
+) -> StageWork:
+    """Work of one GPU of the last (slowest) stage per micro-batch (flops.py formulas).
+
+    The layers' GEMMs run 3 forward-equivalents (forward, two backward GEMMs), 4 with
+    full recomputation. The attention scores and values also run 3, plus one
+    recomputed forward with selective or full recomputation; FlashAttention
+    recomputes the scores inside its backward instead (Dao et al. 2022, section
+    3.1: 5 matmuls backward for 2 forward), 3.5 forward-equivalents, +1 when the
+    whole layer is recomputed.
+    """
     tokens = layout.micro_batch * seq_len / (layout.tp * layout.cp)
     layers = math.ceil(spec.layers / layout.pp)
     linear_fwd = 2.0 * spec.layer_matmul_params()
     attention_fwd = flops.attention_forward_flops_per_token(spec, seq_len)
     forwards = forward_passes(layout.recompute)
-    # selective recomputation repeats the attention scores and values only
-    attention_passes = 4.0 if layout.recompute in ("full", "selective") else 3.0
+    if flash_attention:
+        attention_passes = 3.5 + (1.0 if layout.recompute == "full" else 0.0)
+    else:
+        attention_passes = 4.0 if layout.recompute in ("full", "selective") else 3.0
     return StageWork(
         linear=tokens * layers * linear_fwd * forwards,
         attention=tokens * layers * attention_fwd * attention_passes,
@@ -145,7 +157,7 @@ def gemm_per_microbatch_s(
         raise ValueError(f"{gpu.name} has no {layout.precision} peak")
     cal = gpu.calibration
     eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
-    work = stage_work_per_microbatch(spec, layout, seq_len)
+    work = stage_work_per_microbatch(spec, layout, seq_len, cal.attention_efficiency is not None)
     bf16 = gpu.dense_bf16_tflops * 1e12
     if layout.precision == "fp8" and cal.fp8_matmul_efficiency is not None:
         linear_s = work.linear / (peak * 1e12 * cal.fp8_matmul_efficiency)
@@ -173,8 +185,10 @@ def memory_bound_per_microbatch_s(
     """
     cal = gpu.calibration
     layers = math.ceil(spec.layers / layout.pp)
+    # FlashAttention keeps the score matrix on chip: no softmax/dropout pass over it in HBM
+    counted = "selective" if cal.attention_efficiency is not None else "none"
     produced = activation_bytes_per_layer(
-        spec, seq_len, layout.micro_batch, layout.tp, layout.sp, "none", layout.cp
+        spec, seq_len, layout.micro_batch, layout.tp, layout.sp, counted, layout.cp
     )
     passes = forward_passes(layout.recompute)
     hbm_passes = cal.elementwise_passes + (cal.fp8_cast_passes if layout.precision == "fp8" else 0)
@@ -334,7 +348,9 @@ def step_coefficients(
         zero=layout.zero,
         zero3_gather_bytes=grad_params * a.weight_bytes if layout.zero >= 3 else 0.0,
         backward_mb_s=compute_mb * 2.0 / forward_passes(layout.recompute),
-        grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb) if layout.zero >= 1 else 0.0,
+        grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb)
+        if layout.zero >= 1
+        else 0.0,
     )
 
 

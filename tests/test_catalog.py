@@ -62,10 +62,69 @@ def test_every_gpu_has_sources(shipped):
         assert gpu.server.overhead_source.strip(), f"{name}.server.overhead_source is empty"
 
 
-def test_other_gpus_reuse_the_a100_calibration(shipped):
-    reference = shipped.gpus["h100-sxm"].calibration
-    for gpu in shipped.gpus.values():
-        assert gpu.calibration == reference
+def test_every_gpu_has_both_stack_profiles(shipped):
+    from catalog.specs import DEFAULT_STACK, STACKS
+
+    for name, gpu in shipped.gpus.items():
+        assert set(gpu.stacks) == set(STACKS), name
+        assert gpu.stack == DEFAULT_STACK
+        assert gpu.calibration == gpu.stacks[DEFAULT_STACK]
+
+
+def test_vtrain_profile_is_shared_and_modern_profiles_are_per_platform(shipped):
+    """The 2022 fit is one A100 fit reused everywhere; the modern profiles are fitted per
+    platform, and chips that share a die share a profile (h100/h200, b200/gb200)."""
+    vtrain = {g.stacks["vtrain-2022"] for g in shipped.gpus.values()}
+    assert len(vtrain) == 1
+    mc = {n: g.stacks["megatron-core"] for n, g in shipped.gpus.items()}
+    assert mc["h200"] == mc["h100-sxm"] and mc["gb200"] == mc["b200"]
+    assert mc["a100-80gb"] == mc["a100-40gb"] != mc["h100-sxm"]
+    assert mc["mi300x"].matmul_efficiency < mc["h100-sxm"].matmul_efficiency
+
+
+def test_with_stack_switches_every_gpu(shipped):
+    old = shipped.with_stack("vtrain-2022")
+    for name, gpu in old.gpus.items():
+        assert gpu.calibration == shipped.gpus[name].stacks["vtrain-2022"]
+        assert gpu.calibration.attention_efficiency is None  # the 2022 model: unfused
+
+
+def test_unknown_stack_is_one_line_error(shipped):
+    from catalog import CatalogError
+
+    with pytest.raises(CatalogError, match="no profile for stack 'nope'"):
+        shipped.with_stack("nope")
+
+
+def test_evidence_only_where_runs_were_measured(shipped):
+    """measured: entries exist for the platforms with calibration runs; others are
+    extrapolated (None)."""
+    measured = {n for n, g in shipped.gpus.items() if g.evidence is not None}
+    assert {"h100-sxm", "a100-80gb", "b200"} <= measured
+    for name in ("gb200", "gaudi3", "l40s", "rtx4090", "h100-pcie"):
+        assert shipped.gpus[name].evidence is None, name
+    assert shipped.gpus["a100-80gb"].with_stack("vtrain-2022").evidence.runs == 1549
+
+
+def test_legacy_calibration_block_fills_every_stack(tmp_path):
+    """A user's new GPU with one `calibration:` block gets it for every stack."""
+    import yaml
+
+    from catalog import load_catalog
+
+    shipped_yaml = yaml.safe_load(
+        (Path(__file__).resolve().parent.parent / "catalog/data/gpus.yaml").read_text()
+    )
+    entry = dict(shipped_yaml["gpus"]["h100-sxm"])
+    cal = dict(entry.pop("stacks")["vtrain-2022"])
+    entry.pop("measured", None)
+    entry["calibration"] = cal
+    path = tmp_path / "new.yaml"
+    path.write_text(yaml.safe_dump({"gpus": {"my-gpu": entry}}))
+    gpu = load_catalog([path]).gpu("my-gpu")
+    assert gpu.stacks["megatron-core"] == gpu.stacks["vtrain-2022"]
+    assert gpu.calibration.matmul_efficiency == cal["matmul_efficiency"]
+    assert gpu.evidence is None
 
 
 # --- seed facts ----------------------------------------------------------------------

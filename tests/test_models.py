@@ -555,11 +555,14 @@ def test_bubble_is_p_minus_1_over_v_stage_microbatches(models, h100):
     assert no_pp.breakdown.pp_comm == 0
 
 
-def test_host_issue_floor_bounds_the_stage_time(h100):
-    """A tiny model is launch-bound: compute + TP per micro-batch equals the host issue floor."""
+def test_host_issue_floor_bounds_the_stage_time(catalog):
+    """A tiny model is launch-bound: compute + TP per micro-batch equals the host issue floor
+    (the 2022 profile, whose fitted floor is large)."""
     import dataclasses
 
     from models.step import host_issue_per_microbatch_s, step_coefficients
+
+    h100 = Hardware.from_catalog(catalog.with_stack("vtrain-2022"), "h100-sxm")
 
     spec = gpt_spec(layers=4, hidden=256, heads=4, vocab=1024, seq_len=128)
     layout = Layout(tp=2, pp=1, dp=1, micro_batch=1, global_batch=4, recompute="full")
@@ -568,7 +571,7 @@ def test_host_issue_floor_bounds_the_stage_time(h100):
     c = step_coefficients(spec, layout, 128, h100.gpu, h100.network, Assumptions())
     assert c.compute_mb_s + c.tp_mb_s == pytest.approx(floor, rel=1e-12)
     cal = h100.gpu.calibration.model_copy(update={"host_issue_us_per_layer": 0.0})
-    gpu = h100.gpu.model_copy(update={"calibration": cal})
+    gpu = h100.gpu.with_calibration(cal)
     no_floor = step_coefficients(spec, layout, 128, gpu, h100.network, Assumptions())
     assert no_floor.compute_mb_s < c.compute_mb_s
     hw = dataclasses.replace(h100, gpu=gpu)

@@ -1,0 +1,347 @@
+"""Published training runs on modern hardware: the calibration set of the modern stack.
+
+Data: bench/data/published/published_runs.csv, a copy of
+../shared/reference/published-runs (170 runs collected by hand from public
+sources, one source per row; its README, copied beside it, explains every
+convention), and extra_runs.csv beside it (more platforms, same columns, a
+source per row). Each row becomes a model, a layout on a catalog GPU and a
+measured step time, or a reason why it cannot be evaluated.
+
+Conventions (the README's): the step time is the row's own, else derived as
+global batch x sequence / (tokens/s per GPU x GPUs), else from TFLOP/s per GPU
+or MFU with the row's FLOP count: model FLOPs (flops.model_flops_per_token)
+for NeMo/Megatron-Core rows, hardware FLOPs with the full recomputation for
+Narayanan et al.'s SC'21 table (its eq. 3, 96 B s l h^2 (...)). Where a row
+does not give the micro-batch, 1 is assumed; the virtual pipeline size, 1;
+the recomputation, none (Megatron-Core's default); each assumption is listed
+on the run. Networks are the reference systems': DGX H100 / B200 with eight
+400 Gb/s NICs, DGX A100 (Selene) with eight 200 Gb/s.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from catalog.catalog import Catalog
+from catalog.specs import Evidence
+from models import flops
+from models.evaluate import Hardware, evaluate
+from models.layout import Assumptions, Layout
+from models.spec import TransformerSpec
+from models.zoo import resolve_model
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "bench" / "data" / "published"
+FILES = ("published_runs.csv", "extra_runs.csv")
+MODERN_STACK = "megatron-core"
+
+# the row's GPU as printed -> (catalog GPU, NIC, NICs per server)
+GPU_NAMES = {
+    "H100-SXM-80GB": ("h100-sxm", "cx7-400g", 8),
+    "H100": ("h100-sxm", "cx7-400g", 8),
+    "H200": ("h200", "cx7-400g", 8),
+    "B200": ("b200", "cx7-400g", 8),
+    "GB200": ("gb200", "cx8-800g", 4),
+    "A100-80GB-SXM": ("a100-80gb", "cx6-200g", 8),
+    "A100-SXM": ("a100-80gb", "cx6-200g", 8),
+    "A100-80GB": ("a100-80gb", "cx6-200g", 8),
+    "A100": ("a100-80gb", "cx6-200g", 8),
+    "MI300X": ("mi300x", "cx7-400g", 8),
+    "MI325X": ("mi325x", "cx7-400g", 8),
+    "Gaudi3": ("gaudi3", "cx7-400g", 8),
+}
+# frameworks other than Megatron-Core / NeMo (and vendors' ports of Megatron-LM) are other
+# software stacks, with no profile yet
+OTHER_STACK = re.compile(r"JAX|MaxText|PaXML", re.IGNORECASE)
+MEGATRON_FAMILY = re.compile(r"Megatron|NeMo|Primus", re.IGNORECASE)
+MODERN_ASSUMPTIONS = Assumptions()
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One measured run, ready to evaluate."""
+
+    name: str
+    source: str
+    gpu: str  # catalog name
+    nic: str
+    nics_per_node: int
+    precision: str
+    spec: TransformerSpec
+    layout: Layout
+    seq_len: int
+    measured_step_s: float
+    derived: str  # how the measured step time was obtained
+    assumed: tuple[str, ...] = ()
+    origin: str = "published_runs.csv"  # the data file: the shared calibration set or extra_runs
+
+    @property
+    def shared(self) -> bool:
+        """From the project's shared calibration set (the acceptance targets apply to it)."""
+        return self.origin == FILES[0]
+
+    @property
+    def group(self) -> str:
+        """Platform and precision, e.g. 'h100-sxm fp8'."""
+        return f"{self.gpu} {self.precision}"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    name: str
+    gpu: str
+    reason: str
+    origin: str = "published_runs.csv"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    run: PublishedRun
+    predicted_step_s: float
+    breakdown: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def error(self) -> float:
+        """Signed relative error (predicted - measured) / measured."""
+        return (self.predicted_step_s - self.run.measured_step_s) / self.run.measured_step_s
+
+
+def _num(value: str) -> float | None:
+    """The leading number of a cell ('128 (derived 2048/16)' -> 128), None when empty."""
+    m = re.match(r"\s*([-+]?\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?)", value or "")
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def _int(value: str) -> int | None:
+    x = _num(value)
+    return None if x is None else int(round(x))
+
+
+def _precision(text: str) -> str:
+    return "fp8" if "FP8" in (text or "").upper() else "bf16"
+
+
+def _recompute(text: str, gpu: str, assumed: list[str]) -> str:
+    """The row's recomputation; when not given, the era's practice: full recomputation
+    for the 2021-22 A100 runs (before selective recomputation), none for Megatron-Core."""
+    t = (text or "").lower()
+    for mode in ("full", "selective", "none"):
+        if t.startswith(mode):
+            return mode
+    if gpu.startswith("a100"):
+        assumed.append("recompute not given: full (2021-22 A100 practice)")
+        return "full"
+    assumed.append("recompute not given: none (Megatron-Core default)")
+    return "none"
+
+
+def _spec(row: dict[str, str], tp: int) -> TransformerSpec | str:
+    """The row's model, or the reason it cannot be built."""
+    family = row["model_family"]
+    layers, hidden, heads = _int(row["layers"]), _int(row["hidden"]), _int(row["heads"])
+    if layers is None and "llama2-7b" in row["name"].lower():
+        # the row names the model but not its shape: Llama 2 7B's published config
+        return resolve_model("llama2-7b").model_copy(update={"seq_len": _int(row["seq_len"])})
+    if layers is None or hidden is None or heads is None:
+        return "model dimensions not given"
+    gated = "SwiGLU" in family or "Llama" in family
+    ffn = _int(row["ffn_hidden"])
+    if ffn is None:
+        ffn = 4 * hidden  # GPT-3 and Nemotron-4 (squared ReLU) use 4h
+    vocab = _int(row["vocab"]) or 51200
+    vocab = math.ceil(vocab / (128 * tp)) * 128 * tp  # Megatron pads to 128 x TP
+    return TransformerSpec(
+        name=re.sub(r"\s+", "-", row["name"].strip())[:60],
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=_int(row["kv_heads"]),
+        ffn_hidden=ffn,
+        gated_mlp=gated,
+        vocab=vocab,
+        seq_len=_int(row["seq_len"]) or 2048,
+        tied_embeddings="GPT" in family and "GPT-3" not in family,
+    )
+
+
+def _measured_step(
+    row: dict[str, str], spec: TransformerSpec, gb: int, seq: int, gpus: int, peak: float | None
+) -> tuple[float, str] | None:
+    step = _num(row["step_time_s"])
+    if step:
+        return step, "step time as published"
+    tps = _num(row["tokens_per_sec_per_gpu"])
+    if tps:
+        return gb * seq / (tps * gpus), "global batch x sequence / (tokens/s per GPU x GPUs)"
+    tflops = _num(row["achieved_tflops_per_gpu"])
+    how = "TFLOP/s per GPU"
+    if not tflops:
+        mfu = _num(row["mfu_percent"])
+        if mfu is None or peak is None:
+            return None
+        tflops, how = mfu / 100.0 * peak, "MFU x peak"
+    per_token = flops.model_flops_per_token(spec, seq)
+    if row["source"].startswith("Narayanan"):
+        # eq. 3 counts the recomputed forward: 4 passes of the layers, 3 of the logits
+        per_token += flops.recompute_flops_per_token(spec, seq, "full")
+        how += " (hardware FLOPs, full recomputation)"
+    else:
+        how += " (model FLOPs)"
+    return gb * seq * per_token / (tflops * 1e12 * gpus), how
+
+
+def parse_row(
+    row: dict[str, str], catalog: Catalog, origin: str = FILES[0]
+) -> PublishedRun | Skipped:
+    """A run to evaluate, or why the row cannot be evaluated."""
+    name, printed_gpu = row["name"].strip(), row["gpu"].strip()
+    if "moe" in row["model_family"].lower() or _int(row["ep"]):
+        return Skipped(name, printed_gpu, "mixture of experts: not modelled yet (issue 17)")
+    framework = (row.get("framework") or "").strip()
+    if OTHER_STACK.search(row["model_family"]) or OTHER_STACK.search(framework):
+        return Skipped(name, printed_gpu, "JAX/XLA stack (MaxText, PaXML): no profile")
+    if framework and not MEGATRON_FAMILY.search(framework):
+        return Skipped(name, printed_gpu, f"stack {framework.split('(')[0].strip()}: no profile")
+    if printed_gpu not in GPU_NAMES or GPU_NAMES[printed_gpu][0] not in catalog.gpus:
+        return Skipped(name, printed_gpu, f"GPU {printed_gpu!r} is not in the catalog")
+    gpu, nic, nics = GPU_NAMES[printed_gpu]
+    gpus, tp, pp = _int(row["num_gpus"]), _int(row["tp"]), _int(row["pp"])
+    gb, seq = _int(row["global_batch"]), _int(row["seq_len"])
+    if None in (gpus, tp, pp, gb, seq):
+        return Skipped(name, printed_gpu, "layout not given (GPUs, TP, PP, global batch or seq)")
+    assert gpus and tp and pp and gb and seq
+    cp = _int(row["cp"]) or 1
+    assumed: list[str] = []
+    if gpus % (tp * pp * cp) and _int(row["dp"]) is None:
+        return Skipped(name, printed_gpu, f"{gpus} GPUs are not a multiple of TP x PP x CP")
+    dp = gpus // (tp * pp * cp)
+    printed_dp = _int(row["dp"])
+    if printed_dp is not None and printed_dp != dp:
+        if _num(row["step_time_s"]):
+            # a published step time goes with the GPU count (the row's MFU uses it)
+            assumed.append(f"dp {dp} = GPUs / (TP x PP x CP), printed {printed_dp}")
+        else:
+            # per-GPU rates do not depend on the GPU count: trust the printed layout
+            assumed.append(f"GPUs {tp * pp * printed_dp * cp} = printed TP x PP x DP x CP")
+            dp, gpus = printed_dp, tp * pp * printed_dp * cp
+    mb = _int(row["micro_batch"])
+    if mb is None:
+        mb = 1
+        assumed.append("micro-batch not given: 1")
+    vp = _int(row["virtual_pp"])
+    if vp is None and pp > 1 and "interleaved pp schedule" in row["notes"].lower():
+        return Skipped(name, printed_gpu, "interleaved pipeline whose virtual size is not given")
+    if vp is None:
+        vp = 1
+        if pp > 1:
+            assumed.append("virtual pipeline not given: 1")
+    if gb % (mb * dp):
+        return Skipped(name, printed_gpu, f"global batch {gb} is not a multiple of mb x dp")
+    spec = _spec(row, tp)
+    if isinstance(spec, str):
+        return Skipped(name, printed_gpu, spec)
+    precision = _precision(row["precision"])
+    layout = Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        micro_batch=mb,
+        global_batch=gb,
+        recompute=_recompute(row["recompute"], gpu, assumed),
+        zero=1,
+        precision=precision,
+    )
+    peak = catalog.gpu(gpu).peak_tflops(precision)
+    measured = _measured_step(row, spec, gb, seq, gpus, peak)
+    if measured is None:
+        return Skipped(name, printed_gpu, "no step time, throughput, TFLOP/s or MFU")
+    return PublishedRun(
+        name=name,
+        source=row["source"],
+        gpu=gpu,
+        nic=nic,
+        nics_per_node=nics,
+        precision=precision,
+        spec=spec.model_copy(update={"seq_len": seq}),
+        layout=layout,
+        seq_len=seq,
+        measured_step_s=measured[0],
+        derived=measured[1],
+        assumed=tuple(assumed),
+        origin=origin,
+    )
+
+
+def read_runs(
+    catalog: Catalog, files: tuple[str, ...] = FILES
+) -> tuple[list[PublishedRun], list[Skipped]]:
+    """Every row of the data files as a run or a skipped row with its reason."""
+    runs: list[PublishedRun] = []
+    skipped: list[Skipped] = []
+    for fname in files:
+        path = DATA_DIR / fname
+        if not path.exists():
+            continue
+        with path.open(newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                out = parse_row(row, catalog, fname)
+                if isinstance(out, PublishedRun):
+                    runs.append(out)
+                else:
+                    skipped.append(dataclasses.replace(out, origin=fname))
+    return runs, skipped
+
+
+def predict(
+    runs: list[PublishedRun], catalog: Catalog, stack: str = MODERN_STACK
+) -> list[Prediction]:
+    """Each run's predicted step time under ``stack`` (the catalog's profiles)."""
+    cat = catalog.with_stack(stack)
+    out = []
+    for run in runs:
+        hw = Hardware.from_catalog(cat, run.gpu, run.nic, run.nics_per_node)
+        ev = evaluate(run.spec, hw, run.layout, run.seq_len, assumptions=MODERN_ASSUMPTIONS)
+        out.append(Prediction(run, ev.step_time_s, ev.breakdown.as_dict()))
+    return out
+
+
+def mape(preds: list[Prediction]) -> float:
+    return sum(abs(p.error) for p in preds) / len(preds)
+
+
+def by_group(preds: list[Prediction]) -> dict[str, list[Prediction]]:
+    groups: dict[str, list[Prediction]] = {}
+    for p in preds:
+        groups.setdefault(p.run.group, []).append(p)
+    return groups
+
+
+def evidence(preds: list[Prediction], sets: str) -> Evidence:
+    """The catalog's evidence record of a profile from its predictions (percent, 2 dp)."""
+    errors = [100.0 * p.error for p in preds]
+    return Evidence(
+        runs=len(errors),
+        mape_pct=round(sum(abs(e) for e in errors) / len(errors), 2),
+        worst_pct=round(max(abs(e) for e in errors), 2),
+        error_lo_pct=round(min(errors), 2),
+        error_hi_pct=round(max(errors), 2),
+        sets=sets,
+    )
+
+
+def published_evidence(catalog: Catalog) -> dict[str, Evidence]:
+    """Per catalog GPU with published runs, the megatron-core profile's evidence."""
+    runs, _ = read_runs(catalog)
+    out = {}
+    for gpu in sorted({r.gpu for r in runs}):
+        preds = predict([r for r in runs if r.gpu == gpu], catalog, MODERN_STACK)
+        precisions = sorted({p.run.precision for p in preds})
+        counts = ", ".join(f"{sum(p.run.precision == x for p in preds)} {x}" for x in precisions)
+        out[gpu] = evidence(preds, f"published runs (bench/data/published): {counts}")
+    return out
