@@ -86,9 +86,17 @@ def main() -> None:
     parser.add_argument(
         "--evidence", action="store_true", help="print the catalog's measured: blocks"
     )
+    parser.add_argument(
+        "--write-catalog",
+        action="store_true",
+        help="with --evidence: write the blocks into catalog/data/gpus.yaml",
+    )
     args = parser.parse_args()
     if args.evidence:
-        print_evidence()
+        text = evidence_text()
+        if args.write_catalog:
+            write_catalog_evidence(text)
+        print(text, end="")
         return
     names = {
         "both": ("multi", "single"),
@@ -149,7 +157,7 @@ def published_report(worst: int, list_skipped: bool) -> None:
                 print(f"           {s.gpu}: {s.name}")
 
 
-def print_evidence() -> None:
+def evidence_text() -> str:
     """The catalog's measured: blocks, from the calibration sets' errors."""
     catalog = load_catalog()
     blocks: dict[str, dict] = defaultdict(dict)
@@ -157,14 +165,40 @@ def print_evidence() -> None:
         blocks[gpu][published.MODERN_STACK] = ev
     gpu, stack, ev = vtrain_evidence(catalog)
     blocks[gpu][stack] = ev
+    out = []
     for gpu in sorted(blocks):
-        print(f"  {gpu}:")
-        print("    measured:")
+        out += [f"  {gpu}:", "    measured:"]
         for stack, e in sorted(blocks[gpu].items()):
-            print(f"      {stack}:")
+            out.append(f"      {stack}:")
             for key, value in e.model_dump().items():
-                text = f'"{value}"' if isinstance(value, str) else value
-                print(f"        {key}: {text}")
+                if isinstance(value, str):
+                    text = f'"{value}"'
+                elif isinstance(value, tuple):
+                    text = "[" + ", ".join(value) + "]"
+                else:
+                    text = str(value)
+                out.append(f"        {key}: {text}")
+    return "\n".join(out) + "\n"
+
+
+def write_catalog_evidence(text: str) -> None:
+    """Replace (or add) each GPU's measured: block in catalog/data/gpus.yaml, in place."""
+    path = Path(__file__).resolve().parent.parent / "catalog" / "data" / "gpus.yaml"
+    doc = path.read_text(encoding="utf-8")
+    blocks: dict[str, list[str]] = {}
+    gpu = ""
+    for line in text.splitlines():
+        if line.startswith("  ") and not line.startswith("   ") and line.endswith(":"):
+            gpu = line.strip().rstrip(":")
+            blocks[gpu] = []
+        else:
+            blocks[gpu].append(line)
+    for gpu, lines in blocks.items():
+        entry = doc.index(f"\n  {gpu}:\n")
+        stacks = doc.index("    stacks:\n", entry)
+        old = doc.find("    measured:\n", entry, stacks)
+        doc = doc[: stacks if old == -1 else old] + "\n".join(lines) + "\n" + doc[stacks:]
+    path.write_text(doc, encoding="utf-8")
 
 
 def twins_report(name: str) -> None:

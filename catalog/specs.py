@@ -45,6 +45,9 @@ class Evidence(_Strict):
     error_lo_pct: float = Field(description="most negative signed error (too fast), percent")
     error_hi_pct: float = Field(description="most positive signed error (too slow), percent")
     sets: str = Field(min_length=1, description="the measurement sets and precisions")
+    precisions: tuple[str, ...] = Field(
+        ("bf16",), min_length=1, description="the training precisions the runs used"
+    )
 
 
 class Calibration(_Strict):

@@ -322,7 +322,7 @@ def by_group(preds: list[Prediction]) -> dict[str, list[Prediction]]:
     return groups
 
 
-def evidence(preds: list[Prediction], sets: str) -> Evidence:
+def evidence(preds: list[Prediction], sets: str, precisions: tuple[str, ...]) -> Evidence:
     """The catalog's evidence record of a profile from its predictions (percent, 2 dp)."""
     errors = [100.0 * p.error for p in preds]
     return Evidence(
@@ -332,6 +332,7 @@ def evidence(preds: list[Prediction], sets: str) -> Evidence:
         error_lo_pct=round(min(errors), 2),
         error_hi_pct=round(max(errors), 2),
         sets=sets,
+        precisions=precisions,
     )
 
 
@@ -343,5 +344,7 @@ def published_evidence(catalog: Catalog) -> dict[str, Evidence]:
         preds = predict([r for r in runs if r.gpu == gpu], catalog, MODERN_STACK)
         precisions = sorted({p.run.precision for p in preds})
         counts = ", ".join(f"{sum(p.run.precision == x for p in preds)} {x}" for x in precisions)
-        out[gpu] = evidence(preds, f"published runs (bench/data/published): {counts}")
+        out[gpu] = evidence(
+            preds, f"published runs (bench/data/published): {counts}", tuple(precisions)
+        )
     return out
