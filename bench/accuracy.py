@@ -224,6 +224,7 @@ def scatter(names, path: str, with_published: bool = True) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     catalog = load_catalog()
     panels = []
@@ -259,6 +260,10 @@ def scatter(names, path: str, with_published: bool = True) -> None:
             ax.plot([lo, hi], [lo * factor, hi * factor], color="grey", linewidth=0.5, ls="--")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_minor_formatter(NullFormatter())
+            axis.set_major_formatter(FormatStrFormatter("%g"))
         ax.set_title(f"{title}\nn={len(xs)}, MAPE {100 * err:.1f}%", fontsize=9)
         ax.set_xlabel("measured step (s)")
         ax.set_ylabel("predicted step (s)")
