@@ -42,8 +42,14 @@ class Evidence(_Strict):
     runs: int = Field(ge=1, description="measured runs the profile was checked on")
     mape_pct: float = Field(ge=0, description="mean absolute step-time error, percent")
     worst_pct: float = Field(ge=0, description="largest absolute step-time error, percent")
-    error_lo_pct: float = Field(description="most negative signed error (too fast), percent")
-    error_hi_pct: float = Field(description="most positive signed error (too slow), percent")
+    error_lo_pct: float = Field(
+        description="10th percentile of the signed errors (the most negative with fewer than "
+        "10 runs), percent: the model too fast"
+    )
+    error_hi_pct: float = Field(
+        description="90th percentile of the signed errors (the most positive with fewer than "
+        "10 runs), percent: the model too slow"
+    )
     sets: str = Field(min_length=1, description="the measurement sets and precisions")
     precisions: tuple[str, ...] = Field(
         ("bf16",), min_length=1, description="the training precisions the runs used"

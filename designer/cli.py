@@ -23,6 +23,7 @@ from designer.launch import diff as megatron_diff
 from designer.numbers import Days, Quantity
 from designer.questions import DEFAULT_MODEL, build_scenario, evaluate_config, load_question_file
 from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_model, zoo
+from models.evidence import evaluation_evidence
 from models.feasibility import divisibility_violations
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import SolveResult, solve
@@ -428,15 +429,17 @@ def evaluate_cmd(
         runtime_reserved_gb=reserved_gb,
     )
     ev = evaluate(spec, hw, layout, s, tokens, a)
+    evidence = report._plain(evaluation_evidence(cat, ev, stack))
     if as_json:
         doc = ev.as_dict()
+        doc["evidence"] = evidence
         if imported is not None:
             doc["from_megatron"] = imported.as_dict()
         emit_json(doc)
     else:
         if imported is not None:
             click.echo(_imported_text(imported))
-        click.echo(_evaluation_text(ev))
+        click.echo(_evaluation_text(ev, evidence))
     if not ev.feasible:
         raise SystemExit(1)
 
@@ -493,11 +496,13 @@ def _hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hard
         raise UsageError(f"{option}: {err}") from err
 
 
-def _evaluation_text(ev) -> str:
+def _evaluation_text(ev, evidence: dict[str, Any] | None = None) -> str:
+    """evaluate's report; with ``evidence`` (models.evidence.evaluation_evidence) the
+    evidence line and the measured ranges of step time and time to train."""
     lay = ev.layout
     m = ev.memory
     lines = [
-        f"{ev.model} on {lay.num_gpus:,} x {ev.gpu} ({ev.nodes:,} servers, {ev.nics_per_node} x {ev.nic} each)",
+        f"{ev.model} on {lay.num_gpus:,} x {report.gpu_label(ev.gpu, evidence)} ({ev.nodes:,} servers, {ev.nics_per_node} x {ev.nic} each)",
         f"layout: tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, cp {lay.cp}, vp {lay.vp}; micro-batch {lay.micro_batch}, "
         f"global batch {lay.global_batch:,} ({lay.grad_accum:g} micro-batches/step), seq {ev.seq_len:,}; "
         f"recompute {lay.recompute}, SP {'on' if lay.sp else 'off'}, ZeRO {lay.zero}, {lay.precision}",
@@ -567,10 +572,17 @@ def _evaluation_text(ev) -> str:
         f"throughput: {ev.tokens_per_s:,.0f} tokens/s, {ev.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, MFU {100 * ev.mfu:.1f}%"
     )
     lines.append(report.cluster_line(ev))
+    if evidence is not None:
+        step = evidence["step_time_s_range"]
+        lines.append(
+            f"evidence ({evidence['stack']} profile): {evidence['line']}; step time "
+            f"{float(ev.step_time_s):.2f} s (measured range {report.span(step)} s)"
+        )
     days = ev.time_to_train_days
     if days is not None:
+        shown = report.with_range(days, evidence["days_range"] if evidence else None, ".1f")
         lines.append(
-            f"time to train: {days:,.1f} days; capex {render.usd(ev.capex)}, cloud {render.usd(ev.cloud_cost)}, "
+            f"time to train: {shown} days; capex {render.usd(ev.capex)}, cloud {render.usd(ev.cloud_cost)}, "
             f"tco {render.usd(ev.tco_cost)} (energy {render.usd(ev.energy_cost)})"
         )
     else:
@@ -825,7 +837,7 @@ def _answer(
         conflict = explain_infeasible(
             scenario, time_limit_s=time_limit, candidates=res.candidates or None
         )
-    _write_csv(csv_file, report.csv_text(res, binding))
+    _write_csv(csv_file, report.csv_text(res, binding, scenario))
     if as_json:
         doc = report.result_dict(scenario, res, binding, conflict)
         doc.update(extra or {})
@@ -841,8 +853,9 @@ def _answer(
         click.echo(report.paragraph(scenario, res, binding, conflict))
         if res.plans:
             click.echo("")
-            click.echo(report.plans_table(res))
+            click.echo(report.plans_table(res, scenario))
             click.echo(report.cluster_line(res.plans[0].evaluation))
+            click.echo(report.evidence_legend(scenario))
         if binding:
             click.echo("")
             click.echo(report.binding_table(binding, res.objective_unit))
@@ -968,7 +981,7 @@ def compare_cmd(time_limit, explain, as_json, csv_file, plot_file, **question) -
     """The same question once per GPU type: the best plan on each, best first."""
     scenario = build_scenario(**{**question, "gpu_caps": dict(question.get("gpu_caps") or ())})
     rows = compare(scenario, explain=explain, time_limit_s=time_limit)
-    _write_csv(csv_file, report.compare_csv(rows))
+    _write_csv(csv_file, report.compare_csv(rows, scenario))
     if plot_file is not None:
         report.compare_plot(rows, plot_file, scenario)
     if as_json:
@@ -1012,17 +1025,19 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
         "wins_at_catalog_price": be.wins_at_catalog_price,
         "objective": {"name": be.rival.objective_name, "unit": be.rival.objective_unit},
         "plans": {
-            "gpu": report._plain(be.at_price.best.as_dict(1))
+            "gpu": report.plan_entry(scenario, be.at_price.best, 1)
             if be.at_price and be.at_price.best
             else None,
-            "against": report._plain(be.rival.best.as_dict(1)) if be.rival.best else None,
+            "against": report.plan_entry(scenario, be.rival.best, 1) if be.rival.best else None,
         },
     }
     if csv_file is not None:
         plans = [r.best for r in (be.at_price, be.rival) if r is not None and r.best is not None]
         _write_csv(
             csv_file,
-            report.csv_text(SolveResult("feasible", "cpsat", 0.0, None, plans=plans), None),
+            report.csv_text(
+                SolveResult("feasible", "cpsat", 0.0, None, plans=plans), None, scenario
+            ),
         )
     if as_json:
         emit_json(doc)
@@ -1040,9 +1055,13 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
         for label, res in ((f"{be.gpu} at that price", be.at_price), (be.against, be.rival)):
             if res is not None and res.best is not None:
                 ev = res.best.evaluation
+                evid = report.plan_evidence(scenario, res.best)
+                days = report.with_range(
+                    float(ev.time_to_train_days or 0), evid["days_range"], ".1f"
+                )
                 click.echo(
-                    f"  {label}: {ev.layout.num_gpus:,} GPUs, {float(ev.time_to_train_days or 0):,.1f} days, "
-                    f"{render.usd(res.best.cost_usd)}"
+                    f"  {label}: {ev.layout.num_gpus:,} GPUs, {days} days, "
+                    f"{render.usd(res.best.cost_usd)}; {evid['line']}"
                 )
 
 

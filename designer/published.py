@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
 from models import flops
@@ -322,18 +324,32 @@ def by_group(preds: list[Prediction]) -> dict[str, list[Prediction]]:
     return groups
 
 
-def evidence(preds: list[Prediction], sets: str, precisions: tuple[str, ...]) -> Evidence:
-    """The catalog's evidence record of a profile from its predictions (percent, 2 dp)."""
-    errors = [100.0 * p.error for p in preds]
+def error_band_pct(errors_pct: list[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles of signed errors (linear interpolation), or the
+    extremes with fewer than 10 runs: the band models/evidence.py reads a plan with."""
+    if len(errors_pct) < 10:
+        return min(errors_pct), max(errors_pct)
+    lo, hi = np.percentile(errors_pct, [10.0, 90.0])
+    return float(lo), float(hi)
+
+
+def evidence_record(errors_pct: list[float], sets: str, precisions: tuple[str, ...]) -> Evidence:
+    """The catalog's evidence record of a profile from its signed errors (percent, 2 dp)."""
+    lo, hi = error_band_pct(errors_pct)
     return Evidence(
-        runs=len(errors),
-        mape_pct=round(sum(abs(e) for e in errors) / len(errors), 2),
-        worst_pct=round(max(abs(e) for e in errors), 2),
-        error_lo_pct=round(min(errors), 2),
-        error_hi_pct=round(max(errors), 2),
+        runs=len(errors_pct),
+        mape_pct=round(sum(abs(e) for e in errors_pct) / len(errors_pct), 2),
+        worst_pct=round(max(abs(e) for e in errors_pct), 2),
+        error_lo_pct=round(lo, 2),
+        error_hi_pct=round(hi, 2),
         sets=sets,
         precisions=precisions,
     )
+
+
+def evidence(preds: list[Prediction], sets: str, precisions: tuple[str, ...]) -> Evidence:
+    """The evidence record of a profile from its predictions."""
+    return evidence_record([100.0 * p.error for p in preds], sets, precisions)
 
 
 def published_evidence(catalog: Catalog) -> dict[str, Evidence]:

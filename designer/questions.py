@@ -9,8 +9,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog import CatalogError, load_catalog
-from catalog.specs import DEFAULT_STACK
 from catalog.files import read_document
+from catalog.specs import DEFAULT_STACK
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
 from models import Assumptions, ModelError, TransformerSpec, resolve_model
@@ -117,14 +117,24 @@ def build_scenario(
     if min_batch_tokens is not None and min_batch_tokens > ceiling:
         raise UsageError("--min-batch-tokens: the floor is above the ceiling (--max-batch-tokens)")
     precisions = ("bf16", "fp8") if precision == "any" else (precision,)
+    unmeasured: frozenset[tuple[str, str]] = frozenset()
     if gpus:
         chosen = tuple(gpus)
-    else:
-        chosen = tuple(g for g, spec_ in cat.gpus.items() if evidence == "any" or spec_.evidence)
+    elif evidence == "any":
+        chosen = tuple(cat.gpus)
+    else:  # the GPUs, and precisions, with measured runs under the stack
+        measured = {
+            (g, p)
+            for g, gpu_spec in cat.gpus.items()
+            for p in precisions
+            if gpu_spec.evidence is not None and p in gpu_spec.evidence.precisions
+        }
+        chosen = tuple(g for g in cat.gpus if any((g, p) in measured for p in precisions))
+        unmeasured = frozenset((g, p) for g in chosen for p in precisions) - measured
         if not chosen:
             raise UsageError(
-                f"--evidence: no catalog GPU has measured runs under stack {stack}; "
-                "pass --evidence any or name GPUs with --gpu"
+                f"--evidence: no catalog GPU has measured {'/'.join(precisions)} runs under "
+                f"stack {stack}; pass --evidence any, --precision any or name GPUs with --gpu"
             )
     if precision == "fp8":
         chosen = tuple(g for g in chosen if cat.gpu(g).dense_fp8_tflops is not None)
@@ -158,6 +168,7 @@ def build_scenario(
             catalog_files=tuple(str(p) for p in catalog_files),
             stack=stack,
             evidence=evidence,
+            unmeasured=unmeasured,
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err

@@ -9,9 +9,20 @@ from typing import Any
 from designer import render
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
+from models import evidence as evidence_model
 from solvers import PLAN_COLUMNS, Scenario, SolveResult
 
 CSV_COLUMNS = [*PLAN_COLUMNS, "top_binding"]
+EVIDENCE_COLUMNS = [
+    "evidence",
+    "evidence_runs",
+    "evidence_mape_pct",
+    "step_time_s_lo",
+    "step_time_s_hi",
+    "days_lo",
+    "days_hi",
+]
+"""Appended after the contract's columns (optimize, compare, sweep, explain CSVs)."""
 
 
 def question_dict(s: Scenario) -> dict[str, Any]:
@@ -32,6 +43,8 @@ def question_dict(s: Scenario) -> dict[str, Any]:
         "precisions": list(s.precisions),
         "ignored_constraints": sorted(s.disabled),
         "catalog_files": list(s.catalog_files),
+        "stack": s.stack,
+        "evidence": s.evidence,
         "model_spec": s.spec.model_dump(),
         "dp_overlap": s.assumptions.dp_overlap,
         "memory_overhead": s.assumptions.memory_overhead_fraction,
@@ -54,12 +67,116 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
         "objective": {"name": res.objective_name, "value": value, "unit": res.objective_unit},
         "solve": {"solver": res.solver, "wall_s": res.wall_s, "gap": res.gap},
         "question": question_dict(s),
-        "plans": [_plain(p.as_dict(i + 1)) for i, p in enumerate(res.plans)],
+        "plans": [plan_entry(s, p, i + 1) for i, p in enumerate(res.plans)],
         "binding": [_plain(b.as_dict()) for b in (binding or [])],
         "conflict": _plain(conflict.as_dict()) if conflict is not None else None,
         "bom": bom_dict(best) if best is not None else None,
         "explanation": paragraph(s, res, binding, conflict),
     }
+
+
+# ---------------------------------------------------------------- evidence
+def plan_evidence(s: Scenario, plan) -> dict[str, Any]:
+    """The plan's evidence object: its GPU's measured runs and the ranges they imply."""
+    return _plain(
+        evidence_model.plan_evidence(
+            s.catalog, plan.evaluation, s.pricing, float(plan.cost_usd), s.stack
+        )
+    )
+
+
+def plan_entry(s: Scenario, plan, rank: int) -> dict[str, Any]:
+    """A plan's JSON object: the contract's columns, then its ``evidence``."""
+    entry = _plain(plan.as_dict(rank))
+    entry["evidence"] = plan_evidence(s, plan)
+    return entry
+
+
+def evidence_row(doc: dict[str, Any] | None) -> dict[str, Any]:
+    """The CSV's evidence columns from an evidence object (empty without one)."""
+    if doc is None:
+        return {c: "" for c in EVIDENCE_COLUMNS}
+    step = doc.get("step_time_s_range") or [None, None]
+    days = doc.get("days_range") or [None, None]
+    return {
+        "evidence": doc["status"],
+        "evidence_runs": doc["runs"],
+        "evidence_mape_pct": doc["mape_pct"],
+        "step_time_s_lo": step[0],
+        "step_time_s_hi": step[1],
+        "days_lo": days[0],
+        "days_hi": days[1],
+    }
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "inf"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 1:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def span(rng: list | None) -> str:
+    """``16.1-19.9``: a measured range (``-`` without one; ``inf`` for an unbounded end)."""
+    return "-" if not rng else f"{_num(rng[0])}-{_num(rng[1])}"
+
+
+def with_range(value: float, rng: list | None, digits: str = ".2f") -> str:
+    """``17.83 (16.1-19.9)``: a prediction and the measured range its evidence implies."""
+    text = f"{value:,{digits}}"
+    if not rng:
+        return text
+    return f"{text} ({span(rng)})"
+
+
+def gpu_label(gpu: str, doc: dict[str, Any] | None) -> str:
+    """The GPU's name, tagged ``(extrapolated)`` when its profile has no measured run."""
+    if doc is not None and doc["status"] != "measured":
+        return f"{gpu} (extrapolated)"
+    return gpu
+
+
+def evidence_cell(doc: dict[str, Any] | None) -> str:
+    """The tables' evidence column: ``40 runs, 6.1%`` (mean error) or ``no runs``."""
+    if doc is None:
+        return "-"
+    if doc["status"] != "measured":
+        return "no runs" if not doc.get("runs") else f"other precision ({doc['runs']:,} runs)"
+    return f"{doc['runs']:,} runs, {doc['mape_pct']:.1f}%"
+
+
+def evidence_sentence(s: Scenario, doc: dict[str, Any], pricing: str | None = None) -> str:
+    """One sentence: the evidence line and the measured step, days and cost it implies."""
+    pricing = pricing or s.pricing
+    head = f"Evidence ({doc['stack']} profile): {doc['line']}"
+    parts = []
+    step = doc.get("step_time_s_range")
+    if step:
+        parts.append(f"the step at {span(step)} s")
+    days = doc.get("days_range")
+    if days:
+        parts.append(f"the time to train at {span(days)} days")
+    cost = doc.get("cost_usd_range")
+    if cost:
+        if cost[1] is not None and abs(cost[1] - cost[0]) < 0.5:
+            parts.append(f"the cost at {render.usd(cost[0])} ({pricing}: unchanged by the time)")
+        else:
+            hi = render.usd(cost[1]) if cost[1] is not None else "unbounded"
+            parts.append(f"the cost at {render.usd(cost[0])}-{hi} ({pricing})")
+    if not parts:
+        return head + "."
+    return f"{head}; those errors put {', '.join(parts)}."
+
+
+def evidence_legend(s: Scenario) -> str:
+    """The line under a plans table that says what its evidence columns mean."""
+    return (
+        f"evidence: measured training runs behind each GPU's {s.stack} profile and their mean "
+        "step-time error; (lo-hi): the measured step and days those errors imply"
+    )
 
 
 def cluster_line(ev) -> str:
@@ -121,13 +238,17 @@ def top_binding(binding: list | None) -> str:
     return ""
 
 
-def csv_text(res: SolveResult, binding: list | None) -> str:
+def csv_text(res: SolveResult, binding: list | None, s: Scenario | None = None) -> str:
+    """One row per plan: the contract's columns, then the evidence columns (with ``s``)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    cols = CSV_COLUMNS if s is None else [*CSV_COLUMNS, *EVIDENCE_COLUMNS]
+    writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
     writer.writeheader()
     for i, p in enumerate(res.plans):
         row = _plain(p.as_dict(i + 1))
         row["top_binding"] = top_binding(binding) if i == 0 else ""
+        if s is not None:
+            row.update(evidence_row(plan_evidence(s, p)))
         writer.writerow(row)
     return out.getvalue()
 
@@ -156,16 +277,18 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     layout = f"TP {lay.tp} x PP {lay.pp}" + (f" ({lay.vp} virtual)" if lay.vp > 1 else "")
     layout += (f" x CP {lay.cp}" if lay.cp > 1 else "") + f" x DP {lay.dp}"
     label = "The saved plan" if res.solver == "given plan" else "Best plan"
+    doc = plan_evidence(s, p)
     head = (
-        f"{label}: {lay.num_gpus:,} x {ev.gpu} in {ev.nodes:,} servers with {cfg.nics_per_node} x {cfg.nic} "
+        f"{label}: {lay.num_gpus:,} x {gpu_label(ev.gpu, doc)} in {ev.nodes:,} servers with {cfg.nics_per_node} x {cfg.nic} "
         f"each, {layout}, micro-batch {lay.micro_batch}, {cfg.microbatches} micro-batches per step "
         f"(global batch {lay.global_batch:,}). It trains {s.spec.name} on {render.si(s.tokens)} tokens in "
         f"{_days(float(ev.time_to_train_days or 0.0))} for {render.usd(p.cost_usd)} ({s.pricing})"
         f"{'' if res.status == 'optimal' or res.gap is None else f', best found (gap {100 * res.gap:.2g}%)'}."
     )
+    tail = " " + evidence_sentence(s, doc)
     binds = [b for b in binding or [] if b.binding]
     if not binding:
-        return head
+        return head + tail
     unit = res.objective_unit
     if binds:
         parts = []
@@ -182,17 +305,21 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
         head += (
             " Not limiting: " + "; ".join(f"{b.constraint} ({b.detail})" for b in loose[:4]) + "."
         )
-    return head
+    return head + tail
 
 
-def plans_table(res: SolveResult) -> str:
+def plans_table(res: SolveResult, s: Scenario | None = None) -> str:
+    """The plans, one a row; with ``s``, the measured ranges of step and days and the evidence."""
     rows = []
     for i, p in enumerate(res.plans):
         ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config
+        doc = plan_evidence(s, p) if s is not None else None
+        step = float(ev.step_time_s)
+        days = float(ev.time_to_train_days or 0.0)
         rows.append(
             (
                 i + 1,
-                ev.gpu,
+                gpu_label(ev.gpu, doc),
                 lay.num_gpus,
                 ev.nodes,
                 f"{cfg.nics_per_node}x{cfg.nic}",
@@ -201,10 +328,11 @@ def plans_table(res: SolveResult) -> str:
                 cfg.microbatches,
                 lay.recompute,
                 f"{ev.memory.total:.1f}/{ev.memory.capacity:.0f}",
-                float(ev.step_time_s),
-                float(ev.time_to_train_days or 0.0),
+                with_range(step, doc["step_time_s_range"]) if doc else step,
+                with_range(days, doc["days_range"]) if doc else days,
                 render.usd(p.cost_usd),
                 f"{100 * float(ev.mfu):.1f}%",
+                *((evidence_cell(doc),) if doc else ()),
             )
         )
     return render.table(
@@ -223,6 +351,7 @@ def plans_table(res: SolveResult) -> str:
             "days",
             "cost",
             "mfu",
+            *(("evidence",) if s is not None else ()),
         ],
         rows,
     )
@@ -253,9 +382,9 @@ def compare_dict(s: Scenario, rows) -> dict[str, Any]:
     for rank, row in enumerate(rows, start=1):
         best = row.result.best
         if best is not None:
-            entry = _plain(best.as_dict(rank))
+            entry = plan_entry(s, best, rank)
         else:
-            entry = {"rank": rank, "gpu": row.gpu}
+            entry = {"rank": rank, "gpu": row.gpu, "evidence": gpu_evidence(s, row.gpu)}
         entry["status"] = row.result.status
         entry["top_binding"] = row.top_binding or None
         plans.append(entry)
@@ -282,15 +411,25 @@ def compare_dict(s: Scenario, rows) -> dict[str, Any]:
     }
 
 
-def compare_csv(rows) -> str:
+def gpu_evidence(s: Scenario, gpu: str) -> dict[str, Any]:
+    """A GPU's evidence object without a plan (ranges null)."""
+    return _plain(evidence_model.gpu_evidence(s.catalog, gpu, s.stack))
+
+
+def compare_csv(rows, s: Scenario | None = None) -> str:
+    """One row per GPU type: the contract's columns, ``status``, then (with ``s``) the evidence."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=[*CSV_COLUMNS, "status"], lineterminator="\n")
+    cols = [*CSV_COLUMNS, "status", *(EVIDENCE_COLUMNS if s is not None else ())]
+    writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
     writer.writeheader()
     for rank, row in enumerate(rows, start=1):
         best = row.result.best
         entry = _plain(best.as_dict(rank)) if best else {"rank": rank, "gpu": row.gpu}
         entry["top_binding"] = row.top_binding
         entry["status"] = row.result.status
+        if s is not None:
+            doc = plan_evidence(s, best) if best else gpu_evidence(s, row.gpu)
+            entry.update(evidence_row(doc))
         writer.writerow(entry)
     return out.getvalue()
 
@@ -301,24 +440,33 @@ def compare_table(rows, s: Scenario) -> str:
     for rank, row in enumerate(rows, start=1):
         best = row.result.best
         if best is None:
+            doc = gpu_evidence(s, row.gpu)
             table_rows.append(
-                (rank, row.gpu, row.result.status, "-", "-", "-", "-", "-", "-", "-", "-")
+                (
+                    rank,
+                    gpu_label(row.gpu, doc),
+                    row.result.status,
+                    *("-",) * 8,
+                    evidence_cell(doc),
+                )
             )
             continue
+        doc = plan_evidence(s, best)
         ev, lay, cfg = best.evaluation, best.evaluation.layout, best.config
         table_rows.append(
             (
                 rank,
-                row.gpu,
+                gpu_label(row.gpu, doc),
                 row.result.status,
                 lay.num_gpus,
                 ev.nodes,
                 f"{cfg.nics_per_node}x{cfg.nic}",
                 f"{lay.tp}/{lay.pp}/{lay.dp}/{lay.cp}/{lay.vp}",
-                float(ev.time_to_train_days),
+                with_range(float(ev.time_to_train_days or 0.0), doc["days_range"]),
                 render.usd(best.cost_usd),
                 f"{100 * float(ev.mfu):.1f}%",
                 row.top_binding or "-",
+                evidence_cell(doc),
             )
         )
     what = "fastest under the budget" if s.objective == "time" else "cheapest by the deadline"
@@ -338,10 +486,12 @@ def compare_table(rows, s: Scenario) -> str:
                 "cost",
                 "mfu",
                 "top binding",
+                "evidence",
             ],
             table_rows,
         )
     )
+    lines.append(evidence_legend(s))
     return "\n".join(lines)
 
 

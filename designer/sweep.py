@@ -190,6 +190,7 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
     row["status"] = res.status
     if res.best is not None:
         row.update(report._plain(res.best.as_dict(1)))
+        row.update(report.evidence_row(report.plan_evidence(scenario, res.best)))
         if study.explain:
             binding = binding_constraints(
                 scenario, res.best, res.candidates, time_limit_s=study.time_limit
@@ -206,6 +207,7 @@ def columns(study: Study) -> list[str]:
         "status",
         *[c for c in report.CSV_COLUMNS if c != "rank"],
         "error",
+        *report.EVIDENCE_COLUMNS,
     ]
 
 
@@ -225,6 +227,12 @@ def done_ids(path: Path) -> set[str]:
         }
 
 
+def _header(path: Path) -> list[str]:
+    """The columns of an existing results CSV (empty if it has none)."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return next(csv.reader(fh), [])
+
+
 def run_study(
     study: Study,
     origin: str,
@@ -240,7 +248,9 @@ def run_study(
     finished = done_ids(csv_path) if resume else set()
     todo = [v for v in todo if scenario_id(v) not in finished]
     cols = columns(study)
-    fresh = not (resume and csv_path.exists())
+    fresh = not (resume and csv_path.exists() and csv_path.stat().st_size > 0)
+    if not fresh:
+        cols = _header(csv_path) or cols  # resume a CSV written with other columns in its own
     study_json = study.model_dump_json()
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()

@@ -155,17 +155,15 @@ def twin_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
 def vtrain_evidence(catalog: Catalog) -> tuple[str, str, Evidence]:
     """(GPU, stack, evidence) of the vtrain-2022 profile on both vTrain sets."""
 
+    from designer.published import evidence_record
+
     preds = predict(read_rows("multi"), catalog) + predict(read_rows("single"), catalog)
-    errors = [100.0 * p.error for p in preds]
     return (
         VTRAIN_GPU,
         VTRAIN_STACK,
-        Evidence(
-            runs=len(errors),
-            mape_pct=round(sum(abs(e) for e in errors) / len(errors), 2),
-            worst_pct=round(max(abs(e) for e in errors), 2),
-            error_lo_pct=round(min(errors), 2),
-            error_hi_pct=round(max(errors), 2),
-            sets="vTrain A100 (bench/data/vtrain): 109 multi-server, 1,440 single-server",
+        evidence_record(
+            [100.0 * p.error for p in preds],
+            "vTrain A100 (bench/data/vtrain): 109 multi-server, 1,440 single-server",
+            ("bf16",),
         ),
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from catalog.specs import DEFAULT_STACK
 from catalog.catalog import Catalog
+from catalog.specs import DEFAULT_STACK
 from models.layout import Assumptions
 from models.spec import TransformerSpec
 
@@ -67,6 +67,8 @@ class Scenario:
     catalog_files: tuple[str, ...] = ()  # provenance only: the override files the catalog came from
     stack: str = DEFAULT_STACK  # provenance: the software stack whose profiles the catalog holds
     evidence: str = "measured"  # provenance: "measured" (GPUs with measured runs) or "any"
+    # (GPU, precision) pairs the search skips: no measured run in that precision (--evidence)
+    unmeasured: frozenset[tuple[str, str]] = frozenset()
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 

@@ -264,7 +264,11 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
     terms_cache: dict = {}
     for gpu_name in scenario.gpus:
         gpu = scenario.catalog.gpu(gpu_name)
-        precisions = [p for p in scenario.precisions if gpu.peak_tflops(p) is not None]
+        precisions = [
+            p
+            for p in scenario.precisions
+            if gpu.peak_tflops(p) is not None and (gpu_name, p) not in scenario.unmeasured
+        ]
         nominal = Network(
             "-", gpu.server.nic_slots, max(n.bw_gb_per_s_per_direction for n in nic_specs(scenario))
         )

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from designer.cli import cli, main
+from designer.report import EVIDENCE_COLUMNS
 from solvers import PLAN_COLUMNS
 
 PLAN_KEYS = [
@@ -193,7 +194,7 @@ def test_optimize_csv(runner, tmp_path: Path):
     for key in PLAN_KEYS:
         assert key in header
     assert "top_binding" in header
-    assert header == [*PLAN_COLUMNS, "top_binding"]
+    assert header == [*PLAN_COLUMNS, "top_binding", *EVIDENCE_COLUMNS]  # contract's first
     assert len(rows) == 2
     assert [int(r["rank"]) for r in rows] == [1, 2]
     assert rows[0]["gpu"] == "h100-sxm"
