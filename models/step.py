@@ -17,8 +17,9 @@ step = m * stage                                micro-batches through the slowes
                + 2 (B/k) (1 - k/g) / (NIC share per GPU)
      + optimizer / g                            memory-bound Adam on the ZeRO-1 shard
 
-where stage = compute + TP + CP time of one micro-batch on the last stage (it
-holds L/p layers and the logits), B the gradient bytes per GPU, and sends cross
+where stage = compute + TP + CP time of one micro-batch on the busiest pipeline rank
+(its layers as Megatron-LM splits them, plus the logits on the last rank:
+``slowest_stage``), B the gradient bytes per GPU of the rank holding the most, and sends cross
 servers (NIC share) unless the whole job fits in one server.
 Compute time = FLOPs / (dense peak x calibrated GEMM efficiency) plus
 memory-bound element-wise work (catalog.Calibration), and the stage time is at
@@ -28,7 +29,6 @@ raised to max(compute, issue - TP) so that compute + TP >= issue.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -39,6 +39,7 @@ from catalog.specs import GPUSpec
 from models import comm, flops
 from models.layout import Assumptions, Layout, Network
 from models.memory import activation_bytes_per_layer, stage_params
+from models.pipeline import StageLoad, busiest_stage, stage_layers
 from models.spec import TransformerSpec
 
 
@@ -92,13 +93,24 @@ def forward_passes(recompute: str) -> float:
 
 
 @lru_cache(maxsize=1 << 16)
+def slowest_stage(spec: TransformerSpec, layout: Layout, seq_len: int) -> StageLoad:
+    """The pipeline rank with the most FLOPs per micro-batch (models.pipeline.busiest_stage):
+    its transformer layers, plus the logits on the last rank."""
+    per_layer = 3.0 * flops.layer_forward_flops_per_token(spec, seq_len)
+    per_layer += flops.recompute_flops_per_token(spec, seq_len, layout.recompute) / spec.layers
+    logits = 3.0 * flops.logit_forward_flops_per_token(spec)
+    return busiest_stage(spec.layers, layout, logits / per_layer)
+
+
+@lru_cache(maxsize=1 << 16)
 def stage_flops_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> float:
-    """FLOPs one GPU of the last (slowest) stage does per micro-batch, recomputation included."""
+    """FLOPs one GPU of the slowest stage does per micro-batch, recomputation included."""
     tokens = layout.micro_batch * seq_len
-    layers = math.ceil(spec.layers / layout.pp)
+    stage = slowest_stage(spec, layout, seq_len)
+    layers = stage.layers
     per_layer = 3.0 * flops.layer_forward_flops_per_token(spec, seq_len)
     recompute = flops.recompute_flops_per_token(spec, seq_len, layout.recompute) / spec.layers
-    logits = 3.0 * flops.logit_forward_flops_per_token(spec)
+    logits = 3.0 * flops.logit_forward_flops_per_token(spec) if stage.output else 0.0
     return tokens * (layers * (per_layer + recompute) + logits) / (layout.tp * layout.cp)
 
 
@@ -125,7 +137,7 @@ def memory_bound_per_microbatch_s(
     bandwidth; plus a fixed per-layer overhead. Both constants are calibrated.
     """
     cal = gpu.calibration
-    layers = math.ceil(spec.layers / layout.pp)
+    layers = slowest_stage(spec, layout, seq_len).layers
     produced = activation_bytes_per_layer(
         spec, seq_len, layout.micro_batch, layout.tp, layout.sp, "none", layout.cp
     )
@@ -135,8 +147,9 @@ def memory_bound_per_microbatch_s(
 
 
 def host_issue_per_microbatch_s(spec: TransformerSpec, layout: Layout, gpu: GPUSpec) -> float:
-    """Host time to issue one micro-batch's kernels on a stage (launch-bound floor)."""
-    layers = math.ceil(spec.layers / layout.pp)
+    """Host time to issue one micro-batch's kernels on a stage (launch-bound floor), on the
+    rank with the most layers."""
+    layers = max(stage_layers(spec.layers, layout))
     passes = forward_passes(layout.recompute)
     return layers * passes * gpu.calibration.host_issue_us_per_layer * 1e-6
 
@@ -175,7 +188,7 @@ def tp_comm_per_microbatch_s(
             lat,
         )
     calls = 4 + (2 if layout.recompute == "full" else 0)
-    return math.ceil(spec.layers / layout.pp) * calls * per_call
+    return slowest_stage(spec, layout, seq_len).layers * calls * per_call
 
 
 def cp_comm_per_microbatch_s(
@@ -190,7 +203,7 @@ def cp_comm_per_microbatch_s(
         2.0 * 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.kv * spec.head_dim / layout.tp
     )
     per_layer = 3.0 * (layout.cp - 1) * chunk / (_scale_up_bw(gpu) * comm.GB)
-    layers = math.ceil(spec.layers / layout.pp)
+    layers = slowest_stage(spec, layout, seq_len).layers
     attn_share = flops.attention_forward_flops_per_token(
         spec, seq_len
     ) / flops.layer_forward_flops_per_token(spec, seq_len)
@@ -248,7 +261,7 @@ def step_coefficients(
     lat = cal.collective_latency_us * 1e-6
     send_bytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden / layout.tp
     gpn = gpu.server.gpus_per_server
-    grad_params = stage_params(spec, layout, "first" if layout.pp == 1 else "last")
+    grad_params = stage_params(spec, layout, "most")
     if layout.zero == 0:
         dp_bytes = grad_params * a.grad_bytes
     else:  # reduce-scatter of gradients + all-gather of weights = one all-reduce of their mean size
@@ -270,7 +283,7 @@ def step_coefficients(
         scale_up_bw_gb_per_s=_scale_up_bw(gpu),
         gpus_per_node=gpn,
         network_efficiency=cal.network_bus_efficiency,
-        optimizer_s=stage_params(spec, layout, "first")
+        optimizer_s=stage_params(spec, layout, "most")
         * a.optimizer_traffic_bytes
         / (gpu.memory_bw_tb_per_s * 1e12),
         zero=layout.zero,
