@@ -195,20 +195,20 @@ def accounting_split(layers: int, pp: int, vp: int = 1) -> Split | None:
     return None
 
 
-def uneven_splits(layers: int, pp: int, vp: int = 1) -> list[Split]:
-    """Megatron-LM splits for a (p, v) whose product does not divide the layers, at most
-    two: the embedding/loss accounting and the first/last-rank split, the latter only
-    when it puts different layer counts on the ranks."""
-    out: list[Split] = []
-    seen: set[tuple[int, ...]] = set()
+@lru_cache(maxsize=4096)
+def uneven_splits(layers: int, pp: int, vp: int = 1) -> tuple[Split, ...]:
+    """The Megatron-LM split for a (p, v) whose product does not divide the layers: the
+    embedding/loss accounting when it makes the split even, else the first/last-rank
+    split; none when neither exists.
+
+    One is enough: where both exist the accounting's busiest rank holds
+    (L + e + l) / p layers, no more than the first/last split's middle ranks
+    (ceil(L / (p v)) v, equal once p v > 2), and it leaves the first rank, which holds
+    the most micro-batches in flight, no more layers than the last."""
     for split in (accounting_split(layers, pp, vp), first_last_split(layers, pp, vp)):
-        if split is None:
-            continue
-        ranks = stage_layers(layers, with_split(Layout(1, pp, 1, 1, 1, vp=vp), split))
-        if ranks not in seen:
-            seen.add(ranks)
-            out.append(split)
-    return out
+        if split is not None:
+            return (split,)
+    return ()
 
 
 def with_split(layout: Layout, split: Split) -> Layout:

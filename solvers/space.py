@@ -12,8 +12,9 @@ traffic and more memory); TP is a power of two up to twice the scale-up domain
 (beyond the domain only when ``tp_domain`` is relaxed); PP takes every divisor
 of the layer count and every power of two. When p x v does not divide the layers
 the shape carries the split Megatron-LM would run (models.pipeline.uneven_splits:
-the embedding/loss accounting, or middle ranks at the rounded-up share with fewer
-layers on the first and last ranks; at most two per (p, v)), and the even split
+the embedding/loss accounting when it makes the split even, else middle ranks at
+the rounded-up share with fewer layers on the first and last ranks; one per
+(p, v)), and the even split
 that does not divide stays only for a relaxed ``divisibility``; CP only for
 sequences of at least 8,192 tokens.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from catalog.specs import GPUSpec, NICSpec
@@ -29,7 +31,7 @@ from models.comm import tp_bandwidth_limit
 from models.feasibility import TOL, divisibility_violations
 from models.layout import Layout, Network
 from models.memory import memory_terms
-from models.pipeline import EVEN, Split, uneven_splits, with_split
+from models.pipeline import EVEN, Split, uneven_splits
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
 from solvers.scenario import GPU_CAP, Scenario
 
@@ -52,7 +54,8 @@ class Shape(NamedTuple):
         return self.tp * self.cp * self.pp
 
     def layout(self, dp: int, microbatches: int) -> Layout:
-        even = Layout(
+        first, last, emb, loss = self.split
+        return Layout(
             tp=self.tp,
             pp=self.pp,
             dp=dp,
@@ -64,19 +67,24 @@ class Shape(NamedTuple):
             sequence_parallel=None,
             zero=1,
             precision=self.precision,
+            first_stage_layers=first or None,
+            last_stage_layers=last or None,
+            embedding_in_split=emb,
+            loss_in_split=loss,
         )
-        return even if self.split == EVEN else with_split(even, self.split)
 
 
-def pipeline_splits(layers: int, pp: int, vp: int) -> list[Split]:
+@lru_cache(maxsize=4096)
+def pipeline_splits(layers: int, pp: int, vp: int) -> tuple[Split, ...]:
     """The splits the space offers for (p, v): the even one when p x v divides the layers;
-    otherwise Megatron-LM's uneven splits, and the even one (which then breaks
-    ``divisibility``) only with vp 1, as before uneven splits were modelled."""
+    otherwise Megatron-LM's uneven split (models.pipeline.uneven_splits), and the even
+    one (which then breaks ``divisibility``) only with vp 1, as before uneven splits
+    were modelled."""
     if pp == 1:
-        return [EVEN] if vp == 1 else []
+        return (EVEN,) if vp == 1 else ()
     if layers % (pp * vp) == 0:
-        return [EVEN]
-    return ([EVEN] if vp == 1 else []) + uneven_splits(layers, pp, vp)
+        return (EVEN,)
+    return ((EVEN,) if vp == 1 else ()) + uneven_splits(layers, pp, vp)
 
 
 @dataclass(frozen=True)
