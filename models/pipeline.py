@@ -16,7 +16,7 @@ validate_args), see ``stage_layers`` and ``split_violation``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from models.layout import Layout
@@ -209,28 +209,6 @@ def uneven_splits(layers: int, pp: int, vp: int = 1) -> tuple[Split, ...]:
         if split is not None:
             return (split,)
     return ()
-
-
-def with_split(layout: Layout, split: Split) -> Layout:
-    """The layout with a pipeline split in the decision space's tuple form."""
-    first, last, emb, loss = split
-    return replace(
-        layout,
-        first_stage_layers=first or None,
-        last_stage_layers=last or None,
-        embedding_in_split=emb,
-        loss_in_split=loss,
-    )
-
-
-def split_of(layout: Layout) -> Split:
-    """The layout's pipeline split in the decision space's tuple form."""
-    return (
-        layout.first_stage_layers or 0,
-        layout.last_stage_layers or 0,
-        layout.embedding_in_split,
-        layout.loss_in_split,
-    )
 
 
 def _suggest(layers: int, pp: int, vp: int) -> str:
