@@ -26,6 +26,7 @@ from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_
 from models.evidence import evaluation_evidence
 from models.feasibility import divisibility_violations
 from models.layout import PRECISIONS, RECOMPUTE_MODES
+from models.pipeline import describe_stage_layers, split_options
 from solvers import SolveResult, solve
 from solvers.explain import binding_constraints, explain_infeasible
 from solvers.scenario import PRICINGS
@@ -276,6 +277,34 @@ def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
     help="Virtual pipeline chunks per stage.",
 )
 @click.option(
+    "--first-stage-layers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Transformer layers on the first pipeline stage, the rest split evenly "
+    "(Megatron-LM --decoder-first-pipeline-num-layers).",
+)
+@click.option(
+    "--last-stage-layers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Transformer layers on the last pipeline stage "
+    "(Megatron-LM --decoder-last-pipeline-num-layers).",
+)
+@click.option(
+    "--embedding-in-split/--no-embedding-in-split",
+    default=False,
+    show_default=True,
+    help="Count the input embedding as one layer when splitting the pipeline "
+    "(Megatron-LM --account-for-embedding-in-pipeline-split).",
+)
+@click.option(
+    "--loss-in-split/--no-loss-in-split",
+    default=False,
+    show_default=True,
+    help="Count the output layer and loss as one layer when splitting the pipeline "
+    "(Megatron-LM --account-for-loss-in-pipeline-split).",
+)
+@click.option(
     "--micro-batch",
     type=click.IntRange(min=1),
     default=1,
@@ -369,6 +398,10 @@ def evaluate_cmd(
     dp,
     cp,
     vp,
+    first_stage_layers,
+    last_stage_layers,
+    embedding_in_split,
+    loss_in_split,
     micro_batch,
     global_batch,
     seq_len,
@@ -410,6 +443,10 @@ def evaluate_cmd(
             sequence_parallel=sequence_parallel,
             zero=zero,
             precision=precision,
+            first_stage_layers=first_stage_layers,
+            last_stage_layers=last_stage_layers,
+            embedding_in_split=embedding_in_split,
+            loss_in_split=loss_in_split,
         )
         s = seq_len or spec.seq_len
     cat = load_catalog(list(catalog_files))
@@ -452,6 +489,10 @@ IMPORTED_LAYOUT_OPTIONS = {
     "dp": "--dp",
     "cp": "--cp",
     "vp": "--vp",
+    "first_stage_layers": "--first-stage-layers",
+    "last_stage_layers": "--last-stage-layers",
+    "embedding_in_split": "--embedding-in-split",
+    "loss_in_split": "--loss-in-split",
     "micro_batch": "--micro-batch",
     "global_batch": "--global-batch",
     "seq_len": "--seq-len",
@@ -506,6 +547,13 @@ def _evaluation_text(ev, evidence: dict[str, Any] | None = None) -> str:
         f"layout: tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, cp {lay.cp}, vp {lay.vp}; micro-batch {lay.micro_batch}, "
         f"global batch {lay.global_batch:,} ({lay.grad_accum:g} micro-batches/step), seq {ev.seq_len:,}; "
         f"recompute {lay.recompute}, SP {'on' if lay.sp else 'off'}, ZeRO {lay.zero}, {lay.precision}",
+    ]
+    if lay.uneven:
+        opts = split_options(lay)
+        lines.append(
+            f"pipeline: {describe_stage_layers(ev.stage_layers)}" + (f" ({opts})" if opts else "")
+        )
+    lines += [
         f"feasible: {'yes' if ev.feasible else 'NO'}",
     ]
     for v in ev.violations:

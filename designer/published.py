@@ -34,6 +34,7 @@ from catalog.specs import Evidence
 from models import flops
 from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
+from models.pipeline import EVEN, uneven_splits
 from models.spec import TransformerSpec
 from models.zoo import resolve_model
 
@@ -247,6 +248,13 @@ def parse_row(
     if isinstance(spec, str):
         return Skipped(name, printed_gpu, spec)
     precision = _precision(row["precision"])
+    first, last, emb, loss = EVEN
+    if spec.layers % (pp * vp):
+        splits = uneven_splits(spec.layers, pp, vp)
+        if not splits:
+            return Skipped(name, printed_gpu, f"no Megatron split of {spec.layers} layers")
+        first, last, emb, loss = splits[0]
+        assumed.append(f"uneven split as Megatron-LM runs it: {splits[0]}")
     layout = Layout(
         tp=tp,
         pp=pp,
@@ -258,6 +266,10 @@ def parse_row(
         recompute=_recompute(row["recompute"], gpu, assumed),
         zero=1,
         precision=precision,
+        first_stage_layers=first or None,
+        last_stage_layers=last or None,
+        embedding_in_split=emb,
+        loss_in_split=loss,
     )
     peak = catalog.gpu(gpu).peak_tflops(precision)
     measured = _measured_step(row, spec, gb, seq, gpus, peak)

@@ -384,6 +384,12 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
             int(p["micro_batch"]),
             str(p["recompute"]),
             str(p["precision"]),
+            (  # the pipeline split (absent from answers saved before uneven splits)
+                int(p.get("first_stage_layers") or 0),
+                int(p.get("last_stage_layers") or 0),
+                bool(p.get("embedding_in_split", False)),
+                bool(p.get("loss_in_split", False)),
+            ),
         )
         config = Config(
             shape, str(p["nic"]), int(p["nics_per_node"]), int(p["dp"]), int(p["grad_accum"])

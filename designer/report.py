@@ -10,6 +10,7 @@ from designer import render
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
 from models import evidence as evidence_model
+from models.pipeline import describe_stage_layers, split_options
 from solvers import PLAN_COLUMNS, Scenario, SolveResult
 
 CSV_COLUMNS = [*PLAN_COLUMNS, "top_binding"]
@@ -276,6 +277,10 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config
     layout = f"TP {lay.tp} x PP {lay.pp}" + (f" ({lay.vp} virtual)" if lay.vp > 1 else "")
     layout += (f" x CP {lay.cp}" if lay.cp > 1 else "") + f" x DP {lay.dp}"
+    if lay.uneven:
+        layout += (
+            f" (uneven pipeline: {describe_stage_layers(ev.stage_layers)}, {split_options(lay)})"
+        )
     label = "The saved plan" if res.solver == "given plan" else "Best plan"
     doc = plan_evidence(s, p)
     head = (

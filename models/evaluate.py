@@ -16,6 +16,7 @@ from models.cost import Cluster
 from models.feasibility import Violation, check_layout
 from models.layout import Assumptions, Layout, Network
 from models.memory import MemoryBreakdown, memory_per_gpu
+from models.pipeline import stage_layers
 from models.spec import TransformerSpec
 from models.step import StepBreakdown, step_time
 
@@ -85,6 +86,7 @@ class Evaluation:
     cloud_per_day: float
     params: float
     extra: dict[str, Any] = field(default_factory=dict)
+    stage_layers: tuple[int, ...] = ()  # transformer layers per pipeline rank (models.pipeline)
 
     @property
     def feasible(self) -> bool:
@@ -162,6 +164,7 @@ class Evaluation:
                 "nic": self.nic,
                 "nics_per_node": self.nics_per_node,
             },
+            "stage_layers": list(self.stage_layers),
             "feasible": self.feasible,
             "violations": [v.as_dict() for v in self.violations],
             "memory_gb": self.memory.as_dict(),
@@ -217,4 +220,5 @@ def evaluate(
         cluster=hw.cluster(layout.num_gpus),
         cloud_per_day=layout.num_gpus * 24.0 * hw.gpu.cloud_usd_per_gpu_hour,
         params=float(spec.params()),
+        stage_layers=stage_layers(spec.layers, layout),
     )

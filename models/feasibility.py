@@ -12,6 +12,7 @@ from catalog.specs import GPUSpec
 from models.comm import tp_bandwidth_limit
 from models.layout import Assumptions, Layout
 from models.memory import MemoryBreakdown
+from models.pipeline import split_violation
 from models.spec import TransformerSpec
 
 TOL = 1e-9
@@ -28,8 +29,10 @@ class Violation:
 
 
 def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int) -> list[Violation]:
-    """Megatron-LM's shape rules: TP divides heads and KV heads, p*v divides layers,
-    micro x DP divides the global batch, 2*CP divides the sequence (load-balanced CP).
+    """Megatron-LM's shape rules: TP divides heads and KV heads, the layers split over the
+    pipeline as Megatron-LM allows (p*v divides them, or one of its uneven splits:
+    models.pipeline.split_violation), micro x DP divides the global batch, 2*CP divides
+    the sequence (load-balanced CP).
     Each violation names the layout option to change (the CLI's usage errors)."""
     out = []
     if spec.heads % layout.tp:
@@ -48,14 +51,10 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
                 "--tp",
             )
         )
-    if spec.layers % (layout.pp * layout.vp):
-        out.append(
-            Violation(
-                "divisibility",
-                f"pp x vp = {layout.pp * layout.vp} does not divide the model's {spec.layers} layers",
-                "--pp/--vp",
-            )
-        )
+    if layout.vp == 1 or layout.pp > 1:  # vp without pp is its own rule below
+        broken = split_violation(spec.layers, layout)
+        if broken is not None:
+            out.append(Violation("divisibility", broken[1], broken[0]))
     if layout.global_batch % (layout.micro_batch * layout.dp):
         out.append(
             Violation(

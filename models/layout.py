@@ -29,6 +29,24 @@ class Layout:
     sequence_parallel: bool | None = None  # None: on when tp > 1
     zero: int = 1
     precision: str = "bf16"
+    # Megatron-LM's uneven pipeline split (models/pipeline.py): transformer layers on the
+    # first / last pipeline rank (--decoder-first/last-pipeline-num-layers; None: an even
+    # share), and the input embedding / the loss counted as one layer each in the split
+    # (--account-for-embedding/loss-in-pipeline-split)
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    embedding_in_split: bool = False
+    loss_in_split: bool = False
+
+    @property
+    def uneven(self) -> bool:
+        """Any of Megatron-LM's uneven-split options in use."""
+        return (
+            self.first_stage_layers is not None
+            or self.last_stage_layers is not None
+            or self.embedding_in_split
+            or self.loss_in_split
+        )
 
     @property
     def num_gpus(self) -> int:
@@ -46,8 +64,12 @@ class Layout:
         """Micro-batches per optimizer step per pipeline (E8: global = micro x accum x DP)."""
         return self.global_batch / (self.micro_batch * self.dp)
 
-    def as_dict(self, seq_len: int) -> dict[str, int | float | str | bool]:
-        """The layout at a sequence length, as the JSON reports write it."""
+    def as_dict(self, seq_len: int) -> dict[str, int | float | str | bool | None]:
+        """The layout at a sequence length, as the JSON reports write it.
+
+        The pipeline split is four flat keys, always present: ``first_stage_layers``
+        and ``last_stage_layers`` (int, or null for an even share) and
+        ``embedding_in_split``, ``loss_in_split`` (bool)."""
         return {
             "tp": self.tp,
             "pp": self.pp,
@@ -62,6 +84,10 @@ class Layout:
             "sequence_parallel": self.sp,
             "zero": self.zero,
             "precision": self.precision,
+            "first_stage_layers": self.first_stage_layers,
+            "last_stage_layers": self.last_stage_layers,
+            "embedding_in_split": self.embedding_in_split,
+            "loss_in_split": self.loss_in_split,
         }
 
 

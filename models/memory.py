@@ -15,9 +15,12 @@ Sources:
   V 2*kv/a, attention output 2, MLP 4*f/h plain or 6*f/h gated); it is 24 for
   the paper's architecture.
 - in-flight micro-batches: with the 1F1B schedule (Narayanan et al. SC'21) the
-  first stage holds min(p, m) micro-batches of L/p layers; interleaving with v
+  first stage holds min(p, m) micro-batches of its layers; interleaving with v
   chunks multiplies this by 1 + (p-1)/(p*v) (Megatron-LM
-  theoretical_memory_usage.py).
+  theoretical_memory_usage.py); rank r holds min(p - r, m), or with interleaving
+  Megatron-LM's warm-up count (models.pipeline.in_flight_at_rank).
+- layers per rank: Megatron-LM's split, even or uneven (models.pipeline.stage_layers);
+  the most loaded GPU is the largest over the first, middle and last ranks.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from models.layout import Assumptions, Layout
-from models.pipeline import in_flight_microbatches
+from models.pipeline import StageLoad, in_flight_at_rank, stage_loads
 from models.spec import TransformerSpec
 
 GB = 1e9
@@ -95,24 +98,27 @@ class MemoryBreakdown:
         }
 
 
-@lru_cache(maxsize=1 << 16)
-def stage_params(spec: TransformerSpec, layout: Layout, stage: str) -> float:
-    """Parameters held by one GPU of the first or last pipeline stage.
-
-    Layers are split evenly (L/p per stage, remainder ignored: the divisibility
-    check requires p*v to divide L); the input embedding sits on the first stage
-    and the output projection (or, when tied, a copy of the embedding) on the last.
-    """
-    layers = math.ceil(spec.layers / layout.pp)
-    params = layers * spec.layer_params()
-    first = stage == "first" or layout.pp == 1
-    last = stage == "last" or layout.pp == 1
-    if first:
+def rank_params(spec: TransformerSpec, layout: Layout, load: StageLoad) -> float:
+    """Parameters held by one GPU of a pipeline rank: its transformer layers
+    (models.pipeline.stage_layers), the input embedding on the first rank and the output
+    projection (or, when tied, a copy of the embedding) and final norm on the last."""
+    params = load.layers * spec.layer_params()
+    if load.embedding:
         params += spec.embedding_params()
-    if last:
+    if load.output:
         params += spec.output_params() if layout.pp == 1 else spec.vocab * spec.hidden
         params += spec.hidden
     return params / layout.tp
+
+
+@lru_cache(maxsize=1 << 16)
+def stage_params(spec: TransformerSpec, layout: Layout, stage: str) -> float:
+    """Parameters held by one GPU of the first or last pipeline stage, or ("most") of the
+    rank that holds the most (its layers as Megatron-LM splits them, models.pipeline)."""
+    loads = stage_loads(spec.layers, layout)
+    if stage == "most":
+        return max(rank_params(spec, layout, load) for load in loads)
+    return rank_params(spec, layout, loads[0] if stage == "first" else loads[-1])
 
 
 def model_state_gb(
@@ -127,26 +133,32 @@ def model_state_gb(
 
 
 @lru_cache(maxsize=1 << 16)
-def stage_activation_gb(spec: TransformerSpec, layout: Layout, seq_len: int, stage: str) -> float:
-    """Activations of one GPU of a stage: layers x per-layer bytes x micro-batches in flight.
+def rank_activation_gb(
+    spec: TransformerSpec, layout: Layout, seq_len: int, load: StageLoad
+) -> float:
+    """Activations of one GPU of a rank: its layers x per-layer bytes x micro-batches in
+    flight on that rank (models.pipeline.in_flight_at_rank; the first rank as
+    ``in_flight_microbatches``).
 
     Full recomputation also materialises one layer's activations during its
     backward (the working set of the recomputed layer).
     """
-    layers = math.ceil(spec.layers / layout.pp)
     per_layer = activation_bytes_per_layer(
         spec, seq_len, layout.micro_batch, layout.tp, layout.sp, layout.recompute, layout.cp
     )
-    if stage == "first":
-        held = in_flight_microbatches(layout.pp, layout.vp, layout.grad_accum)
-    else:
-        held = 1.0
-    total = per_layer * layers * held
+    held = in_flight_at_rank(load.rank, layout.pp, layout.vp, layout.grad_accum)
+    total = per_layer * load.layers * held
     if layout.recompute == "full":
         total += activation_bytes_per_layer(
             spec, seq_len, layout.micro_batch, layout.tp, layout.sp, "selective", layout.cp
         )
     return total / GB
+
+
+def stage_activation_gb(spec: TransformerSpec, layout: Layout, seq_len: int, stage: str) -> float:
+    """Activations of one GPU of the first or last stage (``rank_activation_gb``)."""
+    loads = stage_loads(spec.layers, layout)
+    return rank_activation_gb(spec, layout, seq_len, loads[0] if stage == "first" else loads[-1])
 
 
 @lru_cache(maxsize=1 << 16)
@@ -162,6 +174,26 @@ def min_gpus_for_memory(total_gb: float, capacity_gb: float) -> int:
     return math.ceil(total_gb / capacity_gb - 1e-9)
 
 
+def _rank_memory(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    a: Assumptions,
+    load: StageLoad,
+) -> tuple[float, float, float, float, float]:
+    """(weights, gradients, optimizer, activations, logits) GB of one GPU of a rank, unsharded."""
+    params = rank_params(spec, layout, load)
+    act = rank_activation_gb(spec, layout, seq_len, load)
+    logits = logits_gb(spec, layout, seq_len, "last" if load.output else "first")
+    return (
+        params * a.weight_bytes / GB,
+        params * a.grad_bytes / GB,
+        params * a.optimizer_bytes / GB,
+        act,
+        logits,
+    )
+
+
 def memory_per_gpu(
     spec: TransformerSpec,
     layout: Layout,
@@ -169,17 +201,18 @@ def memory_per_gpu(
     capacity_gb: float,
     a: Assumptions,
 ) -> MemoryBreakdown:
-    """Memory of the most loaded GPU: the larger of the first and last stage.
+    """Memory of the most loaded GPU: the largest over the first rank, the middle ranks
+    (one per distinct layer count) and the last rank (models.pipeline.stage_loads).
 
     ``other`` holds what is not a model tensor: the fp32 logits, the fixed
     ``runtime_reserved_gb`` (CUDA context, NCCL communication buffers) and
     ``memory_overhead_fraction`` of all tensor bytes (allocator fragmentation,
     temporaries); both are explicit assumptions, 0 by default."""
     best: MemoryBreakdown | None = None
-    for stage in ("first", "last") if layout.pp > 1 else ("first",):
-        w, g, o = model_state_gb(stage_params(spec, layout, stage), layout, a)
-        act = stage_activation_gb(spec, layout, seq_len, stage)
-        logits = logits_gb(spec, layout, seq_len, stage)
+    for load in stage_loads(spec.layers, layout):
+        w, g, o = model_state_gb(rank_params(spec, layout, load), layout, a)
+        act = rank_activation_gb(spec, layout, seq_len, load)
+        logits = logits_gb(spec, layout, seq_len, "last" if load.output else "first")
         overhead = a.memory_overhead_fraction * (w + g + o + act + logits)
         other = a.runtime_reserved_gb + logits + overhead
         mem = MemoryBreakdown(w, g, o, act, other, capacity_gb)
@@ -192,20 +225,23 @@ def memory_per_gpu(
 def memory_terms(
     spec: TransformerSpec, layout: Layout, seq_len: int, a: Assumptions
 ) -> list[tuple[float, float]]:
-    """Per stage (first, and last when p > 1), memory as ``fixed + sharded / (dp * cp)`` GB.
+    """Per rank that can be the most loaded, memory as ``fixed + sharded / (dp * cp)`` GB.
 
     The sharded part is what the ZeRO stage divides over the data-parallel x CP
-    group; ``layout.dp`` is ignored. Equals ``memory_per_gpu`` stage by stage."""
-    out = []
-    for stage in ("first", "last") if layout.pp > 1 else ("first",):
-        params = stage_params(spec, layout, stage)
-        w = params * a.weight_bytes / GB
-        g = params * a.grad_bytes / GB
-        o = params * a.optimizer_bytes / GB
-        act = stage_activation_gb(spec, layout, seq_len, stage)
-        logits = logits_gb(spec, layout, seq_len, stage)
+    group; ``layout.dp`` is ignored. The first and the last rank are always listed;
+    a middle rank only when neither its fixed nor its sharded part is dominated by the
+    first rank's (with an even split, never). The largest over the list equals
+    ``memory_per_gpu`` for every DP degree."""
+    out: list[tuple[float, float]] = []
+    loads = stage_loads(spec.layers, layout)
+    for load in loads:
+        w, g, o, act, logits = _rank_memory(spec, layout, seq_len, a, load)
         scale = 1.0 + a.memory_overhead_fraction
         shard = {0: 0.0, 1: o, 2: o + g}.get(layout.zero, o + g + w)
         fixed = (w + g + o + act + logits - shard) * scale + a.runtime_reserved_gb
-        out.append((fixed, shard * scale))
+        term = (fixed, shard * scale)
+        middle = load.rank not in (0, loads[-1].rank)
+        if middle and term[0] <= out[0][0] and term[1] <= out[0][1]:
+            continue
+        out.append(term)
     return out

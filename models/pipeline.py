@@ -1,15 +1,30 @@
-"""Pipeline-parallel arithmetic: bubble, micro-batches in flight, stage counts.
+"""Pipeline-parallel arithmetic: bubble, micro-batches in flight, stage counts, and
+how Megatron-LM splits the layers over the pipeline ranks.
 
 Sources: Huang et al. 2019 (GPipe) and Narayanan et al. SC'21 (1F1B and the
 interleaved schedule): bubble fraction (p-1)/(v*m); with 1F1B the first stage
 holds p micro-batches. The seed article (E4) counts a simpler schedule in
 which a micro-batch waits 2N-2 rounds and up to 2N-1 are held; the designer
 models 1F1B, which holds N.
+
+Layer split: Megatron-LM (megatron/core/transformer/transformer_block.py
+get_num_layers_to_build, transformer_layer.py get_transformer_layer_offset, the
+checks in transformer_config.py __post_init__ and training/arguments.py
+validate_args), see ``stage_layers`` and ``split_violation``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from models.layout import Layout
+
+# A pipeline split as the decision space carries it: (first_stage_layers,
+# last_stage_layers, embedding_in_split, loss_in_split), 0 for "not set".
+Split = tuple[int, int, bool, bool]
+EVEN: Split = (0, 0, False, False)
 
 
 def bubble_fraction(pp: int, microbatches: float, vp: int = 1) -> float:
@@ -45,3 +60,280 @@ def stages_needed(layers: int, layers_per_gpu: int, tp: int = 1) -> int:
     """Seed E7: stages when each GPU holds ``layers_per_gpu`` layers and a TP group of
     ``tp`` GPUs holds ``tp`` times as many."""
     return math.ceil(layers / (layers_per_gpu * tp))
+
+
+def in_flight_at_rank(rank: int, pp: int, vp: int, num_microbatches: float) -> float:
+    """Micro-batches (of the whole rank's layers) whose activations pipeline rank ``rank`` holds.
+
+    Rank 0 is ``in_flight_microbatches``. Other ranks, 1F1B: min(p - r, m); interleaved:
+    Megatron-LM's warm-up of 2 (p - r - 1) + (v - 1) p model-chunk passes plus the one in
+    flight, at most v m, over v chunks (schedules.py
+    forward_backward_pipelining_with_interleaving)."""
+    if rank == 0 or pp == 1:
+        return in_flight_microbatches(pp, vp, num_microbatches)
+    if vp == 1:
+        return float(min(pp - rank, num_microbatches))
+    chunks = min(vp * float(num_microbatches), 2.0 * (pp - rank - 1) + (vp - 1) * pp + 1)
+    return chunks / vp
+
+
+def _spread(total: int, ranks: int) -> list[int]:
+    """``total`` layers over ``ranks`` as evenly as possible, the remainder on the last ranks."""
+    if ranks <= 0:
+        return []
+    base, extra = divmod(max(total, 0), ranks)
+    return [base + (1 if i >= ranks - extra else 0) for i in range(ranks)]
+
+
+@lru_cache(maxsize=1 << 16)
+def stage_layers(layers: int, layout: Layout) -> tuple[int, ...]:
+    """Transformer layers of each pipeline rank (all its virtual chunks together).
+
+    Megatron-LM's rule (transformer_block.py get_num_layers_to_build):
+    - ``first_stage_layers`` / ``last_stage_layers`` (--decoder-first/last-pipeline-num-layers)
+      put that many layers on the first / last rank; the other layers are split evenly
+      over the remaining ranks.
+    - otherwise ``embedding_in_split`` / ``loss_in_split``
+      (--account-for-embedding/loss-in-pipeline-split) count the embedding / the loss as
+      one layer each: every rank gets (L + e + l) / p, and the first virtual chunk of the
+      first rank (the last chunk of the last rank) builds one transformer layer fewer.
+    - otherwise L / p each.
+    Layouts Megatron refuses (``split_violation``) still get a split, the nearest even
+    one, so that a relaxed ``divisibility`` family can be evaluated.
+    """
+    p = layout.pp
+    if p == 1:
+        return (layers,)
+    first, last = layout.first_stage_layers, layout.last_stage_layers
+    if first is not None or last is not None:
+        middle = p - (first is not None) - (last is not None)
+        rest = layers - (first or 0) - (last or 0)
+        ranks = [first] if first is not None else []
+        ranks += _spread(rest, middle)
+        ranks += [last] if last is not None else []
+        return tuple(ranks)
+    e, lo = int(layout.embedding_in_split), int(layout.loss_in_split)
+    counted = _spread(layers + e + lo, p)
+    counted[0] -= e
+    counted[-1] -= lo
+    return tuple(max(0, c) for c in counted)
+
+
+@dataclass(frozen=True)
+class StageLoad:
+    """One pipeline rank's share: its transformer layers and the non-layer parts it holds."""
+
+    rank: int
+    layers: int  # transformer layers, all virtual chunks together
+    embedding: bool  # the input embedding (first rank)
+    output: bool  # the final norm, output layer and loss (last rank)
+
+
+@lru_cache(maxsize=1 << 16)
+def stage_loads(layers: int, layout: Layout) -> tuple[StageLoad, ...]:
+    """The ranks that can be the most loaded: the first, the earliest middle rank of each
+    distinct layer count (earlier ranks hold more micro-batches in flight), the last."""
+    per_rank = stage_layers(layers, layout)
+    p = len(per_rank)
+    keep = [0]
+    seen: set[int] = set()
+    for r in range(1, p - 1):
+        if per_rank[r] not in seen:
+            seen.add(per_rank[r])
+            keep.append(r)
+    if p > 1:
+        keep.append(p - 1)
+    return tuple(StageLoad(r, per_rank[r], r == 0, r == p - 1) for r in keep)
+
+
+def busiest_stage(layers: int, layout: Layout, output_layers: float) -> StageLoad:
+    """The rank with the most work per micro-batch: its transformer layers, plus on the
+    last rank the output layer and loss worth ``output_layers`` transformer layers (the
+    ratio of their FLOPs). Ties go to the rank with more transformer layers."""
+    return max(
+        stage_loads(layers, layout),
+        key=lambda s: (s.layers + (output_layers if s.output else 0.0), s.layers),
+    )
+
+
+def _fits_first_last(layers: int, pp: int, vp: int, first: int, last: int) -> bool:
+    if first % vp or last % vp or first < 1 or last < 1:
+        return False
+    rest, middle = layers - first - last, pp - 2
+    if bool(rest) != bool(middle) or rest < 0:
+        return False
+    return not middle or (rest % middle == 0 and (rest // middle) % vp == 0)
+
+
+def first_last_split(layers: int, pp: int, vp: int = 1) -> Split | None:
+    """The balanced --decoder-first/last-pipeline-num-layers split: the middle ranks get the
+    fewest layers per rank that leaves the first and last ranks no more than they hold
+    (and at least one per virtual chunk); the last rank, which also computes the logits,
+    takes the smaller share. None when no such split exists or p x v divides the layers."""
+    if pp < 2 or layers % (pp * vp) == 0:
+        return None
+    middle = math.ceil(layers / pp / vp) * vp  # layers per middle rank
+    rest = layers - (pp - 2) * middle
+    if rest < 2 * vp:
+        return None
+    last = rest // 2 // vp * vp
+    first = rest - last
+    if first > middle or not _fits_first_last(layers, pp, vp, first, last):
+        return None
+    return (first, last, False, False)
+
+
+def accounting_split(layers: int, pp: int, vp: int = 1) -> Split | None:
+    """--account-for-embedding/loss-in-pipeline-split when it makes the split even: both,
+    else the loss alone, else the embedding alone. None when none does or p x v divides
+    the layers already."""
+    if pp < 2 or layers % (pp * vp) == 0:
+        return None
+    for e, lo in ((1, 1), (0, 1), (1, 0)):
+        if (layers + e + lo) % (pp * vp) == 0:
+            return (0, 0, bool(e), bool(lo))
+    return None
+
+
+@lru_cache(maxsize=4096)
+def uneven_splits(layers: int, pp: int, vp: int = 1) -> tuple[Split, ...]:
+    """The Megatron-LM split for a (p, v) whose product does not divide the layers: the
+    embedding/loss accounting when it makes the split even, else the first/last-rank
+    split; none when neither exists.
+
+    One is enough: where both exist the accounting's busiest rank holds
+    (L + e + l) / p layers, no more than the first/last split's middle ranks
+    (ceil(L / (p v)) v, equal once p v > 2), and it leaves the first rank, which holds
+    the most micro-batches in flight, no more layers than the last."""
+    for split in (accounting_split(layers, pp, vp), first_last_split(layers, pp, vp)):
+        if split is not None:
+            return (split,)
+    return ()
+
+
+def _suggest(layers: int, pp: int, vp: int) -> str:
+    """A split Megatron-LM accepts for (p, v), as options, or a hint when there is none."""
+    for split in (first_last_split(layers, pp, vp), accounting_split(layers, pp, vp)):
+        if split is None:
+            continue
+        first, last, emb, loss = split
+        if first:
+            return f"e.g. --first-stage-layers {first} --last-stage-layers {last}"
+        return "e.g. " + " ".join(
+            o for o, on in (("--embedding-in-split", emb), ("--loss-in-split", loss)) if on
+        )
+    return "choose pp x vp that divides them"
+
+
+def split_violation(layers: int, layout: Layout) -> tuple[str, str] | None:
+    """(option, message) of the first Megatron-LM pipeline-split rule the layout breaks,
+    or None. The rules (Megatron-LM transformer_config.py __post_init__ "Uneven PP" and
+    arguments.py validate_args):
+    - first/last-stage layers cannot be combined with embedding/loss accounting;
+    - first/last-stage layers are at least 1 and, with interleaving, multiples of vp; the
+      remaining layers split evenly over the remaining ranks (none left for none), and,
+      with interleaving, each such rank's share is a multiple of vp;
+    - with accounting, p divides L + e + l and, with interleaving, vp divides each
+      rank's share;
+    - otherwise p divides L and, with interleaving, vp divides L / p.
+    Messages name the designer's option to change (``--first-stage-layers``, ...)."""
+    p, v, n = layout.pp, layout.vp, layers
+    first, last = layout.first_stage_layers, layout.last_stage_layers
+    given = "--first-stage-layers" if first is not None else "--last-stage-layers"
+    if first is not None or last is not None:
+        if layout.embedding_in_split or layout.loss_in_split:
+            return (
+                given,
+                "cannot be combined with --embedding-in-split or --loss-in-split "
+                "(Megatron-LM refuses both kinds of uneven split together); use one kind",
+            )
+        if p == 1:
+            return (given, "needs pp > 1 (a single pipeline stage holds every layer)")
+        for option, value in (("--first-stage-layers", first), ("--last-stage-layers", last)):
+            if value is None:
+                continue
+            if value < 1:
+                return (option, f"must be at least 1 (got {value})")
+            if value % v:
+                return (
+                    option,
+                    f"{value} layers are not a multiple of vp {v} (each virtual chunk of the "
+                    "rank holds the same number of layers)",
+                )
+        middle = p - (first is not None) - (last is not None)
+        rest = n - (first or 0) - (last or 0)
+        hint = _suggest(n, p, v)
+        if rest < 0 or bool(rest) != bool(middle):
+            return (
+                given,
+                f"the first/last stage layers leave {rest} of the model's {n} layers for "
+                f"{middle} other pipeline stages; {hint}",
+            )
+        if middle and rest % middle:
+            return (
+                given,
+                f"the other {rest} layers do not split evenly over the {middle} other "
+                f"pipeline stages; {hint}",
+            )
+        if middle and (rest // middle) % v:
+            return (
+                given,
+                f"the other stages' {rest // middle} layers each are not a multiple of vp "
+                f"{v}; {hint}",
+            )
+        return None
+    counted = n + int(layout.embedding_in_split) + int(layout.loss_in_split)
+    if layout.embedding_in_split or layout.loss_in_split:
+        option = "--embedding-in-split" if layout.embedding_in_split else "--loss-in-split"
+        extra = counted - n
+        if counted % p:
+            return (
+                option,
+                f"with the embedding/loss counted, {n} + {extra} = {counted} layers do not "
+                f"divide by pp {p}; {_suggest(n, p, v)}",
+            )
+        if (counted // p) % v:
+            return (
+                option,
+                f"with the embedding/loss counted, {counted // p} layers per pipeline stage do "
+                f"not divide by vp {v}; {_suggest(n, p, v)}",
+            )
+        return None
+    if n % p:
+        return (
+            "--pp",
+            f"pp {p} does not divide the model's {n} layers; use a divisor, or an uneven "
+            f"split as Megatron-LM runs it ({_suggest(n, p, v)})",
+        )
+    if (n // p) % v:
+        return (
+            "--vp",
+            f"pp x vp = {p * v} does not divide the model's {n} layers; use a vp that divides "
+            f"{n // p}, or an uneven split ({_suggest(n, p, v)})",
+        )
+    return None
+
+
+def describe_stage_layers(ranks: tuple[int, ...]) -> str:
+    """Layers per pipeline rank (``stage_layers``) in words: "7, 8 x 14, 7 layers per stage"."""
+    runs: list[list[int]] = []
+    for n in ranks:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return ", ".join(f"{n} x {k}" if k > 1 else f"{n}" for n, k in runs) + " layers per stage"
+
+
+def split_options(layout: Layout) -> str:
+    """The designer options that set the layout's uneven split ("" when even)."""
+    out = []
+    if layout.first_stage_layers is not None:
+        out.append(f"--first-stage-layers {layout.first_stage_layers}")
+    if layout.last_stage_layers is not None:
+        out.append(f"--last-stage-layers {layout.last_stage_layers}")
+    if layout.embedding_in_split:
+        out.append("--embedding-in-split")
+    if layout.loss_in_split:
+        out.append("--loss-in-split")
+    return " ".join(out)

@@ -17,8 +17,9 @@ step = m * stage                                micro-batches through the slowes
                + 2 (B/k) (1 - k/g) / (NIC share per GPU)
      + optimizer / g                            memory-bound Adam on the ZeRO-1 shard
 
-where stage = compute + TP + CP time of one micro-batch on the last stage (it
-holds L/p layers and the logits), B the gradient bytes per GPU, and sends cross
+where stage = compute + TP + CP time of one micro-batch on the busiest pipeline rank
+(its layers as Megatron-LM splits them, plus the logits on the last rank:
+``slowest_stage``), B the gradient bytes per GPU of the rank holding the most, and sends cross
 servers (NIC share) unless the whole job fits in one server.
 Compute time = FLOPs / (dense peak x calibrated GEMM efficiency) plus
 memory-bound element-wise work (catalog.Calibration), and the stage time is at
@@ -28,7 +29,6 @@ raised to max(compute, issue - TP) so that compute + TP >= issue.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -39,6 +39,7 @@ from catalog.specs import GPUSpec
 from models import comm, flops
 from models.layout import Assumptions, Layout, Network
 from models.memory import activation_bytes_per_layer, stage_params
+from models.pipeline import StageLoad, busiest_stage, stage_layers
 from models.spec import TransformerSpec
 
 
@@ -106,20 +107,30 @@ class StageWork:
 
 
 @lru_cache(maxsize=1 << 16)
+def slowest_stage(spec: TransformerSpec, layout: Layout, seq_len: int) -> StageLoad:
+    """The pipeline rank with the most FLOPs per micro-batch (models.pipeline.busiest_stage):
+    its transformer layers, plus the logits on the last rank."""
+    per_layer = 3.0 * flops.layer_forward_flops_per_token(spec, seq_len)
+    per_layer += flops.recompute_flops_per_token(spec, seq_len, layout.recompute) / spec.layers
+    logits = 3.0 * flops.logit_forward_flops_per_token(spec)
+    return busiest_stage(spec.layers, layout, logits / per_layer)
+
+
+@lru_cache(maxsize=1 << 16)
 def stage_work_per_microbatch(
     spec: TransformerSpec, layout: Layout, seq_len: int, flash_attention: bool = False
 ) -> StageWork:
-    """Work of one GPU of the last (slowest) stage per micro-batch (flops.py formulas).
+    """Work of one GPU of the slowest pipeline rank per micro-batch (flops.py formulas).
 
     The layers' GEMMs run 3 forward-equivalents (forward, two backward GEMMs), 4 with
     full recomputation. The attention scores and values also run 3, plus one
     recomputed forward with selective or full recomputation; FlashAttention
     recomputes the scores inside its backward instead (Dao et al. 2022, section
     3.1: 5 matmuls backward for 2 forward), 3.5 forward-equivalents, +1 when the
-    whole layer is recomputed.
+    whole layer is recomputed. The logits count on the last rank only.
     """
     tokens = layout.micro_batch * seq_len / (layout.tp * layout.cp)
-    layers = math.ceil(spec.layers / layout.pp)
+    stage = slowest_stage(spec, layout, seq_len)
     linear_fwd = 2.0 * spec.layer_matmul_params()
     attention_fwd = flops.attention_forward_flops_per_token(spec, seq_len)
     forwards = forward_passes(layout.recompute)
@@ -127,15 +138,16 @@ def stage_work_per_microbatch(
         attention_passes = 3.5 + (1.0 if layout.recompute == "full" else 0.0)
     else:
         attention_passes = 4.0 if layout.recompute in ("full", "selective") else 3.0
+    logits = 3.0 * flops.logit_forward_flops_per_token(spec) if stage.output else 0.0
     return StageWork(
-        linear=tokens * layers * linear_fwd * forwards,
-        attention=tokens * layers * attention_fwd * attention_passes,
-        logits=tokens * 3.0 * flops.logit_forward_flops_per_token(spec),
+        linear=tokens * stage.layers * linear_fwd * forwards,
+        attention=tokens * stage.layers * attention_fwd * attention_passes,
+        logits=tokens * logits,
     )
 
 
 def stage_flops_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> float:
-    """FLOPs one GPU of the last (slowest) stage does per micro-batch, recomputation included."""
+    """FLOPs one GPU of the slowest stage does per micro-batch, recomputation included."""
     return stage_work_per_microbatch(spec, layout, seq_len).total
 
 
@@ -184,7 +196,7 @@ def memory_bound_per_microbatch_s(
     bandwidth; plus a fixed per-layer overhead. Both constants are calibrated.
     """
     cal = gpu.calibration
-    layers = math.ceil(spec.layers / layout.pp)
+    layers = slowest_stage(spec, layout, seq_len).layers
     # FlashAttention keeps the score matrix on chip: no softmax/dropout pass over it in HBM
     counted = "selective" if cal.attention_efficiency is not None else "none"
     produced = activation_bytes_per_layer(
@@ -197,8 +209,9 @@ def memory_bound_per_microbatch_s(
 
 
 def host_issue_per_microbatch_s(spec: TransformerSpec, layout: Layout, gpu: GPUSpec) -> float:
-    """Host time to issue one micro-batch's kernels on a stage (launch-bound floor)."""
-    layers = math.ceil(spec.layers / layout.pp)
+    """Host time to issue one micro-batch's kernels on a stage (launch-bound floor), on the
+    rank with the most layers."""
+    layers = max(stage_layers(spec.layers, layout))
     passes = forward_passes(layout.recompute)
     return layers * passes * gpu.calibration.host_issue_us_per_layer * 1e-6
 
@@ -238,7 +251,7 @@ def tp_comm_per_microbatch_s(
         )
     calls = 4 + (2 if layout.recompute == "full" else 0)
     exposed = 1.0 - cal.tp_overlap_fraction
-    return math.ceil(spec.layers / layout.pp) * calls * per_call * exposed
+    return slowest_stage(spec, layout, seq_len).layers * calls * per_call * exposed
 
 
 def cp_comm_per_microbatch_s(
@@ -253,7 +266,7 @@ def cp_comm_per_microbatch_s(
         2.0 * 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.kv * spec.head_dim / layout.tp
     )
     per_layer = 3.0 * (layout.cp - 1) * chunk / (_scale_up_bw(gpu) * comm.GB)
-    layers = math.ceil(spec.layers / layout.pp)
+    layers = slowest_stage(spec, layout, seq_len).layers
     attn_share = flops.attention_forward_flops_per_token(
         spec, seq_len
     ) / flops.layer_forward_flops_per_token(spec, seq_len)
@@ -318,7 +331,7 @@ def step_coefficients(
     send_bytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden / layout.tp
     send_exposed = 1.0 - cal.pp_overlap_fraction  # overlapped P2P hides the rest
     gpn = gpu.server.gpus_per_server
-    grad_params = stage_params(spec, layout, "first" if layout.pp == 1 else "last")
+    grad_params = stage_params(spec, layout, "most")
     if layout.zero == 0:
         dp_bytes = grad_params * a.grad_bytes
     else:  # reduce-scatter of gradients + all-gather of weights = one all-reduce of their mean size
@@ -342,7 +355,7 @@ def step_coefficients(
         scale_up_bw_gb_per_s=_scale_up_bw(gpu),
         gpus_per_node=gpn,
         network_efficiency=cal.network_bus_efficiency,
-        optimizer_s=stage_params(spec, layout, "first")
+        optimizer_s=stage_params(spec, layout, "most")
         * a.optimizer_traffic_bytes
         / (gpu.memory_bw_tb_per_s * 1e12),
         zero=layout.zero,

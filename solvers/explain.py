@@ -68,7 +68,7 @@ RELAXATIONS: dict[str, tuple[str, Callable[[Scenario], Scenario]]] = {
     ),
     "tp_bandwidth": ("TP bandwidth rule off", lambda s: _disable(s, "tp_bandwidth")),
     "tp_domain": ("TP x CP beyond the scale-up domain allowed", lambda s: _disable(s, "tp_domain")),
-    "divisibility": ("uneven splits allowed", lambda s: _disable(s, "divisibility")),
+    "divisibility": ("splits Megatron refuses allowed", lambda s: _disable(s, "divisibility")),
     "pipeline_fill": (
         "fewer micro-batches than stages allowed",
         lambda s: _disable(s, "pipeline_fill"),
@@ -176,7 +176,7 @@ def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None,
             f"TP x CP {lay.tp * lay.cp} of a {dom}-GPU scale-up domain",
         )
     if family == "divisibility":
-        return None, "", "layers, heads and batch split evenly"
+        return None, "", "layers, heads and batch split as Megatron allows"
     if family == "pipeline_fill":
         return (
             cfg.microbatches - lay.pp,

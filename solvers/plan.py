@@ -69,6 +69,10 @@ class Plan:
             "time_to_train_days": ev.time_to_train_days,
             "cost_usd": self.cost_usd,
             "mfu": ev.mfu,
+            "first_stage_layers": lay.first_stage_layers,
+            "last_stage_layers": lay.last_stage_layers,
+            "embedding_in_split": lay.embedding_in_split,
+            "loss_in_split": lay.loss_in_split,
         }
 
 
@@ -97,6 +101,11 @@ PLAN_COLUMNS = [
     "time_to_train_days",
     "cost_usd",
     "mfu",
+    # Megatron-LM's pipeline split (models.pipeline; null / false: even)
+    "first_stage_layers",
+    "last_stage_layers",
+    "embedding_in_split",
+    "loss_in_split",
 ]
 
 

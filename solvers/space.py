@@ -10,14 +10,20 @@ sequence parallelism is on whenever TP > 1 (same traffic, less memory); the
 ZeRO stage is 1, Megatron-LM's distributed optimizer (stage 0 has the same
 traffic and more memory); TP is a power of two up to twice the scale-up domain
 (beyond the domain only when ``tp_domain`` is relaxed); PP takes every divisor
-of the layer count and every power of two (uneven splits only when
-``divisibility`` is relaxed); CP only for sequences of at least 8,192 tokens.
+of the layer count and every power of two. When p x v does not divide the layers
+the shape carries the split Megatron-LM would run (models.pipeline.uneven_splits:
+the embedding/loss accounting when it makes the split even, else middle ranks at
+the rounded-up share with fewer layers on the first and last ranks; one per
+(p, v)), and the even split
+that does not divide stays only for a relaxed ``divisibility``; CP only for
+sequences of at least 8,192 tokens.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from catalog.specs import GPUSpec, NICSpec
@@ -25,6 +31,7 @@ from models.comm import tp_bandwidth_limit
 from models.feasibility import TOL, divisibility_violations
 from models.layout import Layout, Network
 from models.memory import memory_terms
+from models.pipeline import EVEN, Split, uneven_splits
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
 from solvers.scenario import GPU_CAP, Scenario
 
@@ -40,12 +47,14 @@ class Shape(NamedTuple):
     micro_batch: int
     recompute: str
     precision: str
+    split: Split = EVEN  # Megatron-LM's pipeline split (models.pipeline)
 
     @property
     def replica_gpus(self) -> int:
         return self.tp * self.cp * self.pp
 
     def layout(self, dp: int, microbatches: int) -> Layout:
+        first, last, emb, loss = self.split
         return Layout(
             tp=self.tp,
             pp=self.pp,
@@ -58,7 +67,24 @@ class Shape(NamedTuple):
             sequence_parallel=None,
             zero=1,
             precision=self.precision,
+            first_stage_layers=first or None,
+            last_stage_layers=last or None,
+            embedding_in_split=emb,
+            loss_in_split=loss,
         )
+
+
+@lru_cache(maxsize=4096)
+def pipeline_splits(layers: int, pp: int, vp: int) -> tuple[Split, ...]:
+    """The splits the space offers for (p, v): the even one when p x v divides the layers;
+    otherwise Megatron-LM's uneven split (models.pipeline.uneven_splits), and the even
+    one (which then breaks ``divisibility``) only with vp 1, as before uneven splits
+    were modelled."""
+    if pp == 1:
+        return (EVEN,) if vp == 1 else ()
+    if layers % (pp * vp) == 0:
+        return (EVEN,)
+    return ((EVEN,) if vp == 1 else ()) + uneven_splits(layers, pp, vp)
 
 
 @dataclass(frozen=True)
@@ -282,29 +308,28 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
                     continue
                 for pp in pp_options(spec.layers):
                     for vp in scenario.virtual_stages:
-                        if vp > 1 and (pp == 1 or spec.layers % (pp * vp)):
-                            continue
-                        # memory grows with the micro-batch: (recompute, precision) -> the
-                        # smallest micro-batch that never fits
-                        never_fits: dict[tuple[str, str], int] = {}
-                        for mb in scenario.micro_batches:
-                            for rc in scenario.recompute_modes:
-                                for prec in precisions:
-                                    shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec)
-                                    key = (tp, cp, pp, vp, prec)
-                                    if key not in structural:
-                                        found = structural_violations(scenario, shape, gpu)
-                                        structural[key] = found
-                                        blocked[key] = any(scenario.active(f) for f in found)
-                                    cand = Candidate(shape, structural[key], source)
-                                    out.append(cand)
-                                    if blocked[key]:
-                                        continue  # presolve will not ask for its memory bound
-                                    smallest = never_fits.get((rc, prec))
-                                    if smallest is not None and mb >= smallest:
-                                        cand.never_fits_memory()
-                                    elif cand.dp_min_memory is None:
-                                        never_fits[rc, prec] = min(mb, smallest or mb)
+                        for split in pipeline_splits(spec.layers, pp, vp):
+                            # memory grows with the micro-batch: (recompute, precision) -> the
+                            # smallest micro-batch that never fits
+                            never_fits: dict[tuple[str, str], int] = {}
+                            for mb in scenario.micro_batches:
+                                for rc in scenario.recompute_modes:
+                                    for prec in precisions:
+                                        shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split)
+                                        key = (tp, cp, pp, vp, prec, split)
+                                        if key not in structural:
+                                            found = structural_violations(scenario, shape, gpu)
+                                            structural[key] = found
+                                            blocked[key] = any(scenario.active(f) for f in found)
+                                        cand = Candidate(shape, structural[key], source)
+                                        out.append(cand)
+                                        if blocked[key]:
+                                            continue  # presolve will not ask for its memory bound
+                                        smallest = never_fits.get((rc, prec))
+                                        if smallest is not None and mb >= smallest:
+                                            cand.never_fits_memory()
+                                        elif cand.dp_min_memory is None:
+                                            never_fits[rc, prec] = min(mb, smallest or mb)
     return out
 
 

@@ -74,15 +74,50 @@ PLANS = {
         4,
         64,
     ),
+    # uneven pipeline splits (a ninth shape element: first, last, embedding, loss)
+    "uneven_accounting_interleaved": (
+        "llama3-405b",
+        8192,
+        1e12,
+        "h200",
+        (8, 1, 8, 8, 1, "selective", "bf16", (0, 0, True, True)),
+        "cx7-400g",
+        8,
+        2,
+        64,
+    ),
+    "uneven_first_last_interleaved": (
+        "llama3-405b",
+        8192,
+        1e12,
+        "h200",
+        (8, 1, 8, 2, 1, "selective", "bf16", (16, 14, False, False)),
+        "cx7-400g",
+        8,
+        2,
+        64,
+    ),
+    "uneven_first_last": (
+        "bloom-176b",
+        2048,
+        3e11,
+        "h100-sxm",
+        (8, 1, 12, 1, 1, "selective", "bf16", (5, 5, False, False)),
+        "cx7-400g",
+        8,
+        2,
+        24,
+    ),
 }
 
 
 def make_plan(key: str):
-    model, seq, tokens, gpu, (tp, cp, pp, vp, mb, rc, prec), nic, nics, dp, m = PLANS[key]
+    model, seq, tokens, gpu, shape, nic, nics, dp, m = PLANS[key]
+    prec = shape[6]
     scenario = build_scenario(
         model=model, tokens=tokens, seq_len=seq, gpus=(gpu,), max_gpus=100_000, precision=prec
     )
-    plan = build_plan(scenario, Config(Shape(gpu, tp, cp, pp, vp, mb, rc, prec), nic, nics, dp, m))
+    plan = build_plan(scenario, Config(Shape(gpu, *shape), nic, nics, dp, m))
     return scenario, plan
 
 
@@ -99,6 +134,10 @@ def effective(layout) -> dict:
         "sp": layout.sp,
         "zero": layout.zero,
         "precision": layout.precision,
+        "first_stage_layers": layout.first_stage_layers,
+        "last_stage_layers": layout.last_stage_layers,
+        "embedding_in_split": layout.embedding_in_split,
+        "loss_in_split": layout.loss_in_split,
     }
 
 
@@ -128,7 +167,13 @@ def test_megatron_round_trip_same_layout_and_evaluation(key):
 
 
 def test_round_trip_covers_cp_interleaving_gqa_fp8():
-    layouts = [make_plan(k)[1].evaluation.layout for k in PLANS]
+    plans = [make_plan(k)[1] for k in PLANS]
+    layouts = [p.evaluation.layout for p in plans]
+    assert any(lay.embedding_in_split and lay.loss_in_split and lay.vp > 1 for lay in layouts)
+    assert any(lay.first_stage_layers and lay.vp > 1 for lay in layouts)
+    assert any(lay.first_stage_layers and lay.vp == 1 for lay in layouts)
+    for p in plans:  # every plan here is one Megatron-LM accepts
+        assert "divisibility" not in {v.constraint for v in p.evaluation.violations}
     assert any(lay.cp > 1 for lay in layouts)
     assert any(lay.vp > 1 for lay in layouts)
     assert any(lay.precision == "fp8" for lay in layouts)
@@ -225,6 +270,41 @@ def test_vocabularies_say_version_and_source():
     assert "trainer.strategy.tensor_model_parallel_size" in nemo
 
 
+def test_uneven_split_flags_in_every_format():
+    tomllib = pytest.importorskip("tomllib")
+    job = Launch.from_plan(*make_plan("uneven_first_last_interleaved"))
+    args = dict(megatron_args(job))
+    assert args["--decoder-first-pipeline-num-layers"] == "16"
+    assert args["--decoder-last-pipeline-num-layers"] == "14"
+    # Megatron-LM refuses --num-layers-per-virtual-pipeline-stage with an uneven first/last
+    assert args["--num-virtual-stages-per-pipeline-rank"] == "2"
+    assert "--num-layers-per-virtual-pipeline-stage" not in args
+    fields = dict(nemo_fields(job))
+    assert fields["model.config.num_layers_in_first_pipeline_stage"] == 16
+    assert fields["model.config.num_layers_in_last_pipeline_stage"] == 14
+    parts = tomllib.loads(emit(job, "torchtitan"))["parallelism"]["module_fqns_per_model_part"]
+    # virtual stage s on rank s mod 8: rank 0's two chunks hold 8 layers each, rank 7's 7
+    assert (
+        len(parts) == 16
+        and parts[0][0] == "tok_embeddings"
+        and parts[-1][-2:] == ["norm", "output"]
+    )
+    assert [len([n for n in p if n.startswith("layers.")]) for p in parts[:8]] == [8] * 7 + [7]
+    assert sum(len([n for n in p if n.startswith("layers.")]) for p in parts) == 126
+    acc = Launch.from_plan(*make_plan("uneven_accounting_interleaved"))
+    args = dict(megatron_args(acc))
+    assert args["--num-layers-per-virtual-pipeline-stage"] == "2"  # (126 + 2) / 8 / 8
+    assert "--account-for-embedding-in-pipeline-split" in args
+    assert "--account-for-loss-in-pipeline-split" in args
+    par = tomllib.loads(emit(acc, "torchtitan"))["parallelism"]
+    assert par["pipeline_parallel_layers_per_stage"] == 2
+    assert par["pipeline_parallel_first_stage_less_layers"] == 1
+    assert par["pipeline_parallel_last_stage_less_layers"] == 1
+    assert dict(nemo_fields(acc))["model.config.account_for_loss_in_pipeline_split"] is True
+    even = dict(nemo_fields(Launch.from_plan(*make_plan("interleaved"))))
+    assert "model.config.num_layers_in_first_pipeline_stage" not in even
+
+
 def test_nemo_fields():
     fields = dict(nemo_fields(Launch.from_plan(*make_plan("interleaved"))))
     assert fields["trainer.num_nodes"] == 16 and fields["trainer.devices"] == 8
@@ -244,6 +324,9 @@ def test_torchtitan_toml():
     assert par["data_parallel_shard_degree"] == 8
     assert par["pipeline_parallel_schedule"] == "Interleaved1F1B"
     assert par["pipeline_parallel_layers_per_stage"] == 10
+    # torchtitan counts the embedding and the output as one layer each unless told not to
+    assert par["pipeline_parallel_first_stage_less_layers"] == 0
+    assert par["pipeline_parallel_last_stage_less_layers"] == 0
     assert doc["training"]["global_batch_size"] == 8 * 32
     assert doc["training"]["local_batch_size"] == 32  # one step's micro-batches per DP rank
     assert doc["activation_checkpoint"]["mode"] == "selective"

@@ -22,12 +22,8 @@ FIXED = {
     "min_batch_tokens": "--min-batch-tokens",
 }
 # the plan columns the diff compares: the layout and hardware, then the outcomes
-SETTINGS = tuple(
-    c
-    for c in PLAN_COLUMNS[: PLAN_COLUMNS.index("memory_gb_per_gpu")]
-    if c not in ("rank", "gpu", "gpus_per_node")
-)
-OUTCOMES = tuple(PLAN_COLUMNS[PLAN_COLUMNS.index("memory_gb_per_gpu") :])
+OUTCOMES = ("memory_gb_per_gpu", "step_time_s", "time_to_train_days", "cost_usd", "mfu")
+SETTINGS = tuple(c for c in PLAN_COLUMNS if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES))
 
 
 def question_for(run: ImportedRun, question: dict[str, Any], explicit: set[str]) -> dict[str, Any]:

@@ -50,8 +50,20 @@ def megatron_args(job: Launch) -> list[tuple[str, str | None]]:
         f("tp", lay.tp),
         f("pp", lay.pp),
     ]
+    first_last = lay.first_stage_layers is not None or lay.last_stage_layers is not None
     if lay.vp > 1:
-        out.append(f("layers_per_virtual_stage", job.layers_per_virtual_stage))
+        if first_last:  # Megatron-LM wants the stage count, not the layers, with these
+            out.append(f("virtual_stages", lay.vp))
+        else:
+            out.append(f("layers_per_virtual_stage", job.layers_per_virtual_stage))
+    if lay.first_stage_layers is not None:
+        out.append(f("first_stage_layers", lay.first_stage_layers))
+    if lay.last_stage_layers is not None:
+        out.append(f("last_stage_layers", lay.last_stage_layers))
+    if lay.embedding_in_split:
+        out.append(f("embedding_in_split"))
+    if lay.loss_in_split:
+        out.append(f("loss_in_split"))
     out.append(f("cp", lay.cp))
     if lay.sp:
         out.append(f("sequence_parallel"))
@@ -164,6 +176,14 @@ def nemo_fields(job: Launch) -> list[tuple[str, object]]:
         f("recompute_method", recompute[1]),
         f("recompute_num_layers", recompute[2]),
     ]
+    if lay.first_stage_layers is not None:
+        out.append(f("first_stage_layers", lay.first_stage_layers))
+    if lay.last_stage_layers is not None:
+        out.append(f("last_stage_layers", lay.last_stage_layers))
+    if lay.embedding_in_split:
+        out.append(f("embedding_in_split", True))
+    if lay.loss_in_split:
+        out.append(f("loss_in_split", True))
     return out
 
 
@@ -213,7 +233,13 @@ def torchtitan_sections(job: Launch) -> dict[str, dict[str, object]]:
     }
     if pipelined:
         par["pipeline_parallel_schedule"] = "Interleaved1F1B" if lay.vp > 1 else "1F1B"
-        par["pipeline_parallel_layers_per_stage"] = job.layers_per_virtual_stage
+        if lay.first_stage_layers is not None or lay.last_stage_layers is not None:
+            par["module_fqns_per_model_part"] = torchtitan_model_parts(job)
+        else:
+            # torchtitan counts the embedding and the output as one layer each by default
+            par["pipeline_parallel_layers_per_stage"] = job.layers_per_virtual_stage
+            par["pipeline_parallel_first_stage_less_layers"] = int(lay.embedding_in_split)
+            par["pipeline_parallel_last_stage_less_layers"] = int(lay.loss_in_split)
         par["pipeline_parallel_microbatch_size"] = lay.micro_batch
     sections["parallelism"] = par
     ac: dict[str, object] = {"mode": lay.recompute}
@@ -225,6 +251,26 @@ def torchtitan_sections(job: Launch) -> dict[str, dict[str, object]]:
         if unknown:
             raise KeyError(f"torchtitan [{name}] has no field {sorted(unknown)}")
     return sections
+
+
+def torchtitan_model_parts(job: Launch) -> list[list[str]]:
+    """Module names of every model chunk in stage order (virtual stage s on rank s mod p, as
+    Interleaved1F1B and Megatron-LM place them), each rank's layers split evenly over its
+    v chunks; Llama-style names."""
+    lay = job.layout
+    per_chunk = [n // lay.vp for n in job.stage_layers]
+    parts: list[list[str]] = []
+    layer = 0
+    for chunk in range(lay.vp):
+        for rank in range(lay.pp):
+            names = [f"layers.{i}" for i in range(layer, layer + per_chunk[rank])]
+            layer += per_chunk[rank]
+            if chunk == 0 and rank == 0:
+                names.insert(0, "tok_embeddings")
+            if chunk == lay.vp - 1 and rank == lay.pp - 1:
+                names += ["norm", "output"]
+            parts.append(names)
+    return parts
 
 
 def _toml(value: object) -> str:

@@ -188,17 +188,29 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
 
 
 def _vp(m: _Flags, layers: int, pp: int) -> int:
+    """Virtual stages per rank: --num-virtual-stages-per-pipeline-rank, or the layers per
+    pipeline stage (the embedding and loss counted when accounted for) over
+    --num-layers-per-virtual-pipeline-stage, as validate_args derives it."""
     per_stage = m.integer("layers_per_virtual_stage")
     stages = m.integer("virtual_stages")
     vp = stages or 1
     if per_stage is not None:
         name = m.name("layers_per_virtual_stage")
-        if layers % pp or (layers // pp) % per_stage:
+        for setting in ("first_stage_layers", "last_stage_layers"):
+            if m.given(setting):
+                raise _fail(
+                    name,
+                    f"Megatron-LM does not take it with {m.name(setting)}; give "
+                    f"{flag('megatron', 'virtual_stages')} instead",
+                )
+        counted = layers + m.switch("embedding_in_split") + m.switch("loss_in_split")
+        if counted % pp or (counted // pp) % per_stage:
             raise _fail(
                 name,
-                f"{per_stage} layers per virtual stage do not divide the {layers} layers over "
+                f"{per_stage} layers per virtual stage do not divide the {counted} layers over "
                 f"{pp} pipeline stages evenly",
             )
+        layers = counted
         from_layers = layers // pp // per_stage
         if stages is not None and stages != from_layers:
             raise _fail(
@@ -279,13 +291,22 @@ def parse_megatron(words: list[str]) -> ImportedRun:
         sequence_parallel=m.switch("sequence_parallel") and tp > 1,
         zero=1 if m.switch("distributed_optimizer") else 0,
         precision=precision,
+        first_stage_layers=m.integer("first_stage_layers"),
+        last_stage_layers=m.integer("last_stage_layers"),
+        embedding_in_split=m.switch("embedding_in_split"),
+        loss_in_split=m.switch("loss_in_split"),
     )
+    vp_flag = m.name("virtual_stages" if m.given("virtual_stages") else "layers_per_virtual_stage")
     names = {
         "--tp": m.name("tp"),
-        "--pp/--vp": f"{m.name('pp')}/{m.name('layers_per_virtual_stage')}",
+        "--pp": m.name("pp"),
         "--global-batch": m.name("global_batch"),
         "--cp": m.name("cp"),
-        "--vp": m.name("layers_per_virtual_stage"),
+        "--vp": vp_flag,
+        "--first-stage-layers": m.name("first_stage_layers"),
+        "--last-stage-layers": m.name("last_stage_layers"),
+        "--embedding-in-split": m.name("embedding_in_split"),
+        "--loss-in-split": m.name("loss_in_split"),
     }
     broken = divisibility_violations(spec, layout, seq)
     if broken:

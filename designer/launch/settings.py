@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from designer import render
 from designer.errors import Infeasible
 from models import Layout, TransformerSpec
+from models.pipeline import stage_layers
 from solvers import Plan, Scenario
 
 
@@ -73,4 +74,13 @@ class Launch:
 
     @property
     def layers_per_virtual_stage(self) -> int:
-        return self.spec.layers // (self.layout.pp * self.layout.vp)
+        """Layers per virtual stage as Megatron-LM and torchtitan count them: the embedding
+        and the loss count as one layer each when the split accounts for them."""
+        lay = self.layout
+        counted = self.spec.layers + int(lay.embedding_in_split) + int(lay.loss_in_split)
+        return counted // (lay.pp * lay.vp)
+
+    @property
+    def stage_layers(self) -> tuple[int, ...]:
+        """Transformer layers of each pipeline rank (models.pipeline.stage_layers)."""
+        return stage_layers(self.spec.layers, self.layout)
