@@ -1,6 +1,9 @@
-"""Predicted memory per GPU against Megatron-LM's published formulas.
+"""Predicted memory per GPU against Megatron-LM's published formulas and published runs.
 
-Usage: python bench/memory.py
+Usage: python bench/memory.py [--published]
+--published: the published runs (designer/published.py) that the memory model says
+would not fit in their GPUs, although they ran, for 0, 1 and 2 bytes per parameter of
+FP8 weight copies (Assumptions.fp8_weight_cache_bytes).
 For the four GPT configurations of Korthikanti et al. 2022 ("Reducing
 Activation Recomputation in Large Transformer Models", Table 3: 22B, 175B,
 530B, 1T; sequence 2,048, TP 8) at micro-batch 1, prints models/memory.py's
@@ -159,5 +162,24 @@ def main() -> None:
         )
 
 
+def published_check() -> None:
+    from catalog import load_catalog
+    from designer.published import MODERN_ASSUMPTIONS, read_runs, runs_over_memory
+
+    catalog = load_catalog()
+    runs, _ = read_runs(catalog)
+    for cache in (0.0, 1.0, 2.0):
+        a = MODERN_ASSUMPTIONS.model_copy(update={"fp8_weight_cache_bytes": cache})
+        over = runs_over_memory(runs, catalog, a)
+        print(
+            f"fp8_weight_cache_bytes {cache:g}: {len(over)} of {len(runs)} runs predicted not to fit"
+        )
+        for run, gb, cap in over:
+            print(f"    {run.name}: {gb:.0f} of {cap:.0f} GB")
+
+
 if __name__ == "__main__":
-    main()
+    if "--published" in sys.argv[1:]:
+        published_check()
+    else:
+        main()

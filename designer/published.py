@@ -376,3 +376,18 @@ def published_evidence(catalog: Catalog) -> dict[str, Evidence]:
             preds, f"published runs (bench/data/published): {counts}", tuple(precisions)
         )
     return out
+
+
+def runs_over_memory(
+    runs: list[PublishedRun], catalog: Catalog, assumptions: Assumptions = MODERN_ASSUMPTIONS
+) -> list[tuple[PublishedRun, float, float]]:
+    """The runs whose predicted memory per GPU exceeds the GPU's, with (GB, capacity):
+    every run here did run, so each one is a memory-model error."""
+    cat = catalog.with_stack(MODERN_STACK)
+    out = []
+    for run in runs:
+        hw = Hardware.from_catalog(cat, run.gpu, run.nic, run.nics_per_node)
+        ev = evaluate(run.spec, hw, run.layout, run.seq_len, assumptions=assumptions)
+        if ev.memory.total > ev.memory.capacity:
+            out.append((run, ev.memory.total, ev.memory.capacity))
+    return out

@@ -185,6 +185,13 @@ class Evaluation:
         }
 
 
+def with_profile(a: Assumptions, gpu: GPUSpec) -> Assumptions:
+    """The assumptions a GPU's stack profile implies: FlashAttention when the profile
+    runs attention as FlashAttention (``attention_efficiency`` set)."""
+    flash = gpu.calibration.attention_efficiency is not None
+    return a if a.flash_attention == flash else a.model_copy(update={"flash_attention": flash})
+
+
 def evaluate(
     spec: TransformerSpec,
     hw: Hardware,
@@ -194,7 +201,7 @@ def evaluate(
     assumptions: Assumptions | None = None,
 ) -> Evaluation:
     """Analyse one layout like a dry run of a training launch."""
-    a = assumptions or Assumptions()
+    a = with_profile(assumptions or Assumptions(), hw.gpu)
     s = seq_len or spec.seq_len
     peak = hw.gpu.peak_tflops(layout.precision)
     if peak is None:

@@ -118,6 +118,21 @@ class Assumptions(BaseModel):
         description="fraction of the last micro-batch's backward that hides DP gradient traffic "
         "(0 = no gradient bucketing, as in the calibration set)",
     )
+    flash_attention: bool = Field(
+        False,
+        description="FlashAttention (Dao et al. 2022): the attention score matrix is never "
+        "stored, so activations lack Korthikanti's 5as/h term whatever the recomputation; "
+        "the callers set it from the stack's profile (its attention_efficiency)",
+    )
+    fp8_weight_cache_bytes: float = Field(
+        1.0,
+        ge=0,
+        description="bytes per parameter of the FP8 weight copies an FP8 run keeps between "
+        "micro-batches (Transformer Engine caches the cast weight on the first micro-batch); "
+        "1: the FP8 copy, whose transpose is cast on the fly. Checked on the published runs: "
+        "with 2 bytes (a cached transpose too) 7 of 120 runs that ran would not fit, with 1 "
+        "byte 4 (bench/memory.py --published)",
+    )
     runtime_reserved_gb: float = Field(
         0.0,
         ge=0,

@@ -134,7 +134,11 @@ def model_state_gb(
 
 @lru_cache(maxsize=1 << 16)
 def rank_activation_gb(
-    spec: TransformerSpec, layout: Layout, seq_len: int, load: StageLoad
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    load: StageLoad,
+    flash_attention: bool = False,
 ) -> float:
     """Activations of one GPU of a rank: its layers x per-layer bytes x micro-batches in
     flight on that rank (models.pipeline.in_flight_at_rank; the first rank as
@@ -143,8 +147,10 @@ def rank_activation_gb(
     Full recomputation also materialises one layer's activations during its
     backward (the working set of the recomputed layer).
     """
+    # FlashAttention stores no score matrix: its "none" keeps what "selective" keeps
+    kept = "selective" if flash_attention and layout.recompute == "none" else layout.recompute
     per_layer = activation_bytes_per_layer(
-        spec, seq_len, layout.micro_batch, layout.tp, layout.sp, layout.recompute, layout.cp
+        spec, seq_len, layout.micro_batch, layout.tp, layout.sp, kept, layout.cp
     )
     held = in_flight_at_rank(load.rank, layout.pp, layout.vp, layout.grad_accum)
     total = per_layer * load.layers * held
@@ -174,6 +180,14 @@ def min_gpus_for_memory(total_gb: float, capacity_gb: float) -> int:
     return math.ceil(total_gb / capacity_gb - 1e-9)
 
 
+def fp8_weight_cache_gb(params_per_gpu: float, layout: Layout, a: Assumptions) -> float:
+    """FP8 runs keep an FP8 copy of each weight and its transpose between micro-batches
+    (``fp8_weight_cache_bytes``, not sharded by ZeRO); 0 in BF16."""
+    if layout.precision != "fp8":
+        return 0.0
+    return params_per_gpu * a.fp8_weight_cache_bytes / GB
+
+
 def _rank_memory(
     spec: TransformerSpec,
     layout: Layout,
@@ -183,7 +197,7 @@ def _rank_memory(
 ) -> tuple[float, float, float, float, float]:
     """(weights, gradients, optimizer, activations, logits) GB of one GPU of a rank, unsharded."""
     params = rank_params(spec, layout, load)
-    act = rank_activation_gb(spec, layout, seq_len, load)
+    act = rank_activation_gb(spec, layout, seq_len, load, a.flash_attention)
     logits = logits_gb(spec, layout, seq_len, "last" if load.output else "first")
     return (
         params * a.weight_bytes / GB,
@@ -210,8 +224,10 @@ def memory_per_gpu(
     temporaries); both are explicit assumptions, 0 by default."""
     best: MemoryBreakdown | None = None
     for load in stage_loads(spec.layers, layout):
-        w, g, o = model_state_gb(rank_params(spec, layout, load), layout, a)
-        act = rank_activation_gb(spec, layout, seq_len, load)
+        params = rank_params(spec, layout, load)
+        w, g, o = model_state_gb(params, layout, a)
+        w += fp8_weight_cache_gb(params, layout, a)  # reported with the weights
+        act = rank_activation_gb(spec, layout, seq_len, load, a.flash_attention)
         logits = logits_gb(spec, layout, seq_len, "last" if load.output else "first")
         overhead = a.memory_overhead_fraction * (w + g + o + act + logits)
         other = a.runtime_reserved_gb + logits + overhead
@@ -238,7 +254,8 @@ def memory_terms(
         w, g, o, act, logits = _rank_memory(spec, layout, seq_len, a, load)
         scale = 1.0 + a.memory_overhead_fraction
         shard = {0: 0.0, 1: o, 2: o + g}.get(layout.zero, o + g + w)
-        fixed = (w + g + o + act + logits - shard) * scale + a.runtime_reserved_gb
+        cache = fp8_weight_cache_gb(rank_params(spec, layout, load), layout, a)
+        fixed = (w + g + o + act + logits + cache - shard) * scale + a.runtime_reserved_gb
         term = (fixed, shard * scale)
         middle = load.rank not in (0, loads[-1].rank)
         if middle and term[0] <= out[0][0] and term[1] <= out[0][1]:

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from catalog.specs import GPUSpec, NICSpec
 from models.comm import tp_bandwidth_limit
+from models.evaluate import with_profile
 from models.feasibility import TOL, divisibility_violations
 from models.layout import Layout, Network
 from models.memory import memory_terms
@@ -171,7 +172,8 @@ class Candidate:
     def dp_min_memory(self) -> int | None:
         if self._dp_min is _UNSET:
             src, shape = self._source, self.shape
-            key = shape[1:]  # all but the GPU: the memory terms do not depend on it
+            # all but the GPU: the memory terms depend on it only through FlashAttention
+            key = (src.gpu.calibration.attention_efficiency is not None, *shape[1:])
             terms = src.terms_cache.get(key)
             if terms is None:
                 terms = src.terms_cache[key] = shape_memory_terms(src.scenario, shape)
@@ -242,7 +244,8 @@ def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> fro
 def shape_memory_terms(scenario: Scenario, shape: Shape) -> list[tuple[float, float]]:
     """models.memory.memory_terms of the shape's layout (any DP degree)."""
     layout = shape.layout(1, max(1, shape.pp))
-    return memory_terms(scenario.spec, layout, scenario.seq_len, scenario.assumptions)
+    a = with_profile(scenario.assumptions, scenario.catalog.gpu(shape.gpu))
+    return memory_terms(scenario.spec, layout, scenario.seq_len, a)
 
 
 def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | None:

@@ -174,3 +174,48 @@ def test_evaluate_stack_option(tmp_path):
     assert modern["step_time_s"] < old["step_time_s"]
     bad = runner.invoke(cli, [*args, "--stack", "nope"])
     assert bad.exit_code == 2 and "--stack" in bad.output
+
+
+def test_fp8_keeps_weight_copies_in_memory(spec):
+    """FP8 adds the cached FP8 weight copies (fp8_weight_cache_bytes per parameter of the
+    stage), in memory_per_gpu and in the solver's memory_terms alike."""
+    from models.memory import memory_per_gpu, memory_terms, rank_params
+    from models.pipeline import stage_loads
+
+    a = Assumptions()
+    bf16 = Layout(**LAYOUT, precision="bf16")
+    fp8 = Layout(**LAYOUT, precision="fp8")
+    m16 = memory_per_gpu(spec, bf16, 4096, 80.0, a)
+    m8 = memory_per_gpu(spec, fp8, 4096, 80.0, a)
+    params = max(rank_params(spec, fp8, load) for load in stage_loads(spec.layers, fp8))
+    # the most loaded rank (first or last) holds about the largest rank's parameters
+    assert m8.weights - m16.weights == pytest.approx(
+        params * a.fp8_weight_cache_bytes / 1e9, rel=1e-4
+    )
+    fixed, sharded = max(memory_terms(spec, fp8, 4096, a))
+    assert fixed + sharded / (fp8.dp * fp8.cp) == pytest.approx(m8.total, rel=1e-9)
+
+
+def test_flash_attention_stores_no_score_matrix(catalog, spec):
+    """Under a FlashAttention profile "none" keeps what "selective" keeps; under the 2022
+    profile the 5as/h score term makes "none" much larger."""
+    lay = dict(LAYOUT, recompute="none")
+    modern = evaluate(spec, Hardware.from_catalog(catalog, "h100-sxm"), Layout(**lay))
+    old = evaluate(
+        spec, Hardware.from_catalog(catalog.with_stack("vtrain-2022"), "h100-sxm"), Layout(**lay)
+    )
+    selective = evaluate(
+        spec, Hardware.from_catalog(catalog, "h100-sxm"), Layout(**dict(lay, recompute="selective"))
+    )
+    assert modern.memory.activations == pytest.approx(selective.memory.activations)
+    assert old.memory.activations > 1.5 * modern.memory.activations
+
+
+def test_published_runs_fit_in_predicted_memory(catalog):
+    """Every published run did run: the memory model (FlashAttention, FP8 weight copies)
+    must say almost all of them fit (bench/memory.py --published lists the exceptions)."""
+    from designer.published import read_runs, runs_over_memory
+
+    runs, _ = read_runs(catalog)
+    over = runs_over_memory(runs, catalog)
+    assert len(over) <= 0.05 * len(runs), [r.name for r, _, _ in over]
