@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from catalog import CatalogError, load_catalog
-from catalog.specs import DEFAULT_STACK, STACKS
+from catalog.specs import DEFAULT_STACK, STACKS, Calibration, Evidence
 from designer import render, report
 from designer.compare import compare
 from designer.errors import Infeasible, UsageError
@@ -223,16 +223,27 @@ def catalog_show(catalog_files: tuple[Path, ...], name: str, as_json: bool) -> N
     if as_json:
         emit_json(d)
         return
+    if name in cat.gpus:
+        d.pop("calibration", None)  # the text lists every stack's profile under stacks:
     _print_fields(d)
 
 
-def _print_fields(d: dict[str, Any], indent: int = 0) -> None:
+# units and meaning of the performance-model constants, shown beside their values
+_PROFILE_FIELDS = {**Calibration.model_fields, **Evidence.model_fields}
+
+
+def _print_fields(d: dict[str, Any], indent: int = 0, profile: bool = False) -> None:
     for key, value in d.items():
         if isinstance(value, dict):
             click.echo(" " * indent + f"{key}:")
-            _print_fields(value, indent + 2)
+            _print_fields(value, indent + 2, profile or key in ("stacks", "measured"))
         else:
-            click.echo(" " * indent + f"{key:32s} {render.fmt(value)}")
+            text = render.fmt(list(value) if isinstance(value, tuple) else value)
+            field = _PROFILE_FIELDS.get(key) if profile else None
+            note = f"  ({field.description})" if field is not None and field.description else ""
+            if key in ("note", "sets"):
+                note = ""
+            click.echo(" " * indent + f"{key:32s} {text}{note}")
 
 
 # ---------------------------------------------------------------- evaluate
