@@ -302,6 +302,14 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
             "-", gpu.server.nic_slots, max(n.bw_gb_per_s_per_direction for n in nic_specs(scenario))
         )
         source = _Source(scenario, gpu, nominal, terms_cache)
+        # with FlashAttention, selective recomputation (of the attention scores) is what the
+        # kernel already does: the same time and memory as none, so one of the two is searched
+        flash = gpu.calibration.attention_efficiency is not None
+        recompute_modes = [
+            rc
+            for rc in scenario.recompute_modes
+            if not (flash and rc == "selective" and "none" in scenario.recompute_modes)
+        ]
         # the structural rules do not look at the micro-batch or the recomputation
         structural: dict[tuple, frozenset[str]] = {}
         blocked: dict[tuple, bool] = {}  # by an enforced structural family
@@ -316,7 +324,7 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
                             # smallest micro-batch that never fits
                             never_fits: dict[tuple[str, str], int] = {}
                             for mb in scenario.micro_batches:
-                                for rc in scenario.recompute_modes:
+                                for rc in recompute_modes:
                                     for prec in precisions:
                                         shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split)
                                         key = (tp, cp, pp, vp, prec, split)
