@@ -441,3 +441,21 @@ def test_sweep_rows_carry_the_evidence(override, extrapolated, tmp_path):
         < float(measured["days_hi"])
     )
     assert by_gpu[extrapolated]["evidence"] == "extrapolated"
+
+
+def test_default_search_keeps_only_measured_precisions():
+    """B200's runs are FP8: a BF16 question leaves it out by default, an FP8-or-BF16 question
+    searches it in FP8 only; --evidence any brings its BF16 back, marked extrapolated."""
+    from designer.questions import build_scenario
+
+    bf16 = build_scenario(budget=30e6)
+    assert "b200" not in bf16.gpus and "h100-sxm" in bf16.gpus
+    both = build_scenario(budget=30e6, precision="any")
+    assert "b200" in both.gpus
+    assert ("b200", "bf16") in both.unmeasured and ("b200", "fp8") not in both.unmeasured
+    anything = build_scenario(budget=30e6, evidence="any")
+    assert "b200" in anything.gpus and not anything.unmeasured
+    doc = run_json(["compare", "--budget", "30M", "--no-explain", "--precision", "any"])
+    rows = {p["gpu"]: p for p in doc["plans"]}
+    assert rows["b200"]["precision"] == "fp8"
+    assert rows["b200"]["evidence"]["status"] == "measured"
