@@ -80,7 +80,7 @@ def objective_factory():
     def hardware(x):
         values = {f: float(np.clip(v, *BOUNDS[f])) for f, v in zip(FIELDS, x, strict=True)}
         cal = base_hw.gpu.calibration.model_copy(update=values)
-        gpu = base_hw.gpu.model_copy(update={"calibration": cal})
+        gpu = base_hw.gpu.with_calibration(cal)
         return dataclasses.replace(base_hw, gpu=gpu), values
 
     def objective(x):
@@ -94,8 +94,8 @@ def objective_factory():
 def published_objective_factory(gpu_name: str, fields: tuple[str, ...]):
     """Objective on the published runs of one GPU under the megatron-core profile."""
     from designer.published import MODERN_STACK, read_runs
-    from designer.published import mape as pub_mape
     from designer.published import predict as pub_predict
+    from designer.published import mape as pub_mape
 
     catalog = load_catalog().with_stack(MODERN_STACK)
     runs = [r for r in read_runs(catalog)[0] if r.gpu == gpu_name]
