@@ -93,10 +93,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.evidence:
-        text = evidence_text()
+        blocks = evidence_blocks()
         if args.write_catalog:
-            write_catalog_evidence(text)
-        print(text, end="")
+            write_catalog_evidence(blocks)
+        print(evidence_text(blocks), end="")
         return
     names = {
         "both": ("multi", "single"),
@@ -121,7 +121,7 @@ def published_report(worst: int, list_skipped: bool) -> None:
     errors = [abs(p.error) for p in preds]
     print(
         f"published: {len(preds)} runs under {published.MODERN_STACK}, MAPE "
-        f"{100 * published.mape(preds):.1f}%, median APE {100 * statistics.median(errors):.1f}%, "
+        f"{100 * mape(preds):.1f}%, median APE {100 * statistics.median(errors):.1f}%, "
         f"worst {100 * max(errors):.1f}%"
     )
     sections = (
@@ -135,7 +135,7 @@ def published_report(worst: int, list_skipped: bool) -> None:
         print(f"  {title}:")
         for group, ps in sorted(published.by_group(subset).items()):
             print(
-                f"    {group:>16}: n={len(ps):3d}  MAPE {100 * published.mape(ps):5.1f}%  "
+                f"    {group:>16}: n={len(ps):3d}  MAPE {100 * mape(ps):5.1f}%  "
                 f"worst {100 * max(abs(p.error) for p in ps):5.1f}%  "
                 f"mean signed {100 * sum(p.error for p in ps) / len(ps):+5.1f}%"
             )
@@ -157,19 +157,20 @@ def published_report(worst: int, list_skipped: bool) -> None:
                 print(f"           {s.gpu}: {s.name}")
 
 
-def evidence_text() -> str:
-    """The catalog's measured: blocks, from the calibration sets' errors."""
+def evidence_blocks() -> dict[str, list[str]]:
+    """Per GPU, the YAML lines of its catalog measured: block, from the calibration sets'
+    errors."""
     catalog = load_catalog()
-    blocks: dict[str, dict] = defaultdict(dict)
+    by_gpu: dict[str, dict] = defaultdict(dict)
     for gpu, ev in published.published_evidence(catalog).items():
-        blocks[gpu][published.MODERN_STACK] = ev
+        by_gpu[gpu][published.MODERN_STACK] = ev
     gpu, stack, ev = vtrain_evidence(catalog)
-    blocks[gpu][stack] = ev
-    out = []
-    for gpu in sorted(blocks):
-        out += [f"  {gpu}:", "    measured:"]
-        for stack, e in sorted(blocks[gpu].items()):
-            out.append(f"      {stack}:")
+    by_gpu[gpu][stack] = ev
+    blocks = {}
+    for gpu in sorted(by_gpu):
+        lines = ["    measured:"]
+        for stack, e in sorted(by_gpu[gpu].items()):
+            lines.append(f"      {stack}:")
             for key, value in e.model_dump().items():
                 if isinstance(value, str):
                     text = f'"{value}"'
@@ -177,22 +178,20 @@ def evidence_text() -> str:
                     text = "[" + ", ".join(value) + "]"
                 else:
                     text = str(value)
-                out.append(f"        {key}: {text}")
-    return "\n".join(out) + "\n"
+                lines.append(f"        {key}: {text}")
+        blocks[gpu] = lines
+    return blocks
 
 
-def write_catalog_evidence(text: str) -> None:
+def evidence_text(blocks: dict[str, list[str]]) -> str:
+    """The blocks as they sit under each GPU's entry in catalog/data/gpus.yaml."""
+    return "".join(f"  {gpu}:\n" + "\n".join(lines) + "\n" for gpu, lines in blocks.items())
+
+
+def write_catalog_evidence(blocks: dict[str, list[str]]) -> None:
     """Replace (or add) each GPU's measured: block in catalog/data/gpus.yaml, in place."""
     path = Path(__file__).resolve().parent.parent / "catalog" / "data" / "gpus.yaml"
     doc = path.read_text(encoding="utf-8")
-    blocks: dict[str, list[str]] = {}
-    gpu = ""
-    for line in text.splitlines():
-        if line.startswith("  ") and not line.startswith("   ") and line.endswith(":"):
-            gpu = line.strip().rstrip(":")
-            blocks[gpu] = []
-        else:
-            blocks[gpu].append(line)
     for gpu, lines in blocks.items():
         entry = doc.index(f"\n  {gpu}:\n")
         stacks = doc.index("    stacks:\n", entry)
@@ -246,7 +245,7 @@ def scatter(names, path: str, with_published: bool = True) -> None:
                     f"{group} (megatron-core)",
                     [p.run.measured_step_s for p in ps],
                     [p.predicted_step_s for p in ps],
-                    published.mape(ps),
+                    mape(ps),
                 )
             )
     cols = 3

@@ -95,7 +95,7 @@ def published_objective_factory(gpu_name: str, fields: tuple[str, ...]):
     """Objective on the published runs of one GPU under the megatron-core profile."""
     from designer.published import MODERN_STACK, read_runs
     from designer.published import predict as pub_predict
-    from designer.published import mape as pub_mape
+    from designer.validation import mape as pub_mape
 
     catalog = load_catalog().with_stack(MODERN_STACK)
     runs = [r for r in read_runs(catalog)[0] if r.gpu == gpu_name]

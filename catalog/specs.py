@@ -144,6 +144,11 @@ class Calibration(_Strict):
     )
     note: str = Field(min_length=1, description="how the constants were fitted")
 
+    @property
+    def flash_attention(self) -> bool:
+        """Whether the profile runs attention as FlashAttention (``attention_efficiency`` set)."""
+        return self.attention_efficiency is not None
+
 
 class ServerSpec(_Strict):
     """The server (or rack-scale system) the GPU ships in."""

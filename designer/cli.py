@@ -21,7 +21,13 @@ from designer.errors import Infeasible, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
 from designer.launch import diff as megatron_diff
 from designer.numbers import Days, Quantity
-from designer.questions import DEFAULT_MODEL, build_scenario, evaluate_config, load_question_file
+from designer.questions import (
+    DEFAULT_MODEL,
+    EVIDENCE_CHOICES,
+    build_scenario,
+    evaluate_config,
+    load_question_file,
+)
 from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_model, zoo
 from models.evidence import evaluation_evidence
 from models.feasibility import divisibility_violations
@@ -548,9 +554,9 @@ def _hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hard
         raise UsageError(f"{option}: {err}") from err
 
 
-def _evaluation_text(ev, evidence: dict[str, Any] | None = None) -> str:
-    """evaluate's report; with ``evidence`` (models.evidence.evaluation_evidence) the
-    evidence line and the measured ranges of step time and time to train."""
+def _evaluation_text(ev, evidence: dict[str, Any]) -> str:
+    """evaluate's report, with the evidence line (models.evidence.evaluation_evidence) and
+    the measured ranges of step time and time to train."""
     lay = ev.layout
     m = ev.memory
     lines = [
@@ -631,15 +637,14 @@ def _evaluation_text(ev, evidence: dict[str, Any] | None = None) -> str:
         f"throughput: {ev.tokens_per_s:,.0f} tokens/s, {ev.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, MFU {100 * ev.mfu:.1f}%"
     )
     lines.append(report.cluster_line(ev))
-    if evidence is not None:
-        step = evidence["step_time_s_range"]
-        lines.append(
-            f"evidence ({evidence['stack']} profile): {evidence['line']}; step time "
-            f"{float(ev.step_time_s):.2f} s (measured range {report.span(step)} s)"
-        )
+    step = evidence["step_time_s_range"]
+    lines.append(
+        f"evidence ({evidence['stack']} profile): {evidence['line']}; step time "
+        f"{float(ev.step_time_s):.2f} s (measured range {report.span(step)} s)"
+    )
     days = ev.time_to_train_days
     if days is not None:
-        shown = report.with_range(days, evidence["days_range"] if evidence else None, ".1f")
+        shown = report.with_range(days, evidence["days_range"], ".1f")
         lines.append(
             f"time to train: {shown} days; capex {render.usd(ev.capex)}, cloud {render.usd(ev.cloud_cost)}, "
             f"tco {render.usd(ev.tco_cost)} (energy {render.usd(ev.energy_cost)})"
@@ -803,7 +808,7 @@ QUESTION_OPTIONS = [
     ),
     click.option(
         "--evidence",
-        type=click.Choice(("measured", "any")),
+        type=click.Choice(EVIDENCE_CHOICES),
         default="measured",
         show_default=True,
         help="Search GPUs with measured training runs only, or any (extrapolated ones marked).",

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
+from designer.validation import evidence_record, padded_vocab
 from models import flops
 from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
@@ -155,8 +153,7 @@ def _spec(row: dict[str, str], tp: int) -> TransformerSpec | str:
     ffn = _int(row["ffn_hidden"])
     if ffn is None:
         ffn = 4 * hidden  # GPT-3 and Nemotron-4 (squared ReLU) use 4h
-    vocab = _int(row["vocab"]) or 51200
-    vocab = math.ceil(vocab / (128 * tp)) * 128 * tp  # Megatron pads to 128 x TP
+    vocab = padded_vocab(_int(row["vocab"]) or 51200, tp)
     return TransformerSpec(
         name=re.sub(r"\s+", "-", row["name"].strip())[:60],
         layers=layers,
@@ -312,21 +309,22 @@ def read_runs(
     return runs, skipped
 
 
+def _evaluations(runs: list[PublishedRun], catalog: Catalog, stack: str, assumptions: Assumptions):
+    """Each run with its evaluation under ``stack`` (the catalog's profiles)."""
+    cat = catalog.with_stack(stack)
+    for run in runs:
+        hw = Hardware.from_catalog(cat, run.gpu, run.nic, run.nics_per_node)
+        yield run, evaluate(run.spec, hw, run.layout, run.seq_len, assumptions=assumptions)
+
+
 def predict(
     runs: list[PublishedRun], catalog: Catalog, stack: str = MODERN_STACK
 ) -> list[Prediction]:
     """Each run's predicted step time under ``stack`` (the catalog's profiles)."""
-    cat = catalog.with_stack(stack)
-    out = []
-    for run in runs:
-        hw = Hardware.from_catalog(cat, run.gpu, run.nic, run.nics_per_node)
-        ev = evaluate(run.spec, hw, run.layout, run.seq_len, assumptions=MODERN_ASSUMPTIONS)
-        out.append(Prediction(run, ev.step_time_s, ev.breakdown.as_dict()))
-    return out
-
-
-def mape(preds: list[Prediction]) -> float:
-    return sum(abs(p.error) for p in preds) / len(preds)
+    return [
+        Prediction(run, ev.step_time_s, ev.breakdown.as_dict())
+        for run, ev in _evaluations(runs, catalog, stack, MODERN_ASSUMPTIONS)
+    ]
 
 
 def by_group(preds: list[Prediction]) -> dict[str, list[Prediction]]:
@@ -334,29 +332,6 @@ def by_group(preds: list[Prediction]) -> dict[str, list[Prediction]]:
     for p in preds:
         groups.setdefault(p.run.group, []).append(p)
     return groups
-
-
-def error_band_pct(errors_pct: list[float]) -> tuple[float, float]:
-    """The 10th and 90th percentiles of signed errors (linear interpolation), or the
-    extremes with fewer than 10 runs: the band models/evidence.py reads a plan with."""
-    if len(errors_pct) < 10:
-        return min(errors_pct), max(errors_pct)
-    lo, hi = np.percentile(errors_pct, [10.0, 90.0])
-    return float(lo), float(hi)
-
-
-def evidence_record(errors_pct: list[float], sets: str, precisions: tuple[str, ...]) -> Evidence:
-    """The catalog's evidence record of a profile from its signed errors (percent, 2 dp)."""
-    lo, hi = error_band_pct(errors_pct)
-    return Evidence(
-        runs=len(errors_pct),
-        mape_pct=round(sum(abs(e) for e in errors_pct) / len(errors_pct), 2),
-        worst_pct=round(max(abs(e) for e in errors_pct), 2),
-        error_lo_pct=round(lo, 2),
-        error_hi_pct=round(hi, 2),
-        sets=sets,
-        precisions=precisions,
-    )
 
 
 def evidence(preds: list[Prediction], sets: str, precisions: tuple[str, ...]) -> Evidence:
@@ -383,11 +358,8 @@ def runs_over_memory(
 ) -> list[tuple[PublishedRun, float, float]]:
     """The runs whose predicted memory per GPU exceeds the GPU's, with (GB, capacity):
     every run here did run, so each one is a memory-model error."""
-    cat = catalog.with_stack(MODERN_STACK)
-    out = []
-    for run in runs:
-        hw = Hardware.from_catalog(cat, run.gpu, run.nic, run.nics_per_node)
-        ev = evaluate(run.spec, hw, run.layout, run.seq_len, assumptions=assumptions)
-        if ev.memory.total > ev.memory.capacity:
-            out.append((run, ev.memory.total, ev.memory.capacity))
-    return out
+    return [
+        (run, ev.memory.total, ev.memory.capacity)
+        for run, ev in _evaluations(runs, catalog, MODERN_STACK, assumptions)
+        if ev.memory.total > ev.memory.capacity
+    ]

@@ -93,10 +93,8 @@ def plan_entry(s: Scenario, plan, rank: int) -> dict[str, Any]:
     return entry
 
 
-def evidence_row(doc: dict[str, Any] | None) -> dict[str, Any]:
-    """The CSV's evidence columns from an evidence object (empty without one)."""
-    if doc is None:
-        return {c: "" for c in EVIDENCE_COLUMNS}
+def evidence_row(doc: dict[str, Any]) -> dict[str, Any]:
+    """The CSV's evidence columns from an evidence object."""
     step = doc.get("step_time_s_range") or [None, None]
     days = doc.get("days_range") or [None, None]
     return {
@@ -133,17 +131,15 @@ def with_range(value: float, rng: list | None, digits: str = ".2f") -> str:
     return f"{text} ({span(rng)})"
 
 
-def gpu_label(gpu: str, doc: dict[str, Any] | None) -> str:
+def gpu_label(gpu: str, doc: dict[str, Any]) -> str:
     """The GPU's name, tagged ``(extrapolated)`` when its profile has no measured run."""
-    if doc is not None and doc["status"] != "measured":
+    if doc["status"] != "measured":
         return f"{gpu} (extrapolated)"
     return gpu
 
 
-def evidence_cell(doc: dict[str, Any] | None) -> str:
+def evidence_cell(doc: dict[str, Any]) -> str:
     """The tables' evidence column: ``40 runs, 6.1%`` (mean error) or ``no runs``."""
-    if doc is None:
-        return "-"
     if doc["status"] != "measured":
         return "no runs" if not doc.get("runs") else f"other precision ({doc['runs']:,} runs)"
     return f"{doc['runs']:,} runs, {doc['mape_pct']:.1f}%"
@@ -239,17 +235,16 @@ def top_binding(binding: list | None) -> str:
     return ""
 
 
-def csv_text(res: SolveResult, binding: list | None, s: Scenario | None = None) -> str:
-    """One row per plan: the contract's columns, then the evidence columns (with ``s``)."""
+def csv_text(res: SolveResult, binding: list | None, s: Scenario) -> str:
+    """One row per plan: the contract's columns, then the evidence columns."""
     out = io.StringIO()
-    cols = CSV_COLUMNS if s is None else [*CSV_COLUMNS, *EVIDENCE_COLUMNS]
+    cols = [*CSV_COLUMNS, *EVIDENCE_COLUMNS]
     writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
     writer.writeheader()
     for i, p in enumerate(res.plans):
         row = _plain(p.as_dict(i + 1))
         row["top_binding"] = top_binding(binding) if i == 0 else ""
-        if s is not None:
-            row.update(evidence_row(plan_evidence(s, p)))
+        row.update(evidence_row(plan_evidence(s, p)))
         writer.writerow(row)
     return out.getvalue()
 
@@ -313,12 +308,12 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     return head + tail
 
 
-def plans_table(res: SolveResult, s: Scenario | None = None) -> str:
-    """The plans, one a row; with ``s``, the measured ranges of step and days and the evidence."""
+def plans_table(res: SolveResult, s: Scenario) -> str:
+    """The plans, one a row, with the measured ranges of step and days and the evidence."""
     rows = []
     for i, p in enumerate(res.plans):
         ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config
-        doc = plan_evidence(s, p) if s is not None else None
+        doc = plan_evidence(s, p)
         step = float(ev.step_time_s)
         days = float(ev.time_to_train_days or 0.0)
         rows.append(
@@ -333,11 +328,11 @@ def plans_table(res: SolveResult, s: Scenario | None = None) -> str:
                 cfg.microbatches,
                 lay.recompute,
                 f"{ev.memory.total:.1f}/{ev.memory.capacity:.0f}",
-                with_range(step, doc["step_time_s_range"]) if doc else step,
-                with_range(days, doc["days_range"]) if doc else days,
+                with_range(step, doc["step_time_s_range"]),
+                with_range(days, doc["days_range"]),
                 render.usd(p.cost_usd),
                 f"{100 * float(ev.mfu):.1f}%",
-                *((evidence_cell(doc),) if doc else ()),
+                evidence_cell(doc),
             )
         )
     return render.table(
@@ -356,7 +351,7 @@ def plans_table(res: SolveResult, s: Scenario | None = None) -> str:
             "days",
             "cost",
             "mfu",
-            *(("evidence",) if s is not None else ()),
+            "evidence",
         ],
         rows,
     )
@@ -421,10 +416,10 @@ def gpu_evidence(s: Scenario, gpu: str) -> dict[str, Any]:
     return _plain(evidence_model.gpu_evidence(s.catalog, gpu, s.stack))
 
 
-def compare_csv(rows, s: Scenario | None = None) -> str:
-    """One row per GPU type: the contract's columns, ``status``, then (with ``s``) the evidence."""
+def compare_csv(rows, s: Scenario) -> str:
+    """One row per GPU type: the contract's columns, ``status``, then the evidence."""
     out = io.StringIO()
-    cols = [*CSV_COLUMNS, "status", *(EVIDENCE_COLUMNS if s is not None else ())]
+    cols = [*CSV_COLUMNS, "status", *EVIDENCE_COLUMNS]
     writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
     writer.writeheader()
     for rank, row in enumerate(rows, start=1):
@@ -432,9 +427,8 @@ def compare_csv(rows, s: Scenario | None = None) -> str:
         entry = _plain(best.as_dict(rank)) if best else {"rank": rank, "gpu": row.gpu}
         entry["top_binding"] = row.top_binding
         entry["status"] = row.result.status
-        if s is not None:
-            doc = plan_evidence(s, best) if best else gpu_evidence(s, row.gpu)
-            entry.update(evidence_row(doc))
+        doc = plan_evidence(s, best) if best else gpu_evidence(s, row.gpu)
+        entry.update(evidence_row(doc))
         writer.writerow(entry)
     return out.getvalue()
 

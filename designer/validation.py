@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+import numpy as np
 
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
@@ -84,14 +88,18 @@ def read_rows(name: str = "multi") -> list[Row]:
     return rows
 
 
+def padded_vocab(vocab: int, tp: int) -> int:
+    """Megatron-LM pads the vocabulary to a multiple of 128 x TP."""
+    return math.ceil(vocab / (128 * tp)) * 128 * tp
+
+
 def row_model(row: Row) -> TransformerSpec:
-    vocab = math.ceil(50257 / (128 * row.tp)) * 128 * row.tp
     return TransformerSpec(
         name=f"gpt-h{row.hidden}-l{row.layers}",
         layers=row.layers,
         hidden=row.hidden,
         heads=row.heads,
-        vocab=vocab,
+        vocab=padded_vocab(50257, row.tp),
         seq_len=row.seq_len,
         tied_embeddings=True,
     )
@@ -123,8 +131,37 @@ def predict(rows: list[Row], catalog: Catalog, hw: Hardware | None = None) -> li
     return out
 
 
-def mape(preds: list[Prediction]) -> float:
+class HasError(Protocol):
+    @property
+    def error(self) -> float: ...
+
+
+def mape(preds: Sequence[HasError]) -> float:
+    """Mean absolute relative error of predictions (vTrain or published runs)."""
     return sum(abs(p.error) for p in preds) / len(preds)
+
+
+def error_band_pct(errors_pct: list[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles of signed errors (linear interpolation), or the
+    extremes with fewer than 10 runs: the band models/evidence.py reads a plan with."""
+    if len(errors_pct) < 10:
+        return min(errors_pct), max(errors_pct)
+    lo, hi = np.percentile(errors_pct, [10.0, 90.0])
+    return float(lo), float(hi)
+
+
+def evidence_record(errors_pct: list[float], sets: str, precisions: tuple[str, ...]) -> Evidence:
+    """The catalog's evidence record of a profile from its signed errors (percent, 2 dp)."""
+    lo, hi = error_band_pct(errors_pct)
+    return Evidence(
+        runs=len(errors_pct),
+        mape_pct=round(sum(abs(e) for e in errors_pct) / len(errors_pct), 2),
+        worst_pct=round(max(abs(e) for e in errors_pct), 2),
+        error_lo_pct=round(lo, 2),
+        error_hi_pct=round(hi, 2),
+        sets=sets,
+        precisions=precisions,
+    )
 
 
 def twin_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
@@ -154,9 +191,6 @@ def twin_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
 
 def vtrain_evidence(catalog: Catalog) -> tuple[str, str, Evidence]:
     """(GPU, stack, evidence) of the vtrain-2022 profile on both vTrain sets."""
-
-    from designer.published import evidence_record
-
     preds = predict(read_rows("multi"), catalog) + predict(read_rows("single"), catalog)
     return (
         VTRAIN_GPU,

@@ -188,7 +188,7 @@ class Evaluation:
 def with_profile(a: Assumptions, gpu: GPUSpec) -> Assumptions:
     """The assumptions a GPU's stack profile implies: FlashAttention when the profile
     runs attention as FlashAttention (``attention_efficiency`` set)."""
-    flash = gpu.calibration.attention_efficiency is not None
+    flash = gpu.calibration.flash_attention
     return a if a.flash_attention == flash else a.model_copy(update={"flash_attention": flash})
 
 

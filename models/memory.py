@@ -181,8 +181,8 @@ def min_gpus_for_memory(total_gb: float, capacity_gb: float) -> int:
 
 
 def fp8_weight_cache_gb(params_per_gpu: float, layout: Layout, a: Assumptions) -> float:
-    """FP8 runs keep an FP8 copy of each weight and its transpose between micro-batches
-    (``fp8_weight_cache_bytes``, not sharded by ZeRO); 0 in BF16."""
+    """FP8 runs keep FP8 copies of the weights between micro-batches
+    (``fp8_weight_cache_bytes`` per parameter, not sharded by ZeRO); 0 in BF16."""
     if layout.precision != "fp8":
         return 0.0
     return params_per_gpu * a.fp8_weight_cache_bytes / GB
@@ -194,8 +194,9 @@ def _rank_memory(
     seq_len: int,
     a: Assumptions,
     load: StageLoad,
-) -> tuple[float, float, float, float, float]:
-    """(weights, gradients, optimizer, activations, logits) GB of one GPU of a rank, unsharded."""
+) -> tuple[float, float, float, float, float, float]:
+    """(weights, gradients, optimizer, activations, logits, FP8 weight copies) GB of one
+    GPU of a rank, unsharded."""
     params = rank_params(spec, layout, load)
     act = rank_activation_gb(spec, layout, seq_len, load, a.flash_attention)
     logits = logits_gb(spec, layout, seq_len, "last" if load.output else "first")
@@ -205,6 +206,7 @@ def _rank_memory(
         params * a.optimizer_bytes / GB,
         act,
         logits,
+        fp8_weight_cache_gb(params, layout, a),
     )
 
 
@@ -251,10 +253,9 @@ def memory_terms(
     out: list[tuple[float, float]] = []
     loads = stage_loads(spec.layers, layout)
     for load in loads:
-        w, g, o, act, logits = _rank_memory(spec, layout, seq_len, a, load)
+        w, g, o, act, logits, cache = _rank_memory(spec, layout, seq_len, a, load)
         scale = 1.0 + a.memory_overhead_fraction
         shard = {0: 0.0, 1: o, 2: o + g}.get(layout.zero, o + g + w)
-        cache = fp8_weight_cache_gb(rank_params(spec, layout, load), layout, a)
         fixed = (w + g + o + act + logits + cache - shard) * scale + a.runtime_reserved_gb
         term = (fixed, shard * scale)
         middle = load.rank not in (0, loads[-1].rank)

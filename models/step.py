@@ -169,7 +169,7 @@ def gemm_per_microbatch_s(
         raise ValueError(f"{gpu.name} has no {layout.precision} peak")
     cal = gpu.calibration
     eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
-    work = stage_work_per_microbatch(spec, layout, seq_len, cal.attention_efficiency is not None)
+    work = stage_work_per_microbatch(spec, layout, seq_len, cal.flash_attention)
     bf16 = gpu.dense_bf16_tflops * 1e12
     if layout.precision == "fp8" and cal.fp8_matmul_efficiency is not None:
         linear_s = work.linear / (peak * 1e12 * cal.fp8_matmul_efficiency)
@@ -198,7 +198,7 @@ def memory_bound_per_microbatch_s(
     cal = gpu.calibration
     layers = slowest_stage(spec, layout, seq_len).layers
     # FlashAttention keeps the score matrix on chip: no softmax/dropout pass over it in HBM
-    counted = "selective" if cal.attention_efficiency is not None else "none"
+    counted = "selective" if cal.flash_attention else "none"
     produced = activation_bytes_per_layer(
         spec, seq_len, layout.micro_batch, layout.tp, layout.sp, counted, layout.cp
     )

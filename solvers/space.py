@@ -173,7 +173,7 @@ class Candidate:
         if self._dp_min is _UNSET:
             src, shape = self._source, self.shape
             # all but the GPU: the memory terms depend on it only through FlashAttention
-            key = (src.gpu.calibration.attention_efficiency is not None, *shape[1:])
+            key = (src.gpu.calibration.flash_attention, *shape[1:])
             terms = src.terms_cache.get(key)
             if terms is None:
                 terms = src.terms_cache[key] = shape_memory_terms(src.scenario, shape)
@@ -304,7 +304,7 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
         source = _Source(scenario, gpu, nominal, terms_cache)
         # with FlashAttention, selective recomputation (of the attention scores) is what the
         # kernel already does: the same time and memory as none, so one of the two is searched
-        flash = gpu.calibration.attention_efficiency is not None
+        flash = gpu.calibration.flash_attention
         recompute_modes = [
             rc
             for rc in scenario.recompute_modes
