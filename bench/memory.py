@@ -3,7 +3,8 @@
 Usage: python bench/memory.py [--published]
 --published: the published runs (designer/published.py) that the memory model says
 would not fit in their GPUs, although they ran, for 0, 1 and 2 bytes per parameter of
-FP8 weight copies (Assumptions.fp8_weight_cache_bytes).
+FP8 weight copies (Assumptions.fp8_weight_cache_bytes), and how many the planning
+defaults' reserved memory and headroom (designer.questions) would refuse.
 For the four GPT configurations of Korthikanti et al. 2022 ("Reducing
 Activation Recomputation in Large Transformer Models", Table 3: 22B, 175B,
 530B, 1T; sequence 2,048, TP 8) at micro-batch 1, prints models/memory.py's
@@ -176,6 +177,18 @@ def published_check() -> None:
         )
         for run, gb, cap in over:
             print(f"    {run.name}: {gb:.0f} of {cap:.0f} GB")
+    # the planning defaults (designer.questions): every run here ran, so a run the planner
+    # refuses is a plan it would wrongly call infeasible (the price of the safety margin)
+    from designer.questions import DEFAULT_HEADROOM, DEFAULT_RESERVED_GB
+
+    print("\nreserved GB, headroom: runs that ran but are refused (planning default marked *)")
+    for reserved, headroom in ((0.0, 0.0), (2.0, 0.05), (3.0, 0.0), (3.0, 0.05), (4.0, 0.1)):
+        a = MODERN_ASSUMPTIONS.model_copy(
+            update={"runtime_reserved_gb": reserved, "memory_headroom_fraction": headroom}
+        )
+        over = runs_over_memory(runs, catalog, a)
+        mark = "*" if (reserved, headroom) == (DEFAULT_RESERVED_GB, DEFAULT_HEADROOM) else " "
+        print(f"  {mark} {reserved:3g} GB, {headroom:4.0%}: {len(over)} of {len(runs)} refused")
 
 
 if __name__ == "__main__":

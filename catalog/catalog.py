@@ -34,6 +34,29 @@ class Catalog:
     def switch_for(self, nic: NICSpec) -> SwitchSpec:
         return self.switches[nic.switch]
 
+    def fabric_of(self, nic: NICSpec) -> str:
+        """'infiniband' or 'ethernet': the fabric of the switch the NIC plugs into."""
+        return self.switch_for(nic).fabric
+
+    def nic_fits(self, gpu: GPUSpec, nic: NICSpec) -> bool:
+        """Whether ``gpu``'s server can take ``nic``: a server with a fixed NIC list takes
+        only those; otherwise any card (not ports integrated on another accelerator) whose
+        PCIe generation the server's slots run at or above."""
+        listed = gpu.server.nics
+        if listed is not None:
+            return nic.name in listed
+        return not nic.integrated and nic.pcie_gen <= gpu.host_pcie_gen
+
+    def nics_for(self, gpu: GPUSpec, names=None, fabric: str = "any") -> list[NICSpec]:
+        """The catalog NICs (of ``names``, default all) that fit ``gpu``'s server, on
+        ``fabric`` ('any', 'infiniband' or 'ethernet')."""
+        pool = [self.nic(n) for n in names] if names is not None else list(self.nics.values())
+        return [
+            n
+            for n in pool
+            if self.nic_fits(gpu, n) and (fabric == "any" or self.fabric_of(n) == fabric)
+        ]
+
     def with_stack(self, stack: str) -> Catalog:
         """The same catalog with every GPU under the profile of ``stack``."""
         gpus = {}

@@ -99,6 +99,14 @@ def _build(raw: dict[str, dict[str, Any]], origins: dict[tuple[str, str], str]) 
                 f"{origin}: nics.{nic.name}.switch: unknown switch {nic.switch!r}; "
                 f"use one of {', '.join(sorted(built['switches']))}"
             )
+    for gpu in built["gpus"].values():
+        for name in gpu.server.nics or ():
+            if name not in built["nics"]:
+                origin = origins.get(("gpus", gpu.name), "catalog")
+                raise CatalogError(
+                    f"{origin}: gpus.{gpu.name}.server.nics: unknown NIC {name!r}; "
+                    f"use one of {', '.join(sorted(built['nics']))}"
+                )
     try:
         facility = Facility.model_validate(raw.get(FACILITY, {}))
     except ValidationError as err:

@@ -6,7 +6,7 @@ date. Bandwidths are per direction unless a name says otherwise (1 GB = 1e9 B).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -178,6 +178,61 @@ class ServerSpec(_Strict):
         description="power limit of the rack this server type needs (e.g. a liquid-cooled "
         "NVL72 rack); None: the facility's rack_power_kw",
     )
+    host_power_source: str = Field(
+        "see overhead_source", min_length=1, description="where host_power_w comes from"
+    )
+    purchase_unit_servers: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="servers sold only together (18 compute trays of a GB200 NVL72 rack); "
+        "a plan's GPU count moves in whole units",
+    )
+    host_pcie_gen: int | None = Field(
+        None,
+        ge=3,
+        le=7,
+        description="PCIe generation of the slots the scale-out NICs sit in; None: the GPU's",
+    )
+    nic_counts: tuple[int, ...] | None = Field(
+        None,
+        description="scale-out NIC counts the vendor's designs ship per server "
+        "(None: any count up to nic_slots)",
+    )
+    nics: tuple[str, ...] | None = Field(
+        None,
+        description="the only catalog NICs this server takes (a fixed design, or NIC ports "
+        "integrated on the accelerator); None: any NIC its PCIe slots can host",
+    )
+    nic_source: str = Field(
+        "not given", min_length=1, description="source of the NIC slots, counts and choices"
+    )
+
+    @model_validator(mode="after")
+    def _nic_counts_fit(self) -> ServerSpec:
+        for count in self.nic_counts or ():
+            if not 1 <= count <= self.nic_slots:
+                raise ValueError(
+                    f"nic_counts: {count} is outside 1..nic_slots ({self.nic_slots})"
+                )
+        if self.nic_counts is not None and not self.nic_counts:
+            raise ValueError("nic_counts: give at least one count, or leave it out")
+        if self.nics is not None and not self.nics:
+            raise ValueError("nics: give at least one NIC name, or leave it out")
+        return self
+
+    @property
+    def purchase_unit_gpus(self) -> int:
+        """GPUs bought together: a plan's GPU count is a multiple of this."""
+        return self.purchase_unit_servers * self.gpus_per_server
+
+    def allowed_nic_counts(self, extra_slots: int = 0, enforced: bool = True) -> tuple[int, ...]:
+        """NIC counts per server a plan may take: the vendor's counts (or 1..slots), plus
+        ``extra_slots`` more slots when the nic_slots rule is relaxed by that many, or up
+        to twice the slots when it is not enforced at all."""
+        base = self.nic_counts or tuple(range(1, self.nic_slots + 1))
+        top = self.nic_slots + extra_slots if enforced else 2 * self.nic_slots
+        return tuple(sorted(set(base) | set(range(self.nic_slots + 1, top + 1))))
 
 
 class GPUSpec(_Strict):
@@ -191,7 +246,23 @@ class GPUSpec(_Strict):
     dense_bf16_tflops: float = Field(gt=0, le=1e6)
     dense_fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)
     scale_up_bw_gb_per_s_per_direction: float = Field(
-        gt=0, le=1e6, description="GPU-GPU bandwidth inside the scale-up domain, per direction"
+        gt=0,
+        le=1e6,
+        description="a GPU's whole scale-up bandwidth (all its links), per direction",
+    )
+    scale_up_topology: Literal["switched", "mesh"] = Field(
+        "switched",
+        description="switched: every peer in the domain at the full bandwidth (NVLink with "
+        "NVSwitch); mesh: one direct link per peer (AMD Infinity Fabric, Gaudi 3 RoCE)",
+    )
+    scale_up_link_gb_per_s_per_direction: float | None = Field(
+        None,
+        gt=0,
+        le=1e6,
+        description="mesh only: the bandwidth of the link to one peer, per direction",
+    )
+    scale_up_source: str = Field(
+        "see spec_source", min_length=1, description="source of the scale-up topology"
     )
     pcie_gen: int = Field(ge=3, le=7)
     tdp_w: float = Field(gt=0, le=100_000)
@@ -277,6 +348,31 @@ class GPUSpec(_Strict):
             raise ValueError("server.gpus_per_server must divide server.scale_up_domain_gpus")
         return self
 
+    @model_validator(mode="after")
+    def _topology_complete(self) -> GPUSpec:
+        link = self.scale_up_link_gb_per_s_per_direction
+        if self.scale_up_topology == "mesh":
+            if link is None:
+                raise ValueError(
+                    "scale_up_link_gb_per_s_per_direction: a mesh needs the per-peer link "
+                    "bandwidth"
+                )
+            if link > self.scale_up_bw_gb_per_s_per_direction + 1e-9:
+                raise ValueError(
+                    "scale_up_link_gb_per_s_per_direction: one link cannot exceed the GPU's "
+                    "whole scale-up bandwidth"
+                )
+        elif link is not None:
+            raise ValueError(
+                "scale_up_link_gb_per_s_per_direction: only a mesh topology has per-peer links"
+            )
+        return self
+
+    @property
+    def host_pcie_gen(self) -> int:
+        """PCIe generation of the server's NIC slots."""
+        return self.server.host_pcie_gen or self.pcie_gen
+
     def peak_tflops(self, precision: str) -> float | None:
         """Dense tensor-core peak at ``precision`` ('bf16' or 'fp8'); None if unsupported."""
         if precision == "bf16":
@@ -298,6 +394,10 @@ class SwitchSpec(_Strict):
     price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)
     power_w: float = Field(ge=0, default=0.0)
+    fabric: Literal["infiniband", "ethernet"] = Field(
+        "infiniband", description="the scale-out fabric the switch builds"
+    )
+    power_source: str = Field("not given", min_length=1)
 
     @property
     def price_per_port_usd(self) -> float:
@@ -311,11 +411,16 @@ class NICSpec(_Strict):
     display_name: str = Field(min_length=1)
     speed_gbit_per_s: float = Field(gt=0, le=1e5)
     pcie_gen: int = Field(ge=3, le=7)
-    price_usd: float = Field(gt=0)
+    price_usd: float = Field(ge=0, description="one card; 0 for ports on the accelerator")
     price_source: str = Field(min_length=1)
     price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)
     switch: str = Field(min_length=1, description="catalog switch this NIC connects to")
+    integrated: bool = Field(
+        False,
+        description="ports built into the accelerator or its board (Gaudi 3's RoCE): no card "
+        "to buy or slot; only servers that list it in server.nics take it",
+    )
     transceiver_usd: float = Field(
         ge=0, description="one optical transceiver (one end of one link at this speed)"
     )

@@ -22,8 +22,11 @@ from designer.launch import FORMATS, Launch, emit, load_megatron
 from designer.launch import diff as megatron_diff
 from designer.numbers import Days, Quantity
 from designer.questions import (
+    DEFAULT_HEADROOM,
     DEFAULT_MODEL,
+    DEFAULT_RESERVED_GB,
     EVIDENCE_CHOICES,
+    FABRICS,
     build_scenario,
     evaluate_config,
     load_question_file,
@@ -384,9 +387,17 @@ def _check_layout_input(spec, layout: Layout, seq_len: int) -> None:
 @click.option(
     "--reserved-gb",
     type=click.FloatRange(min=0),
-    default=0.0,
+    default=DEFAULT_RESERVED_GB,
     show_default=True,
-    help="Fixed GB per GPU for the CUDA context and NCCL buffers (in memory 'other').",
+    help="Fixed GB per GPU for the CUDA context and NCCL buffers (in memory 'other'); "
+    "0 with --headroom 0 gives the seed's tensor-only rule.",
+)
+@click.option(
+    "--headroom",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=DEFAULT_HEADROOM,
+    show_default=True,
+    help="Fraction of GPU memory kept free (allocator fragmentation, uncounted peaks).",
 )
 @click.option(
     "--stack",
@@ -432,6 +443,7 @@ def evaluate_cmd(
     dp_overlap,
     memory_overhead,
     reserved_gb,
+    headroom,
     stack,
     from_megatron,
     as_json,
@@ -481,6 +493,7 @@ def evaluate_cmd(
         dp_overlap=dp_overlap,
         memory_overhead_fraction=memory_overhead,
         runtime_reserved_gb=reserved_gb,
+        memory_headroom_fraction=headroom,
     )
     ev = evaluate(spec, hw, layout, s, tokens, a)
     evidence = report._plain(evaluation_evidence(cat, ev, stack))
@@ -586,6 +599,7 @@ def _evaluation_text(ev, evidence: dict[str, Any]) -> str:
                 "activations",
                 "other",
                 "total",
+                "usable",
                 "capacity",
             ],
             [
@@ -597,6 +611,7 @@ def _evaluation_text(ev, evidence: dict[str, Any]) -> str:
                     m.activations,
                     m.other,
                     m.total,
+                    m.usable,
                     m.capacity,
                 )
             ],
@@ -830,9 +845,23 @@ QUESTION_OPTIONS = [
     click.option(
         "--reserved-gb",
         type=click.FloatRange(min=0),
-        default=0.0,
+        default=DEFAULT_RESERVED_GB,
         show_default=True,
         help="Fixed GB per GPU for the CUDA context and NCCL buffers.",
+    ),
+    click.option(
+        "--headroom",
+        type=click.FloatRange(0, 1, max_open=True),
+        default=DEFAULT_HEADROOM,
+        show_default=True,
+        help="Fraction of GPU memory a plan keeps free (0 with --reserved-gb 0: the seed's rule).",
+    ),
+    click.option(
+        "--fabric",
+        type=click.Choice(tuple(FABRICS)),
+        default="any",
+        show_default=True,
+        help="Scale-out fabric: InfiniBand, Ethernet (RoCE) or either.",
     ),
     click.option(
         "--time-limit",

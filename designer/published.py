@@ -359,7 +359,7 @@ def runs_over_memory(
     """The runs whose predicted memory per GPU exceeds the GPU's, with (GB, capacity):
     every run here did run, so each one is a memory-model error."""
     return [
-        (run, ev.memory.total, ev.memory.capacity)
+        (run, ev.memory.total, ev.memory.usable)
         for run, ev in _evaluations(runs, catalog, MODERN_STACK, assumptions)
-        if ev.memory.total > ev.memory.capacity
+        if ev.memory.total > ev.memory.usable
     ]

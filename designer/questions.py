@@ -23,6 +23,17 @@ DEFAULT_MODEL = "llama2-70b"
 FACILITY_OPTIONS = ("pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years")
 DEFAULT_TOKENS = 2e12
 EVIDENCE_CHOICES = ("measured", "any")
+# --fabric: the CLI's names of the scale-out fabrics (catalog SwitchSpec.fabric)
+FABRICS = {"ib": "infiniband", "ethernet": "ethernet", "any": "any"}
+# Planning defaults for memory the tensors do not account for (README "Memory headroom").
+# Reserved: CUDA context and cuBLAS/Transformer Engine workspaces (~0.5-1 GB) plus NCCL's
+# buffers, measured at 544-688 MB per communicator on 4 x A100 (NVIDIA/nccl#964, 2023-08)
+# and 1.6 GB for one communicator, ~6 GB for three or more with default channels
+# (NVIDIA/nccl#864, 2023-06); a Megatron job holds TP, PP, DP and (with CP) CP groups.
+DEFAULT_RESERVED_GB = 3.0
+# Headroom: the PyTorch caching allocator's fragmentation (reserved but unallocated
+# blocks) and peaks outside the model's count; 5% of the GPU kept free.
+DEFAULT_HEADROOM = 0.05
 
 
 def build_scenario(
@@ -45,7 +56,9 @@ def build_scenario(
     ignore: tuple[str, ...] = (),
     dp_overlap: float = 0.0,
     memory_overhead: float = 0.0,
-    reserved_gb: float = 0.0,
+    reserved_gb: float = DEFAULT_RESERVED_GB,
+    headroom: float = DEFAULT_HEADROOM,
+    fabric: str = "any",
     power_cap: float | None = None,
     max_racks: int | None = None,
     pue: float | None = None,
@@ -116,6 +129,10 @@ def build_scenario(
         )
     if min_batch_tokens is not None and min_batch_tokens > ceiling:
         raise UsageError("--min-batch-tokens: the floor is above the ceiling (--max-batch-tokens)")
+    if fabric not in FABRICS:
+        raise UsageError(f"--fabric: unknown fabric {fabric!r}; use one of {', '.join(FABRICS)}")
+    if not 0 <= headroom < 1:
+        raise UsageError(f"--headroom: must be a fraction in [0, 1) (got {headroom!r})")
     precisions = ("bf16", "fp8") if precision == "any" else (precision,)
     unmeasured: frozenset[tuple[str, str]] = frozenset()
     if gpus:
@@ -136,6 +153,7 @@ def build_scenario(
                 f"--evidence: no catalog GPU has measured {'/'.join(precisions)} runs under "
                 f"stack {stack}; pass --evidence any, --precision any or name GPUs with --gpu"
             )
+    chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
     if precision == "fp8":
         chosen = tuple(g for g in chosen if cat.gpu(g).dense_fp8_tflops is not None)
         if not chosen:
@@ -163,7 +181,9 @@ def build_scenario(
                 dp_overlap=dp_overlap,
                 memory_overhead_fraction=memory_overhead,
                 runtime_reserved_gb=reserved_gb,
+                memory_headroom_fraction=headroom,
             ),
+            fabric=FABRICS[fabric],
             disabled=frozenset(ignore),
             catalog_files=tuple(str(p) for p in catalog_files),
             stack=stack,
@@ -172,6 +192,24 @@ def build_scenario(
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err
+
+
+def _with_fitting_nics(cat, chosen, nics, fabric: str, explicit: bool) -> tuple[str, ...]:
+    """The chosen GPUs whose servers take one of the question's NICs on its fabric; a GPU
+    the user named that takes none is an error naming the options to change."""
+    names = tuple(nics) if nics else None
+    kept = tuple(g for g in chosen if cat.nics_for(cat.gpu(g), names, fabric))
+    missing = [g for g in chosen if g not in kept]
+    if missing and (explicit or not kept):
+        g = cat.gpu(missing[0])
+        takes = ", ".join(n.name for n in cat.nics_for(g)) or "none in the catalog"
+        option = "--nic" if names else "--fabric"
+        raise UsageError(
+            f"{option}: no NIC of the question fits {g.name} servers"
+            f"{'' if fabric == 'any' else f' on {fabric}'} (they take {takes}); "
+            "change --nic or --fabric"
+        )
+    return kept
 
 
 # ---------------------------------------------------------------- question and plan files
@@ -205,7 +243,9 @@ class QuestionFile(BaseModel):
     ignore: list[str] = []
     dp_overlap: float = Field(default=0.0, ge=0, le=1)
     memory_overhead: float = Field(default=0.0, ge=0, le=1)
-    reserved_gb: float = Field(default=0.0, ge=0)
+    reserved_gb: float = Field(default=DEFAULT_RESERVED_GB, ge=0)
+    headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, lt=1)
+    fabric: Literal["ib", "ethernet", "any"] = "any"
     stack: Literal["megatron-core", "vtrain-2022"] = "megatron-core"
     evidence: Literal["measured", "any"] = "measured"
 
@@ -331,6 +371,8 @@ def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
         dp_overlap=q.dp_overlap,
         memory_overhead=q.memory_overhead,
         reserved_gb=q.reserved_gb,
+        headroom=q.headroom,
+        fabric=q.fabric,
         stack=q.stack,
         evidence=q.evidence,
     )
@@ -364,6 +406,10 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
             dp_overlap=float(q.get("dp_overlap") or 0.0),
             memory_overhead=float(q.get("memory_overhead") or 0.0),
             reserved_gb=float(q.get("reserved_gb") or 0.0),
+            # answers saved before the headroom and the fabric choice were planned without them
+            headroom=float(q.get("headroom") or 0.0),
+            fabric=str(q.get("fabric") or "any"),
+            gpu_caps=dict(q.get("gpu_caps") or {}),
             stack=str(q.get("stack") or DEFAULT_STACK),
             evidence=str(q.get("evidence") or "measured"),
         )

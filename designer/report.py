@@ -9,6 +9,7 @@ from typing import Any
 from designer import render
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
+from designer.questions import FABRICS
 from models import evidence as evidence_model
 from models.pipeline import describe_stage_layers, split_options
 from solvers import PLAN_COLUMNS, Scenario, SolveResult
@@ -50,6 +51,9 @@ def question_dict(s: Scenario) -> dict[str, Any]:
         "dp_overlap": s.assumptions.dp_overlap,
         "memory_overhead": s.assumptions.memory_overhead_fraction,
         "reserved_gb": s.assumptions.runtime_reserved_gb,
+        "headroom": s.assumptions.memory_headroom_fraction,
+        "fabric": next(k for k, v in FABRICS.items() if v == s.fabric),
+        "gpu_caps": dict(s.gpu_caps),
         "power_cap_mw": s.power_cap_mw,
         "max_racks": s.max_racks,
         "facility": s.catalog.facility.model_dump(
@@ -327,7 +331,7 @@ def plans_table(res: SolveResult, s: Scenario) -> str:
                 lay.micro_batch,
                 cfg.microbatches,
                 lay.recompute,
-                f"{ev.memory.total:.1f}/{ev.memory.capacity:.0f}",
+                f"{ev.memory.total:.1f}/{ev.memory.usable:.0f}",
                 with_range(step, doc["step_time_s_range"]),
                 with_range(days, doc["days_range"]),
                 render.usd(p.cost_usd),

@@ -84,6 +84,13 @@ def tco_usd(capex_usd, it_power_w, facility: Facility, days):
     return capex_usd * share + energy_usd(it_power_w, facility, days)
 
 
+def bought_gpus(gpu: GPUSpec, num_gpus):
+    """GPUs bought for a job on ``num_gpus``: whole purchase units (an NVL72 rack is sold
+    as 72 GPUs; catalog ServerSpec.purchase_unit_servers); works on numpy arrays."""
+    unit = gpu.server.purchase_unit_gpus
+    return -(-num_gpus // unit) * unit
+
+
 @dataclass(frozen=True)
 class ClusterTotals:
     """Capex (cents), IT power (W) and racks of clusters of many sizes (numpy arrays)."""
@@ -103,7 +110,7 @@ def cluster_totals(
 ) -> ClusterTotals:
     """The bill of materials' totals for each GPU count at once (the exhaustive solver's
     form of ``Cluster``; tests/test_fabric.py checks that both agree)."""
-    num_gpus = np.asarray(num_gpus, dtype=np.int64)
+    num_gpus = bought_gpus(gpu, np.asarray(num_gpus, dtype=np.int64))
     servers = -(-num_gpus // gpu.server.gpus_per_server)
     _, switches, links = fabric_counts(
         servers, nics_per_node, switch.ports, facility.oversubscription
@@ -170,8 +177,13 @@ class Cluster:
     nics_per_node: int
 
     @property
+    def bought_gpus(self) -> int:
+        """GPUs bought: the job's, rounded up to whole purchase units."""
+        return int(bought_gpus(self.gpu, self.num_gpus))
+
+    @property
     def servers(self) -> int:
-        return math.ceil(self.num_gpus / self.gpu.server.gpus_per_server)
+        return math.ceil(self.bought_gpus / self.gpu.server.gpus_per_server)
 
     @cached_property
     def fabric(self) -> FabricSize:
@@ -206,7 +218,7 @@ class Cluster:
         g, n, sw = self.gpu, self.nic, self.switch
         fabric = self.fabric
         lines = [
-            BomLine(f"GPU {g.name}", self.num_gpus, g.price_usd, g.price_source),
+            BomLine(f"GPU {g.name}", self.bought_gpus, g.price_usd, g.price_source),
             BomLine(
                 f"server overhead ({g.server.gpus_per_server}-GPU server: host, chassis, "
                 "scale-up switches)",
@@ -214,10 +226,13 @@ class Cluster:
                 g.server.overhead_usd,
                 g.server.overhead_source,
             ),
-            BomLine(
-                f"NIC {n.name}", self.servers * self.nics_per_node, n.price_usd, n.price_source
-            ),
         ]
+        if not n.integrated:  # ports on the accelerator are not bought
+            lines.append(
+                BomLine(
+                    f"NIC {n.name}", self.servers * self.nics_per_node, n.price_usd, n.price_source
+                )
+            )
         for t, count in enumerate(fabric.switches_per_tier):
             name = tier_name(t, fabric.tiers)
             lines.append(BomLine(f"{name} switch {sw.name}", count, sw.price_usd, sw.price_source))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from catalog.catalog import Catalog
+from catalog.errors import CatalogError
 from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 from models import flops
 from models.cost import Cluster
@@ -39,7 +40,10 @@ class Hardware:
     ) -> Hardware:
         g = catalog.gpu(gpu)
         n = catalog.nic(nic) if nic else default_nic(catalog, g)
-        count = nics_per_node if nics_per_node is not None else g.server.nic_slots
+        if not catalog.nic_fits(g, n):
+            raise CatalogError(nic_misfit(catalog, g, n))
+        counts = g.server.nic_counts or (g.server.nic_slots,)
+        count = nics_per_node if nics_per_node is not None else max(counts)
         return cls(g, n, count, catalog.switch_for(n), catalog.facility)
 
     def cluster(self, num_gpus: int) -> Cluster:
@@ -51,11 +55,26 @@ class Hardware:
 
 
 def default_nic(catalog: Catalog, gpu: GPUSpec) -> NICSpec:
-    """The fastest catalog NIC whose PCIe generation the GPU's server supports."""
-    fitting = [n for n in catalog.nics.values() if n.pcie_gen <= gpu.pcie_gen] or list(
-        catalog.nics.values()
-    )
+    """The fastest catalog NIC the GPU's server takes (catalog.Catalog.nic_fits)."""
+    fitting = catalog.nics_for(gpu)
+    if not fitting:
+        raise CatalogError(f"gpus.{gpu.name}: no catalog NIC fits its server; add one")
     return max(fitting, key=lambda n: (n.speed_gbit_per_s, -n.price_usd, n.name))
+
+
+def nic_misfit(catalog: Catalog, gpu: GPUSpec, nic: NICSpec) -> str:
+    """Why ``gpu``'s server cannot take ``nic``, and what it takes."""
+    takes = ", ".join(n.name for n in catalog.nics_for(gpu)) or "none in the catalog"
+    if gpu.server.nics is not None:
+        why = f"{gpu.name} servers ship only with {', '.join(gpu.server.nics)}"
+    elif nic.integrated:
+        why = f"{nic.name} are ports built into another accelerator"
+    else:
+        why = (
+            f"{nic.name} needs PCIe Gen {nic.pcie_gen} and {gpu.name} servers have "
+            f"Gen {gpu.host_pcie_gen} slots"
+        )
+    return f"NIC {nic.name} does not fit: {why}; choose one of {takes}"
 
 
 def nodes_for(num_gpus: int, gpu: GPUSpec) -> int:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from catalog.specs import GPUSpec
-from models.comm import tp_bandwidth_limit
 from models.layout import Assumptions, Layout
 from models.memory import MemoryBreakdown
 from models.pipeline import split_violation
+from models.scaleup import tp_limit
 from models.spec import TransformerSpec
 
 TOL = 1e-9
@@ -88,22 +88,28 @@ def check_layout(
 ) -> list[Violation]:
     """Every violated constraint family with the numbers behind it."""
     out = divisibility_violations(spec, layout, seq_len)
-    if memory.total > memory.capacity + TOL:
+    if memory.total > memory.usable + TOL:
+        kept = (
+            f" ({memory.capacity:.1f} GB less {memory.headroom_fraction:.0%} headroom)"
+            if memory.headroom_fraction
+            else ""
+        )
         out.append(
             Violation(
                 "memory",
-                f"needs {memory.total:.1f} GB per GPU, {gpu.name} has {memory.capacity:.1f} GB",
+                f"needs {memory.total:.1f} GB per GPU, {gpu.name} has {memory.usable:.1f} GB"
+                f"{kept}",
             )
         )
     if layout.tp > 1:
         peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
-        limit = tp_bandwidth_limit(spec.hidden, gpu.scale_up_bw_gb_per_s_per_direction, peak)
+        limit, bw = tp_limit(spec.hidden, gpu, layout.tp, layout.precision)
         if layout.tp > limit + TOL:
             out.append(
                 Violation(
                     "tp_bandwidth",
                     f"tp {layout.tp} exceeds 3h x bw / peak = 3 x {spec.hidden} x "
-                    f"{gpu.scale_up_bw_gb_per_s_per_direction:g} GB/s / {peak:g} TFLOP/s = {limit:.2f}",
+                    f"{bw:g} GB/s / {peak:g} TFLOP/s = {limit:.2f}",
                 )
             )
     domain = gpu.server.scale_up_domain_gpus
@@ -141,6 +147,14 @@ def check_layout(
             Violation(
                 "nic_slots",
                 f"{nics_per_node} NICs per server exceed the {gpu.server.nic_slots} slots",
+            )
+        )
+    elif gpu.server.nic_counts is not None and nics_per_node not in gpu.server.nic_counts:
+        shipped = ", ".join(str(c) for c in gpu.server.nic_counts)
+        out.append(
+            Violation(
+                "nic_slots",
+                f"{gpu.name} servers ship with {shipped} scale-out NICs, not {nics_per_node}",
             )
         )
     return out

@@ -147,6 +147,15 @@ class Assumptions(BaseModel):
         "(weights, gradients, optimizer, activations, logits); Megatron-LM's "
         "theoretical_memory_usage adds 0.05 to activations; 0 by default (seed rules)",
     )
+    memory_headroom_fraction: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="fraction of each GPU's memory a plan keeps free (allocator "
+        "fragmentation, peaks the model does not count); usable = memory x (1 - headroom); "
+        "0 by default (the seed's rules); the CLI's planning default is "
+        "designer.questions.DEFAULT_HEADROOM",
+    )
     batch_ceiling_tokens: float | None = Field(None, gt=0)
     batch_floor_tokens: float | None = Field(None, gt=0)
 

@@ -80,11 +80,17 @@ class MemoryBreakdown:
     optimizer: float
     activations: float
     other: float
-    capacity: float
+    capacity: float  # the GPU's memory
+    headroom_fraction: float = 0.0  # kept free (Assumptions.memory_headroom_fraction)
 
     @property
     def total(self) -> float:
         return self.weights + self.gradients + self.optimizer + self.activations + self.other
+
+    @property
+    def usable(self) -> float:
+        """What a plan may fill: the capacity less the headroom."""
+        return self.capacity * (1.0 - self.headroom_fraction)
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -95,6 +101,8 @@ class MemoryBreakdown:
             "other": self.other,
             "total": self.total,
             "capacity": self.capacity,
+            "usable": self.usable,
+            "headroom_fraction": self.headroom_fraction,
         }
 
 
@@ -210,6 +218,11 @@ def _rank_memory(
     )
 
 
+def usable_memory_gb(memory_gb: float, a: Assumptions) -> float:
+    """The memory a plan may fill: the GPU's, less the headroom it keeps free."""
+    return memory_gb * (1.0 - a.memory_headroom_fraction)
+
+
 def memory_per_gpu(
     spec: TransformerSpec,
     layout: Layout,
@@ -233,7 +246,7 @@ def memory_per_gpu(
         logits = logits_gb(spec, layout, seq_len, "last" if load.output else "first")
         overhead = a.memory_overhead_fraction * (w + g + o + act + logits)
         other = a.runtime_reserved_gb + logits + overhead
-        mem = MemoryBreakdown(w, g, o, act, other, capacity_gb)
+        mem = MemoryBreakdown(w, g, o, act, other, capacity_gb, a.memory_headroom_fraction)
         if best is None or mem.total > best.total:
             best = mem
     assert best is not None

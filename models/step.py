@@ -4,7 +4,7 @@ The step time is written in a form whose dependence on the data-parallel
 degree d, the micro-batches per step m and the server's NIC bandwidth is
 explicit, so that the CP-SAT model can encode it exactly (solvers/cpsat_model.py).
 With g = d * cp (the gradient-reduction group) and k the group's ranks per
-server (server GPUs / tp):
+scale-up domain (domain GPUs / tp: one 8-GPU server, or a 72-GPU NVL72 rack):
 
 step = m * stage                                micro-batches through the slowest stage
      + (p-1)/v * stage                          pipeline bubble, (p-1)/(v*m) of the work
@@ -12,15 +12,18 @@ step = m * stage                                micro-batches through the slowes
      + 2 (v*m + p - 1) * send                   pipeline sends on the critical path
                                                 (v chunks multiply the sends)
      + exposed gradient reduction               hierarchical ring (models.comm):
-         g <  k: 2 B (1 - 1/g) / bw_up          all inside one server
-         g >= k: 2 B (k-1)/k / bw_up            inside the server, then across servers
+         g <  k: 2 B (1 - 1/g) / bw_up          all inside one scale-up domain
+         g >= k: 2 B (k-1)/k / bw_up            inside the domain, then across domains
                + 2 (B/k) (1 - k/g) / (NIC share per GPU)
      + optimizer / g                            memory-bound Adam on the ZeRO-1 shard
 
 where stage = compute + TP + CP time of one micro-batch on the busiest pipeline rank
 (its layers as Megatron-LM splits them, plus the logits on the last rank:
 ``slowest_stage``), B the gradient bytes per GPU of the rank holding the most, and sends cross
-servers (NIC share) unless the whole job fits in one server.
+the NICs (NIC share) unless the whole job fits in one scale-up domain. bw_up is the
+bandwidth of a k-rank group on the platform's topology (models/scaleup.py: a mesh
+gives k - 1 links; a group smaller than k, only on clusters of one domain, is
+charged at the k-rank rate).
 Compute time = FLOPs / (dense peak x calibrated GEMM efficiency) plus
 memory-bound element-wise work (catalog.Calibration), and the stage time is at
 least the host's kernel-issue time (launch-bound small models): compute is
@@ -36,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from catalog.specs import GPUSpec
-from models import comm, flops
+from models import comm, flops, scaleup
 from models.layout import Assumptions, Layout, Network
 from models.memory import activation_bytes_per_layer, stage_params
 from models.pipeline import StageLoad, busiest_stage, stage_layers
@@ -216,8 +219,14 @@ def host_issue_per_microbatch_s(spec: TransformerSpec, layout: Layout, gpu: GPUS
     return layers * passes * gpu.calibration.host_issue_us_per_layer * 1e-6
 
 
-def _scale_up_bw(gpu: GPUSpec) -> float:
-    return gpu.scale_up_bw_gb_per_s_per_direction * gpu.calibration.scale_up_bus_efficiency
+def _scale_up_bw(gpu: GPUSpec, ranks: int) -> float:
+    """Effective bandwidth of a collective over ``ranks`` GPUs of one domain (models/scaleup)."""
+    return scaleup.group_bw_gb_per_s(gpu, ranks) * gpu.calibration.scale_up_bus_efficiency
+
+
+def _p2p_bw(gpu: GPUSpec) -> float:
+    """Effective bandwidth of one send to a peer in the domain (models/scaleup)."""
+    return scaleup.p2p_bw_gb_per_s(gpu) * gpu.calibration.scale_up_bus_efficiency
 
 
 def nic_share_gb_per_s(gpu: GPUSpec, node_bw_gb_per_s: float) -> float:
@@ -237,15 +246,15 @@ def tp_comm_per_microbatch_s(
     cal = gpu.calibration
     nbytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden
     lat = cal.collective_latency_us * 1e-6
-    domain = gpu.server.scale_up_domain_gpus
+    domain = scaleup.domain_gpus(gpu)
     if layout.tp <= domain:
-        per_call = comm.ring_allreduce_s(nbytes, layout.tp, _scale_up_bw(gpu), lat)
+        per_call = comm.ring_allreduce_s(nbytes, layout.tp, _scale_up_bw(gpu, layout.tp), lat)
     else:
         per_call = comm.hierarchical_allreduce_s(
             nbytes,
             layout.tp,
             domain,
-            _scale_up_bw(gpu),
+            _scale_up_bw(gpu, domain),
             nic_share_gb_per_s(gpu, network.node_bw_gb_per_s),
             lat,
         )
@@ -265,7 +274,7 @@ def cp_comm_per_microbatch_s(
     chunk = (
         2.0 * 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.kv * spec.head_dim / layout.tp
     )
-    per_layer = 3.0 * (layout.cp - 1) * chunk / (_scale_up_bw(gpu) * comm.GB)
+    per_layer = 3.0 * (layout.cp - 1) * chunk / (_p2p_bw(gpu) * comm.GB)
     layers = slowest_stage(spec, layout, seq_len).layers
     attn_share = flops.attention_forward_flops_per_token(
         spec, seq_len
@@ -289,15 +298,21 @@ class StepCoefficients:
     pp_send_intra_s: float  # one send over the scale-up link, latency included
     pp_latency_s: float  # latency of one send over the NICs
     dp_bytes: float  # gradient bytes per GPU reduced each step (all-reduce equivalent)
-    dp_ranks_per_node: int  # k: reduction-group ranks per server when the group spans servers
-    scale_up_bw_gb_per_s: float  # effective
-    gpus_per_node: int
+    dp_ranks_per_node: int  # k: reduction-group ranks per scale-up domain (models/scaleup)
+    scale_up_bw_gb_per_s: float  # effective, of a reduction over k ranks in one domain
+    gpus_per_node: int  # GPUs sharing a server's NICs
     network_efficiency: float
     optimizer_s: float  # Adam step with no sharding; divided by g under ZeRO >= 1
     zero: int
     zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
     backward_mb_s: float  # backward share of one micro-batch (overlap window)
     grad_overlap_s: float = 0.0  # the stack's window hiding the distributed optimizer's traffic
+    domain_gpus: int = 0  # GPUs of one scale-up domain (0: one server's)
+
+    @property
+    def domain(self) -> int:
+        """GPUs whose traffic stays on the scale-up fabric."""
+        return self.domain_gpus or self.gpus_per_node
 
     @property
     def stage_mb_s(self) -> float:
@@ -331,6 +346,7 @@ def step_coefficients(
     send_bytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden / layout.tp
     send_exposed = 1.0 - cal.pp_overlap_fraction  # overlapped P2P hides the rest
     gpn = gpu.server.gpus_per_server
+    k = scaleup.ranks_in_domain(gpu, layout.tp)
     grad_params = stage_params(spec, layout, "most")
     if layout.zero == 0:
         dp_bytes = grad_params * a.grad_bytes
@@ -346,13 +362,13 @@ def step_coefficients(
         cp=layout.cp,
         replica_gpus=layout.tp * layout.cp * layout.pp,
         pp_send_bytes=send_bytes * send_exposed if layout.pp > 1 else 0.0,
-        pp_send_intra_s=comm.p2p_s(send_bytes, _scale_up_bw(gpu), lat) * send_exposed
+        pp_send_intra_s=comm.p2p_s(send_bytes, _p2p_bw(gpu), lat) * send_exposed
         if layout.pp > 1
         else 0.0,
         pp_latency_s=lat * send_exposed if layout.pp > 1 else 0.0,
         dp_bytes=dp_bytes,
-        dp_ranks_per_node=max(1, gpn // layout.tp) if layout.tp < gpn else 1,
-        scale_up_bw_gb_per_s=_scale_up_bw(gpu),
+        dp_ranks_per_node=k,
+        scale_up_bw_gb_per_s=_scale_up_bw(gpu, k),
         gpus_per_node=gpn,
         network_efficiency=cal.network_bus_efficiency,
         optimizer_s=stage_params(spec, layout, "most")
@@ -364,6 +380,7 @@ def step_coefficients(
         grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb)
         if layout.zero >= 1
         else 0.0,
+        domain_gpus=scaleup.domain_gpus(gpu),
     )
 
 
@@ -396,7 +413,7 @@ def step_from_coefficients(
         np.asarray(node_bw_gb_per_s, dtype=float) * comm.GB / c.gpus_per_node * c.network_efficiency
     )
     sends = 2.0 * (c.vp * m + c.pp - 1) if c.pp > 1 else 0.0 * m
-    one_server = dp * c.replica_gpus <= c.gpus_per_node  # sends stay on the scale-up link
+    one_server = dp * c.replica_gpus <= c.domain  # sends stay on the scale-up fabric
     pp_time = sends * np.where(
         one_server, c.pp_send_intra_s, c.pp_send_bytes / share + c.pp_latency_s
     )

@@ -18,15 +18,20 @@ from solvers.space import Candidate, nic_specs
 
 
 def least_capex_cents(scenario: Scenario, gpu, num_gpus) -> np.ndarray:
-    """The least capex of ``num_gpus`` GPUs of this type (numpy array or int): one NIC
-    per server of whichever kind is cheapest at that size, with its fabric and racks
-    (models.cost.cluster_totals, the solvers' own formula). More NICs per server
-    only add NICs, links, switch ports and power, so no plan costs less."""
+    """The least capex of ``num_gpus`` GPUs of this type (numpy array or int): the fewest
+    NICs per server its design allows, of whichever fitting kind is cheapest at that size,
+    with its fabric and racks (models.cost.cluster_totals, the solvers' own formula).
+    More NICs per server only add NICs, links, switch ports and power, so no plan costs
+    less."""
     cat = scenario.catalog
+    fitting = scenario.nics_for(gpu.name) or nic_specs(scenario)
+    fewest = min(scenario.nic_counts(gpu.name))
     return np.min(
         [
-            cluster_totals(gpu, nic, cat.switch_for(nic), cat.facility, num_gpus, 1).capex_cents
-            for nic in nic_specs(scenario)
+            cluster_totals(
+                gpu, nic, cat.switch_for(nic), cat.facility, num_gpus, fewest
+            ).capex_cents
+            for nic in fitting
         ],
         axis=0,
     )

@@ -154,48 +154,49 @@ def _build(
     dp = md.new_int_var(1, dp_max, "dp")
     m = md.new_int_var(1, m_max, "microbatches")
 
-    # --- NICs: one type, a count per server
-    max_slots = max(g.server.nic_slots for g in gpus.values())
+    # --- NICs: one type the chosen GPU's server takes, a count its design allows
+    counts_of = {name: scenario.nic_counts(name) for name in gpus}
+    fits_of = {name: {nc.name for nc in scenario.nics_for(name)} for name in gpus}
+    max_count = max(max(c) for c in counts_of.values())
     nic_lits = {nc.name: md.new_bool_var(f"nic[{nc.name}]") for nc in nics}
     md.add_exactly_one(nic_lits.values())
-    nics_per_node = md.new_int_var(1, 2 * max_slots, "nics_per_node")
+    nics_per_node = md.new_int_var(1, max_count, "nics_per_node")
     nic_count = {}
     for nc in nics:
-        v = md.new_int_var(0, 2 * max_slots, f"nics_of[{nc.name}]")
+        v = md.new_int_var(0, max_count, f"nics_of[{nc.name}]")
         md.add(v == nics_per_node).only_enforce_if(nic_lits[nc.name])
         md.add(v == 0).only_enforce_if(~nic_lits[nc.name])
         nic_count[nc.name] = v
     node_bw = md.new_int_var(
-        1, 2 * max_slots * max(_up(nc.speed_gbit_per_s) for nc in nics), "node_gbit_s"
+        1, max_count * max(_up(nc.speed_gbit_per_s) for nc in nics), "node_gbit_s"
     )
     md.add(node_bw == sum(_down(nc.speed_gbit_per_s) * nic_count[nc.name] for nc in nics))
-    if "nic_slots" in enforce:
-        slots = sum(
-            (g.server.nic_slots + scenario.extra_nic_slots) * gpu_lit[name]
-            for name, g in gpus.items()
-        )
-        md.add(nics_per_node <= slots).only_enforce_if(enforce["nic_slots"])
-    else:
-        md.add(
-            nics_per_node <= sum(2 * g.server.nic_slots * gpu_lit[name] for name, g in gpus.items())
-        )
+    relaxed = scenario.with_changes(disabled=scenario.disabled | {"nic_slots"})
+    for name in gpus:
+        for nc in nics:
+            if nc.name not in fits_of[name]:  # PCIe generation or the vendor's design
+                md.add_bool_or([~gpu_lit[name], ~nic_lits[nc.name]])
+        if not fits_of[name]:
+            md.add(gpu_lit[name] == 0)
+        if "nic_slots" in enforce:
+            md.add_linear_expression_in_domain(
+                nics_per_node, cp_model.Domain.from_values(counts_of[name])
+            ).only_enforce_if([gpu_lit[name], enforce["nic_slots"]])
+        md.add_linear_expression_in_domain(
+            nics_per_node, cp_model.Domain.from_values(relaxed.nic_counts(name))
+        ).only_enforce_if(gpu_lit[name])
 
     if scenario.pricing == "cloud" and "power" not in enforce:
         # dominance: rented GPU-hours do not charge for NICs, and more NIC bandwidth never
         # slows a step, so the fastest NIC in every slot is always best (exhaustive.py too;
         # not under a power cap, where switches draw power)
-        fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
-        md.add(nic_lits[fastest.name] == 1)
-        full = sum(
-            (
-                (g.server.nic_slots + scenario.extra_nic_slots)
-                if "nic_slots" in enforce
-                else 2 * g.server.nic_slots
-            )
-            * gpu_lit[name]
-            for name, g in gpus.items()
-        )
-        md.add(nics_per_node == full)
+        for name in gpus:
+            fitting = [nc for nc in nics if nc.name in fits_of[name]]
+            if not fitting:
+                continue
+            fastest = max(fitting, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
+            md.add(nic_lits[fastest.name] == 1).only_enforce_if(gpu_lit[name])
+            md.add(nics_per_node == max(counts_of[name])).only_enforce_if(gpu_lit[name])
 
     # --- memory: d at least the smallest ZeRO shard that fits
     if "memory" in enforce:
@@ -234,6 +235,11 @@ def _build(
     num_gpus = md.new_int_var(1, gpu_cap, "num_gpus")
     md.add_multiplication_equality(num_gpus, [rep, dp])
     md.add(num_gpus <= GPU_CAP)
+    for name, g in gpus.items():  # rack-scale systems are bought whole (catalog ServerSpec)
+        unit = g.server.purchase_unit_gpus
+        if unit > 1:
+            units = md.new_int_var(0, gpu_cap // unit + 1, f"purchase_units[{name}]")
+            md.add(num_gpus == unit * units).only_enforce_if(gpu_lit[name])
     if "max_gpus" in enforce:
         for name in gpu_names:
             cap = scenario.gpu_cap(name)
@@ -251,7 +257,7 @@ def _build(
     r_dp = md.new_bool_var("dp_group_in_one_server")
     r_pp = md.new_bool_var("job_in_one_server")
     thd = [math.ceil(c.coeffs.dp_ranks_per_node / c.shape.cp) for c in candidates]
-    thp = [c.coeffs.gpus_per_node // c.shape.replica_gpus for c in candidates]
+    thp = [c.coeffs.domain // c.shape.replica_gpus for c in candidates]
     md.add(dp <= sel(thd) - 1).only_enforce_if(r_dp)
     md.add(dp >= sel(thd)).only_enforce_if(~r_dp)
     md.add(dp <= sel(thp)).only_enforce_if(r_pp)

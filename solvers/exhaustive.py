@@ -132,14 +132,18 @@ def best_for_candidate(
     ok_batch = m_hi >= m_lo
     if not ok_batch.any():
         return None
+    unit = gpu.server.purchase_unit_gpus  # rack-scale systems are bought whole
+    ok_batch &= (shape.replica_gpus * dps) % unit == 0
+    if not ok_batch.any():
+        return None
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     gpus = shape.replica_gpus * dps
-    slots = gpu.server.nic_slots + scenario.extra_nic_slots
-    max_k = slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
-    options = [(nic, k) for nic in nics for k in range(1, max_k + 1)]
-    if scenario.pricing == "cloud" and not every_m and not scenario.active("power"):
-        fastest = max(nics, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
-        options = [(fastest, max_k)]
+    fitting = [nic for nic in nics if nic.name in {n.name for n in scenario.nics_for(gpu.name)}]
+    counts = scenario.nic_counts(gpu.name)
+    options = [(nic, k) for nic in fitting for k in counts]
+    if scenario.pricing == "cloud" and not every_m and not scenario.active("power") and fitting:
+        fastest = max(fitting, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
+        options = [(fastest, max(counts))]
     cat, fac = scenario.catalog, scenario.catalog.facility
     best = None
     for nic, k in options:

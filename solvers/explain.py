@@ -24,7 +24,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from models.comm import tp_bandwidth_limit
+from models.scaleup import tp_limit
 from solvers.cpsat import _solver, solve_cpsat
 from solvers.cpsat_model import build
 from solvers.gc_pause import without_gc_pauses
@@ -110,7 +110,7 @@ def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None,
     ev, lay, cfg = plan.evaluation, plan.evaluation.layout, plan.config
     gpu = scenario.catalog.gpu(cfg.shape.gpu)
     if family == "memory":
-        cap = ev.memory.capacity
+        cap = ev.memory.usable
         return cap - ev.memory.total, "GB", f"{ev.memory.total:,.1f} of {cap:,.1f} GB per GPU"
     if family == "budget":
         return (
@@ -163,10 +163,7 @@ def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None,
         n_racks = ev.cluster.racks
         return scenario.rack_cap - n_racks, "racks", f"{n_racks:,} of {scenario.rack_cap:,} racks"
     if family == "tp_bandwidth":
-        peak = gpu.peak_tflops(lay.precision) or gpu.dense_bf16_tflops
-        limit = tp_bandwidth_limit(
-            scenario.spec.hidden, gpu.scale_up_bw_gb_per_s_per_direction, peak
-        )
+        limit = tp_limit(scenario.spec.hidden, gpu, lay.tp, lay.precision)[0]
         return limit - lay.tp, "TP degree", f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak)"
     if family == "tp_domain":
         dom = gpu.server.scale_up_domain_gpus

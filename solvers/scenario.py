@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from catalog.catalog import Catalog
-from catalog.specs import DEFAULT_STACK
+from catalog.specs import DEFAULT_STACK, NICSpec
 from models.layout import Assumptions
 from models.spec import TransformerSpec
 
@@ -69,6 +69,7 @@ class Scenario:
     evidence: str = "measured"  # provenance: "measured" (GPUs with measured runs) or "any"
     # (GPU, precision) pairs the search skips: no measured run in that precision (--evidence)
     unmeasured: frozenset[tuple[str, str]] = frozenset()
+    fabric: str = "any"  # scale-out fabric: "any", "infiniband" or "ethernet" (--fabric)
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
@@ -154,6 +155,18 @@ class Scenario:
     def sequences(self) -> float:
         """Training sequences: tokens / seq_len."""
         return self.tokens / self.seq_len
+
+    def nics_for(self, gpu: str) -> list[NICSpec]:
+        """The question's NICs that ``gpu``'s server can take, on the question's fabric
+        (catalog.Catalog.nic_fits: PCIe generation, the vendor's fixed or integrated NICs)."""
+        return self.catalog.nics_for(self.catalog.gpu(gpu), self.nics, self.fabric)
+
+    def nic_counts(self, gpu: str) -> tuple[int, ...]:
+        """NICs per server a plan on ``gpu`` may take (the vendor's counts; relaxed nic_slots
+        rule: extra slots, or up to twice the slots when not enforced)."""
+        return self.catalog.gpu(gpu).server.allowed_nic_counts(
+            self.extra_nic_slots, self.active("nic_slots")
+        )
 
     def with_changes(self, **changes) -> Scenario:
         return replace(self, **changes)

@@ -27,12 +27,12 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from catalog.specs import GPUSpec, NICSpec
-from models.comm import tp_bandwidth_limit
 from models.evaluate import with_profile
 from models.feasibility import TOL, divisibility_violations
 from models.layout import Layout, Network
-from models.memory import memory_terms
+from models.memory import memory_terms, usable_memory_gb
 from models.pipeline import EVEN, Split, uneven_splits
+from models.scaleup import tp_limit
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
 from solvers.scenario import GPU_CAP, Scenario
 
@@ -102,7 +102,8 @@ class _Source:
 
     @property
     def capacity_gb(self) -> float:
-        return self.gpu.memory_gb * self.scenario.memory_scale
+        usable = usable_memory_gb(self.gpu.memory_gb, self.scenario.assumptions)
+        return usable * self.scenario.memory_scale
 
 
 _UNSET: Any = object()
@@ -231,13 +232,8 @@ def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> fro
         out.add("divisibility")
     if shape.tp * shape.cp > gpu.server.scale_up_domain_gpus:
         out.add("tp_domain")
-    if shape.tp > 1:
-        peak = gpu.peak_tflops(shape.precision) or gpu.dense_bf16_tflops
-        if (
-            shape.tp
-            > tp_bandwidth_limit(spec.hidden, gpu.scale_up_bw_gb_per_s_per_direction, peak) + TOL
-        ):
-            out.add("tp_bandwidth")
+    if shape.tp > 1 and shape.tp > tp_limit(spec.hidden, gpu, shape.tp, shape.precision)[0] + TOL:
+        out.add("tp_bandwidth")
     return frozenset(out)
 
 
@@ -250,7 +246,7 @@ def shape_memory_terms(scenario: Scenario, shape: Shape) -> list[tuple[float, fl
 
 def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | None:
     """Smallest d with memory(d) <= capacity x memory_scale, pipelines full (m >= p)."""
-    capacity = gpu.memory_gb * scenario.memory_scale
+    capacity = usable_memory_gb(gpu.memory_gb, scenario.assumptions) * scenario.memory_scale
     return dp_min_from_terms(shape_memory_terms(scenario, shape), shape.cp, capacity)
 
 
@@ -298,8 +294,13 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
             for p in scenario.precisions
             if gpu.peak_tflops(p) is not None and (gpu_name, p) not in scenario.unmeasured
         ]
+        fitting = scenario.nics_for(gpu_name)
+        if not fitting:  # no NIC of the question fits this server (PCIe, design, fabric)
+            continue
         nominal = Network(
-            "-", gpu.server.nic_slots, max(n.bw_gb_per_s_per_direction for n in nic_specs(scenario))
+            "-",
+            max(scenario.nic_counts(gpu_name)),
+            max(n.bw_gb_per_s_per_direction for n in fitting),
         )
         source = _Source(scenario, gpu, nominal, terms_cache)
         # with FlashAttention, selective recomputation (of the attention scores) is what the
@@ -346,12 +347,6 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
 
 def nic_specs(scenario: Scenario) -> list[NICSpec]:
     return [scenario.catalog.nic(n) for n in scenario.nics]
-
-
-def max_nics_per_node(scenario: Scenario, gpu: GPUSpec) -> int:
-    """NIC counts the solvers consider: up to the slots (twice that when nic_slots is relaxed)."""
-    slots = gpu.server.nic_slots + scenario.extra_nic_slots
-    return slots if scenario.active("nic_slots") else 2 * gpu.server.nic_slots
 
 
 def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
