@@ -196,7 +196,8 @@ class ServerSpec(_Strict):
     )
     nic_counts: tuple[int, ...] | None = Field(
         None,
-        description="scale-out NIC counts the vendor's designs ship per server "
+        description="scale-out NIC counts the vendor's designs ship per server; those "
+        "above nic_slots (a smaller server given in an override) are dropped "
         "(None: any count up to nic_slots)",
     )
     nics: tuple[str, ...] | None = Field(
@@ -210,13 +211,14 @@ class ServerSpec(_Strict):
 
     @model_validator(mode="after")
     def _nic_counts_fit(self) -> ServerSpec:
-        for count in self.nic_counts or ():
-            if not 1 <= count <= self.nic_slots:
+        if self.nic_counts is not None:
+            if any(c < 1 for c in self.nic_counts):
+                raise ValueError("nic_counts: every count must be at least 1")
+            if not any(c <= self.nic_slots for c in self.nic_counts):
                 raise ValueError(
-                    f"nic_counts: {count} is outside 1..nic_slots ({self.nic_slots})"
+                    f"nic_counts: none of {list(self.nic_counts)} fits nic_slots "
+                    f"({self.nic_slots}); give a count the slots hold"
                 )
-        if self.nic_counts is not None and not self.nic_counts:
-            raise ValueError("nic_counts: give at least one count, or leave it out")
         if self.nics is not None and not self.nics:
             raise ValueError("nics: give at least one NIC name, or leave it out")
         return self
@@ -230,7 +232,8 @@ class ServerSpec(_Strict):
         """NIC counts per server a plan may take: the vendor's counts (or 1..slots), plus
         ``extra_slots`` more slots when the nic_slots rule is relaxed by that many, or up
         to twice the slots when it is not enforced at all."""
-        base = self.nic_counts or tuple(range(1, self.nic_slots + 1))
+        shipped = self.nic_counts or tuple(range(1, self.nic_slots + 1))
+        base = tuple(c for c in shipped if c <= self.nic_slots)
         top = self.nic_slots + extra_slots if enforced else 2 * self.nic_slots
         return tuple(sorted(set(base) | set(range(self.nic_slots + 1, top + 1))))
 
@@ -354,8 +357,7 @@ class GPUSpec(_Strict):
         if self.scale_up_topology == "mesh":
             if link is None:
                 raise ValueError(
-                    "scale_up_link_gb_per_s_per_direction: a mesh needs the per-peer link "
-                    "bandwidth"
+                    "scale_up_link_gb_per_s_per_direction: a mesh needs the per-peer link bandwidth"
                 )
             if link > self.scale_up_bw_gb_per_s_per_direction + 1e-9:
                 raise ValueError(

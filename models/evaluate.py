@@ -42,8 +42,7 @@ class Hardware:
         n = catalog.nic(nic) if nic else default_nic(catalog, g)
         if not catalog.nic_fits(g, n):
             raise CatalogError(nic_misfit(catalog, g, n))
-        counts = g.server.nic_counts or (g.server.nic_slots,)
-        count = nics_per_node if nics_per_node is not None else max(counts)
+        count = nics_per_node if nics_per_node is not None else max(g.server.allowed_nic_counts())
         return cls(g, n, count, catalog.switch_for(n), catalog.facility)
 
     def cluster(self, num_gpus: int) -> Cluster:
@@ -59,7 +58,15 @@ def default_nic(catalog: Catalog, gpu: GPUSpec) -> NICSpec:
     fitting = catalog.nics_for(gpu)
     if not fitting:
         raise CatalogError(f"gpus.{gpu.name}: no catalog NIC fits its server; add one")
-    return max(fitting, key=lambda n: (n.speed_gbit_per_s, -n.price_usd, n.name))
+    return max(
+        fitting,
+        key=lambda n: (
+            n.speed_gbit_per_s,
+            -n.price_usd,
+            catalog.fabric_of(n) == "infiniband",  # on a tie, the reference designs' fabric
+            n.name,
+        ),
+    )
 
 
 def nic_misfit(catalog: Catalog, gpu: GPUSpec, nic: NICSpec) -> str:

@@ -97,8 +97,7 @@ def check_layout(
         out.append(
             Violation(
                 "memory",
-                f"needs {memory.total:.1f} GB per GPU, {gpu.name} has {memory.usable:.1f} GB"
-                f"{kept}",
+                f"needs {memory.total:.1f} GB per GPU, {gpu.name} has {memory.usable:.1f} GB{kept}",
             )
         )
     if layout.tp > 1:
@@ -149,8 +148,8 @@ def check_layout(
                 f"{nics_per_node} NICs per server exceed the {gpu.server.nic_slots} slots",
             )
         )
-    elif gpu.server.nic_counts is not None and nics_per_node not in gpu.server.nic_counts:
-        shipped = ", ".join(str(c) for c in gpu.server.nic_counts)
+    elif nics_per_node not in gpu.server.allowed_nic_counts():
+        shipped = ", ".join(str(c) for c in gpu.server.allowed_nic_counts())
         out.append(
             Violation(
                 "nic_slots",

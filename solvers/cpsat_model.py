@@ -235,8 +235,8 @@ def _build(
     num_gpus = md.new_int_var(1, gpu_cap, "num_gpus")
     md.add_multiplication_equality(num_gpus, [rep, dp])
     md.add(num_gpus <= GPU_CAP)
-    for name, g in gpus.items():  # rack-scale systems are bought whole (catalog ServerSpec)
-        unit = g.server.purchase_unit_gpus
+    for name, spec in gpus.items():  # bought in whole servers or racks (catalog ServerSpec)
+        unit = spec.server.purchase_unit_gpus
         if unit > 1:
             units = md.new_int_var(0, gpu_cap // unit + 1, f"purchase_units[{name}]")
             md.add(num_gpus == unit * units).only_enforce_if(gpu_lit[name])

@@ -133,7 +133,10 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         gpu = gpu.model_copy(update={"memory_gb": gpu.memory_gb * scenario.memory_scale})
     if scenario.extra_nic_slots:
         server = gpu.server.model_copy(
-            update={"nic_slots": gpu.server.nic_slots + scenario.extra_nic_slots}
+            update={
+                "nic_slots": gpu.server.nic_slots + scenario.extra_nic_slots,
+                "nic_counts": scenario.nic_counts(gpu.name),
+            }
         )
         gpu = gpu.model_copy(update={"server": server})
     hw = replace(hw, gpu=gpu)

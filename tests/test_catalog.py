@@ -187,11 +187,19 @@ def test_override_merges_and_keeps_other_fields(tmp_path, shipped):
 
 
 def test_override_merges_nested_server_fields(tmp_path, shipped):
-    path = _write(tmp_path, "gpus:\n  h100-sxm:\n    server:\n      nic_slots: 4\n")
+    path = _write(
+        tmp_path, "gpus:\n  h100-sxm:\n    server:\n      nic_slots: 4\n      nic_counts: [4]\n"
+    )
     server = load_catalog([path]).gpu("h100-sxm").server
     assert server.nic_slots == 4
     assert server.gpus_per_server == shipped.gpu("h100-sxm").server.gpus_per_server
     assert server.overhead_usd == shipped.gpu("h100-sxm").server.overhead_usd
+
+
+def test_override_below_the_shipped_nic_counts_is_refused(tmp_path):
+    path = _write(tmp_path, "gpus:\n  h100-sxm:\n    server:\n      nic_slots: 4\n")
+    with pytest.raises(CatalogError, match=r"gpus.h100-sxm.server: .*nic_counts"):
+        load_catalog([path])
 
 
 def test_later_override_wins(tmp_path):

@@ -356,11 +356,11 @@ def test_price_scale_axis_takes_nic_prices_too(tmp_path):
     study = tmp_path / "nics.yaml"
     study.write_text(
         "base:\n  model: llama2-7b\n  tokens: 100B\n  budget: 2M\n  max_batch_tokens: 1M\n  gpus: [h100-sxm]\n"
-        "axes:\n  price_scale: [{cx6-200g: 1.0}, {cx6-200g: 20.0}]\n"
+        "axes:\n  price_scale: [{cx7-400g: 1.0}, {cx7-400g: 20.0}]\n"
     )
     out_csv = tmp_path / "n.csv"
     assert run(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"]).exit_code == 0
     nic = {
-        json.loads(r["price_scale"])["cx6-200g"]: r["nic"] for r in csv.DictReader(out_csv.open())
+        json.loads(r["price_scale"])["cx7-400g"]: r["nic"] for r in csv.DictReader(out_csv.open())
     }
-    assert nic[1.0] == "cx6-200g" and nic[20.0] != "cx6-200g"
+    assert nic[1.0] == "cx7-400g" and nic[20.0] != "cx7-400g"

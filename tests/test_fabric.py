@@ -180,7 +180,8 @@ def test_power_cap_binds_and_is_explained_first(cat):
 
 
 def test_rack_cap_binds(cat):
-    s = _question(cat, max_racks=2)
+    # $5M would buy ~16 eight-GPU servers; two racks hold 8 of them
+    s = _question(cat, max_racks=2, budget_usd=5e6)
     res = solve_cpsat(s)
     assert res.best.evaluation.cluster.racks <= 2
     ref = solve_exhaustive(s)
@@ -243,9 +244,11 @@ def test_bom_csv_and_json_total_equal_the_plan_cost_to_the_cent(tmp_path):
 
 
 def test_power_cap_option_binds_in_the_report():
-    r = _run(["optimize", *QUICK, "--json"])
+    # ~30 eight-GPU servers, so that a 10% larger cap buys whole servers more
+    question = [*QUICK[:-1], "10M"]
+    r = _run(["optimize", *question, "--json"])
     used_mw = json.loads(r.output)["bom"]["facility_kw"] / 1000
-    r = _run(["optimize", *QUICK, "--power-cap", f"{used_mw * 0.6:.4f}", "--json"])
+    r = _run(["optimize", *question, "--power-cap", f"{used_mw * 0.6:.4f}", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     assert doc["binding"][0]["constraint"] == "power"

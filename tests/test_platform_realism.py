@@ -13,8 +13,7 @@ from conftest import run_main
 from catalog import load_catalog
 from designer.cli import cli
 from designer.questions import DEFAULT_HEADROOM, DEFAULT_RESERVED_GB, build_scenario
-from models import Assumptions, Hardware, Layout, evaluate, zoo
-from models import comm
+from models import Assumptions, Hardware, Layout, comm, evaluate, zoo
 from models.layout import Network
 from models.scaleup import group_bw_gb_per_s, p2p_bw_gb_per_s, ranks_in_domain, tp_limit
 from models.step import step_coefficients, step_from_coefficients, tp_comm_per_microbatch_s
@@ -63,9 +62,10 @@ def test_tp_collectives_on_four_mesh_gpus_use_three_links(cat):
     switched = gpu.model_copy(
         update={"scale_up_topology": "switched", "scale_up_link_gb_per_s_per_direction": None}
     )
-    assert tp_comm_per_microbatch_s(
-        spec, layout, spec.seq_len, switched, Network("-", 8, 50.0)
-    ) < expected
+    assert (
+        tp_comm_per_microbatch_s(spec, layout, spec.seq_len, switched, Network("-", 8, 50.0))
+        < expected
+    )
 
 
 def test_tp_bandwidth_rule_uses_the_groups_links(cat):
