@@ -15,20 +15,14 @@ measurements fails it.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
+
+from conftest import load_bench
 
 from catalog import load_catalog
 from models.zoo import zoo
 
-_PATH = Path(__file__).resolve().parent.parent / "bench" / "memory.py"
-_SPEC = importlib.util.spec_from_file_location("bench_memory_measured", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench_memory = importlib.util.module_from_spec(_SPEC)
-sys.modules["bench_memory_measured"] = bench_memory  # dataclasses look their module up
-_SPEC.loader.exec_module(bench_memory)
+bench_memory = load_bench("memory.py", "bench_memory_measured")
 
 MEASURED_MEDIAN_ABS_ERROR_PCT = 48.7  # tensors only, 26 runs, 2026-11-30
 GUARD_PCT = 49.0

@@ -7,20 +7,12 @@ paper's 22B-1T configurations. Independent validation: nothing is fitted.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from conftest import load_bench
 
 from models import Assumptions, Layout, memory
 
-_PATH = Path(__file__).resolve().parent.parent / "bench" / "memory.py"
-_SPEC = importlib.util.spec_from_file_location("bench_memory", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench_memory = importlib.util.module_from_spec(_SPEC)
-sys.modules["bench_memory"] = bench_memory  # dataclasses look their module up
-_SPEC.loader.exec_module(bench_memory)
+bench_memory = load_bench("memory.py", "bench_memory")
 
 # Table 2 for s=2048, b=1, h=12288, a=96, t=8: s*b*h = 25,165,824 and 5as/h = 80
 SBH = 2048 * 12288
