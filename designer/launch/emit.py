@@ -10,6 +10,7 @@ import shlex
 
 from designer.errors import Infeasible, UsageError
 from designer.launch.checkpoint import Checkpointing, slurm_time
+from designer.launch.megatron_import import PIPELINE_SPLIT_OPTIONS
 from designer.launch.megatron_model import model_flags, unsupported
 from designer.launch.nemo_recipe import nemo
 from designer.launch.pipeline_layout import layout_string, needs_layout
@@ -17,6 +18,7 @@ from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.torchtitan_config import torchtitan
 from designer.launch.vocab import checked_against, flag, vocabulary
+from models.feasibility import divisibility_violations
 
 FORMATS = ("megatron", "nemo", "torchtitan", "slurm")
 RDZV_PORT = 29500  # torchrun's default master port
@@ -38,6 +40,16 @@ def megatron_args(
     why = unsupported(spec)
     if why is not None:
         raise Infeasible(f"Megatron-LM cannot train {spec.name}: {why}")
+    broken = [
+        v
+        for v in divisibility_violations(spec, lay, job.seq_len)
+        if v.option not in PIPELINE_SPLIT_OPTIONS  # the layout string runs those
+    ]
+    if broken:
+        raise Infeasible(
+            f"Megatron-LM refuses this layout ({broken[0].detail}); re-run optimize "
+            "without --ignore divisibility"
+        )
 
     def f(setting: str, value: object = None) -> tuple[str, str | None]:
         return flag("megatron", setting), None if value is None else str(value)
