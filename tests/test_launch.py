@@ -18,8 +18,8 @@ from designer.launch import Launch, emit, load_megatron, parse_megatron
 from designer.launch.checkpoint import slurm_time
 from designer.launch.emit import megatron_args
 from designer.launch.nemo_recipe import nemo_fields
-from designer.launch.torchtitan_config import torchtitan_sections
 from designer.launch.script import command_from_script
+from designer.launch.torchtitan_config import torchtitan_sections
 from designer.launch.vocab import FRAMEWORKS, flag_index, vocabulary
 from designer.questions import build_scenario
 from models import Hardware, evaluate

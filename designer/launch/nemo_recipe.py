@@ -21,7 +21,7 @@ import yaml
 
 from designer.errors import Infeasible
 from designer.launch.megatron_model import NORMALIZATION
-from designer.launch.pipeline_layout import needs_layout
+from designer.launch.pipeline_layout import layout_string, needs_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.vocab import checked_against, vocabulary
@@ -70,25 +70,29 @@ def choose_recipe(spec: TransformerSpec) -> str:
 def split_settings(job: Launch) -> dict[str, object]:
     """Every pipeline-split setting, as the plan has it (None clears a recipe default)."""
     lay = job.layout
+    text = None
+    if lay.pp > 1 and needs_layout(job.spec.layers, lay):
+        text = layout_string(job.spec.layers, lay)
+        if text is None:
+            raise Infeasible(
+                f"NeMo cannot run this pipeline split: the ranks' layers "
+                f"{'/'.join(map(str, job.stage_layers))} do not divide over vp {lay.vp} chunks; "
+                "re-run optimize without --ignore divisibility"
+            )
     return {
         "pp": lay.pp,
         "vp": lay.vp if lay.vp > 1 else None,
-        "first_stage_layers": lay.first_stage_layers,
-        "last_stage_layers": lay.last_stage_layers,
-        "embedding_in_split": lay.embedding_in_split,
-        "loss_in_split": lay.loss_in_split,
+        "first_stage_layers": lay.first_stage_layers if text is None else None,
+        "last_stage_layers": lay.last_stage_layers if text is None else None,
+        "embedding_in_split": lay.embedding_in_split and text is None,
+        "loss_in_split": lay.loss_in_split and text is None,
+        "pipeline_layout": text,
     }
 
 
 def nemo_fields(job: Launch) -> list[tuple[str, object]]:
     """(recipe attribute path, value) for a NeMo 2.0 recipe."""
     spec, lay = job.spec, job.layout
-    if lay.pp > 1 and needs_layout(spec.layers, lay):
-        raise Infeasible(
-            "NeMo 2.0's MegatronStrategy has no field for this pipeline split (pp does not "
-            "divide the layers); use --emit megatron (--pipeline-model-parallel-layout) or "
-            "re-run optimize without --ignore divisibility"
-        )
     fields = vocabulary("nemo")["fields"]
 
     def f(key: str, value: object) -> tuple[str, object]:
