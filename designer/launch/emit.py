@@ -13,7 +13,7 @@ from designer.launch.checkpoint import Checkpointing, slurm_time
 from designer.launch.megatron_import import PIPELINE_SPLIT_OPTIONS
 from designer.launch.megatron_model import model_flags, unsupported
 from designer.launch.nemo_recipe import nemo
-from designer.launch.pipeline_layout import layout_string, needs_layout
+from designer.launch.pipeline_layout import required_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.torchtitan_config import torchtitan
@@ -98,14 +98,8 @@ def pipeline_flags(job: Launch) -> list[tuple[str, object]]:
     lay = job.layout
     if lay.pp == 1:
         return []
-    if needs_layout(job.spec.layers, lay):
-        text = layout_string(job.spec.layers, lay)
-        if text is None:
-            raise Infeasible(
-                f"Megatron-LM cannot run this pipeline split: the ranks' layers "
-                f"{'/'.join(map(str, job.stage_layers))} do not divide over vp {lay.vp} "
-                "chunks; re-run optimize without --ignore divisibility"
-            )
+    text = required_layout(job.spec.layers, lay, "Megatron-LM")
+    if text is not None:
         return [("pipeline_layout", text)]
     out: list[tuple[str, object]] = []
     if lay.vp > 1:

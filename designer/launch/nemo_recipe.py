@@ -21,7 +21,7 @@ import yaml
 
 from designer.errors import Infeasible
 from designer.launch.megatron_model import NORMALIZATION
-from designer.launch.pipeline_layout import layout_string, needs_layout
+from designer.launch.pipeline_layout import required_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.vocab import checked_against, vocabulary
@@ -70,15 +70,7 @@ def choose_recipe(spec: TransformerSpec) -> str:
 def split_settings(job: Launch) -> dict[str, object]:
     """Every pipeline-split setting, as the plan has it (None clears a recipe default)."""
     lay = job.layout
-    text = None
-    if lay.pp > 1 and needs_layout(job.spec.layers, lay):
-        text = layout_string(job.spec.layers, lay)
-        if text is None:
-            raise Infeasible(
-                f"NeMo cannot run this pipeline split: the ranks' layers "
-                f"{'/'.join(map(str, job.stage_layers))} do not divide over vp {lay.vp} chunks; "
-                "re-run optimize without --ignore divisibility"
-            )
+    text = required_layout(job.spec.layers, lay, "NeMo") if lay.pp > 1 else None
     return {
         "pp": lay.pp,
         "vp": lay.vp if lay.vp > 1 else None,
@@ -108,40 +100,41 @@ def nemo_fields(job: Launch) -> list[tuple[str, object]]:
         out.append(f("max_steps", job.train_iters))
     out += [f("tp", lay.tp), f("cp", lay.cp), f("sequence_parallel", lay.sp)]
     out += [f(k, v) for k, v in split_settings(job).items()]
-    out += [
-        f("fp8", "hybrid" if lay.precision == "fp8" else None),
-        f("grad_reduce_in_fp32", not job.grad_reduce_bf16),
-        f("distributed_optimizer", lay.zero >= 1),
-        f("micro_batch", lay.micro_batch),
-        f("global_batch", lay.global_batch),
-        f("seq_len", job.seq_len),
-        f("model_seq_len", job.seq_len),
-        f("layers", spec.layers),
-        f("hidden", spec.hidden),
-        f("ffn_hidden", spec.ffn),
-        f("heads", spec.heads),
-        f("query_groups", spec.kv),
-        f("kv_channels", spec.head_dim),
-        f("gated_mlp", spec.gated_mlp),
-        f("tied_embeddings", spec.tied_embeddings),
-        f("position_embedding", spec.position_embedding),
-    ]
+    values: dict[str, object] = {
+        "fp8": "hybrid" if lay.precision == "fp8" else None,
+        "grad_reduce_in_fp32": not job.grad_reduce_bf16,
+        "distributed_optimizer": lay.zero >= 1,
+        "micro_batch": lay.micro_batch,
+        "global_batch": lay.global_batch,
+        "seq_len": job.seq_len,
+        "model_seq_len": job.seq_len,
+        "layers": spec.layers,
+        "hidden": spec.hidden,
+        "ffn_hidden": spec.ffn,
+        "heads": spec.heads,
+        "query_groups": spec.kv,
+        "kv_channels": spec.head_dim,
+        "gated_mlp": spec.gated_mlp,
+        "tied_embeddings": spec.tied_embeddings,
+        "position_embedding": spec.position_embedding,
+    }
     if spec.position_embedding == "rope":
-        out += [f("rope_base", spec.rope_base), f("rope_percent", spec.rope_percent)]
+        values.update(rope_base=spec.rope_base, rope_percent=spec.rope_percent)
         if spec.rope_scaling is not None and spec.rope_scaling.factor is not None:
-            out.append(f("rope_scaling_factor", spec.rope_scaling.factor))
-    out += [
-        f("normalization", NORMALIZATION[spec.normalization]),
-        f("norm_eps", spec.norm_eps),
-        f("linear_bias", spec.linear_bias),
-        f("qkv_bias", spec.qkv_bias and not spec.linear_bias),
-        f("attention_dropout", spec.attention_dropout),
-        f("hidden_dropout", spec.hidden_dropout),
-        f("vocab", spec.vocab),
-        f("recompute_granularity", recompute[0]),
-        f("recompute_method", recompute[1]),
-        f("recompute_num_layers", recompute[2]),
-    ]
+            values["rope_scaling_factor"] = spec.rope_scaling.factor
+    values.update(
+        normalization=NORMALIZATION[spec.normalization],
+        norm_eps=spec.norm_eps,
+        linear_bias=spec.linear_bias,
+        qkv_bias=spec.qkv_bias and not spec.linear_bias,
+        attention_dropout=spec.attention_dropout,
+        hidden_dropout=spec.hidden_dropout,
+        vocab=spec.vocab,
+        recompute_granularity=recompute[0],
+        recompute_method=recompute[1],
+        recompute_num_layers=recompute[2],
+    )
+    out += [f(k, v) for k, v in values.items()]
     return out
 
 

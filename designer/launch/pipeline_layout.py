@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from designer.errors import Infeasible
 from models import Layout
 from models.pipeline import split_violation, stage_layers
 
@@ -41,6 +42,26 @@ def chunk_layers(layers: int, layout: Layout) -> list[int] | None:
     if min(min(c) for c in chunks) < 0:
         return None
     return [chunks[s % p][s // p] for s in range(p * v)]
+
+
+def chunks_or_refuse(layers: int, layout: Layout, framework: str) -> list[int]:
+    """chunk_layers, or Infeasible naming the framework when ranks do not split evenly."""
+    chunks = chunk_layers(layers, layout)
+    if chunks is None:
+        ranks = "/".join(map(str, stage_layers(layers, layout)))
+        raise Infeasible(
+            f"{framework} cannot run this pipeline split: the ranks' layers {ranks} do not "
+            f"divide over vp {layout.vp} chunks; re-run optimize without --ignore divisibility"
+        )
+    return chunks
+
+
+def required_layout(layers: int, layout: Layout, framework: str) -> str | None:
+    """The layout string when only it expresses the split (needs_layout), else None."""
+    if not needs_layout(layers, layout):
+        return None
+    chunks_or_refuse(layers, layout, framework)
+    return layout_string(layers, layout)
 
 
 def needs_layout(layers: int, layout: Layout) -> bool:

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 
-from designer.errors import Infeasible
-from designer.launch.pipeline_layout import chunk_layers, needs_layout
+from designer.launch.pipeline_layout import chunks_or_refuse, needs_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.vocab import checked_against, vocabulary
@@ -82,13 +81,7 @@ def torchtitan_sections(job: Launch) -> dict[str, dict[str, object]]:
 def torchtitan_model_parts(job: Launch) -> list[list[str]]:
     """Module names of every model chunk in stage order (virtual stage s on rank s mod p,
     as Interleaved1F1B and Megatron-LM place them); Llama-style names."""
-    chunks = chunk_layers(job.spec.layers, job.layout)
-    if chunks is None:
-        raise Infeasible(
-            f"torchtitan cannot run this pipeline split: the ranks' layers "
-            f"{'/'.join(map(str, job.stage_layers))} do not divide over vp {job.layout.vp} "
-            "chunks; re-run optimize without --ignore divisibility"
-        )
+    chunks = chunks_or_refuse(job.spec.layers, job.layout, "torchtitan")
     parts: list[list[str]] = []
     layer = 0
     for s, n in enumerate(chunks):
