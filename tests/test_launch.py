@@ -23,6 +23,7 @@ from designer.launch.torchtitan_config import torchtitan_sections
 from designer.launch.vocab import FRAMEWORKS, flag_index, vocabulary
 from designer.questions import build_scenario
 from models import Hardware, evaluate
+from models.zoo import zoo
 from solvers import Config
 from solvers.plan import build_plan
 from solvers.space import Shape
@@ -442,7 +443,8 @@ def test_readme_example_script_imports():
     run = load_megatron(str(ROOT / "examples" / "megatron-llama2-70b.sh"))
     assert (run.nnodes, run.nproc_per_node) == (16, 8)
     assert (run.layout.tp, run.layout.pp, run.layout.dp) == (8, 4, 4)
-    assert run.spec.params() == pytest.approx(68.98e9, rel=1e-3)  # llama2-70b
+    assert run.spec.architecture() == zoo()["llama2-70b"].architecture()
+    assert run.spec.params() == zoo()["llama2-70b"].params()
     assert run.notes == ()
 
 

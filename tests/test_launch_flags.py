@@ -257,3 +257,11 @@ def test_flag_index_has_every_table_flag():
     assert set(flag_index("megatron")) == {
         normalize(e["flag"]) for e in _table("megatron").values()
     }
+
+
+def test_gaudi_emit_exits_1_naming_the_fork(capsys):
+    args = ["optimize", "--model", "llama3-8b", "--gpu", "gaudi3", "--evidence", "any"]
+    args += ["--max-gpus", "64", "--tokens", "100B", "--emit", "slurm"]
+    code, out, err = run_main(capsys, args)
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "HabanaAI/Megatron-DeepSpeed" in err
