@@ -14,6 +14,8 @@ GPT_MODEL_ARGS=(
     --num-attention-heads 64
     --group-query-attention --num-query-groups 8
     --swiglu --untie-embeddings-and-output-weights
+    --position-embedding-type rope --normalization RMSNorm --norm-epsilon 1e-5
+    --disable-bias-linear --attention-dropout 0.0 --hidden-dropout 0.0
     --seq-length 4096 --max-position-embeddings 4096 --vocab-size 32000
 )
 TRAINING_ARGS=(

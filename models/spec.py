@@ -2,24 +2,58 @@
 
 Parameter count follows the decoder-only transformer of Megatron-LM
 (Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
-Clusters Using Megatron-LM", SC'21, section 3): per layer, Q and output
-projections h*h each, K and V projections h*(kv_heads*head_dim) each
-(grouped-query attention, Ainslie et al. 2023), an MLP of two (plain) or three
-(gated, SwiGLU as in Llama) h*ffn matrices, and two norms; plus the input
-embedding V*h, an untied output projection V*h and the final norm. Biases are
-ignored (under 0.1% for the zoo).
+Clusters Using Megatron-LM", SC'21, section 3), generalised to the attention
+widths and options of current models: per layer, a query projection
+h x (heads x head_dim) and an output projection of the same size, K and V
+projections h x (kv_heads x head_dim) each (grouped-query attention, Ainslie et
+al. 2023; head_dim may differ from h / heads, as in Gemma 2 and Qwen 3), an MLP
+of two (plain) or three (gated, SwiGLU as in Llama) h x ffn matrices, and two
+norms of h weights (plus h biases each for LayerNorm); biases of the linear layers
+when the model has them (all of them, or QKV only as in Qwen 2); then the input
+embedding V x h, learned absolute position embeddings seq_len x h when the model
+uses them (GPT-2/GPT-3; Megatron-LM's --max-position-embeddings), an untied output
+projection V x h (none when tied) and the final norm.
+
+The architecture fields beyond the shape (position embedding, RoPE base and
+scaling, normalization, biases, dropout, activation) are what a launch must
+set for the framework to train this model; their defaults are those of a
+Llama-style model (RoPE base 10,000, RMSNorm, no biases, no dropout), so a spec
+file that only gives the shape keeps the parameter count it always had.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+Activation = Literal["gelu", "gelu_tanh", "silu", "relu", "squared_relu"]
+PositionEmbedding = Literal["rope", "learned_absolute", "alibi", "none"]
+Normalization = Literal["rmsnorm", "layernorm"]
+
 
 @lru_cache(maxsize=4096)
-def _layer_matmul_params(hidden: int, kv_width: int, mlp_matrices: int, ffn: int) -> int:
-    return 2 * hidden * hidden + 2 * hidden * kv_width + mlp_matrices * hidden * ffn
+def _layer_matmul_params(
+    hidden: int, q_width: int, kv_width: int, mlp_matrices: int, ffn: int
+) -> int:
+    return 2 * hidden * q_width + 2 * hidden * kv_width + mlp_matrices * hidden * ffn
+
+
+class RopeScaling(BaseModel):
+    """RoPE frequency scaling for long context (Hugging Face ``rope_scaling``).
+
+    ``llama3`` is Llama 3.1's rule (factor, low/high frequency factors and the original
+    context length; Megatron-LM's --use-rope-scaling --rope-scaling-factor applies it
+    with low 1, high 4, original 8192); ``linear`` divides positions by the factor."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    type: Literal["llama3", "linear", "dynamic", "yarn", "longrope"]
+    factor: float | None = Field(default=None, gt=0, description="none for longrope")
+    low_freq_factor: float | None = Field(default=None, gt=0)
+    high_freq_factor: float | None = Field(default=None, gt=0)
+    original_max_position_embeddings: int | None = Field(default=None, ge=1)
 
 
 class TransformerSpec(BaseModel):
@@ -32,20 +66,52 @@ class TransformerSpec(BaseModel):
     hidden: int = Field(ge=1, le=10_000_000)
     heads: int = Field(ge=1, le=100_000)
     kv_heads: int | None = Field(default=None, ge=1, le=100_000)
+    head_dim: int = Field(  # filled in by _defaults when not given
+        default=0, ge=1, le=1_000_000, description="attention head width; default hidden / heads"
+    )
     ffn_hidden: int | None = Field(default=None, ge=1, le=100_000_000)
     gated_mlp: bool = False
+    activation: Activation = Field(  # filled in by _defaults when not given
+        default="gelu", description="MLP activation; default silu gated, gelu plain"
+    )
     vocab: int = Field(ge=1, le=100_000_000)
     seq_len: int = Field(ge=1, le=100_000_000)
     tied_embeddings: bool = False
+    position_embedding: PositionEmbedding = "rope"
+    rope_base: float = Field(default=10_000.0, gt=0)
+    rope_percent: float = Field(default=1.0, gt=0, le=1, description="rotary share of a head")
+    rope_scaling: RopeScaling | None = None
+    normalization: Normalization = "rmsnorm"
+    norm_eps: float = Field(default=1e-5, gt=0, lt=1)
+    linear_bias: bool = Field(default=False, description="biases in every linear layer")
+    qkv_bias: bool = Field(default=False, description="biases in the QKV projection only")
+    attention_dropout: float = Field(default=0.0, ge=0, lt=1)
+    hidden_dropout: float = Field(default=0.0, ge=0, lt=1)
     published_params_b: float | None = Field(
         default=None, gt=0, description="the size the authors publish, billions"
     )
     source: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        """head_dim = hidden / heads and the activation from gated_mlp, when not given."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        hidden, heads = data.get("hidden"), data.get("heads")
+        if data.get("head_dim") is None and isinstance(hidden, int) and isinstance(heads, int):
+            if heads >= 1 and hidden % heads:
+                raise ValueError(
+                    f"hidden ({hidden}) must be divisible by heads ({heads}); or give head_dim"
+                )
+            data["head_dim"] = hidden // heads if heads >= 1 else None
+        if data.get("activation") is None:
+            data["activation"] = "silu" if data.get("gated_mlp") else "gelu"
+        return data
+
     @model_validator(mode="after")
     def _check_shapes(self) -> TransformerSpec:
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
         if self.heads % self.kv:
             raise ValueError(f"heads ({self.heads}) must be divisible by kv_heads ({self.kv})")
         return self
@@ -61,10 +127,6 @@ class TransformerSpec(BaseModel):
         return self.ffn_hidden if self.ffn_hidden is not None else 4 * self.hidden
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
-    @property
     def kv_ratio(self) -> float:
         """KV heads / heads: the size of K (or V) relative to Q."""
         return self.kv / self.heads
@@ -73,18 +135,44 @@ class TransformerSpec(BaseModel):
     def mlp_matrices(self) -> int:
         return 3 if self.gated_mlp else 2
 
+    @property
+    def q_width(self) -> int:
+        """Width of the queries (and of the attention output): heads x head_dim."""
+        return self.heads * self.head_dim
+
+    def architecture(self) -> dict[str, Any]:
+        """Every field that decides what the framework builds and trains, defaults resolved
+        (kv heads and FFN width as numbers): what a launch must reproduce."""
+        out = self.model_dump(exclude={"name", "published_params_b", "source", "seq_len"})
+        out.update(kv_heads=self.kv, ffn_hidden=self.ffn)
+        return out
+
     def layer_matmul_params(self) -> int:
         """Weights of one layer's matrix multiplications (QKV, output, MLP)."""
         return _layer_matmul_params(
-            self.hidden, self.kv * self.head_dim, self.mlp_matrices, self.ffn
+            self.hidden, self.q_width, self.kv * self.head_dim, self.mlp_matrices, self.ffn
         )
 
+    def layer_bias_params(self) -> int:
+        """One layer's biases: every linear layer's, or the QKV projection's only."""
+        qkv = self.q_width + 2 * self.kv * self.head_dim
+        if self.linear_bias:
+            return qkv + self.hidden + (self.mlp_matrices - 1) * self.ffn + self.hidden
+        return qkv if self.qkv_bias else 0
+
+    @property
+    def norm_params(self) -> int:
+        """One norm: a scale per channel, and a bias for LayerNorm."""
+        return self.hidden * (2 if self.normalization == "layernorm" else 1)
+
     def layer_params(self) -> int:
-        """One layer: matmul weights plus two norms of h each."""
-        return self.layer_matmul_params() + 2 * self.hidden
+        """One layer: matmul weights, biases and two norms."""
+        return self.layer_matmul_params() + self.layer_bias_params() + 2 * self.norm_params
 
     def embedding_params(self) -> int:
-        return self.vocab * self.hidden
+        """Input embedding, with learned absolute position embeddings when used."""
+        positions = self.seq_len if self.position_embedding == "learned_absolute" else 0
+        return (self.vocab + positions) * self.hidden
 
     def output_params(self) -> int:
         """Untied output projection (0 when tied to the input embedding)."""
@@ -96,5 +184,5 @@ class TransformerSpec(BaseModel):
             self.layers * self.layer_params()
             + self.embedding_params()
             + self.output_params()
-            + self.hidden  # final norm
+            + self.norm_params  # final norm
         )

@@ -14,28 +14,8 @@ from pydantic import ValidationError
 
 from catalog.files import read_document
 from models.errors import ModelError
+from models.hf_config import hf_fields
 from models.spec import TransformerSpec
-
-_HF_LLAMA = {
-    "num_hidden_layers": "layers",
-    "hidden_size": "hidden",
-    "num_attention_heads": "heads",
-    "num_key_value_heads": "kv_heads",
-    "intermediate_size": "ffn_hidden",
-    "vocab_size": "vocab",
-    "max_position_embeddings": "seq_len",
-    "tie_word_embeddings": "tied_embeddings",
-}
-_HF_GPT2 = {
-    "n_layer": "layers",
-    "n_embd": "hidden",
-    "n_head": "heads",
-    "n_inner": "ffn_hidden",
-    "vocab_size": "vocab",
-    "n_positions": "seq_len",
-    "tie_word_embeddings": "tied_embeddings",
-}
-_REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
 
 
 def _zoo_raw() -> dict[str, dict[str, Any]]:
@@ -67,26 +47,8 @@ def _validate(fields: dict[str, Any], origin: str) -> TransformerSpec:
 
 
 def from_hf_config(cfg: dict[str, Any], origin: str) -> TransformerSpec:
-    """Translate a Hugging Face config.json (Llama-family or GPT-2 keys)."""
-    mapping = _HF_GPT2 if "n_layer" in cfg else _HF_LLAMA
-    fields: dict[str, Any] = {}
-    for hf_key, ours in mapping.items():
-        if cfg.get(hf_key) is not None:
-            fields[ours] = cfg[hf_key]
-    for ours in _REQUIRED:
-        if ours not in fields:
-            hf_key = next(k for k, v in mapping.items() if v == ours)
-            raise ModelError(f"{origin}: {hf_key}: required Hugging Face key is missing; add it")
-    if mapping is _HF_LLAMA:
-        act = str(cfg.get("hidden_act", "silu"))
-        fields["gated_mlp"] = (
-            act in {"silu", "swiglu", "gelu_pytorch_tanh", "geglu"} and "intermediate_size" in cfg
-        )
-    else:
-        fields.setdefault("tied_embeddings", True)  # GPT-2 ties its embeddings by default
-    name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
-    fields["name"] = str(name)
-    return _validate(fields, origin)
+    """Translate a Hugging Face config.json (models/hf_config.py)."""
+    return _validate(hf_fields(cfg, origin), origin)
 
 
 def load_model_file(path: Path) -> TransformerSpec:

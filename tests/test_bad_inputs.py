@@ -81,7 +81,8 @@ MODEL_FILES = [
     ("hf_llama_string_layers.json", ("layers",)),
     ("hf_llama_kv_not_dividing_heads.json", ("kv_heads",)),
     ("hf_gpt2_missing_n_embd.json", ("n_embd",)),
-    ("hf_gpt2_missing_n_positions.json", ("n_positions",)),
+    ("hf_unknown_activation.json", ("hidden_act", "tanhshrink")),
+    ("hf_attention_bias_only.json", ("attention_bias",)),
 ]
 
 CATALOG_FILES = [

@@ -5,6 +5,7 @@ Slurm and torchrun agreeing with the plan, command import and its errors, and th
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -14,11 +15,15 @@ import pytest
 from catalog import load_catalog
 from designer.errors import Infeasible, UsageError
 from designer.launch import Launch, emit, load_megatron, parse_megatron
-from designer.launch.emit import megatron_args, nemo_fields, slurm_time, torchtitan_sections
+from designer.launch.checkpoint import slurm_time
+from designer.launch.emit import megatron_args
+from designer.launch.nemo_recipe import nemo_fields
 from designer.launch.script import command_from_script
+from designer.launch.torchtitan_config import torchtitan_sections
 from designer.launch.vocab import FRAMEWORKS, flag_index, vocabulary
 from designer.questions import build_scenario
 from models import Hardware, evaluate
+from models.zoo import zoo
 from solvers import Config
 from solvers.plan import build_plan
 from solvers.space import Shape
@@ -98,11 +103,11 @@ PLANS = {
         64,
     ),
     "uneven_first_last": (
-        "bloom-176b",
+        "mt-nlg-530b",
         2048,
         3e11,
         "h100-sxm",
-        (8, 1, 12, 1, 1, "selective", "bf16", (5, 5, False, False)),
+        (8, 1, 8, 1, 1, "selective", "bf16", (11, 10, False, False)),
         "cx7-400g",
         8,
         2,
@@ -213,8 +218,28 @@ def test_slurm_header_and_torchrun_agree_with_plan(key):
     assert torchrun_flags(emit(job, "megatron")) == launcher
     d, hms = header["--time"].split("-")
     h, m, s = (int(x) for x in hms.split(":"))
-    limit_days = int(d) + (h * 3600 + m * 60 + s) / 86400
-    assert ev.time_to_train_days * 1.1 <= limit_days <= ev.time_to_train_days * 1.1 + 1 / 1440
+    limit_min = int(d) * 1440 + h * 60 + m
+    # one job segment: the whole run (plus 10%) when shorter than the 24 h default
+    assert limit_min == min(24 * 60, math.ceil(ev.time_to_train_days * 1.1 * 1440 - 1e-9))
+    assert "--requeue" in header and header["--signal"] == "B:USR1@600"
+    args = dict(re.findall(r"^\s+(--[\w-]+)(?: (\S+))?", text, re.M))
+    assert args["--save"] == args["--load"] == '"$CKPT_DIR"'
+    assert int(args["--exit-duration-in-mins"]) == limit_min - 20
+    # a checkpoint every hour of training (stated default), in whole iterations
+    assert int(args["--save-interval"]) == max(1, round(3600 / ev.step_time_s))
+    assert "--exit-signal-handler" in args
+    assert "# resume: sbatch this file again" in text
+    assert f'-lt {job.train_iters} ]; then scontrol requeue "$SLURM_JOB_ID"' in text
+
+
+def test_months_long_run_is_split_into_segments():
+    scenario, plan = make_plan("uneven_accounting_interleaved")  # 405B on 128 GPUs: months
+    text = emit(Launch.from_plan(scenario, plan), "slurm")
+    assert sbatch(text)["--time"] == "1-00:00:00"
+    days = plan.evaluation.time_to_train_days
+    segments = math.ceil(days * 1.1 * 1440 / (24 * 60 - 20))
+    assert f"in about {segments:,} job segments" in text
+    assert days > 100 and "--exit-duration-in-mins 1420" in text
 
 
 def test_single_server_plan_uses_only_its_gpus():
@@ -232,9 +257,9 @@ def test_uneven_servers_cannot_be_launched():
         Launch.from_plan(scenario, uneven)
 
 
-def test_slurm_time_rounds_up_with_margin():
-    assert slurm_time(1.0, 0.1) == "1-02:24:00"
-    assert slurm_time(0.0001, 0.0) == "0-00:01:00"
+def test_slurm_time_format():
+    assert slurm_time(1584) == "1-02:24:00"
+    assert slurm_time(0) == "0-00:01:00"
 
 
 def test_megatron_flags_for_features():
@@ -243,7 +268,8 @@ def test_megatron_flags_for_features():
     assert flags["--num-query-groups"] == "8" and "--group-query-attention" in flags
     assert "--sequence-parallel" in flags and "--use-distributed-optimizer" in flags
     inter = dict(megatron_args(Launch.from_plan(*make_plan("interleaved"))))
-    assert inter["--num-layers-per-virtual-pipeline-stage"] == "10"  # 80 / (4 x 2)
+    assert inter["--num-virtual-stages-per-pipeline-rank"] == "2"  # the newer form
+    assert "--num-layers-per-virtual-pipeline-stage" not in inter
     fp8 = dict(megatron_args(Launch.from_plan(*make_plan("fp8_full"))))
     assert fp8["--fp8-format"] == "hybrid"
     assert fp8["--recompute-granularity"] == "full" and fp8["--recompute-method"] == "uniform"
@@ -280,8 +306,8 @@ def test_uneven_split_flags_in_every_format():
     assert args["--num-virtual-stages-per-pipeline-rank"] == "2"
     assert "--num-layers-per-virtual-pipeline-stage" not in args
     fields = dict(nemo_fields(job))
-    assert fields["model.config.num_layers_in_first_pipeline_stage"] == 16
-    assert fields["model.config.num_layers_in_last_pipeline_stage"] == 14
+    assert fields["trainer.strategy.num_layers_in_first_pipeline_stage"] == 16
+    assert fields["trainer.strategy.num_layers_in_last_pipeline_stage"] == 14
     parts = tomllib.loads(emit(job, "torchtitan"))["parallelism"]["module_fqns_per_model_part"]
     # virtual stage s on rank s mod 8: rank 0's two chunks hold 8 layers each, rank 7's 7
     assert (
@@ -293,16 +319,18 @@ def test_uneven_split_flags_in_every_format():
     assert sum(len([n for n in p if n.startswith("layers.")]) for p in parts) == 126
     acc = Launch.from_plan(*make_plan("uneven_accounting_interleaved"))
     args = dict(megatron_args(acc))
-    assert args["--num-layers-per-virtual-pipeline-stage"] == "2"  # (126 + 2) / 8 / 8
+    assert args["--num-virtual-stages-per-pipeline-rank"] == "8"
     assert "--account-for-embedding-in-pipeline-split" in args
     assert "--account-for-loss-in-pipeline-split" in args
     par = tomllib.loads(emit(acc, "torchtitan"))["parallelism"]
     assert par["pipeline_parallel_layers_per_stage"] == 2
     assert par["pipeline_parallel_first_stage_less_layers"] == 1
     assert par["pipeline_parallel_last_stage_less_layers"] == 1
-    assert dict(nemo_fields(acc))["model.config.account_for_loss_in_pipeline_split"] is True
+    assert dict(nemo_fields(acc))["trainer.strategy.account_for_loss_in_pipeline_split"] is True
     even = dict(nemo_fields(Launch.from_plan(*make_plan("interleaved"))))
-    assert "model.config.num_layers_in_first_pipeline_stage" not in even
+    # written and cleared, so that no recipe default survives
+    assert even["trainer.strategy.num_layers_in_first_pipeline_stage"] is None
+    assert even["trainer.strategy.account_for_embedding_in_pipeline_split"] is False
 
 
 def test_nemo_fields():
@@ -355,7 +383,7 @@ def test_torchtitan_toml():
 
 SMALL = (
     "torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
-    "--num-attention-heads 32 --seq-length 4096 --micro-batch-size 2 --data-path x --lr 3e-4"
+    "--num-attention-heads 32 --seq-length 4096 --micro-batch-size 2 --data-path x --lr 3e-4 --bf16"
 )
 
 
@@ -400,7 +428,7 @@ export TP=8
 CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes $SLURM_NNODES --nproc-per-node $GPUS \\
     pretrain_gpt.py ${MODEL_ARGS[@]} --seq-length 4096 \\
     --tensor-model-parallel-size ${TP} --micro-batch-size 1 --global-batch-size 128 \\
-    --train-iters 10 --fp8-format hybrid --use-distributed-optimizer --sequence-parallel
+    --train-iters 10 --fp8-format hybrid --use-distributed-optimizer --sequence-parallel --bf16
 """
     )
     run = load_megatron(str(script))
@@ -415,7 +443,8 @@ def test_readme_example_script_imports():
     run = load_megatron(str(ROOT / "examples" / "megatron-llama2-70b.sh"))
     assert (run.nnodes, run.nproc_per_node) == (16, 8)
     assert (run.layout.tp, run.layout.pp, run.layout.dp) == (8, 4, 4)
-    assert run.spec.params() == pytest.approx(68.98e9, rel=1e-3)  # llama2-70b
+    assert run.spec.architecture() == zoo()["llama2-70b"].architecture()
+    assert run.spec.params() == zoo()["llama2-70b"].params()
     assert run.notes == ()
 
 
@@ -436,7 +465,7 @@ def test_script_without_command():
             "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4 --num-virtual-stages-per-pipeline-rank 2",
             "--num-virtual-stages-per-pipeline-rank: 2 virtual stages contradict",
         ),
-        ("--kv-channels 64", "--kv-channels"),
+        ("--kv-channels 0", "--kv-channels: must be at least 1"),
         ("--global-batch-size 40", "--global-batch-size"),
         ("--recompute-granularity partial", "--recompute-granularity: 'partial' is not one of"),
         ("--group-query-attention --num-query-groups 5", "--num-query-groups"),

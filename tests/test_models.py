@@ -215,9 +215,7 @@ def test_hf_gpt2_config_loads(tmp_path):
     assert spec.params() / 1e6 == pytest.approx(124, rel=0.03)  # GPT-2 small is ~124M
 
 
-@pytest.mark.parametrize(
-    "missing", ["num_attention_heads", "vocab_size", "max_position_embeddings"]
-)
+@pytest.mark.parametrize("missing", ["num_attention_heads", "vocab_size", "num_hidden_layers"])
 def test_hf_config_missing_key(tmp_path, missing):
     cfg = {k: v for k, v in LLAMA2_70B_HF.items() if k != missing}
     path = _write(tmp_path / "config.json", json.dumps(cfg))

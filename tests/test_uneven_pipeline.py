@@ -328,7 +328,7 @@ TORCHRUN = "torchrun --nnodes 16 --nproc-per-node 8 pretrain_gpt.py"
 SHAPE_405B = (
     "--num-layers 126 --hidden-size 16384 --ffn-hidden-size 53248 --num-attention-heads 128 "
     "--group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 "
-    "--micro-batch-size 1 --global-batch-size 512 --tensor-model-parallel-size 8 "
+    "--micro-batch-size 1 --global-batch-size 512 --tensor-model-parallel-size 8 --bf16 "
 )
 
 

@@ -1,12 +1,15 @@
 """Read an existing Megatron-LM launch command into a model and a layout.
 
 Megatron-LM's own rules (megatron/training/arguments.py, validate_args) decide what
-an absent flag means: no --global-batch-size is micro-batch x DP, no --ffn-hidden-size
-is 4h (or the SwiGLU size), embeddings are tied unless untied, the data-parallel
-degree is the world size over TP x PP x CP. The flag names are those of
-designer/data/launch/megatron.yaml and torchrun.yaml. Flags that do not shape the
-layout (data, optimizer, logging) are ignored; ones that contradict each other are
-usage errors naming the flag.
+an absent flag means, from designer/data/launch/megatron_defaults.yaml (pinned to a
+commit, with the line of each default): learned absolute positions, LayerNorm, biases,
+dropout 0.1, tied embeddings, fp32 gradient reduction with --bf16, no
+--global-batch-size is micro-batch x DP, no --ffn-hidden-size is 4h (or the SwiGLU
+size), the data-parallel degree is the world size over TP x PP x CP. The flag names
+are those of designer/data/launch/megatron.yaml and torchrun.yaml. A flag Megatron-LM
+does not have at that commit (megatron_arguments.yaml) is a usage error naming it;
+known flags that do not shape the model or the layout (data, optimizer, logging) are
+ignored; ones that contradict each other are usage errors naming the flag.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from pydantic import ValidationError
 
 from catalog.files import read_text
 from designer.errors import UsageError
+from designer.launch.megatron_model import activation_from, default, spec_fields
+from designer.launch.pipeline_layout import layout_split
 from designer.launch.script import command_from_script
-from designer.launch.vocab import flag, flag_index, normalize, vocabulary
+from designer.launch.vocab import all_flags, flag, flag_index, normalize, vocabulary
 from models import Layout, TransformerSpec
 from models.feasibility import divisibility_violations
 
@@ -37,6 +42,7 @@ class ImportedRun:
     nnodes: int
     nproc_per_node: int
     notes: tuple[str, ...]  # defaults the import had to assume
+    grad_reduce_dtype: str = "fp32"  # Megatron's default with --bf16; "bf16" with the flag
 
     @property
     def world_size(self) -> int:
@@ -51,6 +57,7 @@ class ImportedRun:
             "model_spec": self.spec.model_dump(),
             "layout": lay.as_dict(self.seq_len),
             "tokens": self.tokens,
+            "grad_reduce_dtype": self.grad_reduce_dtype,
             "notes": list(self.notes),
         }
 
@@ -119,6 +126,15 @@ class _Flags:
             raise _fail(self.name(setting), f"must be at least 1 (got {value})")
         return value
 
+    def number(self, setting: str) -> float | None:
+        text = self.text(setting)
+        if text is None:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            raise _fail(self.name(setting), f"{text!r} is not a number") from None
+
     def required(self, setting: str, why: str) -> int:
         value = self.integer(setting)
         if value is None:
@@ -139,27 +155,35 @@ def _nnodes(launcher: _Flags) -> int:
     return launcher.integer("nnodes", 1) or 1
 
 
+ACTIVATION_SWITCHES = ("swiglu", "squared_relu", "openai_gelu")
+# Megatron-LM flags that build a model the designer does not model: refused, never ignored
+NOT_MODELLED = {
+    "--num-experts": "mixture-of-experts models are not modelled yet (issue 17)",
+    "--multi-latent-attention": "multi-latent attention is not modelled yet (issue 17)",
+    "--quick-geglu": "the quick-GeGLU MLP is not modelled",
+    "--window-size": "sliding-window attention is not modelled",
+    "--mtp-num-layers": "multi-token prediction is not modelled yet (issue 17)",
+    "--num-layers-at-start-in-bf16": "mixed bf16/fp8 layers are not modelled",
+}
+
+
 def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
     why = "the model's shape needs it"
     layers = m.required("layers", why)
     hidden = m.required("hidden", why)
     heads = m.required("heads", why)
-    swiglu = m.switch("swiglu")
+    given = [s for s in ACTIVATION_SWITCHES if m.switch(s)]
+    if len(given) > 1:
+        raise _fail(m.name(given[1]), f"contradicts {m.name(given[0])}; give one activation")
+    activation, gated = activation_from(set(given))
     ffn = m.integer("ffn_hidden")
     if ffn is None:
-        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden
+        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if gated else 4 * hidden
     kv = heads
     if m.switch("group_query_attention"):
-        kv = m.integer("query_groups", 1) or 1  # Megatron's default is one group
+        kv = m.integer("query_groups", default("query_groups")) or 1
     elif m.given("query_groups"):
         notes.append(f"{m.name('query_groups')} ignored without --group-query-attention")
-    kv_channels = m.integer("kv_channels")
-    if kv_channels is not None and kv_channels * heads != hidden:
-        raise _fail(
-            m.name("kv_channels"),
-            f"{kv_channels} x {heads} heads is not the hidden size {hidden}; the designer's "
-            "model needs head size = hidden / heads",
-        )
     vocab = m.integer("vocab")
     if vocab is None:
         vocab = int(vocabulary("megatron")["defaults"]["vocab"])
@@ -167,7 +191,31 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
             f"no {flag('megatron', 'vocab')}: assumed {vocab:,} (Megatron takes it from the "
             "tokenizer; pass --vocab-size for the real one)"
         )
+    position = m.text("position_embedding")
+    if position in ("mrope", "relative"):
+        raise _fail(m.name("position_embedding"), f"{position!r} positions are not modelled")
+    values = {
+        "kv_channels": m.integer("kv_channels"),
+        "position_embedding": position,
+        "rope_base": m.number("rope_base"),
+        "rope_percent": m.number("rope_percent"),
+        "use_rope_scaling": m.switch("use_rope_scaling"),
+        "rope_scaling_factor": m.number("rope_scaling_factor"),
+        "normalization": m.text("normalization"),
+        "norm_eps": m.number("norm_eps"),
+        "disable_bias_linear": m.switch("disable_bias_linear"),
+        "add_qkv_bias": m.switch("add_qkv_bias"),
+        "attention_dropout": m.number("attention_dropout"),
+        "hidden_dropout": m.number("hidden_dropout"),
+        "untie_embeddings": m.switch("untie_embeddings"),
+    }
     max_pos = m.integer("max_position_embeddings")
+    if max_pos is not None and max_pos < seq_len:
+        raise _fail(
+            m.name("max_position_embeddings"),
+            f"{max_pos} is below {m.name('seq_len')} {seq_len}; Megatron-LM requires it at "
+            "least as long (validate_args)",
+        )
     try:
         return TransformerSpec(
             name=NAME,
@@ -176,15 +224,41 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
             heads=heads,
             kv_heads=kv if kv != heads else None,
             ffn_hidden=ffn,
-            gated_mlp=swiglu,
+            gated_mlp=gated,
+            activation=activation,
             vocab=vocab,
-            seq_len=max(seq_len, max_pos or 0),
-            tied_embeddings=not m.switch("untie_embeddings"),
+            seq_len=max_pos or seq_len,
+            **spec_fields(values, hidden, heads),
         )
     except ValidationError as err:
-        detail = err.errors()[0]["msg"].removeprefix("Value error, ")
-        culprit = "query_groups" if "kv_heads" in detail else "heads"
+        first = err.errors()[0]
+        detail = first["msg"].removeprefix("Value error, ")
+        loc = str(first["loc"][0]) if first["loc"] else ""
+        culprit = {
+            "kv_heads": "query_groups",
+            "head_dim": "kv_channels",
+            "rope_percent": "rope_percent",
+            "norm_eps": "norm_eps",
+            "attention_dropout": "attention_dropout",
+            "hidden_dropout": "hidden_dropout",
+            "rope_base": "rope_base",
+        }.get(loc, "query_groups" if "kv_heads" in detail else "heads")
         raise _fail(m.name(culprit), detail) from err
+
+
+def _unknown(words: list[str]) -> None:
+    """A flag Megatron-LM does not have (at the pinned commit), or one that builds a model
+    the designer does not model: a usage error naming it."""
+    known = all_flags("megatron")
+    for name in split_flags(words):
+        if name in NOT_MODELLED:
+            raise _fail(name, NOT_MODELLED[name] + "; remove it to plan the dense model")
+        if name not in known:
+            raise _fail(
+                name,
+                "not a Megatron-LM flag (megatron/training/arguments.py at the pinned commit, "
+                "designer/data/launch/megatron_arguments.yaml); check its spelling",
+            )
 
 
 def _vp(m: _Flags, layers: int, pp: int) -> int:
@@ -222,6 +296,34 @@ def _vp(m: _Flags, layers: int, pp: int) -> int:
     return vp
 
 
+def _split_fields(m: _Flags, layers: int, pp: int) -> dict:
+    """vp and the uneven-split fields: from --pipeline-model-parallel-layout, or from the
+    virtual-stage, first/last-stage and accounting flags (at most one form, as
+    validate_args requires)."""
+    text = m.text("pipeline_layout")
+    fields = {
+        "vp": _vp(m, layers, pp),
+        "first_stage_layers": m.integer("first_stage_layers"),
+        "last_stage_layers": m.integer("last_stage_layers"),
+        "embedding_in_split": m.switch("embedding_in_split"),
+        "loss_in_split": m.switch("loss_in_split"),
+    }
+    if text is None:
+        return fields
+    name = m.name("pipeline_layout")
+    for setting in ("virtual_stages", "layers_per_virtual_stage", "first_stage_layers",
+                    "last_stage_layers", "embedding_in_split", "loss_in_split"):  # fmt: skip
+        if m.given(setting):
+            raise _fail(
+                m.name(setting),
+                f"contradicts {name}, which spells out every stage; give one of the two",
+            )
+    try:
+        return {**fields, **layout_split(text, layers, pp)}
+    except ValueError as err:
+        raise _fail(name, str(err)) from None
+
+
 def parse_megatron(words: list[str]) -> ImportedRun:
     """A Megatron-LM command (torchrun ... pretrain_gpt.py --flags, or just the flags)."""
     script = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
@@ -229,6 +331,10 @@ def parse_megatron(words: list[str]) -> ImportedRun:
         (words[:script], words[script + 1 :]) if script is not None else (words, words)
     )
     launcher = _Flags("torchrun", split_flags(launch_words))
+    if script is None:  # flags alone: torchrun's are the launcher's, not Megatron's
+        torchrun = flag_index("torchrun")
+        megatron_words = _without(megatron_words, torchrun)
+    _unknown(megatron_words)
     m = _Flags("megatron", split_flags(megatron_words))
     notes: list[str] = []
 
@@ -250,9 +356,9 @@ def parse_megatron(words: list[str]) -> ImportedRun:
         notes.append(f"no {flag('megatron', 'seq_len')}: used --max-position-embeddings {seq}")
     spec = _spec(m, seq, notes)
 
-    tp = m.integer("tp", 1) or 1
-    pp = m.integer("pp", 1) or 1
-    cp = m.integer("cp", 1) or 1
+    tp = m.integer("tp", default("tp")) or 1
+    pp = m.integer("pp", default("pp")) or 1
+    cp = m.integer("cp", default("cp")) or 1
     if world % (tp * pp * cp):
         raise _fail(
             m.name("tp"),
@@ -261,7 +367,7 @@ def parse_megatron(words: list[str]) -> ImportedRun:
             "fix the parallel sizes or the GPU count",
         )
     dp = world // (tp * pp * cp)
-    vp = _vp(m, spec.layers, pp)
+    split = _split_fields(m, spec.layers, pp)
     micro = m.required("micro_batch", "give the per-GPU micro-batch")
     global_batch = m.integer("global_batch")
     if global_batch is None:
@@ -271,30 +377,35 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     granularity = m.text("recompute_granularity")
     if granularity is None and m.switch("recompute_activations"):
         granularity = "selective"
-    recompute = granularity or "none"
+    recompute = granularity or default("recompute")
     if recompute == "full" and (m.text("recompute_method") == "block"):
         notes.append("--recompute-method block: modelled as full recomputation of every layer")
 
+    if m.switch("bf16") and m.switch("fp16"):
+        raise _fail(m.name("fp16"), f"contradicts {m.name('bf16')}; give one (validate_args)")
+    if not (m.switch("bf16") or m.switch("fp16")):
+        raise _fail(
+            flag("megatron", "bf16"),
+            "missing; without --bf16 or --fp16 Megatron-LM trains in fp32, which the designer "
+            "does not model (megatron_defaults.yaml: precision); add --bf16",
+        )
     precision = "fp8" if m.text("fp8_format") is not None else "bf16"
-    if m.switch("fp16") and precision == "bf16":
+    if m.switch("fp16"):
         notes.append("--fp16: modelled as bf16 (same bytes and tensor-core rate)")
+    grad_reduce = "bf16" if m.switch("grad_reduce_in_bf16") else str(default("grad_reduce_dtype"))
 
     layout = Layout(
         tp=tp,
         pp=pp,
         dp=dp,
         cp=cp,
-        vp=vp,
         micro_batch=micro,
         global_batch=global_batch,
         recompute=recompute,
         sequence_parallel=m.switch("sequence_parallel") and tp > 1,
-        zero=1 if m.switch("distributed_optimizer") else 0,
+        zero=1 if m.switch("distributed_optimizer") else default("zero"),
         precision=precision,
-        first_stage_layers=m.integer("first_stage_layers"),
-        last_stage_layers=m.integer("last_stage_layers"),
-        embedding_in_split=m.switch("embedding_in_split"),
-        loss_in_split=m.switch("loss_in_split"),
+        **split,
     )
     vp_flag = m.name("virtual_stages" if m.given("virtual_stages") else "layers_per_virtual_stage")
     names = {
@@ -309,6 +420,8 @@ def parse_megatron(words: list[str]) -> ImportedRun:
         "--loss-in-split": m.name("loss_in_split"),
     }
     broken = divisibility_violations(spec, layout, seq)
+    if m.given("pipeline_layout"):  # the layout string decides the split: Megatron runs it
+        broken = [v for v in broken if v.option not in PIPELINE_SPLIT_OPTIONS]
     if broken:
         raise _fail(names.get(broken[0].option, broken[0].option), broken[0].detail)
 
@@ -319,7 +432,25 @@ def parse_megatron(words: list[str]) -> ImportedRun:
         tokens = float(iters) * global_batch * seq
     elif samples is not None:
         tokens = float(samples) * seq
-    return ImportedRun(spec, layout, seq, tokens, nnodes, nproc, tuple(notes))
+    return ImportedRun(spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce)
+
+
+PIPELINE_SPLIT_OPTIONS = {
+    "--pp", "--vp", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
+    "--loss-in-split",
+}  # fmt: skip
+
+
+def _without(words: list[str], drop: dict[str, str]) -> list[str]:
+    """The words with the flags in ``drop`` (and their values) removed."""
+    out: list[str] = []
+    skipping = False
+    for w in words:
+        if w.startswith("--") and len(w) > 2:
+            skipping = normalize(w.partition("=")[0]) in drop
+        if not skipping:
+            out.append(w)
+    return out
 
 
 def load_megatron(value: str) -> ImportedRun:

@@ -27,6 +27,11 @@ class Launch:
     gpu: str
     days: float | None  # predicted time to train
     summary: str  # one line on what the plan is, for a comment at the top
+    step_time_s: float = 0.0  # predicted time of one optimizer step
+    vendor: str = "NVIDIA"  # the GPU's maker (catalog), which decides the software fork
+    # the plan's gradient bytes are bf16 (Assumptions.grad_bytes 2): the launch reduces
+    # gradients in bf16 (--grad-reduce-in-bf16), Megatron's default being fp32
+    grad_reduce_bf16: bool = True
 
     @classmethod
     def from_plan(cls, scenario: Scenario, plan: Plan) -> Launch:
@@ -63,6 +68,9 @@ class Launch:
             gpu=ev.gpu,
             days=days,
             summary=summary,
+            step_time_s=ev.step_time_s,
+            vendor=scenario.catalog.gpu(ev.gpu).vendor,
+            grad_reduce_bf16=scenario.assumptions.grad_bytes <= 2.0,
         )
 
     @property

@@ -47,3 +47,12 @@ def flag_index(framework: str) -> dict[str, str]:
         for spelling in [entry["flag"], *entry.get("aliases", [])]:
             out[normalize(spelling)] = setting
     return out
+
+
+@cache
+def all_flags(framework: str) -> frozenset[str]:
+    """Every flag the framework accepts (designer/data/launch/<framework>_arguments.yaml,
+    extracted from its argument parser at a pinned commit), normalized."""
+    path = resources.files("designer") / "data" / "launch" / f"{framework}_arguments.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return frozenset(normalize(name) for name in doc["flags"])

@@ -1,0 +1,161 @@
+"""The model as Megatron-LM flags, both ways: the flags that build a TransformerSpec, and
+the spec a command builds, Megatron-LM's own defaults applied to every flag it leaves out
+(designer/data/launch/megatron_defaults.yaml, pinned to a Megatron-LM commit with the line
+of each default). A flag the emitter forgets therefore imports as a different model.
+
+Megatron-LM expresses: learned absolute positions or RoPE (base, rotary share, Llama 3.1
+scaling with low 1 / high 4 / original 8192), LayerNorm or RMSNorm, biases on every
+linear layer or QKV only, attention and hidden dropout, plain GeLU, tanh GeLU, squared
+ReLU or SwiGLU, GQA, an explicit head width (--kv-channels), tied or untied embeddings.
+Models outside that (ALiBi, gated GeLU, other RoPE scalings) get a one-line refusal.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from models import TransformerSpec
+from models.spec import RopeScaling
+
+# Megatron-LM's Llama 3.1 RoPE scaling (rotary_pos_embedding.py _apply_scaling defaults)
+LLAMA3_SCALING = {
+    "type": "llama3",
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+NORMALIZATION = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
+# (activation, gated) -> the switch that selects it (None: Megatron's default GeLU)
+ACTIVATION_SWITCH: dict[tuple[str, bool], str | None] = {
+    ("gelu", False): None,
+    ("silu", True): "swiglu",
+    ("squared_relu", False): "squared_relu",
+    ("gelu_tanh", False): "openai_gelu",
+}
+
+
+@cache
+def defaults() -> dict[str, Any]:
+    """designer/data/launch/megatron_defaults.yaml."""
+    path = resources.files("designer") / "data" / "launch" / "megatron_defaults.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def default(setting: str) -> Any:
+    """Megatron-LM's value of one setting when its flag is absent."""
+    return defaults()["defaults"][setting]["value"]
+
+
+def unsupported(spec: TransformerSpec) -> str | None:
+    """Why Megatron-LM's pretrain_gpt.py flags cannot build this model, or None."""
+    if spec.position_embedding == "alibi":
+        return (
+            "ALiBi positions (BLOOM) have no Megatron-LM flag (--position-embedding-type takes "
+            "learned_absolute, rope, mrope, relative, none); BLOOM was trained with "
+            "bigscience-workshop/Megatron-DeepSpeed"
+        )
+    if (spec.activation, spec.gated_mlp) not in ACTIVATION_SWITCH:
+        gate = "gated " if spec.gated_mlp else ""
+        return (
+            f"a {gate}{spec.activation} MLP has no Megatron-LM flag (it builds GeLU, tanh GeLU, "
+            "squared ReLU or SwiGLU)"
+        )
+    scaling = spec.rope_scaling
+    if scaling is not None:
+        if spec.position_embedding != "rope":
+            return "RoPE scaling without RoPE positions"
+        fixed = {k: getattr(scaling, k) for k in LLAMA3_SCALING}
+        if fixed != LLAMA3_SCALING or scaling.factor is None:
+            return (
+                f"RoPE scaling {scaling.type!r} with these parameters has no Megatron-LM flag "
+                "(--use-rope-scaling is Llama 3.1's rule with low 1, high 4, original 8192)"
+            )
+    return None
+
+
+def model_flags(spec: TransformerSpec, max_positions: int) -> list[tuple[str, object]]:
+    """(setting, value or None for a switch) for every architecture field, written whether
+    or not it equals Megatron's default, so the command says what it trains."""
+    out: list[tuple[str, object]] = [
+        ("layers", spec.layers),
+        ("hidden", spec.hidden),
+        ("ffn_hidden", spec.ffn),
+        ("heads", spec.heads),
+        ("kv_channels", spec.head_dim),
+    ]
+    if spec.kv != spec.heads:
+        out += [("group_query_attention", None), ("query_groups", spec.kv)]
+    switch = ACTIVATION_SWITCH[(spec.activation, spec.gated_mlp)]
+    if switch is not None:
+        out.append((switch, None))
+    if not spec.tied_embeddings:
+        out.append(("untie_embeddings", None))
+    out.append(("position_embedding", spec.position_embedding))
+    if spec.position_embedding == "rope":
+        out += [("rope_base", _number(spec.rope_base)), ("rope_percent", spec.rope_percent)]
+        if spec.rope_scaling is not None:
+            out += [("use_rope_scaling", None), ("rope_scaling_factor", spec.rope_scaling.factor)]
+    out += [
+        ("normalization", NORMALIZATION[spec.normalization]),
+        ("norm_eps", spec.norm_eps),
+    ]
+    if not spec.linear_bias:
+        out.append(("disable_bias_linear", None))
+        if spec.qkv_bias:
+            out.append(("add_qkv_bias", None))
+    out += [
+        ("attention_dropout", spec.attention_dropout),
+        ("hidden_dropout", spec.hidden_dropout),
+        ("max_position_embeddings", max_positions),
+        ("vocab", spec.vocab),
+    ]
+    return out
+
+
+def _number(x: float) -> object:
+    return int(x) if float(x).is_integer() else x
+
+
+def activation_from(switches: set[str]) -> tuple[str, bool]:
+    """(activation, gated) from the activation switches given (at most one)."""
+    for (activation, gated), switch in ACTIVATION_SWITCH.items():
+        if switch is not None and switch in switches:
+            return activation, gated
+    return str(default("activation")), bool(default("gated_mlp"))
+
+
+def spec_fields(flags: dict[str, Any], hidden: int, heads: int) -> dict[str, Any]:
+    """The architecture fields of the spec for parsed flag values (``flags`` maps a setting
+    to its value, or True for a switch given), Megatron's defaults for the absent ones."""
+
+    def get(setting: str, key: str | None = None) -> Any:
+        value = flags.get(setting)
+        return default(key or setting) if value is None else value
+
+    position = get("position_embedding")
+    scaling = None
+    if flags.get("use_rope_scaling"):
+        factor = flags.get("rope_scaling_factor") or default("rope_scaling_factor")
+        scaling = RopeScaling(**LLAMA3_SCALING, factor=float(factor))
+    linear_bias = not flags.get("disable_bias_linear") and bool(default("linear_bias"))
+    normalization = {v: k for k, v in NORMALIZATION.items()}[
+        flags.get("normalization") or NORMALIZATION[default("normalization")]
+    ]
+    return {
+        "head_dim": flags.get("kv_channels") or hidden // heads,
+        "position_embedding": position,
+        "rope_base": float(get("rope_base")),
+        "rope_percent": float(get("rope_percent")),
+        "rope_scaling": scaling if position == "rope" else None,
+        "normalization": normalization,
+        "norm_eps": float(get("norm_eps")),
+        "linear_bias": linear_bias,
+        "qkv_bias": bool(flags.get("add_qkv_bias")) and not linear_bias,
+        "attention_dropout": float(get("attention_dropout")),
+        "hidden_dropout": float(get("hidden_dropout")),
+        "tied_embeddings": not flags.get("untie_embeddings") and bool(default("tied_embeddings")),
+    }

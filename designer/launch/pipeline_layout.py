@@ -1,0 +1,131 @@
+"""Layers per virtual pipeline stage, and Megatron-LM's --pipeline-model-parallel-layout.
+
+Virtual stage s sits on pipeline rank s mod p, as chunk s // p (Megatron-LM's interleaved
+placement; PipelineParallelLayerLayout.__init__ turns the 1-D layout into [rank][chunk]
+the same way: megatron/core/transformer/pipeline_parallel_layer_layout.py lines 46-52 at
+NVIDIA/Megatron-LM 000c4ac24f61). A rank's transformer layers (models.pipeline.stage_layers)
+are split evenly over its chunks; with --account-for-embedding/loss-in-pipeline-split the
+embedding and the loss count as one layer of the first and the last chunk.
+
+The layout string spells out every stage: ``E`` the embedding, ``t`` a transformer layer,
+``L`` the loss, ``|`` between stages, ``x*n`` and ``(...)*n`` repeat (parse_str_to_list,
+lines 270-300 there). The designer writes it for splits no other flag expresses (a
+pipeline that does not divide the layers, planned with ``--ignore divisibility``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from designer.errors import Infeasible
+from models import Layout
+from models.pipeline import split_violation, stage_layers
+
+STAGE = re.compile(r"^(E?)(t*)(L?)$")
+
+
+def chunk_layers(layers: int, layout: Layout) -> list[int] | None:
+    """Transformer layers of every virtual stage in stage order, or None when a rank's
+    layers do not split evenly over its chunks."""
+    p, v = layout.pp, layout.vp
+    per_rank = stage_layers(layers, layout)
+    e, lo = int(layout.embedding_in_split), int(layout.loss_in_split)
+    chunks = [[0] * v for _ in range(p)]
+    for r, n in enumerate(per_rank):
+        counted = n + (e if r == 0 else 0) + (lo if r == p - 1 else 0)
+        if counted % v:
+            return None
+        chunks[r] = [counted // v] * v
+    chunks[0][0] -= e
+    chunks[-1][-1] -= lo
+    if min(min(c) for c in chunks) < 0:
+        return None
+    return [chunks[s % p][s // p] for s in range(p * v)]
+
+
+def chunks_or_refuse(layers: int, layout: Layout, framework: str) -> list[int]:
+    """chunk_layers, or Infeasible naming the framework when ranks do not split evenly."""
+    chunks = chunk_layers(layers, layout)
+    if chunks is None:
+        ranks = "/".join(map(str, stage_layers(layers, layout)))
+        raise Infeasible(
+            f"{framework} cannot run this pipeline split: the ranks' layers {ranks} do not "
+            f"divide over vp {layout.vp} chunks; re-run optimize without --ignore divisibility"
+        )
+    return chunks
+
+
+def required_layout(layers: int, layout: Layout, framework: str) -> str | None:
+    """The layout string when only it expresses the split (needs_layout), else None."""
+    if not needs_layout(layers, layout):
+        return None
+    chunks_or_refuse(layers, layout, framework)
+    return layout_string(layers, layout)
+
+
+def needs_layout(layers: int, layout: Layout) -> bool:
+    """A split only --pipeline-model-parallel-layout expresses (one Megatron-LM's other
+    split flags refuse)."""
+    return layout.pp > 1 and split_violation(layers, layout) is not None
+
+
+def layout_string(layers: int, layout: Layout) -> str | None:
+    """The --pipeline-model-parallel-layout value for the layout's split, or None when a
+    rank's layers do not split evenly over its chunks."""
+    chunks = chunk_layers(layers, layout)
+    if chunks is None:
+        return None
+    stages = []
+    for s, n in enumerate(chunks):
+        body = "t" * min(n, 1) + (f"*{n}" if n > 1 else "")
+        stages.append(("E" if s == 0 else "") + body + ("L" if s == len(chunks) - 1 else ""))
+    return "|".join(stages)
+
+
+def parse(text: str) -> list[str]:
+    """The stages of a layout string, repetitions unrolled, cosmetic commas removed."""
+    text = text.replace(",", "")
+    text = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    text = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return text.split("|")
+
+
+def layout_split(text: str, layers: int, pp: int) -> dict[str, Any]:
+    """Layout fields (vp, first/last stage layers, embedding/loss accounting) whose split
+    the designer models identically to the layout string. ValueError (with the reason)
+    when the string is malformed or its split is not one the designer models."""
+    stages = parse(text)
+    if len(stages) % pp:
+        raise ValueError(f"{len(stages)} stages do not divide by the pipeline size {pp}")
+    for s, stage in enumerate(stages):
+        m = STAGE.match(stage)
+        if m is None:
+            raise ValueError(
+                f"stage {s} {stage!r}: the designer reads E (embedding), t (layer), L (loss)"
+            )
+        if bool(m.group(1)) != (s == 0) or bool(m.group(3)) != (s == len(stages) - 1):
+            raise ValueError("E must open the first stage and L close the last")
+    counts = [len(STAGE.match(st).group(2)) for st in stages]  # type: ignore[union-attr]
+    if sum(counts) != layers:
+        raise ValueError(f"it holds {sum(counts)} layers, the model {layers}")
+    vp = len(stages) // pp
+    per_rank = [sum(counts[r::pp]) for r in range(pp)]
+    candidates: list[dict[str, Any]] = [{}]
+    candidates += [
+        {"embedding_in_split": e, "loss_in_split": lo}
+        for e, lo in ((True, True), (False, True), (True, False))
+    ]
+    candidates.append(
+        {"first_stage_layers": per_rank[0], "last_stage_layers": per_rank[-1]} if pp > 1 else {}
+    )
+    candidates.append({"first_stage_layers": per_rank[0]} if pp > 1 else {})
+    candidates.append({"last_stage_layers": per_rank[-1]} if pp > 1 else {})
+    for fields in candidates:
+        probe = Layout(tp=1, pp=pp, dp=1, micro_batch=1, global_batch=1, vp=vp, **fields)
+        if chunk_layers(layers, probe) == counts:
+            return {"vp": vp, **fields}
+    raise ValueError(
+        f"its split ({'/'.join(map(str, counts))} layers per stage) is not one the designer "
+        "models (even, first/last-stage layers, embedding/loss accounting)"
+    )

@@ -1,0 +1,87 @@
+"""Hugging Face config.json import (models/hf_config.py): real configs of popular dense
+models import at their published size and at their pre-training sequence length."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from models.hf_config import families, pretraining_seq_len
+from models.zoo import load_model_file
+from tests.conftest import run_main
+
+HF = Path(__file__).resolve().parent / "data" / "hf"
+SOURCES = yaml.safe_load((HF / "SOURCES.yaml").read_text())["files"]
+
+
+def test_every_config_file_has_its_source():
+    files = {p.name for p in HF.glob("*.json")}
+    assert files == set(SOURCES)
+    assert len(files) >= 12
+    for entry in SOURCES.values():
+        assert entry["repo"].startswith("https://huggingface.co/")
+        assert entry["params_source"] and entry["published_params_b"] > 0
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_real_config_imports_at_published_size(name):
+    spec = load_model_file(HF / name)
+    published = SOURCES[name]["published_params_b"] * 1e9
+    assert spec.params() == pytest.approx(published, rel=0.01)
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_real_config_plans_at_pretraining_length_not_max_positions(name):
+    cfg = json.loads((HF / name).read_text())
+    spec = load_model_file(HF / name)
+    seq, source = pretraining_seq_len(cfg)
+    assert spec.seq_len == seq and source
+    if cfg.get("max_position_embeddings", 0) > seq:
+        assert spec.seq_len != cfg["max_position_embeddings"]
+
+
+def test_llama31_reads_rope_and_plans_at_8k():
+    spec = load_model_file(HF / "Llama-3.1-8B-Instruct.json")
+    assert spec.seq_len == 8192  # not 131,072 (max_position_embeddings)
+    assert spec.rope_base == 500000.0 and spec.norm_eps == 1e-5
+    assert spec.rope_scaling is not None and spec.rope_scaling.type == "llama3"
+    assert spec.rope_scaling.factor == 8.0 and spec.rope_scaling.high_freq_factor == 4.0
+    assert spec.position_embedding == "rope" and spec.normalization == "rmsnorm"
+    assert not spec.linear_bias and not spec.qkv_bias and not spec.tied_embeddings
+
+
+def test_gemma2_27b_head_dim_and_tied_embeddings():
+    spec = load_model_file(HF / "gemma-2-27b-it.json")
+    assert spec.head_dim == 128 and spec.q_width == 4096 != spec.hidden
+    assert spec.tied_embeddings  # absent from config.json: Gemma2Config ties by default
+    assert spec.activation == "gelu_tanh" and spec.gated_mlp
+    assert spec.params() / 1e9 == pytest.approx(27.2, abs=0.05)  # not 28.7
+
+
+def test_qwen2_biases_on_qkv_only():
+    qwen = load_model_file(HF / "Qwen2.5-3B-Instruct.json")
+    assert qwen.qkv_bias and not qwen.linear_bias
+    assert qwen.layer_bias_params() == qwen.q_width + 2 * qwen.kv * qwen.head_dim
+
+
+def test_unknown_family_gets_stated_default(tmp_path):
+    cfg = {"model_type": "brand-new", "num_hidden_layers": 2, "hidden_size": 64}
+    cfg |= {"num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 65536}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    spec = load_model_file(tmp_path / "config.json")
+    assert spec.seq_len == families()["default_seq_len"] != 65536
+
+
+def test_seq_len_option_overrides_the_family_length(capsys):
+    path = str(HF / "Llama-3.1-8B-Instruct.json")
+    args = ["evaluate", "--model", path, "--tp", "1", "--pp", "1", "--dp", "8"]
+    args += ["--micro-batch", "1", "--global-batch", "8", "--json"]
+    code, out, err = run_main(capsys, args)
+    assert code in (0, 1), err
+    assert json.loads(out)["layout"]["seq_len"] == 8192
+    code, out, err = run_main(capsys, [*args, "--seq-len", "2048"])
+    assert code in (0, 1), err
+    assert json.loads(out)["layout"]["seq_len"] == 2048

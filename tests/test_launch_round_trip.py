@@ -1,0 +1,229 @@
+"""Round trips that can fail: every zoo model and 50 random plans from the optimizer's
+space (uneven splits and splits only --pipeline-model-parallel-layout expresses
+included) are emitted as Megatron-LM commands and imported again with Megatron-LM's
+defaults for whatever the command leaves out: the same model (every architecture
+field), the same layout and the same step time. The same plans' torchtitan configs
+build the plan's stages under torchtitan's own rule (tests/torchtitan_rule.py, pinned),
+and their NeMo overrides leave no recipe default that contradicts the plan
+(designer/data/launch/nemo_recipes.yaml, pinned)."""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+
+import pytest
+import tomllib
+
+from catalog import load_catalog
+from designer.errors import Infeasible
+from designer.launch import Launch, emit, load_megatron
+from designer.launch.nemo_recipe import choose_recipe, nemo_fields, recipes, split_settings
+from designer.launch.pipeline_layout import chunk_layers
+from designer.questions import build_scenario
+from models import Hardware, evaluate
+from models.feasibility import divisibility_violations
+from models.zoo import zoo
+from solvers import Config
+from solvers.plan import build_plan
+from solvers.space import EVEN, Shape, pipeline_splits
+from tests.torchtitan_rule import stages
+
+ZOO = sorted(zoo())
+MEGATRON_CANNOT = {"bloom-176b": "ALiBi"}  # the one zoo model Megatron-LM has no flag for
+SPLIT_OPTIONS = {"--pp", "--vp", "--first-stage-layers", "--last-stage-layers"}
+
+
+def _layout_fields(lay) -> dict:
+    d = lay.as_dict(0)
+    d.pop("grad_accum")
+    return d
+
+
+def _plan(model: str, shape: Shape, dp: int, microbatches: int, seq: int | None = None):
+    scenario = build_scenario(
+        model=model,
+        tokens=1e12,
+        seq_len=seq,
+        gpus=(shape.gpu,),
+        max_gpus=1_000_000,
+        precision=shape.precision,
+        ignore=("divisibility",),
+    )
+    return scenario, build_plan(scenario, Config(shape, "cx7-400g", 8, dp, microbatches))
+
+
+def _zoo_plan(model: str):
+    spec = zoo()[model]
+    tp = 8 if spec.heads % 8 == 0 and spec.kv % 8 == 0 else 4
+    layers = spec.layers
+    pp = next(p for p in (8, 6, 5, 4, 3, 2) if layers % p == 0)
+    return _plan(model, Shape("h100-sxm", tp, 1, pp, 1, 1, "selective", "bf16"), 4, 2 * pp)
+
+
+@cache
+def random_plans() -> list[tuple]:
+    """50 plans the optimizer could return (its shapes, with --ignore divisibility for the
+    pipeline), a fixed seed; at least 15 with an uneven or layout-string split."""
+    rng = random.Random(16)
+    models = [m for m in ZOO if m not in MEGATRON_CANNOT]
+    uneven, even = [], []
+    while len(uneven) < 20 or len(even) < 30:
+        model = rng.choice(models)
+        spec = zoo()[model]
+        tp = rng.choice([t for t in (1, 2, 4, 8) if spec.heads % t == 0 and spec.kv % t == 0])
+        pp = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 12, 16])
+        vp = rng.choice([1, 1, 2, 4]) if pp > 2 else 1
+        splits = pipeline_splits(spec.layers, pp, vp)
+        if not splits:
+            continue
+        split = rng.choice(splits)
+        cp = rng.choice([1, 1, 2])
+        shape = Shape(
+            "h100-sxm",
+            tp,
+            cp,
+            pp,
+            vp,
+            rng.choice([1, 2]),
+            rng.choice(["none", "selective", "full"]),
+            rng.choice(["bf16", "fp8"]),
+            split,
+        )
+        replica = tp * cp * pp
+        dp = rng.choice([d for d in range(1, 65) if (d * replica) % 8 == 0 or d * replica < 8])
+        layout = shape.layout(dp, 2 * pp)
+        if any(v.option not in SPLIT_OPTIONS for v in divisibility_violations(spec, layout, 4096)):
+            continue
+        # learned position tables are as long as the model's sequence: train at it
+        seq = spec.seq_len if spec.position_embedding == "learned_absolute" else 4096
+        entry = (model, shape, dp, 2 * pp, seq)
+        bucket = uneven if split != EVEN or spec.layers % (pp * vp) else even
+        if len(bucket) < (20 if bucket is uneven else 30):
+            bucket.append(entry)
+    return uneven + even
+
+
+def check_megatron_round_trip(scenario, plan) -> None:
+    job = Launch.from_plan(scenario, plan)
+    run = load_megatron(emit(job, "megatron"))
+    assert run.spec.architecture() == scenario.spec.architecture()
+    if job.seq_len <= scenario.spec.seq_len:  # --max-position-embeddings: the model's length
+        assert run.spec.seq_len == scenario.spec.seq_len
+        assert run.spec.params() == scenario.spec.params()
+    assert _layout_fields(run.layout) == _layout_fields(plan.evaluation.layout)
+    assert run.seq_len == plan.evaluation.seq_len and run.world_size == plan.num_gpus
+    assert run.grad_reduce_dtype == ("bf16" if job.grad_reduce_bf16 else "fp32")
+    hw = Hardware.from_catalog(load_catalog(), job.gpu, plan.config.nic, plan.config.nics_per_node)
+    ev = evaluate(run.spec, hw, run.layout, run.seq_len, scenario.tokens, scenario.assumptions)
+    assert ev.step_time_s == pytest.approx(plan.evaluation.step_time_s, rel=1e-12)
+    assert ev.memory.total == pytest.approx(plan.evaluation.memory.total, rel=1e-12)
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_every_zoo_model_round_trips_through_megatron(model):
+    scenario, plan = _zoo_plan(model)
+    if model in MEGATRON_CANNOT:
+        with pytest.raises(Infeasible, match=MEGATRON_CANNOT[model]):
+            emit(Launch.from_plan(scenario, plan), "megatron")
+        return
+    check_megatron_round_trip(scenario, plan)
+
+
+@pytest.mark.parametrize("i", range(50))
+def test_random_plans_round_trip_through_megatron(i):
+    model, shape, dp, m, seq = random_plans()[i]
+    check_megatron_round_trip(*_plan(model, shape, dp, m, seq))
+
+
+def test_random_plans_cover_uneven_splits():
+    plans = random_plans()
+    splits = {p[1].split for p in plans}
+    assert len(plans) == 50
+    assert any(s[0] for s in splits) and any(s[2] or s[3] for s in splits)
+    relaxed = [p for p in plans if p[1].split == EVEN and zoo()[p[0]].layers % (p[1].pp * p[1].vp)]
+    assert relaxed  # splits only --pipeline-model-parallel-layout expresses
+    text = emit(Launch.from_plan(*_plan(*relaxed[0])), "megatron")
+    assert "--pipeline-model-parallel-layout" in text
+
+
+@pytest.mark.parametrize("i", range(50))
+def test_random_plans_torchtitan_split_is_the_plan(i):
+    model, shape, dp, m, seq = random_plans()[i]
+    scenario, plan = _plan(model, shape, dp, m, seq)
+    job = Launch.from_plan(scenario, plan)
+    par = tomllib.loads(emit(job, "torchtitan"))["parallelism"]
+    if shape.pp == 1:
+        assert "pipeline_parallel_schedule" not in par
+        return
+    built = stages(par, scenario.spec.layers)  # raises where torchtitan would
+    counts = [sum(n.startswith("layers.") for n in s) for s in built]
+    assert counts == chunk_layers(scenario.spec.layers, plan.evaluation.layout)
+    names = [n for s in built for n in s if n.startswith("layers.")]
+    assert names == [f"layers.{i}" for i in range(scenario.spec.layers)]
+    assert built[0][0] == "tok_embeddings" and built[-1][-2:] == ["norm", "output"]
+
+
+@pytest.mark.parametrize("i", range(50))
+def test_random_plans_nemo_overrides_leave_no_recipe_default(i):
+    model, shape, dp, m, seq = random_plans()[i]
+    scenario, plan = _plan(model, shape, dp, m, seq)
+    job = Launch.from_plan(scenario, plan)
+    check_nemo_overrides(job, dict(nemo_fields(job)))
+
+
+def check_nemo_overrides(job, fields) -> None:
+    """The recipe's defaults (nemo_recipes.yaml) with the overrides applied are the plan."""
+    table = recipes()
+    recipe = table["recipes"][choose_recipe(job.spec)]
+    paths = {
+        "tp": "trainer.strategy.tensor_model_parallel_size",
+        "pp": "trainer.strategy.pipeline_model_parallel_size",
+        "vp": "trainer.strategy.virtual_pipeline_model_parallel_size",
+        "cp": "trainer.strategy.context_parallel_size",
+        "sp": "trainer.strategy.sequence_parallel",
+        "first_stage_layers": "trainer.strategy.num_layers_in_first_pipeline_stage",
+        "last_stage_layers": "trainer.strategy.num_layers_in_last_pipeline_stage",
+        "embedding_in_split": "trainer.strategy.account_for_embedding_in_pipeline_split",
+        "loss_in_split": "trainer.strategy.account_for_loss_in_pipeline_split",
+        "pipeline_layout": "trainer.strategy.pipeline_model_parallel_layout",
+    }
+    final = {k: v for k, (v, _line) in recipe["defaults"].items()}
+    final = {**table["split_defaults"], **final}
+    assert set(final) <= set(paths)  # every default the table knows has an override path
+    for key, path in paths.items():
+        if path in fields:
+            final[key] = fields[path]
+    lay = job.layout
+    want = {"tp": lay.tp, "cp": lay.cp, "sp": lay.sp, **split_settings(job)}
+    assert {k: final[k] for k in want} == want
+
+
+@pytest.mark.parametrize(
+    "model, recipe",
+    [
+        ("llama3-405b", "llama31_405b"),
+        ("llama3-70b", "llama3_70b"),
+        ("llama2-70b", "llama3_70b"),
+        ("llama3-8b", "llama3_8b"),
+        ("llama2-7b", "llama2_7b"),
+        ("gpt3-175b", "gpt3_175b"),
+        ("nemotron4-340b", "nemotron4_340b"),
+        ("nemotron4-15b", "nemotron4_15b"),
+    ],
+)
+def test_nemo_recipe_per_model_size(model, recipe):
+    assert choose_recipe(zoo()[model]) == recipe
+
+
+def test_nemo_405b_at_pp9_clears_the_recipe_accounting():
+    # 126 layers on 9 stages: even, so the recipe's embedding/loss accounting must go
+    shape = Shape("h100-sxm", 8, 1, 9, 1, 1, "selective", "bf16")
+    scenario, plan = _plan("llama3-405b", shape, 2, 18)
+    job = Launch.from_plan(scenario, plan)
+    text = emit(job, "nemo")
+    assert "llm.llama31_405b.pretrain_recipe" in text
+    assert "recipe.trainer.strategy.account_for_embedding_in_pipeline_split = False" in text
+    assert "recipe.trainer.strategy.account_for_loss_in_pipeline_split = False" in text
+    assert "recipe.trainer.strategy.virtual_pipeline_model_parallel_size = None" in text
+    check_nemo_overrides(job, dict(nemo_fields(job)))
