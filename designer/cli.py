@@ -495,6 +495,9 @@ def evaluate_cmd(
         runtime_reserved_gb=reserved_gb,
         memory_headroom_fraction=headroom,
     )
+    if imported is not None and imported.grad_reduce_dtype == "fp32":
+        # Megatron with --bf16 keeps and reduces fp32 gradients unless --grad-reduce-in-bf16
+        a = a.model_copy(update={"grad_bytes": 4.0})
     ev = evaluate(spec, hw, layout, s, tokens, a)
     evidence = report._plain(evaluation_evidence(cat, ev, stack))
     if as_json:

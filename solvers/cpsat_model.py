@@ -99,7 +99,9 @@ def _build(
 ) -> Formulation:
     md = cp_model.CpModel()
     cat = scenario.catalog
-    nics = nic_specs(scenario)
+    # only NIC types some GPU of the question takes (each brings its own fabric terms)
+    usable = {nc.name for g in {c.shape.gpu for c in candidates} for nc in scenario.nics_for(g)}
+    nics = [nc for nc in nic_specs(scenario) if nc.name in usable] or nic_specs(scenario)
     n = len(candidates)
     if n == 0:
         raise ValueError("no candidate shapes")

@@ -50,7 +50,9 @@ def _plan(model: str, shape: Shape, dp: int, microbatches: int, seq: int | None 
         precision=shape.precision,
         ignore=("divisibility",),
     )
-    return scenario, build_plan(scenario, Config(shape, "cx7-400g", 8, dp, microbatches))
+    nic = scenario.nics_for(shape.gpu)[0].name  # a NIC the server takes (Gaudi 3: its ports)
+    counts = scenario.nic_counts(shape.gpu)
+    return scenario, build_plan(scenario, Config(shape, nic, max(counts), dp, microbatches))
 
 
 def _zoo_plan(model: str):

@@ -123,13 +123,15 @@ def test_pipeline_inside_one_rack_stays_on_nvlink(cat):
     )
 
 
-def test_nvl72_plans_come_in_whole_racks_with_four_nics_per_tray():
-    scenario = build_scenario(budget=30e6, gpus=("gb200",), evidence="any")
+@pytest.mark.parametrize("gpu, nic", [("gb200", "cx7-400g"), ("gb300", "cx8-800g")])
+def test_nvl72_plans_come_in_whole_racks_with_four_nics_per_tray(gpu, nic):
+    scenario = build_scenario(budget=30e6, gpus=(gpu,), evidence="any")
     res = solve_cpsat(scenario)
     assert res.status == "optimal"
     plan = res.plans[0]
     assert plan.num_gpus % 72 == 0
-    assert plan.config.nics_per_node == 4 and plan.config.nic == "cx7-400g"
+    assert plan.config.nics_per_node == 4 and plan.config.nic == nic
+    assert plan.evaluation.cluster.racks == plan.num_gpus // 72
 
 
 def test_evaluate_charges_whole_racks(cat):
@@ -254,3 +256,41 @@ def test_saved_answers_keep_headroom_fabric_and_gpu_caps():
     back, _ = _from_answer(json.loads(json.dumps({"question": q, "plans": []})), "answer.json")
     assert back.assumptions.memory_headroom_fraction == 0.1
     assert back.fabric == "infiniband" and back.gpu_caps == (("h100-sxm", 512),)
+
+
+# ------------------------------------------------------------------ launch matches memory
+def test_emitted_megatron_launch_sets_the_gradient_precision_the_plan_counts(tmp_path, capsys):
+    """The plan counts 2-byte gradients; its Megatron command says --grad-reduce-in-bf16 and
+    imports to the same memory. Without the flag Megatron keeps fp32 gradients: the import
+    counts 4 bytes, so the dropped flag shows up as more memory."""
+    script = tmp_path / "train.sh"
+    code, text, err = run_main(
+        capsys,
+        [
+            "optimize",
+            "--model",
+            "llama2-7b",
+            "--tokens",
+            "100B",
+            "--gpu",
+            "h100-sxm",
+            "--budget",
+            "2M",
+            "--no-explain",
+            "--emit",
+            "megatron",
+        ],
+    )
+    assert code == 0, err
+    script.write_text(text)
+    assert "--grad-reduce-in-bf16" in text
+    plan_code, plan_out, _ = run_main(
+        capsys, ["evaluate", "--from-megatron", str(script), "--json"]
+    )
+    assert plan_code in (0, 1)
+    with_flag = json.loads(plan_out)["memory_gb"]
+    fp32 = tmp_path / "fp32.sh"
+    fp32.write_text(text.replace("--grad-reduce-in-bf16", ""))
+    _, out, _ = run_main(capsys, ["evaluate", "--from-megatron", str(fp32), "--json"])
+    without = json.loads(out)["memory_gb"]
+    assert without["gradients"] == pytest.approx(2 * with_flag["gradients"])
