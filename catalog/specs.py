@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 _DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"
 
 
+# The scale-out fabrics (SwitchSpec.fabric) by the names a question uses (--fabric).
+FABRICS = {"ib": "infiniband", "ethernet": "ethernet", "any": "any"}
+
+
 class _Strict(BaseModel):
     """Base for catalog entries: unknown fields are rejected, values are frozen."""
 

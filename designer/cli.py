@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from catalog import CatalogError, load_catalog
-from catalog.specs import DEFAULT_STACK, STACKS, Calibration, Evidence
+from catalog.specs import DEFAULT_STACK, FABRICS, STACKS, Calibration, Evidence
 from designer import render, report
 from designer.compare import compare
 from designer.errors import Infeasible, UsageError
@@ -26,7 +26,6 @@ from designer.questions import (
     DEFAULT_MODEL,
     DEFAULT_RESERVED_GB,
     EVIDENCE_CHOICES,
-    FABRICS,
     build_scenario,
     evaluate_config,
     load_question_file,

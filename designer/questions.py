@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog import CatalogError, load_catalog
 from catalog.files import read_document
-from catalog.specs import DEFAULT_STACK
+from catalog.specs import DEFAULT_STACK, FABRICS
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
 from models import Assumptions, ModelError, TransformerSpec, resolve_model
@@ -23,8 +23,6 @@ DEFAULT_MODEL = "llama2-70b"
 FACILITY_OPTIONS = ("pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years")
 DEFAULT_TOKENS = 2e12
 EVIDENCE_CHOICES = ("measured", "any")
-# --fabric: the CLI's names of the scale-out fabrics (catalog SwitchSpec.fabric)
-FABRICS = {"ib": "infiniband", "ethernet": "ethernet", "any": "any"}
 # Planning defaults for memory the tensors do not account for (README "Memory headroom").
 # Reserved: CUDA context and cuBLAS/Transformer Engine workspaces (~0.5-1 GB) plus NCCL's
 # buffers, measured at 544-688 MB per communicator on 4 x A100 (NVIDIA/nccl#964, 2023-08)

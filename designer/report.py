@@ -6,10 +6,10 @@ import csv
 import io
 from typing import Any
 
+from catalog.specs import FABRICS
 from designer import render
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
-from designer.questions import FABRICS
 from models import evidence as evidence_model
 from models.pipeline import describe_stage_layers, split_options
 from solvers import PLAN_COLUMNS, Scenario, SolveResult
