@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from ortools.sat.python import cp_model
 
+from models.cost import Cluster
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
@@ -33,7 +34,7 @@ def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
     )
 
 
-def _hint(form: Formulation, cfg: Config) -> None:
+def _hint(scenario: Scenario, form: Formulation, cfg: Config) -> None:
     md = form.model
     for cand, v in zip(form.candidates, form.x, strict=True):
         md.add_hint(v, cand.shape == cfg.shape)
@@ -42,6 +43,22 @@ def _hint(form: Formulation, cfg: Config) -> None:
     md.add_hint(form.nics, cfg.nics_per_node)
     md.add_hint(form.dp, cfg.dp)
     md.add_hint(form.m, cfg.microbatches)
+    if form.cluster is not None:  # the float model's fabric and racks (search would take more)
+        cat = scenario.catalog
+        nic = cat.nic(cfg.nic)
+        num_gpus = cfg.shape.replica_gpus * cfg.dp
+        cl = Cluster(
+            cat.gpu(cfg.shape.gpu),
+            nic,
+            cat.switch_for(nic),
+            cat.facility,
+            num_gpus,
+            cfg.nics_per_node,
+        )
+        for name, tiers in form.cluster.tiers.items():
+            for t, lit in tiers.items():
+                md.add_hint(lit, name == cfg.nic and t == cl.fabric.tiers)
+        md.add_hint(form.cluster.racks, cl.racks)
 
 
 def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> cp_model.CpSolver:
@@ -168,7 +185,7 @@ def _solve_built(
     md = form.model
     md.minimize(form.objective)
     if warm is not None:
-        _hint(form, warm)
+        _hint(scenario, form, warm)
     plans, status, gap = [], "infeasible", None
     for rank in range(top_k):
         left = time_limit_s - (time.perf_counter() - start)
