@@ -895,7 +895,11 @@ def _answer(
     binding, conflict = None, None
     if explain and res.best is not None:
         binding = binding_constraints(
-            scenario, res.best, res.candidates or None, time_limit_s=time_limit
+            scenario,
+            res.best,
+            res.candidates or None,
+            time_limit_s=time_limit,
+            plan_proved=res.status == "optimal",
         )
     elif explain and res.status == "infeasible":
         conflict = explain_infeasible(
@@ -923,8 +927,9 @@ def _answer(
         if binding:
             click.echo("")
             click.echo(report.binding_table(binding, res.objective_unit))
-        gap = "" if res.gap in (None, 0.0) else f", gap {100 * res.gap:.2g}%"
-        click.echo(f"\n{res.solver}: {res.status} in {res.wall_s:.2f} s{gap}")
+        click.echo(f"\n{res.solver}: {res.status_text} in {res.wall_s:.2f} s")
+        if res.message:
+            click.echo(f"{res.solver}: {res.message}")
     if res.best is None:
         if res.status == "unknown":
             raise Infeasible("no plan found within the time limit; raise --time-limit")

@@ -86,10 +86,13 @@ class Binding:
     improvement_if_relaxed: float  # objective units (days or USD); 0 when not binding
     improvement_pct: float
     exact: bool = True  # False: the relaxed re-solve stopped at its effort limit (a lower bound)
+    # False: the plan is not proved optimal and the relaxed re-solve is not proved either, so
+    # a better relaxed plan may be one the unrelaxed search missed: binding is not claimed
+    decided: bool = True
 
     @property
     def binding(self) -> bool:
-        return self.improvement_if_relaxed > 0
+        return self.decided and self.improvement_if_relaxed > 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +105,7 @@ class Binding:
             "improvement_pct": self.improvement_pct,
             "binding": self.binding,
             "exact": self.exact,
+            "decided": self.decided,
         }
 
 
@@ -193,12 +197,16 @@ def binding_constraints(
     candidates: list[Candidate] | None = None,
     time_limit_s: float = 30.0,
     effort: float | None = EXPLAIN_EFFORT,
+    plan_proved: bool = True,
 ) -> list[Binding]:
     """Every active family with slack and price, binding ones first (largest improvement).
 
     Each re-solve is capped at ``effort`` units of CP-SAT's deterministic time (about
     seconds, but machine-independent, so answers stay reproducible); one that stops
-    there reports the improvement it found, a lower bound, with ``exact`` false."""
+    there reports the improvement it found, a lower bound, with ``exact`` false.
+    ``plan_proved`` false (the search stopped before proving the plan optimal): a
+    family is called binding only when its relaxed re-solve is proved optimal; the
+    others report what they found with ``decided`` false and binding false."""
     base = plan.objective
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     families = [f for f in RELAXATIONS if scenario.active(f)]
@@ -232,8 +240,9 @@ def binding_constraints(
         slack, unit, detail = slack_of(scenario, plan, family)
         label = RELAXATIONS[family][0]
         pct = 100.0 * gain / base if base else 0.0
-        out.append(Binding(family, slack, unit, detail, label, gain, pct, exact))
-    out.sort(key=lambda b: (-b.improvement_if_relaxed, b.constraint))
+        decided = plan_proved or exact
+        out.append(Binding(family, slack, unit, detail, label, gain, pct, exact, decided))
+    out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
 
 
