@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -14,10 +14,11 @@ from catalog.specs import DEFAULT_STACK
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
 from models import Assumptions, ModelError, TransformerSpec, resolve_model
-from solvers import FAMILIES, Config, Scenario, SolveResult
-from solvers.plan import build_plan
+from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS
-from solvers.space import Shape
+
+if TYPE_CHECKING:
+    from solvers.plan import Config
 
 DEFAULT_MODEL = "llama2-70b"
 FACILITY_OPTIONS = ("pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years")
@@ -337,6 +338,9 @@ def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
 
 
 def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | None]:
+    from solvers.plan import Config
+    from solvers.space import Shape
+
     q, plans = doc["question"], doc["plans"]
     if not isinstance(q, dict) or not isinstance(plans, list):
         raise UsageError(f"{origin}: question/plans: not an optimize --json answer")
@@ -401,6 +405,8 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
 
 def evaluate_config(scenario: Scenario, config: Config) -> SolveResult:
     """A given plan as a one-plan result, re-evaluated; violations make it 'infeasible'."""
+    from solvers.plan import build_plan
+
     start = time.perf_counter()
     plan = build_plan(scenario, config)
     if not plan.feasible:

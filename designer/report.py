@@ -9,9 +9,17 @@ from typing import Any
 from designer import render
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
-from models import evidence as evidence_model
 from models.pipeline import describe_stage_layers, split_options
-from solvers import PLAN_COLUMNS, Scenario, SolveResult
+from solvers import Scenario, SolveResult
+from solvers.columns import PLAN_COLUMNS
+
+
+def _evidence():
+    """models.evidence, imported on first use (it loads the performance model)."""
+    from models import evidence
+
+    return evidence
+
 
 CSV_COLUMNS = [*PLAN_COLUMNS, "top_binding"]
 EVIDENCE_COLUMNS = [
@@ -87,7 +95,7 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
 def plan_evidence(s: Scenario, plan) -> dict[str, Any]:
     """The plan's evidence object: its GPU's measured runs and the ranges they imply."""
     return _plain(
-        evidence_model.plan_evidence(
+        _evidence().plan_evidence(
             s.catalog, plan.evaluation, s.pricing, float(plan.cost_usd), s.stack
         )
     )
@@ -421,7 +429,7 @@ def compare_dict(s: Scenario, rows) -> dict[str, Any]:
 
 def gpu_evidence(s: Scenario, gpu: str) -> dict[str, Any]:
     """A GPU's evidence object without a plan (ranges null)."""
-    return _plain(evidence_model.gpu_evidence(s.catalog, gpu, s.stack))
+    return _plain(_evidence().gpu_evidence(s.catalog, gpu, s.stack))
 
 
 def compare_csv(rows, s: Scenario) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from solvers.plan import Plan
+if TYPE_CHECKING:
+    from solvers.plan import Plan
 
 
 @dataclass
