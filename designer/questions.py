@@ -26,6 +26,29 @@ DEFAULT_TOKENS = 2e12
 EVIDENCE_CHOICES = ("measured", "any")
 
 
+_CATALOGS: dict[tuple, Any] = {}
+
+
+def cached_catalog(files: tuple[Path, ...]):
+    """load_catalog(files), parsed once per process for the same files as they are on disk
+    (keyed by path, size and modification time): a sweep asks for the same catalog in
+    every scenario, and parsing its YAML cost about a quarter of a scenario's time. The
+    catalog is immutable (questions derive changed copies)."""
+    key = []
+    for f in files:
+        try:
+            st = Path(f).stat()
+            key.append((str(Path(f).resolve()), st.st_size, st.st_mtime_ns))
+        except OSError:
+            return load_catalog(list(files))  # the loader names the file and the fix
+    k = tuple(key)
+    if k not in _CATALOGS:
+        if len(_CATALOGS) >= 32:
+            _CATALOGS.clear()
+        _CATALOGS[k] = load_catalog(list(files))
+    return _CATALOGS[k]
+
+
 def build_scenario(
     *,
     model: str | TransformerSpec = DEFAULT_MODEL,
@@ -58,7 +81,7 @@ def build_scenario(
     evidence: str = "measured",
 ) -> Scenario:
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
-    cat = load_catalog(list(catalog_files))
+    cat = cached_catalog(tuple(catalog_files))
     if evidence not in EVIDENCE_CHOICES:
         raise UsageError(f"--evidence: unknown value {evidence!r}; use measured or any")
     try:

@@ -5,6 +5,7 @@ File formats are those of ../shared/CLI-CONTRACT.md, "Model spec files".
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,10 @@ _HF_GPT2 = {
 _REQUIRED = ("layers", "hidden", "heads", "vocab", "seq_len")
 
 
+@cache
 def _zoo_raw() -> dict[str, dict[str, Any]]:
+    """The shipped zoo's fields, parsed once per process (a sweep resolves a model per
+    scenario); zoo() builds fresh specs from them and never changes them."""
     text = (resources.files("models") / "data" / "zoo.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
