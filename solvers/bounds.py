@@ -17,6 +17,7 @@ from models.cost import (
     energy_usd,
     link_cents,
     nic_power_w,
+    pue_milli,
     server_power_w,
     servers_per_rack,
     switch_power_w,
@@ -192,7 +193,28 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
         hi = min(hi, _down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
     if scenario.active("budget") and scenario.capex_charged_in_full:
         hi = min(hi, budget_gpu_limit(scenario, g) // s.replica_gpus)
+    if scenario.active("power") or scenario.active("max_racks"):
+        hi = min(hi, site_gpu_limit(scenario, g) // s.replica_gpus)
     return max(1, lo), hi
+
+
+def site_gpu_limit(scenario: Scenario, gpu) -> int:
+    """The most GPUs of this type the power cap and the rack cap allow: each GPU draws at
+    least its share of a server with one NIC (least_per_gpu), times the PUE; a rack holds
+    at most servers_per_rack servers (with the least power-hungry NIC)."""
+    key = ("site_gpu_limit", gpu.name)
+    if key not in scenario.memo:
+        limit = GPU_CAP
+        if scenario.active("power"):
+            _, watts = least_per_gpu(scenario, gpu)
+            facility_w = watts * pue_milli(scenario.catalog.facility) / 1000.0
+            limit = min(limit, math.floor(scenario.power_cap_w * (1 + 1e-9) / facility_w))
+        if scenario.active("max_racks"):
+            nic_w = min(nic_power_w(n) for n in nic_specs(scenario))
+            spr = servers_per_rack(gpu, scenario.catalog.facility, nic_w)
+            limit = min(limit, scenario.rack_cap * spr * gpu.server.gpus_per_server)
+        scenario.memo[key] = limit
+    return scenario.memo[key]
 
 
 def _step_fixed_lower(

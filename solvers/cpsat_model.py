@@ -480,27 +480,20 @@ def _build(
                 enforce["budget"]
             )
     elif scenario.pricing == "cloud":
-        # GPU-time = G x T'. T' is first coarsened by a constant R (rounding up, so cost is
-        # never underestimated) so that G x T'/R fits in int64; R is tiny next to T' at any
-        # plan a budget admits (README "Guarantees and limits").
-        coef = {g: gpus[g].cloud_usd_per_gpu_hour * 100 * days_per_unit * 24 for g in gpu_names}
-        t_max = _hi(per_seq)
+        # cost = hourly price x GPU-time, G x T' built from per-shape factors (GpuTime: tight
+        # once the shape is chosen), in cents per GPU-time unit of each GPU type
+        gpu_days_per_unit = unit_s / gpu_time.scale * scenario.sequences / 86400.0
+        coef = {g: gpus[g].cloud_usd_per_gpu_hour * 100 * gpu_days_per_unit * 24 for g in gpu_names}
+        gt_hi = _hi(gpu_time.var)
         if "budget" in enforce and fix_families:
-            t_max = min(t_max, _down(scenario.budget * 100 / min(coef.values())))
-        if "deadline" in enforce and fix_families:
-            t_max = min(t_max, _down(scenario.deadline / days_per_unit))
-        md.add(per_seq <= t_max)
-        r_scale = max(1, -(-t_max * _hi(num_gpus) // (INT_LIMIT // (4 * len(gpu_names)))))
-        per_seq_coarse = md.new_int_var(0, -(-t_max // r_scale), "time_per_sequence_coarse")
-        md.add_division_equality(per_seq_coarse, per_seq + r_scale - 1, r_scale)
-        gpu_time = product("gpu_time", num_gpus, per_seq_coarse)
-        coef = {g: v * r_scale for g, v in coef.items()}
+            gt_hi = min(gt_hi, _down(scenario.budget * 100 / min(coef.values())))
+            md.add(gpu_time.var <= gt_hi)
         for g in gpu_names:
-            cap = _hi(gpu_time)
+            cap = gt_hi
             if "budget" in enforce and fix_families:
                 cap = min(cap, _down(scenario.budget * 100 / coef[g]))
-            gt_of[g] = md.new_int_var(0, cap, f"gpu_time_of[{g}]")
-            md.add(gt_of[g] == gpu_time).only_enforce_if(gpu_lit[g])
+            gt_of[g] = md.new_int_var(0, max(0, cap), f"gpu_time_of[{g}]")
+            md.add(gt_of[g] == gpu_time.var).only_enforce_if(gpu_lit[g])
             md.add(gt_of[g] == 0).only_enforce_if(~gpu_lit[g])
             if "budget" in enforce:
                 md.add(gt_of[g] <= _down(scenario.budget * 100 / coef[g])).only_enforce_if(
