@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from designer.errors import UsageError
 from designer.questions import build_scenario
 from solvers import FAMILIES, solve_cpsat, solve_exhaustive
 
@@ -27,7 +28,10 @@ TIME_LIMIT_S = 30.0
 @pytest.mark.parametrize("seed", range(N_SMALL))
 def test_cpsat_matches_exhaustive_over_the_whole_space(seed):
     kw, top_k = agreement.full_question(seed, small=True)
-    s = build_scenario(**kw)
+    try:
+        s = build_scenario(**kw)
+    except UsageError:  # the CLI refuses it (exit 2), e.g. fp8 on GPUs without it
+        return
     ref = solve_exhaustive(s, top_k=top_k)
     got = solve_cpsat(s, top_k=top_k, time_limit_s=TIME_LIMIT_S)
     question = agreement.describe(kw, top_k)
@@ -60,5 +64,11 @@ def test_generator_draws_every_option():
     budgets = [kw["budget"] for kw in kws if "budget" in kw]
     deadlines = [kw["deadline"] for kw in kws if "deadline" in kw]
     assert max(budgets) / min(budgets) > 1e3 and max(deadlines) / min(deadlines) > 1e2
+    accepted = 0
     for kw in kws[:40]:
-        build_scenario(**kw)
+        try:
+            build_scenario(**kw)
+            accepted += 1
+        except UsageError:  # e.g. fp8 on GPUs without it: the CLI refuses it too
+            pass
+    assert accepted >= 30
