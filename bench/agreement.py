@@ -207,7 +207,11 @@ def run_full(seed: int, time_limit_s: float = 60.0, exhaustive: bool = True) -> 
         row.update(status="refused", error=str(err), agree=True, proved=True, cpsat_s=0.0)
         return row
     start = time.perf_counter()
-    got = solve_cpsat(s, top_k=top_k, time_limit_s=time_limit_s)
+    try:
+        got = solve_cpsat(s, top_k=top_k, time_limit_s=time_limit_s)
+    except Exception as err:  # a crash is a failure of this question, not of the run
+        row.update(status="error", error=repr(err), agree=False, proved=False, cpsat_s=0.0)
+        return row
     row["cpsat_s"] = time.perf_counter() - start
     a = [p.objective for p in got.plans]
     row.update(

@@ -70,10 +70,10 @@ def per_gpu_rates(scenario: Scenario, gpu, several_servers: bool) -> list[tuple]
             for k in range(1, max_nics_per_node(scenario, gpu) + 1):
                 nic_w = k * nic_power_w(nic)
                 spr = servers_per_rack(gpu, fac, nic_w)
-                per_server = usd_to_cents_up(gpu.server.overhead_usd) + k * usd_to_cents_up(
-                    nic.price_usd
+                per_server = float(
+                    usd_to_cents_up(gpu.server.overhead_usd) + k * usd_to_cents_up(nic.price_usd)
                 )
-                watts = server_power_w(gpu) + nic_w
+                watts = float(server_power_w(gpu) + nic_w)
                 if several_servers:
                     per_server += k * port_cents
                     watts += k * port_w

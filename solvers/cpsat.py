@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from typing import Any
 
 from ortools.sat.python import cp_model
 
@@ -223,7 +224,7 @@ def _tune(scenario: Scenario, solver: cp_model.CpSolver) -> None:
         solver.parameters.linearization_level = 0
 
 
-def _checked_solve(solver: cp_model.CpSolver, md: cp_model.CpModel) -> int:
+def _checked_solve(solver: cp_model.CpSolver, md: cp_model.CpModel) -> Any:
     code = solver.solve(md)
     if code == cp_model.MODEL_INVALID:
         raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")

@@ -495,10 +495,9 @@ def _build(
             gt_of[g] = md.new_int_var(0, max(0, cap), f"gpu_time_of[{g}]")
             md.add(gt_of[g] == gpu_time.var).only_enforce_if(gpu_lit[g])
             md.add(gt_of[g] == 0).only_enforce_if(~gpu_lit[g])
-            if "budget" in enforce:
-                md.add(gt_of[g] <= _down(scenario.budget * 100 / coef[g])).only_enforce_if(
-                    [enforce["budget"], gpu_lit[g]]
-                )
+            limit = _down(scenario.budget * 100 / coef[g]) if "budget" in enforce else None
+            if limit is not None and limit < _hi(gt_of[g]):  # else the budget cannot bind
+                md.add(gt_of[g] <= limit).only_enforce_if([enforce["budget"], gpu_lit[g]])
         cost_expr = sum(coef[g] * gt_of[g] for g in gpu_names)
 
     # --- redundant cuts (valid bounds that let CP-SAT discard shapes without search)
