@@ -26,7 +26,7 @@ DEFAULT_TOKENS = 2e12
 EVIDENCE_CHOICES = ("measured", "any")
 
 
-_CATALOGS: dict[tuple, Any] = {}
+_CATALOGS: dict[tuple[Any, tuple], Any] = {}
 
 
 def cached_catalog(files: tuple[Path, ...]):
@@ -41,7 +41,7 @@ def cached_catalog(files: tuple[Path, ...]):
             key.append((str(Path(f).resolve()), st.st_size, st.st_mtime_ns))
         except OSError:
             return load_catalog(list(files))  # the loader names the file and the fix
-    k = tuple(key)
+    k = (load_catalog, tuple(key))  # the loader too: a replaced one (tests) reads afresh
     if k not in _CATALOGS:
         if len(_CATALOGS) >= 32:
             _CATALOGS.clear()

@@ -293,6 +293,7 @@ def _space_key(scenario: Scenario) -> tuple:
     cat = scenario.catalog
     perf = ("price_usd", "cloud_usd_per_gpu_hour", "price_source", "evidence")
     return (
+        pipeline_splits,  # the function itself: a replaced one (tests) enumerates afresh
         scenario.spec.model_dump_json(),
         scenario.seq_len,
         tuple(cat.gpu(g).model_dump_json(exclude=set(perf)) for g in scenario.gpus),
