@@ -1,29 +1,58 @@
-"""CP-SAT against the exhaustive solver on random full-size questions (run by hand).
+"""CP-SAT against the exhaustive solver on random questions (run by hand).
 
 Usage: python bench/agreement.py [--first N] [--count N] [--top K]
+       python bench/agreement.py --full [--first N] [--count 200] [--jobs 2] [--out FILE]
+                                 [--no-exhaustive]
+       python bench/agreement.py --top-ratio [--count 20]
 
-The CI's differential test (tests/test_solvers.py) draws 200 small questions so
-that both solvers finish in about a second. This draws zoo models, budgets
-from $1M to $300M or deadlines of 15 to 120 days, capex, cloud or TCO
-pricing, and 2 to all GPU types of the shipped catalog, and checks that the
-two solvers return the same top K objectives (to the documented rounding,
-1e-3 relative). Each question is a pure function of its seed. Prints one line
-per question and the number of mismatches; exits 1 if there is one.
+Default: 40 full-size questions of a narrow kind (zoo models, budgets from $1M
+to $300M or deadlines of 15 to 120 days, capex, cloud or TCO pricing, 2 to all
+GPU types), the two best plans of each.
+
+``--full``: questions drawn from every option the CLI accepts (full_question:
+capex, cloud or TCO pricing with a lifetime, PUE and electricity price; power
+and rack caps; overall and per-type GPU caps; ``--ignore`` of any family;
+precision bf16, fp8 or any; both stacks; sequence lengths of 2K to 128K;
+batch ceilings and floors; top-K up to 10; budgets of $100K to $1B and
+deadlines of 2 to 2,000 days). Each question is built by the CLI's own
+build_scenario and is a pure function of its seed; the CI differential test
+(tests/test_agreement_full.py) draws from the same generator with small models.
+For each question: CP-SAT's time (one worker), whether it proved its answer, the
+exhaustive solver's time, and whether both return the same top-K objective
+values (1e-3 relative: ties may pick different shapes). ``--jobs`` runs that
+many questions side by side (one core each); ``--out`` writes one CSV row per
+question. The summary gives agreement, proofs, CP-SAT's median and worst time
+and the slowest questions. Exits 1 on a mismatch or a missing proof.
+
+``--no-exhaustive`` (with ``--full``): CP-SAT alone (times and proofs), in minutes.
+
+``--top-ratio``: for each question (objective as drawn, K forced), CP-SAT's
+``--top 10`` time against its ``--top 1`` time, measured back to back in one
+process; prints the median ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import random
+import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import load_catalog  # noqa: E402
+from designer.questions import build_scenario  # noqa: E402
 from models import zoo  # noqa: E402
-from solvers import Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
+from models.spec import TransformerSpec  # noqa: E402
+from solvers import FAMILIES, Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
+
+REL_TOL = 1e-3
+SEQ_LENS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
 def question(seed: int, cat, models) -> Scenario:
@@ -51,12 +80,250 @@ def question(seed: int, cat, models) -> Scenario:
     )
 
 
+def _small_spec(r: random.Random, seed: int) -> TransformerSpec:
+    heads = r.choice([8, 16])
+    return TransformerSpec(
+        name=f"random-{seed}",
+        layers=r.choice([2, 3, 4, 6, 8, 9, 12, 16]),
+        hidden=r.choice([256, 512, 1024, 2048]),
+        heads=heads,
+        kv_heads=r.choice([k for k in (1, 2, 4, 8, 16) if heads % k == 0]),
+        vocab=r.randint(1000, 50000),
+        seq_len=2048,
+        gated_mlp=r.random() < 0.5,
+    )
+
+
+def full_question(seed: int, small: bool = False) -> tuple[dict[str, Any], int]:
+    """The keyword arguments of designer.questions.build_scenario for one random question
+    over every option the CLI accepts, and its top K; a pure function of ``seed``.
+
+    ``small``: a small random model (layers up to 16, hidden up to 2,048), one or two GPU
+    types and limits scaled down, so that the exhaustive solver takes about a second
+    (the CI's sample); every other option is drawn exactly as at full size."""
+    r = random.Random(seed)
+    cat = load_catalog()
+    kw: dict[str, Any] = {"evidence": "any"}
+    if small:
+        kw["model"] = _small_spec(r, seed)
+        kw["tokens"] = 10 ** r.uniform(9, 11)
+        kw["seq_len"] = r.choice(SEQ_LENS[:3])
+        kw["gpus"] = tuple(r.sample(sorted(cat.gpus), r.choice([1, 2])))
+        budget_exp, deadline_exp, power_exp = (4.0, 6.0), (-0.5, 2.0), (-2.5, -0.5)
+        caps = (8, 16, 64, 256)
+    else:
+        kw["model"] = r.choice(sorted(zoo()))
+        kw["tokens"] = 10 ** r.uniform(10.5, 13.2)
+        kw["seq_len"] = r.choice(SEQ_LENS)
+        kw["gpus"] = tuple(r.sample(sorted(cat.gpus), r.choice([1, 1, 2, 2, 3])))
+        budget_exp, deadline_exp, power_exp = (5.0, 9.0), (0.3, 3.3), (-1.5, 2.0)
+        caps = (64, 512, 4096, 32768)
+    if r.random() < 0.3:
+        kw["nics"] = tuple(r.sample(sorted(cat.nics), r.choice([1, 2])))
+    kind = r.random()
+    if kind < 0.5:  # fastest under a budget
+        kw["budget"] = 10 ** r.uniform(*budget_exp)
+        kw["objective"] = "time"
+    elif kind < 0.85:  # cheapest by a deadline
+        kw["deadline"] = 10 ** r.uniform(*deadline_exp)
+        kw["objective"] = "cost"
+    else:  # both limits
+        kw["budget"] = 10 ** r.uniform(*budget_exp)
+        kw["deadline"] = 10 ** r.uniform(*deadline_exp)
+        kw["objective"] = r.choice(["time", "cost"])
+    kw["pricing"] = r.choice(["capex", "cloud", "tco"])
+    if r.random() < 0.5:
+        kw["lifetime_years"] = r.choice([1.0, 3.0, 4.0, 5.0, 7.0])
+    if r.random() < 0.4:
+        kw["pue"] = round(r.uniform(1.05, 1.6), 3)
+    if r.random() < 0.4:
+        kw["usd_per_kwh"] = round(r.uniform(0.03, 0.3), 4)
+    if r.random() < 0.2:
+        kw["power_cap"] = 10 ** r.uniform(*power_exp)
+    if r.random() < 0.15:
+        kw["max_racks"] = r.choice([1, 2, 8, 32, 256])
+    if r.random() < 0.2:
+        kw["max_gpus"] = r.choice(caps)
+    if r.random() < 0.15:
+        kw["gpu_caps"] = {r.choice(kw["gpus"]): r.choice(caps)}
+    if r.random() < 0.35:
+        # small: not the batch ceiling, without which the reference solver enumerates up to
+        # 20M (d, m) pairs per NIC option (minutes); the full-size benchmark draws it
+        pool = [f for f in FAMILIES if not small or f != "batch_ceiling"]
+        kw["ignore"] = (pool[(seed + r.randrange(3)) % len(pool)],)  # every family, in turn
+    kw["precision"] = r.choice(["bf16", "bf16", "bf16", "fp8", "any"])
+    if r.random() < 0.1:
+        kw["stack"] = "vtrain-2022"
+    seq = kw["seq_len"]
+    if small:  # a ceiling of at most 4M tokens bounds the reference solver's (d, m) pairs
+        kw["max_batch_tokens"] = max(seq, 2 ** r.randint(16, 22))
+    elif r.random() < 0.3:
+        kw["max_batch_tokens"] = max(seq, r.choice([2**20, 2**22, 2**26]))
+    ceiling = kw.get("max_batch_tokens", 16 * 2**20)
+    if r.random() < 0.15:
+        kw["min_batch_tokens"] = max(seq, ceiling // r.choice([2, 4, 8]))
+    if r.random() < 0.1:
+        kw["dp_overlap"] = round(r.uniform(0.0, 1.0), 2)
+    if kw["objective"] == "time" and "budget" not in kw:
+        kw["budget"] = 10 ** r.uniform(*budget_exp)
+    top_k = 1 if r.random() < 0.5 else r.randint(2, 10)
+    return kw, top_k
+
+
+def describe(kw: dict[str, Any], top_k: int) -> str:
+    """The question as designer optimize options (to rerun it by hand)."""
+    parts = []
+    for key, value in kw.items():
+        if key == "evidence":
+            parts.append(f"--evidence {value}")
+        elif key == "model":
+            parts.append(f"--model {value if isinstance(value, str) else value.name}")
+        elif key in ("gpus", "nics", "ignore"):
+            flag = {"gpus": "--gpu", "nics": "--nic", "ignore": "--ignore"}[key]
+            parts.extend(f"{flag} {v}" for v in value)
+        elif key == "gpu_caps":
+            parts.extend(f"--gpu-cap {g}={c}" for g, c in value.items())
+        elif isinstance(value, float):
+            parts.append(f"--{key.replace('_', '-')} {value:.6g}")
+        else:
+            parts.append(f"--{key.replace('_', '-')} {value}")
+    if top_k > 1:
+        parts.append(f"--top {top_k}")
+    return " ".join(parts)
+
+
+def agree(a: list[float], b: list[float]) -> bool:
+    return len(a) == len(b) and all(
+        abs(x - y) <= REL_TOL * abs(y) for x, y in zip(a, b, strict=True)
+    )
+
+
+def run_full(seed: int, time_limit_s: float = 60.0, exhaustive: bool = True) -> dict[str, Any]:
+    kw, top_k = full_question(seed)
+    row: dict[str, Any] = {"seed": seed, "question": describe(kw, top_k), "top": top_k}
+    try:
+        s = build_scenario(**kw)
+    except Exception as err:  # a question the CLI refuses (exit 2) is not a solver question
+        row.update(status="refused", error=str(err), agree=True, proved=True, cpsat_s=0.0)
+        return row
+    start = time.perf_counter()
+    try:
+        got = solve_cpsat(s, top_k=top_k, time_limit_s=time_limit_s)
+    except Exception as err:  # a crash is a failure of this question, not of the run
+        row.update(status="error", error=repr(err), agree=False, proved=False, cpsat_s=0.0)
+        return row
+    row["cpsat_s"] = time.perf_counter() - start
+    a = [p.objective for p in got.plans]
+    row.update(
+        status=got.status,
+        proved=got.status in ("optimal", "infeasible"),
+        agree=True,
+        cpsat=";".join(f"{x:.6g}" for x in a),
+        exhaustive_s=0.0,
+    )
+    if exhaustive:
+        start = time.perf_counter()
+        ref = solve_exhaustive(s, top_k=top_k)
+        row["exhaustive_s"] = time.perf_counter() - start
+        b = [p.objective for p in ref.plans]
+        row["agree"] = agree(a, b) and (got.status == "infeasible") == (ref.status == "infeasible")
+        row["exhaustive"] = ";".join(f"{x:.6g}" for x in b)
+    return row
+
+
+def _run_cpsat_only(seed: int) -> dict[str, Any]:
+    return run_full(seed, exhaustive=False)
+
+
+def main_full(args) -> None:
+    seeds = range(args.first, args.first + args.count)
+    rows: list[dict[str, Any]] = []
+    work = _run_cpsat_only if args.no_exhaustive else run_full
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for row in pool.map(work, seeds):
+            rows.append(row)
+            print(
+                f"{row['seed']:4d} {row['status']:10} "
+                f"{'agree' if row['agree'] else 'MISMATCH'} "
+                f"{'proved' if row['proved'] else 'NOT PROVED'}  cpsat {row['cpsat_s']:6.2f} s  "
+                f"exhaustive {row.get('exhaustive_s', 0.0):6.1f} s  {row['question']}",
+                flush=True,
+            )
+    if args.out:
+        with open(args.out, "w", newline="", encoding="utf-8") as fh:
+            fields = sorted({k for r in rows for k in r})
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    solved = [r for r in rows if r["status"] != "refused"]
+    times = [r["cpsat_s"] for r in solved]
+    bad = [r for r in rows if not r["agree"]]
+    unproved = [r for r in rows if not r["proved"]]
+    print(
+        f"\n{len(rows)} questions ({len(rows) - len(solved)} refused by the CLI), "
+        f"{len(bad)} mismatches, {len(unproved)} not proved"
+    )
+    if times:
+        print(
+            f"CP-SAT: median {statistics.median(times):.2f} s, worst {max(times):.2f} s "
+            f"({args.jobs} questions side by side, one core each)"
+        )
+        print("slowest questions (CP-SAT s, exhaustive s, question):")
+        for r in sorted(solved, key=lambda r: -r["cpsat_s"])[:5]:
+            print(
+                f"  {r['cpsat_s']:6.2f} {r['exhaustive_s']:7.1f}  seed {r['seed']}: {r['question']}"
+            )
+    sys.exit(1 if bad or unproved else 0)
+
+
+def main_top_ratio(args) -> None:
+    ratios = []
+    for seed in range(args.first, args.first + args.count):
+        kw, _ = full_question(seed)
+        try:
+            s = build_scenario(**kw)
+        except Exception:
+            continue
+        solve_cpsat(s)  # warm: the space and its coefficients, as a repeated question has
+        t1 = time.perf_counter()
+        one = solve_cpsat(s, top_k=1)
+        t1 = time.perf_counter() - t1
+        t10 = time.perf_counter()
+        ten = solve_cpsat(s, top_k=10)
+        t10 = time.perf_counter() - t10
+        if not one.plans:
+            continue
+        ratios.append(t10 / t1)
+        print(
+            f"{seed:4d} top 1 {t1:6.2f} s  top 10 {t10:6.2f} s ({len(ten.plans)} plans)  ratio {t10 / t1:5.1f}"
+        )
+    print(
+        f"\n{len(ratios)} feasible questions: --top 10 / --top 1 median {statistics.median(ratios):.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--first", type=int, default=0)
-    parser.add_argument("--count", type=int, default=40)
+    parser.add_argument("--count", type=int, default=None)
     parser.add_argument("--top", type=int, default=2)
+    parser.add_argument("--full", action="store_true", help="the whole option space")
+    parser.add_argument("--top-ratio", action="store_true", help="--top 10 against --top 1")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", default=None, help="--full: one CSV row per question")
+    parser.add_argument(
+        "--no-exhaustive", action="store_true", help="--full: CP-SAT's times and proofs only"
+    )
     args = parser.parse_args()
+    if args.full:
+        args.count = 200 if args.count is None else args.count
+        main_full(args)
+        return
+    if args.top_ratio:
+        args.count = 20 if args.count is None else args.count
+        main_top_ratio(args)
+        return
+    args.count = 40 if args.count is None else args.count
     cat, models = load_catalog(), zoo()
     mismatches = 0
     for seed in range(args.first, args.first + args.count):
@@ -69,9 +336,7 @@ def main() -> None:
         ex_s = time.perf_counter() - start
         a = [p.objective for p in got.plans]
         b = [p.objective for p in ref.plans]
-        ok = len(a) == len(b) and all(
-            abs(x - y) <= 1e-3 * abs(y) for x, y in zip(a, b, strict=True)
-        )
+        ok = agree(a, b)
         mismatches += not ok
         print(
             f"{seed:4d} {s.spec.name:15} {s.objective:4} {s.pricing:5} {len(s.gpus):2d} GPU types "

@@ -9,17 +9,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from catalog import CatalogError, load_catalog
 from catalog.specs import DEFAULT_STACK, FABRICS, STACKS, Calibration, Evidence
 from designer import render, report
-from designer.compare import compare
 from designer.errors import Infeasible, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
-from designer.launch import diff as megatron_diff
 from designer.numbers import Days, Quantity
 from designer.questions import (
     DEFAULT_HEADROOM,
@@ -30,14 +28,15 @@ from designer.questions import (
     evaluate_config,
     load_question_file,
 )
-from models import Assumptions, Hardware, Layout, ModelError, evaluate, resolve_model, zoo
-from models.evidence import evaluation_evidence
+from models import Assumptions, Layout, ModelError, resolve_model, zoo
 from models.feasibility import divisibility_violations
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from models.pipeline import describe_stage_layers, split_options
 from solvers import SolveResult, solve
-from solvers.explain import binding_constraints, explain_infeasible
 from solvers.scenario import PRICINGS
+
+if TYPE_CHECKING:
+    from models.evaluate import Hardware
 
 CATALOG_OPTION = click.option(
     "--catalog",
@@ -497,6 +496,9 @@ def evaluate_cmd(
     if imported is not None and imported.grad_reduce_dtype == "fp32":
         # Megatron with --bf16 keeps and reduces fp32 gradients unless --grad-reduce-in-bf16
         a = a.model_copy(update={"grad_bytes": 4.0})
+    from models.evaluate import evaluate
+    from models.evidence import evaluation_evidence
+
     ev = evaluate(spec, hw, layout, s, tokens, a)
     evidence = report._plain(evaluation_evidence(cat, ev, stack))
     if as_json:
@@ -562,6 +564,8 @@ def _imported_text(run) -> str:
 
 
 def _hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
+    from models.evaluate import Hardware
+
     try:
         return Hardware.from_catalog(cat, gpu, nic, nics_per_node)
     except CatalogError as err:
@@ -923,10 +927,16 @@ def _answer(
     (format, text) is emitted settings: the JSON's `launch`, or the only text printed."""
     if launch is not None and not as_json:
         explain = False  # the text is the settings alone, ready to redirect to a file
+    from solvers.explain import binding_constraints, explain_infeasible  # OR-Tools: on use
+
     binding, conflict = None, None
     if explain and res.best is not None:
         binding = binding_constraints(
-            scenario, res.best, res.candidates or None, time_limit_s=time_limit
+            scenario,
+            res.best,
+            res.candidates or None,
+            time_limit_s=time_limit,
+            plan_proved=res.status == "optimal",
         )
     elif explain and res.status == "infeasible":
         conflict = explain_infeasible(
@@ -954,8 +964,9 @@ def _answer(
         if binding:
             click.echo("")
             click.echo(report.binding_table(binding, res.objective_unit))
-        gap = "" if res.gap in (None, 0.0) else f", gap {100 * res.gap:.2g}%"
-        click.echo(f"\n{res.solver}: {res.status} in {res.wall_s:.2f} s{gap}")
+        click.echo(f"\n{res.solver}: {res.status_text} in {res.wall_s:.2f} s")
+        if res.message:
+            click.echo(f"{res.solver}: {res.message}")
     if res.best is None:
         if res.status == "unknown":
             raise Infeasible("no plan found within the time limit; raise --time-limit")
@@ -1021,6 +1032,8 @@ def optimize_cmd(
 ) -> None:
     """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
     question = {**question, "gpu_caps": dict(question.get("gpu_caps") or ())}
+    from designer.launch import diff as megatron_diff  # the performance model: on use
+
     run = None
     if from_megatron is not None:
         run = load_megatron(from_megatron)
@@ -1075,6 +1088,8 @@ def export_cmd(plan_file: Path, fmt: str) -> None:
 def compare_cmd(time_limit, explain, as_json, csv_file, plot_file, **question) -> None:
     """The same question once per GPU type: the best plan on each, best first."""
     scenario = build_scenario(**{**question, "gpu_caps": dict(question.get("gpu_caps") or ())})
+    from designer.compare import compare  # OR-Tools: on use
+
     rows = compare(scenario, explain=explain, time_limit_s=time_limit)
     _write_csv(csv_file, report.compare_csv(rows, scenario))
     if plot_file is not None:

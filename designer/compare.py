@@ -40,7 +40,11 @@ def compare(
         binding = None
         if explain and res.best is not None:
             binding = binding_constraints(
-                s, res.best, res.candidates or None, time_limit_s=time_limit_s
+                s,
+                res.best,
+                res.candidates or None,
+                time_limit_s=time_limit_s,
+                plan_proved=res.status == "optimal",
             )
         return CompareRow(gpu, res, binding)
 

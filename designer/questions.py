@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -14,10 +14,11 @@ from catalog.specs import DEFAULT_STACK, FABRICS
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
 from models import Assumptions, ModelError, TransformerSpec, resolve_model
-from solvers import FAMILIES, Config, Scenario, SolveResult
-from solvers.plan import build_plan
+from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS
-from solvers.space import Shape
+
+if TYPE_CHECKING:
+    from solvers.plan import Config
 
 DEFAULT_MODEL = "llama2-70b"
 FACILITY_OPTIONS = ("pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years")
@@ -32,6 +33,29 @@ DEFAULT_RESERVED_GB = 3.0
 # Headroom: the PyTorch caching allocator's fragmentation (reserved but unallocated
 # blocks) and peaks outside the model's count; 5% of the GPU kept free.
 DEFAULT_HEADROOM = 0.05
+
+
+_CATALOGS: dict[tuple[Any, tuple], Any] = {}
+
+
+def cached_catalog(files: tuple[Path, ...]):
+    """load_catalog(files), parsed once per process for the same files as they are on disk
+    (keyed by path, size and modification time): a sweep asks for the same catalog in
+    every scenario, and parsing its YAML cost about a quarter of a scenario's time. The
+    catalog is immutable (questions derive changed copies)."""
+    key = []
+    for f in files:
+        try:
+            st = Path(f).stat()
+            key.append((str(Path(f).resolve()), st.st_size, st.st_mtime_ns))
+        except OSError:
+            return load_catalog(list(files))  # the loader names the file and the fix
+    k = (load_catalog, tuple(key))  # the loader too: a replaced one (tests) reads afresh
+    if k not in _CATALOGS:
+        if len(_CATALOGS) >= 32:
+            _CATALOGS.clear()
+        _CATALOGS[k] = load_catalog(list(files))
+    return _CATALOGS[k]
 
 
 def build_scenario(
@@ -68,7 +92,7 @@ def build_scenario(
     evidence: str = "measured",
 ) -> Scenario:
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
-    cat = load_catalog(list(catalog_files))
+    cat = cached_catalog(tuple(catalog_files))
     if evidence not in EVIDENCE_CHOICES:
         raise UsageError(f"--evidence: unknown value {evidence!r}; use measured or any")
     try:
@@ -377,6 +401,9 @@ def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
 
 
 def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | None]:
+    from solvers.plan import Config
+    from solvers.space import Shape
+
     q, plans = doc["question"], doc["plans"]
     if not isinstance(q, dict) or not isinstance(plans, list):
         raise UsageError(f"{origin}: question/plans: not an optimize --json answer")
@@ -445,6 +472,8 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
 
 def evaluate_config(scenario: Scenario, config: Config) -> SolveResult:
     """A given plan as a one-plan result, re-evaluated; violations make it 'infeasible'."""
+    from solvers.plan import build_plan
+
     start = time.perf_counter()
     plan = build_plan(scenario, config)
     if not plan.feasible:

@@ -10,9 +10,17 @@ from catalog.specs import FABRICS
 from designer import render
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
-from models import evidence as evidence_model
 from models.pipeline import describe_stage_layers, split_options
-from solvers import PLAN_COLUMNS, Scenario, SolveResult
+from solvers import Scenario, SolveResult
+from solvers.columns import PLAN_COLUMNS
+
+
+def _evidence():
+    """models.evidence, imported on first use (it loads the performance model)."""
+    from models import evidence
+
+    return evidence
+
 
 CSV_COLUMNS = [*PLAN_COLUMNS, "top_binding"]
 EVIDENCE_COLUMNS = [
@@ -69,8 +77,15 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
         value = float(best.objective)
     return {
         "status": res.status,
+        "status_text": res.status_text,
         "objective": {"name": res.objective_name, "value": value, "unit": res.objective_unit},
-        "solve": {"solver": res.solver, "wall_s": res.wall_s, "gap": res.gap},
+        "solve": {
+            "solver": res.solver,
+            "wall_s": res.wall_s,
+            "gap": res.gap,
+            "proved": res.proved,
+            "message": res.message or None,
+        },
         "question": question_dict(s),
         "plans": [plan_entry(s, p, i + 1) for i, p in enumerate(res.plans)],
         "binding": [_plain(b.as_dict()) for b in (binding or [])],
@@ -84,7 +99,7 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
 def plan_evidence(s: Scenario, plan) -> dict[str, Any]:
     """The plan's evidence object: its GPU's measured runs and the ranges they imply."""
     return _plain(
-        evidence_model.plan_evidence(
+        _evidence().plan_evidence(
             s.catalog, plan.evaluation, s.pricing, float(plan.cost_usd), s.stack
         )
     )
@@ -242,13 +257,14 @@ def top_binding(binding: list | None) -> str:
 def csv_text(res: SolveResult, binding: list | None, s: Scenario) -> str:
     """One row per plan: the contract's columns, then the evidence columns."""
     out = io.StringIO()
-    cols = [*CSV_COLUMNS, *EVIDENCE_COLUMNS]
+    cols = [*CSV_COLUMNS, *EVIDENCE_COLUMNS, "status"]
     writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
     writer.writeheader()
     for i, p in enumerate(res.plans):
         row = _plain(p.as_dict(i + 1))
         row["top_binding"] = top_binding(binding) if i == 0 else ""
         row.update(evidence_row(plan_evidence(s, p)))
+        row["status"] = res.status_text
         writer.writerow(row)
     return out.getvalue()
 
@@ -287,7 +303,7 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
         f"each, {layout}, micro-batch {lay.micro_batch}, {cfg.microbatches} micro-batches per step "
         f"(global batch {lay.global_batch:,}). It trains {s.spec.name} on {render.si(s.tokens)} tokens in "
         f"{_days(float(ev.time_to_train_days or 0.0))} for {render.usd(p.cost_usd)} ({s.pricing})"
-        f"{'' if res.status == 'optimal' or res.gap is None else f', best found (gap {100 * res.gap:.2g}%)'}."
+        f"{'' if res.proved else f'; not proved optimal: {res.status_text}'}."
     )
     tail = " " + evidence_sentence(s, doc)
     binds = [b for b in binding or [] if b.binding]
@@ -368,7 +384,7 @@ def binding_table(binding: list, unit: str = "") -> str:
         rows.append(
             (
                 b.constraint,
-                "yes" if b.binding else "no",
+                "yes" if b.binding else ("no" if b.decided else "unproved"),
                 b.detail,
                 b.relaxation,
                 f"{gain:,.3g}" if gain else "-",
@@ -417,7 +433,7 @@ def compare_dict(s: Scenario, rows) -> dict[str, Any]:
 
 def gpu_evidence(s: Scenario, gpu: str) -> dict[str, Any]:
     """A GPU's evidence object without a plan (ranges null)."""
-    return _plain(evidence_model.gpu_evidence(s.catalog, gpu, s.stack))
+    return _plain(_evidence().gpu_evidence(s.catalog, gpu, s.stack))
 
 
 def compare_csv(rows, s: Scenario) -> str:

@@ -193,7 +193,11 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
         row.update(report.evidence_row(report.plan_evidence(scenario, res.best)))
         if study.explain:
             binding = binding_constraints(
-                scenario, res.best, res.candidates, time_limit_s=study.time_limit
+                scenario,
+                res.best,
+                res.candidates,
+                time_limit_s=study.time_limit,
+                plan_proved=res.status == "optimal",
             )
             row["top_binding"] = report.top_binding(binding)
     return row

@@ -1,10 +1,46 @@
-"""The training workload: transformer specs, the model zoo and the analytic performance model."""
+"""The training workload: transformer specs, the model zoo and the analytic performance model.
+
+The performance model (``Evaluation``, ``Hardware``, ``evaluate``: numpy) is imported on
+first use (PEP 562), so that listing the zoo does not load it."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 from models.errors import ModelError
-from models.evaluate import Evaluation, Hardware, evaluate
 from models.layout import Assumptions, Layout
 from models.spec import TransformerSpec
 from models.zoo import resolve_model, zoo
+
+if TYPE_CHECKING:
+    from models.evaluate import Evaluation, Hardware, evaluate
+
+_LAZY = ("Evaluation", "Hardware", "evaluate")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module("models.evaluate")  # binds `evaluate` (below)
+        return getattr(module, name)
+    raise AttributeError(f"module 'models' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """``models.evaluate`` names the function, as when this package imported it eagerly:
+    the import system binds a loaded submodule to the package's attribute of its name."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "evaluate" and isinstance(value, types.ModuleType):
+            value = value.evaluate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __all__ = [
     "Assumptions",

@@ -5,6 +5,7 @@ File formats are those of ../shared/CLI-CONTRACT.md, "Model spec files".
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,10 @@ from models.hf_config import hf_fields
 from models.spec import TransformerSpec
 
 
+@cache
 def _zoo_raw() -> dict[str, dict[str, Any]]:
+    """The shipped zoo's fields, parsed once per process (a sweep resolves a model per
+    scenario); zoo() builds fresh specs from them and never changes them."""
     text = (resources.files("models") / "data" / "zoo.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 

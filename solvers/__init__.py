@@ -1,10 +1,38 @@
-"""The decision space, the CP-SAT formulation, the exhaustive reference solver and explanations."""
+"""The decision space, the CP-SAT formulation, the exhaustive reference solver and explanations.
 
-from solvers.cpsat import solve_cpsat
-from solvers.exhaustive import solve_exhaustive
-from solvers.plan import PLAN_COLUMNS, Config, Plan
+The solvers and plans are imported on first use (PEP 562 ``__getattr__``): OR-Tools
+and the pandas it loads take about half a second, and the performance model numpy,
+which commands that never solve (``designer --help``, ``catalog``, ``models``)
+should not pay (bench/startup.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from solvers.columns import PLAN_COLUMNS
 from solvers.result import SolveResult
 from solvers.scenario import FAMILIES, Scenario
+
+if TYPE_CHECKING:
+    from solvers.cpsat import solve_cpsat
+    from solvers.exhaustive import solve_exhaustive
+    from solvers.plan import Config, Plan
+
+_LAZY = {
+    "solve_cpsat": "solvers.cpsat",
+    "solve_exhaustive": "solvers.exhaustive",
+    "Config": "solvers.plan",
+    "Plan": "solvers.plan",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'solvers' has no attribute {name!r}")
 
 
 def solve(
@@ -12,10 +40,36 @@ def solve(
 ) -> SolveResult:
     """Answer the question with the chosen solver."""
     if solver == "cpsat":
-        return solve_cpsat(scenario, top_k=top_k, time_limit_s=time_limit_s)
+        from solvers.cpsat import solve_cpsat
+
+        res = solve_cpsat(scenario, top_k=top_k, time_limit_s=time_limit_s)
+        if res.status in ("feasible", "unknown"):
+            return replace(res, message=unproved_advice(scenario, res))
+        return res
     if solver == "exhaustive":
+        from solvers.exhaustive import solve_exhaustive
+
         return solve_exhaustive(scenario, top_k=top_k)
     raise ValueError(f"unknown solver {solver!r}")
+
+
+def unproved_advice(scenario: Scenario, res: SolveResult) -> str:
+    """What to do when CP-SAT stopped before a proof: the exhaustive solver when it would
+    take less than the search already spent (estimated on a sample of shapes), else a
+    longer time limit."""
+    from solvers.exhaustive import estimated_seconds
+
+    estimate = estimated_seconds(scenario, res.candidates or None)
+    what = "not proved optimal" if res.plans else "no plan found"
+    if estimate < res.wall_s:
+        return (
+            f"{what} in {res.wall_s:.1f} s; the exhaustive solver would prove the answer in "
+            f"about {estimate:.0f} s: rerun with --solver exhaustive"
+        )
+    return (
+        f"{what} in {res.wall_s:.1f} s; raise --time-limit (the exhaustive solver would "
+        f"take about {estimate:.0f} s)"
+    )
 
 
 __all__ = [

@@ -11,10 +11,21 @@ import math
 
 import numpy as np
 
-from models.cost import cluster_totals, usd_to_cents_up
+from models.comm import GB
+from models.cost import (
+    cluster_totals,
+    energy_usd,
+    link_cents,
+    nic_power_w,
+    pue_milli,
+    server_power_w,
+    servers_per_rack,
+    switch_power_w,
+    usd_to_cents_up,
+)
 from models.step import group_reduce_s
 from solvers.scenario import GPU_CAP, Scenario
-from solvers.space import Candidate, nic_specs
+from solvers.space import Candidate, max_nics_per_node, nic_specs
 
 
 def least_capex_cents(scenario: Scenario, gpu, num_gpus) -> np.ndarray:
@@ -35,6 +46,96 @@ def least_capex_cents(scenario: Scenario, gpu, num_gpus) -> np.ndarray:
         ],
         axis=0,
     )
+
+
+def least_per_gpu(scenario: Scenario, gpu) -> tuple[float, float]:
+    """The least capex (USD) and IT power (W) per GPU of this type at any cluster size
+    (each the least over the NIC options of per_gpu_rates)."""
+    rates = per_gpu_rates(scenario, gpu, False)
+    return min(r[2] for r in rates), min(r[3] for r in rates)
+
+
+def per_gpu_rates(scenario: Scenario, gpu, several_servers: bool) -> list[tuple]:
+    """(NIC, NICs per server, least capex USD per GPU, least IT watts per GPU) per NIC option.
+
+    A server holds at most ``gpus_per_server`` GPUs and its k NICs, a rack at most
+    ``servers_per_rack`` of them (models/cost.py); across several servers every NIC is
+    one end of a link and takes a switch port, so the fabric adds at least a link
+    and 1/ports of a switch per NIC. So a cluster of G GPUs with these NICs costs at
+    least G times the capex and draws at least G times the watts."""
+    key = ("per_gpu_rates", gpu.name, several_servers)
+    if key not in scenario.memo:
+        cat, fac = scenario.catalog, scenario.catalog.facility
+        gpn = gpu.server.gpus_per_server
+        out = []
+        for nic in nic_specs(scenario):
+            switch = cat.switch_for(nic)
+            port_cents = link_cents(nic) + usd_to_cents_up(switch.price_usd) / switch.ports
+            port_w = switch_power_w(switch) / switch.ports
+            for k in range(1, max_nics_per_node(scenario, gpu) + 1):
+                nic_w = k * nic_power_w(nic)
+                spr = servers_per_rack(gpu, fac, nic_w)
+                per_server = float(
+                    usd_to_cents_up(gpu.server.overhead_usd) + k * usd_to_cents_up(nic.price_usd)
+                )
+                watts = float(server_power_w(gpu) + nic_w)
+                if several_servers:
+                    per_server += k * port_cents
+                    watts += k * port_w
+                cents = (
+                    usd_to_cents_up(gpu.price_usd)
+                    + per_server / gpn
+                    + usd_to_cents_up(fac.rack_usd) / (gpn * spr)
+                )
+                out.append((nic, k, cents / 100.0 * (1 - 1e-12), watts / gpn * (1 - 1e-12)))
+        scenario.memo[key] = out
+    return scenario.memo[key]
+
+
+def tco_lower_bound(scenario: Scenario, cand: Candidate, lo: int, exact: bool = True) -> float:
+    """TCO (USD) no plan of this shape beats with DP degree at least ``lo``.
+
+    Per NIC option (per_gpu_rates), the job takes at least sequences x
+    gpu_seconds_per_sequence GPU-seconds with that option's bandwidth; energy and a
+    lifetime's capex share both grow with GPUs x days, so they are at least that many
+    GPU-days at the option's least watts and capex per GPU. Capex charged in full:
+    the least capex at the smallest DP degree (least_capex_cents) plus that energy.
+    ``exact=False``: the GEMM time alone and the least rates (no step coefficients)."""
+    s = cand.shape
+    g = scenario.catalog.gpu(s.gpu)
+    fac = scenario.catalog.facility
+    several = lo * s.replica_gpus > g.server.gpus_per_server
+    if exact:
+        options = [
+            (
+                gpu_seconds_per_sequence(
+                    scenario, cand, lo, k * nic.speed_gbit_per_s / 8.0, several
+                ),
+                usd,
+                w,
+            )
+            for nic, k, usd, w in per_gpu_rates(scenario, g, several)
+        ]
+    else:
+        usd, w = least_per_gpu(scenario, g)
+        options = [(s.replica_gpus * cand.gemm_mb_s / s.micro_batch, usd, w)]
+    best = math.inf
+    for gpu_s, usd, watts in options:
+        gpu_days = scenario.sequences * gpu_s / 86400.0
+        cost = float(energy_usd(watts, fac, gpu_days))
+        if fac.lifetime_years is not None:
+            cost += gpu_days * usd / (365.0 * fac.lifetime_years)
+        best = min(best, cost * (1 - 1e-9))
+    if fac.lifetime_years is None:
+        best += _least_capex_usd(scenario, g, lo * s.replica_gpus)
+    return best
+
+
+def _least_capex_usd(scenario: Scenario, gpu, num_gpus: int) -> float:
+    key = ("least_capex_cents", gpu.name, num_gpus)
+    if key not in scenario.memo:
+        scenario.memo[key] = int(least_capex_cents(scenario, gpu, num_gpus))
+    return scenario.memo[key] / 100.0
 
 
 def budget_gpu_limit(scenario: Scenario, gpu) -> int:
@@ -97,7 +198,76 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
         hi = min(hi, _down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
     if scenario.active("budget") and scenario.capex_charged_in_full:
         hi = min(hi, budget_gpu_limit(scenario, g) // s.replica_gpus)
+    if scenario.active("power") or scenario.active("max_racks"):
+        hi = min(hi, site_gpu_limit(scenario, g) // s.replica_gpus)
     return max(1, lo), hi
+
+
+def site_gpu_limit(scenario: Scenario, gpu) -> int:
+    """The most GPUs of this type the power cap and the rack cap allow: each GPU draws at
+    least its share of a server with one NIC (least_per_gpu), times the PUE; a rack holds
+    at most servers_per_rack servers (with the least power-hungry NIC)."""
+    key = ("site_gpu_limit", gpu.name)
+    if key not in scenario.memo:
+        limit = GPU_CAP
+        if scenario.active("power"):
+            _, watts = least_per_gpu(scenario, gpu)
+            facility_w = watts * pue_milli(scenario.catalog.facility) / 1000.0
+            limit = min(limit, math.floor(scenario.power_cap_w * (1 + 1e-9) / facility_w))
+        if scenario.active("max_racks"):
+            nic_w = min(nic_power_w(n) for n in nic_specs(scenario))
+            spr = servers_per_rack(gpu, scenario.catalog.facility, nic_w)
+            limit = min(limit, scenario.rack_cap * spr * gpu.server.gpus_per_server)
+        scenario.memo[key] = limit
+    return scenario.memo[key]
+
+
+def _step_fixed_lower(
+    scenario: Scenario, cand: Candidate, node_gb_s: float | None = None
+) -> tuple[float, float, float]:
+    """A step's parts not proportional to the micro-batches, at their least, and the most
+    micro-batches per step W_hi: (C + D_min, O, W_hi), with C the bubble, D_min the
+    exposed gradient reduction at the smallest DP degree (it grows with the degree)
+    over ``node_gb_s`` of scale-out bandwidth per server (default: every NIC slot of
+    the fastest NIC), O the unsharded optimizer step."""
+    s, c = cand.shape, cand.coeffs
+    g = scenario.catalog.gpu(s.gpu)
+    w_hi = (  # micro-batches per step: b x W sequences fit the ceiling
+        _down(scenario.ceiling_tokens / scenario.seq_len) // s.micro_batch
+        if scenario.active("batch_ceiling")
+        else GPU_CAP**2
+    )
+    if node_gb_s is None:
+        fastest = max(n.speed_gbit_per_s for n in nic_specs(scenario)) / 8.0
+        node_gb_s = max_nics_per_node(scenario, g) * fastest
+    d_min = float(group_reduce_s(c, c.dp_bytes, cand.dp_floor(scenario) * c.cp, node_gb_s))
+    d_min = max(0.0, d_min - c.dp_window_s(scenario.assumptions.dp_overlap))
+    return c.bubble_s + d_min, c.optimizer_s, max(1, w_hi)
+
+
+def gpu_seconds_per_sequence(
+    scenario: Scenario,
+    cand: Candidate,
+    lo: int,
+    node_gb_s: float | None = None,
+    several_servers: bool = False,
+) -> float:
+    """GPU-seconds per trained sequence no plan of this shape beats with d >= ``lo``
+    (and ``node_gb_s`` of scale-out bandwidth per server, _step_fixed_lower):
+    G x step / (b m d) = replica x (A + (d (C + D) + O / cp) / W) / b >= replica x
+    (A + (lo (C + D_min) + O / cp) / W_hi) / b. ``several_servers``: the job spans
+    servers for every d >= lo, so pipeline sends cross the NICs at ``node_gb_s``
+    (models.step.step_from_coefficients)."""
+    c = cand.coeffs
+    fixed, opt, w_hi = _step_fixed_lower(scenario, cand, node_gb_s)
+    stage = stage_time_lower(cand)
+    if several_servers and node_gb_s and c.pp > 1:
+        share = node_gb_s * GB / c.gpus_per_node * c.network_efficiency
+        send = c.pp_send_bytes / share + c.pp_latency_s
+        stage = c.stage_mb_s + 2 * c.vp * send
+        fixed += 2 * (c.pp - 1) * send
+    per_mb = stage + (lo * fixed + opt / c.cp) / w_hi
+    return cand.shape.replica_gpus * per_mb / cand.shape.micro_batch
 
 
 def objective_lower_bound(
@@ -108,41 +278,24 @@ def objective_lower_bound(
     Time: T = sequences x (m A + C + D + O/g) / (b m d) >= sequences x (A / (b d_max) +
     (C + D_min + O / g_max) / (b W_max)), with D_min the gradient reduction at the
     smallest DP degree over every NIC slot of the fastest NIC. Cost: the least
-    capex at the smallest DP degree (least_capex_cents); cloud:
-    replica x sequences x A / b GPU-seconds at the GPU's hourly price."""
+    capex at the smallest DP degree (least_capex_cents); cloud: sequences x
+    gpu_seconds_per_sequence at the GPU's hourly price; TCO: tco_lower_bound."""
     s = cand.shape
     g = scenario.catalog.gpu(s.gpu)
     lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)  # bounds: dp_bounds'
     hi = max(1, hi)
     b = s.micro_batch
     if scenario.objective == "time":
-        c = cand.coeffs
-        w_hi = (  # micro-batches per step: b x W sequences fit the ceiling
-            _down(scenario.ceiling_tokens / scenario.seq_len) // b
-            if scenario.active("batch_ceiling")
-            else GPU_CAP**2
+        fixed, opt, w_hi = _step_fixed_lower(scenario, cand)
+        per_seq = stage_time_lower(cand) / (b * hi) + (fixed + opt / (hi * cand.coeffs.cp)) / (
+            b * w_hi
         )
-        fastest = max(n.speed_gbit_per_s for n in nic_specs(scenario)) / 8.0
-        slots = (
-            (g.server.nic_slots + scenario.extra_nic_slots)
-            if scenario.active("nic_slots")
-            else (2 * g.server.nic_slots)
-        )
-        d_min = float(
-            group_reduce_s(c, c.dp_bytes, cand.dp_floor(scenario) * c.cp, slots * fastest)
-        )
-        d_min = max(0.0, d_min - c.dp_window_s(scenario.assumptions.dp_overlap))
-        opt = c.optimizer_s / (hi * c.cp)
-        per_seq = stage_time_lower(cand) / (b * hi) + (c.bubble_s + d_min + opt) / (b * w_hi)
         return per_seq * scenario.sequences / 86400.0
-    if scenario.capex_charged_in_full:
-        key = ("least_capex_cents", g.name, lo * s.replica_gpus)
-        if key not in scenario.memo:
-            scenario.memo[key] = int(least_capex_cents(scenario, g, lo * s.replica_gpus))
-        return scenario.memo[key] / 100.0
     if scenario.pricing == "tco":
-        return 0.0  # a lifetime share of capex plus energy: no cheap bound
-    gpu_s = s.replica_gpus * scenario.sequences * stage_time_lower(cand) / b
+        return tco_lower_bound(scenario, cand, lo)
+    if scenario.capex_charged_in_full:
+        return _least_capex_usd(scenario, g, lo * s.replica_gpus)
+    gpu_s = scenario.sequences * gpu_seconds_per_sequence(scenario, cand, lo)
     return gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour
 
 
@@ -155,14 +308,17 @@ def gemm_lower_bound(
     Time: sequences x G / (b d_max). Every other term of objective_lower_bound
     is non-negative and its stage time A >= G, so this never exceeds it (the
     same floating-point operations on smaller operands). Cloud: replica x
-    sequences x G / b GPU-seconds. Capex: objective_lower_bound itself (no step
-    time involved); TCO: 0."""
+    sequences x G / b GPU-seconds; TCO: tco_lower_bound with G for the stage
+    time. Capex: objective_lower_bound itself (no step time involved)."""
     s = cand.shape
     if scenario.objective == "time":
         lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)
         per_seq = cand.gemm_mb_s / (s.micro_batch * max(1, hi))
         return per_seq * scenario.sequences / 86400.0
-    if scenario.capex_charged_in_full or scenario.pricing == "tco":
+    if scenario.pricing == "tco":
+        lo, _ = bounds if bounds is not None else dp_bounds(scenario, cand)
+        return tco_lower_bound(scenario, cand, lo, exact=False)
+    if scenario.capex_charged_in_full:
         return objective_lower_bound(scenario, cand, bounds)
     g = scenario.catalog.gpu(s.gpu)
     gpu_s = s.replica_gpus * scenario.sequences * cand.gemm_mb_s / s.micro_batch

@@ -7,15 +7,18 @@ re-evaluated by the float model (solvers/plan.py).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
+from typing import Any
 
 from ortools.sat.python import cp_model
 
+from models.cost import Cluster
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
-from solvers.prune import WARM_SHAPES, Presolved, presolve, prune
+from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, Presolved, presolve, prune
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates
@@ -33,7 +36,7 @@ def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
     )
 
 
-def _hint(form: Formulation, cfg: Config) -> None:
+def _hint(scenario: Scenario, form: Formulation, cfg: Config) -> None:
     md = form.model
     for cand, v in zip(form.candidates, form.x, strict=True):
         md.add_hint(v, cand.shape == cfg.shape)
@@ -42,6 +45,22 @@ def _hint(form: Formulation, cfg: Config) -> None:
     md.add_hint(form.nics, cfg.nics_per_node)
     md.add_hint(form.dp, cfg.dp)
     md.add_hint(form.m, cfg.microbatches)
+    if form.cluster is not None:  # the float model's fabric and racks (search would take more)
+        cat = scenario.catalog
+        nic = cat.nic(cfg.nic)
+        num_gpus = cfg.shape.replica_gpus * cfg.dp
+        cl = Cluster(
+            cat.gpu(cfg.shape.gpu),
+            nic,
+            cat.switch_for(nic),
+            cat.facility,
+            num_gpus,
+            cfg.nics_per_node,
+        )
+        for name, tiers in form.cluster.tiers.items():
+            for t, lit in tiers.items():
+                md.add_hint(lit, name == cfg.nic and t == cl.fabric.tiers)
+        md.add_hint(form.cluster.racks, cl.racks)
 
 
 def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> cp_model.CpSolver:
@@ -141,7 +160,7 @@ def solve_cpsat(
     cap = None
     if scenario.pricing == "tco" and scenario.objective == "cost" and len(incumbents) >= top_k:
         cap = incumbents[top_k - 1][0] * 1.05 + 1.0  # no plan among the top k costs more
-    warm = incumbents[0][1] if incumbents else None
+    warm = [cfg for _, cfg in incumbents]
     bounds = (kept.dp_ranges, kept.lower_bounds)
     args = (scenario, kept.candidates, space, top_k, time_limit_s, workers, warm, effort, bounds)
     result = _solve_built(*args, cap)
@@ -158,41 +177,34 @@ def _solve_built(
     top_k: int,
     time_limit_s: float,
     workers: int,
-    warm: Config | None,
+    warm: list[Config],
     effort: float | None,
     bounds: tuple[list[tuple[int, int]], list[float]],
     cost_cap_usd: float | None = None,
 ) -> SolveResult:
+    """``warm``: incumbents of distinct shapes, best first (the first is the hint)."""
     start = time.perf_counter()
     form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds)
     md = form.model
     md.minimize(form.objective)
-    if warm is not None:
-        _hint(form, warm)
-    plans, status, gap = [], "infeasible", None
-    for rank in range(top_k):
-        left = time_limit_s - (time.perf_counter() - start)
-        solver = _solver(left, workers, effort)
-        if scenario.objective == "time":
-            # the LP relaxation of the product-heavy time model costs more than it prunes
-            # (bench/solver.py: about 1.5x faster without it); it pays off for cost
-            solver.parameters.linearization_level = 0
-        code = solver.solve(md)
-        if code == cp_model.MODEL_INVALID:
-            raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")
-        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            if rank == 0:
-                status = "unknown" if code == cp_model.UNKNOWN else "infeasible"
-            break
-        if rank == 0:
+    if top_k > 1:
+        plans, status, gap = _top_k_by_shape(
+            scenario, form, top_k, time_limit_s, workers, effort, bounds[1], warm
+        )
+    else:
+        if warm:
+            _hint(scenario, form, warm[0])
+        solver = _solver(time_limit_s, workers, effort)
+        _tune(scenario, solver)
+        code = _checked_solve(solver, md)
+        plans, status, gap = [], "infeasible", None
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             status = "optimal" if code == cp_model.OPTIMAL else "feasible"
             best, bound = solver.objective_value, solver.best_objective_bound
             gap = 0.0 if code == cp_model.OPTIMAL else abs(best - bound) / max(abs(best), 1e-12)
-        cfg = _config(form, solver)
-        plans.append(build_plan(scenario, cfg))
-        # the next plan: another shape
-        i = next(i for i, v in enumerate(form.x) if solver.boolean_value(v))
-        md.add(form.x[i] == 0)
+            plans.append(build_plan(scenario, _config(form, solver)))
+        elif code == cp_model.UNKNOWN:
+            status = "unknown"
     return SolveResult(
         status=status,
         solver="cpsat",
@@ -203,3 +215,99 @@ def _solve_built(
         objective_unit="days" if scenario.objective == "time" else "USD",
         candidates=space,
     )
+
+
+def _tune(scenario: Scenario, solver: cp_model.CpSolver) -> None:
+    if scenario.objective == "time":
+        # the LP relaxation of the product-heavy time model costs more than it prunes
+        # (bench/solver.py: about 1.5x faster without it); it pays off for cost
+        solver.parameters.linearization_level = 0
+
+
+def _checked_solve(solver: cp_model.CpSolver, md: cp_model.CpModel) -> Any:
+    code = solver.solve(md)
+    if code == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")
+    return code
+
+
+def _set_domain(md: cp_model.CpModel, var: cp_model.IntVar, lo: int, hi: int) -> None:
+    dom = md.proto.variables[var.index].domain
+    dom.clear()
+    dom.extend([lo, hi])
+
+
+def _top_k_by_shape(
+    scenario: Scenario,
+    form: Formulation,
+    top_k: int,
+    time_limit_s: float,
+    workers: int,
+    effort: float | None,
+    lbs: list[float],
+    warm: list[Config],
+) -> tuple[list, str, float | None]:
+    """The ``top_k`` best plans of distinct shapes, each shape solved once.
+
+    Shapes are visited by their objective lower bound; each is solved alone (its
+    literal fixed to 1 in the same model) with the objective capped at the k-th best
+    plan found so far, warm-started from its incumbent when the warm start found
+    one, until the next shape's bound exceeds the k-th best (no later shape can
+    enter the top k). Every shape is proved once, instead of the whole space K
+    times; ties are broken by the bound order. With ``effort``, each sub-solve gets
+    an equal share of it."""
+    start = time.perf_counter()
+    md = form.model
+    cut = md.new_int_var(0, 2**61, "objective_cutoff")
+    md.add(form.objective <= cut)
+    hints = {cfg.shape: cfg for cfg in warm}
+    found: list[tuple[float, int, Config]] = []  # (model objective, visit order, config)
+    unproved: list[float] = []  # model-unit bounds of shapes whose sub-solve stopped early
+    order = sorted(range(len(form.candidates)), key=lambda i: (lbs[i], i))
+    for v in form.x:
+        _set_domain(md, v, 0, 0)
+    kth_plan: float | None = None
+    for rank, i in enumerate(order):
+        if kth_plan is not None and lbs[i] > kth_plan * (1 + PRUNE_MARGIN):
+            break
+        left = time_limit_s - (time.perf_counter() - start)
+        if left <= 0:
+            unproved.append(-math.inf)
+            break
+        shape = form.candidates[i].shape
+        _set_domain(md, form.x[i], 1, 1)
+        kth = sorted(f[0] for f in found)[top_k - 1] if len(found) >= top_k else 2**61
+        _set_domain(md, cut, 0, int(kth))
+        md.clear_hints()
+        if shape in hints:
+            _hint(scenario, form, hints[shape])
+        solver = _solver(left, workers, None if effort is None else effort / top_k)
+        _tune(scenario, solver)
+        code = _checked_solve(solver, md)
+        _set_domain(md, form.x[i], 0, 0)
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            found.append((solver.objective_value, rank, _config(form, solver)))
+            if code == cp_model.FEASIBLE:
+                unproved.append(solver.best_objective_bound)
+        elif code == cp_model.UNKNOWN:
+            unproved.append(-math.inf)
+        if len(found) >= top_k:
+            found.sort(key=lambda f: (f[0], f[1]))
+            del found[top_k:]
+            kth_plan = build_plan(scenario, found[-1][2]).objective
+    for v in form.x:
+        _set_domain(md, v, 0, 1)
+    md.clear_hints()
+    found.sort(key=lambda f: (f[0], f[1]))
+    plans = [build_plan(scenario, cfg) for _, _, cfg in found[:top_k]]
+    if not plans:
+        return [], "unknown" if unproved else "infeasible", None
+    if not unproved:
+        return plans, "optimal", 0.0
+    best = found[0][0]
+    gap = (
+        max(0.0, (best - min(unproved)) / max(abs(best), 1e-12))
+        if min(unproved) > -math.inf
+        else 1.0
+    )
+    return plans, "feasible", min(1.0, gap)

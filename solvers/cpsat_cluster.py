@@ -59,6 +59,7 @@ class ClusterTerms:
     it_power_w: cp_model.IntVar
     racks: cp_model.IntVar
     tier_literals: list[cp_model.IntVar]  # per NIC type, fewest tiers first (search order)
+    tiers: dict[str, dict[int, cp_model.IntVar]]  # NIC type -> tier count -> literal
 
 
 def add_cluster_terms(
@@ -81,6 +82,7 @@ def add_cluster_terms(
 
     capex_terms = []
     tier_literals: list[cp_model.IntVar] = []
+    tiers: dict[str, dict[int, cp_model.IntVar]] = {}
     capex_hi = 0
     power_terms = []
     sw_hi_total = 0
@@ -108,6 +110,7 @@ def add_cluster_terms(
             t_max += 1
         tier = {t: md.new_bool_var(f"tiers[{name}]={t}") for t in range(1, t_max + 1)}
         tier_literals.extend(tier.values())
+        tiers[name] = tier
         md.add(sum(tier.values()) == on)
         sw_hi = hi_of(leaves) + (t_max - 2) * hi_of(mid) + hi_of(top) + 1
         links_hi = hi_of(ends) + (t_max - 1) * hi_of(up)
@@ -166,7 +169,7 @@ def add_cluster_terms(
         + sum(nic_power_w(cat.nic(name)) * nics_of[name] for name in nic_lits)
         + sum(power_terms)
     )
-    return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks, tier_literals)
+    return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks, tier_literals, tiers)
 
 
 def product_cents(

@@ -23,8 +23,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from models.cost import pue_milli, server_power_w, usd_to_cents_up
-from solvers.bounds import dp_bounds, objective_lower_bound
+from models.cost import pue_milli, usd_to_cents_up
+from solvers.bounds import dp_bounds, least_per_gpu, objective_lower_bound
 from solvers.cpsat_cluster import ClusterTerms, add_cluster_terms, product_cents
 from solvers.scenario import FAMILIES, GPU_CAP, Scenario
 from solvers.space import Candidate, nic_specs
@@ -63,6 +63,7 @@ class Formulation:
     objective: cp_model.LinearExprT
     enforce: dict[str, cp_model.IntVar] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
+    cluster: ClusterTerms | None = None  # fabric, racks and power, when the question prices them
 
 
 def build(
@@ -297,20 +298,18 @@ def _build(
         return var
 
     pp1 = [c.pp > 1 for c in cf]
-    a_in = bounded(
-        "stage_time_one_server", (t(c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s) for c in cf)
-    )
-    a_net = bounded("stage_time_servers", (t(c.stage_mb_s + 2 * c.vp * c.pp_latency_s) for c in cf))
+    a_in_v = [t(c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s) for c in cf]
+    a_net_v = [t(c.stage_mb_s + 2 * c.vp * c.pp_latency_s) for c in cf]
+    a_in = bounded("stage_time_one_server", a_in_v)
+    a_net = bounded("stage_time_servers", a_net_v)
     c_in = bounded(
         "fixed_time_one_server", (t(c.bubble_s + 2 * (c.pp - 1) * c.pp_send_intra_s) for c in cf)
     )
     c_net = bounded(
         "fixed_time_servers", (t(c.bubble_s + 2 * (c.pp - 1) * c.pp_latency_s) for c in cf)
     )
-    pb_m = bounded(
-        "pp_bits_per_microbatch",
-        (bits(c, 2 * c.vp * c.pp_send_bytes) if p else 0 for c, p in zip(cf, pp1, strict=True)),
-    )
+    pb_m_v = [bits(c, 2 * c.vp * c.pp_send_bytes) if p else 0 for c, p in zip(cf, pp1, strict=True)]
+    pb_m = bounded("pp_bits_per_microbatch", pb_m_v)
     pb_c = bounded(
         "pp_bits_fixed",
         (
@@ -410,6 +409,9 @@ def _build(
     per_seq = md.new_int_var(0, _hi(q_stage) + _hi(q_sends) + _hi(q_rest), "time_per_sequence")
     md.add(per_seq == q_stage + q_sends + q_rest)
     days_per_unit = unit_s / k_scale * scenario.sequences / 86400.0
+    gpu_time = _gpu_time_per_sequence(
+        md, shapes, sel, r_pp, (a_in_v, a_net_v, pb_m_v), rest, node_bw, b_sel, m, numer_hi
+    )
     if "deadline" in enforce:
         md.add(per_seq <= _down(scenario.deadline / days_per_unit)).only_enforce_if(
             enforce["deadline"]
@@ -477,41 +479,33 @@ def _build(
             + _hi(nodes) * max(usd_to_cents_up(g.server.overhead_usd) for g in gpus.values())
             + _hi(nn) * max(usd_to_cents_up(nc.price_usd) for nc in nics)
             + cluster.capex_hi_cents,
-            per_seq=per_seq,
-            per_seq_of_days=k_scale * 86400.0 / (scenario.sequences * unit_s),
-            days_per_unit=days_per_unit,
+            num_gpus=num_gpus,
+            gpu_time=gpu_time,
+            gpu_days_per_unit=unit_s / gpu_time.scale * scenario.sequences / 86400.0,
         )
         if "budget" in enforce:
             md.add(cost_expr <= _down(scenario.budget * 100 * per_cent)).only_enforce_if(
                 enforce["budget"]
             )
     elif scenario.pricing == "cloud":
-        # GPU-time = G x T'. T' is first coarsened by a constant R (rounding up, so cost is
-        # never underestimated) so that G x T'/R fits in int64; R is tiny next to T' at any
-        # plan a budget admits (README "Guarantees and limits").
-        coef = {g: gpus[g].cloud_usd_per_gpu_hour * 100 * days_per_unit * 24 for g in gpu_names}
-        t_max = _hi(per_seq)
+        # cost = hourly price x GPU-time, G x T' built from per-shape factors (GpuTime: tight
+        # once the shape is chosen), in cents per GPU-time unit of each GPU type
+        gpu_days_per_unit = unit_s / gpu_time.scale * scenario.sequences / 86400.0
+        coef = {g: gpus[g].cloud_usd_per_gpu_hour * 100 * gpu_days_per_unit * 24 for g in gpu_names}
+        gt_hi = _hi(gpu_time.var)
         if "budget" in enforce and fix_families:
-            t_max = min(t_max, _down(scenario.budget * 100 / min(coef.values())))
-        if "deadline" in enforce and fix_families:
-            t_max = min(t_max, _down(scenario.deadline / days_per_unit))
-        md.add(per_seq <= t_max)
-        r_scale = max(1, -(-t_max * _hi(num_gpus) // (INT_LIMIT // (4 * len(gpu_names)))))
-        per_seq_coarse = md.new_int_var(0, -(-t_max // r_scale), "time_per_sequence_coarse")
-        md.add_division_equality(per_seq_coarse, per_seq + r_scale - 1, r_scale)
-        gpu_time = product("gpu_time", num_gpus, per_seq_coarse)
-        coef = {g: v * r_scale for g, v in coef.items()}
+            gt_hi = min(gt_hi, _down(scenario.budget * 100 / min(coef.values())))
+            md.add(gpu_time.var <= gt_hi)
         for g in gpu_names:
-            cap = _hi(gpu_time)
+            cap = gt_hi
             if "budget" in enforce and fix_families:
                 cap = min(cap, _down(scenario.budget * 100 / coef[g]))
-            gt_of[g] = md.new_int_var(0, cap, f"gpu_time_of[{g}]")
-            md.add(gt_of[g] == gpu_time).only_enforce_if(gpu_lit[g])
+            gt_of[g] = md.new_int_var(0, max(0, cap), f"gpu_time_of[{g}]")
+            md.add(gt_of[g] == gpu_time.var).only_enforce_if(gpu_lit[g])
             md.add(gt_of[g] == 0).only_enforce_if(~gpu_lit[g])
-            if "budget" in enforce:
-                md.add(gt_of[g] <= _down(scenario.budget * 100 / coef[g])).only_enforce_if(
-                    [enforce["budget"], gpu_lit[g]]
-                )
+            limit = _down(scenario.budget * 100 / coef[g]) if "budget" in enforce else None
+            if limit is not None and limit < _hi(gt_of[g]):  # else the budget cannot bind
+                md.add(gt_of[g] <= limit).only_enforce_if([enforce["budget"], gpu_lit[g]])
         cost_expr = sum(coef[g] * gt_of[g] for g in gpu_names)
 
     # --- redundant cuts (valid bounds that let CP-SAT discard shapes without search)
@@ -560,7 +554,7 @@ def _build(
             raise ValueError("the cloud cost objective is solved one GPU type at a time")
         objective = gt_of[gpu_names[0]]
     form = Formulation(
-        md, x, nic_lits, nics_per_node, dp, m, nodes, objective, enforce, list(candidates)
+        md, x, nic_lits, nics_per_node, dp, m, nodes, objective, enforce, list(candidates), cluster
     )
     order = sorted(range(n), key=lambda i: (lbs[i], i))
     md.add_decision_strategy(
@@ -585,6 +579,80 @@ def _build(
     return form
 
 
+@dataclass
+class GpuTime:
+    """GPU-time per trained sequence, G x T' (in ``unit_s / scale`` GPU-seconds), rounded up,
+    and a lower bound of it over the shapes."""
+
+    var: cp_model.IntVar
+    scale: int
+    lo: int
+
+
+def _gpu_time_per_sequence(
+    md: cp_model.CpModel,
+    shapes: list,
+    sel,
+    r_pp: cp_model.IntVar,
+    per_shape: tuple[list[int], list[int], list[int]],
+    rest: cp_model.IntVar,
+    node_bw: cp_model.IntVar,
+    b_sel: cp_model.IntVar,
+    m: cp_model.IntVar,
+    numer_hi: int,
+) -> GpuTime:
+    """G x T' = replica x (A / b + sends / (node_bw b) + rest / (b m)): the time per
+    sequence times the GPUs, from factors that are (nearly) fixed once the shape is.
+
+    The cost objectives charge GPU-time at a per-GPU rate; G x T' as the product of
+    two variables would propagate only the product of their extreme bounds (d at its
+    lowest times T' at the largest d), so that a proof visits every DP degree. Written
+    this way, d appears only in ``rest`` (the bubble, gradient reduction and optimizer:
+    small) and in m."""
+    a_in_v, a_net_v, pb_m_v = per_shape
+    reps = [s.replica_gpus for s in shapes]
+    rep_hi = max(reps)
+    scale = max(1, min(10**6, (INT_LIMIT // 4) // (max(1, numer_hi) * rep_hi * 4)))
+
+    def per_shape_var(name: str, values: list[int]) -> cp_model.IntVar:
+        vals = [
+            -(-scale * r * v // s.micro_batch) for r, v, s in zip(reps, values, shapes, strict=True)
+        ]
+        var = md.new_int_var(min(vals), max(vals), name)
+        md.add(var == sel(vals))
+        return var
+
+    st_in = per_shape_var("gpu_time_stage_one_server", a_in_v)
+    st_net = per_shape_var("gpu_time_stage_servers", a_net_v)
+    st_hi = max(_hi(st_in), _hi(st_net))
+    stage = md.new_int_var(0, st_hi, "gpu_time_stage")
+    md.add(stage == st_in).only_enforce_if(r_pp)
+    md.add(stage == st_net).only_enforce_if(~r_pp)
+    bits = per_shape_var("gpu_bits_per_sequence", pb_m_v)
+    sends_raw = md.new_int_var(0, _hi(bits), "gpu_time_sends_if_servers")
+    md.add_division_equality(sends_raw, bits + node_bw - 1, node_bw)
+    sends = md.new_int_var(0, _hi(bits), "gpu_time_sends")
+    md.add(sends == 0).only_enforce_if(r_pp)
+    md.add(sends == sends_raw).only_enforce_if(~r_pp)
+    rep = md.new_int_var(min(reps), rep_hi, "gpu_time_replica")
+    md.add(rep == sel(reps))
+    rep_rest = md.new_int_var(0, rep_hi * _hi(rest), "replica_x_fixed_time")
+    md.add_multiplication_equality(rep_rest, [rep, rest])
+    bm = md.new_int_var(1, _hi(b_sel) * _hi(m), "micro_batch_x_microbatches")
+    md.add_multiplication_equality(bm, [b_sel, m])
+    fixed = md.new_int_var(0, scale * _hi(rep_rest), "gpu_time_fixed")
+    md.add_division_equality(fixed, scale * rep_rest + bm - 1, bm)
+    total = md.new_int_var(0, st_hi + _hi(sends) + _hi(fixed), "gpu_time_per_sequence")
+    md.add(total == stage + sends + fixed)
+    lo = min(min(a, b) for a, b in zip(a_in_v, a_net_v, strict=True))
+    lo_all = min(
+        -(-scale * r * min(a, b) // s.micro_batch)
+        for r, a, b, s in zip(reps, a_in_v, a_net_v, shapes, strict=True)
+    )
+    del lo
+    return GpuTime(total, scale, max(1, lo_all))
+
+
 def _tco_cost(
     md: cp_model.CpModel,
     scenario: Scenario,
@@ -595,20 +663,23 @@ def _tco_cost(
     cluster: ClusterTerms,
     capex_expr,
     capex_hi: int,
-    per_seq: cp_model.IntVar,
-    per_seq_of_days: float,
-    days_per_unit: float,
+    num_gpus: cp_model.IntVar,
+    gpu_time: GpuTime,
+    gpu_days_per_unit: float,
 ) -> cp_model.LinearExprT:
     """TCO in 1/TCO_UNITS_PER_CENT cents: capex (or its lifetime share) + energy (models/cost.py).
 
-    Energy = eps x IT power x T' (eps: cents per W per unit of T', at the average draw
-    and the PUE). With a lifetime, share + energy = sigma x T' x (capex + kappa x
-    power), kappa = eps / sigma cents per W, so one product carries both. The
-    products' factors are bounded by a valid time lower bound per shape and by the
-    budget or the incumbent's cost, which keeps their rounding near 2^-20."""
+    Energy = eps x IT power x T' = eps x (IT power / G) x (G x T') (eps: cents per W per
+    GPU-time unit, at the average draw and the PUE). With a lifetime, share + energy =
+    sigma x (G x T') x (capex + kappa x power) / G, kappa = eps / sigma cents per W, so
+    one product carries both. Both factors, a per-GPU rate (rounded up) and the
+    GPU-time per sequence, are nearly fixed once the shape is, so the product's
+    bounds are tight; their ranges come from the least rate per GPU (solvers/bounds.py
+    least_per_gpu), the least GPU-time of any shape, and the budget or the
+    incumbent's cost, which keeps their rounding near 2^-20."""
     fac = scenario.catalog.facility
     eps = (
-        (pue_milli(fac) / 1000.0 * fac.power_draw_fraction * days_per_unit * 24.0 / 1000.0)
+        (pue_milli(fac) / 1000.0 * fac.power_draw_fraction * gpu_days_per_unit * 24.0 / 1000.0)
         * fac.usd_per_kwh
         * 100.0
     )
@@ -617,39 +688,42 @@ def _tco_cost(
         cap = scenario.budget * 100.0
     if fix_families and cost_cap_usd is not None:
         cap = min(cap if cap is not None else math.inf, cost_cap_usd * 100.0)
-    t_lo, t_hi = 1, _hi(per_seq)
-    if fix_families:
-        timed = scenario.with_changes(objective="time")
-        days_lo = min(objective_lower_bound(timed, c) for c in candidates)
-        t_lo = max(1, math.floor(days_lo * per_seq_of_days * (1 - 1e-9)) - 1)
-        if scenario.active("deadline"):
-            t_hi = min(t_hi, _down(scenario.deadline / days_per_unit))
-    p_lo = min(server_power_w(g) for g in gpus.values())
-    p_hi = _hi(cluster.it_power_w)
+    per_gpu = [least_per_gpu(scenario, g) for g in gpus.values()]
+    t_lo, t_hi = gpu_time.lo, _hi(gpu_time.var)
+    p_lo = max(1, math.floor(min(w for _, w in per_gpu)))
     per_cent = TCO_UNITS_PER_CENT
+
+    def per_gpu_of(name: str, amount, amount_hi: int, lo: int) -> cp_model.IntVar:
+        var = md.new_int_var(lo, max(lo, amount_hi), name)
+        md.add_division_equality(var, amount + num_gpus - 1, num_gpus)
+        return var
+
     if fac.lifetime_years is None:
+        p_hi = _hi(cluster.it_power_w)
         if cap is not None:
             md.add(capex_expr <= _down(cap))  # capex alone is within the cost
             if eps > 0:
                 t_hi = min(t_hi, _down(cap / (eps * p_lo)))
                 p_hi = min(p_hi, _down(cap / (eps * t_lo)))
-        md.add(per_seq <= t_hi)
-        md.add(cluster.it_power_w <= p_hi)
+        md.add(gpu_time.var <= t_hi)
+        watts = per_gpu_of("power_per_gpu_w", cluster.it_power_w, _hi(cluster.it_power_w), p_lo)
+        md.add(watts <= max(p_lo, p_hi))
         energy = product_cents(
-            md, "energy", cluster.it_power_w, (p_lo, p_hi), per_seq, (t_lo, t_hi), eps * per_cent
+            md, "energy", watts, (p_lo, p_hi), gpu_time.var, (t_lo, t_hi), eps * per_cent
         )
         return per_cent * capex_expr + energy
-    sigma = days_per_unit / (365.0 * fac.lifetime_years)  # capex share per unit of T'
+    sigma = gpu_days_per_unit / (365.0 * fac.lifetime_years)  # capex share per GPU-time unit
     kappa = math.ceil(1024 * eps / sigma)  # 1024 x cents per W, rounded up
-    q_lo = 1024 * min(usd_to_cents_up(g.price_usd) for g in gpus.values()) + kappa * p_lo
-    q_hi = 1024 * capex_hi + kappa * p_hi
+    q_lo = max(1, math.floor(min(1024 * 100 * usd + kappa * w for usd, w in per_gpu)))
+    q_hi = 1024 * capex_hi + kappa * _hi(cluster.it_power_w)
     if cap is not None:
         t_hi = min(t_hi, _down(cap * 1024 / (sigma * q_lo)))
         q_hi = min(q_hi, _down(cap * 1024 / (sigma * t_lo)))
     weighted = md.new_int_var(0, 1024 * capex_hi + kappa * _hi(cluster.it_power_w), "tco_weight")
     md.add(weighted == 1024 * capex_expr + kappa * cluster.it_power_w)
-    md.add(per_seq <= t_hi)
-    md.add(weighted <= q_hi)
+    rate = per_gpu_of("tco_weight_per_gpu", weighted, _hi(weighted), q_lo)
+    md.add(gpu_time.var <= t_hi)
+    md.add(rate <= max(q_lo, q_hi))
     return product_cents(
-        md, "tco", weighted, (q_lo, q_hi), per_seq, (t_lo, t_hi), sigma / 1024 * per_cent
+        md, "tco", rate, (q_lo, q_hi), gpu_time.var, (t_lo, t_hi), sigma / 1024 * per_cent
     )

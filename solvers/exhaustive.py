@@ -96,6 +96,24 @@ def solve_exhaustive(
     )
 
 
+def estimated_seconds(
+    scenario: Scenario, candidates: list[Candidate] | None = None, sample: int = 6
+) -> float:
+    """About how long solve_exhaustive takes on this question: the shapes it would
+    search times the time of searching a few of them, evenly spread (measured here,
+    so it reflects this machine)."""
+    cands = candidates if candidates is not None else enumerate_candidates(scenario)
+    allowed = [c for c in cands if c.allowed(scenario)]
+    if not allowed:
+        return 0.0
+    picked = allowed[:: max(1, len(allowed) // sample)][:sample]
+    nics = nic_specs(scenario)
+    start = time.perf_counter()
+    for cand in picked:
+        best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap, every_m=True)
+    return (time.perf_counter() - start) / len(picked) * len(allowed)
+
+
 def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
     """(d, m) pairs to evaluate: every admissible m for each d, or only the largest."""
     if not every_m:

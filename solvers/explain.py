@@ -27,11 +27,12 @@ from ortools.sat.python import cp_model
 from models.scaleup import tp_limit
 from solvers.cpsat import _solver, solve_cpsat
 from solvers.cpsat_model import build
+from solvers.exhaustive import best_for_candidate
 from solvers.gc_pause import without_gc_pauses
-from solvers.plan import Plan
-from solvers.prune import may_beat, presolve, presolved_candidates
-from solvers.scenario import Scenario
-from solvers.space import Candidate, enumerate_candidates, with_memory_scale
+from solvers.plan import Plan, build_plan
+from solvers.prune import Presolved, may_beat, presolve
+from solvers.scenario import FAMILIES, Scenario
+from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
 
 STRUCTURAL = ("tp_bandwidth", "tp_domain", "divisibility", "pipeline_fill")
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
@@ -86,10 +87,13 @@ class Binding:
     improvement_if_relaxed: float  # objective units (days or USD); 0 when not binding
     improvement_pct: float
     exact: bool = True  # False: the relaxed re-solve stopped at its effort limit (a lower bound)
+    # False: the plan is not proved optimal and the relaxed re-solve is not proved either, so
+    # a better relaxed plan may be one the unrelaxed search missed: binding is not claimed
+    decided: bool = True
 
     @property
     def binding(self) -> bool:
-        return self.improvement_if_relaxed > 0
+        return self.decided and self.improvement_if_relaxed > 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +106,7 @@ class Binding:
             "improvement_pct": self.improvement_pct,
             "binding": self.binding,
             "exact": self.exact,
+            "decided": self.decided,
         }
 
 
@@ -190,12 +195,16 @@ def binding_constraints(
     candidates: list[Candidate] | None = None,
     time_limit_s: float = 30.0,
     effort: float | None = EXPLAIN_EFFORT,
+    plan_proved: bool = True,
 ) -> list[Binding]:
     """Every active family with slack and price, binding ones first (largest improvement).
 
     Each re-solve is capped at ``effort`` units of CP-SAT's deterministic time (about
     seconds, but machine-independent, so answers stay reproducible); one that stops
-    there reports the improvement it found, a lower bound, with ``exact`` false."""
+    there reports the improvement it found, a lower bound, with ``exact`` false.
+    ``plan_proved`` false (the search stopped before proving the plan optimal): a
+    family is called binding only when its relaxed re-solve is proved optimal; the
+    others report what they found with ``decided`` false and binding false."""
     base = plan.objective
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     families = [f for f in RELAXATIONS if scenario.active(f)]
@@ -229,8 +238,9 @@ def binding_constraints(
         slack, unit, detail = slack_of(scenario, plan, family)
         label = RELAXATIONS[family][0]
         pct = 100.0 * gain / base if base else 0.0
-        out.append(Binding(family, slack, unit, detail, label, gain, pct, exact))
-    out.sort(key=lambda b: (-b.improvement_if_relaxed, b.constraint))
+        decided = plan_proved or exact
+        out.append(Binding(family, slack, unit, detail, label, gain, pct, exact, decided))
+    out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
 
 
@@ -246,10 +256,12 @@ def _feasible(
 ) -> bool | None:
     """Is the question feasible with only ``families`` enforced? None if undecided in time."""
     s = _only(scenario, families)
-    alive = presolved_candidates(s, cands)
-    if not alive:
+    pre = presolve(s, cands)
+    if not pre.candidates:
         return False
-    form = build(s, alive)
+    if _witness(s, pre):
+        return True
+    form = build(s, pre.candidates)
     solver = _solver(time_limit_s, 1)
     code = solver.solve(form.model)
     if code == cp_model.MODEL_INVALID:
@@ -261,6 +273,20 @@ def _feasible(
     return None
 
 
+def _witness(s: Scenario, pre: Presolved, tries: int = 4) -> bool:
+    """Whether one of a few presolved shapes has a feasible plan (the reference solver's
+    per-shape search, re-checked by the float model): a quick yes that spares CP-SAT a
+    search over wide domains (a question with few limits left, as conflict shrinking
+    makes, can take it seconds to find any plan)."""
+    nics = nic_specs(s)
+    step = max(1, len(pre.candidates) // tries)
+    for cand in pre.candidates[::step][:tries]:
+        found = best_for_candidate(s, cand, nics, s.assumptions.dp_overlap)
+        if found is not None and build_plan(s, found[1]).feasible:
+            return True
+    return False
+
+
 def infeasible_core(
     scenario: Scenario, cands: list[Candidate], time_limit_s: float = 30.0, effort: float = 2.0
 ) -> list[str]:
@@ -268,7 +294,13 @@ def infeasible_core(
 
     The assumption solve runs over every shape with wide domains and can be slow; it gets
     ``effort`` units of deterministic time. If it proves nothing in that budget, deletion
-    starts from every active family instead (still minimal, still verified)."""
+    starts from every active family instead (still minimal, still verified). When presolve
+    alone empties the space (every shape ruled out before any search, the usual case),
+    the assumption solve is skipped and deletion starts from every active family: each
+    shrink is then a presolve or a quick witness, not a search."""
+    active = [f for f in FAMILIES if scenario.active(f)]
+    if not presolve(scenario, cands).candidates:
+        return _shrink(scenario, active, cands, time_limit_s)
     form = build(scenario, cands, fix_families=False)
     md = form.model
     lits = dict(form.enforce)
@@ -287,7 +319,13 @@ def infeasible_core(
         core = list(lits)  # not verified: shrink from every family
         if _feasible(scenario, set(core), cands, time_limit_s) is not False:
             return []  # the whole question is feasible (or undecided in time)
-    # shrink by deletion: drop a member while the rest is still infeasible (each shrink verified)
+    return _shrink(scenario, core, cands, time_limit_s)
+
+
+def _shrink(
+    scenario: Scenario, core: list[str], cands: list[Candidate], time_limit_s: float
+) -> list[str]:
+    """Deletion: drop a member while the rest is still infeasible (each shrink verified)."""
     for fam in list(core):
         trial = set(core) - {fam}
         if _feasible(scenario, trial, cands, time_limit_s) is False:
@@ -342,13 +380,10 @@ def smallest_fix(
 
     def ok(s: Scenario, fams=None) -> bool:
         fams = active if fams is None else fams
-        reuse = None if s.memory_scale != scenario.memory_scale else cands
-        return (
-            _feasible(
-                s, {f for f in fams if s.active(f)}, reuse or enumerate_candidates(s), time_limit_s
-            )
-            is True
-        )
+        # another memory scale: the same shapes with their memory bound recomputed from the
+        # memory terms they share (enumerating again would recompute every term)
+        space = cands if s.memory_scale == scenario.memory_scale else with_memory_scale(s, cands)
+        return _feasible(s, {f for f in fams if s.active(f)}, space, time_limit_s) is True
 
     if family in STRUCTURAL:
         s = _disable(scenario, family)
@@ -435,9 +470,18 @@ def smallest_fix(
             scenario.with_changes(min_batch_tokens=floor),
         )
     if family == "memory":
-        x = _bisect(
-            lambda v: ok(scenario.with_changes(memory_scale=v)), scenario.memory_scale, 64.0, False
-        )
+        # a shape the other families rule out (memory off) stays out at any capacity: probe
+        # only the others (a budget far too small leaves few)
+        pool = presolve(_only(scenario, active - {"memory"}), cands).candidates
+
+        def ok_memory(v: float) -> bool:
+            s = scenario.with_changes(memory_scale=v)
+            return (
+                bool(pool)
+                and _feasible(s, active, with_memory_scale(s, pool), time_limit_s) is True
+            )
+
+        x = _bisect(ok_memory, scenario.memory_scale, 64.0, False)
         if x is None:
             return None
         big = max(scenario.gpus, key=lambda g: scenario.catalog.gpu(g).memory_gb)

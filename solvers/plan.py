@@ -8,6 +8,7 @@ from typing import Any
 
 from models.evaluate import Evaluation, Hardware, evaluate
 from models.feasibility import TOL, Violation
+from solvers.columns import PLAN_COLUMNS  # noqa: F401  (its home before solvers/columns.py)
 from solvers.scenario import Scenario
 from solvers.space import Shape
 
@@ -74,39 +75,6 @@ class Plan:
             "embedding_in_split": lay.embedding_in_split,
             "loss_in_split": lay.loss_in_split,
         }
-
-
-PLAN_COLUMNS = [
-    "rank",
-    "gpu",
-    "num_gpus",
-    "nodes",
-    "gpus_per_node",
-    "tp",
-    "pp",
-    "dp",
-    "cp",
-    "vp",
-    "micro_batch",
-    "grad_accum",
-    "global_batch",
-    "recompute",
-    "sequence_parallel",
-    "zero",
-    "precision",
-    "nic",
-    "nics_per_node",
-    "memory_gb_per_gpu",
-    "step_time_s",
-    "time_to_train_days",
-    "cost_usd",
-    "mfu",
-    # Megatron-LM's pipeline split (models.pipeline; null / false: even)
-    "first_stage_layers",
-    "last_stage_layers",
-    "embedding_in_split",
-    "loss_in_split",
-]
 
 
 def cost_usd(ev: Evaluation, pricing: str) -> float:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from solvers.plan import Plan
+if TYPE_CHECKING:
+    from solvers.plan import Plan
 
 
 @dataclass
@@ -22,3 +24,17 @@ class SolveResult:
     @property
     def best(self) -> Plan | None:
         return self.plans[0] if self.plans else None
+
+    @property
+    def proved(self) -> bool:
+        """Whether the answer is proved: optimal, or infeasible."""
+        return self.status in ("optimal", "infeasible")
+
+    @property
+    def status_text(self) -> str:
+        """The status as printed: ``feasible (not proved; gap 3.2%)`` when the search
+        stopped before proving its best plan optimal."""
+        if self.status != "feasible":
+            return self.status
+        gap = "unknown" if self.gap is None else f"{100 * self.gap:.2g}%"
+        return f"feasible (not proved; gap {gap})"

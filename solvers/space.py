@@ -278,12 +278,50 @@ def dp_min_from_terms(terms: list[tuple[float, float]], cp: int, capacity: float
     return need
 
 
+_SPACES: dict[tuple, list[Candidate]] = {}
+_SPACES_KEPT = 8
+STRUCTURAL_FAMILIES = ("tp_bandwidth", "tp_domain", "divisibility")
+
+
+def _space_key(scenario: Scenario) -> tuple:
+    """Everything a shape's candidate depends on (not the budget, deadline, tokens or prices:
+    a sweep over those reuses the space, with the coefficients already computed)."""
+    cat = scenario.catalog
+    perf = ("price_usd", "cloud_usd_per_gpu_hour", "price_source", "evidence")
+    return (
+        pipeline_splits,  # the function itself: a replaced one (tests) enumerates afresh
+        scenario.spec.model_dump_json(),
+        scenario.seq_len,
+        tuple(cat.gpu(g).model_dump_json(exclude=set(perf)) for g in scenario.gpus),
+        tuple(sorted({cat.nic(n).bw_gb_per_s_per_direction for n in scenario.nics})),
+        scenario.precisions,
+        tuple(sorted(scenario.unmeasured)),
+        scenario.recompute_modes,
+        scenario.micro_batches,
+        scenario.virtual_stages,
+        scenario.assumptions.model_dump_json(),
+        tuple(scenario.active(f) for f in STRUCTURAL_FAMILIES),
+        scenario.memory_scale,
+    )
+
+
 def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
     """Every shape of the decision space, in a fixed order.
 
     The memory bound of every shape the enforced structural families allow is
     computed here (presolve needs each one), skipping the micro-batches above one
-    that never fits; the step coefficients wait until a solver asks."""
+    that never fits; the step coefficients wait until a solver asks. The last few
+    spaces are kept: questions that differ only in their limits, tokens or prices
+    (a sweep) share one space and its computed coefficients."""
+    key = _space_key(scenario)
+    if key not in _SPACES:
+        if len(_SPACES) >= _SPACES_KEPT:
+            _SPACES.pop(next(iter(_SPACES)))
+        _SPACES[key] = _enumerate(scenario)
+    return list(_SPACES[key])
+
+
+def _enumerate(scenario: Scenario) -> list[Candidate]:
     spec = scenario.spec
     out: list[Candidate] = []
     terms_cache: dict = {}

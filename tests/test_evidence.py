@@ -237,7 +237,7 @@ def test_optimize_csv_appends_the_evidence_columns(override, tmp_path):
         reader = csv.DictReader(fh)
         rows = list(reader)
         header = reader.fieldnames
-    assert header == [*PLAN_COLUMNS, "top_binding", *EVIDENCE_COLUMNS]
+    assert header == [*PLAN_COLUMNS, "top_binding", *EVIDENCE_COLUMNS, "status"]
     assert EVIDENCE_COLUMNS == [
         "evidence",
         "evidence_runs",

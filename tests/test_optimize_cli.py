@@ -198,11 +198,13 @@ def test_optimize_csv(runner, tmp_path: Path):
     for key in PLAN_KEYS:
         assert key in header
     assert "top_binding" in header
-    assert header == [*PLAN_COLUMNS, "top_binding", *EVIDENCE_COLUMNS]  # contract's first
+    # contract's first; then the evidence, then the status ("feasible (not proved; gap X%)")
+    assert header == [*PLAN_COLUMNS, "top_binding", *EVIDENCE_COLUMNS, "status"]
     assert len(rows) == 2
     assert [int(r["rank"]) for r in rows] == [1, 2]
     assert rows[0]["gpu"] == "h100-sxm"
     assert rows[0]["top_binding"] in FAMILIES
+    assert {r["status"] for r in rows} == {"optimal"}
     for r in rows:
         assert int(r["num_gpus"]) == int(r["tp"]) * int(r["pp"]) * int(r["dp"]) * int(r["cp"])
         assert float(r["cost_usd"]) <= 30e6 * (1 + 1e-9)

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from designer import render
 from designer.errors import Infeasible
 from models import Layout, TransformerSpec
 from models.pipeline import stage_layers
-from solvers import Plan, Scenario
+
+if TYPE_CHECKING:
+    from solvers import Plan, Scenario
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,34 @@
+"""The plan columns of the CLI contract (a module of its own: the report imports it without
+the performance model)."""
+
+PLAN_COLUMNS = [
+    "rank",
+    "gpu",
+    "num_gpus",
+    "nodes",
+    "gpus_per_node",
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "vp",
+    "micro_batch",
+    "grad_accum",
+    "global_batch",
+    "recompute",
+    "sequence_parallel",
+    "zero",
+    "precision",
+    "nic",
+    "nics_per_node",
+    "memory_gb_per_gpu",
+    "step_time_s",
+    "time_to_train_days",
+    "cost_usd",
+    "mfu",
+    # Megatron-LM's pipeline split (models.pipeline; null / false: even)
+    "first_stage_layers",
+    "last_stage_layers",
+    "embedding_in_split",
+    "loss_in_split",
+]

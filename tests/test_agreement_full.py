@@ -1,0 +1,74 @@
+"""Differential test over the whole question space: CP-SAT against the exhaustive solver on
+questions drawn by bench/agreement.py's generator (full_question), every option the CLI
+accepts, with small models so that CI stays fast (``python bench/agreement.py --full``
+runs 200 full-size ones)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+from designer.errors import UsageError
+from designer.questions import build_scenario
+from solvers import FAMILIES, solve_cpsat, solve_exhaustive
+
+_PATH = Path(__file__).resolve().parent.parent / "bench" / "agreement.py"
+_spec = importlib.util.spec_from_file_location("bench_agreement", _PATH)
+assert _spec is not None and _spec.loader is not None
+agreement = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(agreement)
+
+N_SMALL = 60
+TIME_LIMIT_S = 30.0
+
+
+@pytest.mark.parametrize("seed", range(N_SMALL))
+def test_cpsat_matches_exhaustive_over_the_whole_space(seed):
+    kw, top_k = agreement.full_question(seed, small=True)
+    try:
+        s = build_scenario(**kw)
+    except UsageError:  # the CLI refuses it (exit 2), e.g. fp8 on GPUs without it
+        return
+    ref = solve_exhaustive(s, top_k=top_k)
+    got = solve_cpsat(s, top_k=top_k, time_limit_s=TIME_LIMIT_S)
+    question = agreement.describe(kw, top_k)
+    assert got.status in ("optimal", "infeasible"), (got.status, got.gap, question)
+    assert (got.status == "infeasible") == (ref.status == "infeasible"), question
+    want = [p.objective for p in ref.plans]
+    have = [p.objective for p in got.plans]
+    assert len(have) == len(want), (have, want, question)
+    for x, y in zip(have, want, strict=True):  # values: tied plans may differ in shape
+        assert math.isclose(x, y, rel_tol=agreement.REL_TOL), (have, want, question)
+    for plan in got.plans:
+        assert plan.feasible, plan.violations
+    assert len({p.config.shape for p in got.plans}) == len(got.plans)
+
+
+def test_generator_draws_every_option():
+    """200 full-size draws (the --full benchmark's) cover every option the issue lists, and
+    the CLI's own build_scenario accepts each."""
+    draws = [agreement.full_question(seed) for seed in range(200)]
+    kws = [kw for kw, _ in draws]
+    assert {kw["pricing"] for kw in kws} == {"capex", "cloud", "tco"}
+    assert any(kw["pricing"] == "tco" and "lifetime_years" in kw for kw in kws)
+    for option in ("pue", "usd_per_kwh", "power_cap", "max_racks", "max_gpus", "gpu_caps"):
+        assert any(option in kw for kw in kws), option
+    ignored = {f for kw in kws for f in kw.get("ignore", ())}
+    assert ignored == set(FAMILIES)
+    assert {kw["precision"] for kw in kws} == {"bf16", "fp8", "any"}
+    assert {kw["seq_len"] for kw in kws} == set(agreement.SEQ_LENS)
+    assert max(k for _, k in draws) == 10 and min(k for _, k in draws) == 1
+    budgets = [kw["budget"] for kw in kws if "budget" in kw]
+    deadlines = [kw["deadline"] for kw in kws if "deadline" in kw]
+    assert max(budgets) / min(budgets) > 1e3 and max(deadlines) / min(deadlines) > 1e2
+    accepted = 0
+    for kw in kws[:40]:
+        try:
+            build_scenario(**kw)
+            accepted += 1
+        except UsageError:  # e.g. fp8 on GPUs without it: the CLI refuses it too
+            pass
+    assert accepted >= 30
