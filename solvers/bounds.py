@@ -25,7 +25,7 @@ from models.cost import (
 )
 from models.step import group_reduce_s
 from solvers.scenario import GPU_CAP, Scenario
-from solvers.space import Candidate, max_nics_per_node, nic_specs
+from solvers.space import Candidate, nic_specs
 
 
 def least_capex_cents(scenario: Scenario, gpu, num_gpus) -> np.ndarray:
@@ -68,11 +68,11 @@ def per_gpu_rates(scenario: Scenario, gpu, several_servers: bool) -> list[tuple]
         cat, fac = scenario.catalog, scenario.catalog.facility
         gpn = gpu.server.gpus_per_server
         out = []
-        for nic in nic_specs(scenario):
+        for nic in scenario.nics_for(gpu.name):  # the NICs and counts its server takes
             switch = cat.switch_for(nic)
             port_cents = link_cents(nic) + usd_to_cents_up(switch.price_usd) / switch.ports
             port_w = switch_power_w(switch) / switch.ports
-            for k in range(1, max_nics_per_node(scenario, gpu) + 1):
+            for k in scenario.nic_counts(gpu.name):
                 nic_w = k * nic_power_w(nic)
                 spr = servers_per_rack(gpu, fac, nic_w)
                 per_server = float(
@@ -229,7 +229,7 @@ def _step_fixed_lower(
     micro-batches per step W_hi: (C + D_min, O, W_hi), with C the bubble, D_min the
     exposed gradient reduction at the smallest DP degree (it grows with the degree)
     over ``node_gb_s`` of scale-out bandwidth per server (default: every NIC slot of
-    the fastest NIC), O the unsharded optimizer step."""
+    the fastest NIC its server takes, at its most NICs), O the unsharded optimizer step."""
     s, c = cand.shape, cand.coeffs
     g = scenario.catalog.gpu(s.gpu)
     w_hi = (  # micro-batches per step: b x W sequences fit the ceiling
@@ -238,8 +238,9 @@ def _step_fixed_lower(
         else GPU_CAP**2
     )
     if node_gb_s is None:
-        fastest = max(n.speed_gbit_per_s for n in nic_specs(scenario)) / 8.0
-        node_gb_s = max_nics_per_node(scenario, g) * fastest
+        fitting = scenario.nics_for(g.name) or nic_specs(scenario)
+        fastest = max(n.speed_gbit_per_s for n in fitting) / 8.0
+        node_gb_s = max(scenario.nic_counts(g.name)) * fastest
     d_min = float(group_reduce_s(c, c.dp_bytes, cand.dp_floor(scenario) * c.cp, node_gb_s))
     d_min = max(0.0, d_min - c.dp_window_s(scenario.assumptions.dp_overlap))
     return c.bubble_s + d_min, c.optimizer_s, max(1, w_hi)
