@@ -529,8 +529,10 @@ def _build(
             md.add(cost_expr >= sel(_down(lb * 100 * per_cent * (1 - 1e-12)) for lb in lbs))
         else:  # in GPU-time units of each GPU type (the cost's coefficients are not integers)
             for gname in gpu_names:
+                # the model's GPU-time rounds some terms down (the overlap window, the DP
+                # savings), so the cut keeps a 1e-6 margin below the float bound
                 terms = [
-                    (x[i], _down(lbs[i] * 100 / coef[gname] * (1 - 1e-9)))
+                    (x[i], _down(lbs[i] * 100 / coef[gname] * (1 - 1e-6)))
                     for i in range(n)
                     if shapes[i].gpu == gname
                 ]
