@@ -287,6 +287,8 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
             )
         names = " and ".join(conflict.constraints)
         fixes = "; or ".join(f.change for f in conflict.fixes)
+        if len(conflict.constraints) == 1:
+            return f"Nothing fits: {names} alone rules out every plan. Smallest fix: {fixes}."
         return f"Nothing fits: {names} cannot all hold. Smallest fixes: {fixes}."
     p = res.best
     ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config
