@@ -58,8 +58,10 @@ class Scenario:
     min_batch_tokens: float | None = None
     precisions: tuple[str, ...] = ("bf16",)
     recompute_modes: tuple[str, ...] = ("none", "selective", "full")
-    micro_batches: tuple[int, ...] = (1, 2, 4, 8)
-    virtual_stages: tuple[int, ...] = (1, 2)
+    # None: powers of two up to the largest that fits memory (solvers.space.MICRO_BATCH_CAP)
+    micro_batches: tuple[int, ...] | None = None
+    # None: every count Megatron-LM accepts for the PP degree (solvers.space.vp_options)
+    virtual_stages: tuple[int, ...] | None = None
     assumptions: Assumptions = field(default_factory=Assumptions)
     disabled: frozenset[str] = frozenset()
     memory_scale: float = 1.0  # relaxation knob: capacity x scale

@@ -16,7 +16,9 @@ the embedding/loss accounting when it makes the split even, else middle ranks at
 the rounded-up share with fewer layers on the first and last ranks; one per
 (p, v)), and the even split
 that does not divide stays only for a relaxed ``divisibility``; CP only for
-sequences of at least 8,192 tokens.
+sequences of at least 8,192 tokens. Virtual stages: every count up to
+MAX_VIRTUAL_STAGES with a Megatron-LM split (vp_options); micro-batches: powers of
+two up to MICRO_BATCH_CAP, stopping past the first size that fits at no DP degree.
 """
 
 from __future__ import annotations
@@ -86,6 +88,32 @@ def pipeline_splits(layers: int, pp: int, vp: int) -> tuple[Split, ...]:
     if layers % (pp * vp) == 0:
         return (EVEN,)
     return ((EVEN,) if vp == 1 else ()) + uneven_splits(layers, pp, vp)
+
+
+MICRO_BATCH_CAP = 32  # the largest micro-batch size the space tries (a power of two)
+STRUCTURAL_MICRO_BATCHES = (1, 2, 4, 8)  # always enumerated (blocked shapes, explain)
+
+
+MAX_VIRTUAL_STAGES = 5  # the solve-time targets allow no more (README "What the space leaves out")
+
+
+def vp_options(layers: int, pp: int) -> list[int]:
+    """The virtual-stage counts searched for ``pp`` stages: 1, and with pp > 1 every
+    v up to MAX_VIRTUAL_STAGES (and one layer a chunk) for which Megatron-LM has a split
+    (pipeline_splits: v divides each rank's layers, the even split when p x v divides
+    them, else an uneven one)."""
+    if pp == 1:
+        return [1]
+    top = min(MAX_VIRTUAL_STAGES, layers // pp)
+    return [v for v in range(1, top + 1) if pipeline_splits(layers, pp, v)]
+
+
+def micro_batch_options(scenario: Scenario) -> tuple[int, ...]:
+    """The micro-batch sizes tried: the question's own, or every power of two up to
+    MICRO_BATCH_CAP, smallest first (the enumeration stops past the first that never fits)."""
+    if scenario.micro_batches is not None:
+        return scenario.micro_batches
+    return tuple(powers_of_two(MICRO_BATCH_CAP))
 
 
 @dataclass(frozen=True)
@@ -352,17 +380,29 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
         # the structural rules do not look at the micro-batch or the recomputation
         structural: dict[tuple, frozenset[str]] = {}
         blocked: dict[tuple, bool] = {}  # by an enforced structural family
+        micro_batches = micro_batch_options(scenario)
         for tp in tp_options(spec, gpu):
             for cp in cp_options(scenario.seq_len):
                 if tp * cp > 2 * gpu.server.scale_up_domain_gpus:
                     continue
                 for pp in pp_options(spec.layers):
-                    for vp in scenario.virtual_stages:
+                    vps = scenario.virtual_stages or vp_options(spec.layers, pp)
+                    for vp in vps:
                         for split in pipeline_splits(spec.layers, pp, vp):
                             # memory grows with the micro-batch: (recompute, precision) -> the
                             # smallest micro-batch that never fits
                             never_fits: dict[tuple[str, str], int] = {}
-                            for mb in scenario.micro_batches:
+                            for mb in micro_batches:
+                                # above the sizes searched before (which explain's diagnoses
+                                # keep), stop once no unblocked (recompute, precision) fits:
+                                # memory grows with the micro-batch, so no larger one would
+                                if mb > STRUCTURAL_MICRO_BATCHES[-1] and all(
+                                    blocked.get((tp, cp, pp, vp, prec, split), False)
+                                    or (rc, prec) in never_fits
+                                    for rc in recompute_modes
+                                    for prec in precisions
+                                ):
+                                    break
                                 for rc in recompute_modes:
                                     for prec in precisions:
                                         shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split)

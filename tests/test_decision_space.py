@@ -1,0 +1,78 @@
+"""The decision space covers the virtual-stage counts and micro-batch sizes published
+runs use (issue 22): PP 8 x VP 5 for a 40-layer model, Llama 3's 126 layers on 16
+stages, and micro-batches above 8 while memory allows."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog import load_catalog
+from solvers import space
+from solvers.cpsat import solve_cpsat
+from solvers.exhaustive import solve_exhaustive
+from solvers.scenario import Scenario
+from tests.test_uneven_pipeline import PRIME, prime_scenario
+
+FORTY = PRIME.model_copy(
+    update={"name": "forty", "layers": 40, "hidden": 16384, "heads": 128, "ffn_hidden": 53248}
+)
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+def forty_scenario(cat, **kw) -> Scenario:
+    base = prime_scenario(cat).with_changes(
+        spec=FORTY, budget_usd=1e8, max_batch_tokens=65536, max_gpus=128, micro_batches=None
+    )
+    return base.with_changes(**kw)
+
+
+def test_vp_options_cover_megatron_counts_up_to_the_cap():
+    assert space.vp_options(40, 8) == [1, 2, 5]
+    assert space.vp_options(40, 1) == [1]
+    assert space.vp_options(40, 40) == [1]
+    assert all(v <= space.MAX_VIRTUAL_STAGES for p in (2, 4) for v in space.vp_options(96, p))
+    assert 3 in space.vp_options(96, 2) and 4 in space.vp_options(96, 2)
+
+
+def test_pp8_vp5_for_forty_layers_is_in_the_space_and_chosen(cat):
+    s = forty_scenario(cat)
+    shapes = {(c.shape.pp, c.shape.vp) for c in space.enumerate_candidates(s)}
+    assert (8, 5) in shapes
+    got = solve_cpsat(s, time_limit_s=30)
+    assert got.status == "optimal"
+    lay = got.best.evaluation.layout
+    assert (lay.pp, lay.vp) == (8, 5)
+    ref = solve_exhaustive(s)
+    assert ref.plans[0].objective == pytest.approx(got.plans[0].objective, rel=1e-3)
+
+
+def test_126_layers_on_16_stages_are_in_the_space(cat):
+    spec = FORTY.model_copy(update={"name": "llama3-shape", "layers": 126})
+    s = forty_scenario(cat, spec=spec, max_gpus=None, max_batch_tokens=16 * 2**20)
+    splits = {
+        (c.shape.vp, c.shape.split)
+        for c in space.enumerate_candidates(s)
+        if c.shape.pp == 16 and "divisibility" not in c.structural
+    }
+    assert any(split != space.EVEN for _, split in splits)
+    assert {vp for vp, _ in splits} >= {1}
+
+
+def test_micro_batches_grow_while_memory_allows(cat):
+    small = PRIME.model_copy(
+        update={"name": "small", "layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 16}
+    )
+    small = small.model_copy(update={"ffn_hidden": 4096, "gated_mlp": False, "seq_len": 1024})
+    s = forty_scenario(cat, spec=small, seq_len=1024, max_batch_tokens=None, max_gpus=None)
+    cands = space.enumerate_candidates(s)
+    sizes = {c.shape.micro_batch for c in cands}
+    assert max(sizes) == space.MICRO_BATCH_CAP  # a small model fits every size tried
+    big = forty_scenario(cat, max_gpus=None, max_batch_tokens=None)
+    fits = {c.shape.micro_batch for c in space.enumerate_candidates(big) if c.dp_min_memory}
+    tried = {c.shape.micro_batch for c in space.enumerate_candidates(big)}
+    # the enumeration stops one size past the largest that fits (or at 8, as before)
+    assert max(tried) <= max(2 * max(fits), 8)
