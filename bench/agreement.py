@@ -118,8 +118,9 @@ def full_question(seed: int, small: bool = False) -> tuple[dict[str, Any], int]:
         kw["gpus"] = tuple(r.sample(sorted(cat.gpus), r.choice([1, 1, 2, 2, 3])))
         budget_exp, deadline_exp, power_exp = (5.0, 9.0), (0.3, 3.3), (-1.5, 2.0)
         caps = (64, 512, 4096, 32768)
-    if r.random() < 0.3:
-        kw["nics"] = tuple(r.sample(sorted(cat.nics), r.choice([1, 2])))
+    if r.random() < 0.3:  # NICs some drawn GPU's server takes (others are the CLI's exit 2)
+        pool = sorted({n.name for g in kw["gpus"] for n in cat.nics_for(cat.gpu(g))})
+        kw["nics"] = tuple(r.sample(pool, min(len(pool), r.choice([1, 2]))))
     kind = r.random()
     if kind < 0.5:  # fastest under a budget
         kw["budget"] = 10 ** r.uniform(*budget_exp)
