@@ -40,20 +40,21 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "bench" / "data" / "publishe
 FILES = ("published_runs.csv", "extra_runs.csv")
 MODERN_STACK = "megatron-core"
 
-# the row's GPU as printed -> (catalog GPU, NIC, NICs per server)
+# the row's GPU as printed -> (catalog GPU, NIC, NICs per server): the scale-out NICs the
+# server ships with (catalog ServerSpec.nics / nic_counts; tests check each fits)
 GPU_NAMES = {
     "H100-SXM-80GB": ("h100-sxm", "cx7-400g", 8),
     "H100": ("h100-sxm", "cx7-400g", 8),
     "H200": ("h200", "cx7-400g", 8),
     "B200": ("b200", "cx7-400g", 8),
-    "GB200": ("gb200", "cx8-800g", 4),
+    "GB200": ("gb200", "cx7-400g", 4),
     "A100-80GB-SXM": ("a100-80gb", "cx6-200g", 8),
     "A100-SXM": ("a100-80gb", "cx6-200g", 8),
     "A100-80GB": ("a100-80gb", "cx6-200g", 8),
     "A100": ("a100-80gb", "cx6-200g", 8),
     "MI300X": ("mi300x", "cx7-400g", 8),
     "MI325X": ("mi325x", "cx7-400g", 8),
-    "Gaudi3": ("gaudi3", "cx7-400g", 8),
+    "Gaudi3": ("gaudi3", "gaudi3-roce", 6),
 }
 # frameworks other than Megatron-Core / NeMo (and vendors' ports of Megatron-LM) are other
 # software stacks, with no profile yet

@@ -301,18 +301,13 @@ class StepCoefficients:
     dp_ranks_per_node: int  # k: reduction-group ranks per scale-up domain (models/scaleup)
     scale_up_bw_gb_per_s: float  # effective, of a reduction over k ranks in one domain
     gpus_per_node: int  # GPUs sharing a server's NICs
+    domain_gpus: int  # GPUs of one scale-up domain: their traffic stays off the NICs
     network_efficiency: float
     optimizer_s: float  # Adam step with no sharding; divided by g under ZeRO >= 1
     zero: int
     zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
     backward_mb_s: float  # backward share of one micro-batch (overlap window)
     grad_overlap_s: float = 0.0  # the stack's window hiding the distributed optimizer's traffic
-    domain_gpus: int = 0  # GPUs of one scale-up domain (0: one server's)
-
-    @property
-    def domain(self) -> int:
-        """GPUs whose traffic stays on the scale-up fabric."""
-        return self.domain_gpus or self.gpus_per_node
 
     @property
     def stage_mb_s(self) -> float:
@@ -370,6 +365,7 @@ def step_coefficients(
         dp_ranks_per_node=k,
         scale_up_bw_gb_per_s=_scale_up_bw(gpu, k),
         gpus_per_node=gpn,
+        domain_gpus=scaleup.domain_gpus(gpu),
         network_efficiency=cal.network_bus_efficiency,
         optimizer_s=stage_params(spec, layout, "most")
         * a.optimizer_traffic_bytes
@@ -380,7 +376,6 @@ def step_coefficients(
         grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb)
         if layout.zero >= 1
         else 0.0,
-        domain_gpus=scaleup.domain_gpus(gpu),
     )
 
 
@@ -413,7 +408,7 @@ def step_from_coefficients(
         np.asarray(node_bw_gb_per_s, dtype=float) * comm.GB / c.gpus_per_node * c.network_efficiency
     )
     sends = 2.0 * (c.vp * m + c.pp - 1) if c.pp > 1 else 0.0 * m
-    one_server = dp * c.replica_gpus <= c.domain  # sends stay on the scale-up fabric
+    one_server = dp * c.replica_gpus <= c.domain_gpus  # sends stay on the scale-up fabric
     pp_time = sends * np.where(
         one_server, c.pp_send_intra_s, c.pp_send_bytes / share + c.pp_latency_s
     )

@@ -260,7 +260,7 @@ def _build(
     r_dp = md.new_bool_var("dp_group_in_one_server")
     r_pp = md.new_bool_var("job_in_one_server")
     thd = [math.ceil(c.coeffs.dp_ranks_per_node / c.shape.cp) for c in candidates]
-    thp = [c.coeffs.domain // c.shape.replica_gpus for c in candidates]
+    thp = [c.coeffs.domain_gpus // c.shape.replica_gpus for c in candidates]
     md.add(dp <= sel(thd) - 1).only_enforce_if(r_dp)
     md.add(dp >= sel(thd)).only_enforce_if(~r_dp)
     md.add(dp <= sel(thp)).only_enforce_if(r_pp)

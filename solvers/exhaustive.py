@@ -147,16 +147,14 @@ def best_for_candidate(
     dps = np.arange(lo, hi + 1, dtype=np.int64)
     m_hi, m_lo = batch_bounds(scenario, shape.micro_batch, dps, shape.pp, shape.vp)
     m_lo = np.maximum(m_lo, 1)
-    ok_batch = m_hi >= m_lo
-    if not ok_batch.any():
-        return None
-    unit = gpu.server.purchase_unit_gpus  # rack-scale systems are bought whole
-    ok_batch &= (shape.replica_gpus * dps) % unit == 0
+    # GPUs come in whole purchase units (servers, or NVL72 racks)
+    ok_batch = (m_hi >= m_lo) & ((shape.replica_gpus * dps) % gpu.server.purchase_unit_gpus == 0)
     if not ok_batch.any():
         return None
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     gpus = shape.replica_gpus * dps
-    fitting = [nic for nic in nics if nic.name in {n.name for n in scenario.nics_for(gpu.name)}]
+    takes = {n.name for n in scenario.nics_for(gpu.name)}
+    fitting = [nic for nic in nics if nic.name in takes]
     counts = scenario.nic_counts(gpu.name)
     options = [(nic, k) for nic in fitting for k in counts]
     if scenario.pricing == "cloud" and not every_m and not scenario.active("power") and fitting:

@@ -153,6 +153,15 @@ def test_no_server_takes_a_nic_its_pcie_slots_cannot_host(cat):
                 assert nic.name in gpu.server.nics
 
 
+def test_published_runs_are_evaluated_on_nics_their_servers_take(cat):
+    from designer.published import GPU_NAMES
+
+    for printed, (gpu, nic, count) in GPU_NAMES.items():
+        server = cat.gpu(gpu)
+        assert cat.nic_fits(server, cat.nic(nic)), printed
+        assert count in server.server.allowed_nic_counts(), printed
+
+
 def test_random_questions_never_pair_a_nic_with_a_server_that_cannot_host_it(cat):
     rng = random.Random(15)
     gpus = sorted(cat.gpus)
