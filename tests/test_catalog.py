@@ -47,6 +47,20 @@ def _error(paths: list[Path]) -> str:
 # --- the shipped catalog -------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fname", ["gpus.yaml", "network.yaml"])
+def test_shipped_files_parse_the_same_with_libyaml(fname):
+    """The shipped files are read with libyaml where PyYAML has it: the same documents as
+    the pure-Python loader gives (values and their types)."""
+    from catalog.loader import SHIPPED_LOADER
+
+    text = (Path(__file__).resolve().parent.parent / "catalog" / "data" / fname).read_text(
+        encoding="utf-8"
+    )
+    fast, pure = yaml.load(text, SHIPPED_LOADER), yaml.safe_load(text)
+    assert fast == pure
+    assert repr(fast) == repr(pure)  # the same types too (1 and 1.0 compare equal)
+
+
 def test_shipped_catalog_loads_with_expected_entries(shipped):
     assert EXPECTED_GPUS <= set(shipped.gpus)
     assert EXPECTED_NICS <= set(shipped.nics)
