@@ -7,17 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from catalog import load_catalog
 from designer.validation import mape, predict, read_rows
 
 BASELINE = json.loads(
     (Path(__file__).resolve().parent.parent / "bench" / "accuracy_baseline.json").read_text()
 )
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog()
 
 
 @pytest.mark.parametrize("name", ["multi", "single"])

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_main
+
+from helpers import run_main
 
 REPO = Path(__file__).resolve().parent.parent
 BAD = Path("tests/data/bad")  # relative to REPO, the working directory of every test here

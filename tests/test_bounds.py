@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from catalog import load_catalog
+from helpers import random_scenario
 from solvers.bounds import (
     budget_gpu_limit,
     dp_bounds,
@@ -26,12 +26,6 @@ from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config
 from solvers.prune import prune_by_incumbent
 from solvers.space import enumerate_candidates, nic_specs
-from tests.test_solvers import random_scenario
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
 
 
 def _catalog(cat, ports: int, oversubscription: float):

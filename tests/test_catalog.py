@@ -25,11 +25,6 @@ EXPECTED_GPUS = {
 EXPECTED_NICS = {"cx6-200g", "cx7-400g", "cx8-800g"}
 
 
-@pytest.fixture(scope="module")
-def shipped():
-    return load_catalog()
-
-
 def _write(tmp_path: Path, text: str, name: str = "override.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
@@ -61,63 +56,63 @@ def test_shipped_files_parse_the_same_with_libyaml(fname):
     assert repr(fast) == repr(pure)  # the same types too (1 and 1.0 compare equal)
 
 
-def test_shipped_catalog_loads_with_expected_entries(shipped):
-    assert EXPECTED_GPUS <= set(shipped.gpus)
-    assert EXPECTED_NICS <= set(shipped.nics)
-    for nic in shipped.nics.values():
-        assert nic.switch in shipped.switches
+def test_shipped_catalog_loads_with_expected_entries(cat):
+    assert EXPECTED_GPUS <= set(cat.gpus)
+    assert EXPECTED_NICS <= set(cat.nics)
+    for nic in cat.nics.values():
+        assert nic.switch in cat.switches
 
 
-def test_every_gpu_has_sources(shipped):
-    for name, gpu in shipped.gpus.items():
+def test_every_gpu_has_sources(cat):
+    for name, gpu in cat.gpus.items():
         assert gpu.name == name
         for field in ("price_source", "cloud_price_source", "spec_source"):
             assert getattr(gpu, field).strip(), f"{name}.{field} is empty"
         assert gpu.server.overhead_source.strip(), f"{name}.server.overhead_source is empty"
 
 
-def test_every_gpu_has_both_stack_profiles(shipped):
+def test_every_gpu_has_both_stack_profiles(cat):
     from catalog.specs import DEFAULT_STACK, STACKS
 
-    for name, gpu in shipped.gpus.items():
+    for name, gpu in cat.gpus.items():
         assert set(gpu.stacks) == set(STACKS), name
         assert gpu.stack == DEFAULT_STACK
         assert gpu.calibration == gpu.stacks[DEFAULT_STACK]
 
 
-def test_vtrain_profile_is_shared_and_modern_profiles_are_per_platform(shipped):
+def test_vtrain_profile_is_shared_and_modern_profiles_are_per_platform(cat):
     """The 2022 fit is one A100 fit reused everywhere; the modern profiles are fitted per
     platform, and chips that share a die share a profile (h100/h200, b200/gb200)."""
-    vtrain = {g.stacks["vtrain-2022"] for g in shipped.gpus.values()}
+    vtrain = {g.stacks["vtrain-2022"] for g in cat.gpus.values()}
     assert len(vtrain) == 1
-    mc = {n: g.stacks["megatron-core"] for n, g in shipped.gpus.items()}
+    mc = {n: g.stacks["megatron-core"] for n, g in cat.gpus.items()}
     assert mc["h200"] == mc["h100-sxm"] and mc["gb200"] == mc["b200"]
     assert mc["a100-80gb"] == mc["a100-40gb"] != mc["h100-sxm"]
     assert mc["mi300x"].matmul_efficiency < mc["h100-sxm"].matmul_efficiency
 
 
-def test_with_stack_switches_every_gpu(shipped):
-    old = shipped.with_stack("vtrain-2022")
+def test_with_stack_switches_every_gpu(cat):
+    old = cat.with_stack("vtrain-2022")
     for name, gpu in old.gpus.items():
-        assert gpu.calibration == shipped.gpus[name].stacks["vtrain-2022"]
+        assert gpu.calibration == cat.gpus[name].stacks["vtrain-2022"]
         assert gpu.calibration.attention_efficiency is None  # the 2022 model: unfused
 
 
-def test_unknown_stack_is_one_line_error(shipped):
+def test_unknown_stack_is_one_line_error(cat):
     from catalog import CatalogError
 
     with pytest.raises(CatalogError, match="no profile for stack 'nope'"):
-        shipped.with_stack("nope")
+        cat.with_stack("nope")
 
 
-def test_evidence_only_where_runs_were_measured(shipped):
+def test_evidence_only_where_runs_were_measured(cat):
     """measured: entries exist for the platforms with calibration runs; others are
     extrapolated (None)."""
-    measured = {n for n, g in shipped.gpus.items() if g.evidence is not None}
+    measured = {n for n, g in cat.gpus.items() if g.evidence is not None}
     assert {"h100-sxm", "a100-80gb", "b200"} <= measured
     for name in ("gb200", "gaudi3", "l40s", "rtx4090", "h100-pcie"):
-        assert shipped.gpus[name].evidence is None, name
-    assert shipped.gpus["a100-80gb"].with_stack("vtrain-2022").evidence.runs == 1549
+        assert cat.gpus[name].evidence is None, name
+    assert cat.gpus["a100-80gb"].with_stack("vtrain-2022").evidence.runs == 1549
 
 
 def test_legacy_calibration_block_fills_every_stack(tmp_path):
@@ -144,40 +139,40 @@ def test_legacy_calibration_block_fills_every_stack(tmp_path):
 # --- seed facts ----------------------------------------------------------------------
 
 
-def test_h100_sxm_seed_facts(shipped):
-    h100 = shipped.gpu("h100-sxm")
+def test_h100_sxm_seed_facts(cat):
+    h100 = cat.gpu("h100-sxm")
     assert h100.dense_bf16_tflops == pytest.approx(989)
     assert h100.peak_tflops("bf16") == pytest.approx(989)
     assert h100.scale_up_bw_gb_per_s_per_direction == pytest.approx(450)
 
 
-def test_h200_seed_facts(shipped):
-    h200 = shipped.gpu("h200")
+def test_h200_seed_facts(cat):
+    h200 = cat.gpu("h200")
     assert h200.memory_gb == pytest.approx(141)
     assert h200.memory_bw_tb_per_s == pytest.approx(4.8)
 
 
-def test_rtx4090_is_the_true_dense_bf16_rate(shipped):
-    rtx = shipped.gpu("rtx4090")
+def test_rtx4090_is_the_true_dense_bf16_rate(cat):
+    rtx = cat.gpu("rtx4090")
     assert rtx.dense_bf16_tflops == pytest.approx(165.2)
     assert rtx.peak_tflops("bf16") == pytest.approx(165.2)
 
 
-def test_h100_sxm_and_h200_share_the_bf16_peak(shipped):
-    assert shipped.gpu("h100-sxm").peak_tflops("bf16") == pytest.approx(
-        shipped.gpu("h200").peak_tflops("bf16")
+def test_h100_sxm_and_h200_share_the_bf16_peak(cat):
+    assert cat.gpu("h100-sxm").peak_tflops("bf16") == pytest.approx(
+        cat.gpu("h200").peak_tflops("bf16")
     )
 
 
-def test_ampere_has_no_fp8(shipped):
+def test_ampere_has_no_fp8(cat):
     for name in ("a100-40gb", "a100-80gb"):
-        assert shipped.gpu(name).peak_tflops("fp8") is None
+        assert cat.gpu(name).peak_tflops("fp8") is None
 
 
 # --- overrides -----------------------------------------------------------------------
 
 
-def test_override_merges_and_keeps_other_fields(tmp_path, shipped):
+def test_override_merges_and_keeps_other_fields(tmp_path, cat):
     path = _write(
         tmp_path,
         "gpus:\n"
@@ -187,7 +182,7 @@ def test_override_merges_and_keeps_other_fields(tmp_path, shipped):
     )
     merged = load_catalog([path])
     rtx = merged.gpu("rtx4090")
-    base = shipped.gpu("rtx4090")
+    base = cat.gpu("rtx4090")
     assert rtx.dense_bf16_tflops == 330
     assert rtx.scale_up_bw_gb_per_s_per_direction == 32
     unchanged = base.model_dump(exclude={"dense_bf16_tflops", "scale_up_bw_gb_per_s_per_direction"})
@@ -196,18 +191,18 @@ def test_override_merges_and_keeps_other_fields(tmp_path, shipped):
         == unchanged
     )
     # other entries and the shipped data stay as they were
-    assert merged.gpu("h100-sxm") == shipped.gpu("h100-sxm")
+    assert merged.gpu("h100-sxm") == cat.gpu("h100-sxm")
     assert load_catalog().gpu("rtx4090").dense_bf16_tflops == pytest.approx(165.2)
 
 
-def test_override_merges_nested_server_fields(tmp_path, shipped):
+def test_override_merges_nested_server_fields(tmp_path, cat):
     path = _write(
         tmp_path, "gpus:\n  h100-sxm:\n    server:\n      nic_slots: 4\n      nic_counts: [4]\n"
     )
     server = load_catalog([path]).gpu("h100-sxm").server
     assert server.nic_slots == 4
-    assert server.gpus_per_server == shipped.gpu("h100-sxm").server.gpus_per_server
-    assert server.overhead_usd == shipped.gpu("h100-sxm").server.overhead_usd
+    assert server.gpus_per_server == cat.gpu("h100-sxm").server.gpus_per_server
+    assert server.overhead_usd == cat.gpu("h100-sxm").server.overhead_usd
 
 
 def test_override_below_the_shipped_nic_counts_is_refused(tmp_path):
@@ -222,16 +217,16 @@ def test_later_override_wins(tmp_path):
     assert load_catalog([first, second]).gpu("l40s").price_usd == 9000
 
 
-def _complete_entry(shipped) -> dict:
-    fields = shipped.gpu("h100-sxm").model_dump()
+def _complete_entry(cat) -> dict:
+    fields = cat.gpu("h100-sxm").model_dump()
     fields.pop("name")
     fields["display_name"] = "Test accelerator"
     fields["memory_gb"] = 96
     return fields
 
 
-def test_new_complete_entry_can_be_added(tmp_path, shipped):
-    path = _write(tmp_path, yaml.safe_dump({"gpus": {"test-gpu": _complete_entry(shipped)}}))
+def test_new_complete_entry_can_be_added(tmp_path, cat):
+    path = _write(tmp_path, yaml.safe_dump({"gpus": {"test-gpu": _complete_entry(cat)}}))
     catalog = load_catalog([path])
     assert catalog.gpu("test-gpu").memory_gb == 96
     assert catalog.gpu("test-gpu").name == "test-gpu"
@@ -257,8 +252,8 @@ def test_negative_memory(tmp_path):
     assert "-80" in message
 
 
-def test_new_incomplete_entry_names_the_missing_field(tmp_path, shipped):
-    fields = _complete_entry(shipped)
+def test_new_incomplete_entry_names_the_missing_field(tmp_path, cat):
+    fields = _complete_entry(cat)
     del fields["tdp_w"]
     path = _write(tmp_path, yaml.safe_dump({"gpus": {"half-gpu": fields}}))
     message = _error([path])

@@ -12,7 +12,6 @@ import re
 
 import pytest
 
-from catalog import load_catalog
 from catalog.specs import GPUSpec, NICSpec, ServerSpec, SwitchSpec
 
 NEW_GPUS = ("b300", "gb300", "mi325x", "mi355x")
@@ -22,11 +21,6 @@ MESH = ("mi300x", "mi325x", "mi355x", "gaudi3")
 
 # a year (2019-2029) or an explicit assumption marker
 _DATED = re.compile(r"\b20[12]\d\b|\[assumed\]")
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
 
 
 def _source_fields(model) -> list[tuple[str, str]]:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import run_main
 
 from designer.cli import cli, main
 from designer.numbers import parse_days, parse_quantity
+from helpers import run_main
 from models import zoo
 
 EVALUATE_70B = [

@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from catalog import load_catalog
+from helpers import PRIME, prime_scenario
 from solvers import space
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.scenario import Scenario
-from tests.test_uneven_pipeline import PRIME, prime_scenario
 
 FORTY = PRIME.model_copy(
     update={"name": "forty", "layers": 40, "hidden": 16384, "heads": 128, "ffn_hidden": 53248}
 )
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
 
 
 def forty_scenario(cat, **kw) -> Scenario:

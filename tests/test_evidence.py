@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import run_main
 
 from catalog import load_catalog
 from catalog.specs import STACKS, Evidence, GPUSpec
 from designer.cli import cli
 from designer.report import CSV_COLUMNS, EVIDENCE_COLUMNS
+from helpers import run_main
 from models import Hardware, Layout, evaluate, resolve_model
 from models.evidence import (
     band,

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from catalog import load_catalog
-from models.zoo import zoo
 from solvers import FAMILIES
 from solvers.cpsat import solve_cpsat
 from solvers.explain import RELAXATIONS, binding_constraints, explain_infeasible, smallest_fix
@@ -21,11 +20,6 @@ from solvers.scenario import Scenario
 TIME_LIMIT_S = 20.0
 FEASIBLE = ("optimal", "feasible")
 MB = 2**20  # tokens
-
-
-@pytest.fixture(scope="module")
-def models():
-    return zoo()
 
 
 def catalog_with(tmp_path_factory, name: str, text: str):

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
-from catalog import load_catalog
 from models import zoo
 from models.spec import TransformerSpec
 from solvers import Scenario, solve_cpsat
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
 
 
 def question(cat, spec, **kw) -> Scenario:

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import run_main
 
 from catalog import load_catalog
 from designer.cli import cli
+from helpers import run_main
 from models.cost import Cluster, cluster_totals, server_power_w, servers_per_rack
 from models.fabric import fabric_counts, size_fabric
 from models.zoo import zoo
@@ -21,12 +21,6 @@ from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.explain import binding_constraints, explain_infeasible
 from solvers.scenario import Scenario
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
-
 
 # NVIDIA DGX SuperPOD B200 RA (NDR, 64-port QM9700, 1 SU = 32 eight-GPU servers, one
 # NIC per GPU): ../shared/reference/hardware/catalog_network.csv; 1 SU = 8 leaves, one

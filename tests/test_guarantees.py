@@ -18,13 +18,13 @@ import pytest
 from designer import report
 from designer.cli import cli
 from designer.questions import build_scenario, cached_catalog
+from helpers import random_scenario
 from solvers import SolveResult, solve_cpsat, unproved_advice
 from solvers.bounds import dp_bounds, least_per_gpu, objective_lower_bound, site_gpu_limit
 from solvers.exhaustive import best_for_candidate
 from solvers.explain import binding_constraints
 from solvers.prune import presolve
 from solvers.space import enumerate_candidates, nic_specs
-from tests.test_solvers import random_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 TCO_QUESTION = dict(
@@ -119,7 +119,7 @@ def test_unproved_status_is_said_in_text_json_and_csv(tco):
 
 
 def test_cli_says_not_proved_when_the_time_limit_stops_the_search(capsys):
-    from tests.conftest import run_main
+    from helpers import run_main
 
     args = ["optimize", "--model", "llama2-70b", "--deadline", "90d", "--pricing", "tco"]
     args += ["--lifetime-years", "4", "--time-limit", "0.05", "--no-explain"]
@@ -212,7 +212,7 @@ def test_space_is_shared_by_questions_that_differ_only_in_limits():
 
 
 def test_json_answer_carries_the_proof(capsys):
-    from tests.conftest import run_main
+    from helpers import run_main
 
     code, out, _ = run_main(
         capsys,

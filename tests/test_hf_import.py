@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import run_main
 from models.hf_config import families, pretraining_seq_len
 from models.zoo import load_model_file
-from tests.conftest import run_main
 
 HF = Path(__file__).resolve().parent / "data" / "hf"
 SOURCES = yaml.safe_load((HF / "SOURCES.yaml").read_text())["files"]

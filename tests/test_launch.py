@@ -22,12 +22,12 @@ from designer.launch.script import command_from_script
 from designer.launch.torchtitan_config import torchtitan_sections
 from designer.launch.vocab import FRAMEWORKS, flag_index, vocabulary
 from designer.questions import build_scenario
+from helpers import run_main
 from models import Hardware, evaluate
 from models.zoo import zoo
 from solvers import Config
 from solvers.plan import build_plan
 from solvers.space import Shape
-from tests.conftest import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,18 +15,17 @@ from designer.errors import Infeasible, UsageError
 from designer.launch import Launch, emit, load_megatron
 from designer.launch.megatron_model import defaults
 from designer.launch.vocab import FRAMEWORKS, all_flags, flag_index, normalize, vocabulary
+from helpers import plan_of, random_plans, run_main, zoo_plan
 from solvers.space import Shape
-from tests.conftest import run_main
-from tests.test_launch_round_trip import _plan, _zoo_plan, random_plans
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def _emitted_plans():
-    yield _zoo_plan("llama3-405b")
-    yield _zoo_plan("gpt3-175b")
+    yield zoo_plan("llama3-405b")
+    yield zoo_plan("gpt3-175b")
     for entry in random_plans()[:25]:
-        yield _plan(*entry)
+        yield plan_of(*entry)
 
 
 def _megatron_flags(text: str) -> set[str]:
@@ -120,7 +119,7 @@ def test_missing_model_flags_import_as_megatron_defaults():
 
 @pytest.mark.parametrize("model", ["llama3-70b", "gpt3-175b", "nemotron4-15b"])
 def test_dropping_any_model_flag_changes_the_import(model):
-    scenario, plan = _zoo_plan(model)
+    scenario, plan = zoo_plan(model)
     text = emit(Launch.from_plan(scenario, plan), "megatron")
     model_flags = [
         "--position-embedding-type", "--rotary-base", "--normalization", "--norm-epsilon",
@@ -229,7 +228,7 @@ def test_layout_string_round_trip_and_refusal():
 
 
 def test_grad_reduce_flag_matches_the_plan():
-    scenario, plan = _zoo_plan("llama3-8b")
+    scenario, plan = zoo_plan("llama3-8b")
     job = Launch.from_plan(scenario, plan)
     assert scenario.assumptions.grad_bytes == 2.0 and job.grad_reduce_bf16
     text = emit(job, "megatron")
@@ -241,13 +240,13 @@ def test_grad_reduce_flag_matches_the_plan():
 
 def test_amd_plan_names_the_rocm_fork_and_gaudi_stops():
     shape = Shape("mi300x", 8, 1, 1, 1, 1, "selective", "bf16")
-    scenario, plan = _plan("llama3-8b", shape, 1, 1)
+    scenario, plan = plan_of("llama3-8b", shape, 1, 1)
     job = Launch.from_plan(scenario, plan)
     for fmt in ("megatron", "slurm"):
         assert "ROCm/Megatron-LM" in emit(job, fmt)
     with pytest.raises(Infeasible, match="NVIDIA GPUs"):
         emit(job, "nemo")
-    gaudi = Launch.from_plan(*_plan("llama3-8b", shape._replace(gpu="gaudi3"), 1, 1))
+    gaudi = Launch.from_plan(*plan_of("llama3-8b", shape._replace(gpu="gaudi3"), 1, 1))
     for fmt in ("megatron", "slurm", "nemo", "torchtitan"):
         with pytest.raises(Infeasible, match="HabanaAI/Megatron-DeepSpeed"):
             emit(gaudi, fmt)

@@ -9,9 +9,6 @@ and their NeMo overrides leave no recipe default that contradicts the plan
 
 from __future__ import annotations
 
-import random
-from functools import cache
-
 import pytest
 import tomllib
 
@@ -20,90 +17,17 @@ from designer.errors import Infeasible
 from designer.launch import Launch, emit, load_megatron
 from designer.launch.nemo_recipe import choose_recipe, nemo_fields, recipes, split_settings
 from designer.launch.pipeline_layout import chunk_layers
-from designer.questions import build_scenario
+from helpers import MEGATRON_CANNOT, ZOO, plan_of, random_plans, zoo_plan
 from models import Hardware, evaluate
-from models.feasibility import divisibility_violations
 from models.zoo import zoo
-from solvers import Config
-from solvers.plan import build_plan
-from solvers.space import EVEN, Shape, pipeline_splits
-from tests.torchtitan_rule import stages
-
-ZOO = sorted(zoo())
-MEGATRON_CANNOT = {"bloom-176b": "ALiBi"}  # the one zoo model Megatron-LM has no flag for
-SPLIT_OPTIONS = {"--pp", "--vp", "--first-stage-layers", "--last-stage-layers"}
+from solvers.space import EVEN, Shape
+from torchtitan_rule import stages
 
 
 def _layout_fields(lay) -> dict:
     d = lay.as_dict(0)
     d.pop("grad_accum")
     return d
-
-
-def _plan(model: str, shape: Shape, dp: int, microbatches: int, seq: int | None = None):
-    scenario = build_scenario(
-        model=model,
-        tokens=1e12,
-        seq_len=seq,
-        gpus=(shape.gpu,),
-        max_gpus=1_000_000,
-        precision=shape.precision,
-        ignore=("divisibility",),
-    )
-    nic = scenario.nics_for(shape.gpu)[0].name  # a NIC the server takes (Gaudi 3: its ports)
-    counts = scenario.nic_counts(shape.gpu)
-    return scenario, build_plan(scenario, Config(shape, nic, max(counts), dp, microbatches))
-
-
-def _zoo_plan(model: str):
-    spec = zoo()[model]
-    tp = 8 if spec.heads % 8 == 0 and spec.kv % 8 == 0 else 4
-    layers = spec.layers
-    pp = next(p for p in (8, 6, 5, 4, 3, 2) if layers % p == 0)
-    return _plan(model, Shape("h100-sxm", tp, 1, pp, 1, 1, "selective", "bf16"), 4, 2 * pp)
-
-
-@cache
-def random_plans() -> list[tuple]:
-    """50 plans the optimizer could return (its shapes, with --ignore divisibility for the
-    pipeline), a fixed seed; at least 15 with an uneven or layout-string split."""
-    rng = random.Random(16)
-    models = [m for m in ZOO if m not in MEGATRON_CANNOT]
-    uneven, even = [], []
-    while len(uneven) < 20 or len(even) < 30:
-        model = rng.choice(models)
-        spec = zoo()[model]
-        tp = rng.choice([t for t in (1, 2, 4, 8) if spec.heads % t == 0 and spec.kv % t == 0])
-        pp = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 12, 16])
-        vp = rng.choice([1, 1, 2, 4]) if pp > 2 else 1
-        splits = pipeline_splits(spec.layers, pp, vp)
-        if not splits:
-            continue
-        split = rng.choice(splits)
-        cp = rng.choice([1, 1, 2])
-        shape = Shape(
-            "h100-sxm",
-            tp,
-            cp,
-            pp,
-            vp,
-            rng.choice([1, 2]),
-            rng.choice(["none", "selective", "full"]),
-            rng.choice(["bf16", "fp8"]),
-            split,
-        )
-        replica = tp * cp * pp
-        dp = rng.choice([d for d in range(1, 65) if (d * replica) % 8 == 0 or d * replica < 8])
-        layout = shape.layout(dp, 2 * pp)
-        if any(v.option not in SPLIT_OPTIONS for v in divisibility_violations(spec, layout, 4096)):
-            continue
-        # learned position tables are as long as the model's sequence: train at it
-        seq = spec.seq_len if spec.position_embedding == "learned_absolute" else 4096
-        entry = (model, shape, dp, 2 * pp, seq)
-        bucket = uneven if split != EVEN or spec.layers % (pp * vp) else even
-        if len(bucket) < (20 if bucket is uneven else 30):
-            bucket.append(entry)
-    return uneven + even
 
 
 def check_megatron_round_trip(scenario, plan) -> None:
@@ -124,7 +48,7 @@ def check_megatron_round_trip(scenario, plan) -> None:
 
 @pytest.mark.parametrize("model", ZOO)
 def test_every_zoo_model_round_trips_through_megatron(model):
-    scenario, plan = _zoo_plan(model)
+    scenario, plan = zoo_plan(model)
     if model in MEGATRON_CANNOT:
         with pytest.raises(Infeasible, match=MEGATRON_CANNOT[model]):
             emit(Launch.from_plan(scenario, plan), "megatron")
@@ -135,7 +59,7 @@ def test_every_zoo_model_round_trips_through_megatron(model):
 @pytest.mark.parametrize("i", range(50))
 def test_random_plans_round_trip_through_megatron(i):
     model, shape, dp, m, seq = random_plans()[i]
-    check_megatron_round_trip(*_plan(model, shape, dp, m, seq))
+    check_megatron_round_trip(*plan_of(model, shape, dp, m, seq))
 
 
 def test_random_plans_cover_uneven_splits():
@@ -145,14 +69,14 @@ def test_random_plans_cover_uneven_splits():
     assert any(s[0] for s in splits) and any(s[2] or s[3] for s in splits)
     relaxed = [p for p in plans if p[1].split == EVEN and zoo()[p[0]].layers % (p[1].pp * p[1].vp)]
     assert relaxed  # splits only --pipeline-model-parallel-layout expresses
-    text = emit(Launch.from_plan(*_plan(*relaxed[0])), "megatron")
+    text = emit(Launch.from_plan(*plan_of(*relaxed[0])), "megatron")
     assert "--pipeline-model-parallel-layout" in text
 
 
 @pytest.mark.parametrize("i", range(50))
 def test_random_plans_torchtitan_split_is_the_plan(i):
     model, shape, dp, m, seq = random_plans()[i]
-    scenario, plan = _plan(model, shape, dp, m, seq)
+    scenario, plan = plan_of(model, shape, dp, m, seq)
     job = Launch.from_plan(scenario, plan)
     par = tomllib.loads(emit(job, "torchtitan"))["parallelism"]
     if shape.pp == 1:
@@ -169,7 +93,7 @@ def test_random_plans_torchtitan_split_is_the_plan(i):
 @pytest.mark.parametrize("i", range(50))
 def test_random_plans_nemo_overrides_leave_no_recipe_default(i):
     model, shape, dp, m, seq = random_plans()[i]
-    scenario, plan = _plan(model, shape, dp, m, seq)
+    scenario, plan = plan_of(model, shape, dp, m, seq)
     job = Launch.from_plan(scenario, plan)
     check_nemo_overrides(job, dict(nemo_fields(job)))
 
@@ -221,7 +145,7 @@ def test_nemo_recipe_per_model_size(model, recipe):
 def test_nemo_405b_at_pp9_clears_the_recipe_accounting():
     # 126 layers on 9 stages: even, so the recipe's embedding/loss accounting must go
     shape = Shape("h100-sxm", 8, 1, 9, 1, 1, "selective", "bf16")
-    scenario, plan = _plan("llama3-405b", shape, 2, 18)
+    scenario, plan = plan_of("llama3-405b", shape, 2, 18)
     job = Launch.from_plan(scenario, plan)
     text = emit(job, "nemo")
     assert "llm.llama31_405b.pretrain_recipe" in text

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import re
 
-from conftest import load_bench
-
 from catalog import load_catalog
+from helpers import load_bench
 from models.zoo import zoo
 
 bench_memory = load_bench("memory.py", "bench_memory_measured")

@@ -8,8 +8,8 @@ paper's 22B-1T configurations. Independent validation: nothing is fitted.
 from __future__ import annotations
 
 import pytest
-from conftest import load_bench
 
+from helpers import load_bench
 from models import Assumptions, Layout, memory
 
 bench_memory = load_bench("memory.py", "bench_memory")

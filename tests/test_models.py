@@ -10,7 +10,6 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from catalog import load_catalog
 from models import (
     Assumptions,
     Hardware,
@@ -26,16 +25,6 @@ from models import (
 from models.zoo import load_model_file, resolve_model
 
 # --- fixtures and helpers -----------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def models():
-    return zoo()
 
 
 @pytest.fixture(scope="module")

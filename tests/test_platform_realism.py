@@ -8,21 +8,16 @@ import random
 
 import pytest
 from click.testing import CliRunner
-from conftest import run_main
 
 from catalog import load_catalog
 from designer.cli import cli
 from designer.questions import DEFAULT_HEADROOM, DEFAULT_RESERVED_GB, build_scenario
+from helpers import run_main
 from models import Assumptions, Hardware, Layout, comm, evaluate, zoo
 from models.layout import Network
 from models.scaleup import group_bw_gb_per_s, p2p_bw_gb_per_s, ranks_in_domain, tp_limit
 from models.step import step_coefficients, step_from_coefficients, tp_comm_per_microbatch_s
 from solvers.cpsat import solve_cpsat
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
 
 
 def _mesh(cat, name="mi300x", link=64.0):

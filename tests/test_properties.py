@@ -17,12 +17,12 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog import load_catalog
 from designer.numbers import parse_days, parse_quantity
+from helpers import run_main
 from models import TransformerSpec, zoo
 from solvers import Scenario, SolveResult, solve_cpsat, solve_exhaustive
 

@@ -8,7 +8,6 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from catalog import load_catalog
 from designer.cli import cli
 from models import Assumptions, Hardware, Layout, evaluate, zoo
 from models.comm import p2p_s, tp_bandwidth_limit, tp_max_degree
@@ -49,11 +48,6 @@ seq_len: 4096
 def run(args):
     result = CliRunner().invoke(cli, args)
     return result
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog()
 
 
 @pytest.fixture

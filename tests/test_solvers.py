@@ -4,12 +4,11 @@ realistic questions, and overflow safety on an absurdly large one."""
 from __future__ import annotations
 
 import math
-import random
-from dataclasses import replace
 
 import pytest
 
 from catalog import load_catalog
+from helpers import random_scenario
 from models.comm import tp_bandwidth_limit
 from models.spec import TransformerSpec
 from models.zoo import zoo
@@ -25,89 +24,8 @@ TIME_LIMIT_S = 20.0
 N_RANDOM = 200
 
 
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def models():
-    return zoo()
-
-
 # --------------------------------------------------------------------------------------
 # 1. Differential test: CP-SAT against the exhaustive reference on random small questions
-
-
-def random_scenario(seed: int, cat) -> Scenario:
-    """A small random question, a pure function of ``seed``.
-
-    Batch ceilings stay at or under 4M tokens (1M for the cost objective, whose CP-SAT
-    solve time grows with the ceiling) so that both solvers finish in about a second."""
-    r = random.Random(seed)
-    layers = r.choice([2, 3, 4, 6, 8, 9, 12, 16])
-    hidden = r.choice([256, 512, 1024, 2048])
-    heads = r.choice([8, 16])
-    kv_heads = r.choice([k for k in (1, 2, 4, 8, 16) if heads % k == 0])
-    spec = TransformerSpec(
-        name=f"random-{seed}",
-        layers=layers,
-        hidden=hidden,
-        heads=heads,
-        kv_heads=kv_heads,
-        vocab=r.randint(1000, 50000),
-        seq_len=r.choice([512, 1024, 2048]),
-        gated_mlp=r.random() < 0.5,
-    )
-    tokens = 10 ** r.uniform(9, 11)
-    gpus = tuple(r.sample(sorted(cat.gpus), r.choice([1, 2])))
-    nics = tuple(r.sample(sorted(cat.nics), r.choice([1, 2])))
-    kw: dict = {}
-    if r.random() < 0.5:
-        kw.update(
-            objective="time",
-            pricing=r.choice(["capex", "cloud"]),
-            budget_usd=round(10 ** r.uniform(4.301, 6.301)),  # ~$20K .. ~$2M
-        )
-    else:
-        kw.update(objective="cost", pricing="capex", deadline_days=r.randint(1, 200))
-    if r.random() < 0.4:
-        kw["max_gpus"] = r.choice([8, 16, 32, 64, 128, 256])
-    max_batch = 2 ** r.randint(16, 22 if kw["objective"] == "time" else 20)
-    kw["max_batch_tokens"] = max_batch
-    if r.random() < 0.3:
-        kw["min_batch_tokens"] = max_batch // r.choice([2, 4, 8])
-    modes = ("none", "selective", "full")
-    recompute = tuple(m for m in modes if r.random() < 0.6) or (r.choice(modes),)
-    # the cluster around the GPUs: energy pricing, power and rack caps, small switches
-    # (so that small clusters need two or three tiers), oversubscription, a lifetime
-    if r.random() < 0.25:
-        kw["pricing"] = "tco"
-    if r.random() < 0.2:
-        kw["power_cap_mw"] = r.choice([0.005, 0.02, 0.05, 0.2])
-    if r.random() < 0.15:
-        kw["max_racks"] = r.choice([1, 2, 4])
-    if r.random() < 0.3:
-        ports = r.choice([4, 6, 8, 16])
-        cat = replace(
-            cat,
-            switches={n: sw.model_copy(update={"ports": ports}) for n, sw in cat.switches.items()},
-        )
-    if r.random() < 0.2:
-        cat = cat.with_facility(oversubscription=r.choice([1.5, 2.0, 3.0]))
-    if kw.get("pricing") == "tco" and r.random() < 0.4:
-        cat = cat.with_facility(lifetime_years=r.choice([1.0, 4.0]))
-    return Scenario(
-        spec=spec,
-        catalog=cat,
-        tokens=tokens,
-        seq_len=spec.seq_len,
-        gpus=gpus,
-        nics=nics,
-        micro_batches=(1, 2, 4),
-        recompute_modes=recompute,
-        **kw,
-    )
 
 
 # Seeds where CP-SAT disagrees with the oracle (solvers as of 2026-11-30).

@@ -7,7 +7,6 @@ import dataclasses
 
 import pytest
 
-from catalog import load_catalog
 from models import Assumptions, Hardware, Layout, evaluate, resolve_model
 from models.step import (
     gemm_per_microbatch_s,
@@ -15,11 +14,6 @@ from models.step import (
     stage_work_per_microbatch,
     step_coefficients,
 )
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog()
 
 
 @pytest.fixture(scope="module")

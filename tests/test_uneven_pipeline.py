@@ -10,10 +10,10 @@ from unittest import mock
 
 import pytest
 
-from catalog import load_catalog
 from designer.errors import UsageError
 from designer.launch import parse_megatron
-from models import Assumptions, Hardware, Layout, evaluate, zoo
+from helpers import prime_scenario, run_main
+from models import Assumptions, Hardware, Layout, evaluate
 from models.feasibility import divisibility_violations
 from models.memory import memory_per_gpu, rank_activation_gb, rank_params
 from models.pipeline import (
@@ -27,23 +27,10 @@ from models.pipeline import (
     stage_loads,
     uneven_splits,
 )
-from models.spec import TransformerSpec
 from models.step import slowest_stage, stage_flops_per_microbatch
 from solvers import space
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
-from solvers.scenario import Scenario
-from tests.conftest import run_main
-
-
-@pytest.fixture(scope="module")
-def models():
-    return zoo()
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
 
 
 def lay(pp: int, vp: int = 1, **kw) -> Layout:
@@ -383,34 +370,6 @@ def test_from_megatron_refuses_splits_megatron_refuses(flags, named):
 
 
 # ---------------------------------------------------------------- the optimizer
-
-PRIME = TransformerSpec(
-    name="prime-61",
-    layers=61,
-    hidden=8192,
-    heads=64,
-    kv_heads=8,
-    ffn_hidden=28672,
-    gated_mlp=True,
-    vocab=32000,
-    seq_len=4096,
-)
-
-
-def prime_scenario(cat) -> Scenario:
-    return Scenario(
-        spec=PRIME,
-        catalog=cat,
-        tokens=1e11,
-        seq_len=4096,
-        gpus=("h100-sxm",),
-        nics=("cx7-400g",),
-        objective="time",
-        pricing="capex",
-        budget_usd=3e6,
-        max_batch_tokens=4 * 2**20,
-        micro_batches=(1, 2, 4),
-    )
 
 
 def test_space_offers_megatron_splits_only_where_needed(cat):

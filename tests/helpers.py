@@ -1,0 +1,230 @@
+"""Helpers the test modules share (a plain module: test modules import it, never each other).
+
+Fixtures live in conftest.py; these are functions and constants: calling the CLI like the
+console script, importing a bench script, and the question and plan builders that more than
+one test module draws from."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from designer.cli import main
+from designer.questions import build_scenario
+from models.feasibility import divisibility_violations
+from models.spec import TransformerSpec
+from models.zoo import zoo
+from solvers import Config
+from solvers.plan import build_plan
+from solvers.scenario import Scenario
+from solvers.space import EVEN, Shape, pipeline_splits
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
+    """Call designer.cli.main like the console script; return (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main(args)
+        raise SystemExit(0)  # main returns normally on success
+    code = info.value.code
+    code = 0 if code is None else code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def load_bench(script: str, module_name: str) -> ModuleType:
+    """Import a script of bench/ (not a package) as ``module_name``."""
+    path = REPO / "bench" / script
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- questions -------------------------------------------------------------------------------
+
+
+def random_scenario(seed: int, cat) -> Scenario:
+    """A small random question, a pure function of ``seed``.
+
+    Batch ceilings stay at or under 4M tokens (1M for the cost objective, whose CP-SAT
+    solve time grows with the ceiling) so that both solvers finish in about a second."""
+    r = random.Random(seed)
+    layers = r.choice([2, 3, 4, 6, 8, 9, 12, 16])
+    hidden = r.choice([256, 512, 1024, 2048])
+    heads = r.choice([8, 16])
+    kv_heads = r.choice([k for k in (1, 2, 4, 8, 16) if heads % k == 0])
+    spec = TransformerSpec(
+        name=f"random-{seed}",
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        vocab=r.randint(1000, 50000),
+        seq_len=r.choice([512, 1024, 2048]),
+        gated_mlp=r.random() < 0.5,
+    )
+    tokens = 10 ** r.uniform(9, 11)
+    gpus = tuple(r.sample(sorted(cat.gpus), r.choice([1, 2])))
+    nics = tuple(r.sample(sorted(cat.nics), r.choice([1, 2])))
+    kw: dict = {}
+    if r.random() < 0.5:
+        kw.update(
+            objective="time",
+            pricing=r.choice(["capex", "cloud"]),
+            budget_usd=round(10 ** r.uniform(4.301, 6.301)),  # ~$20K .. ~$2M
+        )
+    else:
+        kw.update(objective="cost", pricing="capex", deadline_days=r.randint(1, 200))
+    if r.random() < 0.4:
+        kw["max_gpus"] = r.choice([8, 16, 32, 64, 128, 256])
+    max_batch = 2 ** r.randint(16, 22 if kw["objective"] == "time" else 20)
+    kw["max_batch_tokens"] = max_batch
+    if r.random() < 0.3:
+        kw["min_batch_tokens"] = max_batch // r.choice([2, 4, 8])
+    modes = ("none", "selective", "full")
+    recompute = tuple(m for m in modes if r.random() < 0.6) or (r.choice(modes),)
+    # the cluster around the GPUs: energy pricing, power and rack caps, small switches
+    # (so that small clusters need two or three tiers), oversubscription, a lifetime
+    if r.random() < 0.25:
+        kw["pricing"] = "tco"
+    if r.random() < 0.2:
+        kw["power_cap_mw"] = r.choice([0.005, 0.02, 0.05, 0.2])
+    if r.random() < 0.15:
+        kw["max_racks"] = r.choice([1, 2, 4])
+    if r.random() < 0.3:
+        ports = r.choice([4, 6, 8, 16])
+        cat = replace(
+            cat,
+            switches={n: sw.model_copy(update={"ports": ports}) for n, sw in cat.switches.items()},
+        )
+    if r.random() < 0.2:
+        cat = cat.with_facility(oversubscription=r.choice([1.5, 2.0, 3.0]))
+    if kw.get("pricing") == "tco" and r.random() < 0.4:
+        cat = cat.with_facility(lifetime_years=r.choice([1.0, 4.0]))
+    return Scenario(
+        spec=spec,
+        catalog=cat,
+        tokens=tokens,
+        seq_len=spec.seq_len,
+        gpus=gpus,
+        nics=nics,
+        micro_batches=(1, 2, 4),
+        recompute_modes=recompute,
+        **kw,
+    )
+
+
+# A model whose 61 layers split evenly over no pipeline depth but 1 and 61: the optimizer
+# has to choose an uneven split (test_uneven_pipeline, test_decision_space).
+PRIME = TransformerSpec(
+    name="prime-61",
+    layers=61,
+    hidden=8192,
+    heads=64,
+    kv_heads=8,
+    ffn_hidden=28672,
+    gated_mlp=True,
+    vocab=32000,
+    seq_len=4096,
+)
+
+
+def prime_scenario(cat) -> Scenario:
+    return Scenario(
+        spec=PRIME,
+        catalog=cat,
+        tokens=1e11,
+        seq_len=4096,
+        gpus=("h100-sxm",),
+        nics=("cx7-400g",),
+        objective="time",
+        pricing="capex",
+        budget_usd=3e6,
+        max_batch_tokens=4 * 2**20,
+        micro_batches=(1, 2, 4),
+    )
+
+
+# --- plans to launch (test_launch_round_trip, test_launch_flags) -----------------------------
+
+
+ZOO = sorted(zoo())
+MEGATRON_CANNOT = {"bloom-176b": "ALiBi"}  # the one zoo model Megatron-LM has no flag for
+SPLIT_OPTIONS = {"--pp", "--vp", "--first-stage-layers", "--last-stage-layers"}
+
+
+def plan_of(model: str, shape: Shape, dp: int, microbatches: int, seq: int | None = None):
+    scenario = build_scenario(
+        model=model,
+        tokens=1e12,
+        seq_len=seq,
+        gpus=(shape.gpu,),
+        max_gpus=1_000_000,
+        precision=shape.precision,
+        ignore=("divisibility",),
+    )
+    nic = scenario.nics_for(shape.gpu)[0].name  # a NIC the server takes (Gaudi 3: its ports)
+    counts = scenario.nic_counts(shape.gpu)
+    return scenario, build_plan(scenario, Config(shape, nic, max(counts), dp, microbatches))
+
+
+def zoo_plan(model: str):
+    spec = zoo()[model]
+    tp = 8 if spec.heads % 8 == 0 and spec.kv % 8 == 0 else 4
+    layers = spec.layers
+    pp = next(p for p in (8, 6, 5, 4, 3, 2) if layers % p == 0)
+    return plan_of(model, Shape("h100-sxm", tp, 1, pp, 1, 1, "selective", "bf16"), 4, 2 * pp)
+
+
+@cache
+def random_plans() -> list[tuple]:
+    """50 plans the optimizer could return (its shapes, with --ignore divisibility for the
+    pipeline), a fixed seed; at least 15 with an uneven or layout-string split."""
+    rng = random.Random(16)
+    models = [m for m in ZOO if m not in MEGATRON_CANNOT]
+    uneven, even = [], []
+    while len(uneven) < 20 or len(even) < 30:
+        model = rng.choice(models)
+        spec = zoo()[model]
+        tp = rng.choice([t for t in (1, 2, 4, 8) if spec.heads % t == 0 and spec.kv % t == 0])
+        pp = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 12, 16])
+        vp = rng.choice([1, 1, 2, 4]) if pp > 2 else 1
+        splits = pipeline_splits(spec.layers, pp, vp)
+        if not splits:
+            continue
+        split = rng.choice(splits)
+        cp = rng.choice([1, 1, 2])
+        shape = Shape(
+            "h100-sxm",
+            tp,
+            cp,
+            pp,
+            vp,
+            rng.choice([1, 2]),
+            rng.choice(["none", "selective", "full"]),
+            rng.choice(["bf16", "fp8"]),
+            split,
+        )
+        replica = tp * cp * pp
+        dp = rng.choice([d for d in range(1, 65) if (d * replica) % 8 == 0 or d * replica < 8])
+        layout = shape.layout(dp, 2 * pp)
+        if any(v.option not in SPLIT_OPTIONS for v in divisibility_violations(spec, layout, 4096)):
+            continue
+        # learned position tables are as long as the model's sequence: train at it
+        seq = spec.seq_len if spec.position_embedding == "learned_absolute" else 4096
+        entry = (model, shape, dp, 2 * pp, seq)
+        bucket = uneven if split != EVEN or spec.layers % (pp * vp) else even
+        if len(bucket) < (20 if bucket is uneven else 30):
+            bucket.append(entry)
+    return uneven + even
