@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from catalog.errors import CatalogError
 from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -16,20 +19,10 @@ class Catalog:
     facility: Facility
 
     def gpu(self, name: str) -> GPUSpec:
-        try:
-            return self.gpus[name]
-        except KeyError:
-            raise CatalogError(
-                f"unknown GPU {name!r}; choose one of {', '.join(sorted(self.gpus))}"
-            ) from None
+        return _entry("GPU", self.gpus, name)
 
     def nic(self, name: str) -> NICSpec:
-        try:
-            return self.nics[name]
-        except KeyError:
-            raise CatalogError(
-                f"unknown NIC {name!r}; choose one of {', '.join(sorted(self.nics))}"
-            ) from None
+        return _entry("NIC", self.nics, name)
 
     def switch_for(self, nic: NICSpec) -> SwitchSpec:
         return self.switches[nic.switch]
@@ -73,3 +66,13 @@ class Catalog:
         """The same catalog with some facility constants changed (validated)."""
         data = self.facility.model_dump() | changes
         return replace(self, facility=Facility.model_validate(data))
+
+
+def _entry(kind: str, table: dict[str, _T], name: str) -> _T:
+    """``table[name]``, or a CatalogError that lists the names there are."""
+    try:
+        return table[name]
+    except KeyError:
+        raise CatalogError(
+            f"unknown {kind} {name!r}; choose one of {', '.join(sorted(table))}"
+        ) from None

@@ -6,11 +6,13 @@ date. Bandwidths are per direction unless a name says otherwise (1 GB = 1e9 B).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 _DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"
+PCIeGen = Annotated[int, Field(ge=3, le=7)]
+"""A PCIe generation (a GPU's, a NIC's, a server's NIC slots)."""
 
 
 # The scale-out fabrics (SwitchSpec.fabric) by the names a question uses (--fabric).
@@ -192,11 +194,8 @@ class ServerSpec(_Strict):
         description="servers sold only together (18 compute trays of a GB200 NVL72 rack); "
         "a plan's GPU count moves in whole units",
     )
-    host_pcie_gen: int | None = Field(
-        None,
-        ge=3,
-        le=7,
-        description="PCIe generation of the slots the scale-out NICs sit in; None: the GPU's",
+    host_pcie_gen: PCIeGen | None = Field(
+        None, description="PCIe generation of the slots the scale-out NICs sit in; None: the GPU's"
     )
     nic_counts: tuple[int, ...] | None = Field(
         None,
@@ -271,7 +270,7 @@ class GPUSpec(_Strict):
     scale_up_source: str = Field(
         "see spec_source", min_length=1, description="source of the scale-up topology"
     )
-    pcie_gen: int = Field(ge=3, le=7)
+    pcie_gen: PCIeGen
     tdp_w: float = Field(gt=0, le=100_000)
     price_usd: float = Field(gt=0, le=1e9, description="purchase price of one GPU")
     price_source: str = Field(min_length=1)
@@ -416,7 +415,7 @@ class NICSpec(_Strict):
     name: str = Field(min_length=1)
     display_name: str = Field(min_length=1)
     speed_gbit_per_s: float = Field(gt=0, le=1e5)
-    pcie_gen: int = Field(ge=3, le=7)
+    pcie_gen: PCIeGen
     price_usd: float = Field(ge=0, description="one card; 0 for ports on the accelerator")
     price_source: str = Field(min_length=1)
     price_date: str = Field(pattern=_DATE_PATTERN)

@@ -19,7 +19,7 @@ from models.layout import Assumptions, Layout, Network
 from models.memory import MemoryBreakdown, memory_per_gpu
 from models.pipeline import stage_layers
 from models.spec import TransformerSpec
-from models.step import StepBreakdown, step_time
+from models.step import StepBreakdown, step_coefficients, step_from_coefficients
 
 SECONDS_PER_DAY = 86400.0
 
@@ -233,7 +233,9 @@ def evaluate(
     if peak is None:
         raise ValueError(f"{hw.gpu.name} does not support {layout.precision}")
     mem = memory_per_gpu(spec, layout, s, hw.gpu.memory_gb, a)
-    brk = step_time(spec, layout, s, hw.gpu, hw.network, a)
+    coeffs = step_coefficients(spec, layout, s, hw.gpu, hw.network, a)
+    net = hw.network.node_bw_gb_per_s
+    brk = step_from_coefficients(coeffs, layout.dp, layout.grad_accum, net, a.dp_overlap)
     violations = check_layout(spec, layout, s, hw.gpu, mem, hw.nics_per_node, a)
     model_flops = flops.model_flops_per_token(spec, s) * layout.global_batch * s
     return Evaluation(

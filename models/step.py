@@ -425,18 +425,3 @@ def step_from_coefficients(
         dp_comm=np.maximum(0.0, dp_time - c.dp_window_s(dp_overlap)),
         optimizer=optimizer,
     )
-
-
-def step_time(
-    spec: TransformerSpec,
-    layout: Layout,
-    seq_len: int,
-    gpu: GPUSpec,
-    network: Network,
-    a: Assumptions,
-) -> StepBreakdown:
-    """Exposed time of each part of one optimizer step (see module docstring)."""
-    c = step_coefficients(spec, layout, seq_len, gpu, network, a)
-    return step_from_coefficients(
-        c, layout.dp, layout.grad_accum, network.node_bw_gb_per_s, a.dp_overlap
-    )
