@@ -28,3 +28,24 @@ def catalog(cat: Catalog) -> Catalog:
 def models() -> dict[str, TransformerSpec]:
     """Every built-in model by name."""
     return zoo()
+
+
+# --- the slow marker -------------------------------------------------------------------------
+# Tests marked ``slow`` (the heavy differential, conflict and property tests) run only with
+# --run-slow: README's test command and .ci/run pass it, a plain ``python -m pytest -q`` skips
+# them and says how many it skipped.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow", action="store_true", help="also run the tests marked slow (as CI does)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -5,21 +5,19 @@ runs 200 full-size ones)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
 from designer.errors import UsageError
 from designer.questions import build_scenario
+from helpers import load_bench
 from solvers import FAMILIES, solve_cpsat, solve_exhaustive
 
-_PATH = Path(__file__).resolve().parent.parent / "bench" / "agreement.py"
-_spec = importlib.util.spec_from_file_location("bench_agreement", _PATH)
-assert _spec is not None and _spec.loader is not None
-agreement = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(agreement)
+# the heavy differential test: skipped unless --run-slow (CI runs it)
+pytestmark = pytest.mark.slow
+
+agreement = load_bench("agreement.py", "bench_agreement")
 
 N_SMALL = 60
 TIME_LIMIT_S = 30.0

@@ -134,7 +134,9 @@ def test_gc_is_paused_only_while_solving():
         gc.enable()
 
 
-@pytest.mark.parametrize("model", ["llama2-70b", "llama3-405b"])
+@pytest.mark.parametrize(
+    "model", ["llama2-70b", pytest.param("llama3-405b", marks=pytest.mark.slow)]
+)
 def test_memory_shortcut_agrees_with_the_direct_bound(cat, model):
     """Enumeration marks a micro-batch as never fitting when a smaller one of the same
     shape does not: every shape's bound equals the direct computation."""

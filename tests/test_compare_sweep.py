@@ -215,6 +215,7 @@ def test_breakeven_needs_one_gpu(capsys):
     assert code == 2 and "--gpu" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_sweep_on_a_local_ray_instance_matches_local(tmp_path):
     pytest.importorskip("ray")
     study = tmp_path / "study.yaml"

@@ -66,3 +66,15 @@ def test_option_is_documented(command, option):
     assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", README), (
         f"README.md does not document {option} of `designer {command}`".replace("  ", " ")
     )
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run runs, step by step, the test command README gives (the full run, slow tests
+    included)."""
+    block = README.split("Install the test extras and run the suite", 1)[1]
+    command = re.search(r"```\n(.+?)\n```", block, re.S).group(1).strip()
+    assert "--run-slow" in command
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text(encoding="utf-8")
+    lines = [line.strip() for line in ci.splitlines()]
+    for step in command.split(" && "):
+        assert step.replace("pip install -e", "pip install --quiet -e") in lines, step

@@ -326,6 +326,7 @@ def test_saved_answer_keeps_the_facility_and_caps(tmp_path):
     assert from_file["plans"][0]["cost_usd"] == pytest.approx(first["plans"][0]["cost_usd"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lifetime", [[], ["--lifetime-years", "3"]])
 def test_tco_without_a_budget_and_tco_conflicts_never_overflow(capsys, lifetime):
     # time under a GPU cap: the TCO is reported, not constrained

@@ -77,14 +77,14 @@ def test_least_per_gpu_is_below_every_cluster(tco):
                     assert c.it_power_w >= watts * n * (1 - 1e-9)
 
 
-def test_power_and_rack_caps_bound_the_dp_degree():
+def test_power_and_rack_caps_bound_the_dp_degree(cat):
     """site_gpu_limit never cuts a feasible plan: on random questions with a power or rack
     cap, each shape's best plan (reference search) uses at most that many GPUs."""
     from solvers.scenario import GPU_CAP
 
     checked = 0
     for seed in range(60):
-        s = random_scenario(seed, __import__("catalog").load_catalog())
+        s = random_scenario(seed, cat)
         if not (s.active("power") or s.active("max_racks")):
             continue
         loose = s.with_changes(power_cap_mw=None, max_racks=None)

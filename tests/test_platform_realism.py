@@ -157,6 +157,7 @@ def test_published_runs_are_evaluated_on_nics_their_servers_take(cat):
         assert count in server.server.allowed_nic_counts(), printed
 
 
+@pytest.mark.slow
 def test_random_questions_never_pair_a_nic_with_a_server_that_cannot_host_it(cat):
     rng = random.Random(15)
     gpus = sorted(cat.gpus)

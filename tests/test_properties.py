@@ -7,6 +7,7 @@ quantity give the same answer, and the same command gives byte-identical output 
 
 Questions stay small (llama2-7b or an 8-layer model, one or two GPU types, batch ceilings of
 256K-1M tokens) and examples are few and derandomized, so the file runs in well under a minute.
+The solver properties are marked slow: they run with --run-slow (CI), not by default.
 """
 
 from __future__ import annotations
@@ -130,18 +131,21 @@ def scaled_catalog(names, **factors):
 # --- monotonicity ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions("time"), st.floats(1.05, 10.0))
 def test_larger_budget_never_slower(s, factor):
     assert_never_worse(s, s.with_changes(budget_usd=s.budget_usd * factor))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions("cost"), st.floats(1.05, 10.0))
 def test_later_deadline_never_costlier(s, factor):
     assert_never_worse(s, s.with_changes(deadline_days=s.deadline_days * factor))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions(), st.floats(1.1, 3.0))
 def test_more_gpu_memory_never_worse(s, factor):
@@ -149,6 +153,7 @@ def test_more_gpu_memory_never_worse(s, factor):
     assert_never_worse(s, s.with_changes(catalog=bigger))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions(), st.sampled_from([2, 4]))
 def test_higher_batch_ceiling_never_worse(s, factor):
@@ -156,12 +161,14 @@ def test_higher_batch_ceiling_never_worse(s, factor):
     assert_never_worse(s, loose)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions(), st.integers(1, 8))
 def test_more_nic_slots_never_worse(s, extra):
     assert_never_worse(s, s.with_changes(extra_nic_slots=extra))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions(), st.floats(0.3, 0.95))
 def test_cheaper_gpus_never_worse(s, factor):
@@ -170,6 +177,7 @@ def test_cheaper_gpus_never_worse(s, factor):
     assert_never_worse(s, s.with_changes(catalog=cheaper))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions(), st.sampled_from([0.02, 0.05, 0.2]), st.floats(1.2, 4.0))
 def test_higher_power_cap_never_worse(s, cap_mw, factor):
@@ -178,12 +186,14 @@ def test_higher_power_cap_never_worse(s, cap_mw, factor):
     )
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions(), st.integers(1, 4), st.integers(1, 4))
 def test_more_racks_never_worse(s, racks, extra):
     assert_never_worse(s.with_changes(max_racks=racks), s.with_changes(max_racks=racks + extra))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions(), st.sampled_from([1.25, 1.5, 2.0]))
 def test_lower_pue_never_worse_under_tco_and_a_power_cap(s, pue):
@@ -209,12 +219,14 @@ def check_top_plans(s: Scenario) -> None:
         assert plan.evaluation.layout.global_batch * s.seq_len <= s.max_batch_tokens
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.one_of(questions("time"), questions("cost", "capex")))
 def test_top_plans_pass_the_evaluator(s):
     check_top_plans(s)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(questions("cost", "cloud"))
 def test_top_plans_in_order_cloud_cost(s):
