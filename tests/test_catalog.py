@@ -236,20 +236,38 @@ def test_new_complete_entry_can_be_added(tmp_path, cat):
 # --- bad input: one-line CatalogError naming the file and the field ------------------
 
 
-def test_unknown_field(tmp_path):
-    path = _write(tmp_path, "gpus:\n  h100-sxm:\n    memry_gb: 80\n")
-    message = _error([path])
-    assert str(path) in message
-    assert "gpus.h100-sxm.memry_gb" in message
-    assert "unknown field" in message
+# A bad override file (its text) and what the one-line message names besides the file.
+BAD_OVERRIDES = {
+    "unknown_field": (
+        "gpus:\n  h100-sxm:\n    memry_gb: 80\n",
+        ["gpus.h100-sxm.memry_gb", "unknown field"],
+    ),
+    "negative_memory": (
+        "gpus:\n  h100-sxm:\n    memory_gb: -80\n",
+        ["gpus.h100-sxm.memory_gb", "-80"],
+    ),
+    "new_entry_with_a_few_fields_is_rejected": (
+        "gpus:\n  tiny:\n    memory_gb: 16\n",
+        ["gpus.tiny.", "missing"],
+    ),
+    "malformed_yaml": ("gpus:\n  h100-sxm: [memory_gb: 80\n", ["YAML syntax error"]),
+    "empty_file": ("", ["empty"]),
+    "unknown_section": ("gpu:\n  h100-sxm:\n    memory_gb: 80\n", ["gpu: unknown section"]),
+    "nic_with_unknown_switch": (
+        "nics:\n  cx7-400g:\n    switch: no-such-switch\n",
+        ["nics.cx7-400g.switch", "no-such-switch"],
+    ),
+    "top_level_not_a_mapping": ("- gpus\n- nics\n", []),
+}
 
 
-def test_negative_memory(tmp_path):
-    path = _write(tmp_path, "gpus:\n  h100-sxm:\n    memory_gb: -80\n")
+@pytest.mark.parametrize("text,needles", list(BAD_OVERRIDES.values()), ids=list(BAD_OVERRIDES))
+def test_bad_override_names_the_file_and_the_field(tmp_path, text, needles):
+    path = _write(tmp_path, text)
     message = _error([path])
     assert str(path) in message
-    assert "gpus.h100-sxm.memory_gb" in message
-    assert "-80" in message
+    for needle in needles:
+        assert needle in message, message
 
 
 def test_new_incomplete_entry_names_the_missing_field(tmp_path, cat):
@@ -260,28 +278,6 @@ def test_new_incomplete_entry_names_the_missing_field(tmp_path, cat):
     assert str(path) in message
     assert "gpus.half-gpu.tdp_w" in message
     assert "missing" in message
-
-
-def test_new_entry_with_a_few_fields_is_rejected(tmp_path):
-    path = _write(tmp_path, "gpus:\n  tiny:\n    memory_gb: 16\n")
-    message = _error([path])
-    assert str(path) in message
-    assert "gpus.tiny." in message
-    assert "missing" in message
-
-
-def test_malformed_yaml(tmp_path):
-    path = _write(tmp_path, "gpus:\n  h100-sxm: [memory_gb: 80\n")
-    message = _error([path])
-    assert str(path) in message
-    assert "YAML syntax error" in message
-
-
-def test_empty_file(tmp_path):
-    path = _write(tmp_path, "")
-    message = _error([path])
-    assert str(path) in message
-    assert "empty" in message
 
 
 def test_directory_given_as_file(tmp_path):
@@ -297,24 +293,3 @@ def test_missing_file(tmp_path):
     message = _error([path])
     assert str(path) in message
     assert "not found" in message
-
-
-def test_unknown_section(tmp_path):
-    path = _write(tmp_path, "gpu:\n  h100-sxm:\n    memory_gb: 80\n")
-    message = _error([path])
-    assert str(path) in message
-    assert "gpu: unknown section" in message
-
-
-def test_nic_with_unknown_switch(tmp_path):
-    path = _write(tmp_path, "nics:\n  cx7-400g:\n    switch: no-such-switch\n")
-    message = _error([path])
-    assert str(path) in message
-    assert "nics.cx7-400g.switch" in message
-    assert "no-such-switch" in message
-
-
-def test_top_level_not_a_mapping(tmp_path):
-    path = _write(tmp_path, "- gpus\n- nics\n")
-    message = _error([path])
-    assert str(path) in message
