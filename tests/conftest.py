@@ -6,6 +6,7 @@ import it, never each other or this file)."""
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 
 from catalog import Catalog, load_catalog
 from models.spec import TransformerSpec
@@ -28,6 +29,11 @@ def catalog(cat: Catalog) -> Catalog:
 def models() -> dict[str, TransformerSpec]:
     """Every built-in model by name."""
     return zoo()
+
+
+@pytest.fixture(scope="session")
+def runner() -> CliRunner:
+    return CliRunner()
 
 
 # --- the slow marker -------------------------------------------------------------------------

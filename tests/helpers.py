@@ -15,8 +15,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from click.testing import CliRunner, Result
 
-from designer.cli import main
+from designer.cli import cli, main
 from designer.questions import build_scenario
 from models.feasibility import divisibility_violations
 from models.spec import TransformerSpec
@@ -31,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
     """Call designer.cli.main like the console script; return (exit code, stdout, stderr)."""
+    capsys.readouterr()  # only this call's output
     with pytest.raises(SystemExit) as info:
         main(args)
         raise SystemExit(0)  # main returns normally on success
@@ -38,6 +40,30 @@ def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
     code = 0 if code is None else code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def run_cli(args: list[str]) -> Result:
+    """Invoke the click group in-process (exceptions propagate: a traceback is a failure)."""
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def one_line(err: str) -> str:
+    """The one line of an error on stderr, without a traceback."""
+    assert "Traceback" not in err
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1, f"stderr is not one line: {err!r}"
+    return lines[0]
+
+
+# The smallest optimize question the CLI tests run (llama2-7b, 20B tokens, a 1M ceiling).
+TINY = [
+    "optimize",
+    "--model", "llama2-7b",
+    "--gpu", "h100-sxm",
+    "--tokens", "20B",
+    "--max-batch-tokens", "1M",
+    "--no-explain",
+]  # fmt: skip
 
 
 def load_bench(script: str, module_name: str) -> ModuleType:

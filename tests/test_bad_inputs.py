@@ -13,19 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_main
+from helpers import TINY, run_main
 
 REPO = Path(__file__).resolve().parent.parent
 BAD = Path("tests/data/bad")  # relative to REPO, the working directory of every test here
-
-TINY = [
-    "optimize",
-    "--model", "llama2-7b",
-    "--gpu", "h100-sxm",
-    "--tokens", "20B",
-    "--max-batch-tokens", "1M",
-    "--no-explain",
-]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)

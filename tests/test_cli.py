@@ -46,11 +46,6 @@ BREAKDOWN_KEYS = {"compute", "bubble", "tp_comm", "cp_comm", "pp_comm", "dp_comm
 # --- helpers ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def runner():
-    return CliRunner()
-
-
 def invoke(runner: CliRunner, args: list[str]):
     result = runner.invoke(cli, args, catch_exceptions=False)
     return result

@@ -6,15 +6,11 @@ import csv
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from designer.cli import cli, main
+from designer.cli import main
+from helpers import run_cli
 
 SMALL = ["--model", "llama2-7b", "--tokens", "100B", "--budget", "2M", "--max-batch-tokens", "1M"]
-
-
-def run(args):
-    return CliRunner().invoke(cli, args, catch_exceptions=False)
 
 
 def exit_code(args, capsys) -> tuple[int, str]:
@@ -24,7 +20,7 @@ def exit_code(args, capsys) -> tuple[int, str]:
 
 
 def test_compare_one_plan_per_gpu_best_first(tmp_path):
-    out = run(
+    out = run_cli(
         [
             "compare",
             *SMALL,
@@ -55,7 +51,7 @@ def test_compare_one_plan_per_gpu_best_first(tmp_path):
 def test_compare_plot_is_a_real_image(tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "compare.png"
-    out = run(
+    out = run_cli(
         [
             "compare",
             *SMALL,
@@ -79,11 +75,11 @@ def test_compare_plot_is_a_real_image(tmp_path):
 
 
 def test_explain_a_saved_plan_and_a_question_file(tmp_path):
-    saved = run(["optimize", *SMALL, "--gpu", "h100-sxm", "--json", "--no-explain"])
+    saved = run_cli(["optimize", *SMALL, "--gpu", "h100-sxm", "--json", "--no-explain"])
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(saved.output)
     first = json.loads(saved.output)["plans"][0]
-    out = run(["explain", str(plan_file), "--json"])
+    out = run_cli(["explain", str(plan_file), "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["plans"][0]["num_gpus"] == first["num_gpus"]
@@ -93,7 +89,7 @@ def test_explain_a_saved_plan_and_a_question_file(tmp_path):
     question.write_text(
         "model: llama2-7b\ntokens: 100B\nbudget: 2M\ngpus: [h100-sxm]\nmax_batch_tokens: 1M\n"
     )
-    out = run(["explain", str(question), "--json"])
+    out = run_cli(["explain", str(question), "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["plans"][0]["time_to_train_days"] == pytest.approx(
         first["time_to_train_days"]
@@ -122,7 +118,7 @@ def test_sweep_writes_one_row_per_scenario_and_resumes(tmp_path):
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
     out_csv = tmp_path / "out.csv"
-    res = run(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
+    res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 4
@@ -136,13 +132,13 @@ def test_sweep_writes_one_row_per_scenario_and_resumes(tmp_path):
     # interrupted sweep: keep two rows, resume runs only the other two
     lines = out_csv.read_text().splitlines()
     out_csv.write_text("\n".join(lines[:3]) + "\n")
-    res = run(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
+    res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
     assert "2 scenarios run" in res.output
     again = list(csv.DictReader(out_csv.open()))
     assert sorted(r["scenario"] for r in again) == sorted(r["scenario"] for r in rows)
     assert len({r["scenario"] for r in again}) == 4
     # nothing left: a second resume runs nothing
-    res = run(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
+    res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
     assert "0 scenarios run" in res.output
 
 
@@ -150,8 +146,8 @@ def test_sweep_parallel_matches_serial(tmp_path):
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
     serial, parallel = tmp_path / "s.csv", tmp_path / "p.csv"
-    run(["sweep", str(study), "--csv", str(serial), "--workers", "1"])
-    run(["sweep", str(study), "--csv", str(parallel), "--workers", "2"])
+    run_cli(["sweep", str(study), "--csv", str(serial), "--workers", "1"])
+    run_cli(["sweep", str(study), "--csv", str(parallel), "--workers", "2"])
 
     def by_id(path):
         return {r["scenario"]: r for r in csv.DictReader(path.open())}
@@ -160,7 +156,7 @@ def test_sweep_parallel_matches_serial(tmp_path):
 
 
 def test_sweep_schema_and_bad_studies(tmp_path, capsys):
-    schema = json.loads(run(["sweep", "--schema"]).output)
+    schema = json.loads(run_cli(["sweep", "--schema"]).output)
     assert "axes" in schema["properties"]
     cases = {
         "axes:\n  budgett: [1M]\n": "budgett",
@@ -189,7 +185,7 @@ def test_breakeven_price_is_where_the_winner_changes():
     at = solve_cpsat(_priced(s, "h200", be.price)).best.objective
     above = solve_cpsat(_priced(s, "h200", be.price * 1.01)).best.objective
     assert at <= rival < above
-    out = run(
+    out = run_cli(
         [
             "breakeven",
             "--model",
@@ -221,8 +217,8 @@ def test_sweep_on_a_local_ray_instance_matches_local(tmp_path):
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
     local, on_ray = tmp_path / "local.csv", tmp_path / "ray.csv"
-    run(["sweep", str(study), "--csv", str(local), "--workers", "1"])
-    res = run(["sweep", str(study), "--csv", str(on_ray), "--executor", "ray"])
+    run_cli(["sweep", str(study), "--csv", str(local), "--workers", "1"])
+    res = run_cli(["sweep", str(study), "--csv", str(on_ray), "--executor", "ray"])
     assert res.exit_code == 0, res.output
 
     def by_id(path):
@@ -255,10 +251,10 @@ def test_monte_carlo_study_draws_reproducible_prices_and_reports_win_shares(tmp_
     study = tmp_path / "mc.yaml"
     study.write_text(MC_STUDY)
     first, second, png = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "wins.png"
-    res = run(["sweep", str(study), "--csv", str(first), "--workers", "2", "--plot", str(png)])
+    res = run_cli(["sweep", str(study), "--csv", str(first), "--workers", "2", "--plot", str(png)])
     assert res.exit_code == 0, res.output
     assert "win_share" in res.output
-    run(["sweep", str(study), "--csv", str(second), "--workers", "1"])
+    run_cli(["sweep", str(study), "--csv", str(second), "--workers", "1"])
     rows = list(csv.DictReader(first.open()))
     assert len(rows) == 6 and sorted(int(r["sample"]) for r in rows) == list(range(6))
     scales = [json.loads(r["price_scales"]) for r in rows]
@@ -284,7 +280,7 @@ def test_price_scale_axis_changes_the_winner(tmp_path, capsys):
         "  gpus: [h100-sxm, h200]\naxes:\n  price_scale: [{h200: 0.5}, {h200: 3.0}]\n"
     )
     out_csv = tmp_path / "p.csv"
-    assert run(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"]).exit_code == 0
+    assert run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"]).exit_code == 0
     winners = {
         json.loads(r["price_scale"])["h200"]: r["gpu"] for r in csv.DictReader(out_csv.open())
     }
@@ -332,7 +328,7 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     proc.wait()
     done_before = [r["scenario"] for r in csv.DictReader(out_csv.open())]
     assert 3 <= len(done_before) < 16
-    res = run(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
+    res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
     assert res.exit_code == 0, res.output
     assert f"{16 - len(done_before)} scenarios run" in res.output
     after = [r["scenario"] for r in csv.DictReader(out_csv.open())]
@@ -344,10 +340,10 @@ def test_resume_drops_a_row_cut_off_mid_write(tmp_path):
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
     out_csv = tmp_path / "out.csv"
-    run(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
+    run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
     lines = out_csv.read_text().splitlines()
     out_csv.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])  # a kill in the middle of row 3
-    res = run(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
+    res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
     assert "2 scenarios run" in res.output
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 4 and all(r["status"] == "optimal" for r in rows)
@@ -360,7 +356,7 @@ def test_price_scale_axis_takes_nic_prices_too(tmp_path):
         "axes:\n  price_scale: [{cx7-400g: 1.0}, {cx7-400g: 20.0}]\n"
     )
     out_csv = tmp_path / "n.csv"
-    assert run(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"]).exit_code == 0
+    assert run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"]).exit_code == 0
     nic = {
         json.loads(r["price_scale"])["cx7-400g"]: r["nic"] for r in csv.DictReader(out_csv.open())
     }

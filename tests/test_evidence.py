@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from catalog import load_catalog
 from catalog.specs import STACKS, Evidence, GPUSpec
-from designer.cli import cli
 from designer.report import CSV_COLUMNS, EVIDENCE_COLUMNS
-from helpers import run_main
+from helpers import run_cli, run_main
 from models import Hardware, Layout, evaluate, resolve_model
 from models.evidence import (
     band,
@@ -79,12 +77,8 @@ def extrapolated() -> str:
     pytest.skip("every catalog GPU has measured runs")
 
 
-def run(args: list[str]):
-    return CliRunner().invoke(cli, args, catch_exceptions=False)
-
-
 def run_json(args: list[str]) -> dict:
-    res = run([*args, "--json"])
+    res = run_cli([*args, "--json"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
@@ -218,7 +212,7 @@ def test_cloud_cost_range_scales_with_time(override):
 
 def test_optimize_csv_appends_the_evidence_columns(override, tmp_path):
     path = tmp_path / "plans.csv"
-    res = run(
+    res = run_cli(
         [
             "optimize",
             *QUESTION,
@@ -263,7 +257,7 @@ def test_optimize_csv_appends_the_evidence_columns(override, tmp_path):
 def test_optimize_text_shows_evidence_and_ranges(override):
     doc = run_json(["optimize", *QUESTION, "--gpu", MEASURED_GPU, "--catalog", str(override)])
     days = doc["plans"][0]["time_to_train_days"]
-    res = run(["optimize", *QUESTION, "--gpu", MEASURED_GPU, "--catalog", str(override)])
+    res = run_cli(["optimize", *QUESTION, "--gpu", MEASURED_GPU, "--catalog", str(override)])
     assert res.exit_code == 0
     out = res.stdout
     assert "measured: 40 runs, mean error 6.1%, worst 18.0%" in out
@@ -285,7 +279,7 @@ def test_optimize_marks_an_extrapolated_gpu(override, extrapolated):
     width = (1 + e["error_hi_pct"] / 100) / (1 + e["error_lo_pct"] / 100)
     assert width >= (1.18 / 0.88) ** 2 - 1e-9
     _check_ranges(plan, e["error_lo_pct"], e["error_hi_pct"])
-    out = run(args).stdout
+    out = run_cli(args).stdout
     assert f"{extrapolated} (extrapolated)" in out
     assert "extrapolated: no measured training run" in out
 
@@ -310,7 +304,7 @@ def test_compare_evidence_any_adds_extrapolated_gpus_marked(override, extrapolat
     for p in doc["plans"]:
         assert {"status", "top_binding", "evidence"} <= set(p)
     path = tmp_path / "compare.csv"
-    res = run([*args, "--csv", str(path)])
+    res = run_cli([*args, "--csv", str(path)])
     assert res.exit_code == 0
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
@@ -398,11 +392,11 @@ def test_evaluate_shows_evidence_and_step_range(override, extrapolated):
     assert e["cost_usd_range"]["cloud"] == pytest.approx(
         [costs["cloud"] / 1.18, costs["cloud"] / 0.88]
     )
-    res = run(args)
+    res = run_cli(args)
     assert res.exit_code == 0
     assert "measured: 40 runs, mean error 6.1%, worst 18.0%" in res.stdout
     assert f"measured range {step / 1.18:.1f}-{step / 0.88:.1f} s" in res.stdout
-    other = run([*args[:4], extrapolated, *args[5:]])
+    other = run_cli([*args[:4], extrapolated, *args[5:]])
     assert f"x {extrapolated} (extrapolated)" in other.stdout
     assert "extrapolated: no measured training run" in other.stdout
 
@@ -425,7 +419,7 @@ def test_sweep_rows_carry_the_evidence(override, extrapolated, tmp_path):
         encoding="utf-8",
     )
     out = tmp_path / "study.csv"
-    res = run(["sweep", str(study), "--csv", str(out), "--workers", "1"])
+    res = run_cli(["sweep", str(study), "--csv", str(out), "--workers", "1"])
     assert res.exit_code == 0, res.output
     with out.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)

@@ -9,11 +9,9 @@ import math
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from catalog import load_catalog
-from designer.cli import cli
-from helpers import run_main
+from helpers import run_cli, run_main
 from models.cost import Cluster, cluster_totals, server_power_w, servers_per_rack
 from models.fabric import fabric_counts, size_fabric
 from models.zoo import zoo
@@ -210,16 +208,13 @@ def test_tco_agrees_with_the_exhaustive_solver(cat, lifetime, objective):
 
 
 # ------------------------------------------------------------------ command line
-def _run(args):
-    return CliRunner().invoke(cli, args, catch_exceptions=False)
-
 
 QUICK = ["--model", "llama2-7b", "--tokens", "200B", "--gpu", "h100-sxm", "--budget", "3M"]
 
 
 def test_bom_csv_and_json_total_equal_the_plan_cost_to_the_cent(tmp_path):
     bom = tmp_path / "bom.csv"
-    r = _run(["optimize", *QUICK, "--no-explain", "--json", "--bom", str(bom)])
+    r = run_cli(["optimize", *QUICK, "--no-explain", "--json", "--bom", str(bom)])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     cost = doc["plans"][0]["cost_usd"]
@@ -240,9 +235,9 @@ def test_bom_csv_and_json_total_equal_the_plan_cost_to_the_cent(tmp_path):
 def test_power_cap_option_binds_in_the_report():
     # ~30 eight-GPU servers, so that a 10% larger cap buys whole servers more
     question = [*QUICK[:-1], "10M"]
-    r = _run(["optimize", *question, "--json"])
+    r = run_cli(["optimize", *question, "--json"])
     used_mw = json.loads(r.output)["bom"]["facility_kw"] / 1000
-    r = _run(["optimize", *question, "--power-cap", f"{used_mw * 0.6:.4f}", "--json"])
+    r = run_cli(["optimize", *question, "--power-cap", f"{used_mw * 0.6:.4f}", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     assert doc["binding"][0]["constraint"] == "power"
@@ -251,7 +246,7 @@ def test_power_cap_option_binds_in_the_report():
 
 
 def test_tco_pricing_and_facility_options():
-    r = _run(
+    r = run_cli(
         [
             "optimize",
             *QUICK,
@@ -295,7 +290,7 @@ def test_bad_facility_options_exit_2_naming_the_option(capsys, args, option):
 def test_catalog_facility_override_and_show(capsys, tmp_path):
     f = tmp_path / "site.yaml"
     f.write_text("facility:\n  pue: 1.1\n  rack_power_kw: 100\n")
-    r = _run(["catalog", "--catalog", str(f), "show", "facility", "--json"])
+    r = run_cli(["catalog", "--catalog", str(f), "show", "facility", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     assert doc["pue"] == 1.1 and doc["rack_power_kw"] == 100 and doc["usd_per_kwh"] == 0.0826
@@ -308,12 +303,12 @@ def test_catalog_facility_override_and_show(capsys, tmp_path):
 
 def test_saved_answer_keeps_the_facility_and_caps(tmp_path):
     args = [*QUICK, "--power-cap", "0.2", "--pricing", "tco", "--pue", "1.1"]
-    r = _run(["optimize", *args, "--lifetime-years", "3", "--no-explain", "--json"])
+    r = run_cli(["optimize", *args, "--lifetime-years", "3", "--no-explain", "--json"])
     assert r.exit_code == 0, r.output
     saved = tmp_path / "plan.json"
     saved.write_text(r.output)
     first = json.loads(r.output)
-    again = json.loads(_run(["explain", str(saved), "--json"]).output)
+    again = json.loads(run_cli(["explain", str(saved), "--json"]).output)
     assert again["question"]["facility"] == first["question"]["facility"]
     assert again["question"]["power_cap_mw"] == 0.2
     assert again["plans"][0]["cost_usd"] == pytest.approx(first["plans"][0]["cost_usd"])
@@ -322,7 +317,7 @@ def test_saved_answer_keeps_the_facility_and_caps(tmp_path):
         "model: llama2-7b\ntokens: 200B\ngpus: [h100-sxm]\nbudget: 3M\n"
         "power_cap: 0.2\npricing: tco\npue: 1.1\nlifetime_years: 3\n"
     )
-    from_file = json.loads(_run(["explain", str(question), "--json"]).output)
+    from_file = json.loads(run_cli(["explain", str(question), "--json"]).output)
     assert from_file["plans"][0]["cost_usd"] == pytest.approx(first["plans"][0]["cost_usd"])
 
 

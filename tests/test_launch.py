@@ -22,7 +22,7 @@ from designer.launch.script import command_from_script
 from designer.launch.torchtitan_config import torchtitan_sections
 from designer.launch.vocab import FRAMEWORKS, flag_index, vocabulary
 from designer.questions import build_scenario
-from helpers import run_main
+from helpers import one_line, run_main
 from models import Hardware, evaluate
 from models.zoo import zoo
 from solvers import Config
@@ -505,13 +505,6 @@ OPT = [
     "--max-gpus",
     "64",
 ]
-
-
-def one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = err.strip("\n").split("\n")
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

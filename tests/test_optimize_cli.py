@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from designer.cli import cli, main
+from designer.cli import cli
 from designer.report import EVIDENCE_COLUMNS
+from helpers import one_line, run_main
 from solvers import PLAN_COLUMNS
 
 PLAN_KEYS = [
@@ -67,34 +68,10 @@ INFEASIBLE = ["optimize", "--model", "llama2-70b", "--gpu", "h100-sxm", "--budge
 # --- helpers ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def runner() -> CliRunner:
-    return CliRunner()
-
-
 def invoke_json(runner: CliRunner, args: list[str], code: int = 0) -> dict:
     result = runner.invoke(cli, [*args, "--json"], catch_exceptions=False)
     assert result.exit_code == code, result.output
     return json.loads(result.stdout)
-
-
-def run_main(capsys, args: list[str]) -> tuple[int, str, str]:
-    """Call designer.cli.main like the console script; return (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as info:
-        main(args)
-        raise SystemExit(0)  # main returns normally on success
-    code = info.value.code
-    code = 0 if code is None else code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = err.strip("\n").split("\n")
-    assert len(lines) == 1, f"stderr is not one line: {err!r}"
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from catalog import load_catalog
 from designer.numbers import parse_days, parse_quantity
-from helpers import run_main
+from helpers import TINY, run_main
 from models import TransformerSpec, zoo
 from solvers import Scenario, SolveResult, solve_cpsat, solve_exhaustive
 
@@ -258,15 +258,6 @@ def test_top_plans_cloud_cost_example():
 
 
 # --- the CLI: scale invariance and determinism -----------------------------------------------
-
-TINY = [
-    "optimize",
-    "--model", "llama2-7b",
-    "--gpu", "h100-sxm",
-    "--tokens", "20B",
-    "--max-batch-tokens", "1M",
-    "--no-explain",
-]  # fmt: skip
 
 
 def answer(capsys, args: list[str]) -> dict:
