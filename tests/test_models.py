@@ -213,25 +213,42 @@ def test_hf_config_missing_key(tmp_path, missing):
     assert missing in message
 
 
-def test_malformed_yaml(tmp_path):
-    path = _write(tmp_path / "bad.yaml", "layers: [80\nhidden: 8192\n")
+# A bad model file (name, text) and what the one-line message names besides the file.
+BAD_MODEL_FILES = {
+    "malformed_yaml": ("bad.yaml", "layers: [80\nhidden: 8192\n", ["syntax"]),
+    "malformed_json": ("bad.json", '{"layers": 80,, }', ["syntax"]),
+    "empty_file": ("empty.yaml", "", ["empty"]),
+    "unknown_field": (
+        "typo.yaml",
+        "layers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 16\nnum_expertz: 8\n",
+        ["num_expertz", "unknown field"],
+    ),
+    "missing_designer_field": (
+        "partial.yaml",
+        "layers: 2\nhidden: 64\nheads: 4\nvocab: 100\n",
+        ["seq_len"],
+    ),
+    "bad_field_value": (
+        "neg.yaml",
+        "layers: -2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 16\n",
+        ["layers"],
+    ),
+    **{
+        f"non_mapping_top_level-{i}": ("list.yaml", text, ["mapping"])
+        for i, text in enumerate(["- layers: 2\n- hidden: 64\n", "just a string\n", "42\n"])
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "name,text,needles", list(BAD_MODEL_FILES.values()), ids=list(BAD_MODEL_FILES)
+)
+def test_bad_model_file_names_the_file_and_the_field(tmp_path, name, text, needles):
+    path = _write(tmp_path / name, text)
     message = _model_error(path)
     assert str(path) in message
-    assert "syntax" in message
-
-
-def test_malformed_json(tmp_path):
-    path = _write(tmp_path / "bad.json", '{"layers": 80,, }')
-    message = _model_error(path)
-    assert str(path) in message
-    assert "syntax" in message
-
-
-def test_empty_file(tmp_path):
-    path = _write(tmp_path / "empty.yaml", "")
-    message = _model_error(path)
-    assert str(path) in message
-    assert "empty" in message
+    for needle in needles:
+        assert needle in message, message
 
 
 def test_directory(tmp_path):
@@ -244,41 +261,6 @@ def test_missing_file(tmp_path):
     path = tmp_path / "nope.yaml"
     with pytest.raises(ModelError, match="not found"):
         resolve_model(str(path))
-
-
-def test_unknown_field(tmp_path):
-    path = _write(
-        tmp_path / "typo.yaml",
-        "layers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 16\nnum_expertz: 8\n",
-    )
-    message = _model_error(path)
-    assert str(path) in message
-    assert "num_expertz" in message
-    assert "unknown field" in message
-
-
-def test_missing_designer_field(tmp_path):
-    path = _write(tmp_path / "partial.yaml", "layers: 2\nhidden: 64\nheads: 4\nvocab: 100\n")
-    message = _model_error(path)
-    assert str(path) in message
-    assert "seq_len" in message
-
-
-def test_bad_field_value(tmp_path):
-    path = _write(
-        tmp_path / "neg.yaml", "layers: -2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 16\n"
-    )
-    message = _model_error(path)
-    assert str(path) in message
-    assert "layers" in message
-
-
-@pytest.mark.parametrize("text", ["- layers: 2\n- hidden: 64\n", "just a string\n", "42\n"])
-def test_non_mapping_top_level(tmp_path, text):
-    path = _write(tmp_path / "list.yaml", text)
-    message = _model_error(path)
-    assert str(path) in message
-    assert "mapping" in message
 
 
 def test_unknown_zoo_name():

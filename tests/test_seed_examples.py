@@ -45,6 +45,12 @@ seq_len: 4096
 """
 
 
+# The seed's Llama 2 70B layout on H100s (E1, E2)
+LLAMA2_70B_TP8_PP4_DP4 = (
+    "evaluate --model llama2-70b --tp 8 --pp 4 --dp 4 --global-batch 1024".split()
+)
+
+
 def run(args):
     result = CliRunner().invoke(cli, args)
     return result
@@ -63,24 +69,7 @@ def test_e1_training_compute():
 
 
 def test_e1_via_cli():
-    out = run(
-        [
-            "evaluate",
-            "--model",
-            "llama2-70b",
-            "--tp",
-            "8",
-            "--pp",
-            "4",
-            "--dp",
-            "4",
-            "--global-batch",
-            "1024",
-            "--tokens",
-            "2T",
-            "--json",
-        ]
-    )
+    out = run([*LLAMA2_70B_TP8_PP4_DP4, "--tokens", "2T", "--json"])
     assert out.exit_code == 0, out.output
     flops = json.loads(out.output)["training_flops_6nd"]
     # Llama-2-70B's exact architecture has 68.98e9 parameters; the article rounds to 70e9.
@@ -138,24 +127,7 @@ def test_e2_via_cli_tp_bandwidth(article_catalog):
 
 
 def test_e2_h100_tp8_is_fine_via_cli():
-    out = json.loads(
-        run(
-            [
-                "evaluate",
-                "--model",
-                "llama2-70b",
-                "--tp",
-                "8",
-                "--pp",
-                "4",
-                "--dp",
-                "4",
-                "--global-batch",
-                "1024",
-                "--json",
-            ]
-        ).output
-    )
+    out = json.loads(run([*LLAMA2_70B_TP8_PP4_DP4, "--json"]).output)
     assert "tp_bandwidth" not in {v["constraint"] for v in out["violations"]}
 
 
