@@ -102,28 +102,22 @@ def test_flash_attention_keeps_scores_out_of_hbm(h100, spec):
     assert plain[1] / plain[0] > 2.05
 
 
+def coefficients(h100, spec, **calibration):
+    """The step coefficients of LAYOUT at 4K tokens on an H100 with ``calibration`` changed."""
+    gpu = with_cal(h100, **calibration).gpu
+    return step_coefficients(spec, Layout(**LAYOUT), 4096, gpu, h100.network, Assumptions())
+
+
 def test_tp_overlap_hides_its_fraction(h100, spec):
-    lay = Layout(**LAYOUT)
-    a = Assumptions()
-    none = step_coefficients(
-        spec, lay, 4096, with_cal(h100, tp_overlap_fraction=0.0).gpu, h100.network, a
-    )
-    half = step_coefficients(
-        spec, lay, 4096, with_cal(h100, tp_overlap_fraction=0.5).gpu, h100.network, a
-    )
+    none = coefficients(h100, spec, tp_overlap_fraction=0.0)
+    half = coefficients(h100, spec, tp_overlap_fraction=0.5)
     assert none.tp_mb_s > 0
     assert half.tp_mb_s == pytest.approx(none.tp_mb_s / 2)
 
 
 def test_pp_overlap_hides_its_fraction_of_the_sends(h100, spec):
-    lay = Layout(**LAYOUT)
-    a = Assumptions()
-    none = step_coefficients(
-        spec, lay, 4096, with_cal(h100, pp_overlap_fraction=0.0).gpu, h100.network, a
-    )
-    most = step_coefficients(
-        spec, lay, 4096, with_cal(h100, pp_overlap_fraction=0.75).gpu, h100.network, a
-    )
+    none = coefficients(h100, spec, pp_overlap_fraction=0.0)
+    most = coefficients(h100, spec, pp_overlap_fraction=0.75)
     assert most.pp_send_bytes == pytest.approx(none.pp_send_bytes / 4)
     assert most.pp_send_intra_s == pytest.approx(none.pp_send_intra_s / 4)
 
