@@ -273,17 +273,22 @@ def test_monte_carlo_study_draws_reproducible_prices_and_reports_win_shares(tmp_
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def sweep_rows(tmp_path, study_text: str) -> list[dict]:
+    """Run ``designer sweep`` on a study (one worker) and read back its CSV rows."""
+    study, out_csv = tmp_path / "study.yaml", tmp_path / "sweep.csv"
+    study.write_text(study_text)
+    res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    return list(csv.DictReader(out_csv.open()))
+
+
 def test_price_scale_axis_changes_the_winner(tmp_path, capsys):
-    study = tmp_path / "prices.yaml"
-    study.write_text(
+    rows = sweep_rows(
+        tmp_path,
         "base:\n  model: llama2-7b\n  tokens: 100B\n  budget: 2M\n  max_batch_tokens: 1M\n"
-        "  gpus: [h100-sxm, h200]\naxes:\n  price_scale: [{h200: 0.5}, {h200: 3.0}]\n"
+        "  gpus: [h100-sxm, h200]\naxes:\n  price_scale: [{h200: 0.5}, {h200: 3.0}]\n",
     )
-    out_csv = tmp_path / "p.csv"
-    assert run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"]).exit_code == 0
-    winners = {
-        json.loads(r["price_scale"])["h200"]: r["gpu"] for r in csv.DictReader(out_csv.open())
-    }
+    winners = {json.loads(r["price_scale"])["h200"]: r["gpu"] for r in rows}
     assert winners == {0.5: "h200", 3.0: "h100-sxm"}
     bad = tmp_path / "bad.yaml"
     bad.write_text("axes:\n  price_scale: [{h200: -1}]\n")
@@ -350,14 +355,10 @@ def test_resume_drops_a_row_cut_off_mid_write(tmp_path):
 
 
 def test_price_scale_axis_takes_nic_prices_too(tmp_path):
-    study = tmp_path / "nics.yaml"
-    study.write_text(
+    rows = sweep_rows(
+        tmp_path,
         "base:\n  model: llama2-7b\n  tokens: 100B\n  budget: 2M\n  max_batch_tokens: 1M\n  gpus: [h100-sxm]\n"
-        "axes:\n  price_scale: [{cx7-400g: 1.0}, {cx7-400g: 20.0}]\n"
+        "axes:\n  price_scale: [{cx7-400g: 1.0}, {cx7-400g: 20.0}]\n",
     )
-    out_csv = tmp_path / "n.csv"
-    assert run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"]).exit_code == 0
-    nic = {
-        json.loads(r["price_scale"])["cx7-400g"]: r["nic"] for r in csv.DictReader(out_csv.open())
-    }
+    nic = {json.loads(r["price_scale"])["cx7-400g"]: r["nic"] for r in rows}
     assert nic[1.0] == "cx7-400g" and nic[20.0] != "cx7-400g"
