@@ -11,6 +11,7 @@ from designer.cli import main
 from helpers import run_cli
 
 SMALL = ["--model", "llama2-7b", "--tokens", "100B", "--budget", "2M", "--max-batch-tokens", "1M"]
+COMPARE_H100_H200 = ["compare", *SMALL, "--gpu", "h100-sxm", "--gpu", "h200"]
 
 
 def exit_code(args, capsys) -> tuple[int, str]:
@@ -21,19 +22,7 @@ def exit_code(args, capsys) -> tuple[int, str]:
 
 def test_compare_one_plan_per_gpu_best_first(tmp_path):
     out = run_cli(
-        [
-            "compare",
-            *SMALL,
-            "--gpu",
-            "h100-sxm",
-            "--gpu",
-            "h200",
-            "--gpu",
-            "a100-80gb",
-            "--json",
-            "--csv",
-            str(tmp_path / "c.csv"),
-        ]
+        [*COMPARE_H100_H200, "--gpu", "a100-80gb", "--json", "--csv", str(tmp_path / "c.csv")]
     )
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
@@ -51,19 +40,7 @@ def test_compare_one_plan_per_gpu_best_first(tmp_path):
 def test_compare_plot_is_a_real_image(tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "compare.png"
-    out = run_cli(
-        [
-            "compare",
-            *SMALL,
-            "--gpu",
-            "h100-sxm",
-            "--gpu",
-            "h200",
-            "--no-explain",
-            "--plot",
-            str(png),
-        ]
-    )
+    out = run_cli([*COMPARE_H100_H200, "--no-explain", "--plot", str(png)])
     assert out.exit_code == 0, out.output
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
