@@ -17,8 +17,8 @@ the rounded-up share with fewer layers on the first and last ranks; one per
 (p, v)), and the even split
 that does not divide stays only for a relaxed ``divisibility``; CP only for
 sequences of at least 8,192 tokens. Virtual stages: every count up to
-MAX_VIRTUAL_STAGES with a Megatron-LM split (vp_options); micro-batches: powers of
-two up to MICRO_BATCH_CAP, stopping past the first size that fits at no DP degree.
+the question's max_virtual_stages with a Megatron-LM split (vp_options); micro-batches: powers of
+two up to the batch ceiling, stopping past the first size that fits at no DP degree.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from models.memory import memory_terms, usable_memory_gb
 from models.pipeline import EVEN, Split, uneven_splits
 from models.scaleup import tp_limit
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
-from solvers.scenario import GPU_CAP, Scenario
+from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES, GPU_CAP, Scenario
 
 
 class Shape(NamedTuple):
@@ -90,30 +90,33 @@ def pipeline_splits(layers: int, pp: int, vp: int) -> tuple[Split, ...]:
     return ((EVEN,) if vp == 1 else ()) + uneven_splits(layers, pp, vp)
 
 
-MICRO_BATCH_CAP = 32  # the largest micro-batch size the space tries (a power of two)
+MICRO_BATCH_CAP = 1024  # a sanity bound: memory or the batch ceiling stops the search first
 STRUCTURAL_MICRO_BATCHES = (1, 2, 4, 8)  # always enumerated (blocked shapes, explain)
 
 
-MAX_VIRTUAL_STAGES = 5  # the solve-time targets allow no more (README "What the space leaves out")
-
-
-def vp_options(layers: int, pp: int) -> list[int]:
+def vp_options(layers: int, pp: int, most: int = DEFAULT_MAX_VIRTUAL_STAGES) -> list[int]:
     """The virtual-stage counts searched for ``pp`` stages: 1, and with pp > 1 every
-    v up to MAX_VIRTUAL_STAGES (and one layer a chunk) for which Megatron-LM has a split
-    (pipeline_splits: v divides each rank's layers, the even split when p x v divides
-    them, else an uneven one)."""
+    v up to ``most`` (the question's ``max_virtual_stages``) and one layer a chunk for
+    which Megatron-LM has a split (pipeline_splits: v divides each rank's layers, the
+    even split when p x v divides them, else an uneven one)."""
     if pp == 1:
         return [1]
-    top = min(MAX_VIRTUAL_STAGES, layers // pp)
+    top = min(most, layers // pp)
     return [v for v in range(1, top + 1) if pipeline_splits(layers, pp, v)]
 
 
 def micro_batch_options(scenario: Scenario) -> tuple[int, ...]:
-    """The micro-batch sizes tried: the question's own, or every power of two up to
-    MICRO_BATCH_CAP, smallest first (the enumeration stops past the first that never fits)."""
+    """The micro-batch sizes tried: the question's own, or every power of two up to what
+    the enforced batch ceiling admits at DP 1 and one micro-batch per step (at least the
+    structural sizes, at most MICRO_BATCH_CAP), smallest first; the enumeration stops past
+    the first size that fits memory at no DP degree, so memory sets the real limit."""
     if scenario.micro_batches is not None:
         return scenario.micro_batches
-    return tuple(powers_of_two(MICRO_BATCH_CAP))
+    limit = MICRO_BATCH_CAP
+    if scenario.active("batch_ceiling"):
+        by_ceiling = int(scenario.ceiling_tokens // scenario.seq_len)
+        limit = min(limit, max(STRUCTURAL_MICRO_BATCHES[-1], by_ceiling))
+    return tuple(powers_of_two(limit))
 
 
 @dataclass(frozen=True)
@@ -325,8 +328,9 @@ def _space_key(scenario: Scenario) -> tuple:
         scenario.precisions,
         tuple(sorted(scenario.unmeasured)),
         scenario.recompute_modes,
-        scenario.micro_batches,
+        micro_batch_options(scenario),
         scenario.virtual_stages,
+        scenario.max_virtual_stages,
         scenario.assumptions.model_dump_json(),
         tuple(scenario.active(f) for f in STRUCTURAL_FAMILIES),
         scenario.memory_scale,
@@ -386,7 +390,9 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                 if tp * cp > 2 * gpu.server.scale_up_domain_gpus:
                     continue
                 for pp in pp_options(spec.layers):
-                    vps = scenario.virtual_stages or vp_options(spec.layers, pp)
+                    vps = scenario.virtual_stages or vp_options(
+                        spec.layers, pp, scenario.max_virtual_stages
+                    )
                     for vp in vps:
                         for split in pipeline_splits(spec.layers, pp, vp):
                             # memory grows with the micro-batch: (recompute, precision) -> the

@@ -28,8 +28,13 @@ def test_vp_options_cover_megatron_counts_up_to_the_cap():
     assert space.vp_options(40, 8) == [1, 2, 5]
     assert space.vp_options(40, 1) == [1]
     assert space.vp_options(40, 40) == [1]
-    assert all(v <= space.MAX_VIRTUAL_STAGES for p in (2, 4) for v in space.vp_options(96, p))
+    assert all(v <= 5 for p in (2, 4) for v in space.vp_options(96, p))
     assert 3 in space.vp_options(96, 2) and 4 in space.vp_options(96, 2)
+    # Llama 3 405B's published PP 8 x VP 8 (126 layers + embedding and loss = 128 slots),
+    # searched when the question asks for up to 8 virtual stages
+    assert 8 not in space.vp_options(126, 8)
+    assert 8 in space.vp_options(126, 8, most=8)
+    assert max(space.vp_options(126, 7, most=64)) == 18  # one layer a chunk at most
 
 
 def test_pp8_vp5_for_forty_layers_is_in_the_space_and_chosen(cat):
@@ -40,6 +45,22 @@ def test_pp8_vp5_for_forty_layers_is_in_the_space_and_chosen(cat):
     assert got.status == "optimal"
     lay = got.best.evaluation.layout
     assert (lay.pp, lay.vp) == (8, 5)
+    ref = solve_exhaustive(s)
+    assert ref.plans[0].objective == pytest.approx(got.plans[0].objective, rel=1e-3)
+
+
+def test_max_virtual_stages_widens_the_space_and_both_solvers_search_it(cat):
+    s = forty_scenario(cat, max_virtual_stages=10)
+    shapes = {(c.shape.pp, c.shape.vp) for c in space.enumerate_candidates(s)}
+    assert (4, 10) in shapes and (4, 10) not in {
+        (c.shape.pp, c.shape.vp) for c in space.enumerate_candidates(forty_scenario(cat))
+    }
+    got = solve_cpsat(s, time_limit_s=30)
+    assert got.status == "optimal"
+    # the wider space can only help, and both solvers agree on it
+    assert got.plans[0].objective <= solve_cpsat(forty_scenario(cat)).plans[0].objective * (
+        1 + 1e-9
+    )
     ref = solve_exhaustive(s)
     assert ref.plans[0].objective == pytest.approx(got.plans[0].objective, rel=1e-3)
 
@@ -64,7 +85,13 @@ def test_micro_batches_grow_while_memory_allows(cat):
     s = forty_scenario(cat, spec=small, seq_len=1024, max_batch_tokens=None, max_gpus=None)
     cands = space.enumerate_candidates(s)
     sizes = {c.shape.micro_batch for c in cands}
-    assert max(sizes) == space.MICRO_BATCH_CAP  # a small model fits every size tried
+    fit = {c.shape.micro_batch for c in cands if c.dp_min_memory}
+    assert max(fit) > 32  # a small model fits micro-batches far beyond the old cap of 32
+    # the search stops one size past the largest that fits, or at the sanity cap
+    assert max(sizes) == min(2 * max(fit), space.MICRO_BATCH_CAP)
+    # the batch ceiling bounds the sizes tried: b <= ceiling / seq_len at DP 1, m 1
+    capped = forty_scenario(cat, spec=small, seq_len=1024, max_batch_tokens=64 * 1024)
+    assert max(c.shape.micro_batch for c in space.enumerate_candidates(capped)) == 64
     big = forty_scenario(cat, max_gpus=None, max_batch_tokens=None)
     fits = {c.shape.micro_batch for c in space.enumerate_candidates(big) if c.dp_min_memory}
     tried = {c.shape.micro_batch for c in space.enumerate_candidates(big)}
