@@ -25,6 +25,7 @@ from designer.cli_options import (
     EVALUATE_OPTIONS,
     JSON_OPTION,
     apply,
+    file_option,
 )
 from designer.errors import Infeasible, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
@@ -236,12 +237,10 @@ def _answer(
     help="Optimize for an existing Megatron-LM command's model, GPU count and global batch, "
     "and show what would change.",
 )
-@click.option(
+@file_option(
     "--bom",
     "bom_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the best plan's bill of materials as CSV (one line per item, then the total, "
+    "Write the best plan's bill of materials as CSV (one line per item, then the total, "
     "equal to the plan's capex).",
 )
 @click.pass_context
@@ -305,12 +304,10 @@ def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | N
 @cli.command("compare")
 @question_options
 @apply(ANSWER_OPTIONS)
-@click.option(
+@file_option(
     "--plot",
     "plot_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Draw time to train and cost per GPU type (PNG or SVG; needs matplotlib).",
+    "Draw time to train and cost per GPU type (PNG or SVG; needs matplotlib).",
 )
 def compare_cmd(time_limit, explain, as_json, csv_file, plot_file, **question) -> None:
     """The same question once per GPU type: the best plan on each, best first."""
@@ -357,19 +354,13 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
 @click.option(
     "--schema", "show_schema", is_flag=True, help="Print the study file's JSON Schema and exit."
 )
-@click.option(
-    "--csv",
-    "csv_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Results, one row per scenario [default: STUDY.csv beside the study].",
+@file_option(
+    "--csv", "csv_file", "Results, one row per scenario [default: STUDY.csv beside the study]."
 )
-@click.option(
+@file_option(
     "--plot",
     "plot_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Draw cost against time to train per GPU type (PNG or SVG; needs matplotlib).",
+    "Draw cost against time to train per GPU type (PNG or SVG; needs matplotlib).",
 )
 @click.option("--resume", is_flag=True, help="Skip scenarios already in the CSV.")
 @click.option("--executor", type=click.Choice(("local", "ray")), default="local", show_default=True)

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import click
 
-from catalog.specs import DEFAULT_STACK, STACKS
 from designer.numbers import Quantity
-from designer.question import DEFAULT_HEADROOM, DEFAULT_RESERVED_GB
+from designer.question import field_option
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 
 CATALOG_OPTION = click.option(
@@ -20,6 +19,26 @@ CATALOG_OPTION = click.option(
     type=click.Path(path_type=Path),
     help="YAML file of entries that add to or override the built-in catalog (repeatable).",
 )
+
+
+def _count(flag: str, default: int | None, help: str) -> Callable:
+    """A positive whole-number option (a degree, a size); its default shown when it has one."""
+    return click.option(
+        flag,
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+def file_option(flag: str, param: str, help: str) -> Callable:
+    """An option naming a file to write (``--csv``, ``--plot``, ``--bom``)."""
+    return click.option(
+        flag, param, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help
+    )
+
+
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -44,49 +63,21 @@ EVALUATE_OPTIONS = [
     ),
     click.option("--gpu", default="h100-sxm", show_default=True, help="Catalog GPU name."),
     CATALOG_OPTION,
-    click.option(
-        "--tp",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Tensor-parallel degree.",
-    ),
-    click.option(
-        "--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages."
-    ),
-    click.option(
-        "--dp",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Data-parallel degree.",
-    ),
-    click.option(
-        "--cp",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Context-parallel degree.",
-    ),
-    click.option(
-        "--vp",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Virtual pipeline chunks per stage.",
-    ),
-    click.option(
+    _count("--tp", 1, "Tensor-parallel degree."),
+    _count("--pp", 1, "Pipeline stages."),
+    _count("--dp", 1, "Data-parallel degree."),
+    _count("--cp", 1, "Context-parallel degree."),
+    _count("--vp", 1, "Virtual pipeline chunks per stage."),
+    _count(
         "--first-stage-layers",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Transformer layers on the first pipeline stage, the rest split evenly "
+        None,
+        "Transformer layers on the first pipeline stage, the rest split evenly "
         "(Megatron-LM --decoder-first-pipeline-num-layers).",
     ),
-    click.option(
+    _count(
         "--last-stage-layers",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Transformer layers on the last pipeline stage "
+        None,
+        "Transformer layers on the last pipeline stage "
         "(Megatron-LM --decoder-last-pipeline-num-layers).",
     ),
     click.option(
@@ -103,25 +94,9 @@ EVALUATE_OPTIONS = [
         help="Count the output layer and loss as one layer when splitting the pipeline "
         "(Megatron-LM --account-for-loss-in-pipeline-split).",
     ),
-    click.option(
-        "--micro-batch",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Sequences per micro-batch.",
-    ),
-    click.option(
-        "--global-batch",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Sequences per step [default: micro-batch x dp x pp].",
-    ),
-    click.option(
-        "--seq-len",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Sequence length [default: the model's].",
-    ),
+    _count("--micro-batch", 1, "Sequences per micro-batch."),
+    _count("--global-batch", None, "Sequences per step [default: micro-batch x dp x pp]."),
+    _count("--seq-len", None, "Sequence length [default: the model's]."),
     click.option(
         "--recompute", type=click.Choice(RECOMPUTE_MODES), default="selective", show_default=True
     ),
@@ -139,55 +114,29 @@ EVALUATE_OPTIONS = [
     click.option(
         "--nic", default=None, help="Catalog NIC [default: fastest the server's PCIe supports]."
     ),
-    click.option(
-        "--nics-per-node",
-        type=click.IntRange(min=1),
-        default=None,
-        help="NICs per server [default: its slots].",
-    ),
+    _count("--nics-per-node", None, "NICs per server [default: its slots]."),
     click.option(
         "--tokens",
         type=Quantity(),
         default=None,
         help="Training tokens, e.g. 2T (for time and cost).",
     ),
-    click.option(
-        "--dp-overlap",
-        type=click.FloatRange(0, 1),
-        default=0.0,
-        show_default=True,
-        help="Fraction of the last backward that hides DP traffic.",
-    ),
-    click.option(
-        "--memory-overhead",
-        type=click.FloatRange(0, 1),
-        default=0.0,
-        show_default=True,
-        help="Allocator fragmentation and temporaries, fraction of tensor memory "
+    field_option("dp_overlap"),
+    field_option(
+        "memory_overhead",
+        "Allocator fragmentation and temporaries, fraction of tensor memory "
         "(counted in memory 'other'; Megatron's own estimate uses 0.05).",
     ),
-    click.option(
-        "--reserved-gb",
-        type=click.FloatRange(min=0),
-        default=DEFAULT_RESERVED_GB,
-        show_default=True,
-        help="Fixed GB per GPU for the CUDA context and NCCL buffers (in memory 'other'); "
+    field_option(
+        "reserved_gb",
+        "Fixed GB per GPU for the CUDA context and NCCL buffers (in memory 'other'); "
         "0 with --headroom 0 gives the seed's tensor-only rule.",
     ),
-    click.option(
-        "--headroom",
-        type=click.FloatRange(0, 1, max_open=True),
-        default=DEFAULT_HEADROOM,
-        show_default=True,
-        help="Fraction of GPU memory kept free (allocator fragmentation, uncounted peaks).",
+    field_option(
+        "headroom",
+        "Fraction of GPU memory kept free (allocator fragmentation, uncounted peaks).",
     ),
-    click.option(
-        "--stack",
-        type=click.Choice(STACKS),
-        default=DEFAULT_STACK,
-        show_default=True,
-        help="Software stack whose calibrated profile predicts the step time.",
-    ),
+    field_option("stack"),
     click.option(
         "--from-megatron",
         "from_megatron",
@@ -215,12 +164,6 @@ ANSWER_OPTIONS = [
         help="Price the binding constraints, or explain a conflict.",
     ),
     JSON_OPTION,
-    click.option(
-        "--csv",
-        "csv_file",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="Write the plans as CSV.",
-    ),
+    file_option("--csv", "csv_file", "Write the plans as CSV."),
 ]
 """How optimize, compare and breakeven answer: after the question's options."""

@@ -41,21 +41,8 @@ IMPORTED_LAYOUT_OPTIONS = {
     "precision": "--precision",
 }
 # the Layout's fields, named as evaluate's options name them
-LAYOUT_FIELDS = (
-    "tp",
-    "pp",
-    "dp",
-    "cp",
-    "vp",
-    "micro_batch",
-    "recompute",
-    "sequence_parallel",
-    "zero",
-    "precision",
-    "first_stage_layers",
-    "last_stage_layers",
-    "embedding_in_split",
-    "loss_in_split",
+LAYOUT_FIELDS = tuple(
+    k for k in IMPORTED_LAYOUT_OPTIONS if k not in ("model_name", "global_batch", "seq_len")
 )
 
 

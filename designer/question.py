@@ -437,7 +437,8 @@ def _click_type(name: str, meta: Meta) -> Any:
     return None
 
 
-def _option(name: str) -> Callable:
+def field_option(name: str, help: str | None = None) -> Callable:
+    """The click option of one question field (``help`` where a command says more)."""
     meta, info = META[name], Question.model_fields[name]
     multiple = info.annotation in (list[str], dict[str, int])
     default = info.default if meta.cli_default is _SAME else meta.cli_default
@@ -449,12 +450,12 @@ def _option(name: str) -> Callable:
         default=None if multiple else default,
         show_default=not multiple and default is not None,
         metavar=meta.metavar,
-        help=info.description,
+        help=help or info.description,
     )
 
 
 def question_options(f: Callable) -> Callable:
     """Click options for every question field, in declaration order."""
     for name in reversed(QUESTION_FIELDS):
-        f = _option(name)(f)
+        f = field_option(name)(f)
     return f

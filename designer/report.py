@@ -96,13 +96,7 @@ def evidence_row(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _num(v: float | None) -> str:
-    if v is None:
-        return "inf"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    if abs(v) >= 1:
-        return f"{v:.1f}"
-    return f"{v:.3g}"
+    return "inf" if v is None else render.number(v, ".1f")
 
 
 def span(rng: list | None) -> str:
