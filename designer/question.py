@@ -8,7 +8,10 @@ itself, validated by pydantic), and the ``question`` object of a saved answer
 question into a solver Scenario is ``designer.questions.build_scenario``.
 
 A new question field is one entry below: its annotation with a ``Meta`` and, where the
-Scenario keeps it under another name, how the saved answer writes and reads it.
+Scenario keeps it under another name, how the saved answer writes and reads it. The
+facility constants and the planning assumptions take their bounds from the models that
+hold them (catalog.specs.Facility, models.layout.Assumptions) through ``_facility`` and
+``_assumption``.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.specs import FABRICS
+from catalog.specs import FABRICS, Facility
 from designer.errors import UsageError
 from designer.numbers import Days, Quantity
+from models.layout import Assumptions
 
 if TYPE_CHECKING:
     from solvers import Scenario
@@ -85,8 +89,54 @@ class Meta:
     legacy: Any = _SAME
 
 
-def _facility(name: str) -> Callable[[Scenario], Any]:
-    return lambda s: getattr(s.catalog.facility, name)
+# help of the facility flags (their bounds are the catalog's: catalog.specs.Facility)
+FACILITY_HELP = {
+    "pue": "Power usage effectiveness [default: the catalog's facility, 1.25].",
+    "usd_per_kwh": "Electricity price for --pricing tco [default: 0.0826].",
+    "rack_power_kw": "Power limit per rack [default: 42 kW].",
+    "oversubscription": "Leaf down:up ratio of the fat tree [default: 1, non-blocking].",
+    "lifetime_years": "--pricing tco charges capex x training time / lifetime "
+    "[default: all of it].",
+}
+
+
+def _bounds(info: Any) -> dict[str, Any]:
+    """The numeric bounds (ge, gt, le, lt) of a pydantic field."""
+    return {
+        k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le", "lt") if hasattr(m, k)
+    }
+
+
+def _facility(name: str, unit: str = "") -> Any:
+    """A facility constant the question may override (default: the catalog's): the
+    catalog's bounds, the flag named after it, its key under the answer's ``facility``."""
+    info = Field(None, description=FACILITY_HELP[name], **_bounds(Facility.model_fields[name]))
+    save = lambda s: getattr(s.catalog.facility, name)  # noqa: E731
+    info.metadata.append(
+        Meta("--" + name.replace("_", "-"), unit, answer=f"facility.{name}", save=save)
+    )
+    return info
+
+
+# help of the planning-assumption flags
+ASSUMPTION_HELP = {
+    "--dp-overlap": "Fraction of the last backward that hides DP traffic.",
+    "--memory-overhead": "Allocator fragmentation and temporaries, fraction of tensor memory.",
+    "--reserved-gb": "Fixed GB per GPU for the CUDA context and NCCL buffers.",
+    "--headroom": "Fraction of GPU memory a plan keeps free (0 with --reserved-gb 0: the "
+    "seed's rule).",
+}
+
+
+def _assumption(flag: str, attr: str, unit: str, default: float) -> Any:
+    """A planning assumption (``attr`` of models.layout.Assumptions, with its bounds); answers
+    saved before the reserved memory and the headroom were planned without them (0)."""
+    info = Field(
+        default, description=ASSUMPTION_HELP[flag], **_bounds(Assumptions.model_fields[attr])
+    )
+    save = lambda s: getattr(s.assumptions, attr)  # noqa: E731
+    info.metadata.append(Meta(flag, unit, save=save, legacy=0.0))
+    return info
 
 
 def _fabric_name(s: Scenario) -> str:
@@ -153,59 +203,12 @@ class Question(BaseModel):
         Meta("--max-racks", "racks", click_type=Quantity(integer=True)),
         Field(description="Cap on the number of racks."),
     ] = None
-    pue: Annotated[
-        float | None,
-        Meta("--pue", answer="facility.pue", save=_facility("pue")),
-        Field(
-            ge=1,
-            le=5,
-            description="Power usage effectiveness [default: the catalog's facility, 1.25].",
-        ),
-    ] = None
-    usd_per_kwh: Annotated[
-        float | None,
-        Meta(
-            "--usd-per-kwh", "USD/kWh", answer="facility.usd_per_kwh", save=_facility("usd_per_kwh")
-        ),
-        Field(ge=0, le=100, description="Electricity price for --pricing tco [default: 0.0826]."),
-    ] = None
-    rack_power_kw: Annotated[
-        float | None,
-        Meta(
-            "--rack-power-kw",
-            "kW",
-            answer="facility.rack_power_kw",
-            save=_facility("rack_power_kw"),
-        ),
-        Field(gt=0, le=10_000, description="Power limit per rack [default: 42 kW]."),
-    ] = None
-    oversubscription: Annotated[
-        float | None,
-        Meta(
-            "--oversubscription",
-            answer="facility.oversubscription",
-            save=_facility("oversubscription"),
-        ),
-        Field(
-            ge=1,
-            le=16,
-            description="Leaf down:up ratio of the fat tree [default: 1, non-blocking].",
-        ),
-    ] = None
-    lifetime_years: Annotated[
-        float | None,
-        Meta(
-            "--lifetime-years",
-            "years",
-            answer="facility.lifetime_years",
-            save=_facility("lifetime_years"),
-        ),
-        Field(
-            gt=0,
-            le=50,
-            description="--pricing tco charges capex x training time / lifetime [default: all of it].",
-        ),
-    ] = None
+    # the facility constants a question may override, with the catalog's bounds
+    pue: float | None = _facility("pue")
+    usd_per_kwh: float | None = _facility("usd_per_kwh", "USD/kWh")
+    rack_power_kw: float | None = _facility("rack_power_kw", "kW")
+    oversubscription: float | None = _facility("oversubscription")
+    lifetime_years: float | None = _facility("lifetime_years", "years")
     gpus: Annotated[
         list[str],
         Meta("--gpu"),
@@ -279,46 +282,17 @@ class Question(BaseModel):
             "ones marked)."
         ),
     ] = "measured"
-    dp_overlap: Annotated[
-        float,
-        Meta("--dp-overlap", "fraction", save=lambda s: s.assumptions.dp_overlap, legacy=0.0),
-        Field(ge=0, le=1, description="Fraction of the last backward that hides DP traffic."),
-    ] = 0.0
-    memory_overhead: Annotated[
-        float,
-        Meta(
-            "--memory-overhead",
-            "fraction",
-            save=lambda s: s.assumptions.memory_overhead_fraction,
-            legacy=0.0,
-        ),
-        Field(
-            ge=0,
-            le=1,
-            description="Allocator fragmentation and temporaries, fraction of tensor memory.",
-        ),
-    ] = 0.0
-    reserved_gb: Annotated[
-        float,
-        # answers saved before the reserved memory and the headroom were planned without them
-        Meta("--reserved-gb", "GB", save=lambda s: s.assumptions.runtime_reserved_gb, legacy=0.0),
-        Field(ge=0, description="Fixed GB per GPU for the CUDA context and NCCL buffers."),
-    ] = DEFAULT_RESERVED_GB
-    headroom: Annotated[
-        float,
-        Meta(
-            "--headroom",
-            "fraction",
-            save=lambda s: s.assumptions.memory_headroom_fraction,
-            legacy=0.0,
-        ),
-        Field(
-            ge=0,
-            lt=1,
-            description="Fraction of GPU memory a plan keeps free (0 with --reserved-gb 0: the "
-            "seed's rule).",
-        ),
-    ] = DEFAULT_HEADROOM
+    # planning assumptions (models.layout.Assumptions, with its bounds)
+    dp_overlap: float = _assumption("--dp-overlap", "dp_overlap", "fraction", 0.0)
+    memory_overhead: float = _assumption(
+        "--memory-overhead", "memory_overhead_fraction", "fraction", 0.0
+    )
+    reserved_gb: float = _assumption(
+        "--reserved-gb", "runtime_reserved_gb", "GB", DEFAULT_RESERVED_GB
+    )
+    headroom: float = _assumption(
+        "--headroom", "memory_headroom_fraction", "fraction", DEFAULT_HEADROOM
+    )
     fabric: Annotated[
         Literal["ib", "ethernet", "any"],
         Meta("--fabric", save=_fabric_name),

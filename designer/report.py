@@ -21,15 +21,17 @@ def _evidence():
 
 
 CSV_COLUMNS = [*PLAN_COLUMNS, "top_binding"]
-EVIDENCE_COLUMNS = [
-    "evidence",
-    "evidence_runs",
-    "evidence_mape_pct",
-    "step_time_s_lo",
-    "step_time_s_hi",
-    "days_lo",
-    "days_hi",
-]
+# each evidence column of the CSVs: the evidence object's key, and the end of its range
+_EVIDENCE_CELLS: dict[str, tuple[str, int | None]] = {
+    "evidence": ("status", None),
+    "evidence_runs": ("runs", None),
+    "evidence_mape_pct": ("mape_pct", None),
+    "step_time_s_lo": ("step_time_s_range", 0),
+    "step_time_s_hi": ("step_time_s_range", 1),
+    "days_lo": ("days_range", 0),
+    "days_hi": ("days_range", 1),
+}
+EVIDENCE_COLUMNS = list(_EVIDENCE_CELLS)
 """Appended after the contract's columns (optimize, compare, sweep, explain CSVs)."""
 
 
@@ -82,17 +84,10 @@ def plan_entry(s: Scenario, plan, rank: int) -> dict[str, Any]:
 
 def evidence_row(doc: dict[str, Any]) -> dict[str, Any]:
     """The CSV's evidence columns from an evidence object."""
-    step = doc.get("step_time_s_range") or [None, None]
-    days = doc.get("days_range") or [None, None]
-    return {
-        "evidence": doc["status"],
-        "evidence_runs": doc["runs"],
-        "evidence_mape_pct": doc["mape_pct"],
-        "step_time_s_lo": step[0],
-        "step_time_s_hi": step[1],
-        "days_lo": days[0],
-        "days_hi": days[1],
-    }
+    row = {}
+    for column, (key, end) in _EVIDENCE_CELLS.items():
+        row[column] = doc[key] if end is None else (doc.get(key) or [None, None])[end]
+    return row
 
 
 def _num(v: float | None) -> str:
