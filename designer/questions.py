@@ -22,7 +22,9 @@ from designer.question import (
     EVIDENCE_CHOICES,
     FLAG_FIELDS,
     META,
+    QUESTION_FIELDS,
     Question,
+    answer_key,
 )
 from models import Assumptions, TransformerSpec, resolve_model
 from solvers import FAMILIES, Scenario, SolveResult
@@ -47,7 +49,8 @@ __all__ = [
     "scenario_from_options",
 ]
 QuestionFile = Question  # the question file is the question (its earlier name)
-FACILITY_OPTIONS = ("pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years")
+# the question's facility constants (their answer keys are under `facility`)
+FACILITY_OPTIONS = tuple(n for n in QUESTION_FIELDS if answer_key(n).startswith("facility."))
 
 
 _CATALOGS: dict[tuple[Any, tuple], Any] = {}
@@ -115,10 +118,7 @@ def build_scenario(
     precisions = ("bf16", "fp8") if precision == "any" else (precision,)
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
-    if precision == "fp8":
-        chosen = tuple(g for g in chosen if cat.gpu(g).dense_fp8_tflops is not None)
-        if not chosen:
-            raise UsageError("none of the chosen GPUs supports fp8", "--precision")
+    chosen = _with_precision(cat, chosen, precision)
     try:
         return Scenario(
             spec=spec,
@@ -263,6 +263,15 @@ def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
             "--evidence",
         )
     return chosen, frozenset((g, p) for g in chosen for p in precisions) - measured
+
+
+def _with_precision(cat, chosen: tuple[str, ...], precision: str) -> tuple[str, ...]:
+    """The chosen GPUs that train in the precision (fp8 needs fp8 tensor cores)."""
+    if precision == "fp8":
+        chosen = tuple(g for g in chosen if cat.gpu(g).dense_fp8_tflops is not None)
+        if not chosen:
+            raise UsageError("none of the chosen GPUs supports fp8", "--precision")
+    return chosen
 
 
 def _with_fitting_nics(cat, chosen, nics, fabric: str, explicit: bool) -> tuple[str, ...]:
