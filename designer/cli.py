@@ -20,6 +20,7 @@ from designer import render_catalog, report
 from designer.answer import explain as explain_result
 from designer.answer import no_plan, saved_plan, write_file
 from designer.cli_options import (
+    ANSWER_KEYS,
     ANSWER_OPTIONS,
     CATALOG_OPTION,
     EVALUATE_OPTIONS,
@@ -261,9 +262,6 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
     if bom_file is not None and res.best is not None:
         write_file(bom_file, report.bom_csv_text(res.best), "--bom")
     _answer(scenario, res, explain, time_limit, as_json, csv_file, extra, launch)
-
-
-ANSWER_KEYS = ("time_limit", "explain", "as_json", "csv_file")  # ANSWER_OPTIONS' parameters
 
 
 @cli.command("export")

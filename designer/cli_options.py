@@ -167,3 +167,4 @@ ANSWER_OPTIONS = [
     file_option("--csv", "csv_file", "Write the plans as CSV."),
 ]
 """How optimize, compare and breakeven answer: after the question's options."""
+ANSWER_KEYS = ("time_limit", "explain", "as_json", "csv_file")  # their parameters
