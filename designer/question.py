@@ -14,8 +14,6 @@ hold them (catalog.specs.Facility, models.layout.Assumptions) through ``_facilit
 ``_assumption``.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +82,7 @@ class Meta:
     cli_default: Any = _SAME
     metavar: str | None = None
     answer: str | None = None
-    save: Callable[[Scenario], Any] | None = None
+    save: Callable[["Scenario"], Any] | None = None
     load: Callable[[Any], Any] | None = None
     legacy: Any = _SAME
 
@@ -139,12 +137,12 @@ def _assumption(flag: str, attr: str, unit: str, default: float) -> Any:
     return info
 
 
-def _fabric_name(s: Scenario) -> str:
+def _fabric_name(s: "Scenario") -> str:
     return next(k for k, v in FABRICS.items() if v == s.fabric)
 
 
 SuffixNumber = float | str  # a number, or text with the CLI's suffixes (30M, 2T)
-_FIELD = ConfigDict(extra="forbid")
+_FIELD = ConfigDict(extra="forbid", defer_build=True)  # validators built on first use
 
 
 class Question(BaseModel):
@@ -301,7 +299,7 @@ class Question(BaseModel):
 
     # ------------------------------------------------------------ the saved answer
     @classmethod
-    def from_answer(cls, saved: dict[str, Any]) -> Question:
+    def from_answer(cls, saved: dict[str, Any]) -> "Question":
         """The question a saved answer's ``question`` object asked (``answer_question``'s
         inverse); absent keys take their ``legacy`` value. KeyError, TypeError or
         ValueError on a malformed object."""
@@ -323,7 +321,7 @@ class Question(BaseModel):
 
     # ------------------------------------------------------------ the command line
     @classmethod
-    def from_options(cls, params: dict[str, Any]) -> Question:
+    def from_options(cls, params: dict[str, Any]) -> "Question":
         """The question from click's parameters (``question_options``); a model given as a
         TransformerSpec (optimize --from-megatron) is kept as its fields."""
         values: dict[str, Any] = {}
@@ -367,7 +365,7 @@ def _lookup(doc: dict[str, Any], key: str) -> tuple[bool, Any]:
     return last in doc, doc.get(last)
 
 
-def answer_question(s: Scenario) -> dict[str, Any]:
+def answer_question(s: "Scenario") -> dict[str, Any]:
     """A saved answer's ``question``: every question field under its answer key, as the
     Scenario holds it, plus the model's name and size and the (GPU, precision) pairs the
     search skipped for want of measured runs."""
