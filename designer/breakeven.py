@@ -8,24 +8,20 @@ found to ``rel`` precision (README "designer breakeven").
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
+from designer.errors import UsageError
+from designer.pricing import gpu_price, with_prices
 from solvers import Scenario, SolveResult, solve_cpsat
 
 
 def _priced(scenario: Scenario, gpu: str, price: float) -> Scenario:
-    cat = scenario.catalog
-    field = "cloud_usd_per_gpu_hour" if scenario.pricing == "cloud" else "price_usd"
-    spec = cat.gpus[gpu].model_copy(update={field: price})
-    return scenario.with_changes(
-        catalog=dataclasses.replace(cat, gpus={**cat.gpus, gpu: spec}), gpus=(gpu,)
-    )
+    return with_prices(scenario, {gpu: price}, {}).with_changes(gpus=(gpu,))
 
 
 def catalog_price(scenario: Scenario, gpu: str) -> float:
-    g = scenario.catalog.gpu(gpu)
-    return g.cloud_usd_per_gpu_hour if scenario.pricing == "cloud" else g.price_usd
+    return gpu_price(scenario, gpu)
 
 
 @dataclass
@@ -74,3 +70,18 @@ def breakeven(
         else:
             bad = mid
     return Breakeven(gpu, against, base, good, wins(at_base), rival, good_res, (lo, hi))
+
+
+def breakeven_question(question: dict[str, Any], against: str) -> tuple[Scenario, str]:
+    """The question's Scenario over the candidate (its one --gpu) and the rival, and the
+    candidate's name; click's parameters in (designer.question)."""
+    from designer.questions import scenario_from_options
+
+    gpus = tuple(question.get("gpus") or ())
+    if len(gpus) != 1:
+        raise UsageError(
+            "give exactly one GPU type to price (and the rival with --against)", "--gpu"
+        )
+    if against == gpus[0]:
+        raise UsageError("pick a GPU type other than --gpu", "--against")
+    return scenario_from_options({**question, "gpus": (gpus[0], against)}), gpus[0]

@@ -1,8 +1,21 @@
 """Errors the CLI turns into exit codes (ModelError and CatalogError are usage errors)."""
 
+from __future__ import annotations
+
 
 class UsageError(ValueError):
-    """Bad input: exit code 2."""
+    """Bad input: exit code 2. ``option`` names the input at fault (a flag such as
+    ``--gpu``, or ``FILE: field``) as data, and ``detail`` says what is wrong and the fix;
+    ``str(err)`` is the one line the CLI prints: ``option: detail``."""
+
+    def __init__(self, detail: str, option: str | None = None) -> None:
+        self.option = option
+        self.detail = detail
+        super().__init__(f"{option}: {detail}" if option else detail)
+
+    def renamed(self, option: str) -> UsageError:
+        """The same error, blamed on another name for the input (a question file's field)."""
+        return UsageError(self.detail, option)
 
 
 class Infeasible(RuntimeError):

@@ -45,7 +45,26 @@ def parse_days(text: str) -> float:
     return parse_quantity(raw)
 
 
-class Quantity(click.ParamType):
+class _Positive(click.ParamType):
+    """A positive number parsed from text by ``parse`` (numbers pass as they are)."""
+
+    def parse(self, text: str) -> float:
+        raise NotImplementedError
+
+    def positive(self, value, param, ctx) -> float:
+        if isinstance(value, (int, float)):
+            out = float(value)
+        else:
+            try:
+                out = self.parse(value)
+            except ValueError as err:
+                self.fail(str(err), param, ctx)
+        if out <= 0:
+            self.fail(f"{value!r} must be positive", param, ctx)
+        return out
+
+
+class Quantity(_Positive):
     """A positive number with an optional K/M/B/T suffix."""
 
     name = "number"
@@ -53,16 +72,11 @@ class Quantity(click.ParamType):
     def __init__(self, integer: bool = False) -> None:
         self.integer = integer
 
+    def parse(self, text: str) -> float:
+        return parse_quantity(text)
+
     def convert(self, value, param, ctx):
-        if isinstance(value, (int, float)):
-            out = float(value)
-        else:
-            try:
-                out = parse_quantity(value)
-            except ValueError as err:
-                self.fail(str(err), param, ctx)
-        if out <= 0:
-            self.fail(f"{value!r} must be positive", param, ctx)
+        out = self.positive(value, param, ctx)
         if self.integer:
             if abs(out - round(out)) > 1e-9 * max(1.0, out):
                 self.fail(f"{value!r} must be a whole number", param, ctx)
@@ -70,19 +84,16 @@ class Quantity(click.ParamType):
         return out
 
 
-class Days(click.ParamType):
+class Days(_Positive):
     """A positive duration in days: '90d', '36h' or a plain number of days."""
 
     name = "days"
 
+    def parse(self, text: str) -> float:
+        try:
+            return parse_days(text)
+        except ValueError as err:
+            raise ValueError(str(err).replace("use K, M, B or T", "use d or h")) from err
+
     def convert(self, value, param, ctx):
-        if isinstance(value, (int, float)):
-            out = float(value)
-        else:
-            try:
-                out = parse_days(value)
-            except ValueError as err:
-                self.fail(str(err).replace("use K, M, B or T", "use d or h"), param, ctx)
-        if out <= 0:
-            self.fail(f"{value!r} must be positive", param, ctx)
-        return out
+        return self.positive(value, param, ctx)

@@ -25,6 +25,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
@@ -42,18 +43,16 @@ MODERN_STACK = "megatron-core"
 
 # the row's GPU as printed -> (catalog GPU, NIC, NICs per server): the scale-out NICs the
 # server ships with (catalog ServerSpec.nics / nic_counts; tests check each fits)
+_HGX = "cx7-400g", 8  # an HGX-style server: eight 400G NICs
+_A100 = ("a100-80gb", "cx6-200g", 8)
 GPU_NAMES = {
-    "H100-SXM-80GB": ("h100-sxm", "cx7-400g", 8),
-    "H100": ("h100-sxm", "cx7-400g", 8),
-    "H200": ("h200", "cx7-400g", 8),
-    "B200": ("b200", "cx7-400g", 8),
+    **dict.fromkeys(("H100-SXM-80GB", "H100"), ("h100-sxm", *_HGX)),
+    "H200": ("h200", *_HGX),
+    "B200": ("b200", *_HGX),
     "GB200": ("gb200", "cx7-400g", 4),
-    "A100-80GB-SXM": ("a100-80gb", "cx6-200g", 8),
-    "A100-SXM": ("a100-80gb", "cx6-200g", 8),
-    "A100-80GB": ("a100-80gb", "cx6-200g", 8),
-    "A100": ("a100-80gb", "cx6-200g", 8),
-    "MI300X": ("mi300x", "cx7-400g", 8),
-    "MI325X": ("mi325x", "cx7-400g", 8),
+    **dict.fromkeys(("A100-80GB-SXM", "A100-SXM", "A100-80GB", "A100"), _A100),
+    "MI300X": ("mi300x", *_HGX),
+    "MI325X": ("mi325x", *_HGX),
     "Gaudi3": ("gaudi3", "gaudi3-roce", 6),
 }
 # frameworks other than Megatron-Core / NeMo (and vendors' ports of Megatron-LM) are other
@@ -195,32 +194,33 @@ def _measured_step(
     return gb * seq * per_token / (tflops * 1e12 * gpus), how
 
 
-def parse_row(
-    row: dict[str, str], catalog: Catalog, origin: str = FILES[0]
-) -> PublishedRun | Skipped:
-    """A run to evaluate, or why the row cannot be evaluated."""
-    name, printed_gpu = row["name"].strip(), row["gpu"].strip()
+def _skip_reason(row: dict[str, str], catalog: Catalog) -> str | None:
+    """Why a row names no run the designer can evaluate (its model, stack or GPU)."""
+    printed_gpu = row["gpu"].strip()
     if "moe" in row["model_family"].lower() or _int(row["ep"]):
-        return Skipped(name, printed_gpu, "mixture of experts: not modelled yet (issue 17)")
+        return "mixture of experts: not modelled yet (issue 17)"
     framework = (row.get("framework") or "").strip()
     if OTHER_STACK.search(row["model_family"]) or OTHER_STACK.search(framework):
-        return Skipped(name, printed_gpu, "JAX/XLA stack (MaxText, PaXML): no profile")
+        return "JAX/XLA stack (MaxText, PaXML): no profile"
     if framework and not MEGATRON_FAMILY.search(framework):
-        return Skipped(name, printed_gpu, f"stack {framework.split('(')[0].strip()}: no profile")
+        return f"stack {framework.split('(')[0].strip()}: no profile"
     if printed_gpu not in GPU_NAMES or GPU_NAMES[printed_gpu][0] not in catalog.gpus:
-        return Skipped(name, printed_gpu, f"GPU {printed_gpu!r} is not in the catalog")
-    gpu, nic, nics = GPU_NAMES[printed_gpu]
+        return f"GPU {printed_gpu!r} is not in the catalog"
+    return None
+
+
+def _degrees(row: dict[str, str], assumed: list[str]) -> dict[str, int] | str:
+    """GPUs, TP, PP, CP, DP, micro-batch, VP, global batch and sequence of a row (what it
+    leaves out assumed, and noted), or why they cannot be read."""
     gpus, tp, pp = _int(row["num_gpus"]), _int(row["tp"]), _int(row["pp"])
     gb, seq = _int(row["global_batch"]), _int(row["seq_len"])
-    if None in (gpus, tp, pp, gb, seq):
-        return Skipped(name, printed_gpu, "layout not given (GPUs, TP, PP, global batch or seq)")
-    assert gpus and tp and pp and gb and seq
+    if gpus is None or tp is None or pp is None or gb is None or seq is None:
+        return "layout not given (GPUs, TP, PP, global batch or seq)"
     cp = _int(row["cp"]) or 1
-    assumed: list[str] = []
-    if gpus % (tp * pp * cp) and _int(row["dp"]) is None:
-        return Skipped(name, printed_gpu, f"{gpus} GPUs are not a multiple of TP x PP x CP")
-    dp = gpus // (tp * pp * cp)
     printed_dp = _int(row["dp"])
+    if gpus % (tp * pp * cp) and printed_dp is None:
+        return f"{gpus} GPUs are not a multiple of TP x PP x CP"
+    dp = gpus // (tp * pp * cp)
     if printed_dp is not None and printed_dp != dp:
         if _num(row["step_time_s"]):
             # a published step time goes with the GPU count (the row's MFU uses it)
@@ -235,42 +235,77 @@ def parse_row(
         assumed.append("micro-batch not given: 1")
     vp = _int(row["virtual_pp"])
     if vp is None and pp > 1 and "interleaved pp schedule" in row["notes"].lower():
-        return Skipped(name, printed_gpu, "interleaved pipeline whose virtual size is not given")
+        return "interleaved pipeline whose virtual size is not given"
     if vp is None:
         vp = 1
         if pp > 1:
             assumed.append("virtual pipeline not given: 1")
     if gb % (mb * dp):
-        return Skipped(name, printed_gpu, f"global batch {gb} is not a multiple of mb x dp")
-    spec = _spec(row, tp)
-    if isinstance(spec, str):
-        return Skipped(name, printed_gpu, spec)
-    precision = _precision(row["precision"])
+        return f"global batch {gb} is not a multiple of mb x dp"
+    return {
+        "gpus": gpus,
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "dp": dp,
+        "mb": mb,
+        "vp": vp,
+        "gb": gb,
+        "seq": seq,
+    }
+
+
+def _split(layers: int, pp: int, vp: int, assumed: list[str]) -> dict[str, Any] | str:
+    """The Layout's pipeline-split fields: even, or the first uneven split Megatron-LM runs."""
     first, last, emb, loss = EVEN
-    if spec.layers % (pp * vp):
-        splits = uneven_splits(spec.layers, pp, vp)
+    if layers % (pp * vp):
+        splits = uneven_splits(layers, pp, vp)
         if not splits:
-            return Skipped(name, printed_gpu, f"no Megatron split of {spec.layers} layers")
+            return f"no Megatron split of {layers} layers"
         first, last, emb, loss = splits[0]
         assumed.append(f"uneven split as Megatron-LM runs it: {splits[0]}")
+    return {
+        "first_stage_layers": first or None,
+        "last_stage_layers": last or None,
+        "embedding_in_split": emb,
+        "loss_in_split": loss,
+    }
+
+
+def parse_row(
+    row: dict[str, str], catalog: Catalog, origin: str = FILES[0]
+) -> PublishedRun | Skipped:
+    """A run to evaluate, or why the row cannot be evaluated."""
+    name, printed_gpu = row["name"].strip(), row["gpu"].strip()
+    assumed: list[str] = []
+    reason = _skip_reason(row, catalog)
+    d = _degrees(row, assumed) if reason is None else reason
+    if isinstance(d, str):
+        return Skipped(name, printed_gpu, d)
+    gpu, nic, nics = GPU_NAMES[printed_gpu]
+    spec = _spec(row, d["tp"])
+    if isinstance(spec, str):
+        return Skipped(name, printed_gpu, spec)
+    split = _split(spec.layers, d["pp"], d["vp"], assumed)
+    if isinstance(split, str):
+        return Skipped(name, printed_gpu, split)
+    precision = _precision(row["precision"])
     layout = Layout(
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        vp=vp,
-        micro_batch=mb,
-        global_batch=gb,
+        tp=d["tp"],
+        pp=d["pp"],
+        dp=d["dp"],
+        cp=d["cp"],
+        vp=d["vp"],
+        micro_batch=d["mb"],
+        global_batch=d["gb"],
         recompute=_recompute(row["recompute"], gpu, assumed),
         zero=1,
         precision=precision,
-        first_stage_layers=first or None,
-        last_stage_layers=last or None,
-        embedding_in_split=emb,
-        loss_in_split=loss,
+        **split,
     )
+    seq = d["seq"]
     peak = catalog.gpu(gpu).peak_tflops(precision)
-    measured = _measured_step(row, spec, gb, seq, gpus, peak)
+    measured = _measured_step(row, spec, d["gb"], seq, d["gpus"], peak)
     if measured is None:
         return Skipped(name, printed_gpu, "no step time, throughput, TFLOP/s or MFU")
     return PublishedRun(

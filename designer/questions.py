@@ -1,38 +1,56 @@
-"""Build a solver Scenario from the command line's options, translating bad input into UsageError."""
+"""Turn a question (designer.question) into a solver Scenario, translating bad input into
+UsageError that names the option, or the question file and its field."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from catalog import CatalogError, load_catalog
 from catalog.files import read_document
 from catalog.specs import DEFAULT_STACK, FABRICS
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
-from models import Assumptions, ModelError, TransformerSpec, resolve_model
+from designer.question import (
+    DEFAULT_HEADROOM,
+    DEFAULT_MODEL,
+    DEFAULT_RESERVED_GB,
+    DEFAULT_TOKENS,
+    EVIDENCE_CHOICES,
+    FLAG_FIELDS,
+    META,
+    QUESTION_FIELDS,
+    Question,
+    answer_key,
+)
+from models import Assumptions, TransformerSpec, resolve_model
 from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS
 
 if TYPE_CHECKING:
+    from catalog import Catalog
     from solvers.plan import Config
 
-DEFAULT_MODEL = "llama2-70b"
-FACILITY_OPTIONS = ("pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years")
-DEFAULT_TOKENS = 2e12
-EVIDENCE_CHOICES = ("measured", "any")
-# Planning defaults for memory the tensors do not account for (README "Memory headroom").
-# Reserved: CUDA context and cuBLAS/Transformer Engine workspaces (~0.5-1 GB) plus NCCL's
-# buffers, measured at 544-688 MB per communicator on 4 x A100 (NVIDIA/nccl#964, 2023-08)
-# and 1.6 GB for one communicator, ~6 GB for three or more with default channels
-# (NVIDIA/nccl#864, 2023-06); a Megatron job holds TP, PP, DP and (with CP) CP groups.
-DEFAULT_RESERVED_GB = 3.0
-# Headroom: the PyTorch caching allocator's fragmentation (reserved but unallocated
-# blocks) and peaks outside the model's count; 5% of the GPU kept free.
-DEFAULT_HEADROOM = 0.05
+__all__ = [
+    "DEFAULT_HEADROOM",
+    "DEFAULT_MODEL",
+    "DEFAULT_RESERVED_GB",
+    "DEFAULT_TOKENS",
+    "EVIDENCE_CHOICES",
+    "QuestionFile",
+    "build_question",
+    "build_scenario",
+    "cached_catalog",
+    "evaluate_config",
+    "load_question_file",
+    "scenario_from_options",
+]
+QuestionFile = Question  # the question file is the question (its earlier name)
+# the question's facility constants (their answer keys are under `facility`)
+FACILITY_OPTIONS = tuple(n for n in QUESTION_FIELDS if answer_key(n).startswith("facility."))
 
 
 _CATALOGS: dict[tuple[Any, tuple], Any] = {}
@@ -83,103 +101,24 @@ def build_scenario(
     fabric: str = "any",
     power_cap: float | None = None,
     max_racks: int | None = None,
-    pue: float | None = None,
-    usd_per_kwh: float | None = None,
-    rack_power_kw: float | None = None,
-    oversubscription: float | None = None,
-    lifetime_years: float | None = None,
     stack: str = DEFAULT_STACK,
     evidence: str = "measured",
+    **facility: float | None,
 ) -> Scenario:
+    """The Scenario a question asks (keyword arguments: the question's fields, parsed;
+    ``facility``: pue, usd_per_kwh, rack_power_kw, oversubscription, lifetime_years)."""
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
-    cat = cached_catalog(tuple(catalog_files))
-    if evidence not in EVIDENCE_CHOICES:
-        raise UsageError(f"--evidence: unknown value {evidence!r}; use measured or any")
-    try:
-        cat = cat.with_stack(stack)
-    except CatalogError as err:
-        raise UsageError(f"--stack: {err}") from err
-    facility = {
-        "pue": pue,
-        "usd_per_kwh": usd_per_kwh,
-        "rack_power_kw": rack_power_kw,
-        "oversubscription": oversubscription,
-        "lifetime_years": lifetime_years,
-    }
-    for name, value in facility.items():
-        if value is not None:
-            try:
-                cat = cat.with_facility(**{name: value})
-            except ValidationError as err:
-                msg = err.errors()[0]["msg"]
-                raise UsageError(f"--{name.replace('_', '-')}: {msg} (got {value!r})") from err
-    if power_cap is not None and power_cap <= 0:
-        raise UsageError(f"--power-cap: must be positive MW (got {power_cap!r})")
-    if max_racks is not None and max_racks < 1:
-        raise UsageError(f"--max-racks: must allow at least one rack (got {max_racks!r})")
-    for g in gpus:
-        if g not in cat.gpus:
-            raise UsageError(f"--gpu: unknown GPU {g!r}; choose from {', '.join(sorted(cat.gpus))}")
-    for g, cap in (gpu_caps or {}).items():
-        if g not in cat.gpus:
-            raise UsageError(
-                f"--gpu-cap: unknown GPU {g!r}; choose from {', '.join(sorted(cat.gpus))}"
-            )
-        if int(cap) < 1:
-            raise UsageError(f"--gpu-cap: {g}={cap} must allow at least one GPU")
-    for n in nics:
-        if n not in cat.nics:
-            raise UsageError(f"--nic: unknown NIC {n!r}; choose from {', '.join(sorted(cat.nics))}")
-    for f in ignore:
-        if f not in FAMILIES:
-            raise UsageError(
-                f"--ignore: unknown constraint {f!r}; choose from {', '.join(FAMILIES)}"
-            )
-    if objective is None:
-        objective = "time" if budget is not None or deadline is None else "cost"
-    if objective == "time" and budget is None and max_gpus is None and not gpu_caps:
-        raise UsageError(
-            "--budget: the time objective needs a budget (or --max-gpus); e.g. --budget 30M"
-        )
-    if objective == "cost" and deadline is None:
-        raise UsageError("--deadline: the cost objective needs a deadline; e.g. --deadline 90d")
-    ceiling = DEFAULT_MAX_BATCH_TOKENS if max_batch_tokens is None else max_batch_tokens
+    cat = _question_catalog(tuple(catalog_files), stack, facility)
+    gpu_caps = gpu_caps or {}
+    _check_names(cat, gpus, gpu_caps, nics, ignore, evidence, fabric)
+    _check_limits(power_cap, max_racks, headroom)
+    objective = _objective(objective, budget, deadline, max_gpus, gpu_caps)
     s = seq_len or spec.seq_len
-    if ceiling < s:
-        raise UsageError(
-            f"--max-batch-tokens: {ceiling:,.0f} is below one sequence of {s:,} tokens"
-        )
-    if min_batch_tokens is not None and min_batch_tokens > ceiling:
-        raise UsageError("--min-batch-tokens: the floor is above the ceiling (--max-batch-tokens)")
-    if fabric not in FABRICS:
-        raise UsageError(f"--fabric: unknown fabric {fabric!r}; use one of {', '.join(FABRICS)}")
-    if not 0 <= headroom < 1:
-        raise UsageError(f"--headroom: must be a fraction in [0, 1) (got {headroom!r})")
+    ceiling = _batch_ceiling(max_batch_tokens, min_batch_tokens, s)
     precisions = ("bf16", "fp8") if precision == "any" else (precision,)
-    unmeasured: frozenset[tuple[str, str]] = frozenset()
-    if gpus:
-        chosen = tuple(gpus)
-    elif evidence == "any":
-        chosen = tuple(cat.gpus)
-    else:  # the GPUs, and precisions, with measured runs under the stack
-        measured = {
-            (g, p)
-            for g, gpu_spec in cat.gpus.items()
-            for p in precisions
-            if gpu_spec.evidence is not None and p in gpu_spec.evidence.precisions
-        }
-        chosen = tuple(g for g in cat.gpus if any((g, p) in measured for p in precisions))
-        unmeasured = frozenset((g, p) for g in chosen for p in precisions) - measured
-        if not chosen:
-            raise UsageError(
-                f"--evidence: no catalog GPU has measured {'/'.join(precisions)} runs under "
-                f"stack {stack}; pass --evidence any, --precision any or name GPUs with --gpu"
-            )
+    chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
-    if precision == "fp8":
-        chosen = tuple(g for g in chosen if cat.gpu(g).dense_fp8_tflops is not None)
-        if not chosen:
-            raise UsageError("--precision: none of the chosen GPUs supports fp8")
+    chosen = _with_precision(cat, chosen, precision)
     try:
         return Scenario(
             spec=spec,
@@ -190,14 +129,13 @@ def build_scenario(
             nics=tuple(nics) if nics else tuple(cat.nics),
             objective=objective,
             pricing=pricing,
-            power_cap_mw=power_cap,
-            max_racks=max_racks,
             budget_usd=budget,
             deadline_days=deadline,
+            gpu_caps=tuple(sorted((g, int(c)) for g, c in gpu_caps.items())),
             max_gpus=max_gpus,
-            gpu_caps=tuple(sorted((g, int(c)) for g, c in (gpu_caps or {}).items())),
+            power_cap_mw=power_cap,
+            max_racks=max_racks,
             max_batch_tokens=ceiling,
-            min_batch_tokens=min_batch_tokens,
             precisions=precisions,
             assumptions=Assumptions(
                 dp_overlap=dp_overlap,
@@ -205,6 +143,7 @@ def build_scenario(
                 runtime_reserved_gb=reserved_gb,
                 memory_headroom_fraction=headroom,
             ),
+            min_batch_tokens=min_batch_tokens,
             fabric=FABRICS[fabric],
             disabled=frozenset(ignore),
             catalog_files=tuple(str(p) for p in catalog_files),
@@ -216,6 +155,125 @@ def build_scenario(
         raise UsageError(str(err)) from err
 
 
+def stack_catalog(files: tuple[Path, ...], stack: str) -> Catalog:
+    """The catalog (with the override files) under the profiles of ``stack``."""
+    cat = cached_catalog(files)  # a bad file: CatalogError naming it
+    try:
+        return cat.with_stack(stack)
+    except CatalogError as err:
+        raise UsageError(str(err), "--stack") from err
+
+
+def _question_catalog(files: tuple[Path, ...], stack: str, facility: dict[str, Any]) -> Catalog:
+    """The catalog under the question's stack, with its facility overrides."""
+    cat = stack_catalog(files, stack)
+    for name, value in facility.items():
+        if name not in FACILITY_OPTIONS:
+            raise TypeError(f"build_scenario() got an unexpected keyword argument {name!r}")
+        if value is not None:
+            try:
+                cat = cat.with_facility(**{name: value})
+            except ValidationError as err:
+                msg = err.errors()[0]["msg"]
+                raise UsageError(f"{msg} (got {value!r})", META[name].flag) from err
+    return cat
+
+
+def _unknown(kind: str, name: str, known) -> str:
+    return f"unknown {kind} {name!r}; choose from {', '.join(known)}"
+
+
+def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) -> None:
+    """Every name the question gives is in the catalog (or among the choices)."""
+    if evidence not in EVIDENCE_CHOICES:
+        raise UsageError(f"unknown value {evidence!r}; use measured or any", "--evidence")
+    for g in gpus:
+        if g not in cat.gpus:
+            raise UsageError(_unknown("GPU", g, sorted(cat.gpus)), "--gpu")
+    for g, cap in gpu_caps.items():
+        if g not in cat.gpus:
+            raise UsageError(_unknown("GPU", g, sorted(cat.gpus)), "--gpu-cap")
+        if int(cap) < 1:
+            raise UsageError(f"{g}={cap} must allow at least one GPU", "--gpu-cap")
+    for n in nics:
+        if n not in cat.nics:
+            raise UsageError(_unknown("NIC", n, sorted(cat.nics)), "--nic")
+    for f in ignore:
+        if f not in FAMILIES:
+            raise UsageError(_unknown("constraint", f, FAMILIES), "--ignore")
+    if fabric not in FABRICS:
+        raise UsageError(f"unknown fabric {fabric!r}; use one of {', '.join(FABRICS)}", "--fabric")
+
+
+def _check_limits(power_cap: float | None, max_racks: int | None, headroom: float) -> None:
+    if power_cap is not None and power_cap <= 0:
+        raise UsageError(f"must be positive MW (got {power_cap!r})", "--power-cap")
+    if max_racks is not None and max_racks < 1:
+        raise UsageError(f"must allow at least one rack (got {max_racks!r})", "--max-racks")
+    if not 0 <= headroom < 1:
+        raise UsageError(f"must be a fraction in [0, 1) (got {headroom!r})", "--headroom")
+
+
+def _objective(objective, budget, deadline, max_gpus, gpu_caps) -> str:
+    """The objective asked, or the default: time with a budget, else cost; and its limit."""
+    if objective is None:
+        objective = "time" if budget is not None or deadline is None else "cost"
+    if objective == "time" and budget is None and max_gpus is None and not gpu_caps:
+        raise UsageError(
+            "the time objective needs a budget (or --max-gpus); e.g. --budget 30M", "--budget"
+        )
+    if objective == "cost" and deadline is None:
+        raise UsageError("the cost objective needs a deadline; e.g. --deadline 90d", "--deadline")
+    return objective
+
+
+def _batch_ceiling(max_batch_tokens, min_batch_tokens, seq_len: int) -> float:
+    """The global batch ceiling in tokens (default 16M), checked against one sequence and the
+    floor."""
+    ceiling = DEFAULT_MAX_BATCH_TOKENS if max_batch_tokens is None else max_batch_tokens
+    if ceiling < seq_len:
+        raise UsageError(
+            f"{ceiling:,.0f} is below one sequence of {seq_len:,} tokens", "--max-batch-tokens"
+        )
+    if min_batch_tokens is not None and min_batch_tokens > ceiling:
+        raise UsageError(
+            "the floor is above the ceiling (--max-batch-tokens)", "--min-batch-tokens"
+        )
+    return ceiling
+
+
+def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
+    """The GPUs to search and the (GPU, precision) pairs to skip: the named ones, or the
+    whole catalog, or (``--evidence measured``) those with measured runs under the stack."""
+    if gpus:
+        return tuple(gpus), frozenset()
+    if evidence == "any":
+        return tuple(cat.gpus), frozenset()
+    measured = {
+        (g, p)
+        for g, gpu_spec in cat.gpus.items()
+        for p in precisions
+        if gpu_spec.evidence is not None and p in gpu_spec.evidence.precisions
+    }
+    chosen = tuple(g for g in cat.gpus if any((g, p) in measured for p in precisions))
+    if not chosen:
+        raise UsageError(
+            f"no catalog GPU has measured {'/'.join(precisions)} runs under stack {stack}; "
+            "pass --evidence any, --precision any or name GPUs with --gpu",
+            "--evidence",
+        )
+    return chosen, frozenset((g, p) for g in chosen for p in precisions) - measured
+
+
+def _with_precision(cat, chosen: tuple[str, ...], precision: str) -> tuple[str, ...]:
+    """The chosen GPUs that train in the precision (fp8 needs fp8 tensor cores)."""
+    if precision == "fp8":
+        chosen = tuple(g for g in chosen if cat.gpu(g).dense_fp8_tflops is not None)
+        if not chosen:
+            raise UsageError("none of the chosen GPUs supports fp8", "--precision")
+    return chosen
+
+
 def _with_fitting_nics(cat, chosen, nics, fabric: str, explicit: bool) -> tuple[str, ...]:
     """The chosen GPUs whose servers take one of the question's NICs on its fabric; a GPU
     the user named that takes none is an error naming the options to change."""
@@ -225,89 +283,91 @@ def _with_fitting_nics(cat, chosen, nics, fabric: str, explicit: bool) -> tuple[
     if missing and (explicit or not kept):
         g = cat.gpu(missing[0])
         takes = ", ".join(n.name for n in cat.nics_for(g)) or "none in the catalog"
-        option = "--nic" if names else "--fabric"
         raise UsageError(
-            f"{option}: no NIC of the question fits {g.name} servers"
+            f"no NIC of the question fits {g.name} servers"
             f"{'' if fabric == 'any' else f' on {fabric}'} (they take {takes}); "
-            "change --nic or --fabric"
+            "change --nic or --fabric",
+            "--nic" if names else "--fabric",
         )
     return kept
 
 
-# ---------------------------------------------------------------- question and plan files
-class QuestionFile(BaseModel):
-    """A question in a file: optimize's options, with the same suffixes (30M, 2T, 90d)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | dict[str, Any] = DEFAULT_MODEL
-    tokens: float | str = DEFAULT_TOKENS
-    seq_len: int | None = Field(default=None, ge=1)
-    budget: float | str | None = None
-    deadline: float | str | None = None
-    objective: Literal["time", "cost"] | None = None
-    pricing: Literal["capex", "cloud", "tco"] = "capex"
-    power_cap: float | None = Field(default=None, gt=0, description="MW")
-    max_racks: int | str | None = None
-    pue: float | None = Field(default=None, ge=1, le=5)
-    usd_per_kwh: float | None = Field(default=None, ge=0, le=100)
-    rack_power_kw: float | None = Field(default=None, gt=0, le=10_000)
-    oversubscription: float | None = Field(default=None, ge=1, le=16)
-    lifetime_years: float | None = Field(default=None, gt=0, le=50)
-    gpus: list[str] = []
-    nics: list[str] = []
-    catalog: list[str] = []
-    max_gpus: int | str | None = None
-    gpu_caps: dict[str, int] = {}
-    max_batch_tokens: float | str | None = None
-    min_batch_tokens: float | str | None = None
-    precision: Literal["bf16", "fp8", "any"] = "bf16"
-    ignore: list[str] = []
-    dp_overlap: float = Field(default=0.0, ge=0, le=1)
-    memory_overhead: float = Field(default=0.0, ge=0, le=1)
-    reserved_gb: float = Field(default=DEFAULT_RESERVED_GB, ge=0)
-    headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, lt=1)
-    fabric: Literal["ib", "ethernet", "any"] = "any"
-    stack: Literal["megatron-core", "vtrain-2022"] = "megatron-core"
-    evidence: Literal["measured", "any"] = "measured"
-
-
-def _number(origin: str, field: str, value, days: bool = False, integer: bool = False):
+# ---------------------------------------------------------------- question to Scenario
+def _number(option: str, value, days: bool = False, integer: bool = False):
+    """A suffixed number from a question (30M, 90d); errors name ``option``."""
     if value is None:
         return None
     try:
         out = parse_days(str(value)) if days else parse_quantity(str(value))
     except ValueError as err:
         msg = str(err).replace("use K, M, B or T", "use d or h") if days else str(err)
-        raise UsageError(f"{origin}: {field}: {msg}") from err
+        raise UsageError(msg, option) from err
     if out <= 0:
-        raise UsageError(f"{origin}: {field}: must be positive (got {value!r})")
+        raise UsageError(f"must be positive (got {value!r})", option)
     if integer:
         if out != int(out):
-            raise UsageError(f"{origin}: {field}: must be a whole number (got {value!r})")
+            raise UsageError(f"must be a whole number (got {value!r})", option)
         return int(out)
     return out
 
 
-def _read_document(path: Path) -> Any:
-    doc = read_document(path, UsageError, "a question file or optimize --json output")
-    if not isinstance(doc, dict):
-        raise UsageError(f"{path}: top level must be a mapping of fields")
-    return doc
-
-
-def _model_from(origin: str, value) -> str | TransformerSpec:
+def _model_from(option: str, value, base: Path) -> str | TransformerSpec:
+    """The question's model: a spec given inline, or a zoo name or spec file (relative to
+    ``base``)."""
     if isinstance(value, dict):
         try:
             return TransformerSpec.model_validate(value)
         except ValidationError as err:
             first = err.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
-            field = f"model.{loc}" if loc else "model"
             raise UsageError(
-                f"{origin}: {field}: {first['msg'].removeprefix('Value error, ')}"
+                first["msg"].removeprefix("Value error, "), f"{option}.{loc}" if loc else option
             ) from err
-    return value
+    if Path(value).suffix.lower() in {".yaml", ".yml", ".json"}:
+        if not Path(value).is_absolute() and (base / value).exists():
+            value = str(base / value)
+    return resolve_model(value, option)
+
+
+def question_kwargs(q: Question, base: Path, model_option: str = "--model") -> dict[str, Any]:
+    """build_scenario's keyword arguments for a question (suffixed numbers parsed, file paths
+    relative to ``base``); errors name the command-line option."""
+    fields = q.model_dump()
+    kw = {k: v for k, v in fields.items() if k not in ("catalog", "model")}
+    kw["model"] = _model_from(model_option, q.model, base)
+    kw["catalog_files"] = tuple(Path(c) if Path(c).is_absolute() else base / c for c in q.catalog)
+    for name in ("tokens", "budget", "max_batch_tokens", "min_batch_tokens"):
+        kw[name] = _number(META[name].flag, fields[name])
+    kw["deadline"] = _number("--deadline", q.deadline, days=True)
+    for name in ("max_gpus", "max_racks"):
+        kw[name] = _number(META[name].flag, fields[name], integer=True)
+    for name in ("gpus", "nics", "ignore"):
+        kw[name] = tuple(fields[name])
+    return kw
+
+
+def scenario_from_options(params: dict[str, Any]) -> Scenario:
+    """The Scenario of the command line's question options (designer.question)."""
+    return build_scenario(**question_kwargs(Question.from_options(params), Path()))
+
+
+def build_question(q: Question, origin: str, base: Path) -> Scenario:
+    """A Scenario from a validated question (file paths relative to ``base``); errors name the
+    file and its field rather than a command-line option."""
+    try:
+        return build_scenario(**question_kwargs(q, base, f"{origin}: model"))
+    except UsageError as err:
+        if err.option in FLAG_FIELDS:
+            raise err.renamed(f"{origin}: {FLAG_FIELDS[err.option]}") from err
+        raise
+
+
+# ---------------------------------------------------------------- question and plan files
+def _read_document(path: Path) -> Any:
+    doc = read_document(path, UsageError, "a question file or optimize --json output")
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: top level must be a mapping of fields")
+    return doc
 
 
 def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
@@ -317,134 +377,41 @@ def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
     if "question" in doc and "plans" in doc:
         return _from_answer(doc, origin)
     try:
-        q = QuestionFile.model_validate(doc)
+        q = Question.model_validate(doc)
     except ValidationError as err:
         first = err.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "question"
         if first["type"] == "extra_forbidden":
             raise UsageError(
-                f"{origin}: {field}: unknown field; use optimize's option names"
+                "unknown field; use optimize's option names", f"{origin}: {field}"
             ) from err
         got = first.get("input")
-        raise UsageError(f"{origin}: {field}: {first['msg']} (got {got!r})") from err
+        raise UsageError(f"{first['msg']} (got {got!r})", f"{origin}: {field}") from err
     return build_question(q, origin, path.parent), None
 
 
-OPTION_TO_FIELD = {
-    "--model": "model",
-    "--gpu": "gpus",
-    "--nic": "nics",
-    "--ignore": "ignore",
-    "--budget": "budget",
-    "--deadline": "deadline",
-    "--max-batch-tokens": "max_batch_tokens",
-    "--min-batch-tokens": "min_batch_tokens",
-    "--precision": "precision",
-    "--catalog": "catalog",
-    "--stack": "stack",
-    "--evidence": "evidence",
-}
-
-
-def build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
-    """A Scenario from a validated question (file paths relative to ``base``); errors name the
-    file and its field rather than a command-line option."""
-    try:
-        return _build_question(q, origin, base)
-    except (UsageError, ModelError) as err:
-        text = str(err)
-        option, _, rest = text.partition(": ")
-        if option in OPTION_TO_FIELD:
-            raise UsageError(f"{origin}: {OPTION_TO_FIELD[option]}: {rest}") from err
-        raise UsageError(text) from err
-
-
-def _build_question(q: QuestionFile, origin: str, base: Path) -> Scenario:
-    model = _model_from(origin, q.model)
-    if isinstance(model, str) and Path(model).suffix.lower() in {".yaml", ".yml", ".json"}:
-        if not Path(model).is_absolute() and (base / model).exists():
-            model = str(base / model)
-    return build_scenario(
-        model=model,
-        tokens=_number(origin, "tokens", q.tokens),
-        seq_len=q.seq_len,
-        budget=_number(origin, "budget", q.budget),
-        deadline=_number(origin, "deadline", q.deadline, days=True),
-        objective=q.objective,
-        pricing=q.pricing,
-        power_cap=q.power_cap,
-        max_racks=_number(origin, "max_racks", q.max_racks, integer=True),
-        pue=q.pue,
-        usd_per_kwh=q.usd_per_kwh,
-        rack_power_kw=q.rack_power_kw,
-        oversubscription=q.oversubscription,
-        lifetime_years=q.lifetime_years,
-        gpus=tuple(q.gpus),
-        nics=tuple(q.nics),
-        catalog_files=tuple(
-            (base / c) if not Path(c).is_absolute() else Path(c) for c in q.catalog
-        ),
-        max_gpus=_number(origin, "max_gpus", q.max_gpus, integer=True),
-        gpu_caps=dict(q.gpu_caps),
-        max_batch_tokens=_number(origin, "max_batch_tokens", q.max_batch_tokens),
-        min_batch_tokens=_number(origin, "min_batch_tokens", q.min_batch_tokens),
-        precision=q.precision,
-        ignore=tuple(q.ignore),
-        dp_overlap=q.dp_overlap,
-        memory_overhead=q.memory_overhead,
-        reserved_gb=q.reserved_gb,
-        headroom=q.headroom,
-        fabric=q.fabric,
-        stack=q.stack,
-        evidence=q.evidence,
-    )
-
-
 def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | None]:
-    from solvers.plan import Config
-    from solvers.space import Shape
-
+    """A saved answer's Scenario (its question, with the GPU and precision pairs the search
+    skipped) and its first plan."""
     q, plans = doc["question"], doc["plans"]
     if not isinstance(q, dict) or not isinstance(plans, list):
         raise UsageError(f"{origin}: question/plans: not an optimize --json answer")
     try:
-        precisions = q.get("precisions") or ["bf16"]
-        scenario = build_scenario(
-            model=_model_from(origin, q.get("model_spec") or q["model"]),
-            tokens=float(q["tokens"]),
-            seq_len=q.get("seq_len"),
-            budget=q.get("budget_usd"),
-            deadline=q.get("deadline_days"),
-            objective=q.get("objective"),
-            pricing=q.get("pricing", "capex"),
-            power_cap=q.get("power_cap_mw"),
-            max_racks=q.get("max_racks"),
-            **{k: v for k, v in (q.get("facility") or {}).items() if k in FACILITY_OPTIONS},
-            gpus=tuple(q.get("gpus") or ()),
-            nics=tuple(q.get("nics") or ()),
-            catalog_files=tuple(Path(c) for c in q.get("catalog_files") or ()),
-            max_gpus=q.get("max_gpus"),
-            max_batch_tokens=q.get("max_batch_tokens"),
-            min_batch_tokens=q.get("min_batch_tokens"),
-            precision="any" if len(precisions) > 1 else precisions[0],
-            ignore=tuple(q.get("ignored_constraints") or ()),
-            dp_overlap=float(q.get("dp_overlap") or 0.0),
-            memory_overhead=float(q.get("memory_overhead") or 0.0),
-            reserved_gb=float(q.get("reserved_gb") or 0.0),
-            # answers saved before the headroom and the fabric choice were planned without them
-            headroom=float(q.get("headroom") or 0.0),
-            fabric=str(q.get("fabric") or "any"),
-            gpu_caps=dict(q.get("gpu_caps") or {}),
-            stack=str(q.get("stack") or DEFAULT_STACK),
-            evidence=str(q.get("evidence") or "measured"),
-        )
-    except (KeyError, TypeError, ValueError) as err:
+        question = Question.from_answer(q)
+        scenario = build_scenario(**question_kwargs(question, Path(), f"{origin}: model"))
+    except (KeyError, TypeError, ValueError) as err:  # UsageError and ModelError included
         raise UsageError(
             f"{origin}: question: missing or bad field ({err}); regenerate with optimize --json"
         ) from err
-    if not plans:
-        return scenario, None
-    p = plans[0]
+    if "unmeasured" in q:  # answers saved before it: every searched pair counts as measured
+        scenario = scenario.with_changes(unmeasured=frozenset(tuple(x) for x in q["unmeasured"]))
+    return scenario, (_saved_config(plans[0], origin) if plans else None)
+
+
+def _saved_config(p: dict[str, Any], origin: str) -> Config:
+    from solvers.plan import Config
+    from solvers.space import Shape
+
     try:
         shape = Shape(
             p["gpu"],
@@ -462,12 +429,11 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
                 bool(p.get("loss_in_split", False)),
             ),
         )
-        config = Config(
+        return Config(
             shape, str(p["nic"]), int(p["nics_per_node"]), int(p["dp"]), int(p["grad_accum"])
         )
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(f"{origin}: plans[0]: missing or bad field ({err})") from err
-    return scenario, config
 
 
 def evaluate_config(scenario: Scenario, config: Config) -> SolveResult:

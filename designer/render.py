@@ -37,23 +37,23 @@ def fmt(v: Any) -> str:
     if isinstance(v, float):
         if v == int(v) and abs(v) < 1e15:
             return f"{int(v):,}"
-        if abs(v) >= 100:
-            return f"{v:,.0f}"
-        if abs(v) >= 1:
-            return f"{v:.2f}"
-        return f"{v:.3g}"
+        return number(v)
     return str(v)
+
+
+def number(v: float, mid: str = ".2f") -> str:
+    """A float to read: thousands without decimals, ``mid`` from 1 to 100, three figures below."""
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:{mid}}" if abs(v) >= 1 else f"{v:.3g}"
 
 
 def usd(v: float | None) -> str:
     if v is None:
         return "-"
-    if abs(v) >= 1e9:
-        return f"${v / 1e9:,.2f}B"
-    if abs(v) >= 1e6:
-        return f"${v / 1e6:,.2f}M"
-    if abs(v) >= 1e3:
-        return f"${v / 1e3:,.1f}K"
+    for div, suffix, digits in ((1e9, "B", ",.2f"), (1e6, "M", ",.2f"), (1e3, "K", ",.1f")):
+        if abs(v) >= div:
+            return f"${v / div:{digits}}{suffix}"
     return f"${v:,.0f}"
 
 

@@ -6,10 +6,8 @@ import csv
 import io
 from typing import Any
 
-from catalog.specs import FABRICS
 from designer import render
-from designer.errors import UsageError
-from designer.numbers import parse_quantity
+from designer.question import answer_question
 from models.pipeline import describe_stage_layers, split_options
 from solvers import Scenario, SolveResult
 from solvers.columns import PLAN_COLUMNS
@@ -23,51 +21,23 @@ def _evidence():
 
 
 CSV_COLUMNS = [*PLAN_COLUMNS, "top_binding"]
-EVIDENCE_COLUMNS = [
-    "evidence",
-    "evidence_runs",
-    "evidence_mape_pct",
-    "step_time_s_lo",
-    "step_time_s_hi",
-    "days_lo",
-    "days_hi",
-]
+# each evidence column of the CSVs: the evidence object's key, and the end of its range
+_EVIDENCE_CELLS: dict[str, tuple[str, int | None]] = {
+    "evidence": ("status", None),
+    "evidence_runs": ("runs", None),
+    "evidence_mape_pct": ("mape_pct", None),
+    "step_time_s_lo": ("step_time_s_range", 0),
+    "step_time_s_hi": ("step_time_s_range", 1),
+    "days_lo": ("days_range", 0),
+    "days_hi": ("days_range", 1),
+}
+EVIDENCE_COLUMNS = list(_EVIDENCE_CELLS)
 """Appended after the contract's columns (optimize, compare, sweep, explain CSVs)."""
 
 
 def question_dict(s: Scenario) -> dict[str, Any]:
-    return {
-        "model": s.spec.name,
-        "params": s.spec.params(),
-        "tokens": s.tokens,
-        "seq_len": s.seq_len,
-        "objective": s.objective,
-        "pricing": s.pricing,
-        "budget_usd": s.budget_usd,
-        "deadline_days": s.deadline_days,
-        "max_gpus": s.max_gpus,
-        "max_batch_tokens": s.max_batch_tokens,
-        "min_batch_tokens": s.min_batch_tokens,
-        "gpus": list(s.gpus),
-        "nics": list(s.nics),
-        "precisions": list(s.precisions),
-        "ignored_constraints": sorted(s.disabled),
-        "catalog_files": list(s.catalog_files),
-        "stack": s.stack,
-        "evidence": s.evidence,
-        "model_spec": s.spec.model_dump(),
-        "dp_overlap": s.assumptions.dp_overlap,
-        "memory_overhead": s.assumptions.memory_overhead_fraction,
-        "reserved_gb": s.assumptions.runtime_reserved_gb,
-        "headroom": s.assumptions.memory_headroom_fraction,
-        "fabric": next(k for k, v in FABRICS.items() if v == s.fabric),
-        "gpu_caps": dict(s.gpu_caps),
-        "power_cap_mw": s.power_cap_mw,
-        "max_racks": s.max_racks,
-        "facility": s.catalog.facility.model_dump(
-            include={"pue", "usd_per_kwh", "rack_power_kw", "oversubscription", "lifetime_years"}
-        ),
-    }
+    """The answer's ``question`` object (designer.question declares its fields)."""
+    return answer_question(s)
 
 
 def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -> dict[str, Any]:
@@ -114,27 +84,14 @@ def plan_entry(s: Scenario, plan, rank: int) -> dict[str, Any]:
 
 def evidence_row(doc: dict[str, Any]) -> dict[str, Any]:
     """The CSV's evidence columns from an evidence object."""
-    step = doc.get("step_time_s_range") or [None, None]
-    days = doc.get("days_range") or [None, None]
-    return {
-        "evidence": doc["status"],
-        "evidence_runs": doc["runs"],
-        "evidence_mape_pct": doc["mape_pct"],
-        "step_time_s_lo": step[0],
-        "step_time_s_hi": step[1],
-        "days_lo": days[0],
-        "days_hi": days[1],
-    }
+    row = {}
+    for column, (key, end) in _EVIDENCE_CELLS.items():
+        row[column] = doc[key] if end is None else (doc.get(key) or [None, None])[end]
+    return row
 
 
 def _num(v: float | None) -> str:
-    if v is None:
-        return "inf"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    if abs(v) >= 1:
-        return f"{v:.1f}"
-    return f"{v:.3g}"
+    return "inf" if v is None else render.number(v, ".1f")
 
 
 def span(rng: list | None) -> str:
@@ -247,6 +204,12 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+def plan_rows(csv_path) -> list[dict[str, str]]:
+    """The rows of a results CSV that have a plan."""
+    with open(csv_path, newline="", encoding="utf-8") as fh:
+        return [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+
+
 def top_binding(binding: list | None) -> str:
     for b in binding or []:
         if b.binding:
@@ -256,15 +219,20 @@ def top_binding(binding: list | None) -> str:
 
 def csv_text(res: SolveResult, binding: list | None, s: Scenario) -> str:
     """One row per plan: the contract's columns, then the evidence columns."""
+    return plans_csv([(p, res.status_text) for p in res.plans], binding, s)
+
+
+def plans_csv(plans: list[tuple[Any, str]], binding: list | None, s: Scenario) -> str:
+    """One row per (plan, status text); the first plan's row names the top binding."""
     out = io.StringIO()
     cols = [*CSV_COLUMNS, *EVIDENCE_COLUMNS, "status"]
     writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
     writer.writeheader()
-    for i, p in enumerate(res.plans):
+    for i, (p, status) in enumerate(plans):
         row = _plain(p.as_dict(i + 1))
         row["top_binding"] = top_binding(binding) if i == 0 else ""
         row.update(evidence_row(plan_evidence(s, p)))
-        row["status"] = res.status_text
+        row["status"] = status
         writer.writerow(row)
     return out.getvalue()
 
@@ -516,104 +484,38 @@ def compare_table(rows, s: Scenario) -> str:
     return "\n".join(lines)
 
 
-def _pyplot():
-    """matplotlib's pyplot on the non-interactive backend, or a usage error naming the extra."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise UsageError("--plot: needs matplotlib; pip install 'designer[plot]'") from err
-    return plt
-
-
-def _save(plt, fig, path) -> None:
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"--plot: cannot write {path} ({err}); use a .png or .svg path") from err
-    finally:
-        plt.close(fig)
+# ---------------------------------------------------------------- optimize's text, a sweep's summary
+def answer_text(
+    s: Scenario, res: SolveResult, binding: list | None, conflict, extra_text: str | None = None
+) -> str:
+    """optimize's and explain's text: the paragraph, the plans, the binding constraints and
+    the solver's status (``extra_text`` first: what --from-megatron would change)."""
+    parts = [extra_text, ""] if extra_text else []
+    parts.append(paragraph(s, res, binding, conflict))
+    if res.plans:
+        parts += ["", plans_table(res, s), cluster_line(res.plans[0].evaluation)]
+        parts.append(evidence_legend(s))
+    if binding:
+        parts += ["", binding_table(binding, res.objective_unit)]
+    parts.append(f"\n{res.solver}: {res.status_text} in {res.wall_s:.2f} s")
+    if res.message:
+        parts.append(f"{res.solver}: {res.message}")
+    return "\n".join(parts)
 
 
-def plan_rows(csv_path) -> list[dict[str, str]]:
-    """The rows of a results CSV that have a plan."""
-    with open(csv_path, newline="", encoding="utf-8") as fh:
-        return [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
-
-
-def compare_plot(rows, path, s: Scenario) -> None:
-    """Bars of time to train and cost per GPU type (matplotlib, PNG or SVG)."""
-    plt = _pyplot()
-    ok = [r for r in rows if r.result.best is not None]
-    if not ok:
-        raise UsageError("--plot: no GPU type has a plan to draw")
-    names = [r.gpu for r in ok]
-    days = [float(r.result.best.evaluation.time_to_train_days) for r in ok]
-    cost = [float(r.result.best.cost_usd) / 1e6 for r in ok]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    axes[0].barh(names, days, color="#4c72b0")
-    axes[0].set_xlabel("time to train (days)")
-    axes[1].barh(names, cost, color="#dd8452")
-    axes[1].set_xlabel(f"cost ($M, {s.pricing})")
-    for ax in axes:
-        ax.invert_yaxis()
-    fig.suptitle(f"{s.spec.name}, {render.si(s.tokens)} tokens: best plan per GPU type")
-    _save(plt, fig, path)
-
-
-def sweep_plot(csv_path, path) -> None:
-    """Cost against time to train, one colour per GPU type (the Pareto view of a study)."""
-    plt = _pyplot()
-    rows = plan_rows(csv_path)
-    if not rows:
-        raise UsageError("--plot: no scenario has a plan to draw")
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for gpu in sorted({r["gpu"] for r in rows}):
-        pts = [
-            (float(r["time_to_train_days"]), float(r["cost_usd"]) / 1e6)
-            for r in rows
-            if r["gpu"] == gpu
-        ]
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=gpu)
-    ax.set_xlabel("time to train (days)")
-    ax.set_ylabel("cost ($M)")
-    ax.legend()
-    _save(plt, fig, path)
-
-
-def win_share_plot(stats: dict[str, dict[str, float]], path) -> None:
-    """Bars of how often each GPU type wins a Monte-Carlo study."""
-    plt = _pyplot()
-    if not stats:
-        raise UsageError("--plot: no scenario has a plan to draw")
-    fig, ax = plt.subplots(figsize=(6, 4))
-    names = list(stats)
-    ax.bar(names, [100 * stats[n]["win_share"] for n in names], color="#55a868")
-    ax.set_ylabel("wins (% of samples)")
-    ax.set_title("Which GPU type wins under price uncertainty")
-    _save(plt, fig, path)
-
-
-def budget_plot(csv_path, path) -> None:
-    """Time to train against budget, one line per GPU type (studies with a budget axis)."""
-    plt = _pyplot()
-    rows = plan_rows(csv_path)
-    if not rows:
-        raise UsageError("--plot: no scenario has a plan to draw")
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for gpu in sorted({r["gpu"] for r in rows}):
-        pts = sorted(
-            (parse_quantity(r["budget"]) / 1e6, float(r["time_to_train_days"]))
-            for r in rows
-            if r["gpu"] == gpu
+def summary_table(stats: dict[str, dict[str, float]]) -> str:
+    """A Monte-Carlo study per GPU type: wins, their share, days and cost percentiles."""
+    rows = [
+        (
+            g,
+            int(v["wins"]),
+            f"{100 * v['win_share']:.0f}%",
+            v["days_p10"],
+            v["days_p50"],
+            v["days_p90"],
+            render.usd(v["cost_p50"]),
         )
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("budget ($M)")
-    ax.set_ylabel("time to train (days)")
-    ax.legend()
-    _save(plt, fig, path)
+        for g, v in stats.items()
+    ]
+    cols = ["gpu", "wins", "win_share", "days_p10", "days_p50", "days_p90", "cost_p50"]
+    return render.table(cols, rows)

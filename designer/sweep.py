@@ -9,7 +9,6 @@ run in parallel on local processes (``--workers``), or on a Ray cluster with
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -25,10 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from designer import report
 from designer.errors import UsageError
-from designer.questions import QuestionFile, build_question
+from designer.pricing import gpu_price, with_prices
+from designer.question import QUESTION_FIELDS, Question
+from designer.questions import build_question
 
 PRICE_AXIS = "price_scale"  # GPU or NIC name -> multiplier of its catalog price
-AXIS_FIELDS = (*QuestionFile.model_fields, PRICE_AXIS)
+AXIS_FIELDS = (*QUESTION_FIELDS, PRICE_AXIS)  # a sweep's axes: the question's fields
 
 
 class Uncertainty(BaseModel):
@@ -59,7 +60,7 @@ class Study(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base: QuestionFile = Field(default_factory=QuestionFile)
+    base: Question = Field(default_factory=Question)
     axes: dict[str, list[Any]] = Field(
         description="question field -> values; the cross product is run"
     )
@@ -110,7 +111,7 @@ def load_study(path: Path) -> Study:
             )
         question = study.base.model_copy(update=_question_values(values))
         try:
-            QuestionFile.model_validate(question.model_dump())
+            Question.model_validate(question.model_dump())
         except ValidationError as err:
             first = err.errors()[0]
             raise UsageError(f"{path}: axes.{first['loc'][0]}: {first['msg']}") from err
@@ -146,19 +147,13 @@ def price_draws(study: Study, values: dict[str, Any]) -> dict[str, float]:
 
 def _with_prices(scenario, scales: dict[str, float]):
     """GPU prices (purchase or hourly, by the pricing) and NIC prices times their multipliers."""
-    if not scales:
-        return scenario
     cat = scenario.catalog
-    field = "cloud_usd_per_gpu_hour" if scenario.pricing == "cloud" else "price_usd"
-    gpus, nics = dict(cat.gpus), dict(cat.nics)
-    for name, scale in scales.items():
-        if name in gpus:
-            gpus[name] = gpus[name].model_copy(update={field: getattr(gpus[name], field) * scale})
-        elif name in nics:
-            nics[name] = nics[name].model_copy(update={"price_usd": nics[name].price_usd * scale})
-        else:
+    gpus = {name: gpu_price(scenario, name) * k for name, k in scales.items() if name in cat.gpus}
+    nics = {name: cat.nics[name].price_usd * k for name, k in scales.items() if name in cat.nics}
+    for name in scales:
+        if name not in gpus and name not in nics:
             raise UsageError(f"price_scale: unknown GPU or NIC {name!r}")
-    return scenario.with_changes(catalog=dataclasses.replace(cat, gpus=gpus, nics=nics))
+    return with_prices(scenario, gpus, nics) if scales else scenario
 
 
 def scenario_id(values: dict[str, Any]) -> str:

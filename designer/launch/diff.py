@@ -146,3 +146,13 @@ def _fmt(setting: str, value: Any) -> str:
     if setting == "mfu":
         return f"{100 * value:.1f}%"
     return render.fmt(value)
+
+
+def report(scenario: Scenario, run: ImportedRun, best: Plan | None) -> tuple[dict[str, Any], str]:
+    """optimize --from-megatron's additions: the JSON's ``from_megatron`` and the paragraph
+    before the plan (the imported layout next to the plan, and what would change)."""
+    from designer.report import _plain
+
+    imported = imported_evaluation(scenario, run)
+    doc = {"from_megatron": _plain(as_dict(run, imported, best))}
+    return doc, text(run, imported, best)

@@ -324,8 +324,8 @@ def _split_fields(m: _Flags, layers: int, pp: int) -> dict:
         raise _fail(name, str(err)) from None
 
 
-def parse_megatron(words: list[str]) -> ImportedRun:
-    """A Megatron-LM command (torchrun ... pretrain_gpt.py --flags, or just the flags)."""
+def _flag_sets(words: list[str]) -> tuple[_Flags, _Flags]:
+    """The launcher's flags and Megatron-LM's (unknown ones refused)."""
     script = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
     launch_words, megatron_words = (
         (words[:script], words[script + 1 :]) if script is not None else (words, words)
@@ -335,9 +335,11 @@ def parse_megatron(words: list[str]) -> ImportedRun:
         torchrun = flag_index("torchrun")
         megatron_words = _without(megatron_words, torchrun)
     _unknown(megatron_words)
-    m = _Flags("megatron", split_flags(megatron_words))
-    notes: list[str] = []
+    return launcher, _Flags("megatron", split_flags(megatron_words))
 
+
+def _gpus(launcher: _Flags) -> tuple[int, int]:
+    """(nodes, GPUs per node) the command runs on."""
     nproc = launcher.integer("nproc_per_node")
     if nproc is None:
         raise _fail(
@@ -345,17 +347,22 @@ def parse_megatron(words: list[str]) -> ImportedRun:
             "missing; the command must say how many GPUs it runs on "
             "(torchrun --nnodes N --nproc-per-node G pretrain_gpt.py ...)",
         )
-    nnodes = _nnodes(launcher)
-    world = nnodes * nproc
+    return _nnodes(launcher), nproc
 
+
+def _seq_len(m: _Flags, notes: list[str]) -> int:
     seq = m.integer("seq_len")
     if seq is None:
         seq = m.integer("max_position_embeddings")
         if seq is None:
             raise _fail(flag("megatron", "seq_len"), "missing; give the training sequence length")
         notes.append(f"no {flag('megatron', 'seq_len')}: used --max-position-embeddings {seq}")
-    spec = _spec(m, seq, notes)
+    return seq
 
+
+def _degrees(m: _Flags, launcher: _Flags, nnodes: int, nproc: int) -> tuple[int, int, int, int]:
+    """TP, PP, CP as given (Megatron's defaults otherwise) and DP from the world size."""
+    world = nnodes * nproc
     tp = m.integer("tp", default("tp")) or 1
     pp = m.integer("pp", default("pp")) or 1
     cp = m.integer("cp", default("cp")) or 1
@@ -366,21 +373,21 @@ def parse_megatron(words: list[str]) -> ImportedRun:
             f"({launcher.name('nnodes')} {nnodes} x {launcher.name('nproc_per_node')} {nproc}); "
             "fix the parallel sizes or the GPU count",
         )
-    dp = world // (tp * pp * cp)
-    split = _split_fields(m, spec.layers, pp)
-    micro = m.required("micro_batch", "give the per-GPU micro-batch")
-    global_batch = m.integer("global_batch")
-    if global_batch is None:
-        global_batch = micro * dp
-        notes.append(f"no {flag('megatron', 'global_batch')}: micro-batch x DP = {global_batch}")
+    return tp, pp, cp, world // (tp * pp * cp)
 
+
+def _recompute_mode(m: _Flags, notes: list[str]) -> str:
     granularity = m.text("recompute_granularity")
     if granularity is None and m.switch("recompute_activations"):
         granularity = "selective"
     recompute = granularity or default("recompute")
     if recompute == "full" and (m.text("recompute_method") == "block"):
         notes.append("--recompute-method block: modelled as full recomputation of every layer")
+    return str(recompute)
 
+
+def _precision_of(m: _Flags, notes: list[str]) -> tuple[str, str]:
+    """(training precision, gradient-reduction dtype); fp32 training is refused."""
     if m.switch("bf16") and m.switch("fp16"):
         raise _fail(m.name("fp16"), f"contradicts {m.name('bf16')}; give one (validate_args)")
     if not (m.switch("bf16") or m.switch("fp16")):
@@ -393,20 +400,11 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     if m.switch("fp16"):
         notes.append("--fp16: modelled as bf16 (same bytes and tensor-core rate)")
     grad_reduce = "bf16" if m.switch("grad_reduce_in_bf16") else str(default("grad_reduce_dtype"))
+    return precision, grad_reduce
 
-    layout = Layout(
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        micro_batch=micro,
-        global_batch=global_batch,
-        recompute=recompute,
-        sequence_parallel=m.switch("sequence_parallel") and tp > 1,
-        zero=1 if m.switch("distributed_optimizer") else default("zero"),
-        precision=precision,
-        **split,
-    )
+
+def _check_shapes(m: _Flags, spec: TransformerSpec, layout: Layout, seq: int) -> None:
+    """Shapes the model cannot take are usage errors naming the Megatron-LM flag."""
     vp_flag = m.name("virtual_stages" if m.given("virtual_stages") else "layers_per_virtual_stage")
     names = {
         "--tp": m.name("tp"),
@@ -425,13 +423,49 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     if broken:
         raise _fail(names.get(broken[0].option, broken[0].option), broken[0].detail)
 
+
+def _tokens(m: _Flags, global_batch: int, seq: int) -> float | None:
+    """Training tokens: iterations x global batch x sequence, or samples x sequence."""
     iters = m.integer("train_iters")
     samples = m.integer("train_samples")
-    tokens = None
     if iters is not None:
-        tokens = float(iters) * global_batch * seq
-    elif samples is not None:
-        tokens = float(samples) * seq
+        return float(iters) * global_batch * seq
+    if samples is not None:
+        return float(samples) * seq
+    return None
+
+
+def parse_megatron(words: list[str]) -> ImportedRun:
+    """A Megatron-LM command (torchrun ... pretrain_gpt.py --flags, or just the flags)."""
+    launcher, m = _flag_sets(words)
+    notes: list[str] = []
+    nnodes, nproc = _gpus(launcher)
+    seq = _seq_len(m, notes)
+    spec = _spec(m, seq, notes)
+    tp, pp, cp, dp = _degrees(m, launcher, nnodes, nproc)
+    split = _split_fields(m, spec.layers, pp)
+    micro = m.required("micro_batch", "give the per-GPU micro-batch")
+    global_batch = m.integer("global_batch")
+    if global_batch is None:
+        global_batch = micro * dp
+        notes.append(f"no {flag('megatron', 'global_batch')}: micro-batch x DP = {global_batch}")
+    recompute = _recompute_mode(m, notes)
+    precision, grad_reduce = _precision_of(m, notes)
+    layout = Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        sequence_parallel=m.switch("sequence_parallel") and tp > 1,
+        micro_batch=micro,
+        global_batch=global_batch,
+        recompute=recompute,
+        zero=1 if m.switch("distributed_optimizer") else default("zero"),
+        precision=precision,
+        **split,
+    )
+    _check_shapes(m, spec, layout, seq)
+    tokens = _tokens(m, global_batch, seq)
     return ImportedRun(spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce)
 
 

@@ -1,0 +1,68 @@
+"""What optimize, explain and export do with a solve: price the binding constraints or
+explain the conflict, write the files asked for, and say why there is no plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from designer.errors import Infeasible, UsageError
+from solvers import Scenario, SolveResult
+
+
+def explain(scenario: Scenario, res: SolveResult, time_limit: float) -> tuple[Any, Any]:
+    """(binding, conflict): every constraint's slack and price on the best plan, or the
+    conflict that rules out every plan (None where neither applies)."""
+    from solvers.explain import binding_constraints, explain_infeasible  # OR-Tools: on use
+
+    if res.best is not None:
+        binding = binding_constraints(
+            scenario,
+            res.best,
+            res.candidates or None,
+            time_limit_s=time_limit,
+            plan_proved=res.status == "optimal",
+        )
+        return binding, None
+    if res.status == "infeasible":
+        return None, explain_infeasible(
+            scenario, time_limit_s=time_limit, candidates=res.candidates or None
+        )
+    return None, None
+
+
+def no_plan(res: SolveResult, conflict) -> Infeasible:
+    """The error for a solve without a plan: the conflict and its smallest fixes, or the
+    time limit to raise."""
+    if res.status == "unknown":
+        return Infeasible("no plan found within the time limit; raise --time-limit")
+    summary = "no plan satisfies the question"
+    if conflict is not None and conflict.constraints:
+        summary += f": {' and '.join(conflict.constraints)} conflict"
+        if conflict.fixes:
+            summary += f" ({'; or '.join(f.change for f in conflict.fixes)})"
+    return Infeasible(summary)
+
+
+def write_file(path: Path | None, text: str, option: str = "--csv") -> None:
+    """Write ``text`` to the file an option names (nothing without one)."""
+    if path is None:
+        return
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise UsageError(
+            f"cannot write {path} ({err.strerror}); pass a writable path", option
+        ) from err
+
+
+def saved_plan(path: Path) -> tuple[Scenario, SolveResult]:
+    """A saved answer's question and its first plan, re-evaluated (export needs a plan)."""
+    from designer.questions import evaluate_config, load_question_file
+
+    scenario, config = load_question_file(path)
+    if config is None:
+        raise UsageError(
+            f"{path}: holds no plan; pass a saved `designer optimize --json` answer with a plan"
+        )
+    return scenario, evaluate_config(scenario, config)

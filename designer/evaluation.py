@@ -1,0 +1,137 @@
+"""`designer evaluate`: one given layout analysed, like a dry run of a training launch.
+
+``evaluate_options`` takes evaluate's options (designer.cli_options.EVALUATE_OPTIONS) and
+returns the evaluation with its evidence; bad input is a UsageError naming the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from catalog import CatalogError
+from designer.errors import UsageError
+from designer.questions import stack_catalog
+from models import Assumptions, Layout, resolve_model
+from models.feasibility import divisibility_violations
+
+if TYPE_CHECKING:
+    from designer.launch.megatron_import import ImportedRun
+    from models.evaluate import Evaluation, Hardware
+
+# evaluate's options that --from-megatron replaces (parameter name -> option)
+IMPORTED_LAYOUT_OPTIONS = {
+    "model_name": "--model",
+    "tp": "--tp",
+    "pp": "--pp",
+    "dp": "--dp",
+    "cp": "--cp",
+    "vp": "--vp",
+    "first_stage_layers": "--first-stage-layers",
+    "last_stage_layers": "--last-stage-layers",
+    "embedding_in_split": "--embedding-in-split",
+    "loss_in_split": "--loss-in-split",
+    "micro_batch": "--micro-batch",
+    "global_batch": "--global-batch",
+    "seq_len": "--seq-len",
+    "recompute": "--recompute",
+    "sequence_parallel": "--sequence-parallel",
+    "zero": "--zero",
+    "precision": "--precision",
+}
+# the Layout's fields, named as evaluate's options name them
+LAYOUT_FIELDS = tuple(
+    k for k in IMPORTED_LAYOUT_OPTIONS if k not in ("model_name", "global_batch", "seq_len")
+)
+
+
+@dataclass(frozen=True)
+class EvaluateAnswer:
+    ev: Evaluation
+    evidence: dict[str, Any]  # models.evidence.evaluation_evidence, plain numbers
+    imported: ImportedRun | None  # the Megatron-LM command the layout came from
+
+    def as_dict(self) -> dict[str, Any]:
+        """evaluate --json: the evaluation, its evidence and the imported command."""
+        doc = self.ev.as_dict()
+        doc["evidence"] = self.evidence
+        if self.imported is not None:
+            doc["from_megatron"] = self.imported.as_dict()
+        return doc
+
+
+def default_global_batch(micro_batch: int, dp: int, pp: int) -> int:
+    """--global-batch when not given: one micro-batch per pipeline stage per replica."""
+    return micro_batch * dp * pp
+
+
+def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
+    """The model, layout and sequence length the options give."""
+    spec = resolve_model(opts["model_name"])
+    gb = opts["global_batch"]
+    if gb is None:
+        gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
+    layout = Layout(global_batch=gb, **{k: opts[k] for k in LAYOUT_FIELDS})
+    return spec, layout, opts["seq_len"] or spec.seq_len
+
+
+def check_layout(spec, layout: Layout, seq_len: int) -> None:
+    """Shapes the model cannot take are usage errors (exit 2), named by option."""
+    broken = divisibility_violations(spec, layout, seq_len)
+    if broken:
+        raise UsageError(broken[0].detail, broken[0].option)
+
+
+def hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
+    """The GPU's server with its NICs; an unknown GPU blames --gpu, any other misfit --nic."""
+    from models.evaluate import Hardware
+
+    try:
+        return Hardware.from_catalog(cat, gpu, nic, nics_per_node)
+    except CatalogError as err:
+        raise UsageError(str(err), "--gpu" if gpu not in cat.gpus else "--nic") from err
+
+
+def _assumptions(opts: dict[str, Any], imported: ImportedRun | None) -> Assumptions:
+    a = Assumptions(
+        dp_overlap=opts["dp_overlap"],
+        memory_overhead_fraction=opts["memory_overhead"],
+        runtime_reserved_gb=opts["reserved_gb"],
+        memory_headroom_fraction=opts["headroom"],
+    )
+    if imported is not None and imported.grad_reduce_dtype == "fp32":
+        # Megatron with --bf16 keeps and reduces fp32 gradients unless --grad-reduce-in-bf16
+        a = a.model_copy(update={"grad_bytes": 4.0})
+    return a
+
+
+def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
+    """evaluate's answer for its options (``given``: those set on the command line)."""
+    from designer.launch import load_megatron
+    from designer.report import _plain
+    from models.evaluate import evaluate
+    from models.evidence import evaluation_evidence
+
+    imported, tokens = None, opts["tokens"]
+    if opts["from_megatron"] is not None:
+        for name in sorted(given & set(IMPORTED_LAYOUT_OPTIONS)):
+            raise UsageError(
+                "comes from the Megatron command with --from-megatron; drop it",
+                IMPORTED_LAYOUT_OPTIONS[name],
+            )
+        imported = load_megatron(opts["from_megatron"])
+        spec, layout, seq_len = imported.spec, imported.layout, imported.seq_len
+        tokens = tokens if tokens is not None else imported.tokens
+    else:
+        spec, layout, seq_len = given_layout(opts)
+    cat = stack_catalog(tuple(Path(f) for f in opts["catalog_files"]), opts["stack"])
+    hw = hardware(cat, opts["gpu"], opts["nic"], opts["nics_per_node"])
+    if hw.gpu.peak_tflops(layout.precision) is None:
+        option = "--from-megatron: --fp8-format" if imported else "--precision"
+        raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
+    if imported is None:
+        check_layout(spec, layout, seq_len)
+    ev = evaluate(spec, hw, layout, seq_len, tokens, _assumptions(opts, imported))
+    evidence = _plain(evaluation_evidence(cat, ev, opts["stack"]))
+    return EvaluateAnswer(ev, evidence, imported)

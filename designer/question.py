@@ -1,0 +1,433 @@
+"""The question, declared once: every field of optimize's question with its type, bounds,
+unit, help, command-line flag, key in a saved answer and column in a sweep's CSV.
+
+From this one declaration come the click options that optimize, compare and breakeven
+share (``question_options``), the question file and a sweep's base and axes (``Question``
+itself, validated by pydantic), and the ``question`` object of a saved answer
+(``answer_question`` writes it, ``Question.from_answer`` reads it back). Turning a
+question into a solver Scenario is ``designer.questions.build_scenario``.
+
+A new question field is one entry below: its annotation with a ``Meta`` and, where the
+Scenario keeps it under another name, how the saved answer writes and reads it. The
+facility constants and the planning assumptions take their bounds from the models that
+hold them (catalog.specs.Facility, models.layout.Assumptions) through ``_facility`` and
+``_assumption``.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import click
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from catalog.specs import FABRICS, Facility
+from designer.errors import UsageError
+from designer.numbers import Days, Quantity
+from models.layout import Assumptions
+
+if TYPE_CHECKING:
+    from solvers import Scenario
+
+DEFAULT_MODEL = "llama2-70b"
+DEFAULT_TOKENS = 2e12
+EVIDENCE_CHOICES = ("measured", "any")
+# Planning defaults for memory the tensors do not account for (README "Memory headroom").
+# Reserved: CUDA context and cuBLAS/Transformer Engine workspaces (~0.5-1 GB) plus NCCL's
+# buffers, measured at 544-688 MB per communicator on 4 x A100 (NVIDIA/nccl#964, 2023-08)
+# and 1.6 GB for one communicator, ~6 GB for three or more with default channels
+# (NVIDIA/nccl#864, 2023-06); a Megatron job holds TP, PP, DP and (with CP) CP groups.
+DEFAULT_RESERVED_GB = 3.0
+# Headroom: the PyTorch caching allocator's fragmentation (reserved but unallocated
+# blocks) and peaks outside the model's count; 5% of the GPU kept free.
+DEFAULT_HEADROOM = 0.05
+_SAME = object()  # Meta defaults: "as the field"
+
+
+class GpuCap(click.ParamType):
+    """NAME=N: at most N GPUs of type NAME."""
+
+    name = "NAME=N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        gpu, sep, count = str(value).partition("=")
+        if not sep or not gpu:
+            self.fail(f"{value!r} is not NAME=N; e.g. h100-sxm=512", param, ctx)
+        try:
+            n = Quantity(integer=True).convert(count, param, ctx)
+        except click.BadParameter:
+            self.fail(f"{value!r}: N must be a positive whole number", param, ctx)
+        return (gpu, n)
+
+
+@dataclass(frozen=True)
+class Meta:
+    """How one question field meets the world outside pydantic.
+
+    ``flag``: its command-line option; ``param``: click's parameter name (default the
+    field's); ``click_type``: the option's type when the annotation does not say it
+    (suffixed numbers); ``cli_default``: the option's default when it differs from the
+    field's; ``answer``: its key in a saved answer's ``question`` (``facility.pue`` for a
+    nested one); ``save``/``load``: the value the answer writes from a Scenario and the
+    question value read back from it (default: the Scenario attribute of that name, and
+    the value itself); ``legacy``: the value for answers saved before the field existed."""
+
+    flag: str
+    unit: str = ""
+    param: str | None = None
+    click_type: Any = None
+    cli_default: Any = _SAME
+    metavar: str | None = None
+    answer: str | None = None
+    save: Callable[["Scenario"], Any] | None = None
+    load: Callable[[Any], Any] | None = None
+    legacy: Any = _SAME
+
+
+# help of the facility flags (their bounds are the catalog's: catalog.specs.Facility)
+FACILITY_HELP = {
+    "pue": "Power usage effectiveness [default: the catalog's facility, 1.25].",
+    "usd_per_kwh": "Electricity price for --pricing tco [default: 0.0826].",
+    "rack_power_kw": "Power limit per rack [default: 42 kW].",
+    "oversubscription": "Leaf down:up ratio of the fat tree [default: 1, non-blocking].",
+    "lifetime_years": "--pricing tco charges capex x training time / lifetime "
+    "[default: all of it].",
+}
+
+
+def _bounds(info: Any) -> dict[str, Any]:
+    """The numeric bounds (ge, gt, le, lt) of a pydantic field."""
+    return {
+        k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le", "lt") if hasattr(m, k)
+    }
+
+
+def _facility(name: str, unit: str = "") -> Any:
+    """A facility constant the question may override (default: the catalog's): the
+    catalog's bounds, the flag named after it, its key under the answer's ``facility``."""
+    info = Field(None, description=FACILITY_HELP[name], **_bounds(Facility.model_fields[name]))
+    save = lambda s: getattr(s.catalog.facility, name)  # noqa: E731
+    info.metadata.append(
+        Meta("--" + name.replace("_", "-"), unit, answer=f"facility.{name}", save=save)
+    )
+    return info
+
+
+# help of the planning-assumption flags
+ASSUMPTION_HELP = {
+    "--dp-overlap": "Fraction of the last backward that hides DP traffic.",
+    "--memory-overhead": "Allocator fragmentation and temporaries, fraction of tensor memory.",
+    "--reserved-gb": "Fixed GB per GPU for the CUDA context and NCCL buffers.",
+    "--headroom": "Fraction of GPU memory a plan keeps free (0 with --reserved-gb 0: the "
+    "seed's rule).",
+}
+
+
+def _assumption(flag: str, attr: str, unit: str, default: float) -> Any:
+    """A planning assumption (``attr`` of models.layout.Assumptions, with its bounds); answers
+    saved before the reserved memory and the headroom were planned without them (0)."""
+    info = Field(
+        default, description=ASSUMPTION_HELP[flag], **_bounds(Assumptions.model_fields[attr])
+    )
+    save = lambda s: getattr(s.assumptions, attr)  # noqa: E731
+    info.metadata.append(Meta(flag, unit, save=save, legacy=0.0))
+    return info
+
+
+def _fabric_name(s: "Scenario") -> str:
+    return next(k for k, v in FABRICS.items() if v == s.fabric)
+
+
+SuffixNumber = float | str  # a number, or text with the CLI's suffixes (30M, 2T)
+_FIELD = ConfigDict(extra="forbid", defer_build=True)  # validators built on first use
+
+
+class Question(BaseModel):
+    """A design question: optimize's options, with the same suffixes (30M, 2T, 90d)."""
+
+    model_config = _FIELD
+
+    model: Annotated[
+        str | dict[str, Any],
+        Meta("--model", answer="model_spec", save=lambda s: s.spec.model_dump()),
+        Field(description="Zoo name, YAML/JSON spec or HF config.json."),
+    ] = DEFAULT_MODEL
+    tokens: Annotated[
+        SuffixNumber,
+        Meta("--tokens", "tokens", click_type=Quantity(), cli_default="2T", legacy=KeyError),
+        Field(description="Training tokens (2T, 300B, ...)."),
+    ] = DEFAULT_TOKENS
+    seq_len: Annotated[
+        int | None,
+        Meta("--seq-len", "tokens"),
+        Field(ge=1, description="Sequence length [default: the model's]."),
+    ] = None
+    budget: Annotated[
+        SuffixNumber | None,
+        Meta("--budget", "USD", click_type=Quantity(), answer="budget_usd"),
+        Field(description="Budget in USD (30M, 1.5B, ...)."),
+    ] = None
+    deadline: Annotated[
+        SuffixNumber | None,
+        Meta("--deadline", "days", click_type=Days(), answer="deadline_days"),
+        Field(description="Deadline (90d, 36h, or days)."),
+    ] = None
+    objective: Annotated[
+        Literal["time", "cost"] | None,
+        Meta("--objective"),
+        Field(
+            description="time (fastest under the budget) or cost (cheapest by the deadline) "
+            "[default: time with a budget, else cost]."
+        ),
+    ] = None
+    pricing: Annotated[
+        Literal["capex", "cloud", "tco"],
+        Meta("--pricing"),
+        Field(
+            description="capex: buy the cluster; cloud: rent GPU-hours; tco: capex (or its share "
+            "over --lifetime-years) plus energy over the training time."
+        ),
+    ] = "capex"
+    power_cap: Annotated[
+        float | None,
+        Meta("--power-cap", "MW", metavar="MW", answer="power_cap_mw"),
+        Field(gt=0, description="Facility power cap in MW (IT nameplate x PUE)."),
+    ] = None
+    max_racks: Annotated[
+        int | str | None,
+        Meta("--max-racks", "racks", click_type=Quantity(integer=True)),
+        Field(description="Cap on the number of racks."),
+    ] = None
+    # the facility constants a question may override, with the catalog's bounds
+    pue: float | None = _facility("pue")
+    usd_per_kwh: float | None = _facility("usd_per_kwh", "USD/kWh")
+    rack_power_kw: float | None = _facility("rack_power_kw", "kW")
+    oversubscription: float | None = _facility("oversubscription")
+    lifetime_years: float | None = _facility("lifetime_years", "years")
+    gpus: Annotated[
+        list[str],
+        Meta("--gpu"),
+        Field(description="Allowed GPU types (repeatable) [default: the whole catalog]."),
+    ] = []
+    nics: Annotated[
+        list[str],
+        Meta("--nic"),
+        Field(description="Allowed NIC types (repeatable) [default: all]."),
+    ] = []
+    catalog: Annotated[
+        list[str],
+        Meta(
+            "--catalog",
+            param="catalog_files",
+            click_type=click.Path(path_type=Path),
+            answer="catalog_files",
+        ),
+        Field(
+            description="YAML file of entries that add to or override the built-in catalog "
+            "(repeatable)."
+        ),
+    ] = []
+    max_gpus: Annotated[
+        int | str | None,
+        Meta("--max-gpus", "GPUs", click_type=Quantity(integer=True)),
+        Field(description="Cap on the number of GPUs."),
+    ] = None
+    gpu_caps: Annotated[
+        dict[str, int],
+        Meta("--gpu-cap", "GPUs", click_type=GpuCap(), save=lambda s: dict(s.gpu_caps)),
+        Field(description="Availability: at most N GPUs of a type, as NAME=N (repeatable)."),
+    ] = {}
+    max_batch_tokens: Annotated[
+        SuffixNumber | None,
+        Meta("--max-batch-tokens", "tokens", click_type=Quantity()),
+        Field(description="Global batch ceiling in tokens [default: 16M]."),
+    ] = None
+    min_batch_tokens: Annotated[
+        SuffixNumber | None,
+        Meta("--min-batch-tokens", "tokens", click_type=Quantity()),
+        Field(description="Global batch floor in tokens."),
+    ] = None
+    precision: Annotated[
+        Literal["bf16", "fp8", "any"],
+        Meta(
+            "--precision",
+            answer="precisions",
+            save=lambda s: list(s.precisions),
+            load=lambda p: "any" if len(p) > 1 else p[0],
+        ),
+        Field(
+            description="Training precision; 'any' lets the optimizer use fp8 where the GPU has it."
+        ),
+    ] = "bf16"
+    ignore: Annotated[
+        list[str],
+        Meta("--ignore", answer="ignored_constraints", save=lambda s: sorted(s.disabled)),
+        Field(description="Switch a constraint family off (repeatable), e.g. tp_bandwidth."),
+    ] = []
+    stack: Annotated[
+        Literal["megatron-core", "vtrain-2022"],  # catalog.specs.STACKS (a test checks)
+        Meta("--stack"),
+        Field(description="Software stack whose calibrated profile predicts the step time."),
+    ] = "megatron-core"
+    evidence: Annotated[
+        Literal["measured", "any"],
+        Meta("--evidence"),
+        Field(
+            description="Search GPUs with measured training runs only, or any (extrapolated "
+            "ones marked)."
+        ),
+    ] = "measured"
+    # planning assumptions (models.layout.Assumptions, with its bounds)
+    dp_overlap: float = _assumption("--dp-overlap", "dp_overlap", "fraction", 0.0)
+    memory_overhead: float = _assumption(
+        "--memory-overhead", "memory_overhead_fraction", "fraction", 0.0
+    )
+    reserved_gb: float = _assumption(
+        "--reserved-gb", "runtime_reserved_gb", "GB", DEFAULT_RESERVED_GB
+    )
+    headroom: float = _assumption(
+        "--headroom", "memory_headroom_fraction", "fraction", DEFAULT_HEADROOM
+    )
+    fabric: Annotated[
+        Literal["ib", "ethernet", "any"],
+        Meta("--fabric", save=_fabric_name),
+        Field(description="Scale-out fabric: InfiniBand, Ethernet (RoCE) or either."),
+    ] = "any"
+
+    # ------------------------------------------------------------ the saved answer
+    @classmethod
+    def from_answer(cls, saved: dict[str, Any]) -> "Question":
+        """The question a saved answer's ``question`` object asked (``answer_question``'s
+        inverse); absent keys take their ``legacy`` value. KeyError, TypeError or
+        ValueError on a malformed object."""
+        values: dict[str, Any] = {}
+        for name, meta in META.items():
+            found, value = _lookup(saved, answer_key(name))
+            if name == "model" and not found:
+                found, value = _lookup(saved, "model")
+            if not found:
+                if meta.legacy is KeyError:
+                    raise KeyError(answer_key(name))
+                if meta.legacy is not _SAME:
+                    values[name] = meta.legacy
+                continue
+            if value is None:
+                continue
+            values[name] = meta.load(value) if meta.load else value
+        return cls.model_validate(values)
+
+    # ------------------------------------------------------------ the command line
+    @classmethod
+    def from_options(cls, params: dict[str, Any]) -> "Question":
+        """The question from click's parameters (``question_options``); a model given as a
+        TransformerSpec (optimize --from-megatron) is kept as its fields."""
+        values: dict[str, Any] = {}
+        for name, meta in META.items():
+            value = params.get(meta.param or name)
+            if isinstance(value, BaseModel):
+                value = value.model_dump()
+            elif name == "gpu_caps":
+                value = dict(value or {})
+            elif isinstance(value, tuple):
+                value = [str(v) for v in value]
+            if value is not None:
+                values[name] = value
+        try:
+            return cls.model_validate(values)
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise UsageError(first["msg"], META[str(first["loc"][0])].flag) from err
+
+
+META: dict[str, Meta] = {
+    name: next(m for m in info.metadata if isinstance(m, Meta))
+    for name, info in Question.model_fields.items()
+}
+"""Every question field's Meta, in declaration order."""
+FLAG_FIELDS = {meta.flag: name for name, meta in META.items()}
+"""Command-line flag -> question field (errors from a file name its field)."""
+QUESTION_FIELDS = tuple(META)
+"""The question's fields: the question file's keys, the sweep's axes and CSV columns."""
+
+
+def answer_key(name: str) -> str:
+    """The field's key in a saved answer's ``question`` (dotted: nested)."""
+    return META[name].answer or name
+
+
+def _lookup(doc: dict[str, Any], key: str) -> tuple[bool, Any]:
+    for part in key.split(".")[:-1]:
+        doc = doc.get(part) or {}
+    last = key.split(".")[-1]
+    return last in doc, doc.get(last)
+
+
+def answer_question(s: "Scenario") -> dict[str, Any]:
+    """A saved answer's ``question``: every question field under its answer key, as the
+    Scenario holds it, plus the model's name and size and the (GPU, precision) pairs the
+    search skipped for want of measured runs."""
+    out: dict[str, Any] = {"model": s.spec.name, "params": s.spec.params()}
+    for name, meta in META.items():
+        key = answer_key(name)
+        value = meta.save(s) if meta.save else getattr(s, key)
+        if "." in key:
+            head, tail = key.split(".", 1)
+            out.setdefault(head, {})[tail] = value
+        else:
+            out[key] = list(value) if isinstance(value, tuple) else value
+    out["unmeasured"] = sorted([g, p] for g, p in s.unmeasured)
+    return out
+
+
+# ---------------------------------------------------------------- click options
+def _click_type(name: str, meta: Meta) -> Any:
+    """The option's type: the Meta's, or the annotation's choices or numeric bounds."""
+    if meta.click_type is not None:
+        return meta.click_type
+    info = Question.model_fields[name]
+    args = getattr(info.annotation, "__args__", ())
+    literal = next(
+        (a for a in (info.annotation, *args) if getattr(a, "__origin__", None) is Literal), None
+    )
+    if literal is not None:
+        return click.Choice(literal.__args__)
+    bounds = {
+        k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le", "lt") if hasattr(m, k)
+    }
+    if int in (info.annotation, *args):
+        return click.IntRange(min=bounds.get("ge"))
+    if float in (info.annotation, *args):
+        return click.FloatRange(
+            min=bounds.get("ge", bounds.get("gt")),
+            max=bounds.get("le", bounds.get("lt")),
+            min_open="gt" in bounds,
+            max_open="lt" in bounds,
+        )
+    return None
+
+
+def field_option(name: str, help: str | None = None) -> Callable:
+    """The click option of one question field (``help`` where a command says more)."""
+    meta, info = META[name], Question.model_fields[name]
+    multiple = info.annotation in (list[str], dict[str, int])
+    default = info.default if meta.cli_default is _SAME else meta.cli_default
+    return click.option(
+        meta.flag,
+        meta.param or name,
+        type=_click_type(name, meta),
+        multiple=multiple,
+        default=None if multiple else default,
+        show_default=not multiple and default is not None,
+        metavar=meta.metavar,
+        help=help or info.description,
+    )
+
+
+def question_options(f: Callable) -> Callable:
+    """Click options for every question field, in declaration order."""
+    for name in reversed(QUESTION_FIELDS):
+        f = field_option(name)(f)
+    return f
