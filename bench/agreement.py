@@ -168,6 +168,10 @@ def full_question(seed: int, small: bool = False) -> tuple[dict[str, Any], int]:
     if kw["objective"] == "time" and "budget" not in kw:
         kw["budget"] = 10 ** r.uniform(*budget_exp)
     top_k = 1 if r.random() < 0.5 else r.randint(2, 10)
+    # options added later draw from their own stream, so the earlier draws stay as they were
+    later = random.Random(f"{seed}:later")
+    if later.random() < 0.1:
+        kw["max_virtual_stages"] = later.choice([1, 8, 12])
     return kw, top_k
 
 

@@ -26,6 +26,7 @@ from catalog.specs import FABRICS, Facility
 from designer.errors import UsageError
 from designer.numbers import Days, Quantity
 from models.layout import Assumptions
+from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES
 
 if TYPE_CHECKING:
     from solvers import Scenario
@@ -291,6 +292,17 @@ class Question(BaseModel):
     headroom: float = _assumption(
         "--headroom", "memory_headroom_fraction", "fraction", DEFAULT_HEADROOM
     )
+    max_virtual_stages: Annotated[
+        int,
+        Meta("--max-virtual-stages", "virtual stages", legacy=DEFAULT_MAX_VIRTUAL_STAGES),
+        Field(
+            ge=1,
+            le=128,
+            description="Largest virtual-stage (interleaving) count searched per pipeline "
+            "rank; 8 or more finds faster plans for models of 100+ layers and takes longer "
+            f"to solve [default: {DEFAULT_MAX_VIRTUAL_STAGES}].",
+        ),
+    ] = DEFAULT_MAX_VIRTUAL_STAGES
     fabric: Annotated[
         Literal["ib", "ethernet", "any"],
         Meta("--fabric", save=_fabric_name),

@@ -28,7 +28,7 @@ from designer.question import (
 )
 from models import Assumptions, TransformerSpec, resolve_model
 from solvers import FAMILIES, Scenario, SolveResult
-from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS
+from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_VIRTUAL_STAGES
 
 if TYPE_CHECKING:
     from catalog import Catalog
@@ -103,6 +103,7 @@ def build_scenario(
     max_racks: int | None = None,
     stack: str = DEFAULT_STACK,
     evidence: str = "measured",
+    max_virtual_stages: int = DEFAULT_MAX_VIRTUAL_STAGES,
     **facility: float | None,
 ) -> Scenario:
     """The Scenario a question asks (keyword arguments: the question's fields, parsed;
@@ -150,6 +151,7 @@ def build_scenario(
             stack=stack,
             evidence=evidence,
             unmeasured=unmeasured,
+            max_virtual_stages=max_virtual_stages,
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err

@@ -4,9 +4,11 @@ stages, and micro-batches above 8 while memory allows."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from helpers import PRIME, prime_scenario
+from helpers import PRIME, one_line, prime_scenario, run_main
 from solvers import space
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
@@ -97,3 +99,24 @@ def test_micro_batches_grow_while_memory_allows(cat):
     tried = {c.shape.micro_batch for c in space.enumerate_candidates(big)}
     # the enumeration stops one size past the largest that fits (or at 8, as before)
     assert max(tried) <= max(2 * max(fits), 8)
+
+
+def test_max_virtual_stages_option_reaches_the_plan_and_the_saved_answer(capsys, tmp_path):
+    """`--max-virtual-stages 8` finds Llama 3 405B's faster interleaved layout (README "What
+    the space leaves out"), saves the option, and out-of-range values exit 2 naming it."""
+    q = ["optimize", "--model", "llama3-405b", "--tokens", "15T", "--budget", "500M"]
+    q += ["--gpu", "mi300x", "--json"]
+    code, out, _ = run_main(capsys, q)
+    default = json.loads(out)
+    code8, out8, _ = run_main(capsys, [*q, "--max-virtual-stages", "8"])
+    wide = json.loads(out8)
+    assert code == code8 == 0
+    assert default["plans"][0]["vp"] <= 5 < wide["plans"][0]["vp"] <= 8
+    assert wide["plans"][0]["time_to_train_days"] < default["plans"][0]["time_to_train_days"]
+    assert wide["question"]["max_virtual_stages"] == 8
+    saved = tmp_path / "plan.json"
+    saved.write_text(out8)
+    code, out, _ = run_main(capsys, ["explain", str(saved), "--json"])
+    assert code == 0 and json.loads(out)["question"]["max_virtual_stages"] == 8
+    code, _, err = run_main(capsys, ["optimize", "--max-virtual-stages", "0"])
+    assert code == 2 and "--max-virtual-stages" in one_line(err)

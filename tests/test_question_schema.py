@@ -69,6 +69,7 @@ FIELD_VALUES = {
     "reserved_gb": st.floats(0, 80),
     "headroom": st.floats(0, 0.99),
     "fabric": _choice("fabric"),
+    "max_virtual_stages": st.integers(1, 128),
 }
 
 
