@@ -25,31 +25,9 @@ from models.cost import (
     usd_to_cents_up,
 )
 from models.fabric import leaf_down_ports, oversubscription_ratio
+from solvers.intmath import INT_LIMIT, ceil_by, times
+from solvers.intmath import hi as hi_of
 from solvers.scenario import Scenario
-
-INT_LIMIT = 2**62
-
-
-def hi_of(var: cp_model.IntVar) -> int:
-    dom = var.proto.domain
-    return int(dom[len(dom) - 1])
-
-
-def ceil_by(md: cp_model.CpModel, name: str, num, num_hi: int, den: int) -> cp_model.IntVar:
-    """name = ceil(num / den) for a constant den >= 1 (two linear inequalities)."""
-    var = md.new_int_var(0, -(-num_hi // den), name)
-    md.add(den * var >= num)
-    md.add(den * var <= num + den - 1)
-    return var
-
-
-def times(md: cp_model.CpModel, name: str, a: cp_model.IntVar, b: cp_model.IntVar):
-    hi = hi_of(a) * hi_of(b)
-    if hi >= INT_LIMIT:
-        raise OverflowError(f"{name}: product bounds exceed int64; narrow the question")
-    var = md.new_int_var(0, hi, name)
-    md.add_multiplication_equality(var, [a, b])
-    return var
 
 
 @dataclass

@@ -8,22 +8,10 @@ from catalog.catalog import Catalog
 from catalog.specs import DEFAULT_STACK, NICSpec
 from models.layout import Assumptions
 from models.spec import TransformerSpec
+from solvers.families import BY_NAME, NAMES
 
-FAMILIES = (
-    "memory",
-    "tp_bandwidth",
-    "tp_domain",
-    "divisibility",
-    "pipeline_fill",
-    "batch_ceiling",
-    "batch_floor",
-    "nic_slots",
-    "budget",
-    "deadline",
-    "max_gpus",
-    "power",
-    "max_racks",
-)
+# the constraint families' names, in registry order (solvers/families/; --ignore choices)
+FAMILIES = NAMES
 OBJECTIVES = ("time", "cost")
 PRICINGS = ("capex", "cloud", "tco")
 DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch; Dubey et al. 2024)
@@ -86,23 +74,7 @@ class Scenario:
 
     def active(self, family: str) -> bool:
         """Whether a constraint family is enforced (and has its limit set)."""
-        if family in self.disabled:
-            return False
-        if family == "budget":
-            return self.budget_usd is not None
-        if family == "deadline":
-            return self.deadline_days is not None
-        if family == "max_gpus":
-            return self.max_gpus is not None or bool(self.gpu_caps)
-        if family == "batch_ceiling":
-            return self.max_batch_tokens is not None
-        if family == "batch_floor":
-            return self.min_batch_tokens is not None
-        if family == "power":
-            return self.power_cap_mw is not None
-        if family == "max_racks":
-            return self.max_racks is not None
-        return True
+        return BY_NAME[family].active(self)
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
     @property

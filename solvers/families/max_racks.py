@@ -1,0 +1,61 @@
+"""max_racks: at most the question's racks (servers per rack under the rack's power
+budget; models/cost.py servers_per_rack, solvers/cpsat_cluster.py encodes the count)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from solvers.families.base import Family, Fix, FixSearch, Grid, bisect_fix, violation
+
+if TYPE_CHECKING:
+    from models.evaluate import Evaluation
+    from models.feasibility import Violation
+    from solvers.cpsat_context import BuildContext
+    from solvers.plan import Config, Plan
+    from solvers.scenario import Scenario
+
+
+class MaxRacks(Family):
+    name = "max_racks"
+    kind = "limit"
+    position = 130
+    field = "max_racks"
+    relaxation = "racks +10%"
+    needs_cluster = True  # the rack count is a cluster term, priced or not
+
+    def relax(self, s: Scenario) -> Scenario:
+        return s.with_changes(max_racks=max(s.rack_cap + 1, math.ceil(s.rack_cap * 1.1)))
+
+    def encode(self, ctx: BuildContext) -> None:
+        assert ctx.cluster is not None
+        ctx.md.add(ctx.cluster.racks <= ctx.scenario.rack_cap).only_enforce_if(
+            ctx.enforce[self.name]
+        )
+
+    def admits(self, s: Scenario, grid: Grid) -> Any:
+        return grid.cluster.racks <= s.rack_cap
+
+    def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
+        racks = ev.cluster.racks
+        if racks > s.rack_cap:
+            return violation(self.name, f"needs {racks:,} racks, limit {s.rack_cap:,}")
+        return None
+
+    def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
+        racks = plan.evaluation.cluster.racks
+        return s.rack_cap - racks, "racks", f"{racks:,} of {s.rack_cap:,} racks"
+
+    def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
+        return bisect_fix(
+            search,
+            self.name,
+            lambda v: s.with_changes(max_racks=int(v)),
+            s.rack_cap,
+            2**20,
+            True,
+            lambda x: f"allow at least {int(x):,} racks",
+        )
+
+
+FAMILY = MaxRacks()
