@@ -11,13 +11,12 @@ import math
 
 import numpy as np
 
-from models.comm import GB
+from models.comm import nic_share
 from models.cost import (
     cluster_totals,
     energy_usd,
     link_cents,
     nic_power_w,
-    pue_milli,
     server_power_w,
     servers_per_rack,
     switch_power_w,
@@ -26,6 +25,7 @@ from models.cost import (
 from models.evaluate import cloud_usd
 from models.step import group_reduce_s
 from models.units import days_from_seconds, seconds_from_days
+from solvers.families import REGISTRY
 from solvers.intmath import down
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate, nic_specs
@@ -197,26 +197,21 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
         hi = min(hi, down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
     if scenario.active("budget") and scenario.capex_charged_in_full:
         hi = min(hi, budget_gpu_limit(scenario, g) // s.replica_gpus)
-    if scenario.active("power") or scenario.active("max_racks"):
-        hi = min(hi, site_gpu_limit(scenario, g) // s.replica_gpus)
+    hi = min(hi, site_gpu_limit(scenario, g) // s.replica_gpus)
     return max(1, lo), hi
 
 
 def site_gpu_limit(scenario: Scenario, gpu) -> int:
-    """The most GPUs of this type the power cap and the rack cap allow: each GPU draws at
-    least its share of a server with one NIC (least_per_gpu), times the PUE; a rack holds
-    at most servers_per_rack servers (with the least power-hungry NIC)."""
+    """The most GPUs of this type the active families' site limits allow (the power cap,
+    the rack cap: each family's ``gpu_limit``, solvers/families/)."""
     key = ("site_gpu_limit", gpu.name)
     if key not in scenario.memo:
         limit = GPU_CAP
-        if scenario.active("power"):
-            _, watts = least_per_gpu(scenario, gpu)
-            facility_w = watts * pue_milli(scenario.catalog.facility) / 1000.0
-            limit = min(limit, math.floor(scenario.power_cap_w * (1 + 1e-9) / facility_w))
-        if scenario.active("max_racks"):
-            nic_w = min(nic_power_w(n) for n in nic_specs(scenario))
-            spr = servers_per_rack(gpu, scenario.catalog.facility, nic_w)
-            limit = min(limit, scenario.rack_cap * spr * gpu.server.gpus_per_server)
+        for family in REGISTRY:
+            if family.active(scenario):
+                found = family.gpu_limit(scenario, gpu)
+                if found is not None:
+                    limit = min(limit, found)
         scenario.memo[key] = limit
     return scenario.memo[key]
 
@@ -262,7 +257,7 @@ def gpu_seconds_per_sequence(
     fixed, opt, w_hi = _step_fixed_lower(scenario, cand, node_gb_s)
     stage = stage_time_lower(cand)
     if several_servers and node_gb_s and c.pp > 1:
-        share = node_gb_s * GB / c.gpus_per_node * c.network_efficiency
+        share = nic_share(node_gb_s, c.gpus_per_node, c.network_efficiency)
         send = c.pp_send_bytes / share + c.pp_latency_s
         stage = c.stage_mb_s + 2 * c.vp * send
         fixed += 2 * (c.pp - 1) * send

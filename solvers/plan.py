@@ -103,7 +103,7 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
     if scenario.extra_nic_slots:
         server = gpu.server.model_copy(
             update={
-                "nic_slots": gpu.server.nic_slots + scenario.extra_nic_slots,
+                "nic_slots": scenario.nic_slots(gpu.name),
                 "nic_counts": scenario.nic_counts(gpu.name),
             }
         )

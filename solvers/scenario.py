@@ -135,6 +135,10 @@ class Scenario:
         (catalog.Catalog.nic_fits: PCIe generation, the vendor's fixed or integrated NICs)."""
         return self.catalog.nics_for(self.catalog.gpu(gpu), self.nics, self.fabric)
 
+    def nic_slots(self, gpu: str) -> int:
+        """Scale-out NIC slots of ``gpu``'s server, with the relaxation's extra slots."""
+        return self.catalog.gpu(gpu).server.nic_slots + self.extra_nic_slots
+
     def nic_counts(self, gpu: str) -> tuple[int, ...]:
         """NICs per server a plan on ``gpu`` may take (the vendor's counts; relaxed nic_slots
         rule: extra slots, or up to twice the slots when not enforced)."""

@@ -162,6 +162,12 @@ class Family:
         """The least relaxation that makes the question feasible, the others unchanged."""
         raise NotImplementedError
 
+    def gpu_limit(self, s: Scenario, gpu: GPUSpec) -> int | None:
+        """Optional: the most GPUs of this type any plan within the limit can use, a valid
+        bound that prunes DP degrees before the search (solvers/bounds.py dp_bounds).
+        None: no such bound."""
+        return None
+
 
 class Rule(Family):
     """A structural family: relaxed by switching it off, fixed only that way."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from solvers.families.base import Family, Fix, FixSearch, Grid, bisect_fix, violation
 
 if TYPE_CHECKING:
+    from catalog.specs import GPUSpec
     from models.evaluate import Evaluation
     from models.feasibility import Violation
     from solvers.cpsat_context import BuildContext
@@ -23,6 +24,15 @@ class MaxRacks(Family):
     field = "max_racks"
     relaxation = "racks +10%"
     needs_cluster = True  # the rack count is a cluster term, priced or not
+
+    def gpu_limit(self, s: Scenario, gpu: GPUSpec) -> int | None:
+        """A rack holds at most servers_per_rack servers (with the least power-hungry NIC)."""
+        from models.cost import nic_power_w, servers_per_rack
+        from solvers.space import nic_specs
+
+        nic_w = min(nic_power_w(n) for n in nic_specs(s))
+        spr = servers_per_rack(gpu, s.catalog.facility, nic_w)
+        return s.rack_cap * spr * gpu.server.gpus_per_server
 
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(max_racks=max(s.rack_cap + 1, math.ceil(s.rack_cap * 1.1)))

@@ -37,7 +37,7 @@ class NicSlots(EvaluatorCheck):
 
     def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
         cfg = plan.config
-        slots = s.catalog.gpu(cfg.shape.gpu).server.nic_slots + s.extra_nic_slots
+        slots = s.nic_slots(cfg.shape.gpu)
         return (
             slots - cfg.nics_per_node,
             "NICs",

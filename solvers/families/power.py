@@ -9,6 +9,7 @@ from solvers.families.base import Family, Fix, FixSearch, Grid, bisect_fix, viol
 from solvers.intmath import down
 
 if TYPE_CHECKING:
+    from catalog.specs import GPUSpec
     from models.evaluate import Evaluation
     from models.feasibility import Violation
     from solvers.cpsat_context import BuildContext
@@ -24,6 +25,18 @@ class Power(Family):
     relaxation = "power cap +10%"
     needs_cluster = True
     keeps_nic_dominance = False
+
+    def gpu_limit(self, s: Scenario, gpu: GPUSpec) -> int | None:
+        """Each GPU draws at least its share of a server with one NIC (least_per_gpu), times
+        the PUE."""
+        import math
+
+        from models.cost import pue_milli
+        from solvers.bounds import least_per_gpu
+
+        _, watts = least_per_gpu(s, gpu)
+        facility_w = watts * pue_milli(s.catalog.facility) / 1000.0
+        return math.floor(s.power_cap_w * (1 + 1e-9) / facility_w)
 
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(power_cap_mw=s.power_cap_w / 1e6 * 1.1)
