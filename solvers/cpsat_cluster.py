@@ -13,17 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ortools.sat.python import cp_model
 
-from models.cost import (
-    link_cents,
-    nic_power_w,
-    server_power_w,
-    servers_per_rack,
-    switch_power_w,
-    usd_to_cents_up,
-)
+from models import cost as cost_model
 from models.fabric import leaf_down_ports, oversubscription_ratio
 from solvers.intmath import INT_LIMIT, ceil_by, times
 from solvers.intmath import hi as hi_of
@@ -44,9 +38,9 @@ class ClusterTerms:
 class _Fabric:
     """One NIC type's fabric: its capex and switch power terms and their upper bounds."""
 
-    capex: cp_model.LinearExprT
+    capex: Any  # a linear expression in cents
     capex_hi: int
-    power: cp_model.LinearExprT
+    power: Any  # a linear expression in W
     power_hi: int
     tiers: dict[int, cp_model.IntVar]
 
@@ -103,12 +97,12 @@ def _fabric(
         md.add(top <= half ** (t - 1)).only_enforce_if(tier[t])
         md.add(sw == leaves + (t - 2) * mid + top).only_enforce_if(tier[t])
         md.add(links == ends + (t - 1) * up).only_enforce_if(tier[t])
-    sw_cents = usd_to_cents_up(switch.price_usd)
+    sw_cents = cost_model.usd_to_cents_up(switch.price_usd)
     return _Fabric(
-        sw_cents * sw + link_cents(nic) * links,
-        sw_cents * sw_hi + link_cents(nic) * links_hi,
-        switch_power_w(switch) * sw,
-        sw_hi * switch_power_w(switch),
+        sw_cents * sw + cost_model.link_cents(nic) * links,
+        sw_cents * sw_hi + cost_model.link_cents(nic) * links_hi,
+        cost_model.switch_power_w(switch) * sw,
+        sw_hi * cost_model.switch_power_w(switch),
         tier,
     )
 
@@ -116,9 +110,9 @@ def _fabric(
 def _racks(
     md: cp_model.CpModel,
     scenario: Scenario,
-    nodes: cp_model.IntVar,
     gpu_lit: dict[str, cp_model.IntVar],
     rails_of: dict[str, cp_model.IntVar],
+    nodes: cp_model.IntVar,
 ) -> cp_model.IntVar:
     """racks >= ceil(servers / servers per rack); servers per rack falls as a server's NICs
     draw more (models/cost.py). A lower bound suffices: racks only add cost and count
@@ -127,15 +121,19 @@ def _racks(
     racks = md.new_int_var(0, hi_of(nodes), "racks")
     nics_w = md.new_int_var(
         0,
-        sum(nic_power_w(cat.nic(n)) * hi_of(rails_of[n]) for n in rails_of),
+        sum(cost_model.nic_power_w(cat.nic(n)) * hi_of(rails_of[n]) for n in rails_of),
         "nics_power_per_server_w",
     )
-    md.add(nics_w == sum(nic_power_w(cat.nic(n)) * v for n, v in rails_of.items()))
+    md.add(nics_w == sum(cost_model.nic_power_w(cat.nic(n)) * v for n, v in rails_of.items()))
     possible_w = sorted(
-        {k * nic_power_w(cat.nic(n)) for n in rails_of for k in range(1, hi_of(rails_of[n]) + 1)}
+        {
+            k * cost_model.nic_power_w(cat.nic(n))
+            for n in rails_of
+            for k in range(1, hi_of(rails_of[n]) + 1)
+        }
     )
     for g, g_lit in gpu_lit.items():
-        spr_of = {w: servers_per_rack(cat.gpu(g), fac, w) for w in possible_w}
+        spr_of = {w: cost_model.servers_per_rack(cat.gpu(g), fac, w) for w in possible_w}
         for v in sorted(set(spr_of.values()), reverse=True):
             w_v = min(w for w in possible_w if spr_of[w] <= v)  # spr falls as w grows
             if w_v == possible_w[0]:
@@ -170,20 +168,24 @@ def add_cluster_terms(
     }
     tiers = {name: f.tiers for name, f in fabrics.items()}
     tier_literals = [lit for f in fabrics.values() for lit in f.tiers.values()]
-    racks = _racks(md, scenario, nodes, gpu_lit, rails_of)
+    racks = _racks(md, scenario, gpu_lit, rails_of, nodes)
     capex_terms = [f.capex for f in fabrics.values()]
-    capex_terms.append(usd_to_cents_up(fac.rack_usd) * racks)
+    capex_terms.append(cost_model.usd_to_cents_up(fac.rack_usd) * racks)
     capex_hi = sum(f.capex_hi for f in fabrics.values())
-    capex_hi += usd_to_cents_up(fac.rack_usd) * hi_of(racks)
+    capex_hi += cost_model.usd_to_cents_up(fac.rack_usd) * hi_of(racks)
 
-    nic_hi = sum(nic_power_w(cat.nic(name)) * hi_of(nics_of[name]) for name in nic_lits)
+    nic_hi = sum(cost_model.nic_power_w(cat.nic(name)) * hi_of(nics_of[name]) for name in nic_lits)
     sw_hi_total = sum(f.power_hi for f in fabrics.values())
-    it_hi = hi_of(nodes) * max(server_power_w(cat.gpu(g)) for g in gpu_lit) + sw_hi_total + nic_hi
+    it_hi = (
+        hi_of(nodes) * max(cost_model.server_power_w(cat.gpu(g)) for g in gpu_lit)
+        + sw_hi_total
+        + nic_hi
+    )
     it_power = md.new_int_var(0, it_hi, "it_power_w")
     md.add(
         it_power
-        == sum(server_power_w(cat.gpu(g)) * v for g, v in nodes_of.items())
-        + sum(nic_power_w(cat.nic(name)) * nics_of[name] for name in nic_lits)
+        == sum(cost_model.server_power_w(cat.gpu(g)) * v for g, v in nodes_of.items())
+        + sum(cost_model.nic_power_w(cat.nic(name)) * nics_of[name] for name in nic_lits)
         + sum(f.power for f in fabrics.values())
     )
     return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks, tier_literals, tiers)

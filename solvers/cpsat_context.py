@@ -44,45 +44,48 @@ class BuildContext:
     coarsen: float  # the time unit's coarsening (build retries coarser on overflow)
     cost_cap_usd: float | None
     given_bounds: Bounds | None
-    # the choices: one literal per shape, GPU type and NIC type; the families' literals
+    # Each part sets its fields (the part named in each comment; solvers/cpsat_model.py);
+    # fields of one part may sit in another's group, so that like declarations stay apart.
+    # _choices: a literal per shape, GPU type and NIC type offered, the families' literals
     x: list[IntVar] = field(init=False)
-    enforce: dict[str, IntVar] = field(init=False)
     shapes: list[Shape] = field(init=False)
-    cf: list[StepCoefficients] = field(init=False)
+    enforce: dict[str, IntVar] = field(init=False)
     gpus: dict[str, GPUSpec] = field(init=False)
     gpu_names: list[str] = field(init=False)
     gpu_lit: dict[str, IntVar] = field(init=False)
     nics: list[NICSpec] = field(init=False)
-    # scale: DP degree d and micro-batches per step m, their largest values
+    cf: list[StepCoefficients] = field(init=False)  # _servers: each shape's coefficients
+    # _scale: the batch ceiling in sequences, DP degree d and micro-batches per step m
     ceiling_seq: int | None = field(init=False)
     gpu_cap: int = field(init=False)
     dp_max: int = field(init=False)
     m_max: int = field(init=False)
     dp: IntVar = field(init=False)
     m: IntVar = field(init=False)
-    # NICs
+    # _nics: counts and NIC types each GPU type's server takes, NICs per server, bandwidth
     counts_of: dict[str, tuple[int, ...]] = field(init=False)
+    nics_per_node: IntVar = field(init=False)
+    node_bw: IntVar = field(init=False)
     fits_of: dict[str, set[str]] = field(init=False)
     nic_lits: dict[str, IntVar] = field(init=False)
-    nics_per_node: IntVar = field(init=False)
-    nic_count: dict[str, IntVar] = field(init=False)
-    node_bw: IntVar = field(init=False)
-    # batch, GPUs and servers
+    # _batch: W = m d, the micro-batch b, the global batch b W
     w: IntVar = field(init=False)
     b_sel: IntVar = field(init=False)
     global_batch: IntVar = field(init=False)
+    nic_count: dict[str, IntVar] = field(init=False)  # _nics: NICs of each type
+    # _servers: G, servers, the regimes (DP group in one server, job in one server)
     num_gpus: IntVar = field(init=False)
     nodes: IntVar = field(init=False)
     r_dp: IntVar = field(init=False)
     r_pp: IntVar = field(init=False)
-    # time (units of unit_s; the time per sequence scaled by k_scale)
+    cluster: ClusterTerms | None = None  # add_cluster: fabric, racks, power
+    # add_time: the unit, T' (scaled by k_scale), days per unit of T', G x T'
     unit_s: float = field(init=False)
     k_scale: int = field(init=False)
     per_seq: IntVar = field(init=False)
     days_per_unit: float = field(init=False)
     gpu_time: GpuTime = field(init=False)
-    # the cluster and the cost
-    cluster: ClusterTerms | None = None
+    # add_cluster and add_cost
     capex_expr: Any = None
     nics_total: IntVar | None = None
     cost_expr: Any = None

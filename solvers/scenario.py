@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import DEFAULT_STACK, NICSpec
@@ -22,6 +23,11 @@ def _required(value: float | None, family: str) -> float:
     if value is None:
         raise ValueError(f"the {family} limit is not set")
     return value
+
+
+def _limit(attr: str, family: str) -> Any:
+    """A read-only property: the limit in ``attr``, which an active family has set."""
+    return property(lambda self: _required(getattr(self, attr), family))
 
 
 @dataclass(frozen=True)
@@ -77,13 +83,8 @@ class Scenario:
         return BY_NAME[family].active(self)
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
-    @property
-    def budget(self) -> float:
-        return _required(self.budget_usd, "budget")
-
-    @property
-    def deadline(self) -> float:
-        return _required(self.deadline_days, "deadline")
+    budget = _limit("budget_usd", "budget")
+    deadline = _limit("deadline_days", "deadline")
 
     @property
     def power_cap_w(self) -> float:
@@ -117,13 +118,8 @@ class Scenario:
             gpu_caps=tuple((g, math.ceil(c * factor)) for g, c in self.gpu_caps),
         )
 
-    @property
-    def ceiling_tokens(self) -> float:
-        return _required(self.max_batch_tokens, "batch_ceiling")
-
-    @property
-    def floor_tokens(self) -> float:
-        return _required(self.min_batch_tokens, "batch_floor")
+    ceiling_tokens = _limit("max_batch_tokens", "batch_ceiling")
+    floor_tokens = _limit("min_batch_tokens", "batch_floor")
 
     @property
     def sequences(self) -> float:

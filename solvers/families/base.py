@@ -109,15 +109,12 @@ def violation(name: str, detail: str) -> Violation:
 
 
 class Family:
-    """A constraint family. Subclasses set the class attributes and override every hook
-    that raises NotImplementedError here (tests/test_families.py checks they do)."""
+    """A constraint family. Its module makes the one instance, ``FAMILY = Cls(name,
+    position, relaxation, field=...)``; subclasses set the class-level traits below and
+    override every hook that raises NotImplementedError here (tests/test_families.py
+    checks they do)."""
 
-    name: ClassVar[str]
-    kind: ClassVar[str]  # "structural" (on or off) or "limit" (an amount)
-    position: ClassVar[int]  # order in the registry (and in FAMILIES, --ignore's choices)
-    # the Scenario field holding the limit (None: a rule, on unless the question ignores it)
-    field: ClassVar[str | None] = None
-    relaxation: ClassVar[str]  # the step binding_constraints relaxes it by, in words
+    kind: ClassVar[str] = "limit"  # "structural" (a rule, on or off) or "limit" (an amount)
     # checked by the performance model (models/feasibility.py check_layout): the plan's
     # violation is the evaluator's; otherwise ``violation`` computes it
     in_evaluator: ClassVar[bool] = False
@@ -127,6 +124,16 @@ class Family:
     needs_cluster: ClassVar[bool] = False
     # renting's dominance (the fastest NIC in every slot is best) still holds under it
     keeps_nic_dominance: ClassVar[bool] = True
+
+    def __init__(self, name: str, position: int, relaxation: str, field: str | None = None):
+        self.name = name
+        self.position = position  # order in the registry (and in FAMILIES, --ignore's choices)
+        self.relaxation = relaxation  # the step binding_constraints relaxes it by, in words
+        # the Scenario field holding the limit (None: a rule, on unless the question ignores it)
+        self.field = field
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
     def active(self, s: Scenario) -> bool:
         """Enforced: not ignored, and its limit set (rules are always set)."""
@@ -221,6 +228,22 @@ def bisect_fix(
     if x is None:
         return None
     return Fix(name, words(x), change(x))
+
+
+def count_fix(search: FixSearch, name: str, field: str, start: int, what: str) -> Fix | None:
+    """The least count (GPUs, racks) that makes the question feasible, by bisection from
+    ``start`` up to the decision space's largest (solvers.scenario.GPU_CAP)."""
+    from solvers.scenario import GPU_CAP
+
+    return bisect_fix(
+        search,
+        name,
+        lambda v: search.scenario.with_changes(**{field: int(v)}),
+        start,
+        GPU_CAP,
+        True,
+        lambda x: f"allow at least {int(x):,} {what}",
+    )
 
 
 def other_objective_fix(

@@ -25,12 +25,6 @@ def ceiling_sequences(s: Scenario) -> int:
 
 
 class BatchCeiling(EvaluatorCheck):
-    name = "batch_ceiling"
-    kind = "limit"
-    position = 60
-    field = "max_batch_tokens"
-    relaxation = "batch ceiling x2"
-
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(max_batch_tokens=s.ceiling_tokens * 2)
 
@@ -71,4 +65,4 @@ class BatchCeiling(EvaluatorCheck):
         )
 
 
-FAMILY = BatchCeiling()
+FAMILY = BatchCeiling("batch_ceiling", 60, "batch ceiling x2", field="max_batch_tokens")

@@ -18,12 +18,6 @@ if TYPE_CHECKING:
 
 
 class BatchFloor(EvaluatorCheck):
-    name = "batch_floor"
-    kind = "limit"
-    position = 70
-    field = "min_batch_tokens"
-    relaxation = "batch floor /2"
-
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(min_batch_tokens=s.floor_tokens / 2)
 
@@ -62,4 +56,4 @@ class BatchFloor(EvaluatorCheck):
         )
 
 
-FAMILY = BatchFloor()
+FAMILY = BatchFloor("batch_floor", 70, "batch floor /2", field="min_batch_tokens")

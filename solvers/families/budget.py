@@ -20,12 +20,6 @@ if TYPE_CHECKING:
 
 
 class Budget(Family):
-    name = "budget"
-    kind = "limit"
-    position = 90
-    field = "budget_usd"
-    relaxation = "budget +10%"
-
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(budget_usd=s.budget * 1.1)
 
@@ -64,4 +58,4 @@ class Budget(Family):
         )
 
 
-FAMILY = Budget()
+FAMILY = Budget("budget", 90, "budget +10%", field="budget_usd")

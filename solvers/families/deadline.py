@@ -20,12 +20,6 @@ def _days(ev: Evaluation) -> float:
 
 
 class Deadline(Family):
-    name = "deadline"
-    kind = "limit"
-    position = 100
-    field = "deadline_days"
-    relaxation = "deadline +10%"
-
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(deadline_days=s.deadline * 1.1)
 
@@ -63,4 +57,4 @@ class Deadline(Family):
         )
 
 
-FAMILY = Deadline()
+FAMILY = Deadline("deadline", 100, "deadline +10%", field="deadline_days")

@@ -14,10 +14,6 @@ if TYPE_CHECKING:
 
 
 class Divisibility(ShapeRule):
-    name = "divisibility"
-    position = 40
-    relaxation = "splits Megatron refuses allowed"
-
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
         from models.feasibility import divisibility_violations
 
@@ -28,4 +24,4 @@ class Divisibility(ShapeRule):
         return None, "", "layers, heads and batch split as Megatron allows"
 
 
-FAMILY = Divisibility()
+FAMILY = Divisibility("divisibility", 40, "splits Megatron refuses allowed")

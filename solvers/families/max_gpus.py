@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from solvers.families.base import Family, Fix, FixSearch, Grid, bisect, bisect_fix, violation
+from solvers.families.base import Family, Fix, FixSearch, Grid, bisect, count_fix, violation
 
 if TYPE_CHECKING:
     from models.evaluate import Evaluation
@@ -15,12 +15,6 @@ if TYPE_CHECKING:
 
 
 class MaxGpus(Family):
-    name = "max_gpus"
-    kind = "limit"
-    position = 110
-    field = "max_gpus"  # and gpu_caps (availability per type)
-    relaxation = "GPU caps +10%"
-
     def active(self, s: Scenario) -> bool:
         return self.name not in s.disabled and (s.max_gpus is not None or bool(s.gpu_caps))
 
@@ -54,15 +48,7 @@ class MaxGpus(Family):
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
         if not s.gpu_caps and s.max_gpus is not None:  # one overall cap: the exact count
-            return bisect_fix(
-                search,
-                self.name,
-                lambda v: s.with_changes(max_gpus=int(v)),
-                s.max_gpus,
-                2**20,
-                True,
-                lambda x: f"allow at least {int(x):,} GPUs",
-            )
+            return count_fix(search, self.name, "max_gpus", s.max_gpus, "GPUs")
         factor = bisect(lambda v: search.ok(s.with_gpu_caps_scaled(v)), 1.0, 2.0**20, False)
         if factor is None:
             return None
@@ -73,4 +59,5 @@ class MaxGpus(Family):
         )
 
 
-FAMILY = MaxGpus()
+# the overall cap; gpu_caps adds a cap per GPU type (availability)
+FAMILY = MaxGpus("max_gpus", 110, "GPU caps +10%", field="max_gpus")

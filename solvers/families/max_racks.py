@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from solvers.families.base import Family, Fix, FixSearch, Grid, bisect_fix, violation
+from solvers.families.base import Family, Fix, FixSearch, Grid, count_fix, violation
 
 if TYPE_CHECKING:
     from catalog.specs import GPUSpec
@@ -18,11 +18,6 @@ if TYPE_CHECKING:
 
 
 class MaxRacks(Family):
-    name = "max_racks"
-    kind = "limit"
-    position = 130
-    field = "max_racks"
-    relaxation = "racks +10%"
     needs_cluster = True  # the rack count is a cluster term, priced or not
 
     def gpu_limit(self, s: Scenario, gpu: GPUSpec) -> int | None:
@@ -57,15 +52,7 @@ class MaxRacks(Family):
         return s.rack_cap - racks, "racks", f"{racks:,} of {s.rack_cap:,} racks"
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
-        return bisect_fix(
-            search,
-            self.name,
-            lambda v: s.with_changes(max_racks=int(v)),
-            s.rack_cap,
-            2**20,
-            True,
-            lambda x: f"allow at least {int(x):,} racks",
-        )
+        return count_fix(search, self.name, "max_racks", s.rack_cap, "racks")
 
 
-FAMILY = MaxRacks()
+FAMILY = MaxRacks("max_racks", 130, "racks +10%", field="max_racks")

@@ -17,12 +17,6 @@ if TYPE_CHECKING:
 
 
 class Memory(EvaluatorCheck):
-    name = "memory"
-    kind = "limit"
-    position = 10
-    field = "memory_scale"  # the capacity is the GPU's; the question scales it (explain)
-    relaxation = "GPU memory +10%"
-
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(memory_scale=s.memory_scale * 1.1)
 
@@ -73,4 +67,5 @@ class Memory(EvaluatorCheck):
         )
 
 
-FAMILY = Memory()
+# the capacity is the GPU's; the question scales it (explain)
+FAMILY = Memory("memory", 10, "GPU memory +10%", field="memory_scale")

@@ -15,12 +15,6 @@ if TYPE_CHECKING:
 
 
 class NicSlots(EvaluatorCheck):
-    name = "nic_slots"
-    kind = "limit"
-    position = 80
-    field = "extra_nic_slots"  # the slots are the server's; the question adds to them
-    relaxation = "one more NIC slot per server"
-
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(extra_nic_slots=s.extra_nic_slots + 1)
 
@@ -56,4 +50,5 @@ class NicSlots(EvaluatorCheck):
         )
 
 
-FAMILY = NicSlots()
+# the slots are the server's; the question adds to them
+FAMILY = NicSlots("nic_slots", 80, "one more NIC slot per server", field="extra_nic_slots")

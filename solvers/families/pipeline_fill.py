@@ -17,10 +17,6 @@ if TYPE_CHECKING:
 
 
 class PipelineFill(Rule, EvaluatorCheck):
-    name = "pipeline_fill"
-    position = 50
-    relaxation = "fewer micro-batches than stages allowed"
-
     def encode(self, ctx: BuildContext) -> None:
         ctx.md.add(ctx.m >= ctx.sel(s.pp for s in ctx.shapes)).only_enforce_if(
             ctx.enforce[self.name]
@@ -39,4 +35,4 @@ class PipelineFill(Rule, EvaluatorCheck):
         )
 
 
-FAMILY = PipelineFill()
+FAMILY = PipelineFill("pipeline_fill", 50, "fewer micro-batches than stages allowed")

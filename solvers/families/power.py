@@ -18,11 +18,6 @@ if TYPE_CHECKING:
 
 
 class Power(Family):
-    name = "power"
-    kind = "limit"
-    position = 120
-    field = "power_cap_mw"
-    relaxation = "power cap +10%"
     needs_cluster = True
     keeps_nic_dominance = False
 
@@ -86,4 +81,4 @@ class Power(Family):
         )
 
 
-FAMILY = Power()
+FAMILY = Power("power", 120, "power cap +10%", field="power_cap_mw")

@@ -16,10 +16,6 @@ if TYPE_CHECKING:
 
 
 class TpBandwidth(ShapeRule):
-    name = "tp_bandwidth"
-    position = 20
-    relaxation = "TP bandwidth rule off"
-
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
         from models.feasibility import TOL
         from models.scaleup import tp_limit
@@ -38,4 +34,4 @@ class TpBandwidth(ShapeRule):
         return limit - lay.tp, "TP degree", f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak)"
 
 
-FAMILY = TpBandwidth()
+FAMILY = TpBandwidth("tp_bandwidth", 20, "TP bandwidth rule off")

@@ -14,10 +14,6 @@ if TYPE_CHECKING:
 
 
 class TpDomain(ShapeRule):
-    name = "tp_domain"
-    position = 30
-    relaxation = "TP x CP beyond the scale-up domain allowed"
-
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
         return shape.tp * shape.cp > gpu.server.scale_up_domain_gpus
 
@@ -31,4 +27,4 @@ class TpDomain(ShapeRule):
         )
 
 
-FAMILY = TpDomain()
+FAMILY = TpDomain("tp_domain", 30, "TP x CP beyond the scale-up domain allowed")
