@@ -26,7 +26,7 @@ from solvers.cpsat import _solver, solve_cpsat
 from solvers.cpsat_model import build
 from solvers.exhaustive import best_for_candidate
 from solvers.families import BY_NAME, NAMES, REGISTRY
-from solvers.families.base import Family, Fix, bisect
+from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Plan, build_plan
 from solvers.prune import Presolved, may_beat, presolve
@@ -225,9 +225,6 @@ def _shrink(
         if _feasible(scenario, trial, cands, time_limit_s) is False:
             core = sorted(trial)
     return sorted(core)
-
-
-_bisect = bisect  # its home is solvers/families/base.py
 
 
 class _Search:
