@@ -23,7 +23,7 @@ from models.feasibility import TOL
 from models.step import step_from_coefficients
 from models.units import days_from_seconds
 from solvers.families import REGISTRY, nic_dominance
-from solvers.families.base import Grid
+from solvers.families.base import Family, Grid
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
 from solvers.result import SolveResult
@@ -67,6 +67,12 @@ def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     if scenario.active("budget") and scenario.capex_charged_in_full:
         hi = min(hi, int(scenario.budget * 100 // (gpu_price_cents * shape.replica_gpus)))
     return hi
+
+
+def checked_families(scenario: Scenario) -> list[Family]:
+    """The active families whose ``admits`` the search applies to its pairs: those its
+    enumeration does not already keep within (Family.enumerated)."""
+    return [f for f in REGISTRY if f.active(scenario) and not f.enumerated]
 
 
 @without_gc_pauses
@@ -164,7 +170,7 @@ def best_for_candidate(
         fastest = max(fitting, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
         options = [(fastest, max(counts))]
     cat, fac = scenario.catalog, scenario.catalog.facility
-    families = [f for f in REGISTRY if f.active(scenario)]
+    families = checked_families(scenario)
     best = None
     for nic, k in options:
         cluster = cluster_totals(gpu, nic, cat.switch_for(nic), fac, gpus, k)

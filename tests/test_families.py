@@ -252,3 +252,18 @@ def test_solvers_and_violation_agree_at_the_limit(name, cat):
         if ref_best is not None and cp_best is not None:
             assert cp_best.feasible and ref_best.feasible
             assert cp_best.objective == pytest.approx(ref_best.objective, rel=REL_TOL)
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+def test_enumerated_families_cut_nothing_the_enumeration_keeps(name, cat, monkeypatch):
+    """The exhaustive solver skips ``admits`` of the families its enumeration keeps within
+    (Family.enumerated); applying every family's check there changes no answer."""
+    import solvers.exhaustive as exhaustive
+
+    s = small(cat, min_batch_tokens=2**12, **LIMITS[name][0])
+    plain = solve_exhaustive(s, top_k=3)
+    every = [f for f in REGISTRY if f.active(s)]
+    assert any(f.enumerated for f in every)
+    monkeypatch.setattr(exhaustive, "checked_families", lambda q: every)
+    checked = solve_exhaustive(s, top_k=3)
+    assert [p.config for p in checked.plans] == [p.config for p in plain.plans]

@@ -124,6 +124,10 @@ class Family:
     needs_cluster: ClassVar[bool] = False
     # renting's dominance (the fastest NIC in every slot is best) still holds under it
     keeps_nic_dominance: ClassVar[bool] = True
+    # the exhaustive solver's enumeration keeps within it (Candidate.allowed, dp_floor,
+    # dp_upper, batch_bounds, Scenario.nic_counts), so it skips ``admits`` on its pairs;
+    # tests/test_families.py checks that applying it there changes no answer
+    enumerated: ClassVar[bool] = False
 
     def __init__(self, name: str, position: int, relaxation: str, field: str | None = None):
         self.name = name
@@ -192,9 +196,11 @@ class Rule(Family):
 
 
 class EvaluatorCheck(Family):
-    """A family the performance model checks (models/feasibility.py check_layout)."""
+    """A family the performance model checks (models/feasibility.py check_layout); the
+    exhaustive solver's enumeration keeps within each of them."""
 
     in_evaluator = True
+    enumerated = True
 
     def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
         return next((v for v in ev.violations if v.constraint == self.name), None)

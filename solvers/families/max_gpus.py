@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 
 class MaxGpus(Family):
+    enumerated = True  # solvers/exhaustive.py dp_upper
+
     def active(self, s: Scenario) -> bool:
         return self.name not in s.disabled and (s.max_gpus is not None or bool(s.gpu_caps))
 
