@@ -61,15 +61,11 @@ def test_a_family_without_a_hook_fails_conformance():
 
 
 # ------------------------------------------------------------------ a small question
-SPEC = TransformerSpec(
-    name="tiny-families",
-    layers=4,
-    hidden=1024,
-    heads=16,
-    kv_heads=16,
-    vocab=32000,
-    seq_len=1024,
-)
+# four layers of a 1K-wide model: every solve takes well under a second
+SPEC = TransformerSpec(name="tiny", layers=4, hidden=1024, heads=16, vocab=32000, seq_len=1024)
+# one GPU and NIC type, the narrowest space that still has pipelines and a fabric
+SMALL = {"tokens": 2e10, "gpus": ("h100-sxm",), "nics": ("cx7-400g",), "max_gpus": 32}
+SMALL_SPACE = {"micro_batches": (1, 2), "recompute_modes": ("none",), "max_batch_tokens": 2**19}
 
 
 @pytest.fixture(scope="module")
@@ -78,20 +74,9 @@ def cat():
 
 
 def small(cat, **kw) -> Scenario:
-    base = dict(
-        spec=SPEC,
-        catalog=cat,
-        tokens=2e10,
-        seq_len=SPEC.seq_len,
-        gpus=("h100-sxm",),
-        nics=("cx7-400g",),
-        micro_batches=(1, 2),
-        recompute_modes=("none",),
-        max_batch_tokens=2**19,
-        max_gpus=32,
-    )
-    base.update(kw)
-    return Scenario(**base)
+    spec = kw.pop("spec", SPEC)
+    fields = {**SMALL, **SMALL_SPACE, **kw}
+    return Scenario(spec=spec, catalog=cat, seq_len=spec.seq_len, **fields)
 
 
 @pytest.fixture(scope="module")
