@@ -10,6 +10,7 @@ from ortools.sat.python import cp_model
 
 from models.cost import pue_milli, usd_to_cents_up
 from models.evaluate import cloud_usd
+from models.units import HOURS_PER_DAY
 from solvers.bounds import least_per_gpu
 from solvers.cpsat_cluster import add_cluster_terms, product_cents
 from solvers.cpsat_context import BuildContext, IntVar
@@ -114,7 +115,7 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
     fac = scenario.catalog.facility
     days_per_unit = gpu_days_per_unit(ctx)
     eps = (
-        (pue_milli(fac) / 1000.0 * fac.power_draw_fraction * days_per_unit * 24.0 / 1000.0)
+        (pue_milli(fac) / 1000.0 * fac.power_draw_fraction * days_per_unit * HOURS_PER_DAY / 1000.0)
         * fac.usd_per_kwh
         * 100.0
     )

@@ -39,7 +39,8 @@ class _Units:
     def t_down(self, seconds: float) -> int:
         return down(seconds / self.unit_s)
 
-    # bits on the NICs are converted with 8 * GPUs per server / efficiency (a GPU's share)
+    # bits on the NICs are converted with 8 * GPUs per server / efficiency: time units at
+    # 1 Gbit/s per server of a GPU's share (models/comm.py nic_share), rounded once
     def bits(self, c, nbytes: float) -> int:
         return up(8.0 * c.gpus_per_node / c.network_efficiency * nbytes / (self.unit_s * 1e9))
 
