@@ -16,6 +16,13 @@ import math
 GB = 1e9
 
 
+def nic_share(node_bw_gb_per_s, gpus_per_node: int, efficiency: float):
+    """A GPU's share of its server's scale-out bandwidth, bytes/s: the server's NICs
+    (GB/s per direction) split over its GPUs, at the stack's bus efficiency (the one
+    formula of the NIC share; ``node_bw_gb_per_s`` may be a numpy array)."""
+    return node_bw_gb_per_s * GB / gpus_per_node * efficiency
+
+
 def ring_allreduce_s(
     nbytes: float, ranks: int, bw_gb_per_s: float, latency_s: float = 0.0
 ) -> float:

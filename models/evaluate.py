@@ -20,8 +20,7 @@ from models.memory import MemoryBreakdown, memory_per_gpu
 from models.pipeline import stage_layers
 from models.spec import TransformerSpec
 from models.step import StepBreakdown, step_coefficients, step_from_coefficients
-
-SECONDS_PER_DAY = 86400.0
+from models.units import HOURS_PER_DAY, days_from_seconds
 
 
 @dataclass(frozen=True)
@@ -88,9 +87,10 @@ def nodes_for(num_gpus: int, gpu: GPUSpec) -> int:
     return math.ceil(num_gpus / gpu.server.gpus_per_server)
 
 
-def cloud_usd(num_gpus: int, days: float, gpu: GPUSpec) -> float:
-    """GPU-hours x the catalog's on-demand price."""
-    return num_gpus * days * 24.0 * gpu.cloud_usd_per_gpu_hour
+def cloud_usd(num_gpus: Any, days: Any, gpu: GPUSpec) -> Any:
+    """GPU-hours x the catalog's on-demand price (the one formula of the cloud cost;
+    ``num_gpus`` and ``days`` may be numpy arrays)."""
+    return num_gpus * days * HOURS_PER_DAY * gpu.cloud_usd_per_gpu_hour
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Evaluation:
     def time_to_train_days(self) -> float | None:
         if self.tokens is None:
             return None
-        return self.tokens / self.tokens_per_s / SECONDS_PER_DAY
+        return days_from_seconds(self.tokens / self.tokens_per_s)
 
     @property
     def training_flops_6nd(self) -> float | None:
@@ -253,7 +253,7 @@ def evaluate(
         peak_tflops=peak,
         tokens=tokens,
         cluster=hw.cluster(layout.num_gpus),
-        cloud_per_day=layout.num_gpus * 24.0 * hw.gpu.cloud_usd_per_gpu_hour,
+        cloud_per_day=cloud_usd(layout.num_gpus, 1.0, hw.gpu),
         params=float(spec.params()),
         stage_layers=stage_layers(spec.layers, layout),
     )

@@ -129,14 +129,22 @@ def stage_params(spec: TransformerSpec, layout: Layout, stage: str) -> float:
     return rank_params(spec, layout, loads[0] if stage == "first" else loads[-1])
 
 
+def zero_sharded(zero: int) -> tuple[bool, bool, bool]:
+    """Which model states the ZeRO stage shards over the data-parallel x CP group, as
+    (weights, gradients, optimizer): stage 1 the optimizer states, stage 2 the gradients
+    too, stage 3 the weights too (Rajbhandari et al. 2020, ZeRO section 5)."""
+    return zero >= 3, zero >= 2, zero >= 1
+
+
 def model_state_gb(
     params_per_gpu: float, layout: Layout, a: Assumptions
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) GB per GPU under the ZeRO stage (ZeRO section 5)."""
     shard = layout.dp * layout.cp
-    weights = params_per_gpu * a.weight_bytes / (shard if layout.zero >= 3 else 1)
-    grads = params_per_gpu * a.grad_bytes / (shard if layout.zero >= 2 else 1)
-    optim = params_per_gpu * a.optimizer_bytes / (shard if layout.zero >= 1 else 1)
+    on_w, on_g, on_o = zero_sharded(layout.zero)
+    weights = params_per_gpu * a.weight_bytes / (shard if on_w else 1)
+    grads = params_per_gpu * a.grad_bytes / (shard if on_g else 1)
+    optim = params_per_gpu * a.optimizer_bytes / (shard if on_o else 1)
     return weights / GB, grads / GB, optim / GB
 
 
@@ -268,7 +276,8 @@ def memory_terms(
     for load in loads:
         w, g, o, act, logits, cache = _rank_memory(spec, layout, seq_len, a, load)
         scale = 1.0 + a.memory_overhead_fraction
-        shard = {0: 0.0, 1: o, 2: o + g}.get(layout.zero, o + g + w)
+        on_w, on_g, on_o = zero_sharded(layout.zero)
+        shard = (o if on_o else 0.0) + (g if on_g else 0.0) + (w if on_w else 0.0)
         fixed = (w + g + o + act + logits + cache - shard) * scale + a.runtime_reserved_gb
         term = (fixed, shard * scale)
         middle = load.rank not in (0, loads[-1].rank)

@@ -42,7 +42,7 @@ from catalog.specs import GPUSpec
 from models import comm, flops, scaleup
 from models.layout import Assumptions, Layout, Network
 from models.memory import activation_bytes_per_layer, stage_params
-from models.pipeline import StageLoad, busiest_stage, stage_layers
+from models.pipeline import StageLoad, bubble_fraction, busiest_stage, stage_layers
 from models.spec import TransformerSpec
 
 
@@ -320,7 +320,8 @@ class StepCoefficients:
 
     @property
     def bubble_s(self) -> float:
-        return (self.pp - 1) / self.vp * self.stage_mb_s
+        # (p-1)/(v m) of the m micro-batches' work: (p-1)/v stage times, whatever m is
+        return bubble_fraction(self.pp, 1, self.vp) * self.stage_mb_s
 
 
 def step_coefficients(
@@ -386,8 +387,8 @@ def group_reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s):
     group = np.asarray(group, dtype=float)
     k = c.dp_ranks_per_node
     up = c.scale_up_bw_gb_per_s * comm.GB
-    share = (
-        np.asarray(node_bw_gb_per_s, dtype=float) * comm.GB / c.gpus_per_node * c.network_efficiency
+    share = comm.nic_share(
+        np.asarray(node_bw_gb_per_s, dtype=float), c.gpus_per_node, c.network_efficiency
     )
     inside = 2.0 * nbytes * (1.0 - 1.0 / group) / up
     across = 2.0 * nbytes * (k - 1) / k / up + 2.0 * (nbytes / k) * (1.0 - k / group) / share
@@ -404,8 +405,8 @@ def step_from_coefficients(
     dp = np.asarray(dp, dtype=float)
     m = np.asarray(microbatches, dtype=float)
     group = dp * c.cp
-    share = (
-        np.asarray(node_bw_gb_per_s, dtype=float) * comm.GB / c.gpus_per_node * c.network_efficiency
+    share = comm.nic_share(
+        np.asarray(node_bw_gb_per_s, dtype=float), c.gpus_per_node, c.network_efficiency
     )
     sends = 2.0 * (c.vp * m + c.pp - 1) if c.pp > 1 else 0.0 * m
     one_server = dp * c.replica_gpus <= c.domain_gpus  # sends stay on the scale-up fabric

@@ -11,19 +11,22 @@ import math
 
 import numpy as np
 
-from models.comm import GB
+from models.comm import nic_share
 from models.cost import (
     cluster_totals,
     energy_usd,
     link_cents,
     nic_power_w,
-    pue_milli,
     server_power_w,
     servers_per_rack,
     switch_power_w,
     usd_to_cents_up,
 )
+from models.evaluate import cloud_usd
 from models.step import group_reduce_s
+from models.units import days_from_seconds, seconds_from_days
+from solvers.families import REGISTRY
+from solvers.intmath import down
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate, nic_specs
 
@@ -121,7 +124,7 @@ def tco_lower_bound(scenario: Scenario, cand: Candidate, lo: int, exact: bool = 
         options = [(s.replica_gpus * cand.gemm_mb_s / s.micro_batch, usd, w)]
     best = math.inf
     for gpu_s, usd, watts in options:
-        gpu_days = scenario.sequences * gpu_s / 86400.0
+        gpu_days = days_from_seconds(scenario.sequences * gpu_s)
         cost = float(energy_usd(watts, fac, gpu_days))
         if fac.lifetime_years is not None:
             cost += gpu_days * usd / (365.0 * fac.lifetime_years)
@@ -160,10 +163,6 @@ def budget_gpu_limit(scenario: Scenario, gpu) -> int:
     return scenario.memo[key]
 
 
-def _down(x: float) -> int:
-    return int(math.floor(x + 1e-9 * max(1.0, abs(x))))
-
-
 def stage_time_lower(cand: Candidate) -> float:
     """A micro-batch's time through the slowest stage, the cheaper of both send regimes."""
     c = cand.coeffs
@@ -186,7 +185,7 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
         need = (
             scenario.sequences
             * stage_time_lower(cand)
-            / (s.micro_batch * scenario.deadline * 86400.0)
+            / (s.micro_batch * seconds_from_days(scenario.deadline))
         )
         lo = max(lo, math.floor(need * (1 - 1e-9)))
     hi = GPU_CAP // s.replica_gpus
@@ -195,29 +194,24 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
         hi = min(hi, cap // s.replica_gpus)
     if scenario.active("batch_ceiling"):
         m_min = s.pp if ((scenario.active("pipeline_fill") or s.vp > 1) and s.pp > 1) else 1
-        hi = min(hi, _down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
+        hi = min(hi, down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
     if scenario.active("budget") and scenario.capex_charged_in_full:
         hi = min(hi, budget_gpu_limit(scenario, g) // s.replica_gpus)
-    if scenario.active("power") or scenario.active("max_racks"):
-        hi = min(hi, site_gpu_limit(scenario, g) // s.replica_gpus)
+    hi = min(hi, site_gpu_limit(scenario, g) // s.replica_gpus)
     return max(1, lo), hi
 
 
 def site_gpu_limit(scenario: Scenario, gpu) -> int:
-    """The most GPUs of this type the power cap and the rack cap allow: each GPU draws at
-    least its share of a server with one NIC (least_per_gpu), times the PUE; a rack holds
-    at most servers_per_rack servers (with the least power-hungry NIC)."""
+    """The most GPUs of this type the active families' site limits allow (the power cap,
+    the rack cap: each family's ``gpu_limit``, solvers/families/)."""
     key = ("site_gpu_limit", gpu.name)
     if key not in scenario.memo:
         limit = GPU_CAP
-        if scenario.active("power"):
-            _, watts = least_per_gpu(scenario, gpu)
-            facility_w = watts * pue_milli(scenario.catalog.facility) / 1000.0
-            limit = min(limit, math.floor(scenario.power_cap_w * (1 + 1e-9) / facility_w))
-        if scenario.active("max_racks"):
-            nic_w = min(nic_power_w(n) for n in nic_specs(scenario))
-            spr = servers_per_rack(gpu, scenario.catalog.facility, nic_w)
-            limit = min(limit, scenario.rack_cap * spr * gpu.server.gpus_per_server)
+        for family in REGISTRY:
+            if family.active(scenario):
+                found = family.gpu_limit(scenario, gpu)
+                if found is not None:
+                    limit = min(limit, found)
         scenario.memo[key] = limit
     return scenario.memo[key]
 
@@ -233,7 +227,7 @@ def _step_fixed_lower(
     s, c = cand.shape, cand.coeffs
     g = scenario.catalog.gpu(s.gpu)
     w_hi = (  # micro-batches per step: b x W sequences fit the ceiling
-        _down(scenario.ceiling_tokens / scenario.seq_len) // s.micro_batch
+        down(scenario.ceiling_tokens / scenario.seq_len) // s.micro_batch
         if scenario.active("batch_ceiling")
         else GPU_CAP**2
     )
@@ -263,7 +257,7 @@ def gpu_seconds_per_sequence(
     fixed, opt, w_hi = _step_fixed_lower(scenario, cand, node_gb_s)
     stage = stage_time_lower(cand)
     if several_servers and node_gb_s and c.pp > 1:
-        share = node_gb_s * GB / c.gpus_per_node * c.network_efficiency
+        share = nic_share(node_gb_s, c.gpus_per_node, c.network_efficiency)
         send = c.pp_send_bytes / share + c.pp_latency_s
         stage = c.stage_mb_s + 2 * c.vp * send
         fixed += 2 * (c.pp - 1) * send
@@ -291,13 +285,13 @@ def objective_lower_bound(
         per_seq = stage_time_lower(cand) / (b * hi) + (fixed + opt / (hi * cand.coeffs.cp)) / (
             b * w_hi
         )
-        return per_seq * scenario.sequences / 86400.0
+        return days_from_seconds(per_seq * scenario.sequences)
     if scenario.pricing == "tco":
         return tco_lower_bound(scenario, cand, lo)
     if scenario.capex_charged_in_full:
         return _least_capex_usd(scenario, g, lo * s.replica_gpus)
     gpu_s = scenario.sequences * gpu_seconds_per_sequence(scenario, cand, lo)
-    return gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour
+    return cloud_usd(1, days_from_seconds(gpu_s), g)
 
 
 def gemm_lower_bound(
@@ -315,7 +309,7 @@ def gemm_lower_bound(
     if scenario.objective == "time":
         lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)
         per_seq = cand.gemm_mb_s / (s.micro_batch * max(1, hi))
-        return per_seq * scenario.sequences / 86400.0
+        return days_from_seconds(per_seq * scenario.sequences)
     if scenario.pricing == "tco":
         lo, _ = bounds if bounds is not None else dp_bounds(scenario, cand)
         return tco_lower_bound(scenario, cand, lo, exact=False)
@@ -323,4 +317,4 @@ def gemm_lower_bound(
         return objective_lower_bound(scenario, cand, bounds)
     g = scenario.catalog.gpu(s.gpu)
     gpu_s = s.replica_gpus * scenario.sequences * cand.gemm_mb_s / s.micro_batch
-    return gpu_s / 3600.0 * g.cloud_usd_per_gpu_hour
+    return cloud_usd(1, days_from_seconds(gpu_s), g)

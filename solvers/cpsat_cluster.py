@@ -13,43 +13,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ortools.sat.python import cp_model
 
-from models.cost import (
-    link_cents,
-    nic_power_w,
-    server_power_w,
-    servers_per_rack,
-    switch_power_w,
-    usd_to_cents_up,
-)
+from models import cost as cost_model
 from models.fabric import leaf_down_ports, oversubscription_ratio
+from solvers.intmath import INT_LIMIT, ceil_by, times
+from solvers.intmath import hi as hi_of
 from solvers.scenario import Scenario
-
-INT_LIMIT = 2**62
-
-
-def hi_of(var: cp_model.IntVar) -> int:
-    dom = var.proto.domain
-    return int(dom[len(dom) - 1])
-
-
-def ceil_by(md: cp_model.CpModel, name: str, num, num_hi: int, den: int) -> cp_model.IntVar:
-    """name = ceil(num / den) for a constant den >= 1 (two linear inequalities)."""
-    var = md.new_int_var(0, -(-num_hi // den), name)
-    md.add(den * var >= num)
-    md.add(den * var <= num + den - 1)
-    return var
-
-
-def times(md: cp_model.CpModel, name: str, a: cp_model.IntVar, b: cp_model.IntVar):
-    hi = hi_of(a) * hi_of(b)
-    if hi >= INT_LIMIT:
-        raise OverflowError(f"{name}: product bounds exceed int64; narrow the question")
-    var = md.new_int_var(0, hi, name)
-    md.add_multiplication_equality(var, [a, b])
-    return var
 
 
 @dataclass
@@ -60,6 +32,117 @@ class ClusterTerms:
     racks: cp_model.IntVar
     tier_literals: list[cp_model.IntVar]  # per NIC type, fewest tiers first (search order)
     tiers: dict[str, dict[int, cp_model.IntVar]]  # NIC type -> tier count -> literal
+
+
+@dataclass
+class _Fabric:
+    """One NIC type's fabric: its capex and switch power terms and their upper bounds."""
+
+    capex: Any  # a linear expression in cents
+    capex_hi: int
+    power: Any  # a linear expression in W
+    power_hi: int
+    tiers: dict[int, cp_model.IntVar]
+
+
+def _fabric(
+    md: cp_model.CpModel,
+    scenario: Scenario,
+    name: str,
+    lit: cp_model.IntVar,
+    multi: cp_model.IntVar,
+    nodes: cp_model.IntVar,
+    rails: cp_model.IntVar,
+    ends: cp_model.IntVar,
+) -> _Fabric:
+    """The fat tree of NIC type ``name`` (models/fabric.py): leaves per rail, uplinks, middle
+    and top switches, the tier count as literals, switch and link counts."""
+    cat, fac = scenario.catalog, scenario.catalog.facility
+    nic = cat.nic(name)
+    switch = cat.switch_for(nic)
+    k, half = switch.ports, switch.ports // 2
+    ratio = oversubscription_ratio(fac.oversubscription)
+    p, q = ratio.numerator, ratio.denominator
+    down = leaf_down_ports(k, fac.oversubscription)
+    on = md.new_bool_var(f"fabric[{name}]")  # this NIC type, more than one server
+    md.add_bool_and([lit, multi]).only_enforce_if(on)
+    md.add_bool_or([~lit, ~multi, on])
+    servers = md.new_int_var(0, hi_of(nodes), f"servers_on[{name}]")
+    md.add(servers == nodes).only_enforce_if(lit)
+    md.add(servers == 0).only_enforce_if(~lit)
+    per_rail = ceil_by(md, f"leaves_per_rail[{name}]", servers, hi_of(servers), down)
+    leaves = times(md, f"leaves[{name}]", rails, per_rail)
+    up = ceil_by(md, f"uplinks[{name}]", q * ends, q * hi_of(ends), p)
+    top = ceil_by(md, f"top_switches[{name}]", up, hi_of(up), k)
+    mid = ceil_by(md, f"middle_switches[{name}]", up, hi_of(up), half)
+    t_max = 2
+    while -(-hi_of(up) // k) > half ** (t_max - 1):
+        t_max += 1
+    tier = {t: md.new_bool_var(f"tiers[{name}]={t}") for t in range(1, t_max + 1)}
+    md.add(sum(tier.values()) == on)
+    sw_hi = hi_of(leaves) + (t_max - 2) * hi_of(mid) + hi_of(top) + 1
+    links_hi = hi_of(ends) + (t_max - 1) * hi_of(up)
+    sw = md.new_int_var(0, sw_hi, f"switches[{name}]")
+    links = md.new_int_var(0, links_hi, f"links[{name}]")
+    md.add(sw == 0).only_enforce_if(~on)
+    md.add(links == 0).only_enforce_if(~on)
+    # one switch holds every endpoint
+    md.add(ends <= k).only_enforce_if(tier[1])
+    md.add(sw == 1).only_enforce_if(tier[1])
+    md.add(links == ends).only_enforce_if(tier[1])
+    for t in range(2, t_max + 1):
+        # a t-tier tree: leaves, t-2 middle tiers, a top tier (models/fabric.py)
+        if t == 2:
+            md.add(leaves <= k).only_enforce_if(tier[t])
+        md.add(top <= half ** (t - 1)).only_enforce_if(tier[t])
+        md.add(sw == leaves + (t - 2) * mid + top).only_enforce_if(tier[t])
+        md.add(links == ends + (t - 1) * up).only_enforce_if(tier[t])
+    sw_cents = cost_model.usd_to_cents_up(switch.price_usd)
+    return _Fabric(
+        sw_cents * sw + cost_model.link_cents(nic) * links,
+        sw_cents * sw_hi + cost_model.link_cents(nic) * links_hi,
+        cost_model.switch_power_w(switch) * sw,
+        sw_hi * cost_model.switch_power_w(switch),
+        tier,
+    )
+
+
+def _racks(
+    md: cp_model.CpModel,
+    scenario: Scenario,
+    gpu_lit: dict[str, cp_model.IntVar],
+    rails_of: dict[str, cp_model.IntVar],
+    nodes: cp_model.IntVar,
+) -> cp_model.IntVar:
+    """racks >= ceil(servers / servers per rack); servers per rack falls as a server's NICs
+    draw more (models/cost.py). A lower bound suffices: racks only add cost and count
+    against --max-racks, so no optimum takes more than it needs."""
+    cat, fac = scenario.catalog, scenario.catalog.facility
+    racks = md.new_int_var(0, hi_of(nodes), "racks")
+    nics_w = md.new_int_var(
+        0,
+        sum(cost_model.nic_power_w(cat.nic(n)) * hi_of(rails_of[n]) for n in rails_of),
+        "nics_power_per_server_w",
+    )
+    md.add(nics_w == sum(cost_model.nic_power_w(cat.nic(n)) * v for n, v in rails_of.items()))
+    possible_w = sorted(
+        {
+            k * cost_model.nic_power_w(cat.nic(n))
+            for n in rails_of
+            for k in range(1, hi_of(rails_of[n]) + 1)
+        }
+    )
+    for g, g_lit in gpu_lit.items():
+        spr_of = {w: cost_model.servers_per_rack(cat.gpu(g), fac, w) for w in possible_w}
+        for v in sorted(set(spr_of.values()), reverse=True):
+            w_v = min(w for w in possible_w if spr_of[w] <= v)  # spr falls as w grows
+            if w_v == possible_w[0]:
+                md.add(v * racks >= nodes).only_enforce_if(g_lit)
+                continue
+            at_least = md.new_bool_var(f"nics_power>={w_v}[{g}]")
+            md.add(nics_w <= w_v - 1).only_enforce_if(~at_least)
+            md.add(v * racks >= nodes).only_enforce_if([g_lit, at_least])
+    return racks
 
 
 def add_cluster_terms(
@@ -79,95 +162,31 @@ def add_cluster_terms(
     multi = md.new_bool_var("several_servers")
     md.add(nodes >= 2).only_enforce_if(multi)
     md.add(nodes <= 1).only_enforce_if(~multi)
+    fabrics = {
+        name: _fabric(md, scenario, name, lit, multi, nodes, rails_of[name], nics_of[name])
+        for name, lit in nic_lits.items()
+    }
+    tiers = {name: f.tiers for name, f in fabrics.items()}
+    tier_literals = [lit for f in fabrics.values() for lit in f.tiers.values()]
+    racks = _racks(md, scenario, gpu_lit, rails_of, nodes)
+    capex_terms = [f.capex for f in fabrics.values()]
+    capex_terms.append(cost_model.usd_to_cents_up(fac.rack_usd) * racks)
+    capex_hi = sum(f.capex_hi for f in fabrics.values())
+    capex_hi += cost_model.usd_to_cents_up(fac.rack_usd) * hi_of(racks)
 
-    capex_terms = []
-    tier_literals: list[cp_model.IntVar] = []
-    tiers: dict[str, dict[int, cp_model.IntVar]] = {}
-    capex_hi = 0
-    power_terms = []
-    sw_hi_total = 0
-    for name, lit in nic_lits.items():
-        nic = cat.nic(name)
-        switch = cat.switch_for(nic)
-        k, half = switch.ports, switch.ports // 2
-        ratio = oversubscription_ratio(fac.oversubscription)
-        p, q = ratio.numerator, ratio.denominator
-        down = leaf_down_ports(k, fac.oversubscription)
-        on = md.new_bool_var(f"fabric[{name}]")  # this NIC type, more than one server
-        md.add_bool_and([lit, multi]).only_enforce_if(on)
-        md.add_bool_or([~lit, ~multi, on])
-        servers = md.new_int_var(0, hi_of(nodes), f"servers_on[{name}]")
-        md.add(servers == nodes).only_enforce_if(lit)
-        md.add(servers == 0).only_enforce_if(~lit)
-        ends = nics_of[name]
-        per_rail = ceil_by(md, f"leaves_per_rail[{name}]", servers, hi_of(servers), down)
-        leaves = times(md, f"leaves[{name}]", rails_of[name], per_rail)
-        up = ceil_by(md, f"uplinks[{name}]", q * ends, q * hi_of(ends), p)
-        top = ceil_by(md, f"top_switches[{name}]", up, hi_of(up), k)
-        mid = ceil_by(md, f"middle_switches[{name}]", up, hi_of(up), half)
-        t_max = 2
-        while -(-hi_of(up) // k) > half ** (t_max - 1):
-            t_max += 1
-        tier = {t: md.new_bool_var(f"tiers[{name}]={t}") for t in range(1, t_max + 1)}
-        tier_literals.extend(tier.values())
-        tiers[name] = tier
-        md.add(sum(tier.values()) == on)
-        sw_hi = hi_of(leaves) + (t_max - 2) * hi_of(mid) + hi_of(top) + 1
-        links_hi = hi_of(ends) + (t_max - 1) * hi_of(up)
-        sw = md.new_int_var(0, sw_hi, f"switches[{name}]")
-        links = md.new_int_var(0, links_hi, f"links[{name}]")
-        md.add(sw == 0).only_enforce_if(~on)
-        md.add(links == 0).only_enforce_if(~on)
-        # one switch holds every endpoint
-        md.add(ends <= k).only_enforce_if(tier[1])
-        md.add(sw == 1).only_enforce_if(tier[1])
-        md.add(links == ends).only_enforce_if(tier[1])
-        for t in range(2, t_max + 1):
-            # a t-tier tree: leaves, t-2 middle tiers, a top tier (models/fabric.py)
-            if t == 2:
-                md.add(leaves <= k).only_enforce_if(tier[t])
-            md.add(top <= half ** (t - 1)).only_enforce_if(tier[t])
-            md.add(sw == leaves + (t - 2) * mid + top).only_enforce_if(tier[t])
-            md.add(links == ends + (t - 1) * up).only_enforce_if(tier[t])
-        capex_terms.append(usd_to_cents_up(switch.price_usd) * sw + link_cents(nic) * links)
-        capex_hi += usd_to_cents_up(switch.price_usd) * sw_hi + link_cents(nic) * links_hi
-        power_terms.append(switch_power_w(switch) * sw)
-        sw_hi_total += sw_hi * switch_power_w(switch)
-
-    # racks >= ceil(servers / servers per rack); servers per rack falls as a server's NICs
-    # draw more (models/cost.py). A lower bound suffices: racks only add cost and count
-    # against --max-racks, so no optimum takes more than it needs.
-    racks = md.new_int_var(0, hi_of(nodes), "racks")
-    nics_w = md.new_int_var(
-        0,
-        sum(nic_power_w(cat.nic(n)) * hi_of(rails_of[n]) for n in rails_of),
-        "nics_power_per_server_w",
+    nic_hi = sum(cost_model.nic_power_w(cat.nic(name)) * hi_of(nics_of[name]) for name in nic_lits)
+    sw_hi_total = sum(f.power_hi for f in fabrics.values())
+    it_hi = (
+        hi_of(nodes) * max(cost_model.server_power_w(cat.gpu(g)) for g in gpu_lit)
+        + sw_hi_total
+        + nic_hi
     )
-    md.add(nics_w == sum(nic_power_w(cat.nic(n)) * v for n, v in rails_of.items()))
-    possible_w = sorted(
-        {k * nic_power_w(cat.nic(n)) for n in rails_of for k in range(1, hi_of(rails_of[n]) + 1)}
-    )
-    for g, g_lit in gpu_lit.items():
-        spr_of = {w: servers_per_rack(cat.gpu(g), fac, w) for w in possible_w}
-        for v in sorted(set(spr_of.values()), reverse=True):
-            w_v = min(w for w in possible_w if spr_of[w] <= v)  # spr falls as w grows
-            if w_v == possible_w[0]:
-                md.add(v * racks >= nodes).only_enforce_if(g_lit)
-                continue
-            at_least = md.new_bool_var(f"nics_power>={w_v}[{g}]")
-            md.add(nics_w <= w_v - 1).only_enforce_if(~at_least)
-            md.add(v * racks >= nodes).only_enforce_if([g_lit, at_least])
-    capex_terms.append(usd_to_cents_up(fac.rack_usd) * racks)
-    capex_hi += usd_to_cents_up(fac.rack_usd) * hi_of(racks)
-
-    nic_hi = sum(nic_power_w(cat.nic(name)) * hi_of(nics_of[name]) for name in nic_lits)
-    it_hi = hi_of(nodes) * max(server_power_w(cat.gpu(g)) for g in gpu_lit) + sw_hi_total + nic_hi
     it_power = md.new_int_var(0, it_hi, "it_power_w")
     md.add(
         it_power
-        == sum(server_power_w(cat.gpu(g)) * v for g, v in nodes_of.items())
-        + sum(nic_power_w(cat.nic(name)) * nics_of[name] for name in nic_lits)
-        + sum(power_terms)
+        == sum(cost_model.server_power_w(cat.gpu(g)) * v for g, v in nodes_of.items())
+        + sum(cost_model.nic_power_w(cat.nic(name)) * nics_of[name] for name in nic_lits)
+        + sum(f.power for f in fabrics.values())
     )
     return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks, tier_literals, tiers)
 

@@ -17,16 +17,19 @@ import time
 
 import numpy as np
 
-from models.cost import cluster_totals, facility_power_w, tco_usd, usd_to_cents_up
+from models.cost import cluster_totals, tco_usd, usd_to_cents_up
+from models.evaluate import cloud_usd
 from models.feasibility import TOL
 from models.step import step_from_coefficients
+from models.units import days_from_seconds
+from solvers.families import REGISTRY, nic_dominance
+from solvers.families.base import Family, Grid
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
 from solvers.result import SolveResult
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate, enumerate_candidates, nic_specs
 
-SECONDS_PER_DAY = 86400.0
 MAX_PAIRS = 20_000_000
 
 
@@ -64,6 +67,12 @@ def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     if scenario.active("budget") and scenario.capex_charged_in_full:
         hi = min(hi, int(scenario.budget * 100 // (gpu_price_cents * shape.replica_gpus)))
     return hi
+
+
+def checked_families(scenario: Scenario) -> list[Family]:
+    """The active families whose ``admits`` the search applies to its pairs: those its
+    enumeration does not already keep within (Family.enumerated)."""
+    return [f for f in REGISTRY if f.active(scenario) and not f.enumerated]
 
 
 @without_gc_pauses
@@ -157,16 +166,17 @@ def best_for_candidate(
     fitting = [nic for nic in nics if nic.name in takes]
     counts = scenario.nic_counts(gpu.name)
     options = [(nic, k) for nic in fitting for k in counts]
-    if scenario.pricing == "cloud" and not every_m and not scenario.active("power") and fitting:
+    if nic_dominance(scenario) and not every_m and fitting:
         fastest = max(fitting, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
         options = [(fastest, max(counts))]
     cat, fac = scenario.catalog, scenario.catalog.facility
+    families = checked_families(scenario)
     best = None
     for nic, k in options:
         cluster = cluster_totals(gpu, nic, cat.switch_for(nic), fac, gpus, k)
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
-        days = tau / (shape.micro_batch * m * dps) * scenario.sequences / SECONDS_PER_DAY
+        days = days_from_seconds(tau / (shape.micro_batch * m * dps) * scenario.sequences)
         if scenario.pricing == "capex":
             cost_cents = cluster.capex_cents
             cost = cost_cents / 100.0
@@ -174,17 +184,12 @@ def best_for_candidate(
             cost = tco_usd(cluster.capex_cents / 100.0, cluster.it_power_w, fac, days)
             cost_cents = cost * 100.0
         else:
-            cost = gpus * days * 24.0 * gpu.cloud_usd_per_gpu_hour
+            cost = cloud_usd(gpus, days, gpu)
             cost_cents = cost * 100.0
+        grid = Grid(cand, gpu, k, dps, m, gpus, days, cost_cents, cluster)
         ok = np.ones_like(dps, dtype=bool)
-        if scenario.active("power"):
-            ok &= facility_power_w(cluster.it_power_w, fac) <= scenario.power_cap_w * (1 + TOL)
-        if scenario.active("max_racks"):
-            ok &= cluster.racks <= scenario.rack_cap
-        if scenario.active("budget"):
-            ok &= cost_cents <= scenario.budget * 100.0 * (1 + 1e-12)
-        if scenario.active("deadline"):
-            ok &= days <= scenario.deadline * (1 + TOL)
+        for family in families:  # every enforced family, each by its own check
+            ok &= family.admits(scenario, grid)
         if not ok.any():
             continue
         objective = days if scenario.objective == "time" else cost

@@ -15,66 +15,28 @@ feasible, the others unchanged, is found by bisection on its amount.
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ortools.sat.python import cp_model
 
-from models.scaleup import tp_limit
 from solvers.cpsat import _solver, solve_cpsat
 from solvers.cpsat_model import build
 from solvers.exhaustive import best_for_candidate
+from solvers.families import BY_NAME, NAMES, REGISTRY
+from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Plan, build_plan
 from solvers.prune import Presolved, may_beat, presolve
-from solvers.scenario import FAMILIES, Scenario
+from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
 
-STRUCTURAL = ("tp_bandwidth", "tp_domain", "divisibility", "pipeline_fill")
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
 # Shapes each re-solve's warm start tries besides the plan being explained, which is
 # already a good incumbent for its relaxed question
 EXPLAIN_WARM_SHAPES = 6
-
-
-def _disable(s: Scenario, family: str) -> Scenario:
-    return s.with_changes(disabled=s.disabled | {family})
-
-
-RELAXATIONS: dict[str, tuple[str, Callable[[Scenario], Scenario]]] = {
-    "memory": ("GPU memory +10%", lambda s: s.with_changes(memory_scale=s.memory_scale * 1.1)),
-    "budget": ("budget +10%", lambda s: s.with_changes(budget_usd=s.budget * 1.1)),
-    "deadline": ("deadline +10%", lambda s: s.with_changes(deadline_days=s.deadline * 1.1)),
-    "batch_ceiling": (
-        "batch ceiling x2",
-        lambda s: s.with_changes(max_batch_tokens=s.ceiling_tokens * 2),
-    ),
-    "batch_floor": (
-        "batch floor /2",
-        lambda s: s.with_changes(min_batch_tokens=s.floor_tokens / 2),
-    ),
-    "max_gpus": ("GPU caps +10%", lambda s: s.with_gpu_caps_scaled(1.1)),
-    "power": ("power cap +10%", lambda s: s.with_changes(power_cap_mw=s.power_cap_w / 1e6 * 1.1)),
-    "max_racks": (
-        "racks +10%",
-        lambda s: s.with_changes(max_racks=max(s.rack_cap + 1, math.ceil(s.rack_cap * 1.1))),
-    ),
-    "nic_slots": (
-        "one more NIC slot per server",
-        lambda s: s.with_changes(extra_nic_slots=s.extra_nic_slots + 1),
-    ),
-    "tp_bandwidth": ("TP bandwidth rule off", lambda s: _disable(s, "tp_bandwidth")),
-    "tp_domain": ("TP x CP beyond the scale-up domain allowed", lambda s: _disable(s, "tp_domain")),
-    "divisibility": ("splits Megatron refuses allowed", lambda s: _disable(s, "divisibility")),
-    "pipeline_fill": (
-        "fewer micro-batches than stages allowed",
-        lambda s: _disable(s, "pipeline_fill"),
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -112,80 +74,7 @@ class Binding:
 
 def slack_of(scenario: Scenario, plan: Plan, family: str) -> tuple[float | None, str, str]:
     """(slack, unit, 'used of limit' text) of one family on a plan."""
-    ev, lay, cfg = plan.evaluation, plan.evaluation.layout, plan.config
-    gpu = scenario.catalog.gpu(cfg.shape.gpu)
-    if family == "memory":
-        cap = ev.memory.usable
-        return cap - ev.memory.total, "GB", f"{ev.memory.total:,.1f} of {cap:,.1f} GB per GPU"
-    if family == "budget":
-        return (
-            scenario.budget - plan.cost_usd,
-            "USD",
-            f"${plan.cost_usd:,.0f} of ${scenario.budget:,.0f}",
-        )
-    if family == "deadline":
-        days = float(ev.time_to_train_days or 0.0)
-        return (
-            scenario.deadline - days,
-            "days",
-            f"{days:,.1f} of {scenario.deadline:,.1f} days",
-        )
-    if family == "batch_ceiling":
-        used = lay.global_batch * scenario.seq_len
-        return (
-            scenario.ceiling_tokens - used,
-            "tokens",
-            f"{used:,.0f} of {scenario.ceiling_tokens:,.0f} tokens per batch",
-        )
-    if family == "batch_floor":
-        used = lay.global_batch * scenario.seq_len
-        return (
-            used - scenario.floor_tokens,
-            "tokens",
-            f"{used:,.0f} tokens, floor {scenario.floor_tokens:,.0f}",
-        )
-    if family == "max_gpus":
-        allowed = scenario.gpu_cap(cfg.shape.gpu)
-        if allowed is None:
-            return None, "GPUs", f"no cap on {cfg.shape.gpu}"
-        return (
-            allowed - lay.num_gpus,
-            "GPUs",
-            f"{lay.num_gpus:,} of {allowed:,} {cfg.shape.gpu} GPUs allowed",
-        )
-    if family == "nic_slots":
-        slots = gpu.server.nic_slots + scenario.extra_nic_slots
-        return (
-            slots - cfg.nics_per_node,
-            "NICs",
-            f"{cfg.nics_per_node} of {slots} NIC slots per server",
-        )
-    if family == "power":
-        used_mw = ev.cluster.facility_power_w / 1e6
-        cap_mw = scenario.power_cap_w / 1e6
-        return cap_mw - used_mw, "MW", f"{used_mw:,.3f} of {cap_mw:,.3f} MW facility power"
-    if family == "max_racks":
-        n_racks = ev.cluster.racks
-        return scenario.rack_cap - n_racks, "racks", f"{n_racks:,} of {scenario.rack_cap:,} racks"
-    if family == "tp_bandwidth":
-        limit = tp_limit(scenario.spec.hidden, gpu, lay.tp, lay.precision)[0]
-        return limit - lay.tp, "TP degree", f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak)"
-    if family == "tp_domain":
-        dom = gpu.server.scale_up_domain_gpus
-        return (
-            dom - lay.tp * lay.cp,
-            "GPUs",
-            f"TP x CP {lay.tp * lay.cp} of a {dom}-GPU scale-up domain",
-        )
-    if family == "divisibility":
-        return None, "", "layers, heads and batch split as Megatron allows"
-    if family == "pipeline_fill":
-        return (
-            cfg.microbatches - lay.pp,
-            "micro-batches",
-            f"{cfg.microbatches} micro-batches per step for {lay.pp} stages",
-        )
-    raise ValueError(family)
+    return BY_NAME[family].slack(scenario, plan)
 
 
 @without_gc_pauses
@@ -207,11 +96,15 @@ def binding_constraints(
     others report what they found with ``decided`` false and binding false."""
     base = plan.objective
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
-    families = [f for f in RELAXATIONS if scenario.active(f)]
+    families = [f for f in REGISTRY if f.active(scenario)]
 
-    def price(family: str) -> tuple[float, bool]:
-        relaxed = RELAXATIONS[family][1](scenario)
-        space = with_memory_scale(relaxed, cands) if family == "memory" else cands
+    def price(family: Family) -> tuple[float, bool]:
+        relaxed = family.relax(scenario)
+        space = (
+            cands
+            if relaxed.memory_scale == scenario.memory_scale
+            else (with_memory_scale(relaxed, cands))
+        )
         # no shape of the relaxed question can beat the plan: nothing to re-solve
         alive = presolve(relaxed, space)
         if not may_beat(relaxed, alive, base):
@@ -235,11 +128,12 @@ def binding_constraints(
         gain = max(0.0, float(base - better))
         if gain <= 1e-6 * max(abs(base), 1e-12):
             gain = 0.0
-        slack, unit, detail = slack_of(scenario, plan, family)
-        label = RELAXATIONS[family][0]
+        slack, unit, detail = family.slack(scenario, plan)
         pct = 100.0 * gain / base if base else 0.0
         decided = plan_proved or exact
-        out.append(Binding(family, slack, unit, detail, label, gain, pct, exact, decided))
+        out.append(
+            Binding(family.name, slack, unit, detail, family.relaxation, gain, pct, exact, decided)
+        )
     out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
 
@@ -247,7 +141,7 @@ def binding_constraints(
 # ----------------------------------------------------------------- conflicts
 def _only(scenario: Scenario, families: set[str]) -> Scenario:
     """The question with every active family outside ``families`` switched off."""
-    off = {f for f in RELAXATIONS if scenario.active(f) and f not in families}
+    off = {f for f in NAMES if scenario.active(f) and f not in families}
     return scenario.with_changes(disabled=scenario.disabled | off)
 
 
@@ -298,7 +192,7 @@ def infeasible_core(
     alone empties the space (every shape ruled out before any search, the usual case),
     the assumption solve is skipped and deletion starts from every active family: each
     shrink is then a presolve or a quick witness, not a search."""
-    active = [f for f in FAMILIES if scenario.active(f)]
+    active = [f for f in NAMES if scenario.active(f)]
     if not presolve(scenario, cands).candidates:
         return _shrink(scenario, active, cands, time_limit_s)
     form = build(scenario, cands, fix_families=False)
@@ -333,196 +227,40 @@ def _shrink(
     return sorted(core)
 
 
-@dataclass(frozen=True)
-class Fix:
-    constraint: str
-    change: str
-    scenario: Scenario  # the question with the fix applied (feasible)
+class _Search:
+    """What a family's smallest-fix search asks (solvers.families.base.FixSearch): is the
+    question feasible with the active families, or with some of them."""
 
-    def as_dict(self) -> dict[str, str]:
-        return {"constraint": self.constraint, "change": self.change}
+    def __init__(self, scenario: Scenario, cands: list[Candidate], time_limit_s: float) -> None:
+        self.scenario = scenario
+        self.cands = cands
+        self.time_limit_s = time_limit_s
+        self.active = {f for f in NAMES if scenario.active(f)}
 
+    def ok(self, s: Scenario, fams: set[str] | None = None) -> bool:
+        fams = self.active if fams is None else fams
+        # another memory scale: the same shapes with their memory bound recomputed from the
+        # memory terms they share (enumerating again would recompute every term)
+        space = (
+            self.cands
+            if s.memory_scale == self.scenario.memory_scale
+            else with_memory_scale(s, self.cands)
+        )
+        return self.feasible(s, {f for f in fams if s.active(f)}, space) is True
 
-def _bisect(
-    feasible: Callable[[float], bool], lo: float, hi: float, integer: bool, rel: float = 0.01
-) -> float | None:
-    """Smallest x in (lo, hi] with feasible(x), x monotone-feasible, to ``rel`` (or exact for
-    integers); None when even ``hi`` is infeasible. Brackets by doubling from lo first."""
-    step = max(1.0 if integer else abs(lo) * 0.01, 1e-12)
-    upper = None
-    probe = lo
-    while probe < hi:
-        probe = min(hi, lo + step)
-        if integer:
-            probe = math.ceil(probe)
-        if feasible(probe):
-            upper = probe
-            break
-        lo, step = probe, step * 2
-    if upper is None:
-        return None
-    hi = upper
-    while (hi - lo > 1) if integer else (hi - lo > rel * hi):
-        mid = (lo + hi) // 2 if integer else (lo + hi) / 2
-        if feasible(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    def only(self, s: Scenario, fams: set[str]) -> Scenario:
+        return _only(s, fams)
+
+    def feasible(self, s: Scenario, fams: set[str], space: list[Candidate]) -> bool | None:
+        return _feasible(s, fams, space, self.time_limit_s)
 
 
 def smallest_fix(
     scenario: Scenario, family: str, cands: list[Candidate], time_limit_s: float = 30.0
 ) -> Fix | None:
-    """The least relaxation of one family that makes the question feasible, the rest unchanged."""
-    active = {f for f in RELAXATIONS if scenario.active(f)}
-    x: float | None
-
-    def ok(s: Scenario, fams=None) -> bool:
-        fams = active if fams is None else fams
-        # another memory scale: the same shapes with their memory bound recomputed from the
-        # memory terms they share (enumerating again would recompute every term)
-        space = cands if s.memory_scale == scenario.memory_scale else with_memory_scale(s, cands)
-        return _feasible(s, {f for f in fams if s.active(f)}, space, time_limit_s) is True
-
-    if family in STRUCTURAL:
-        s = _disable(scenario, family)
-        if ok(s, active - {family}):
-            return Fix(family, RELAXATIONS[family][0], s)
-        return None
-    if family in ("budget", "deadline"):
-        # the least budget (deadline) is the optimum of the other objective with that limit off
-        s = _only(scenario, active - {family}).with_changes(
-            objective="cost" if family == "budget" else "time"
-        )
-        res = solve_cpsat(
-            s,
-            time_limit_s=time_limit_s,
-            candidates=cands if s.memory_scale == scenario.memory_scale else None,
-        )
-        if res.best is None:
-            return None
-        # the optimum of the relaxed question, nudged past the solver's rounding and verified
-        base = (
-            res.best.cost_usd
-            if family == "budget"
-            else float(res.best.evaluation.time_to_train_days or 0.0)
-        )
-        field = "budget_usd" if family == "budget" else "deadline_days"
-        for nudge in (1e-6, 1e-4, 1e-3, 1e-2):
-            x = base * (1 + nudge)
-            fixed = scenario.with_changes(**{field: x})
-            if ok(fixed):
-                break
-        else:
-            return None
-        change = (
-            f"budget must be at least ${x:,.0f}"
-            if family == "budget"
-            else (f"deadline must be at least {x:,.2f} days")
-        )
-        return Fix(family, change, fixed)
-    if family == "max_gpus":
-        if not scenario.gpu_caps and scenario.max_gpus is not None:  # one overall cap: exact count
-            x = _bisect(
-                lambda v: ok(scenario.with_changes(max_gpus=int(v))), scenario.max_gpus, 2**20, True
-            )
-            if x is None:
-                return None
-            return Fix(
-                family, f"allow at least {int(x):,} GPUs", scenario.with_changes(max_gpus=int(x))
-            )
-        factor = _bisect(lambda v: ok(scenario.with_gpu_caps_scaled(v)), 1.0, 2.0**20, False)
-        if factor is None:
-            return None
-        return Fix(
-            family,
-            f"raise the GPU caps by {100 * (factor - 1):.0f}%",
-            scenario.with_gpu_caps_scaled(factor),
-        )
-    if family == "batch_ceiling":
-        x = _bisect(
-            lambda v: ok(scenario.with_changes(max_batch_tokens=v)),
-            scenario.ceiling_tokens,
-            scenario.ceiling_tokens * 1e4,
-            False,
-        )
-        if x is None:
-            return None
-        x = float(math.ceil(x / scenario.seq_len) * scenario.seq_len)
-        return Fix(
-            family,
-            f"raise the batch ceiling to {x:,.0f} tokens",
-            scenario.with_changes(max_batch_tokens=x),
-        )
-    if family == "batch_floor":
-
-        def feasible_floor(v: float) -> bool:  # lower is easier: bisect on the cut
-            return ok(scenario.with_changes(min_batch_tokens=scenario.floor_tokens - v))
-
-        x = _bisect(feasible_floor, 0.0, scenario.floor_tokens - scenario.seq_len, False)
-        if x is None:
-            return None
-        floor = scenario.floor_tokens - x
-        return Fix(
-            family,
-            f"lower the batch floor to {floor:,.0f} tokens",
-            scenario.with_changes(min_batch_tokens=floor),
-        )
-    if family == "memory":
-        # a shape the other families rule out (memory off) stays out at any capacity: probe
-        # only the others (a budget far too small leaves few)
-        pool = presolve(_only(scenario, active - {"memory"}), cands).candidates
-
-        def ok_memory(v: float) -> bool:
-            s = scenario.with_changes(memory_scale=v)
-            return (
-                bool(pool)
-                and _feasible(s, active, with_memory_scale(s, pool), time_limit_s) is True
-            )
-
-        x = _bisect(ok_memory, scenario.memory_scale, 64.0, False)
-        if x is None:
-            return None
-        big = max(scenario.gpus, key=lambda g: scenario.catalog.gpu(g).memory_gb)
-        mem = scenario.catalog.gpu(big).memory_gb
-        return Fix(
-            family,
-            f"needs {100 * (x - 1):.0f}% more memory per GPU (e.g. {mem * x:,.0f} GB instead of "
-            f"{mem:,.0f} GB on {big})",
-            scenario.with_changes(memory_scale=x),
-        )
-    if family == "power":
-        cap_mw = scenario.power_cap_w / 1e6
-        x = _bisect(
-            lambda v: ok(scenario.with_changes(power_cap_mw=v)), cap_mw, cap_mw * 1e6, False
-        )
-        if x is None:
-            return None
-        return Fix(
-            family,
-            f"raise the power cap to {x:,.3f} MW",
-            scenario.with_changes(power_cap_mw=x),
-        )
-    if family == "max_racks":
-        x = _bisect(
-            lambda v: ok(scenario.with_changes(max_racks=int(v))), scenario.rack_cap, 2**20, True
-        )
-        if x is None:
-            return None
-        return Fix(
-            family, f"allow at least {int(x):,} racks", scenario.with_changes(max_racks=int(x))
-        )
-    if family == "nic_slots":
-        x = _bisect(lambda v: ok(scenario.with_changes(extra_nic_slots=int(v))), 0, 64, True)
-        if x is None:
-            return None
-        return Fix(
-            family,
-            f"{int(x)} more NIC slots per server",
-            scenario.with_changes(extra_nic_slots=int(x)),
-        )
-    return None
+    """The least relaxation of one family that makes the question feasible, the rest unchanged
+    (each family's own search: solvers/families/)."""
+    return BY_NAME[family].smallest_fix(scenario, _Search(scenario, cands, time_limit_s))
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from models.evaluate import Evaluation, Hardware, evaluate
-from models.feasibility import TOL, Violation
+from models.feasibility import Violation
 from solvers.columns import PLAN_COLUMNS  # noqa: F401  (its home before solvers/columns.py)
+from solvers.families import REGISTRY
 from solvers.scenario import Scenario
 from solvers.space import Shape
 
@@ -102,7 +103,7 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
     if scenario.extra_nic_slots:
         server = gpu.server.model_copy(
             update={
-                "nic_slots": gpu.server.nic_slots + scenario.extra_nic_slots,
+                "nic_slots": scenario.nic_slots(gpu.name),
                 "nic_counts": scenario.nic_counts(gpu.name),
             }
         )
@@ -112,31 +113,13 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
+    # the evaluator's checks (models/feasibility.py), then the families it does not check
     violations = [v for v in ev.violations if scenario.active(v.constraint)]
+    for family in REGISTRY:
+        if not family.in_evaluator and family.active(scenario):
+            found = family.violation(scenario, ev, config)
+            if found is not None:
+                violations.append(found)
     days = ev.time_to_train_days or math.inf
-    if scenario.active("budget") and cost > scenario.budget * (1 + TOL):
-        violations.append(
-            Violation("budget", f"costs ${cost:,.0f}, budget ${scenario.budget:,.0f}")
-        )
-    if scenario.active("deadline") and days > scenario.deadline * (1 + TOL):
-        violations.append(
-            Violation("deadline", f"takes {days:,.2f} days, deadline {scenario.deadline:,.2f}")
-        )
-    cap = scenario.gpu_cap(config.shape.gpu) if scenario.active("max_gpus") else None
-    if cap is not None and layout.num_gpus > cap:
-        violations.append(Violation("max_gpus", f"uses {layout.num_gpus:,} GPUs, limit {cap:,}"))
-    cluster = ev.cluster
-    if scenario.active("power") and cluster.facility_power_w > scenario.power_cap_w * (1 + TOL):
-        violations.append(
-            Violation(
-                "power",
-                f"draws {cluster.facility_power_w / 1e6:,.3f} MW, cap "
-                f"{scenario.power_cap_w / 1e6:,.3f} MW",
-            )
-        )
-    if scenario.active("max_racks") and cluster.racks > scenario.rack_cap:
-        violations.append(
-            Violation("max_racks", f"needs {cluster.racks:,} racks, limit {scenario.rack_cap:,}")
-        )
     objective = days if scenario.objective == "time" else cost
     return Plan(config, ev, tuple(violations), objective)

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import DEFAULT_STACK, NICSpec
 from models.layout import Assumptions
 from models.spec import TransformerSpec
+from solvers.families import BY_NAME, NAMES
 
-FAMILIES = (
-    "memory",
-    "tp_bandwidth",
-    "tp_domain",
-    "divisibility",
-    "pipeline_fill",
-    "batch_ceiling",
-    "batch_floor",
-    "nic_slots",
-    "budget",
-    "deadline",
-    "max_gpus",
-    "power",
-    "max_racks",
-)
+# the constraint families' names, in registry order (solvers/families/; --ignore choices)
+FAMILIES = NAMES
 OBJECTIVES = ("time", "cost")
 PRICINGS = ("capex", "cloud", "tco")
 DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch; Dubey et al. 2024)
@@ -36,6 +25,11 @@ def _required(value: float | None, family: str) -> float:
     if value is None:
         raise ValueError(f"the {family} limit is not set")
     return value
+
+
+def _limit(attr: str, family: str) -> Any:
+    """A read-only property: the limit in ``attr``, which an active family has set."""
+    return property(lambda self: _required(getattr(self, attr), family))
 
 
 @dataclass(frozen=True)
@@ -91,32 +85,11 @@ class Scenario:
 
     def active(self, family: str) -> bool:
         """Whether a constraint family is enforced (and has its limit set)."""
-        if family in self.disabled:
-            return False
-        if family == "budget":
-            return self.budget_usd is not None
-        if family == "deadline":
-            return self.deadline_days is not None
-        if family == "max_gpus":
-            return self.max_gpus is not None or bool(self.gpu_caps)
-        if family == "batch_ceiling":
-            return self.max_batch_tokens is not None
-        if family == "batch_floor":
-            return self.min_batch_tokens is not None
-        if family == "power":
-            return self.power_cap_mw is not None
-        if family == "max_racks":
-            return self.max_racks is not None
-        return True
+        return BY_NAME[family].active(self)
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
-    @property
-    def budget(self) -> float:
-        return _required(self.budget_usd, "budget")
-
-    @property
-    def deadline(self) -> float:
-        return _required(self.deadline_days, "deadline")
+    budget = _limit("budget_usd", "budget")
+    deadline = _limit("deadline_days", "deadline")
 
     @property
     def power_cap_w(self) -> float:
@@ -150,13 +123,8 @@ class Scenario:
             gpu_caps=tuple((g, math.ceil(c * factor)) for g, c in self.gpu_caps),
         )
 
-    @property
-    def ceiling_tokens(self) -> float:
-        return _required(self.max_batch_tokens, "batch_ceiling")
-
-    @property
-    def floor_tokens(self) -> float:
-        return _required(self.min_batch_tokens, "batch_floor")
+    ceiling_tokens = _limit("max_batch_tokens", "batch_ceiling")
+    floor_tokens = _limit("min_batch_tokens", "batch_floor")
 
     @property
     def sequences(self) -> float:
@@ -167,6 +135,10 @@ class Scenario:
         """The question's NICs that ``gpu``'s server can take, on the question's fabric
         (catalog.Catalog.nic_fits: PCIe generation, the vendor's fixed or integrated NICs)."""
         return self.catalog.nics_for(self.catalog.gpu(gpu), self.nics, self.fabric)
+
+    def nic_slots(self, gpu: str) -> int:
+        """Scale-out NIC slots of ``gpu``'s server, with the relaxation's extra slots."""
+        return self.catalog.gpu(gpu).server.nic_slots + self.extra_nic_slots
 
     def nic_counts(self, gpu: str) -> tuple[int, ...]:
         """NICs per server a plan on ``gpu`` may take (the vendor's counts; relaxed nic_slots

@@ -30,12 +30,12 @@ from typing import Any, NamedTuple
 
 from catalog.specs import GPUSpec, NICSpec
 from models.evaluate import with_profile
-from models.feasibility import TOL, divisibility_violations
+from models.feasibility import TOL
 from models.layout import Layout, Network
 from models.memory import memory_terms, usable_memory_gb
 from models.pipeline import EVEN, Split, uneven_splits
-from models.scaleup import tp_limit
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
+from solvers.families import SHAPE_RULES
 from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES, GPU_CAP, Scenario
 
 
@@ -256,16 +256,8 @@ def pp_options(layers: int) -> list[int]:
 
 
 def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> frozenset[str]:
-    spec = scenario.spec
-    out = set()
-    probe = shape.layout(1, max(1, shape.pp))
-    if divisibility_violations(spec, probe, scenario.seq_len):
-        out.add("divisibility")
-    if shape.tp * shape.cp > gpu.server.scale_up_domain_gpus:
-        out.add("tp_domain")
-    if shape.tp > 1 and shape.tp > tp_limit(spec.hidden, gpu, shape.tp, shape.precision)[0] + TOL:
-        out.add("tp_bandwidth")
-    return frozenset(out)
+    """The shape rules (solvers/families: tp_bandwidth, tp_domain, divisibility) it breaks."""
+    return frozenset(f.name for f in SHAPE_RULES if f.violated_by(scenario, shape, gpu))
 
 
 def shape_memory_terms(scenario: Scenario, shape: Shape) -> list[tuple[float, float]]:
@@ -311,7 +303,6 @@ def dp_min_from_terms(terms: list[tuple[float, float]], cp: int, capacity: float
 
 _SPACES: dict[tuple, list[Candidate]] = {}
 _SPACES_KEPT = 8
-STRUCTURAL_FAMILIES = ("tp_bandwidth", "tp_domain", "divisibility")
 
 
 def _space_key(scenario: Scenario) -> tuple:
@@ -332,7 +323,7 @@ def _space_key(scenario: Scenario) -> tuple:
         scenario.virtual_stages,
         scenario.max_virtual_stages,
         scenario.assumptions.model_dump_json(),
-        tuple(scenario.active(f) for f in STRUCTURAL_FAMILIES),
+        tuple(f.active(scenario) for f in SHAPE_RULES),
         scenario.memory_scale,
     )
 

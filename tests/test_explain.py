@@ -14,7 +14,8 @@ import pytest
 from catalog import load_catalog
 from solvers import FAMILIES, SolveResult
 from solvers.cpsat import solve_cpsat
-from solvers.explain import RELAXATIONS, Conflict, binding_constraints, explain_infeasible
+from solvers.explain import Conflict, binding_constraints, explain_infeasible
+from solvers.families import BY_NAME, NAMES
 from solvers.plan import build_plan
 from solvers.scenario import Scenario
 
@@ -112,7 +113,7 @@ def test_pipeline_fill_relaxation_is_physical(models):
     s = scenario(
         models, load_catalog(), "llama2-7b", ("h100-sxm",), budget_usd=1e9, max_batch_tokens=MB
     )
-    relaxed = RELAXATIONS["pipeline_fill"][1](s)
+    relaxed = BY_NAME["pipeline_fill"].relax(s)
     res = solve_cpsat(relaxed, time_limit_s=TIME_LIMIT_S)
     assert res.status in FEASIBLE
     ev = res.best.evaluation
@@ -200,13 +201,13 @@ def test_deadline_bound(models):
 def test_binding_entries_are_consistent(models):
     s = scenario(models, load_catalog(), "llama2-7b", ("h100-sxm",), budget_usd=5e5)
     res, binding = ranking(s)
-    active = {f for f in RELAXATIONS if s.active(f)}
+    active = {f for f in NAMES if s.active(f)}
     assert {b.constraint for b in binding} == active
     base = res.best.objective
     for b in binding:
         assert b.improvement_if_relaxed >= 0
         assert b.improvement_pct == pytest.approx(100 * b.improvement_if_relaxed / base)
-        assert b.relaxation == RELAXATIONS[b.constraint][0]
+        assert b.relaxation == BY_NAME[b.constraint].relaxation
         assert b.as_dict()["binding"] == b.binding
 
 

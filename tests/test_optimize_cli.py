@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from designer.cli import cli
 from designer.report import EVIDENCE_COLUMNS
 from helpers import one_line, run_main
+from solvers import FAMILIES as REGISTRY_NAMES
 from solvers import PLAN_COLUMNS
 
 PLAN_KEYS = [
@@ -45,7 +46,8 @@ PLAN_KEYS = [
     "mfu",
 ]
 BINDING_KEYS = {"constraint", "slack", "unit", "improvement_if_relaxed"}
-FAMILIES = {
+# the names CLI-CONTRACT.md "Constraint names" lists; the registry may add more (max_racks)
+CONTRACT_FAMILIES = {
     "memory",
     "tp_bandwidth",
     "tp_domain",
@@ -59,6 +61,12 @@ FAMILIES = {
     "max_gpus",
     "power",
 }
+FAMILIES = set(REGISTRY_NAMES)
+
+
+def test_the_registry_holds_every_contract_family():
+    assert CONTRACT_FAMILIES <= FAMILIES
+
 
 BASE = ["optimize", "--budget", "30M", "--gpu", "h100-sxm"]  # llama2-70b, 2T tokens by default
 SMALL = ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "300B"]

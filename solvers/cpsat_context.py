@@ -1,0 +1,110 @@
+"""What the parts of the CP-SAT model share while it is built (solvers/cpsat_model.py).
+
+Each part (the choices, scale, NICs, servers, time, cluster and cost) sets the
+fields it defines; the constraint families (solvers/families/) read them in their
+``encode`` hook, after every part has run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from catalog.specs import GPUSpec, NICSpec
+from models.step import StepCoefficients
+from solvers.cpsat_cluster import ClusterTerms
+from solvers.intmath import hi, selected
+from solvers.scenario import Scenario
+from solvers.space import Candidate, Shape
+
+IntVar = cp_model.IntVar
+Bounds = tuple[list[tuple[int, int]], list[float]]
+
+
+@dataclass
+class GpuTime:
+    """GPU-time per trained sequence, G x T' (in ``unit_s / scale`` GPU-seconds), rounded up,
+    and a lower bound of it over the shapes."""
+
+    var: IntVar
+    scale: int
+    lo: int
+
+
+@dataclass
+class BuildContext:
+    """The model under construction and the variables its parts have defined so far."""
+
+    md: cp_model.CpModel
+    scenario: Scenario
+    candidates: list[Candidate]
+    fix_families: bool  # families fixed on (a solve), else assumption literals (a conflict)
+    coarsen: float  # the time unit's coarsening (build retries coarser on overflow)
+    cost_cap_usd: float | None
+    given_bounds: Bounds | None
+    # Each part sets its fields (the part named in each comment; solvers/cpsat_model.py);
+    # fields of one part may sit in another's group, so that like declarations stay apart.
+    # _choices: a literal per shape, GPU type and NIC type offered, the families' literals
+    x: list[IntVar] = field(init=False)
+    shapes: list[Shape] = field(init=False)
+    enforce: dict[str, IntVar] = field(init=False)
+    gpus: dict[str, GPUSpec] = field(init=False)
+    gpu_names: list[str] = field(init=False)
+    gpu_lit: dict[str, IntVar] = field(init=False)
+    nics: list[NICSpec] = field(init=False)
+    cf: list[StepCoefficients] = field(init=False)  # _servers: each shape's coefficients
+    # _scale: the batch ceiling in sequences, DP degree d and micro-batches per step m
+    ceiling_seq: int | None = field(init=False)
+    gpu_cap: int = field(init=False)
+    dp_max: int = field(init=False)
+    m_max: int = field(init=False)
+    dp: IntVar = field(init=False)
+    m: IntVar = field(init=False)
+    # _nics: counts and NIC types each GPU type's server takes, NICs per server, bandwidth
+    counts_of: dict[str, tuple[int, ...]] = field(init=False)
+    nics_per_node: IntVar = field(init=False)
+    node_bw: IntVar = field(init=False)
+    fits_of: dict[str, set[str]] = field(init=False)
+    nic_lits: dict[str, IntVar] = field(init=False)
+    # _batch: W = m d, the micro-batch b, the global batch b W
+    w: IntVar = field(init=False)
+    b_sel: IntVar = field(init=False)
+    global_batch: IntVar = field(init=False)
+    nic_count: dict[str, IntVar] = field(init=False)  # _nics: NICs of each type
+    # _servers: G, servers, the regimes (DP group in one server, job in one server)
+    num_gpus: IntVar = field(init=False)
+    nodes: IntVar = field(init=False)
+    r_dp: IntVar = field(init=False)
+    r_pp: IntVar = field(init=False)
+    cluster: ClusterTerms | None = None  # add_cluster: fabric, racks, power
+    # add_time: the unit, T' (scaled by k_scale), days per unit of T', G x T'
+    unit_s: float = field(init=False)
+    k_scale: int = field(init=False)
+    per_seq: IntVar = field(init=False)
+    days_per_unit: float = field(init=False)
+    gpu_time: GpuTime = field(init=False)
+    # add_cluster and add_cost
+    capex_expr: Any = None
+    nics_total: IntVar | None = None
+    cost_expr: Any = None
+    per_cent: int = 1  # cost units per cent
+    coef: dict[str, float] = field(default_factory=dict)  # cloud: cents per GPU-time unit
+    gt_of: dict[str, IntVar] = field(default_factory=dict)  # cloud: GPU-time per GPU type
+    lbs: list[float] = field(default_factory=list)  # per candidate, objective lower bounds
+
+    def sel(self, values: Iterable[Any]) -> cp_model.LinearExpr:
+        """The chosen candidate's value: sum_i x_i * value_i."""
+        return selected(self.x, values)
+
+    @staticmethod
+    def hi(var: IntVar) -> int:
+        return hi(var)
+
+    def bounded(self, name: str, values: Iterable[Any]) -> IntVar:
+        """A variable equal to the chosen candidate's value, bounded by the values."""
+        vals = [int(v) for v in values]
+        var = self.md.new_int_var(min(0, min(vals)), max(0, max(vals)), name)
+        self.md.add(var == self.sel(vals))
+        return var

@@ -1,0 +1,289 @@
+"""What a constraint family is: the hooks every module under solvers/families/ implements.
+
+A family is one rule of the design question (README "Adding a constraint family").
+It owns its name, its kind (``structural``: a rule that is on or off; ``limit``: an
+amount the question sets), the Scenario field that holds its limit, when it is
+active, its CP-SAT encoding under its enforcement literal (``encode``), its
+vectorised check in the exhaustive solver (``admits``), its violation and slack on
+a plan, its relaxation step and its smallest-fix search. The registry
+(solvers/families/__init__.py) collects every module's ``FAMILY``; a family that
+lacks a hook fails tests/test_families.py.
+
+Nothing here imports numpy or OR-Tools at module level: the registry is loaded with
+solvers.scenario, which commands that never solve import too (bench/startup.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from catalog.specs import GPUSpec
+    from models.evaluate import Evaluation
+    from models.feasibility import Violation
+    from solvers.cpsat_context import BuildContext
+    from solvers.plan import Config, Plan
+    from solvers.scenario import Scenario
+    from solvers.space import Candidate, Shape
+
+KINDS = ("structural", "limit")
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The least change to one family that makes an infeasible question feasible."""
+
+    constraint: str
+    change: str
+    scenario: Scenario  # the question with the fix applied (feasible)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"constraint": self.constraint, "change": self.change}
+
+
+@dataclass
+class Grid:
+    """One shape and NIC option of the exhaustive solver: every (d, m) pair as arrays."""
+
+    cand: Candidate
+    gpu: GPUSpec
+    nics_per_node: int
+    dps: Any  # np.ndarray of DP degrees
+    m: Any  # np.ndarray of micro-batches per step, one per pair
+    gpus: Any  # np.ndarray of GPUs
+    days: Any  # np.ndarray of days to train
+    cost_cents: Any  # np.ndarray (or scalar) of the cost in cents
+    cluster: Any  # models.cost.ClusterTotals of the pairs
+
+
+class FixSearch(Protocol):
+    """What a family's smallest-fix search may ask of the explanation (solvers/explain.py)."""
+
+    scenario: Scenario
+    cands: list[Candidate]
+    active: set[str]
+    time_limit_s: float
+
+    def ok(self, s: Scenario, fams: set[str] | None = None) -> bool: ...
+
+    def only(self, s: Scenario, fams: set[str]) -> Scenario: ...
+
+    def feasible(self, s: Scenario, fams: set[str], space: list[Candidate]) -> bool | None: ...
+
+
+def bisect(
+    feasible: Callable[[float], bool], lo: float, hi: float, integer: bool, rel: float = 0.01
+) -> float | None:
+    """Smallest x in (lo, hi] with feasible(x), x monotone-feasible, to ``rel`` (or exact for
+    integers); None when even ``hi`` is infeasible. Brackets by doubling from lo first."""
+    step = max(1.0 if integer else abs(lo) * 0.01, 1e-12)
+    upper = None
+    probe = lo
+    while probe < hi:
+        probe = min(hi, lo + step)
+        if integer:
+            probe = math.ceil(probe)
+        if feasible(probe):
+            upper = probe
+            break
+        lo, step = probe, step * 2
+    if upper is None:
+        return None
+    hi = upper
+    while (hi - lo > 1) if integer else (hi - lo > rel * hi):
+        mid = (lo + hi) // 2 if integer else (lo + hi) / 2
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def violation(name: str, detail: str) -> Violation:
+    from models.feasibility import Violation
+
+    return Violation(name, detail)
+
+
+class Family:
+    """A constraint family. Its module makes the one instance, ``FAMILY = Cls(name,
+    position, relaxation, field=...)``; subclasses set the class-level traits below and
+    override every hook that raises NotImplementedError here (tests/test_families.py
+    checks they do)."""
+
+    kind: ClassVar[str] = "limit"  # "structural" (a rule, on or off) or "limit" (an amount)
+    # checked by the performance model (models/feasibility.py check_layout): the plan's
+    # violation is the evaluator's; otherwise ``violation`` computes it
+    in_evaluator: ClassVar[bool] = False
+    # a rule on the shape alone (solvers.space.structural_violations, Candidate.structural)
+    shape_rule: ClassVar[bool] = False
+    # its CP-SAT encoding needs the cluster's terms (fabric, racks, power) even when renting
+    needs_cluster: ClassVar[bool] = False
+    # renting's dominance (the fastest NIC in every slot is best) still holds under it
+    keeps_nic_dominance: ClassVar[bool] = True
+    # the exhaustive solver's enumeration keeps within it (Candidate.allowed, dp_floor,
+    # dp_upper, batch_bounds, Scenario.nic_counts), so it skips ``admits`` on its pairs;
+    # tests/test_families.py checks that applying it there changes no answer
+    enumerated: ClassVar[bool] = False
+
+    def __init__(self, name: str, position: int, relaxation: str, field: str | None = None):
+        self.name = name
+        self.position = position  # order in the registry (and in FAMILIES, --ignore's choices)
+        self.relaxation = relaxation  # the step binding_constraints relaxes it by, in words
+        # the Scenario field holding the limit (None: a rule, on unless the question ignores it)
+        self.field = field
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def active(self, s: Scenario) -> bool:
+        """Enforced: not ignored, and its limit set (rules are always set)."""
+        if self.name in s.disabled:
+            return False
+        return self.field is None or getattr(s, self.field) is not None
+
+    def relax(self, s: Scenario) -> Scenario:
+        """The question with this family relaxed by its stated step (``relaxation``)."""
+        raise NotImplementedError
+
+    def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
+        """Shape rules: whether the shape breaks the rule whatever d, m and NICs are."""
+        raise NotImplementedError
+
+    def encode(self, ctx: BuildContext) -> None:
+        """Add the CP-SAT constraints, each only enforced if ``ctx.enforce[self.name]``."""
+        raise NotImplementedError
+
+    def admits(self, s: Scenario, grid: Grid) -> Any:
+        """The exhaustive solver's check: a boolean (array over the grid's pairs)."""
+        raise NotImplementedError
+
+    def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
+        """The plan's violation of this family (None: within it)."""
+        raise NotImplementedError
+
+    def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
+        """(slack, unit, 'used of limit' text) on a plan."""
+        raise NotImplementedError
+
+    def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
+        """The least relaxation that makes the question feasible, the others unchanged."""
+        raise NotImplementedError
+
+    def gpu_limit(self, s: Scenario, gpu: GPUSpec) -> int | None:
+        """Optional: the most GPUs of this type any plan within the limit can use, a valid
+        bound that prunes DP degrees before the search (solvers/bounds.py dp_bounds).
+        None: no such bound."""
+        return None
+
+
+class Rule(Family):
+    """A structural family: relaxed by switching it off, fixed only that way."""
+
+    kind = "structural"
+
+    def relax(self, s: Scenario) -> Scenario:
+        return s.with_changes(disabled=s.disabled | {self.name})
+
+    def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
+        relaxed = self.relax(s)
+        if search.ok(relaxed, search.active - {self.name}):
+            return Fix(self.name, self.relaxation, relaxed)
+        return None
+
+
+class EvaluatorCheck(Family):
+    """A family the performance model checks (models/feasibility.py check_layout); the
+    exhaustive solver's enumeration keeps within each of them."""
+
+    in_evaluator = True
+    enumerated = True
+
+    def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
+        return next((v for v in ev.violations if v.constraint == self.name), None)
+
+
+class ShapeRule(Rule, EvaluatorCheck):
+    """A rule on the shape alone: shapes that break it are forbidden (both solvers)."""
+
+    shape_rule = True
+
+    def encode(self, ctx: BuildContext) -> None:
+        bad = [ctx.x[i] for i, c in enumerate(ctx.candidates) if self.name in c.structural]
+        if bad:
+            ctx.md.add(sum(bad) == 0).only_enforce_if(ctx.enforce[self.name])
+
+    def admits(self, s: Scenario, grid: Grid) -> Any:
+        return self.name not in grid.cand.structural
+
+
+def bisect_fix(
+    search: FixSearch,
+    name: str,
+    change: Callable[[float], Scenario],
+    lo: float,
+    hi: float,
+    integer: bool,
+    words: Callable[[float], str],
+) -> Fix | None:
+    """The fix found by bisection on an amount: ``change(x)`` is the question at x."""
+    x = bisect(lambda v: search.ok(change(v)), lo, hi, integer)
+    if x is None:
+        return None
+    return Fix(name, words(x), change(x))
+
+
+def count_fix(search: FixSearch, name: str, field: str, start: int, what: str) -> Fix | None:
+    """The least count (GPUs, racks) that makes the question feasible, by bisection from
+    ``start`` up to the decision space's largest (solvers.scenario.GPU_CAP)."""
+    from solvers.scenario import GPU_CAP
+
+    return bisect_fix(
+        search,
+        name,
+        lambda v: search.scenario.with_changes(**{field: int(v)}),
+        start,
+        GPU_CAP,
+        True,
+        lambda x: f"allow at least {int(x):,} {what}",
+    )
+
+
+def other_objective_fix(
+    search: FixSearch,
+    name: str,
+    objective: str,
+    amount: Callable[[Plan], float],
+    words: Callable[[float], str],
+) -> Fix | None:
+    """The least budget (deadline): the optimum of the other objective with the limit off,
+    nudged past the solver's rounding and verified (``amount``: the plan's cost or days)."""
+    from solvers.cpsat import solve_cpsat
+
+    s = search.scenario
+    fam = _family_field(name)
+    relaxed = search.only(s, search.active - {name}).with_changes(objective=objective)
+    same_space = relaxed.memory_scale == s.memory_scale
+    res = solve_cpsat(
+        relaxed, time_limit_s=search.time_limit_s, candidates=search.cands if same_space else None
+    )
+    if res.best is None:
+        return None
+    base = amount(res.best)
+    for nudge in (1e-6, 1e-4, 1e-3, 1e-2):
+        x = base * (1 + nudge)
+        fixed = s.with_changes(**{fam: x})
+        if search.ok(fixed):
+            return Fix(name, words(x), fixed)
+    return None
+
+
+def _family_field(name: str) -> str:
+    from solvers.families import BY_NAME
+
+    found = BY_NAME[name].field
+    assert found is not None, name
+    return found

@@ -1,0 +1,68 @@
+"""batch_ceiling: the global batch, in tokens, at most the question's ceiling.
+
+Checked by the performance model (models/feasibility.py check_layout, from
+Assumptions.batch_ceiling_tokens). In CP-SAT the largest micro-batch count the ceiling
+allows is always best (the dominance the exhaustive solver's docstring states)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
+
+if TYPE_CHECKING:
+    from solvers.cpsat_context import BuildContext
+    from solvers.plan import Plan
+    from solvers.scenario import Scenario
+
+
+def ceiling_sequences(s: Scenario) -> int:
+    """The ceiling in whole sequences, as the exhaustive solver counts it."""
+    from models.feasibility import TOL
+
+    return math.floor(s.ceiling_tokens / s.seq_len + TOL)
+
+
+class BatchCeiling(EvaluatorCheck):
+    def relax(self, s: Scenario) -> Scenario:
+        return s.with_changes(max_batch_tokens=s.ceiling_tokens * 2)
+
+    def encode(self, ctx: BuildContext) -> None:
+        on, ceiling = ctx.enforce[self.name], ctx.ceiling_seq
+        ctx.md.add(ctx.global_batch <= ceiling).only_enforce_if(on)
+        if ceiling:
+            # dominance: the largest m the ceiling allows is always best (exhaustive.py)
+            ctx.md.add(
+                ctx.w + ctx.dp >= ctx.sel(ceiling // s.micro_batch + 1 for s in ctx.shapes)
+            ).only_enforce_if(on)
+
+    def admits(self, s: Scenario, grid: Grid) -> Any:
+        return grid.cand.shape.micro_batch * grid.m * grid.dps <= ceiling_sequences(s)
+
+    def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
+        used = plan.evaluation.layout.global_batch * s.seq_len
+        return (
+            s.ceiling_tokens - used,
+            "tokens",
+            f"{used:,.0f} of {s.ceiling_tokens:,.0f} tokens per batch",
+        )
+
+    def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
+        x = bisect(
+            lambda v: search.ok(s.with_changes(max_batch_tokens=v)),
+            s.ceiling_tokens,
+            s.ceiling_tokens * 1e4,
+            False,
+        )
+        if x is None:
+            return None
+        x = float(math.ceil(x / s.seq_len) * s.seq_len)
+        return Fix(
+            self.name,
+            f"raise the batch ceiling to {x:,.0f} tokens",
+            s.with_changes(max_batch_tokens=x),
+        )
+
+
+FAMILY = BatchCeiling("batch_ceiling", 60, "batch ceiling x2", field="max_batch_tokens")

@@ -1,0 +1,71 @@
+"""memory: the ZeRO-1 shard, activations and buffers fit each GPU's usable memory.
+
+Checked by the performance model (models/memory.py, models/feasibility.py check_layout);
+the solvers use each shape's smallest DP degree that fits (solvers/space.py
+dp_min_from_terms). Relaxed by scaling every GPU's capacity (Scenario.memory_scale)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
+
+if TYPE_CHECKING:
+    from solvers.cpsat_context import BuildContext
+    from solvers.plan import Plan
+    from solvers.scenario import Scenario
+
+
+class Memory(EvaluatorCheck):
+    def relax(self, s: Scenario) -> Scenario:
+        return s.with_changes(memory_scale=s.memory_scale * 1.1)
+
+    def encode(self, ctx: BuildContext) -> None:
+        on = ctx.enforce[self.name]
+        never = [ctx.x[i] for i, c in enumerate(ctx.candidates) if c.dp_min_memory is None]
+        if never:
+            ctx.md.add(sum(never) == 0).only_enforce_if(on)
+        ctx.md.add(ctx.dp >= ctx.sel(c.dp_min_memory or 1 for c in ctx.candidates)).only_enforce_if(
+            on
+        )
+
+    def admits(self, s: Scenario, grid: Grid) -> Any:
+        need = grid.cand.dp_min_memory
+        return False if need is None else grid.dps >= need
+
+    def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
+        mem = plan.evaluation.memory
+        return (
+            mem.usable - mem.total,
+            "GB",
+            f"{mem.total:,.1f} of {mem.usable:,.1f} GB per GPU",
+        )
+
+    def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
+        from solvers.prune import presolve
+        from solvers.space import with_memory_scale
+
+        # a shape the other families rule out (memory off) stays out at any capacity: probe
+        # only the others (a budget far too small leaves few)
+        pool = presolve(search.only(s, search.active - {self.name}), search.cands).candidates
+
+        def fits(v: float) -> bool:
+            scaled = s.with_changes(memory_scale=v)
+            space = with_memory_scale(scaled, pool)
+            return bool(pool) and search.feasible(scaled, search.active, space) is True
+
+        x = bisect(fits, s.memory_scale, 64.0, False)
+        if x is None:
+            return None
+        big = max(s.gpus, key=lambda g: s.catalog.gpu(g).memory_gb)
+        mem = s.catalog.gpu(big).memory_gb
+        return Fix(
+            self.name,
+            f"needs {100 * (x - 1):.0f}% more memory per GPU (e.g. {mem * x:,.0f} GB instead of "
+            f"{mem:,.0f} GB on {big})",
+            s.with_changes(memory_scale=x),
+        )
+
+
+# the capacity is the GPU's; the question scales it (explain)
+FAMILY = Memory("memory", 10, "GPU memory +10%", field="memory_scale")

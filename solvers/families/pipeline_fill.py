@@ -1,0 +1,38 @@
+"""pipeline_fill: at least as many micro-batches per step as pipeline stages (m >= p).
+
+Checked by the performance model (models/feasibility.py check_layout). The interleaved
+schedule's own need for m >= p (Narayanan et al. SC'21, section 2.2) is not this rule:
+it holds whether the rule is enforced or not (solvers/cpsat_model.py, exhaustive.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from solvers.families.base import EvaluatorCheck, Grid, Rule
+
+if TYPE_CHECKING:
+    from solvers.cpsat_context import BuildContext
+    from solvers.plan import Plan
+    from solvers.scenario import Scenario
+
+
+class PipelineFill(Rule, EvaluatorCheck):
+    def encode(self, ctx: BuildContext) -> None:
+        ctx.md.add(ctx.m >= ctx.sel(s.pp for s in ctx.shapes)).only_enforce_if(
+            ctx.enforce[self.name]
+        )
+
+    def admits(self, s: Scenario, grid: Grid) -> Any:
+        pp = grid.cand.shape.pp
+        return True if pp == 1 else grid.m >= pp
+
+    def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
+        cfg, pp = plan.config, plan.evaluation.layout.pp
+        return (
+            cfg.microbatches - pp,
+            "micro-batches",
+            f"{cfg.microbatches} micro-batches per step for {pp} stages",
+        )
+
+
+FAMILY = PipelineFill("pipeline_fill", 50, "fewer micro-batches than stages allowed")

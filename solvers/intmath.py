@@ -1,0 +1,101 @@
+"""Integer arithmetic for the CP-SAT model: rounding floats and defining ceilings,
+floors and products of variables without slack.
+
+Usage is rounded up and capacity down (``up``, ``down``), so a plan CP-SAT admits
+always passes the float model. Ceilings and floors are functional definitions
+(``AddDivisionEquality`` or two linear inequalities), products bounded to fit int64.
+OR-Tools is imported lazily: the families import ``up``/``down`` at startup."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
+
+INT_LIMIT = 2**62
+
+
+def up(x: float) -> int:
+    """x rounded up, forgiving float noise of 1e-9 relative."""
+    return int(math.ceil(x - 1e-9 * max(1.0, abs(x))))
+
+
+def down(x: float) -> int:
+    """x rounded down, forgiving float noise of 1e-9 relative."""
+    return int(math.floor(x + 1e-9 * max(1.0, abs(x))))
+
+
+def lo(var: cp_model.IntVar) -> int:
+    """The lower end of a variable's domain."""
+    return int(var.proto.domain[0])
+
+
+def hi(var: cp_model.IntVar) -> int:
+    """The upper end of a variable's domain."""
+    dom = var.proto.domain  # ortools' repeated field does not support negative indexing
+    return int(dom[len(dom) - 1])
+
+
+def ceil_by(md: cp_model.CpModel, name: str, num: Any, num_hi: int, den: int) -> cp_model.IntVar:
+    """name = ceil(num / den) for a constant den >= 1 (two linear inequalities)."""
+    var = md.new_int_var(0, -(-num_hi // den), name)
+    md.add(den * var >= num)
+    md.add(den * var <= num + den - 1)
+    return var
+
+
+def product(md: cp_model.CpModel, name: str, a: cp_model.IntVar, b: cp_model.IntVar):
+    """name = a x b, its bounds the corners' (OverflowError beyond int64)."""
+    corners = [lo(a) * lo(b), lo(a) * hi(b), hi(a) * lo(b), hi(a) * hi(b)]
+    low, high = min(corners), max(corners)
+    if high >= INT_LIMIT or low <= -INT_LIMIT:
+        raise OverflowError(f"{name}: product bounds exceed int64; narrow the question")
+    var = md.new_int_var(low, high, name)
+    md.add_multiplication_equality(var, [a, b])
+    return var
+
+
+def ceil_div(
+    md: cp_model.CpModel, name: str, num: Any, num_hi: int, den: cp_model.IntVar, low: int = 0
+) -> cp_model.IntVar:
+    """name = ceil(num / den) for den >= 1 (a functional definition: no slack to crawl)."""
+    var = md.new_int_var(low, max(low, num_hi), name)
+    md.add_division_equality(var, num + den - 1, den)
+    return var
+
+
+def floor_div(
+    md: cp_model.CpModel, name: str, num: cp_model.IntVar, den: cp_model.IntVar
+) -> cp_model.IntVar:
+    """name = floor(num / den) for den >= 1."""
+    var = md.new_int_var(0, max(0, hi(num)), name)
+    md.add_division_equality(var, num, den)
+    return var
+
+
+def pick(md: cp_model.CpModel, name: str, bound: int, when_true, when_false, lit):
+    """name = when_true if lit else when_false, within [-bound, bound]."""
+    var = md.new_int_var(-bound, bound, name)
+    md.add(var == when_true).only_enforce_if(lit)
+    md.add(var == when_false).only_enforce_if(~lit)
+    return var
+
+
+def selected(lits: list, values: Iterable[Any]) -> cp_model.LinearExpr:
+    """The chosen literal's value: sum_i lit_i x value_i (exactly one literal is true)."""
+    from ortools.sat.python import cp_model
+
+    return cp_model.LinearExpr.weighted_sum(lits, [int(v) for v in values])
+
+
+def times(md: cp_model.CpModel, name: str, a: cp_model.IntVar, b: cp_model.IntVar):
+    """name = a x b for non-negative a and b, in [0, hi(a) x hi(b)]."""
+    high = hi(a) * hi(b)
+    if high >= INT_LIMIT:
+        raise OverflowError(f"{name}: product bounds exceed int64; narrow the question")
+    var = md.new_int_var(0, high, name)
+    md.add_multiplication_equality(var, [a, b])
+    return var
