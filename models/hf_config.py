@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from models.errors import ModelError
+from models.moe import refuse_hf_moe
 
 _LLAMA = {
     "num_hidden_layers": "layers",
@@ -112,6 +113,7 @@ def _activation(cfg: dict[str, Any], origin: str) -> tuple[str | None, str | Non
 
 def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     """The spec's fields for a config.json (validated by the caller)."""
+    refuse_hf_moe(cfg, origin)
     gpt2 = "n_layer" in cfg
     mapping = _GPT2 if gpt2 else _LLAMA
     fields: dict[str, Any] = {

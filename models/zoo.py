@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from catalog.files import read_document
 from models.errors import ModelError
 from models.hf_config import hf_fields
+from models.moe import refuse_spec_moe
 from models.spec import TransformerSpec
 
 
@@ -67,6 +68,7 @@ def load_model_file(path: Path) -> TransformerSpec:
         return from_hf_config(doc, origin)
     fields = dict(doc)
     fields.setdefault("name", path.stem)
+    refuse_spec_moe(fields, origin)
     return _validate(fields, origin)
 
 
