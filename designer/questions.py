@@ -14,6 +14,7 @@ from catalog.specs import DEFAULT_STACK, FABRICS
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
 from models import Assumptions, ModelError, TransformerSpec, resolve_model
+from models.moe import require_plannable
 from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS
 
@@ -299,7 +300,7 @@ def _read_document(path: Path) -> Any:
 def _model_from(origin: str, value) -> str | TransformerSpec:
     if isinstance(value, dict):
         try:
-            return TransformerSpec.model_validate(value)
+            return require_plannable(TransformerSpec.model_validate(value), f"{origin}: model")
         except ValidationError as err:
             first = err.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
