@@ -13,6 +13,28 @@ The training sequence length is never ``max_position_embeddings`` (the longest
 context the released model supports, 131,072 for Llama 3.1): it is the length the
 family was pre-trained with (models/data/hf_families.yaml, with sources), or the
 stated default there; --seq-len overrides it.
+
+Mixture-of-experts, latent attention and multi-token prediction (issue 17; the keys of
+../shared/CLI-CONTRACT.md, "Mixture-of-experts and attention variants"): ``moe_fields``
+maps the contract's keys (``HF_MOE_KEYS``); MoE keys that change neither the parameter
+count nor the model FLOPs are read and not mapped, each with its reason
+(``HF_MOE_IGNORED``); keys that change the model and that the contract does not cover
+are refused naming the key (``HF_MOE_REFUSED``, DeepSeek's ``moe_layer_freq`` above 1),
+and so is any other key that looks like an MoE or latent-attention key
+(``models.moe.MOE_LOOKING``). Attention variants, decided key by key:
+- ``sliding_window`` (Mistral, Gemma 2/3, GPT-OSS) and Llama 4's
+  ``attention_chunk_size``: a dense config's sliding window is read as full attention,
+  as this importer always has (no parameter changes; the planner counts the attention
+  scores over the full square, Narayanan et al.); in a MoE / MLA / MTP config a window
+  or chunk shorter than the planned sequence is refused (it changes the attention
+  FLOPs, and the contract has no key for it), and one at least as long is full causal
+  attention at that length.
+- Not MoE-looking and not read, none changing parameters or FLOPs: Llama 4's
+  ``no_rope_layers`` (which layers rotate), ``use_qk_norm`` (a weightless L2 norm),
+  ``attn_temperature_tuning`` / ``attn_scale`` / ``floor_scale`` (scalars on the
+  queries); GPT-OSS ``layer_types`` (which layers use its window, refused through
+  ``sliding_window``) and its attention sinks (one logit per head, not a config key).
+  A GPT-OSS config is refused at ``attention_bias`` (its experts' biases have no key).
 """
 
 from __future__ import annotations
