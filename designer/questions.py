@@ -27,6 +27,7 @@ from designer.question import (
     answer_key,
 )
 from models import Assumptions, TransformerSpec, resolve_model
+from models.moe import require_plannable
 from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_VIRTUAL_STAGES
 
@@ -318,7 +319,7 @@ def _model_from(option: str, value, base: Path) -> str | TransformerSpec:
     ``base``)."""
     if isinstance(value, dict):
         try:
-            return TransformerSpec.model_validate(value)
+            return require_plannable(TransformerSpec.model_validate(value), option)
         except ValidationError as err:
             first = err.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])

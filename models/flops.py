@@ -58,3 +58,79 @@ def megatron_flops_per_iteration(spec: TransformerSpec, batch: int, seq_len: int
     """Narayanan et al. (SC'21) closed form without recomputation, for GPT-shaped layers."""
     s, h, L, V = seq_len, spec.hidden, spec.layers, spec.vocab
     return 72.0 * batch * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h))
+
+
+# ------------------------------------------------------------------ mixture-of-experts
+# Not yet called by the planner (issue 17 items 4-5 will): a MoE, MLA or MTP model is
+# refused for planning until then (models.moe.require_plannable).
+
+
+def moe_flops_terms_per_token(spec: TransformerSpec, seq_len: int) -> dict[str, float]:
+    """Training (forward + backward, 3 x forward) model FLOPs per token, term by term, as
+    Megatron-LM's ``num_floating_point_operations`` counts them (megatron/training/
+    training.py, ``transformer_flops``, at commit 000c4ac24f61159c138b0975def722c65245983c):
+
+    - every GEMM costs 2 FLOPs per multiply-add, three times (forward, weight gradient,
+      data gradient): 6 x its weights per token;
+    - MLP: the dense layers' FFN, and per MoE layer the top-k routed experts and the
+      shared experts (``expert_ffn_hidden``, ``shared_experts x shared_expert_ffn_hidden``),
+      gated MLPs 3 matrices, plain 2;
+    - MTP modules (``mtp_layers``) add that many transformer layers, MoE when the main
+      model's last layer is, their norms and 2h x h projection (Megatron counts
+      6 x (3h + 2h^2) each) and one more output-layer pass each;
+    - attention projections: Q, K, V and output for multi-head / grouped-query attention;
+      for MLA the q and kv down- and up-projections (with Megatron's +1 per latent rank
+      for the latent norms), the rotary key projection h x rope and the output;
+    - core attention: Q K^T and A V over the causal half of the s x s scores, 6 x
+      (s x Q width / 2 + s x V width / 2) per token and layer (at this commit Megatron
+      halves the square; the dense planner's ``model_flops_per_token`` counts the full
+      square of Narayanan et al. SC'21 and is unchanged);
+    - logits: 6 x h x vocab per pass.
+
+    ``router`` (6 x h x experts per MoE layer) is reported but not in ``megatron`` (the
+    commit leaves it out); ``total`` includes it. Biases and norms other than MTP's are
+    not counted (nor does Megatron count them).
+    """
+    from models import moe
+
+    h, s = spec.hidden, seq_len
+    m = spec.mlp_matrices
+    pattern = moe.moe_layer_pattern(spec)
+    mtp = spec.mtp_layers
+    last_moe = bool(pattern[-1])
+    moe_n = sum(pattern) + (mtp if last_moe else 0)
+    dense_n = spec.layers - sum(pattern) + (0 if last_moe else mtp)
+    n_layers = spec.layers + mtp
+    k = spec.experts_per_token or 0
+    if spec.is_mla:
+        assert spec.kv_lora_rank and spec.qk_head_dim and spec.qk_rope_head_dim
+        assert spec.v_head_dim
+        qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
+        v = spec.heads * spec.v_head_dim
+        q_term = h * qk if spec.q_lora_rank is None else spec.q_lora_rank * (h + qk + 1)
+        kv_term = spec.kv_lora_rank * (h + spec.heads * (spec.qk_head_dim + spec.v_head_dim) + 1)
+        projections = q_term + kv_term + h * spec.qk_rope_head_dim + v * h
+        core = s * qk / 2 + s * v / 2
+    else:
+        kv_width = spec.kv * spec.head_dim
+        projections = 2 * h * spec.q_width + 2 * h * kv_width
+        core = s * spec.q_width  # (s x q / 2) for the scores and (s x q / 2) for A V
+    terms = {
+        "dense_mlp": 6.0 * dense_n * m * h * spec.ffn,
+        "routed_experts": 6.0 * moe_n * k * m * h * spec.expert_ffn,
+        "shared_experts": 6.0 * moe_n * spec.shared_experts * m * h * spec.shared_expert_ffn,
+        "attention_projections": 6.0 * n_layers * projections,
+        "attention_core": 6.0 * n_layers * core,
+        "mtp_projection": 6.0 * mtp * (3 * h + 2 * h * h),
+        "logits": 6.0 * h * spec.vocab * (mtp + 1),
+        "router": 6.0 * moe_n * h * (spec.experts or 0),
+    }
+    terms["megatron"] = sum(v for key, v in terms.items() if key != "router")
+    terms["total"] = terms["megatron"] + terms["router"]
+    return terms
+
+
+def moe_model_flops_per_token(spec: TransformerSpec, seq_len: int) -> float:
+    """Training model FLOPs per token of a MoE / MLA / MTP model (or a dense one), router
+    included: ``moe_flops_terms_per_token(...)["total"]``."""
+    return moe_flops_terms_per_token(spec, seq_len)["total"]

@@ -13,6 +13,28 @@ The training sequence length is never ``max_position_embeddings`` (the longest
 context the released model supports, 131,072 for Llama 3.1): it is the length the
 family was pre-trained with (models/data/hf_families.yaml, with sources), or the
 stated default there; --seq-len overrides it.
+
+Mixture-of-experts, latent attention and multi-token prediction (issue 17; the keys of
+../shared/CLI-CONTRACT.md, "Mixture-of-experts and attention variants"): ``moe_fields``
+maps the contract's keys (``HF_MOE_KEYS``); MoE keys that change neither the parameter
+count nor the model FLOPs are read and not mapped, each with its reason
+(``HF_MOE_IGNORED``); keys that change the model and that the contract does not cover
+are refused naming the key (``HF_MOE_REFUSED``, DeepSeek's ``moe_layer_freq`` above 1),
+and so is any other key that looks like an MoE or latent-attention key
+(``models.moe.MOE_LOOKING``). Attention variants, decided key by key:
+- ``sliding_window`` (Mistral, Gemma 2/3, GPT-OSS) and Llama 4's
+  ``attention_chunk_size``: a dense config's sliding window is read as full attention,
+  as this importer always has (no parameter changes; the planner counts the attention
+  scores over the full square, Narayanan et al.); in a MoE / MLA / MTP config a window
+  or chunk shorter than the planned sequence is refused (it changes the attention
+  FLOPs, and the contract has no key for it), and one at least as long is full causal
+  attention at that length.
+- Not MoE-looking and not read, none changing parameters or FLOPs: Llama 4's
+  ``no_rope_layers`` (which layers rotate), ``use_qk_norm`` (a weightless L2 norm),
+  ``attn_temperature_tuning`` / ``attn_scale`` / ``floor_scale`` (scalars on the
+  queries); GPT-OSS ``layer_types`` (which layers use its window, refused through
+  ``sliding_window``) and its attention sinks (one logit per head, not a config key).
+  A GPT-OSS config is refused at ``attention_bias`` (its experts' biases have no key).
 """
 
 from __future__ import annotations
@@ -25,6 +47,7 @@ from typing import Any
 import yaml
 
 from models.errors import ModelError
+from models.moe import MOE_LOOKING
 
 _LLAMA = {
     "num_hidden_layers": "layers",
@@ -48,6 +71,7 @@ _REQUIRED = ("layers", "hidden", "heads", "vocab")
 # families whose MLP is gated (transformers' modeling code: gate_proj/up_proj/down_proj)
 GATED_TYPES = {
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
+    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
 }  # fmt: skip
 # families with biases on q, k and v only (Qwen2Attention: q/k/v_proj bias=True, o_proj none)
 QKV_BIAS_TYPES = {"qwen2"}
@@ -174,6 +198,158 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     ):
         if cfg.get(hf_key) is not None:
             fields[ours] = float(cfg[hf_key])
+    fields.update(moe_fields(cfg, origin, fields["seq_len"]))
     name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
     fields["name"] = str(name)
     return fields
+
+
+# ------------------------------------------------------------- mixture-of-experts keys
+# The contract's config.json keys ("Mixture-of-experts and attention variants") -> the
+# spec's. Synonyms must agree when a config gives more than one.
+HF_MOE_KEYS: dict[str, str] = {
+    "num_local_experts": "experts",  # Mixtral, GPT-OSS
+    "n_routed_experts": "experts",  # DeepSeek-V2/V3
+    "num_experts": "experts",  # Qwen2-MoE, Qwen3-MoE
+    "num_experts_per_tok": "experts_per_token",
+    "moe_intermediate_size": "expert_ffn_hidden",
+    "n_shared_experts": "shared_experts",
+    "shared_expert_intermediate_size": "shared_expert_ffn_hidden",
+    "first_k_dense_replace": "dense_layers",
+    "moe_layer_freq": "moe_layer_every",
+    "decoder_sparse_step": "moe_layer_every",
+    "q_lora_rank": "q_lora_rank",
+    "kv_lora_rank": "kv_lora_rank",
+    "qk_nope_head_dim": "qk_head_dim",
+    "qk_rope_head_dim": "qk_rope_head_dim",
+    "v_head_dim": "v_head_dim",
+    "num_nextn_predict_layers": "mtp_layers",
+}
+# MoE keys read and deliberately not mapped: none changes the parameter count or the
+# model FLOPs (Megatron-LM's count: top-k experts per token, whatever picks them).
+HF_MOE_IGNORED: dict[str, str] = {
+    "output_router_logits": "whether the forward returns router logits",
+    "router_aux_loss_coef": "weight of the load-balancing loss (a scalar in the loss)",
+    "aux_loss_alpha": "DeepSeek's load-balancing loss weight (a scalar in the loss)",
+    "seq_aux": "DeepSeek's sequence-wise balance loss switch (a scalar in the loss)",
+    "router_jitter_noise": "noise on router inputs in training (elementwise)",
+    "router_z_loss_coef": "weight of the router z-loss (a scalar in the loss)",
+    "norm_topk_prob": "renormalises the top-k gate weights (k numbers per token)",
+    "routed_scaling_factor": "scales the routed experts' output (elementwise)",
+    "scoring_func": "softmax or sigmoid gate scores (elementwise over experts)",
+    "topk_method": "how the top-k experts are picked; still k per token",
+    "n_group": "device-limited routing groups: which experts, not how many",
+    "topk_group": "device-limited routing groups kept per token: which experts, not how many",
+    "ep_size": "DeepSeek's inference expert-parallel size, not the model",
+    "experts_per_token": "GPT-OSS's copy of num_experts_per_tok (must agree with it)",
+    "swiglu_limit": "GPT-OSS clamps the SwiGLU inputs (elementwise)",
+}
+# attention-variant keys of MoE configs: read as full causal attention only when that is
+# the model at the planned sequence length; otherwise refused (the contract has no key)
+_WINDOW_KEYS = ("sliding_window", "attention_chunk_size")
+# MoE keys that change the model and that the contract does not cover: refused
+HF_MOE_REFUSED: dict[str, str] = {
+    "interleave_moe_layer_step": "Llama 4's dense/MoE interleave (use a spec file's "
+    "moe_layer_every)",
+    "intermediate_size_mlp": "Llama 4's dense FFN width beside the experts' (use a spec file)",
+    "mlp_only_layers": "Qwen-MoE's list of dense layers (the spec has leading dense "
+    "layers and moe_layer_every only)",
+    "moe_layers": "Llama 4's list of MoE layers (the spec has leading dense layers and "
+    "moe_layer_every only)",
+}
+
+
+def _is_set(value: object) -> bool:
+    return value is not None and value != [] and value is not False
+
+
+def moe_keys(cfg: dict[str, Any]) -> dict[str, str]:
+    """Spec key -> the config.json key that set it (for error messages)."""
+    out: dict[str, str] = {}
+    for hf, ours in HF_MOE_KEYS.items():
+        if _is_set(cfg.get(hf)) and ours not in out:
+            out[ours] = hf
+    return out
+
+
+def moe_fields(cfg: dict[str, Any], origin: str, seq_len: int) -> dict[str, Any]:
+    """The contract's MoE, MLA and MTP fields of a config.json; a key that would make
+    it a different model than the designer reads is refused naming it."""
+    for key, value in cfg.items():
+        if key in HF_MOE_REFUSED and _is_set(value):
+            raise ModelError(
+                f"{origin}: {key}: not modelled ({HF_MOE_REFUSED[key]}); the designer "
+                "refuses it rather than read a different model"
+            )
+        known = key in HF_MOE_KEYS or key in HF_MOE_IGNORED or key in HF_MOE_REFUSED
+        if MOE_LOOKING.search(key) and not known and _is_set(value):
+            raise ModelError(
+                f"{origin}: {key}: unknown mixture-of-experts or latent-attention key; the "
+                "designer refuses it rather than read a different model"
+            )
+    out: dict[str, Any] = {}
+    for hf, ours in HF_MOE_KEYS.items():
+        value = cfg.get(hf)
+        if not _is_set(value) or value == 0:
+            continue
+        if ours in out and out[ours] != value:
+            raise ModelError(f"{origin}: {hf}: {value!r} disagrees with another key for {ours}")
+        out[ours] = value
+    if "experts" not in out:
+        # a dense config: keys that only mean something with experts would be ignored
+        for ours in ("experts_per_token", "expert_ffn_hidden", "shared_experts",
+                     "shared_expert_ffn_hidden", "dense_layers"):  # fmt: skip
+            out.pop(ours, None)
+        out.pop("moe_layer_every", None)
+    if out.get("moe_layer_every", 1) != 1 and "moe_layer_freq" in cfg:
+        raise ModelError(
+            f"{origin}: moe_layer_freq: {cfg['moe_layer_freq']!r} is not modelled (DeepSeek "
+            "places MoE layers at multiples counted from layer 0, the spec from the "
+            "first layer after the dense ones); only 1 is read"
+        )
+    if "n_shared_experts" in cfg and "shared_expert_intermediate_size" in cfg:
+        if _is_set(cfg["n_shared_experts"]) and _is_set(cfg["shared_expert_intermediate_size"]):
+            raise ModelError(
+                f"{origin}: shared_expert_intermediate_size: give n_shared_experts or it, not both"
+            )
+    if "shared_expert_ffn_hidden" in out:  # Qwen2-MoE: one shared expert of that width
+        out["shared_experts"] = 1
+    gpt_oss_k = cfg.get("experts_per_token")
+    if "experts_per_token" not in out and _is_set(gpt_oss_k) and "experts" in out:
+        out["experts_per_token"] = gpt_oss_k
+    if _is_set(gpt_oss_k) and gpt_oss_k != out.get("experts_per_token", gpt_oss_k):
+        raise ModelError(
+            f"{origin}: experts_per_token: {gpt_oss_k!r} disagrees with num_experts_per_tok"
+        )
+    names = moe_keys(cfg)
+    if "experts" in out and "experts_per_token" not in out:
+        raise ModelError(
+            f"{origin}: {names['experts']}: experts need num_experts_per_tok (the router's "
+            "top-k); add it"
+        )
+    if out.get("q_lora_rank") is not None and "kv_lora_rank" not in out:
+        raise ModelError(f"{origin}: q_lora_rank: latent attention also needs kv_lora_rank")
+    mla = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    if "kv_lora_rank" in out and not all(_is_set(cfg.get(k)) for k in mla):
+        raise ModelError(
+            f"{origin}: kv_lora_rank: latent attention also needs {', '.join(mla)}; add them"
+        )
+    if "kv_lora_rank" not in out:  # v_head_dim etc. without MLA: not this model's
+        for ours in ("qk_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            if ours in out:
+                hf = next(k for k, v in HF_MOE_KEYS.items() if v == ours)
+                raise ModelError(f"{origin}: {hf}: latent attention also needs kv_lora_rank")
+    moe = any(k in out for k in ("experts", "kv_lora_rank", "mtp_layers"))
+    if moe:
+        # The dense importer reads a sliding window as full attention (as it always has);
+        # for these models a window or chunk shorter than the planned sequence changes the
+        # attention FLOPs, and the contract has no key for it: refused. Equal or longer:
+        # every token attends to all before it, as without the key.
+        for key in _WINDOW_KEYS:
+            window = cfg.get(key)
+            if isinstance(window, int) and window < seq_len:
+                raise ModelError(
+                    f"{origin}: {key}: {window} tokens, shorter than the planned "
+                    f"sequence ({seq_len}); windowed attention is not modelled"
+                )
+    return out

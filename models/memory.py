@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from models.layout import Assumptions, Layout
-from models.pipeline import StageLoad, in_flight_at_rank, stage_loads
+from models.pipeline import StageLoad, in_flight_at_rank, stage_layers, stage_loads
 from models.spec import TransformerSpec
 
 GB = 1e9
@@ -285,3 +285,204 @@ def memory_terms(
             continue
         out.append(term)
     return out
+
+
+# ------------------------------------------------------------------ mixture-of-experts
+# Not yet called by the planner (issue 17 items 4-5 will): a MoE, MLA or MTP model is
+# refused for planning until then (models.moe.require_plannable).
+
+
+def expert_data_parallel(spec: TransformerSpec, layout: Layout, ep: int, etp: int = 1) -> int:
+    """The expert data-parallel degree of Megatron-Core's parallel folding (Liu et al.
+    2025, "MoE Parallel Folding", arXiv 2504.14960; Megatron-Core
+    ``parallel_state.initialize_model_parallel``): the TP x CP x DP ranks of a pipeline
+    stage re-fold into ETP x EP x expert-DP, so EP x ETP must divide TP x CP x DP, and
+    EP must divide the experts (each EP rank holds experts / EP whole experts)."""
+    from models.errors import ModelError
+
+    group = layout.tp * layout.cp * layout.dp
+    if ep < 1 or etp < 1 or group % (ep * etp):
+        raise ModelError(
+            f"--ep {ep} x --etp {etp} must divide TP x CP x DP = {group} (Megatron-Core's "
+            "parallel folding)"
+        )
+    if spec.experts is not None and spec.experts % ep:
+        raise ModelError(f"--ep {ep} must divide experts ({spec.experts})")
+    return group // (ep * etp)
+
+
+def rank_layer_ids(layers: int, layout: Layout, rank: int) -> tuple[int, ...]:
+    """The transformer layers (from 0) pipeline rank ``rank`` builds: Megatron-LM's
+    contiguous split (models.pipeline.stage_layers), or with virtual stages and an even
+    split the interleaved chunks rank, rank + p, rank + 2p, ... (an uneven split with
+    virtual stages is taken contiguous: the layer counts are exact, which layers not)."""
+    per = stage_layers(layers, layout)
+    p, v = layout.pp, layout.vp
+    if v > 1 and not layout.uneven and layers % (p * v) == 0:
+        chunk = layers // (p * v)
+        return tuple(c * chunk + j for c in range(rank, p * v, p) for j in range(chunk))
+    start = sum(per[:rank])
+    return tuple(range(start, start + per[rank]))
+
+
+def moe_attention_activation_coeff(spec: TransformerSpec) -> float:
+    """The attention part of Korthikanti's TP-split s*b*h coefficient (Q 2, K and V, the
+    attention output 2, in bytes per hidden channel), for MLA from its widths: Q and K
+    heads x (qk + rope), V and the output heads x v, and the latent inputs."""
+    h = spec.hidden
+    if not spec.is_mla:
+        return 2.0 + 4.0 * spec.kv_ratio + 2.0
+    assert spec.kv_lora_rank and spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
+    qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
+    v = spec.heads * spec.v_head_dim
+    latent = (spec.q_lora_rank or 0) + spec.kv_lora_rank + spec.qk_rope_head_dim
+    return (2.0 * qk + 2.0 * qk + 2.0 * v + 2.0 * v + 2.0 * latent) / h
+
+
+def _mlp_activation_coeff(spec: TransformerSpec, width: float) -> float:
+    """An MLP's part of the coefficient: 6 f/h gated, 4 f/h plain (Korthikanti)."""
+    return (6.0 if spec.gated_mlp else 4.0) * width / spec.hidden
+
+
+def _stored_bytes(sbh: float, split: float, tp: int, sp: bool, recompute: str, extra: float):
+    """Korthikanti's per-layer bytes for a layer of TP-split coefficient ``split``
+    (selective or no recomputation; the attention scores of "none" in ``extra``)."""
+    unsplit = 10.0 / tp if sp else 10.0
+    return sbh * (unsplit + split / tp + extra)
+
+
+@dataclass(frozen=True)
+class MoEMemory:
+    """Memory of the most loaded GPU of a MoE model (``moe_memory_per_gpu``)."""
+
+    memory: MemoryBreakdown  # GB, as the dense planner reports it
+    rank: int  # its pipeline rank
+    dense_params: float  # non-expert parameters on that GPU
+    expert_params: float  # routed-expert parameters on that GPU
+    expert_dp: int  # expert data-parallel degree (folding)
+    routed_activations_gb: float  # stored expert inputs and outputs (in ``activations``)
+    router_activations_gb: float  # stored router logits and gates (in ``activations``)
+    dispatch_gb: float  # token dispatch / combine buffers of one layer (in ``other``)
+
+
+def moe_memory_per_gpu(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    capacity_gb: float,
+    a: Assumptions,
+    ep: int,
+    etp: int = 1,
+    capacity_factor: float | None = None,
+    expert_load: float = 1.0,
+) -> MoEMemory:
+    """Memory of the most loaded GPU of a MoE / MLA / MTP model (a dense model gets the
+    dense numbers' model states, with MLA-aware attention activations where used).
+
+    - Non-expert parameters (attention, norms, dense MLPs, shared experts, embeddings;
+      the router replicated over TP) are held as ``rank_params`` holds them, with the
+      ZeRO stage sharding their states over DP x CP (ZeRO section 5; Megatron-LM's
+      distributed optimizer is stage 1).
+    - Routed experts: each MoE layer's ``experts`` split over EP x ETP
+      (``expert_data_parallel``); their gradients and optimizer states (weights too at
+      stage 3) shard over the expert data-parallel group (Megatron-Core's distributed
+      optimizer shards expert parameters over expert-DP).
+    - MTP modules sit on the last pipeline rank (Megatron-LM), with one more pass of
+      fp32 logits each.
+    - Activations per layer and micro-batch in flight (``in_flight_at_rank``): the
+      attention and shared-expert part as Korthikanti et al. (tokens of a MoE layer
+      split over TP: Megatron requires sequence parallelism with MoE and TP); the routed
+      part per GPU from the tokens it receives: T x top-k x load of the token copies
+      (T = s b / (CP TP)), each storing its input 2h x ETP (the ETP group gathers its
+      tokens), its FFN activations 6f (gated) or 4f, and its output 2h for the combine;
+      the router's fp32 logits and scores (8 bytes x experts per token) and top-k gates
+      and indices (12 bytes x k). Full recomputation keeps only each layer's input.
+    - ``load``: with a capacity factor, tokens beyond it are dropped and Megatron pads
+      to it (``--moe-expert-capacity-factor``, ``--moe-pad-expert-input-to-capacity``):
+      the buffers hold ``capacity_factor`` x the balanced share. Dropless routing
+      (``capacity_factor`` None, Megatron-Core's default) holds what arrives:
+      ``expert_load`` x the balanced share on the busiest GPU (default 1.0, balanced;
+      a named factor for router statistics to set).
+    - ``other``: the dense planner's (fp32 logits, reserved, overhead fraction) plus the
+      dispatch buffers of the layer in flight: the permuted tokens sent and received,
+      2 x T x k x load x ETP x 2h bytes.
+    """
+    from models import moe
+
+    edp = expert_data_parallel(spec, layout, ep, etp)
+    load = capacity_factor if capacity_factor is not None else expert_load
+    tp, cp, sp = layout.tp, layout.cp, layout.sp
+    h, k = spec.hidden, spec.experts_per_token or 0
+    pattern = moe.moe_layer_pattern(spec)
+    b, s = layout.micro_batch, seq_len / cp
+    sbh = s * b * h
+    tokens = s * b / tp  # tokens one GPU routes (TP ranks split them: SP)
+    scores = 0.0
+    if layout.recompute == "none" and not a.flash_attention:
+        scores = 5.0 * spec.heads * s / (h * tp)
+    att = moe_attention_activation_coeff(spec)
+    dense_coeff = att + _mlp_activation_coeff(spec, spec.ffn)
+    shared_coeff = att + _mlp_activation_coeff(spec, spec.shared_experts * spec.shared_expert_ffn)
+    c_ffn = 6.0 if spec.gated_mlp else 4.0
+    routed_layer = tokens * k * load * (2.0 * h * etp + c_ffn * spec.expert_ffn + 2.0 * h)
+    router_layer = tokens * (8.0 * (spec.experts or 0) + 12.0 * k)
+    dense_layer = _stored_bytes(sbh, dense_coeff, tp, sp, "selective", scores)
+    moe_layer = _stored_bytes(sbh, shared_coeff, tp, sp, "selective", scores)
+    layer_input = 2.0 * sbh / (tp if sp else 1)
+    dispatch = 2.0 * tokens * k * load * etp * 2.0 * h / GB if spec.is_moe else 0.0
+    expert_one = moe.expert_params(spec) * (spec.experts or 0)
+    moe_non_expert = (
+        moe.attention_params(spec) + 2 * spec.norm_params + moe.shared_expert_params(spec)
+    )
+    best: MoEMemory | None = None
+    for r in range(layout.pp):
+        ids = rank_layer_ids(spec.layers, layout, r)
+        n_moe = sum(pattern[i] for i in ids)
+        n_dense = len(ids) - n_moe
+        first, last = r == 0, r == layout.pp - 1
+        mtp_moe = spec.mtp_layers if last and pattern[-1] else 0
+        mtp_dense = spec.mtp_layers if last and not pattern[-1] else 0
+        dense_params = float((n_dense + mtp_dense) * moe.dense_layer_params(spec))
+        dense_params += (n_moe + mtp_moe) * moe_non_expert
+        if last:
+            dense_params += spec.mtp_layers * (3 * spec.norm_params + 2 * h * h)
+        if first:
+            dense_params += spec.embedding_params()
+        if last:
+            dense_params += spec.output_params() if layout.pp == 1 else spec.vocab * h
+            dense_params += spec.norm_params
+        dense_params /= tp
+        dense_params += (n_moe + mtp_moe) * moe.router_params(spec)  # replicated over TP
+        expert_params = (n_moe + mtp_moe) * expert_one / (ep * etp)
+        w, g, o = model_state_gb(dense_params, layout, a)
+        zero = layout.zero
+        w += expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
+        g += expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
+        o += expert_params * a.optimizer_bytes / (edp if zero >= 1 else 1) / GB
+        w += fp8_weight_cache_gb(dense_params + expert_params, layout, a)
+        held = in_flight_at_rank(r, layout.pp, layout.vp, layout.grad_accum)
+        n_all_moe, n_all_dense = n_moe + mtp_moe, n_dense + mtp_dense
+        if layout.recompute == "full":
+            per_mb = (n_all_moe + n_all_dense) * layer_input
+            routed = router = 0.0
+            working = dense_layer if n_all_dense else 0.0
+            if n_all_moe:
+                working = max(working, moe_layer + routed_layer + router_layer)
+            act = per_mb * held + working
+        else:
+            routed = n_all_moe * routed_layer * held
+            router = n_all_moe * router_layer * held
+            act = (n_all_dense * dense_layer + n_all_moe * moe_layer) * held + routed + router
+        act_gb = act / GB
+        logits = logits_gb(spec, layout, seq_len, "last" if last else "first")
+        if last:
+            logits *= 1 + spec.mtp_layers
+        disp = dispatch if n_all_moe else 0.0
+        overhead = a.memory_overhead_fraction * (w + g + o + act_gb + logits + disp)
+        other = a.runtime_reserved_gb + logits + disp + overhead
+        mem = MemoryBreakdown(w, g, o, act_gb, other, capacity_gb, a.memory_headroom_fraction)
+        out = MoEMemory(mem, r, dense_params, expert_params, edp, routed / GB, router / GB, disp)
+        if best is None or mem.total > best.memory.total:
+            best = out
+    assert best is not None
+    return best

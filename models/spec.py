@@ -87,8 +87,33 @@ class TransformerSpec(BaseModel):
     qkv_bias: bool = Field(default=False, description="biases in the QKV projection only")
     attention_dropout: float = Field(default=0.0, ge=0, lt=1)
     hidden_dropout: float = Field(default=0.0, ge=0, lt=1)
+    # mixture-of-experts (../shared/CLI-CONTRACT.md, "Mixture-of-experts and attention
+    # variants"); a model without experts is dense and keeps every count it always had
+    experts: int | None = Field(default=None, ge=1, le=1_000_000, description="routed experts")
+    experts_per_token: int | None = Field(default=None, ge=1, description="router top-k")
+    expert_ffn_hidden: int | None = Field(
+        default=None, ge=1, le=100_000_000, description="one routed expert's FFN width"
+    )
+    shared_experts: int = Field(default=0, ge=0, le=1_000, description="always-active experts")
+    shared_expert_ffn_hidden: int | None = Field(default=None, ge=1, le=100_000_000)
+    dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense MLP")
+    moe_layer_every: int = Field(default=1, ge=1, description="every n-th layer after is MoE")
+    # multi-head latent attention (DeepSeek-V2/V3); all or none (q_lora_rank may be null)
+    q_lora_rank: int | None = Field(default=None, ge=1, le=10_000_000)
+    kv_lora_rank: int | None = Field(default=None, ge=1, le=10_000_000)
+    qk_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
+    qk_rope_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
+    v_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
+    mtp_layers: int = Field(default=0, ge=0, le=1_000, description="multi-token prediction")
     published_params_b: float | None = Field(
         default=None, gt=0, description="the size the authors publish, billions"
+    )
+    published_active_params_b: float | None = Field(
+        default=None, gt=0, description="active parameters per token the authors publish"
+    )
+    published_active_counts_embedding: bool = Field(
+        default=True,
+        description="whether the published active count includes the input embedding",
     )
     source: str | None = None
 
@@ -114,7 +139,24 @@ class TransformerSpec(BaseModel):
     def _check_shapes(self) -> TransformerSpec:
         if self.heads % self.kv:
             raise ValueError(f"heads ({self.heads}) must be divisible by kv_heads ({self.kv})")
+        _check_moe(self)
         return self
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the model has routed experts."""
+        return self.experts is not None
+
+    @property
+    def is_mla(self) -> bool:
+        """Whether the attention is multi-head latent attention."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_dense(self) -> bool:
+        """Neither experts, latent attention nor multi-token prediction: the model every
+        planning formula of the designer covers."""
+        return not self.is_moe and not self.is_mla and self.mtp_layers == 0
 
     @property
     def kv(self) -> int:
@@ -132,6 +174,18 @@ class TransformerSpec(BaseModel):
         return self.kv / self.heads
 
     @property
+    def expert_ffn(self) -> int:
+        """One routed expert's FFN width (the dense FFN width when not given, as Mixtral)."""
+        return self.expert_ffn_hidden if self.expert_ffn_hidden is not None else self.ffn
+
+    @property
+    def shared_expert_ffn(self) -> int:
+        """One shared expert's FFN width (a routed expert's when not given)."""
+        if self.shared_expert_ffn_hidden is not None:
+            return self.shared_expert_ffn_hidden
+        return self.expert_ffn
+
+    @property
     def mlp_matrices(self) -> int:
         return 3 if self.gated_mlp else 2
 
@@ -143,7 +197,16 @@ class TransformerSpec(BaseModel):
     def architecture(self) -> dict[str, Any]:
         """Every field that decides what the framework builds and trains, defaults resolved
         (kv heads and FFN width as numbers): what a launch must reproduce."""
-        out = self.model_dump(exclude={"name", "published_params_b", "source", "seq_len"})
+        out = self.model_dump(
+            exclude={
+                "name",
+                "published_params_b",
+                "published_active_params_b",
+                "published_active_counts_embedding",
+                "source",
+                "seq_len",
+            }
+        )
         out.update(kv_heads=self.kv, ffn_hidden=self.ffn)
         return out
 
@@ -179,10 +242,64 @@ class TransformerSpec(BaseModel):
         return 0 if self.tied_embeddings else self.vocab * self.hidden
 
     def params(self) -> int:
-        """Total trainable parameters."""
+        """Total trainable parameters (for MoE / MLA models, of the main model without its
+        multi-token-prediction modules, as the authors publish them: models.moe)."""
+        if not self.is_dense:
+            from models.moe import total_params
+
+            return total_params(self)
         return (
             self.layers * self.layer_params()
             + self.embedding_params()
             + self.output_params()
             + self.norm_params  # final norm
         )
+
+
+_MLA_REQUIRED = ("kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")
+_NEEDS_EXPERTS = (
+    "experts_per_token", "expert_ffn_hidden", "shared_expert_ffn_hidden",
+)  # fmt: skip
+
+
+def _check_moe(spec: TransformerSpec) -> None:
+    """The contract's rules: top-k within the experts, MoE keys only with experts, the
+    leading dense layers fewer than the layers, MLA's dimensions all or none."""
+    if spec.experts is None:
+        for key in _NEEDS_EXPERTS:
+            if getattr(spec, key) is not None:
+                raise ValueError(f"{key} needs experts (the routed experts per MoE layer)")
+        if spec.shared_experts:
+            raise ValueError("shared_experts needs experts (the routed experts per MoE layer)")
+        if spec.dense_layers or spec.moe_layer_every != 1:
+            key = "dense_layers" if spec.dense_layers else "moe_layer_every"
+            raise ValueError(f"{key} needs experts (a model without experts is all dense)")
+    else:
+        if spec.experts_per_token is None:
+            raise ValueError("experts needs experts_per_token (the router's top-k)")
+        if spec.experts_per_token > spec.experts:
+            raise ValueError(
+                f"experts_per_token ({spec.experts_per_token}) must be at most experts "
+                f"({spec.experts})"
+            )
+        if spec.dense_layers >= spec.layers:
+            raise ValueError(
+                f"dense_layers ({spec.dense_layers}) must be fewer than layers ({spec.layers})"
+            )
+        if spec.moe_layer_every > spec.layers - spec.dense_layers:
+            raise ValueError(
+                f"moe_layer_every ({spec.moe_layer_every}) leaves no MoE layer in the "
+                f"{spec.layers - spec.dense_layers} layers after dense_layers"
+            )
+        if spec.shared_expert_ffn_hidden is not None and not spec.shared_experts:
+            raise ValueError("shared_expert_ffn_hidden needs shared_experts (at least 1)")
+    given = [k for k in _MLA_REQUIRED if getattr(spec, k) is not None]
+    if (given or spec.q_lora_rank is not None) and len(given) < len(_MLA_REQUIRED):
+        missing = next(k for k in _MLA_REQUIRED if getattr(spec, k) is None)
+        raise ValueError(
+            f"{missing}: multi-head latent attention needs all of {', '.join(_MLA_REQUIRED)} "
+            "(q_lora_rank may be null)"
+        )
+    if given and (spec.linear_bias or spec.qkv_bias):
+        key = "linear_bias" if spec.linear_bias else "qkv_bias"
+        raise ValueError(f"{key}: biases with multi-head latent attention are not modelled")

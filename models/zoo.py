@@ -1,6 +1,12 @@
 """The built-in model zoo and model spec files (designer YAML/JSON or Hugging Face config.json).
 
 File formats are those of ../shared/CLI-CONTRACT.md, "Model spec files".
+
+Mixture-of-experts models (models/data/moe_zoo.yaml, ``moe_zoo``) are catalogued with
+their parameter counts but kept out of ``zoo()``, the models the designer plans: a zoo
+name, spec file or config.json that uses experts, latent attention or multi-token
+prediction is refused by ``resolve_model`` / ``load_model_file`` (models.moe.
+require_plannable) until issue 17 models them end to end.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ from pydantic import ValidationError
 
 from catalog.files import read_document
 from models.errors import ModelError
-from models.hf_config import hf_fields
+from models.hf_config import hf_fields, moe_keys
+from models.moe import require_plannable
 from models.spec import TransformerSpec
 
 
@@ -28,8 +35,19 @@ def _zoo_raw() -> dict[str, dict[str, Any]]:
 
 
 def zoo() -> dict[str, TransformerSpec]:
-    """Every built-in model by name."""
+    """Every built-in model the designer plans, by name."""
     return {name: TransformerSpec(name=name, **fields) for name, fields in _zoo_raw().items()}
+
+
+@cache
+def _moe_zoo_raw() -> dict[str, dict[str, Any]]:
+    text = (resources.files("models") / "data" / "moe_zoo.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def moe_zoo() -> dict[str, TransformerSpec]:
+    """The built-in mixture-of-experts models by name: counted, not planned yet."""
+    return {name: TransformerSpec(name=name, **f) for name, f in _moe_zoo_raw().items()}
 
 
 def _validate(fields: dict[str, Any], origin: str) -> TransformerSpec:
@@ -56,7 +74,14 @@ def from_hf_config(cfg: dict[str, Any], origin: str) -> TransformerSpec:
 
 
 def load_model_file(path: Path) -> TransformerSpec:
-    """Read a designer YAML/JSON spec or a Hugging Face config.json."""
+    """Read a designer YAML/JSON spec or a Hugging Face config.json that the designer
+    can plan (a MoE, MLA or MTP model is refused naming its key: models.moe)."""
+    return read_model_file(path, plan=True)
+
+
+def read_model_file(path: Path, plan: bool = False) -> TransformerSpec:
+    """Read a designer YAML/JSON spec or a Hugging Face config.json; with ``plan``,
+    refuse a model the designer cannot plan yet."""
     origin = str(path)
     doc = read_document(path, ModelError, "a zoo name, a YAML/JSON spec file or a config.json")
     if doc is None:
@@ -64,10 +89,12 @@ def load_model_file(path: Path) -> TransformerSpec:
     if not isinstance(doc, dict):
         raise ModelError(f"{origin}: top level must be a mapping of fields")
     if any(k in doc for k in ("num_hidden_layers", "n_layer", "hidden_size", "n_embd")):
-        return from_hf_config(doc, origin)
+        spec = from_hf_config(doc, origin)
+        return require_plannable(spec, origin, moe_keys(doc)) if plan else spec
     fields = dict(doc)
     fields.setdefault("name", path.stem)
-    return _validate(fields, origin)
+    spec = _validate(fields, origin)
+    return require_plannable(spec, origin) if plan else spec
 
 
 def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec:
@@ -75,6 +102,8 @@ def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec
     models = zoo()
     if name_or_path in models:
         return models[name_or_path]
+    if name_or_path in _moe_zoo_raw():
+        return require_plannable(moe_zoo()[name_or_path], f"{option} {name_or_path}")
     path = Path(name_or_path)
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
         return load_model_file(path)
