@@ -177,28 +177,44 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     Lower: the memory shard that fits; the deadline, since a sequence takes at
     least A / (b d) (A the cheaper regime's stage time). Upper: the GPU cap; the
     batch ceiling with the fewest micro-batches; under a capex budget, the most
-    GPUs whose least capex fits it (budget_gpu_limit)."""
+    GPUs whose least capex fits it (budget_gpu_limit); the site limits. The parts that
+    depend on the question (and the GPU) alone are computed once (dp_limits)."""
     s = cand.shape
-    g = scenario.catalog.gpu(s.gpu)
+    per_day, ceiling_seqs, fill, gpu_hi = dp_limits(scenario, s.gpu)
     lo = cand.dp_floor(scenario)
-    if scenario.active("deadline"):
-        need = (
-            scenario.sequences
-            * stage_time_lower(cand)
-            / (s.micro_batch * seconds_from_days(scenario.deadline))
-        )
+    if per_day is not None:
+        need = per_day * stage_time_lower(cand) / s.micro_batch
         lo = max(lo, math.floor(need * (1 - 1e-9)))
-    hi = GPU_CAP // s.replica_gpus
-    cap = scenario.gpu_cap(s.gpu) if scenario.active("max_gpus") else None
-    if cap is not None:
-        hi = min(hi, cap // s.replica_gpus)
-    if scenario.active("batch_ceiling"):
-        m_min = s.pp if ((scenario.active("pipeline_fill") or s.vp > 1) and s.pp > 1) else 1
-        hi = min(hi, down(scenario.ceiling_tokens / scenario.seq_len) // (s.micro_batch * m_min))
-    if scenario.active("budget") and scenario.capex_charged_in_full:
-        hi = min(hi, budget_gpu_limit(scenario, g) // s.replica_gpus)
-    hi = min(hi, site_gpu_limit(scenario, g) // s.replica_gpus)
+    hi = gpu_hi // s.replica_gpus
+    if ceiling_seqs is not None:
+        m_min = s.pp if ((fill or s.vp > 1) and s.pp > 1) else 1
+        hi = min(hi, ceiling_seqs // (s.micro_batch * m_min))
     return max(1, lo), hi
+
+
+def dp_limits(scenario: Scenario, gpu_name: str) -> tuple[float | None, int | None, bool, int]:
+    """dp_bounds' terms of the question and one GPU type: sequences per second of the
+    deadline (None without one), the batch ceiling in sequences (None without one),
+    whether pipeline_fill is enforced, and the most GPUs of the type (GPU cap, capex
+    budget, site limits)."""
+    key = ("dp_limits", gpu_name)
+    if key not in scenario.memo:
+        g = scenario.catalog.gpu(gpu_name)
+        per_day = None
+        if scenario.active("deadline"):
+            per_day = scenario.sequences / seconds_from_days(scenario.deadline)
+        ceiling = None
+        if scenario.active("batch_ceiling"):
+            ceiling = down(scenario.ceiling_tokens / scenario.seq_len)
+        gpu_hi = GPU_CAP
+        cap = scenario.gpu_cap(gpu_name) if scenario.active("max_gpus") else None
+        if cap is not None:
+            gpu_hi = min(gpu_hi, cap)
+        if scenario.active("budget") and scenario.capex_charged_in_full:
+            gpu_hi = min(gpu_hi, budget_gpu_limit(scenario, g))
+        gpu_hi = min(gpu_hi, site_gpu_limit(scenario, g))
+        scenario.memo[key] = (per_day, ceiling, scenario.active("pipeline_fill"), gpu_hi)
+    return scenario.memo[key]
 
 
 def site_gpu_limit(scenario: Scenario, gpu) -> int:

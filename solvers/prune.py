@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solvers.bounds import dp_bounds, gemm_lower_bound, objective_lower_bound
+from solvers.bounds import gemm_lower_bound, objective_lower_bound
 from solvers.exhaustive import best_for_candidate  # here a heuristic, not the oracle
 from solvers.plan import Config, build_plan
+from solvers.presolve import Presolved, presolve
 from solvers.scenario import Scenario
 from solvers.space import Candidate, Shape, nic_specs
 
@@ -26,14 +27,6 @@ PRUNE_MARGIN = 1e-4
 
 
 @dataclass(frozen=True)
-class Presolved:
-    """The candidates whose literal survives presolve, with each one's DP range."""
-
-    candidates: list[Candidate]
-    dp_ranges: list[tuple[int, int]]
-
-
-@dataclass(frozen=True)
 class Pruned:
     """The candidates left to CP-SAT, their DP ranges and objective bounds, and the
     incumbents found on the way: (objective, configuration) of distinct shapes, best first."""
@@ -42,23 +35,6 @@ class Pruned:
     dp_ranges: list[tuple[int, int]]
     lower_bounds: list[float]
     incumbents: list[tuple[float, Config]]
-
-
-def presolve(scenario: Scenario, candidates: list[Candidate]) -> Presolved:
-    """The candidates whose literal survives when every enforced family is fixed true.
-
-    Exactly what CP-SAT's presolve derives from the structural and memory
-    families and from each shape's DP range (dp_bounds): their constraints force
-    the other literals to 0. The explanation code, which relaxes families,
-    presolves each relaxed question over all candidates."""
-    out, ranges = [], []
-    for c in candidates:
-        if c.allowed(scenario):
-            lo, hi = dp_bounds(scenario, c)
-            if lo <= hi:
-                out.append(c)
-                ranges.append((lo, hi))
-    return Presolved(out, ranges)
 
 
 def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:

@@ -85,7 +85,21 @@ class Scenario:
 
     def active(self, family: str) -> bool:
         """Whether a constraint family is enforced (and has its limit set)."""
-        return BY_NAME[family].active(self)
+        if family in self.enforced:
+            return True
+        if family not in BY_NAME:
+            raise KeyError(family)
+        return False
+
+    @property
+    def enforced(self) -> frozenset[str]:
+        """The names of the enforced families (computed once: the question is frozen)."""
+        names = self.memo.get("enforced")
+        if names is None:
+            names = self.memo["enforced"] = frozenset(
+                name for name, f in BY_NAME.items() if f.active(self)
+            )
+        return names
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
     budget = _limit("budget_usd", "budget")

@@ -223,14 +223,15 @@ class Candidate:
 
     def allowed(self, scenario: Scenario) -> bool:
         """Not excluded by an enforced structural family."""
-        if self.structural and any(scenario.active(f) for f in self.structural):
+        enforced = scenario.enforced
+        if self.structural and not self.structural.isdisjoint(enforced):
             return False
-        return not (scenario.active("memory") and self.dp_min_memory is None)
+        return not ("memory" in enforced and self.dp_min_memory is None)
 
     def dp_floor(self, scenario: Scenario) -> int:
         """Smallest DP degree the enforced memory constraint admits."""
-        if scenario.active("memory") and self.dp_min_memory is not None:
-            return self.dp_min_memory
+        if "memory" in scenario.enforced:
+            return self.dp_min_memory or 1
         return 1
 
 

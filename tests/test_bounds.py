@@ -24,6 +24,7 @@ from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import best_for_candidate
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config
+from solvers.presolve import presolve
 from solvers.prune import prune_by_incumbent
 from solvers.space import enumerate_candidates, nic_specs
 
@@ -163,3 +164,21 @@ def test_memory_shortcut_agrees_with_the_direct_bound(cat, model):
             assert c.dp_min_memory == direct, c
             nones += direct is None
     assert nones > 100  # the shortcut had work to do
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_presolve_over_the_space_agrees_with_dp_bounds_shape_by_shape(cat, seed):
+    """solvers/presolve.py computes the space's DP ranges as arrays; bounds.dp_bounds is
+    the one statement of the range: both keep the same shapes with the same ranges, on
+    the question and on it with each family switched off (as explanations presolve it),
+    reusing the same columns."""
+    base = random_scenario(seed, cat)
+    base = base.with_changes(deadline_days=None if seed % 3 else 30.0)
+    cands = enumerate_candidates(base)
+    for off in [frozenset(), *({f} for f in sorted(base.enforced))]:
+        s = base.with_changes(disabled=base.disabled | frozenset(off))
+        got = presolve(s, cands)
+        want = [(c, dp_bounds(s, c)) for c in cands if c.allowed(s)]
+        want = [(c, r) for c, r in want if r[0] <= r[1]]
+        assert got.candidates == [c for c, _ in want]
+        assert got.dp_ranges == [r for _, r in want]

@@ -1,0 +1,118 @@
+"""Presolve: the candidates whose literal survives when every enforced family is fixed true.
+
+Exactly what CP-SAT's presolve derives from the shape rules, the memory family and each
+shape's DP range (bounds.dp_bounds), computed over the whole space at once: the
+explanation code presolves one space many times (each relaxed or reduced question), so
+the shapes' columns are gathered once per space and filled lazily (memory bounds and
+stage times only for the shapes a question lets through). bounds.dp_bounds stays the
+one statement of the range; tests/test_bounds.py checks both agree shape by shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solvers.bounds import dp_limits, stage_time_lower
+from solvers.families import SHAPE_RULES
+from solvers.scenario import Scenario
+from solvers.space import Candidate
+
+
+@dataclass(frozen=True)
+class Presolved:
+    """The candidates whose literal survives presolve, with each one's DP range."""
+
+    candidates: list[Candidate]
+    dp_ranges: list[tuple[int, int]]
+
+
+_RULE_BITS = {f.name: 1 << i for i, f in enumerate(SHAPE_RULES)}
+
+
+@dataclass
+class _Columns:
+    """One space's shapes as arrays (the list is held so that its id stays its own)."""
+
+    cands: list[Candidate]
+    rules: np.ndarray  # bit i: the shape breaks SHAPE_RULES[i]
+    gpu: np.ndarray  # index into gpu_names
+    gpu_names: list[str]
+    replica: np.ndarray
+    micro_batch: np.ndarray
+    m_min: np.ndarray  # micro-batches a step needs with pipeline_fill (or interleaving)
+    interleaved: np.ndarray  # vp > 1 and pp > 1: at least pp micro-batches regardless
+    dp_min: np.ndarray = field(init=False)  # -1: not computed; 0: fits at no DP degree
+    stage_lower: np.ndarray = field(init=False)  # NaN: not computed
+
+    def __post_init__(self) -> None:
+        self.dp_min = np.full(len(self.cands), -1, dtype=np.int64)
+        self.stage_lower = np.full(len(self.cands), np.nan)
+
+    def memory_floor(self, ok: np.ndarray) -> np.ndarray:
+        for i in np.flatnonzero(ok & (self.dp_min < 0)):
+            self.dp_min[i] = self.cands[i].dp_min_memory or 0
+        return self.dp_min
+
+    def stage_times(self, ok: np.ndarray) -> np.ndarray:
+        for i in np.flatnonzero(ok & np.isnan(self.stage_lower)):
+            self.stage_lower[i] = stage_time_lower(self.cands[i])
+        return self.stage_lower
+
+
+_COLUMNS: dict[int, _Columns] = {}
+_COLUMNS_KEPT = 4
+
+
+def _columns(cands: list[Candidate]) -> _Columns:
+    got = _COLUMNS.get(id(cands))
+    if got is not None and got.cands is cands:
+        return got
+    names = sorted({c.shape.gpu for c in cands})
+    index = {g: i for i, g in enumerate(names)}
+    shapes = [c.shape for c in cands]
+    pp = np.array([s.pp for s in shapes], dtype=np.int64)
+    vp = np.array([s.vp for s in shapes], dtype=np.int64)
+    col = _Columns(
+        cands=cands,
+        rules=np.array([sum(_RULE_BITS[r] for r in c.structural) for c in cands], dtype=np.int64),
+        gpu=np.array([index[s.gpu] for s in shapes], dtype=np.int64),
+        gpu_names=names,
+        replica=np.array([s.replica_gpus for s in shapes], dtype=np.int64),
+        micro_batch=np.array([s.micro_batch for s in shapes], dtype=np.int64),
+        m_min=np.where(pp > 1, pp, 1),
+        interleaved=(vp > 1) & (pp > 1),
+    )
+    if len(_COLUMNS) >= _COLUMNS_KEPT:
+        _COLUMNS.pop(next(iter(_COLUMNS)))
+    _COLUMNS[id(cands)] = col
+    return col
+
+
+def presolve(scenario: Scenario, candidates: list[Candidate]) -> Presolved:
+    """The candidates the enforced shape rules and memory allow and whose DP range
+    (bounds.dp_bounds) is not empty, with that range."""
+    if not candidates:
+        return Presolved([], [])
+    col = _columns(candidates)
+    enforced = scenario.enforced
+    blocked = sum(bit for name, bit in _RULE_BITS.items() if name in enforced)
+    ok = (col.rules & blocked) == 0
+    lo = np.ones(len(candidates))
+    if "memory" in enforced:
+        floor = col.memory_floor(ok)
+        ok &= floor > 0
+        lo = np.where(ok, floor, 1).astype(float)
+    limits = [dp_limits(scenario, g) for g in col.gpu_names]
+    per_day, ceiling, fill = limits[0][:3]
+    if per_day is not None:
+        need = per_day * col.stage_times(ok) / col.micro_batch
+        lo = np.where(ok, np.maximum(lo, np.floor(need * (1 - 1e-9))), lo)
+    hi = np.array([lim[3] for lim in limits], dtype=np.int64)[col.gpu] // col.replica
+    if ceiling is not None:
+        m_min = np.where(col.interleaved | fill, col.m_min, 1)
+        hi = np.minimum(hi, ceiling // (col.micro_batch * m_min))
+    lo = np.maximum(lo, 1)
+    keep = np.flatnonzero(ok & (lo <= hi))
+    return Presolved([candidates[i] for i in keep], [(int(lo[i]), int(hi[i])) for i in keep])
