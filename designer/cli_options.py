@@ -69,6 +69,18 @@ EVALUATE_OPTIONS = [
     _count("--cp", 1, "Context-parallel degree."),
     _count("--vp", 1, "Virtual pipeline chunks per stage."),
     _count(
+        "--ep",
+        1,
+        "Expert-parallel degree of a mixture-of-experts model (Megatron-LM "
+        "--expert-model-parallel-size; EP x ETP divides TP x CP x DP, EP the experts).",
+    ),
+    _count(
+        "--etp",
+        1,
+        "Expert tensor-parallel degree of a mixture-of-experts model (Megatron-LM "
+        "--expert-tensor-parallel-size).",
+    ),
+    _count(
         "--first-stage-layers",
         None,
         "Transformer layers on the first pipeline stage, the rest split evenly "

@@ -19,6 +19,7 @@ from models.feasibility import divisibility_violations
 if TYPE_CHECKING:
     from designer.launch.megatron_import import ImportedRun
     from models.evaluate import Evaluation, Hardware
+    from models.expert import ExpertLayout
 
 # evaluate's options that --from-megatron replaces (parameter name -> option)
 IMPORTED_LAYOUT_OPTIONS = {
@@ -68,7 +69,7 @@ def default_global_batch(micro_batch: int, dp: int, pp: int) -> int:
 
 def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     """The model, layout and sequence length the options give."""
-    spec = resolve_model(opts["model_name"])
+    spec = resolve_model(opts["model_name"], plan=False)  # evaluate reads MoE models too
     gb = opts["global_batch"]
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
@@ -81,6 +82,30 @@ def check_layout(spec, layout: Layout, seq_len: int) -> None:
     broken = divisibility_violations(spec, layout, seq_len)
     if broken:
         raise UsageError(broken[0].detail, broken[0].option)
+
+
+def expert_layout(spec, layout: Layout, ep: int, etp: int) -> ExpertLayout:
+    """--ep and --etp checked against the model and the layout (Megatron-Core's parallel
+    folding, models.memory.expert_data_parallel); bad values are usage errors naming the
+    option."""
+    from models.expert import ExpertLayout
+
+    if not spec.is_moe:
+        for option, value in (("--ep", ep), ("--etp", etp)):
+            if value != 1:
+                raise UsageError(f"{spec.name} is a dense model (no experts); drop it", option)
+        return ExpertLayout()
+    if spec.experts % ep:
+        raise UsageError(f"{ep} must divide the model's {spec.experts} experts", "--ep")
+    group = layout.tp * layout.cp * layout.dp
+    if group % (ep * etp):
+        option = "--ep" if group % ep else "--etp"
+        raise UsageError(
+            f"EP {ep} x ETP {etp} must divide TP x CP x DP = {group} (Megatron-Core's "
+            "parallel folding)",
+            option,
+        )
+    return ExpertLayout(ep=ep, etp=etp)
 
 
 def hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
@@ -132,6 +157,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
     if imported is None:
         check_layout(spec, layout, seq_len)
-    ev = evaluate(spec, hw, layout, seq_len, tokens, _assumptions(opts, imported))
+    experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
+    ev = evaluate(spec, hw, layout, seq_len, tokens, _assumptions(opts, imported), experts)
     evidence = _plain(evaluation_evidence(cat, ev, opts["stack"]))
     return EvaluateAnswer(ev, evidence, imported)

@@ -19,6 +19,7 @@ MEMORY_PARTS = (
     "capacity",
 )
 STEP_PARTS = ("compute", "bubble", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "optimizer", "total")
+MOE_STEP_PARTS = (*STEP_PARTS[:-2], "ep_comm", *STEP_PARTS[-2:])  # a MoE model's table
 
 
 def imported_text(run) -> str:
@@ -38,7 +39,9 @@ def _head(ev, evidence: dict[str, Any]) -> list[str]:
     lines = [
         f"{ev.model} on {lay.num_gpus:,} x {report.gpu_label(ev.gpu, evidence)} "
         f"({ev.nodes:,} servers, {ev.nics_per_node} x {ev.nic} each)",
-        f"layout: tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, cp {lay.cp}, vp {lay.vp}; "
+        f"layout: tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, cp {lay.cp}, vp {lay.vp}"
+        + (f", ep {ev.ep}, etp {ev.etp}" if ev.moe else "")
+        + "; "
         f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,} "
         f"({lay.grad_accum:g} micro-batches/step), seq {ev.seq_len:,}; recompute "
         f"{lay.recompute}, SP {'on' if lay.sp else 'off'}, ZeRO {lay.zero}, {lay.precision}",
@@ -85,9 +88,8 @@ def evaluation_text(ev, evidence: dict[str, Any]) -> str:
         ["memory per GPU (GB)", *MEMORY_PARTS],
         [("most loaded stage", *(getattr(m, k) for k in MEMORY_PARTS))],
     )
-    step = render.table(
-        ["step time (s)", *STEP_PARTS], [("exposed", *(getattr(b, k) for k in STEP_PARTS))]
-    )
+    parts = MOE_STEP_PARTS if ev.moe else STEP_PARTS
+    step = render.table(["step time (s)", *parts], [("exposed", *(getattr(b, k) for k in parts))])
     return "\n".join([*_head(ev, evidence), "", memory, "", step, "", *_outcome(ev, evidence)])
 
 

@@ -16,7 +16,8 @@ from models import flops
 from models.cost import Cluster
 from models.feasibility import Violation, check_layout
 from models.layout import Assumptions, Layout, Network
-from models.memory import MemoryBreakdown, memory_per_gpu
+from models.expert import ExpertLayout, moe_step_coefficients
+from models.memory import MemoryBreakdown, memory_per_gpu, moe_memory_per_gpu
 from models.pipeline import stage_layers
 from models.spec import TransformerSpec
 from models.step import StepBreakdown, step_coefficients, step_from_coefficients
@@ -113,6 +114,9 @@ class Evaluation:
     params: float
     extra: dict[str, Any] = field(default_factory=dict)
     stage_layers: tuple[int, ...] = ()  # transformer layers per pipeline rank (models.pipeline)
+    ep: int = 1  # expert-parallel degree (models/expert.py; 1 for a dense model)
+    etp: int = 1  # expert tensor-parallel degree
+    moe: bool = False  # a mixture-of-experts model (its text shows EP, ETP and ep_comm)
 
     @property
     def feasible(self) -> bool:
@@ -185,8 +189,12 @@ class Evaluation:
             "gpu": self.gpu,
             "num_gpus": lay.num_gpus,
             "nodes": self.nodes,
+            "ep": self.ep,
+            "etp": self.etp,
             "layout": {
                 **lay.as_dict(self.seq_len),
+                "ep": self.ep,
+                "etp": self.etp,
                 "nic": self.nic,
                 "nics_per_node": self.nics_per_node,
             },
@@ -225,19 +233,32 @@ def evaluate(
     seq_len: int | None = None,
     tokens: float | None = None,
     assumptions: Assumptions | None = None,
+    experts: ExpertLayout | None = None,
 ) -> Evaluation:
-    """Analyse one layout like a dry run of a training launch."""
+    """Analyse one layout like a dry run of a training launch. A mixture-of-experts (or
+    latent-attention / MTP) model runs with ``experts``' EP and ETP (models/expert.py);
+    a dense model ignores them (and is evaluated exactly as before them)."""
     a = with_profile(assumptions or Assumptions(), hw.gpu)
     s = seq_len or spec.seq_len
     peak = hw.gpu.peak_tflops(layout.precision)
     if peak is None:
         raise ValueError(f"{hw.gpu.name} does not support {layout.precision}")
-    mem = memory_per_gpu(spec, layout, s, hw.gpu.memory_gb, a)
-    coeffs = step_coefficients(spec, layout, s, hw.gpu, hw.network, a)
+    ex = experts or ExpertLayout()
+    if spec.is_dense:
+        ex = ExpertLayout()
+        mem = memory_per_gpu(spec, layout, s, hw.gpu.memory_gb, a)
+        coeffs = step_coefficients(spec, layout, s, hw.gpu, hw.network, a)
+        per_token = flops.model_flops_per_token(spec, s)
+    else:
+        mem = moe_memory_per_gpu(
+            spec, layout, s, hw.gpu.memory_gb, a, ex.ep, ex.etp, expert_load=ex.expert_load
+        ).memory
+        coeffs = moe_step_coefficients(spec, layout, s, hw.gpu, hw.network, a, ex)
+        per_token = flops.moe_model_flops_per_token(spec, s)
     net = hw.network.node_bw_gb_per_s
     brk = step_from_coefficients(coeffs, layout.dp, layout.grad_accum, net, a.dp_overlap)
     violations = check_layout(spec, layout, s, hw.gpu, mem, hw.nics_per_node, a)
-    model_flops = flops.model_flops_per_token(spec, s) * layout.global_batch * s
+    model_flops = per_token * layout.global_batch * s
     return Evaluation(
         model=spec.name,
         gpu=hw.gpu.name,
@@ -256,4 +277,7 @@ def evaluate(
         cloud_per_day=cloud_usd(layout.num_gpus, 1.0, hw.gpu),
         params=float(spec.params()),
         stage_layers=stage_layers(spec.layers, layout),
+        ep=ex.ep,
+        etp=ex.etp,
+        moe=spec.is_moe,
     )

@@ -5,8 +5,10 @@ Issue 17 adds mixture-of-experts (MoE) models, multi-head latent attention (MLA)
 multi-token prediction (MTP) to the designer in steps. Until the step time and the
 solvers model them end to end, a model that uses any of them is refused for planning
 (exit 2, one line naming the key and the file): ``require_plannable`` is the one place
-of that rule, and ``models.zoo`` applies it to every model the CLI reads (zoo names,
-spec files, config.json) and ``designer/questions.py`` to a question's inline model.
+of that rule, and ``models.zoo`` applies it to every model the CLI plans (zoo names,
+spec files, config.json; ``resolve_model(..., plan=False)`` is evaluate's read, which
+prices one given layout with its EP and ETP, models/expert.py) and
+``designer/questions.py`` to a question's inline model.
 
 Parameter counts, per layer (each matrix counted from its shape, as the released
 checkpoints hold them; checked against DeepSeek-V3's 671,026,419,200):
@@ -52,8 +54,8 @@ MOE_LOOKING = re.compile(
 
 NOT_YET = (
     "mixture-of-experts, latent attention and multi-token prediction are not modelled "
-    "end to end yet (issue 17: expert parallelism is not in the step time); the designer "
-    "does not plan this model"
+    "end to end yet (issue 17: the optimizer does not choose expert parallelism yet); the "
+    "designer does not plan this model (`designer evaluate --ep N` evaluates one layout)"
 )
 
 
@@ -72,7 +74,9 @@ def require_plannable(
     spec: TransformerSpec, origin: str, keys: Mapping[str, str] | None = None
 ) -> TransformerSpec:
     """``spec`` when the designer can plan it; otherwise a one-line ModelError naming
-    ``origin`` and the key (``keys`` maps spec keys to the input's, e.g. config.json's)."""
+    ``origin`` and the key (``keys`` maps spec keys to the input's, e.g. config.json's).
+    ``evaluate`` (one given layout, EP and ETP included: models/expert.py) reads every
+    model; planning (optimize, compare, sweep, explain, ...) refuses these."""
     key = planning_refusal(spec)
     if key is None:
         return spec

@@ -57,6 +57,7 @@ class StepBreakdown:
     pp_comm: Any
     dp_comm: Any
     optimizer: Any
+    ep_comm: Any = 0.0  # expert-parallel token dispatch and combine (models/expert.py)
 
     @property
     def total(self) -> float:
@@ -68,6 +69,7 @@ class StepBreakdown:
             + self.pp_comm
             + self.dp_comm
             + self.optimizer
+            + self.ep_comm
         )
 
     def as_dict(self) -> dict[str, float]:
@@ -79,6 +81,7 @@ class StepBreakdown:
             "pp_comm": self.pp_comm,
             "dp_comm": self.dp_comm,
             "optimizer": self.optimizer,
+            "ep_comm": self.ep_comm,
         }
 
 
@@ -167,12 +170,19 @@ def gemm_per_microbatch_s(
     values in BF16 at ``attention_efficiency`` (FlashAttention-2/3, Dao 2023;
     Shah et al. 2024), of which causal masking skips half.
     """
+    cal = gpu.calibration
+    work = stage_work_per_microbatch(spec, layout, seq_len, cal.flash_attention)
+    return work_gemm_s(work, spec.hidden, layout, gpu)
+
+
+def work_gemm_s(work: StageWork, hidden: int, layout: Layout, gpu: GPUSpec) -> float:
+    """Tensor-core seconds of ``work`` at the layout's precision (gemm_per_microbatch_s's
+    rules; models/expert.py prices a MoE stage's work with it too)."""
     peak = gpu.peak_tflops(layout.precision)
     if peak is None:
         raise ValueError(f"{gpu.name} has no {layout.precision} peak")
     cal = gpu.calibration
-    eff = matmul_efficiency(gpu, spec.hidden, layout.tp)
-    work = stage_work_per_microbatch(spec, layout, seq_len, cal.flash_attention)
+    eff = matmul_efficiency(gpu, hidden, layout.tp)
     bf16 = gpu.dense_bf16_tflops * 1e12
     if layout.precision == "fp8" and cal.fp8_matmul_efficiency is not None:
         linear_s = work.linear / (peak * 1e12 * cal.fp8_matmul_efficiency)
@@ -308,10 +318,15 @@ class StepCoefficients:
     zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
     backward_mb_s: float  # backward share of one micro-batch (overlap window)
     grad_overlap_s: float = 0.0  # the stack's window hiding the distributed optimizer's traffic
+    # mixture-of-experts (models/expert.py; 0 for a dense model): exposed token dispatch and
+    # combine of one micro-batch, and the expert gradients' reduction over expert-DP (for
+    # the evaluated DP degree: the solvers do not plan MoE models yet)
+    ep_mb_s: float = 0.0
+    expert_dp_s: float = 0.0
 
     @property
     def stage_mb_s(self) -> float:
-        return self.compute_mb_s + self.tp_mb_s + self.cp_mb_s
+        return self.compute_mb_s + self.tp_mb_s + self.cp_mb_s + self.ep_mb_s
 
     def dp_window_s(self, dp_overlap: float) -> float:
         """Time the gradient reduction hides behind: the larger of the question's
@@ -413,7 +428,7 @@ def step_from_coefficients(
     pp_time = sends * np.where(
         one_server, c.pp_send_intra_s, c.pp_send_bytes / share + c.pp_latency_s
     )
-    dp_time = group_reduce_s(c, c.dp_bytes, group, node_bw_gb_per_s)
+    dp_time = group_reduce_s(c, c.dp_bytes, group, node_bw_gb_per_s) + c.expert_dp_s
     if c.zero >= 3:
         dp_time = dp_time + m * group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
@@ -425,4 +440,5 @@ def step_from_coefficients(
         pp_comm=pp_time,
         dp_comm=np.maximum(0.0, dp_time - c.dp_window_s(dp_overlap)),
         optimizer=optimizer,
+        ep_comm=m * c.ep_mb_s,
     )

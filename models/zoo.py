@@ -6,7 +6,8 @@ Mixture-of-experts models (models/data/moe_zoo.yaml, ``moe_zoo``) are catalogued
 their parameter counts but kept out of ``zoo()``, the models the designer plans: a zoo
 name, spec file or config.json that uses experts, latent attention or multi-token
 prediction is refused by ``resolve_model`` / ``load_model_file`` (models.moe.
-require_plannable) until issue 17 models them end to end.
+require_plannable) for planning until issue 17 models them end to end; evaluate reads
+them (``resolve_model(..., plan=False)``) with its --ep and --etp (models/expert.py).
 """
 
 from __future__ import annotations
@@ -97,16 +98,19 @@ def read_model_file(path: Path, plan: bool = False) -> TransformerSpec:
     return require_plannable(spec, origin) if plan else spec
 
 
-def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec:
-    """A zoo name, or a path to a spec file; ``option`` names the input in errors."""
+def resolve_model(name_or_path: str, option: str = "--model", plan: bool = True) -> TransformerSpec:
+    """A zoo name, or a path to a spec file; ``option`` names the input in errors. With
+    ``plan`` (the default) a model the designer cannot plan is refused
+    (models.moe.require_plannable); evaluate reads with ``plan=False``."""
     models = zoo()
     if name_or_path in models:
         return models[name_or_path]
     if name_or_path in _moe_zoo_raw():
-        return require_plannable(moe_zoo()[name_or_path], f"{option} {name_or_path}")
+        spec = moe_zoo()[name_or_path]
+        return require_plannable(spec, f"{option} {name_or_path}") if plan else spec
     path = Path(name_or_path)
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
-        return load_model_file(path)
+        return read_model_file(path, plan=plan)
     raise ModelError(
         f"{option}: unknown model {name_or_path!r}; use a zoo name ({', '.join(sorted(models))}) "
         "or a YAML/JSON spec file"

@@ -1,0 +1,282 @@
+"""Expert parallelism in the step time of a mixture-of-experts model (issue 17 item 4).
+
+Megatron-Core's parallel folding (Liu et al. 2025, "MoE Parallel Folding", arXiv
+2504.14960; ``parallel_state.initialize_model_parallel``) re-folds the TP x CP x DP ranks
+of each pipeline stage into ETP x EP x expert-DP for the MoE layers, ETP fastest, so an
+EP group's members are ETP ranks apart (``models.memory.expert_data_parallel`` checks the
+divisibility). This module prices, per micro-batch on the busiest pipeline rank:
+
+- **Token dispatch and combine** (Megatron-Core's ``MoEAlltoAllTokenDispatcher``,
+  megatron/core/transformer/moe/token_dispatcher.py at 000c4ac24f61: ``token_dispatch``
+  and ``token_combine`` are one all-to-all each over the EP group; backward runs their
+  transposes): 4 all-to-alls per MoE layer and micro-batch, 6 with full recomputation.
+  Each GPU sends its T = s b / (TP CP) tokens' top-k copies, T x k x h x 2 bytes (bf16),
+  of which (EP-1)/EP leave it under uniform routing; the busiest receiver gets
+  ``expert_load`` x the balanced share and every rank waits for it. With k_d of the
+  group's EP ranks in one scale-up domain (``scaleup.ranks_in_domain`` at stride ETP):
+
+      EP <= k_d:  V (EP-1)/EP / bw_up(EP)                    all on the scale-up link
+      EP >  k_d:  max(V (k_d-1)/EP / bw_up(k_d),             peers in the domain, and
+                      V (EP-k_d)/EP / NIC share per GPU)     the rest over the NICs at once
+
+  (bw_up: ``models.scaleup.group_bw_gb_per_s`` at the stack's bus efficiency, as the
+  TP/DP collectives of models/step.py; the NIC share ``models.comm.nic_share``, as the
+  DP gradient traffic). With ETP > 1 the dispatcher all-gathers the received tokens over
+  the ETP group after the all-to-all and reduce-scatters them before the combine
+  (``dispatch_postprocess`` / ``combine_preprocess``): a ring all-gather of ETP x the
+  received bytes per all-to-all. Moving EP 64 of an 8-GPU server's k_d = 8 off the
+  server multiplies the time by (56/64) / (7/8) x bw_up / NIC share = bw_up / NIC share.
+- **Exposed share** ``ep_overlap`` (default 0): Megatron-Core runs the all-to-alls on the
+  compute stream unless ``--overlap-moe-expert-parallel-comm`` (batch-level overlap in
+  the 1F1B stage, off by default at 000c4ac24f61) or ``--moe-shared-expert-overlap``
+  (off by default) is set.
+- **Expert compute** from the active parameters: per token and layer the attention (or
+  MLA) projections, the dense MLP of a dense layer, the router, the shared experts and
+  the top-k routed experts (``models.moe``); the routed GEMMs run ``expert_load`` x the
+  balanced tokens on the busiest GPU at a grouped-GEMM efficiency m / (m + m_half),
+  m = T k load EP ETP / experts the rows of one local expert: the additive roofline
+  (Williams, Waterman & Patterson 2009, "Roofline") of a GEMM that reads its weights
+  once, m_half = the precision's peak / HBM bandwidth x weight bytes / 2 (about 295
+  rows for an H100 in bf16) unless ``grouped_gemm_half_tokens`` is given.
+- **Expert gradients** reduce over the expert-DP group (ranks EP x ETP apart), the other
+  parameters over DP x CP as a dense model's; the Adam step shards expert states over
+  expert-DP (Megatron-Core's distributed optimizer).
+
+``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
+DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
+balance; set it from a router's measured max/mean load when one is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from catalog.specs import GPUSpec
+from models import comm, flops, moe, scaleup
+from models.layout import Assumptions, Layout, Network
+from models.memory import moe_memory_per_gpu, rank_layer_ids
+from models.spec import TransformerSpec
+from models.step import (
+    StageWork,
+    StepCoefficients,
+    forward_passes,
+    nic_share_gb_per_s,
+    step_coefficients,
+    work_gemm_s,
+)
+
+DISPATCH_BYTES = 2.0  # bf16 token copies in the all-to-all (Megatron's default dtype)
+EXPERT_LOAD = 1.0  # ASSUMPTION: busiest GPU's tokens / the balanced share (module docstring)
+EP_OVERLAP = 0.0  # --overlap-moe-expert-parallel-comm is off by default (module docstring)
+
+
+@dataclass(frozen=True)
+class ExpertLayout:
+    """Expert-parallel degrees of a MoE run and the named factors of its step time."""
+
+    ep: int = 1
+    etp: int = 1
+    expert_load: float = EXPERT_LOAD
+    ep_overlap: float = EP_OVERLAP
+    grouped_gemm_half_tokens: float | None = None  # None: the roofline's (module docstring)
+
+
+def tokens_per_gpu(layout: Layout, seq_len: int) -> float:
+    """Tokens one GPU routes per micro-batch: T = s b / (TP CP) (sequence parallelism)."""
+    return seq_len * layout.micro_batch / (layout.tp * layout.cp)
+
+
+def ep_ranks_in_domain(gpu: GPUSpec, ex: ExpertLayout) -> int:
+    """k_d: EP ranks of one EP group inside one scale-up domain (members ETP apart)."""
+    return min(ex.ep, scaleup.ranks_in_domain(gpu, ex.etp))
+
+
+def _up_bytes_s(gpu: GPUSpec, ranks: int) -> float:
+    bw = scaleup.group_bw_gb_per_s(gpu, ranks) * gpu.calibration.scale_up_bus_efficiency
+    return bw * comm.GB
+
+
+def all_to_all_s(
+    nbytes: float, ranks: int, in_domain: int, up_bytes_s: float, nic_bytes_s: float, lat: float
+) -> float:
+    """One all-to-all of ``nbytes`` sent per GPU over ``ranks`` GPUs, ``in_domain`` of them
+    sharing the GPU's scale-up domain (module docstring)."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    if in_domain >= ranks:
+        return nbytes * (ranks - 1) / ranks / up_bytes_s + lat
+    inside = nbytes * (in_domain - 1) / ranks / up_bytes_s
+    across = nbytes * (ranks - in_domain) / ranks / nic_bytes_s
+    return max(inside, across) + lat
+
+
+def rank_layers(spec: TransformerSpec, layout: Layout) -> list[tuple[int, int]]:
+    """(dense-MLP layers, MoE layers) per pipeline rank, MTP modules on the last."""
+    pattern = moe.moe_layer_pattern(spec)
+    out = []
+    for r in range(layout.pp):
+        ids = rank_layer_ids(spec.layers, layout, r)
+        n_moe = sum(pattern[i] for i in ids)
+        n_dense = len(ids) - n_moe
+        if r == layout.pp - 1 and spec.mtp_layers:
+            if pattern[-1]:
+                n_moe += spec.mtp_layers
+            else:
+                n_dense += spec.mtp_layers
+        out.append((n_dense, n_moe))
+    return out
+
+
+def dispatch_per_layer_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, net: Network, ex
+) -> float:
+    """One all-to-all (dispatch or combine) and, with ETP > 1, its all-gather or
+    reduce-scatter over ETP, on the busiest GPU (module docstring)."""
+    k = spec.experts_per_token or 0
+    nbytes = tokens_per_gpu(layout, seq_len) * k * ex.expert_load * spec.hidden * DISPATCH_BYTES
+    cal = gpu.calibration
+    lat = cal.collective_latency_us * 1e-6
+    nic = nic_share_gb_per_s(gpu, net.node_bw_gb_per_s) * comm.GB
+    k_d = ep_ranks_in_domain(gpu, ex)
+    a2a = all_to_all_s(nbytes, ex.ep, k_d, _up_bytes_s(gpu, k_d), nic, lat)
+    if ex.etp <= 1:
+        return a2a
+    if ex.etp <= scaleup.domain_gpus(gpu):
+        bw = _up_bytes_s(gpu, ex.etp) / comm.GB
+    else:
+        bw = nic / comm.GB
+    return a2a + comm.ring_gather_s(nbytes * ex.etp, ex.etp, bw, lat)
+
+
+def ep_comm_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, net: Network, ex
+) -> float:
+    """Exposed dispatch and combine of one micro-batch on the rank with the most MoE
+    layers: 4 per layer (6 with full recomputation) x (1 - ep_overlap)."""
+    if not spec.is_moe:
+        return 0.0
+    n_moe = max(m for _, m in rank_layers(spec, layout))
+    calls = 4 + (2 if layout.recompute == "full" else 0)
+    per = dispatch_per_layer_s(spec, layout, seq_len, gpu, net, ex)
+    return n_moe * calls * per * (1.0 - ex.ep_overlap)
+
+
+def grouped_gemm_efficiency(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
+) -> float:
+    """m / (m + m_half): the rows m of one local expert's GEMM (module docstring)."""
+    if not spec.is_moe:
+        return 1.0
+    assert spec.experts and spec.experts_per_token
+    rows = tokens_per_gpu(layout, seq_len) * spec.experts_per_token * ex.expert_load
+    rows *= ex.ep * ex.etp / spec.experts
+    half = ex.grouped_gemm_half_tokens
+    if half is None:
+        peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
+        bytes_per_weight = 1.0 if layout.precision == "fp8" else 2.0
+        half = peak / gpu.memory_bw_tb_per_s * bytes_per_weight / 2.0
+    return rows / (rows + half)
+
+
+def attention_core_forward_per_token(spec: TransformerSpec, seq_len: int) -> float:
+    """Q K^T and A V over the full square (the planner's convention, flops.py): 2 s x
+    (query-key width + value width); 4 s h for a dense model's heads."""
+    if spec.is_mla:
+        assert spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
+        qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
+        return 2.0 * seq_len * (qk + spec.heads * spec.v_head_dim)
+    return 4.0 * seq_len * spec.q_width
+
+
+def moe_gemm_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
+) -> float:
+    """Tensor-core time of one micro-batch on the slowest pipeline rank of a MoE / MLA /
+    MTP model: its layers' active GEMMs (routed ones at the grouped-GEMM efficiency and
+    ``expert_load``), attention cores and, on the last rank, logits (models.step rules)."""
+    h, m = spec.hidden, spec.mlp_matrices
+    t = tokens_per_gpu(layout, seq_len)
+    attn = moe.attention_params(spec)
+    dense_fwd = 2.0 * (attn + m * h * spec.ffn)
+    moe_fwd = 2.0 * (attn + m * h * spec.shared_experts * spec.shared_expert_ffn)
+    moe_fwd += 2.0 * h * (spec.experts or 0)  # the router (replicated over TP)
+    routed_fwd = 2.0 * (spec.experts_per_token or 0) * m * h * spec.expert_ffn * ex.expert_load
+    forwards = forward_passes(layout.recompute)
+    core = attention_core_forward_per_token(spec, seq_len)
+    if gpu.calibration.flash_attention:
+        core_passes = 3.5 + (1.0 if layout.recompute == "full" else 0.0)
+    else:
+        core_passes = 4.0 if layout.recompute in ("full", "selective") else 3.0
+    gg = grouped_gemm_efficiency(spec, layout, seq_len, gpu, ex)
+    worst = 0.0
+    for r, (n_dense, n_moe) in enumerate(rank_layers(spec, layout)):
+        last = r == layout.pp - 1
+        linear = t * forwards * (n_dense * dense_fwd + n_moe * moe_fwd)
+        if last and spec.mtp_layers:
+            linear += t * forwards * spec.mtp_layers * 2.0 * 2 * h * h
+        logits = t * 3.0 * flops.logit_forward_flops_per_token(spec) if last else 0.0
+        logits *= 1 + (spec.mtp_layers if last else 0)
+        work = StageWork(linear, t * (n_dense + n_moe) * core * core_passes, logits)
+        routed = StageWork(t * forwards * n_moe * routed_fwd / gg, 0.0, 0.0)
+        seconds = work_gemm_s(work, h, layout, gpu) + work_gemm_s(routed, h, layout, gpu)
+        worst = max(worst, seconds)
+    return worst
+
+
+def expert_dp_reduce_s(
+    c: StepCoefficients, expert_params: float, edp: int, gpu: GPUSpec, ex, net: Network, zero
+) -> float:
+    """The expert gradients' reduction over the expert-DP group (ranks EP x ETP apart):
+    models.step.group_reduce_s with that group's ranks per scale-up domain."""
+    from models.step import group_reduce_s
+
+    if edp <= 1 or expert_params <= 0:
+        return 0.0
+    k = scaleup.ranks_in_domain(gpu, ex.ep * ex.etp)
+    bw = scaleup.group_bw_gb_per_s(gpu, k) * gpu.calibration.scale_up_bus_efficiency
+    ce = replace(c, dp_ranks_per_node=k, scale_up_bw_gb_per_s=bw)
+    return float(group_reduce_s(ce, expert_params * zero, edp, net.node_bw_gb_per_s))
+
+
+def moe_step_coefficients(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    gpu: GPUSpec,
+    network: Network,
+    a: Assumptions,
+    ex: ExpertLayout,
+) -> StepCoefficients:
+    """A MoE / MLA / MTP model's step coefficients: models.step's for the dense parts,
+    with the compute, the expert-parallel all-to-alls, the gradient bytes and the Adam
+    step of the layers as they are (module docstring)."""
+    from models.step import host_issue_per_microbatch_s, memory_bound_per_microbatch_s
+
+    c = step_coefficients(spec, layout, seq_len, gpu, network, a)
+    mem = moe_memory_per_gpu(
+        spec, layout, seq_len, gpu.memory_gb, a, ex.ep, ex.etp, expert_load=ex.expert_load
+    )
+    gemm = moe_gemm_per_microbatch_s(spec, layout, seq_len, gpu, ex)
+    compute = gemm + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
+    compute = max(compute, host_issue_per_microbatch_s(spec, layout, gpu) - c.tp_mb_s)
+    per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
+    group = layout.dp * layout.cp
+    expert_states = mem.expert_params * (group / mem.expert_dp if layout.zero >= 1 else 1.0)
+    return replace(
+        c,
+        compute_mb_s=compute,
+        gemm_mb_s=gemm,
+        ep_mb_s=ep_comm_per_microbatch_s(spec, layout, seq_len, gpu, network, ex),
+        dp_bytes=mem.dense_params * per_param,
+        expert_dp_s=expert_dp_reduce_s(
+            c, mem.expert_params, mem.expert_dp, gpu, ex, network, per_param
+        ),
+        optimizer_s=(mem.dense_params + expert_states)
+        * a.optimizer_traffic_bytes
+        / (gpu.memory_bw_tb_per_s * 1e12),
+        zero3_gather_bytes=mem.dense_params * a.weight_bytes if layout.zero >= 3 else 0.0,
+        backward_mb_s=compute * 2.0 / forward_passes(layout.recompute),
+        grad_overlap_s=gpu.calibration.grad_overlap_fraction * (compute + c.tp_mb_s)
+        if layout.zero >= 1
+        else 0.0,
+    )
