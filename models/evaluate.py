@@ -14,9 +14,9 @@ from catalog.errors import CatalogError
 from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 from models import flops
 from models.cost import Cluster
+from models.expert import ExpertLayout, moe_step_coefficients
 from models.feasibility import Violation, check_layout
 from models.layout import Assumptions, Layout, Network
-from models.expert import ExpertLayout, moe_step_coefficients
 from models.memory import MemoryBreakdown, memory_per_gpu, moe_memory_per_gpu
 from models.pipeline import stage_layers
 from models.spec import TransformerSpec

@@ -502,7 +502,9 @@ def test_breakdown_non_negative_and_sums(models, h100):
             "pp_comm",
             "dp_comm",
             "optimizer",
+            "ep_comm",
         }
+        assert parts["ep_comm"] == 0.0  # a dense model has no expert parallelism
         assert all(v >= 0 for v in parts.values()), parts
         assert sum(parts.values()) == pytest.approx(ev.step_time_s, rel=1e-12)
         assert ev.step_time_s > 0

@@ -1,0 +1,199 @@
+"""Expert parallelism in the step time and `designer evaluate --ep/--etp` (issue 17 item 4).
+
+- Acceptance: moving DeepSeek-V3's EP from inside one 8-GPU H100 server (EP 8) to across
+  servers (EP 64) raises ``ep_comm`` by the ratio of the scale-up to the NIC bandwidth
+  per GPU.
+- A dense model: ``ep_comm`` is 0.0, ep = etp = 1, --ep / --etp refused, step unchanged.
+- evaluate's JSON keys and exit codes; planning (optimize) still refuses MoE models.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from catalog.specs import DEFAULT_STACK
+from designer.questions import stack_catalog
+from helpers import run_main
+from models import comm, scaleup
+from models.evaluate import Hardware, evaluate
+from models.expert import (
+    ExpertLayout,
+    all_to_all_s,
+    ep_comm_per_microbatch_s,
+    grouped_gemm_efficiency,
+    rank_layers,
+)
+from models.layout import Layout
+from models.zoo import moe_zoo, zoo
+
+# DeepSeek-V3 as its report trains it (PP 16, 61 layers split 3 + 4 x 14 + 2), on 2,048 H100
+V3 = [
+    "evaluate",
+    "--model",
+    "deepseek-v3",
+    "--gpu",
+    "h100-sxm",
+    "--tp",
+    "1",
+    "--pp",
+    "16",
+    "--dp",
+    "128",
+    "--first-stage-layers",
+    "3",
+    "--last-stage-layers",
+    "2",
+    "--global-batch",
+    "4096",
+]
+V3_LAYOUT = Layout(
+    tp=1, pp=16, dp=128, micro_batch=1, global_batch=4096, first_stage_layers=3, last_stage_layers=2
+)
+
+
+@pytest.fixture(scope="module")
+def hw() -> Hardware:
+    return Hardware.from_catalog(stack_catalog((), DEFAULT_STACK), "h100-sxm")
+
+
+def evaluate_json(capsys, args: list[str]) -> dict:
+    code, out, err = run_main(capsys, [*args, "--json"])
+    assert code in (0, 1), err  # 1: infeasible (memory), still a full answer
+    return json.loads(out)
+
+
+def test_ep_across_servers_raises_ep_comm_by_scale_up_over_nic_bandwidth(capsys, hw):
+    """EP 8 (one server) against EP 64 (8 servers): each GPU sends the same T x k x h x 2
+    bytes per all-to-all; EP 8 moves 7/8 of it over NVLink, EP 64 moves 56/64 = 7/8 over
+    its NIC share (and 7/64 over NVLink at the same time, hidden behind the NICs), so the
+    ratio is exactly bw_up / NIC share per GPU, both at their bus efficiencies. Tolerance
+    1e-6: the profile's collective latency (one per all-to-all) is the only other term
+    and is 0 in the megatron-core profile (asserted) or a few microseconds otherwise."""
+    inside = evaluate_json(capsys, [*V3, "--ep", "8"])
+    across = evaluate_json(capsys, [*V3, "--ep", "64"])
+    assert (inside["ep"], across["ep"]) == (8, 64)
+    gpu = hw.gpu
+    cal = gpu.calibration
+    assert cal.collective_latency_us == 0.0
+    up = scaleup.group_bw_gb_per_s(gpu, 8) * cal.scale_up_bus_efficiency * comm.GB
+    nic = comm.nic_share(hw.network.node_bw_gb_per_s, 8, cal.network_bus_efficiency)
+    ratio = across["breakdown_s"]["ep_comm"] / inside["breakdown_s"]["ep_comm"]
+    assert ratio == pytest.approx(up / nic, rel=1e-6)
+    assert ratio > 5  # 450 GB/s x 0.8 NVLink against 8 x 50 GB/s x 0.71 NICs over 8 GPUs
+    # fewer NICs per server: the cross-server all-to-all slows by the same factor
+    half = evaluate_json(capsys, [*V3, "--ep", "64", "--nics-per-node", "4"])
+    assert half["breakdown_s"]["ep_comm"] == pytest.approx(
+        2 * across["breakdown_s"]["ep_comm"], rel=1e-9
+    )
+    assert half["breakdown_s"]["ep_comm"] > 0 and inside["breakdown_s"]["ep_comm"] > 0
+
+
+def test_ep_comm_by_hand(hw):
+    """DeepSeek-V3, EP 8 in one server: the busiest rank's MoE layers x 4 all-to-alls x
+    T k h 2 (EP-1)/EP bytes over the scale-up link."""
+    spec = moe_zoo()["deepseek-v3"]
+    ex = ExpertLayout(ep=8)
+    n_moe = max(m for _, m in rank_layers(spec, V3_LAYOUT))
+    assert n_moe == 4  # 4 MoE layers on a middle rank (the first has the 3 dense ones)
+    nbytes = 4096 * 8 * 7168 * 2.0
+    up = scaleup.group_bw_gb_per_s(hw.gpu, 8) * hw.gpu.calibration.scale_up_bus_efficiency
+    expected = 4 * 4 * nbytes * 7 / 8 / (up * comm.GB)
+    got = ep_comm_per_microbatch_s(spec, V3_LAYOUT, 4096, hw.gpu, hw.network, ex)
+    assert got == pytest.approx(expected, rel=1e-12)
+    # full recomputation repeats the forward dispatch and combine: 6 all-to-alls
+    full = Layout(**{**V3_LAYOUT.__dict__, "recompute": "full"})
+    assert ep_comm_per_microbatch_s(spec, full, 4096, hw.gpu, hw.network, ex) == pytest.approx(
+        1.5 * expected
+    )
+    # ep_overlap hides its share; expert_load slows the busiest receiver
+    hidden = ExpertLayout(ep=8, ep_overlap=0.25, expert_load=1.2)
+    assert ep_comm_per_microbatch_s(
+        spec, V3_LAYOUT, 4096, hw.gpu, hw.network, hidden
+    ) == pytest.approx(expected * 0.75 * 1.2)
+
+
+def test_all_to_all_split_between_domain_and_nics():
+    # 4 of 16 ranks in the domain: 3/16 over the link, 12/16 over the NICs, in parallel
+    assert all_to_all_s(16.0, 16, 4, 1.0, 1.0, 0.0) == pytest.approx(12.0)
+    assert all_to_all_s(16.0, 16, 4, 0.01, 1.0, 0.0) == pytest.approx(300.0)
+    assert all_to_all_s(16.0, 4, 4, 1.0, 1e-9, 0.0) == pytest.approx(12.0)  # no NIC use
+    assert all_to_all_s(16.0, 1, 1, 1.0, 1.0, 1.0) == 0.0
+
+
+def test_grouped_gemm_efficiency_rises_with_rows_per_expert(hw):
+    spec = moe_zoo()["deepseek-v3"]
+    small = grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, ExpertLayout(ep=8))
+    large = grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, ExpertLayout(ep=64))
+    assert 0 < small < large < 1
+    # 1,024 rows per local expert at EP 8 against the roofline's peak / HBM bandwidth
+    half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+    assert small == pytest.approx(1024 / (1024 + half))
+    named = ExpertLayout(ep=8, grouped_gemm_half_tokens=1024)
+    assert grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, named) == pytest.approx(0.5)
+
+
+def test_dense_model_has_no_ep_comm_and_ignores_expert_layout(hw):
+    spec = zoo()["llama2-70b"]
+    layout = Layout(tp=8, pp=4, dp=16, micro_batch=1, global_batch=1024)
+    plain = evaluate(spec, hw, layout)
+    with_ex = evaluate(spec, hw, layout, experts=ExpertLayout(ep=4, etp=2))
+    assert plain.breakdown.ep_comm == 0.0 and (plain.ep, plain.etp) == (1, 1)
+    assert with_ex.step_time_s == plain.step_time_s  # bit-identical
+    parts = plain.breakdown.as_dict()
+    old = sum(parts[k] for k in parts if k != "ep_comm")
+    assert plain.step_time_s == old  # the seven parts of before, exactly
+
+
+def test_evaluate_json_keys_moe_and_dense(capsys):
+    d = evaluate_json(capsys, [*V3, "--ep", "8", "--etp", "2"])
+    assert (d["ep"], d["etp"]) == (8, 2)
+    assert (d["layout"]["ep"], d["layout"]["etp"]) == (8, 2)
+    assert d["breakdown_s"]["ep_comm"] > 0
+    assert sum(d["breakdown_s"].values()) == pytest.approx(d["step_time_s"])
+    assert d["model_tflops_per_gpu"] > 0
+    dense = evaluate_json(capsys, ["evaluate", "--tp", "8", "--pp", "4", "--dp", "4"])
+    assert (dense["ep"], dense["etp"], dense["breakdown_s"]["ep_comm"]) == (1, 1, 0.0)
+
+
+def test_evaluate_text_shows_ep_for_moe_only(capsys):
+    code, out, err = run_main(capsys, [*V3, "--ep", "64"])
+    assert code in (0, 1), err
+    assert "ep 64, etp 1" in out and "ep_comm" in out
+    code, out, err = run_main(capsys, ["evaluate", "--tp", "8", "--pp", "4", "--dp", "4"])
+    assert code == 0, err
+    assert "ep_comm" not in out and ", ep " not in out
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--ep", "3"], "--ep"),  # does not divide 256 experts
+        (["--ep", "256"], "--ep"),  # 256 does not divide TP x CP x DP = 128
+        (["--ep", "64", "--etp", "4"], "--etp"),  # 64 x 4 does not divide 128
+    ],
+)
+def test_bad_ep_values_exit_2_naming_the_option(capsys, args, option):
+    code, out, err = run_main(capsys, [*V3, *args])
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"{option}:" in lines[0] and "Traceback" not in err
+
+
+@pytest.mark.parametrize("option", ["--ep", "--etp"])
+def test_ep_on_a_dense_model_exits_2(capsys, option):
+    code, out, err = run_main(capsys, ["evaluate", "--dp", "8", option, "2"])
+    assert code == 2
+    assert f"{option}: " in err and "dense" in err
+
+
+def test_evaluate_mixtral_config_and_optimize_still_refuses(capsys):
+    d = evaluate_json(
+        capsys, ["evaluate", "--model", "mixtral-8x7b", "--tp", "2", "--dp", "16", "--ep", "8"]
+    )
+    assert d["ep"] == 8 and d["breakdown_s"]["ep_comm"] > 0
+    code, out, err = run_main(
+        capsys, ["optimize", "--model", "mixtral-8x7b", "--tokens", "1T", "--budget", "10M"]
+    )
+    assert code == 2 and "--model mixtral-8x7b: experts: " in err
