@@ -253,7 +253,7 @@ def evaluate(
         mem = moe_memory_per_gpu(
             spec, layout, s, hw.gpu.memory_gb, a, ex.ep, ex.etp, expert_load=ex.expert_load
         ).memory
-        coeffs = moe_step_coefficients(spec, layout, s, hw.gpu, hw.network, a, ex)
+        coeffs = moe_step_coefficients(spec, layout, ex, s, hw.gpu, hw.network, a)
         per_token = flops.moe_model_flops_per_token(spec, s)
     net = hw.network.node_bw_gb_per_s
     brk = step_from_coefficients(coeffs, layout.dp, layout.grad_accum, net, a.dp_overlap)

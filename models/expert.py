@@ -241,11 +241,11 @@ def expert_dp_reduce_s(
 def moe_step_coefficients(
     spec: TransformerSpec,
     layout: Layout,
+    ex: ExpertLayout,
     seq_len: int,
     gpu: GPUSpec,
     network: Network,
     a: Assumptions,
-    ex: ExpertLayout,
 ) -> StepCoefficients:
     """A MoE / MLA / MTP model's step coefficients: models.step's for the dense parts,
     with the compute, the expert-parallel all-to-alls, the gradient bytes and the Adam
