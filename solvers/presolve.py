@@ -10,6 +10,7 @@ one statement of the range; tests/test_bounds.py checks both agree shape by shap
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,12 +64,20 @@ class _Columns:
 
 _COLUMNS: dict[int, _Columns] = {}
 _COLUMNS_KEPT = 4
+_COLUMNS_LOCK = threading.Lock()  # explanations presolve from several threads
 
 
 def _columns(cands: list[Candidate]) -> _Columns:
-    got = _COLUMNS.get(id(cands))
-    if got is not None and got.cands is cands:
+    with _COLUMNS_LOCK:
+        got = _COLUMNS.get(id(cands))
+        if got is None or got.cands is not cands:
+            got = _COLUMNS[id(cands)] = _gather(cands)
+            while len(_COLUMNS) > _COLUMNS_KEPT:
+                _COLUMNS.pop(next(iter(_COLUMNS)))
         return got
+
+
+def _gather(cands: list[Candidate]) -> _Columns:
     names = sorted({c.shape.gpu for c in cands})
     index = {g: i for i, g in enumerate(names)}
     shapes = [c.shape for c in cands]
@@ -84,9 +93,6 @@ def _columns(cands: list[Candidate]) -> _Columns:
         m_min=np.where(pp > 1, pp, 1),
         interleaved=(vp > 1) & (pp > 1),
     )
-    if len(_COLUMNS) >= _COLUMNS_KEPT:
-        _COLUMNS.pop(next(iter(_COLUMNS)))
-    _COLUMNS[id(cands)] = col
     return col
 
 
