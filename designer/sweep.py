@@ -8,10 +8,11 @@ run in parallel on local processes (``--workers``), or on a Ray cluster with
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import itertools
 import json
+import multiprocessing
+import os
 import random
 import sys
 import time
@@ -22,8 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from designer import report
+from designer import report, results
 from designer.errors import UsageError
+from designer.outputs import check_paths as check_paths_of
 from designer.pricing import gpu_price, with_prices
 from designer.question import QUESTION_FIELDS, Question
 from designer.questions import build_question
@@ -210,26 +212,32 @@ def columns(study: Study) -> list[str]:
     ]
 
 
-def done_ids(path: Path) -> set[str]:
-    """Scenarios already in the CSV. A row cut off by a kill (no final newline) is dropped
-    from the file first, so that it runs again."""
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
-    with path.open(newline="", encoding="utf-8") as fh:
-        return {
-            row["scenario"]
-            for row in csv.DictReader(fh)
-            if row.get("scenario") and row.get("status")
-        }
+def study_files(study: Study, origin: str) -> list[Path]:
+    """The files a study reads besides itself: catalog files and model spec files, in the base
+    and in the axes (relative paths from the study's folder)."""
+    base = Path(origin).parent
+    questions = [study.base.model_dump(), *({k: v} for k, vs in study.axes.items() for v in vs)]
+    names: list[str] = []
+    for q in questions:
+        catalogs = q.get("catalog") or []
+        names += [str(c) for c in catalogs] if isinstance(catalogs, list) else []
+        model = q.get("model")
+        if isinstance(model, str) and Path(model).suffix.lower() in {".yaml", ".yml", ".json"}:
+            names.append(model)
+    paths = [Path(n) if Path(n).is_absolute() else base / n for n in names]
+    return list(dict.fromkeys(paths))
 
 
-def _header(path: Path) -> list[str]:
-    """The columns of an existing results CSV (empty if it has none)."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        return next(csv.reader(fh), [])
+def digest(study: Study, origin: str) -> str:
+    """The study's hash, written in every row's ``study`` column (designer.results)."""
+    return results.study_hash(study.model_dump_json(), study_files(study, origin))
+
+
+def check_paths(study: Study, origin: str, csv_path: Path, plot: Path | None) -> None:
+    """Before any scenario runs: the results CSV and the plot are writable, and neither is the
+    study file, a file it reads, nor the other output (exit 2 naming both)."""
+    inputs = {"STUDY_FILE": [Path(origin)], "the study's files": study_files(study, origin)}
+    check_paths_of({"--csv": csv_path, "--plot": plot}, inputs)
 
 
 def run_study(
@@ -242,24 +250,17 @@ def run_study(
     address: str | None = None,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every scenario not yet in ``csv_path`` (with ``resume``); rows appended as they finish."""
-    todo = list(scenarios(study))
-    finished = done_ids(csv_path) if resume else set()
-    todo = [v for v in todo if scenario_id(v) not in finished]
-    cols = columns(study)
-    fresh = not (resume and csv_path.exists() and csv_path.stat().st_size > 0)
-    if not fresh:
-        cols = _header(csv_path) or cols  # resume a CSV written with other columns in its own
+    """Run every scenario not yet in ``csv_path`` (with ``resume``); rows appended as they finish,
+    the file locked meanwhile (designer.results)."""
+    key = digest(study, origin)
+    cols = [*columns(study), results.STUDY_COLUMN]
     study_json = study.model_dump_json()
     rows: list[dict[str, Any]] = []
-    start = time.perf_counter()
-    with csv_path.open("w" if fresh else "a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
-        if fresh:
-            writer.writeheader()
-        for row in _execute(study_json, todo, origin, workers, executor, address):
-            writer.writerow(row)
-            fh.flush()
+    with results.open_results(csv_path, cols, key, resume) as out:
+        todo = [v for v in scenarios(study) if scenario_id(v) not in out.done]
+        start = time.perf_counter()
+        for row in _execute(study_json, todo, origin, workers, executor, address, out.fd):
+            results.append_row(out, row, key)
             rows.append(row)
             if progress:
                 progress(len(rows), len(todo), time.perf_counter() - start)
@@ -273,6 +274,7 @@ def _execute(
     workers: int,
     executor: str,
     address: str | None,
+    locked_fd: int | None = None,
 ):
     if not todo:
         return
@@ -299,10 +301,18 @@ def _execute(
         for values in todo:
             yield run_one(study_json, values, origin)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with _pool(workers, locked_fd) as pool:
         futures = [pool.submit(run_one, study_json, v, origin) for v in todo]
         for fut in as_completed(futures):
             yield fut.result()
+
+
+def _pool(workers: int, locked_fd: int | None) -> ProcessPoolExecutor:
+    """Local workers; forked ones close their copy of the locked results file, so that a
+    worker orphaned by a kill does not keep the lock."""
+    if locked_fd is not None and multiprocessing.get_start_method() == "fork":
+        return ProcessPoolExecutor(workers, initializer=os.close, initargs=(locked_fd,))
+    return ProcessPoolExecutor(max_workers=workers)
 
 
 def print_progress(done: int, total: int, elapsed: float) -> None:
