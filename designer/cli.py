@@ -30,6 +30,7 @@ from designer.cli_options import (
 )
 from designer.errors import Infeasible, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
+from designer.numbers import Finite
 from designer.outputs import check_command_paths
 from designer.question import question_options
 from designer.questions import scenario_from_options
@@ -295,7 +296,7 @@ def export_cmd(plan_file: Path, fmt: str) -> None:
 
 @cli.command("explain")
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--time-limit", type=click.FloatRange(min=0.01), default=60.0, show_default=True)
+@click.option("--time-limit", type=Finite(min=0.01), default=60.0, show_default=True)
 @JSON_OPTION
 @click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | None) -> None:

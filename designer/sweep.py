@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +40,7 @@ class Uncertainty(BaseModel):
     """Monte-Carlo over prices: each scenario is run ``samples`` times with every listed GPU's
     price (purchase or hourly, by the question's pricing) scaled by a uniform draw."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     samples: int = Field(ge=1, le=100_000)
     seed: int = 0
@@ -60,7 +62,7 @@ class Uncertainty(BaseModel):
 class Study(BaseModel):
     """A study file: the base question and the axes to sweep (each a non-empty list of values)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     base: Question = Field(default_factory=Question)
     axes: dict[str, list[Any]] = Field(
@@ -97,27 +99,76 @@ def load_study(path: Path) -> Study:
         study = Study.model_validate(doc)
     except ValidationError as err:
         first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
+        loc = ".".join(str(x) for x in first["loc"] if not _UNION_TAG.match(str(x)))
         msg = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             msg = "unknown field; see designer sweep --schema"
+        elif first["loc"][0] == "base" and not isinstance(first.get("input"), dict):
+            msg += f" (got {first.get('input')!r})"
         raise UsageError(f"{path}: {loc}: {msg}") from err
-    # every scenario must be a valid question: check them all before running any
-    for values in scenarios(study):
-        scales = values.get(PRICE_AXIS, {})
-        if not isinstance(scales, dict) or not all(
-            isinstance(v, (int, float)) and v > 0 for v in scales.values()
-        ):
-            raise UsageError(
-                f"{path}: axes.{PRICE_AXIS}: each value maps GPU names to positive multipliers"
-            )
-        question = study.base.model_copy(update=_question_values(values))
-        try:
-            Question.model_validate(question.model_dump())
-        except ValidationError as err:
-            first = err.errors()[0]
-            raise UsageError(f"{path}: axes.{first['loc'][0]}: {first['msg']}") from err
+    # every scenario must be a valid question: check the base and every axis value first
+    for values in _cross(study):
+        _check_scenario(path, study, values)
     return study
+
+
+_UNION_TAG = re.compile(r"^(float|int|str|bool|none|(dict|list|tuple)\[.*\])$")
+"""The member of a union pydantic names in an error's location (``budget.float``)."""
+
+
+def _cross(study: Study) -> Iterator[dict[str, Any]]:
+    """The scenarios that try every axis value once: the first combination, then each other
+    value of one axis with the first of the rest (each value is checked with the base; errors
+    that only a combination of values makes are the scenario's ``error`` row)."""
+    first = {name: values[0] for name, values in study.axes.items()}
+    yield first
+    for name, values in study.axes.items():
+        for value in values[1:]:
+            yield {**first, name: value}
+
+
+def _blame(path: Path, study: Study, values: dict[str, Any], field: str) -> tuple[str, str]:
+    """``FILE: axes.FIELD`` or ``FILE: base.FIELD``, and the value given."""
+    name = field.split(".")[0]
+    value = values[name] if name in values else getattr(study.base, name, None)
+    got = "" if "." in field else f" (got {value!r})"
+    return f"{path}: {'axes' if name in values else 'base'}.{field}", got
+
+
+def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
+    """A scenario is a question the designer can build (its numbers, model, catalog and GPU
+    and NIC names valid), and its price multipliers name catalog entries: exit 2 naming the
+    field and its value otherwise."""
+    scales = values.get(PRICE_AXIS, {})
+    if not isinstance(scales, dict) or not all(
+        isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in scales.values()
+    ):
+        raise UsageError(
+            f"each value maps GPU names to positive multipliers (got {scales!r})",
+            f"{path}: axes.{PRICE_AXIS}",
+        )
+    try:
+        question = Question.model_validate(
+            study.base.model_copy(update=_question_values(values)).model_dump()
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        where, got = _blame(path, study, values, str(first["loc"][0]))
+        raise UsageError(first["msg"].removeprefix("Value error, ") + got, where) from err
+    try:
+        scenario = build_question(question, str(path), path.parent)
+    except ValueError as err:  # UsageError, ModelError, CatalogError
+        text = str(err)
+        if not text.startswith(f"{path}: "):
+            raise UsageError(text, str(path)) from err  # names another file (a catalog file)
+        field, _, detail = text.removeprefix(f"{path}: ").partition(": ")
+        where, got = _blame(path, study, values, field)
+        raise UsageError(detail + ("" if got[6:-1] in detail else got), where) from err
+    names = dict.fromkeys([*scales, *(study.uncertainty.price_scale if study.uncertainty else ())])
+    for name in names:
+        if name not in scenario.catalog.gpus and name not in scenario.catalog.nics:
+            where = f"axes.{PRICE_AXIS}" if name in scales else f"uncertainty.{PRICE_AXIS}"
+            raise UsageError(f"unknown GPU or NIC {name!r}", f"{path}: {where}")
 
 
 def _question_values(values: dict[str, Any]) -> dict[str, Any]:
