@@ -4,15 +4,20 @@ every float option. Each test names the issue's reproduction it covers."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import fcntl
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import one_line, run_main
 
@@ -259,3 +264,76 @@ def test_float_options_refuse_nan_and_infinities(capsys, option, value):
 @pytest.mark.parametrize("option", ["--memory-overhead", "--dp-overlap", "--reserved-gb"])
 def test_evaluate_float_options_refuse_nan(capsys, option):
     refused(capsys, ["evaluate", "--model", "llama2-7b", option, "nan"], option)
+
+
+# ---------------------------------------------------------------- acceptance: interruptions
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["SIGKILL", "SIGTERM", "SIGINT", "concurrent", "parent-kill"]),
+        st.floats(min_value=0.0, max_value=3.0),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+def _sweep_process(study_file: Path, out: Path, workers: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "designer", "sweep", str(study_file), "--csv", str(out)]
+    cmd += ["--resume", "--workers", str(workers)]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+def _interrupt(study_file: Path, out: Path, action: str, delay: float) -> None:
+    """One interrupted run: a signal after ``delay`` seconds, or two resumes at once; every
+    process of it ended (orphaned workers too) before the next."""
+    workers = 2 if action == "parent-kill" else 1
+    procs = [
+        _sweep_process(study_file, out, workers) for _ in range(2 if action == "concurrent" else 1)
+    ]
+    time.sleep(delay)
+    if action in ("SIGKILL", "SIGTERM", "SIGINT"):
+        os.killpg(procs[0].pid, getattr(signal, action))
+    elif action == "parent-kill":
+        os.kill(procs[0].pid, signal.SIGKILL)  # the workers live on, without the lock
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=300)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+        assert "internal error" not in (err or ""), err
+
+
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@given(
+    budgets=st.lists(
+        st.sampled_from(["1M", "1.5M", "2M", "3M", "4M"]), min_size=1, max_size=4, unique=True
+    ),
+    model=st.sampled_from(["llama2-7b", "llama2-13b"]),
+    actions=ACTIONS,
+)
+def test_interrupted_and_concurrent_sweeps_leave_one_row_per_scenario(budgets, model, actions):
+    """Acceptance of issue 20: random studies, random signals at random times and two resumes
+    at once; a final --resume leaves exactly one row per scenario, all of this study."""
+    from designer import sweep as sweep_module
+
+    with tempfile.TemporaryDirectory() as folder:
+        s = Path(folder) / "s.yaml"
+        s.write_text(
+            f"base:\n  model: {model}\n  tokens: 100B\n  max_batch_tokens: 1M\n"
+            f"axes:\n  budget: [{', '.join(budgets)}]\n  gpus: [[h100-sxm], [h200]]\n"
+        )
+        out = Path(folder) / "s.csv"
+        for action, delay in actions:
+            _interrupt(s, out, action, delay)
+        final = _sweep_process(s, out, 1)
+        _, err = final.communicate(timeout=300)
+        assert final.returncode == 0, err
+        study = sweep_module.load_study(s)
+        want = {sweep_module.scenario_id(v) for v in sweep_module.scenarios(study)}
+        got = rows(out)
+        assert sorted(r["scenario"] for r in got) == sorted(want)
+        assert {r["study"] for r in got} == {sweep_module.digest(study, str(s))}
