@@ -67,6 +67,8 @@ def check_paths(outputs: dict[str, Path | None], inputs: dict[str, list[Path]]) 
                         "pass another file",
                         opt,
                     )
+        if opt == "--plot" and not path.suffix:
+            raise UsageError(f"{path} has no suffix; name a .png or .svg file", opt)
         check_writable(path, opt)
 
 

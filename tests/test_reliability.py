@@ -244,6 +244,7 @@ def test_os_errors_on_outputs_exit_2_naming_the_path(tmp_path, capsys):
     refused(capsys, ["sweep", str(s), "--csv", str(missing)], str(missing), "does not exist")
     refused(capsys, ["sweep", str(s), "--plot", str(missing)], "--plot", "does not exist")
     assert time.perf_counter() - start < 5  # refused before the scenarios run
+    refused(capsys, ["sweep", str(s), "--plot", str(tmp_path / "p")], "--plot", ".png")
     refused(capsys, [*OPTIMIZE, "--model", "llama2-7b", "--bom", str(missing)], "--bom")
     refused(capsys, [*OPTIMIZE, "--model", "llama2-7b", "--csv", str(tmp_path)], "directory")
     if Path("/dev/full").exists():
