@@ -127,6 +127,29 @@ def test_two_concurrent_resumes_write_each_scenario_once(tmp_path):
     assert len(ids) == len(set(ids)) == 40
 
 
+def test_orphaned_workers_do_not_keep_the_lock(tmp_path, capsys):
+    """Reproduction 3: the sweep's process killed under its workers; a resume at once gets
+    the lock (forked workers close their copy of the locked file) and finishes the study."""
+    s, out = tmp_path / "med.yaml", tmp_path / "c.csv"
+    budgets = ", ".join(f"{b}M" for b in range(1, 31))
+    s.write_text(SMALL.format(model="llama2-7b").replace("[1M, 2M]", f"[{budgets}]"))
+    proc = _sweep_process(s, out, 2)
+    try:
+        deadline = time.time() + 120
+        while len(out.read_text().splitlines() if out.exists() else []) < 3:
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)  # the parent only: its workers live on
+        proc.wait()
+        code, text, err = sweep(capsys, s, out, "--resume")
+        assert code == 0, err
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    ids = [r["scenario"] for r in rows(out)]
+    assert len(ids) == len(set(ids)) == 30
+
+
 # ---------------------------------------------------------------- 4: outputs never inputs
 def test_an_output_that_is_an_input_is_refused(tmp_path, capsys):
     """Reproduction 4: the study file, a model file, a catalog file, another output."""
