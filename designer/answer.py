@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from designer.errors import Infeasible, UsageError
+from designer.outputs import write_atomic
 from solvers import Scenario, SolveResult
 
 
@@ -45,15 +46,10 @@ def no_plan(res: SolveResult, conflict) -> Infeasible:
 
 
 def write_file(path: Path | None, text: str, option: str = "--csv") -> None:
-    """Write ``text`` to the file an option names (nothing without one)."""
-    if path is None:
-        return
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise UsageError(
-            f"cannot write {path} ({err.strerror}); pass a writable path", option
-        ) from err
+    """Write ``text`` to the file an option names (nothing without one), whole or not at
+    all: a temporary file in the same folder renamed into place."""
+    if path is not None:
+        write_atomic(path, text, option)
 
 
 def saved_plan(path: Path) -> tuple[Scenario, SolveResult]:

@@ -30,6 +30,8 @@ from designer.cli_options import (
 )
 from designer.errors import Infeasible, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
+from designer.numbers import Finite
+from designer.outputs import check_command_paths
 from designer.question import question_options
 from designer.questions import scenario_from_options
 from models import ModelError, resolve_model, zoo
@@ -82,6 +84,17 @@ class DesignerGroup(click.Group):
             if ctx.params.get("debug"):
                 raise
             raise _report(err) from err
+
+
+class DesignerCommand(click.Command):
+    """A command whose output files are checked before it runs (writable, none an input)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        check_command_paths(ctx)
+        return super().invoke(ctx)
+
+
+DesignerGroup.command_class = DesignerCommand
 
 
 @click.group(cls=DesignerGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -283,7 +296,7 @@ def export_cmd(plan_file: Path, fmt: str) -> None:
 
 @cli.command("explain")
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--time-limit", type=click.FloatRange(min=0.01), default=60.0, show_default=True)
+@click.option("--time-limit", type=Finite(min=0.01), default=60.0, show_default=True)
 @JSON_OPTION
 @click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | None) -> None:
@@ -382,6 +395,7 @@ def sweep_cmd(
         raise UsageError("give a study YAML file (see designer sweep --schema)", "STUDY_FILE")
     study = sweep.load_study(study_file)
     out = csv_file or study_file.with_suffix(".csv")
+    sweep.check_paths(study, str(study_file), out, plot_file)
     progress = sweep.print_progress if sys.stderr.isatty() else None
     workers = workers or os.cpu_count() or 1
     rows = sweep.run_study(

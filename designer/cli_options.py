@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from designer.numbers import Quantity
+from designer.numbers import Finite, Quantity
 from designer.question import field_option
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 
@@ -164,7 +164,7 @@ EVALUATE_OPTIONS = [
 ANSWER_OPTIONS = [
     click.option(
         "--time-limit",
-        type=click.FloatRange(min=0.01),
+        type=Finite(min=0.01),
         default=60.0,
         show_default=True,
         help="Solver time limit per solve, seconds.",

@@ -51,17 +51,23 @@ class _Positive(click.ParamType):
     def parse(self, text: str) -> float:
         raise NotImplementedError
 
-    def positive(self, value, param, ctx) -> float:
-        if isinstance(value, (int, float)):
-            out = float(value)
-        else:
-            try:
-                out = self.parse(value)
-            except ValueError as err:
-                self.fail(str(err), param, ctx)
+    def value_of(self, value) -> float:
+        """The number ``value`` stands for; ValueError saying why it is not one (the question
+        schema checks a file's values with it, the option its text)."""
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a number")
+        out = float(value) if isinstance(value, (int, float)) else self.parse(value)
+        if not math.isfinite(out):
+            raise ValueError(f"{value!r} is not a finite number")
         if out <= 0:
-            self.fail(f"{value!r} must be positive", param, ctx)
+            raise ValueError(f"{value!r} must be positive")
         return out
+
+    def positive(self, value, param, ctx) -> float:
+        try:
+            return self.value_of(value)
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
 
 
 class Quantity(_Positive):
@@ -75,13 +81,15 @@ class Quantity(_Positive):
     def parse(self, text: str) -> float:
         return parse_quantity(text)
 
+    def value_of(self, value) -> float:
+        out = super().value_of(value)
+        if self.integer and abs(out - round(out)) > 1e-9 * max(1.0, out):
+            raise ValueError(f"{value!r} must be a whole number")
+        return out
+
     def convert(self, value, param, ctx):
         out = self.positive(value, param, ctx)
-        if self.integer:
-            if abs(out - round(out)) > 1e-9 * max(1.0, out):
-                self.fail(f"{value!r} must be a whole number", param, ctx)
-            return int(round(out))
-        return out
+        return int(round(out)) if self.integer else out
 
 
 class Days(_Positive):
@@ -97,3 +105,14 @@ class Days(_Positive):
 
     def convert(self, value, param, ctx):
         return self.positive(value, param, ctx)
+
+
+class Finite(click.FloatRange):
+    """click.FloatRange that also refuses NaN and the infinities (which pass its bounds: NaN
+    compares false with both): every float option of the designer takes it."""
+
+    def convert(self, value, param, ctx):
+        out = super().convert(value, param, ctx)
+        if not math.isfinite(out):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return out

@@ -3,9 +3,12 @@ study's win shares (matplotlib, imported on use; PNG or SVG by the file's suffix
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from designer import render
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
+from designer.outputs import save_with
 from designer.report import plan_rows
 from solvers import Scenario
 
@@ -25,7 +28,9 @@ def _pyplot():
 def _save(plt, fig, path) -> None:
     fig.tight_layout()
     try:
-        fig.savefig(path)
+        save_with(Path(path), fig.savefig, "--plot")
+    except UsageError:
+        raise
     except (OSError, ValueError) as err:
         raise UsageError(f"cannot write {path} ({err}); use a .png or .svg path", "--plot") from err
     finally:

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import click
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from catalog.specs import FABRICS, Facility
 from designer.errors import UsageError
-from designer.numbers import Days, Quantity
+from designer.numbers import Days, Finite, Quantity
 from models.layout import Assumptions
 from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES
 
@@ -143,7 +143,8 @@ def _fabric_name(s: "Scenario") -> str:
 
 
 SuffixNumber = float | str  # a number, or text with the CLI's suffixes (30M, 2T)
-_FIELD = ConfigDict(extra="forbid", defer_build=True)  # validators built on first use
+# validators built on first use; NaN and infinities refused in every float field
+_FIELD = ConfigDict(extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
 class Question(BaseModel):
@@ -309,6 +310,18 @@ class Question(BaseModel):
         Field(description="Scale-out fabric: InfiniBand, Ethernet (RoCE) or either."),
     ] = "any"
 
+    @field_validator(
+        *("tokens", "budget", "deadline", "max_racks", "max_gpus"),
+        *("max_batch_tokens", "min_batch_tokens"),
+    )
+    @classmethod
+    def _suffixed(cls, value: Any, info: ValidationInfo) -> Any:
+        """A suffixed number (30M, 90d) is checked as its option checks it: a positive finite
+        number, whole where it counts things; kept as written (the questions parse it)."""
+        if value is not None:
+            META[str(info.field_name)].click_type.value_of(value)
+        return value
+
     # ------------------------------------------------------------ the saved answer
     @classmethod
     def from_answer(cls, saved: dict[str, Any]) -> "Question":
@@ -412,7 +425,7 @@ def _click_type(name: str, meta: Meta) -> Any:
     if int in (info.annotation, *args):
         return click.IntRange(min=bounds.get("ge"))
     if float in (info.annotation, *args):
-        return click.FloatRange(
+        return Finite(
             min=bounds.get("ge", bounds.get("gt")),
             max=bounds.get("le", bounds.get("lt")),
             min_open="gt" in bounds,

@@ -8,11 +8,14 @@ run in parallel on local processes (``--workers``), or on a Ray cluster with
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import itertools
 import json
+import math
+import multiprocessing
+import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -22,8 +25,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from designer import report
+from designer import report, results
 from designer.errors import UsageError
+from designer.outputs import check_paths as check_paths_of
 from designer.pricing import gpu_price, with_prices
 from designer.question import QUESTION_FIELDS, Question
 from designer.questions import build_question
@@ -36,7 +40,7 @@ class Uncertainty(BaseModel):
     """Monte-Carlo over prices: each scenario is run ``samples`` times with every listed GPU's
     price (purchase or hourly, by the question's pricing) scaled by a uniform draw."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     samples: int = Field(ge=1, le=100_000)
     seed: int = 0
@@ -58,7 +62,7 @@ class Uncertainty(BaseModel):
 class Study(BaseModel):
     """A study file: the base question and the axes to sweep (each a non-empty list of values)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     base: Question = Field(default_factory=Question)
     axes: dict[str, list[Any]] = Field(
@@ -95,27 +99,76 @@ def load_study(path: Path) -> Study:
         study = Study.model_validate(doc)
     except ValidationError as err:
         first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
+        loc = ".".join(str(x) for x in first["loc"] if not _UNION_TAG.match(str(x)))
         msg = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             msg = "unknown field; see designer sweep --schema"
+        elif first["loc"][0] == "base" and not isinstance(first.get("input"), dict):
+            msg += f" (got {first.get('input')!r})"
         raise UsageError(f"{path}: {loc}: {msg}") from err
-    # every scenario must be a valid question: check them all before running any
-    for values in scenarios(study):
-        scales = values.get(PRICE_AXIS, {})
-        if not isinstance(scales, dict) or not all(
-            isinstance(v, (int, float)) and v > 0 for v in scales.values()
-        ):
-            raise UsageError(
-                f"{path}: axes.{PRICE_AXIS}: each value maps GPU names to positive multipliers"
-            )
-        question = study.base.model_copy(update=_question_values(values))
-        try:
-            Question.model_validate(question.model_dump())
-        except ValidationError as err:
-            first = err.errors()[0]
-            raise UsageError(f"{path}: axes.{first['loc'][0]}: {first['msg']}") from err
+    # every scenario must be a valid question: check the base and every axis value first
+    for values in _cross(study):
+        _check_scenario(path, study, values)
     return study
+
+
+_UNION_TAG = re.compile(r"^(float|int|str|bool|none|(dict|list|tuple)\[.*\])$")
+"""The member of a union pydantic names in an error's location (``budget.float``)."""
+
+
+def _cross(study: Study) -> Iterator[dict[str, Any]]:
+    """The scenarios that try every axis value once: the first combination, then each other
+    value of one axis with the first of the rest (each value is checked with the base; errors
+    that only a combination of values makes are the scenario's ``error`` row)."""
+    first = {name: values[0] for name, values in study.axes.items()}
+    yield first
+    for name, values in study.axes.items():
+        for value in values[1:]:
+            yield {**first, name: value}
+
+
+def _blame(path: Path, study: Study, values: dict[str, Any], field: str) -> tuple[str, str]:
+    """``FILE: axes.FIELD`` or ``FILE: base.FIELD``, and the value given."""
+    name = field.split(".")[0]
+    value = values[name] if name in values else getattr(study.base, name, None)
+    got = "" if "." in field else f" (got {value!r})"
+    return f"{path}: {'axes' if name in values else 'base'}.{field}", got
+
+
+def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
+    """A scenario is a question the designer can build (its numbers, model, catalog and GPU
+    and NIC names valid), and its price multipliers name catalog entries: exit 2 naming the
+    field and its value otherwise."""
+    scales = values.get(PRICE_AXIS, {})
+    if not isinstance(scales, dict) or not all(
+        isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in scales.values()
+    ):
+        raise UsageError(
+            f"each value maps GPU names to positive multipliers (got {scales!r})",
+            f"{path}: axes.{PRICE_AXIS}",
+        )
+    try:
+        question = Question.model_validate(
+            study.base.model_copy(update=_question_values(values)).model_dump()
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        where, got = _blame(path, study, values, str(first["loc"][0]))
+        raise UsageError(first["msg"].removeprefix("Value error, ") + got, where) from err
+    try:
+        scenario = build_question(question, str(path), path.parent)
+    except ValueError as err:  # UsageError, ModelError, CatalogError
+        text = str(err)
+        if not text.startswith(f"{path}: "):
+            raise UsageError(text, str(path)) from err  # names another file (a catalog file)
+        field, _, detail = text.removeprefix(f"{path}: ").partition(": ")
+        where, got = _blame(path, study, values, field)
+        raise UsageError(detail + ("" if got[6:-1] in detail else got), where) from err
+    names = dict.fromkeys([*scales, *(study.uncertainty.price_scale if study.uncertainty else ())])
+    for name in names:
+        if name not in scenario.catalog.gpus and name not in scenario.catalog.nics:
+            where = f"axes.{PRICE_AXIS}" if name in scales else f"uncertainty.{PRICE_AXIS}"
+            raise UsageError(f"unknown GPU or NIC {name!r}", f"{path}: {where}")
 
 
 def _question_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -210,26 +263,32 @@ def columns(study: Study) -> list[str]:
     ]
 
 
-def done_ids(path: Path) -> set[str]:
-    """Scenarios already in the CSV. A row cut off by a kill (no final newline) is dropped
-    from the file first, so that it runs again."""
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
-    with path.open(newline="", encoding="utf-8") as fh:
-        return {
-            row["scenario"]
-            for row in csv.DictReader(fh)
-            if row.get("scenario") and row.get("status")
-        }
+def study_files(study: Study, origin: str) -> list[Path]:
+    """The files a study reads besides itself: catalog files and model spec files, in the base
+    and in the axes (relative paths from the study's folder)."""
+    base = Path(origin).parent
+    questions = [study.base.model_dump(), *({k: v} for k, vs in study.axes.items() for v in vs)]
+    names: list[str] = []
+    for q in questions:
+        catalogs = q.get("catalog") or []
+        names += [str(c) for c in catalogs] if isinstance(catalogs, list) else []
+        model = q.get("model")
+        if isinstance(model, str) and Path(model).suffix.lower() in {".yaml", ".yml", ".json"}:
+            names.append(model)
+    paths = [Path(n) if Path(n).is_absolute() else base / n for n in names]
+    return list(dict.fromkeys(paths))
 
 
-def _header(path: Path) -> list[str]:
-    """The columns of an existing results CSV (empty if it has none)."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        return next(csv.reader(fh), [])
+def digest(study: Study, origin: str) -> str:
+    """The study's hash, written in every row's ``study`` column (designer.results)."""
+    return results.study_hash(study.model_dump_json(), study_files(study, origin))
+
+
+def check_paths(study: Study, origin: str, csv_path: Path, plot: Path | None) -> None:
+    """Before any scenario runs: the results CSV and the plot are writable, and neither is the
+    study file, a file it reads, nor the other output (exit 2 naming both)."""
+    inputs = {"STUDY_FILE": [Path(origin)], "the study's files": study_files(study, origin)}
+    check_paths_of({"--csv": csv_path, "--plot": plot}, inputs)
 
 
 def run_study(
@@ -242,24 +301,17 @@ def run_study(
     address: str | None = None,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every scenario not yet in ``csv_path`` (with ``resume``); rows appended as they finish."""
-    todo = list(scenarios(study))
-    finished = done_ids(csv_path) if resume else set()
-    todo = [v for v in todo if scenario_id(v) not in finished]
-    cols = columns(study)
-    fresh = not (resume and csv_path.exists() and csv_path.stat().st_size > 0)
-    if not fresh:
-        cols = _header(csv_path) or cols  # resume a CSV written with other columns in its own
+    """Run every scenario not yet in ``csv_path`` (with ``resume``); rows appended as they finish,
+    the file locked meanwhile (designer.results)."""
+    key = digest(study, origin)
+    cols = [*columns(study), results.STUDY_COLUMN]
     study_json = study.model_dump_json()
     rows: list[dict[str, Any]] = []
-    start = time.perf_counter()
-    with csv_path.open("w" if fresh else "a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
-        if fresh:
-            writer.writeheader()
-        for row in _execute(study_json, todo, origin, workers, executor, address):
-            writer.writerow(row)
-            fh.flush()
+    with results.open_results(csv_path, cols, key, resume) as out:
+        todo = [v for v in scenarios(study) if scenario_id(v) not in out.done]
+        start = time.perf_counter()
+        for row in _execute(study_json, todo, origin, workers, executor, address, out.fd):
+            results.append_row(out, row, key)
             rows.append(row)
             if progress:
                 progress(len(rows), len(todo), time.perf_counter() - start)
@@ -273,6 +325,7 @@ def _execute(
     workers: int,
     executor: str,
     address: str | None,
+    locked_fd: int | None = None,
 ):
     if not todo:
         return
@@ -299,10 +352,18 @@ def _execute(
         for values in todo:
             yield run_one(study_json, values, origin)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with _pool(workers, locked_fd) as pool:
         futures = [pool.submit(run_one, study_json, v, origin) for v in todo]
         for fut in as_completed(futures):
             yield fut.result()
+
+
+def _pool(workers: int, locked_fd: int | None) -> ProcessPoolExecutor:
+    """Local workers; forked ones close their copy of the locked results file, so that a
+    worker orphaned by a kill does not keep the lock."""
+    if locked_fd is not None and multiprocessing.get_start_method() == "fork":
+        return ProcessPoolExecutor(workers, initializer=os.close, initargs=(locked_fd,))
+    return ProcessPoolExecutor(max_workers=workers)
 
 
 def print_progress(done: int, total: int, elapsed: float) -> None:

@@ -425,7 +425,9 @@ def test_sweep_rows_carry_the_evidence(override, extrapolated, tmp_path):
         reader = csv.DictReader(fh)
         rows = list(reader)
         assert reader.fieldnames is not None
-        assert reader.fieldnames[-len(EVIDENCE_COLUMNS) :] == EVIDENCE_COLUMNS
+        # the evidence columns, then the study's hash (issue 20), last
+        assert reader.fieldnames[-len(EVIDENCE_COLUMNS) - 1 : -1] == EVIDENCE_COLUMNS
+        assert reader.fieldnames[-1] == "study"
     by_gpu = {r["gpu"]: r for r in rows}
     measured = by_gpu[MEASURED_GPU]
     assert measured["evidence"] == "measured" and measured["evidence_runs"] == "40"

@@ -1,0 +1,143 @@
+"""A sweep's results file: a CSV that knows its study, locked while a sweep writes it.
+
+Every row ends with a ``study`` column, a hash of the whole study (its base, axes and other
+settings, the content of every file it reads: catalog files, model spec files, and the
+designer's version), so the file stays a plain CSV for pandas and ``csv`` readers while
+``--resume`` can tell its own rows from another study's. A sweep holds an exclusive
+``fcntl.flock`` on the CSV from before it reads the file until its last row is written; a
+second sweep on the same file exits 2 at once (the lock dies with its process, SIGKILL
+included). Nothing is truncated or appended until the file is recognised as a results file of
+this study (or is empty, or, without ``--resume``, a results file of any study).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import fcntl
+import hashlib
+import io
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import IO, Any
+
+from designer.errors import UsageError
+
+STUDY_COLUMN = "study"
+
+
+def designer_version() -> str:
+    try:
+        return version("designer")
+    except PackageNotFoundError:  # a source checkout that is not installed
+        return "unknown"
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"  # the scenario reports it; the hash only needs to be stable
+
+
+def study_hash(study_json: str, files: list[Path]) -> str:
+    """The hash of a study: its settings (JSON), the content of the files it reads, in order,
+    and the designer's version (16 hex digits)."""
+    h = hashlib.sha256()
+    for part in (designer_version(), study_json, *(_file_digest(f) for f in files)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Opened:
+    """A results file open for appending: its handle, columns and the finished scenarios."""
+
+    fh: IO[str]
+    fd: int
+    columns: list[str]
+    done: set[str]
+
+
+def _not_results(path: Path, why: str) -> UsageError:
+    return UsageError(
+        f"{path} {why}; pass another --csv (or remove the file)",
+        "--csv",
+    )
+
+
+def _parse(path: Path, data: bytes, columns: list[str], digest: str, resume: bool) -> set[str]:
+    """The finished scenarios of an existing results file; UsageError for a file that is not
+    a results file (or, with ``resume``, not of this study)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _not_results(path, "is not a text file") from err
+    header = text.split("\n", 1)[0].rstrip("\r")
+    head = next(csv.reader([header]), [])
+    if not head or head[0] != "scenario" or "status" not in head:
+        raise _not_results(path, "is not a designer sweep results file")
+    if not resume:
+        return set()  # a results file of any study: the new sweep replaces it
+    if STUDY_COLUMN not in head:
+        raise _not_results(path, "has no study column (written by an older designer)")
+    if head != columns:
+        raise _not_results(path, "holds another study's columns")
+    complete = text[: text.rfind("\n") + 1]  # a row cut off by a kill (no newline) runs again
+    done: set[str] = set()
+    for row in csv.DictReader(io.StringIO(complete, newline="")):
+        if row.get(STUDY_COLUMN) != digest:
+            raise _not_results(
+                path, f"holds results of another study (hash {row.get(STUDY_COLUMN)!r})"
+            )
+        if row.get("scenario") and row.get("status"):
+            done.add(row["scenario"])
+    return done
+
+
+def _lock(fd: int, path: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as err:
+        raise UsageError(
+            f"another sweep is writing {path}; wait for it to finish or pass another --csv",
+            "--csv",
+        ) from err
+
+
+@contextlib.contextmanager
+def open_results(path: Path, columns: list[str], digest: str, resume: bool) -> Iterator[Opened]:
+    """The results file, locked, recognised, and open for appending rows (its header written
+    when it is new, empty or replaced; a row cut off by a kill dropped)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as err:
+        raise UsageError(
+            f"cannot write {path} ({err.strerror}); pass a writable path", "--csv"
+        ) from err
+    with os.fdopen(fd, "r+b") as raw:
+        _lock(fd, path)
+        data = raw.read()
+        done = _parse(path, data, columns, digest, resume) if data else set()
+        keep = data[: data.rfind(b"\n") + 1] if resume else b""
+        raw.seek(len(keep))
+        raw.truncate()
+        fh = io.TextIOWrapper(raw, encoding="utf-8", newline="", write_through=True)
+        try:
+            if not keep:
+                csv.writer(fh, lineterminator="\n").writerow(columns)
+            yield Opened(fh, fd, columns, done)
+        finally:
+            fh.detach()
+
+
+def append_row(opened: Opened, row: dict[str, Any], digest: str) -> None:
+    writer = csv.DictWriter(
+        opened.fh, fieldnames=opened.columns, extrasaction="ignore", lineterminator="\n"
+    )
+    writer.writerow({**row, STUDY_COLUMN: digest})
+    opened.fh.flush()
