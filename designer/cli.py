@@ -28,7 +28,7 @@ from designer.cli_options import (
     apply,
     file_option,
 )
-from designer.errors import Infeasible, UsageError
+from designer.errors import Infeasible, Interrupted, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
 from designer.numbers import Finite
 from designer.outputs import check_command_paths
@@ -67,6 +67,8 @@ def _report(err: Exception) -> Reported:
         return Reported(f"error: {err}")
     if isinstance(err, Infeasible):
         return NoAnswer(f"infeasible: {err}")
+    if isinstance(err, Interrupted):
+        return NoAnswer(f"stopped: {err}")
     # a bug: say so in one line unless debugging
     return NoAnswer(f"internal error: {err.__class__.__name__}: {err} (rerun with --debug)")
 
@@ -81,9 +83,22 @@ class DesignerGroup(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as err:
+            if _interrupted(err):  # Ctrl-C inside an extension's import: an abort, not a bug
+                raise click.exceptions.Abort() from err
             if ctx.params.get("debug"):
                 raise
             raise _report(err) from err
+
+
+def _interrupted(err: BaseException) -> bool:
+    """Whether ``err`` comes of an interrupt: pybind11 (OR-Tools) turns a KeyboardInterrupt
+    raised while a module initialises into ImportError("initialization failed") from it."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class DesignerCommand(click.Command):

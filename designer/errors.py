@@ -20,3 +20,7 @@ class UsageError(ValueError):
 
 class Infeasible(RuntimeError):
     """The question has no answer: exit code 1."""
+
+
+class Interrupted(RuntimeError):
+    """The work stopped before its end (a worker killed): exit code 1, and what to do next."""

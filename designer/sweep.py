@@ -20,13 +20,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from designer import report, results
-from designer.errors import UsageError
+from designer.errors import Interrupted, UsageError
 from designer.outputs import check_paths as check_paths_of
 from designer.pricing import gpu_price, with_prices
 from designer.question import QUESTION_FIELDS, Question
@@ -354,8 +355,14 @@ def _execute(
         return
     with _pool(workers, locked_fd) as pool:
         futures = [pool.submit(run_one, study_json, v, origin) for v in todo]
-        for fut in as_completed(futures):
-            yield fut.result()
+        try:
+            for fut in as_completed(futures):
+                yield fut.result()
+        except BrokenProcessPool as err:  # a worker killed (a signal, out of memory)
+            raise Interrupted(
+                "a sweep worker died before its scenario finished (killed?); the rows "
+                "written so far are kept: rerun with --resume to finish the study"
+            ) from err
 
 
 def _pool(workers: int, locked_fd: int | None) -> ProcessPoolExecutor:

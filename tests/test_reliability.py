@@ -361,3 +361,37 @@ def test_interrupted_and_concurrent_sweeps_leave_one_row_per_scenario(budgets, m
         got = rows(out)
         assert sorted(r["scenario"] for r in got) == sorted(want)
         assert {r["study"] for r in got} == {sweep_module.digest(study, str(s))}
+
+
+def test_an_interrupt_inside_an_import_is_an_abort_not_an_internal_error(capsys, monkeypatch):
+    """Ctrl-C while OR-Tools initialises reaches the command as ImportError("initialization
+    failed") raised from the KeyboardInterrupt (pybind11); the CLI reports the abort."""
+    import designer.cli as cli_module
+
+    def interrupted_import():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as err:
+            raise ImportError("initialization failed") from err
+
+    monkeypatch.setattr(cli_module, "zoo", interrupted_import)
+    code, _, err = run_main(capsys, ["models"])
+    assert code == 1
+    assert one_line(err) == "designer: aborted"
+
+
+def _dying_worker(*args):
+    os._exit(3)  # a sweep worker killed mid-scenario (a signal, the OOM killer)
+
+
+def test_a_dead_sweep_worker_stops_the_sweep_in_one_line(tmp_path, capsys, monkeypatch):
+    from designer import sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "run_one", _dying_worker)
+    out = tmp_path / "out.csv"
+    code, _, err = run_main(
+        capsys, ["sweep", str(study(tmp_path)), "--csv", str(out), "--workers", "2"]
+    )
+    assert code == 1
+    line = one_line(err)
+    assert line.startswith("designer: stopped: a sweep worker died") and "--resume" in line
