@@ -395,3 +395,17 @@ def test_a_dead_sweep_worker_stops_the_sweep_in_one_line(tmp_path, capsys, monke
     assert code == 1
     line = one_line(err)
     assert line.startswith("designer: stopped: a sweep worker died") and "--resume" in line
+
+
+def test_a_script_whose_variables_double_is_refused_not_expanded(tmp_path, capsys):
+    """Reproduction 8: twenty self-doubling shell variables in a 420-byte script would
+    expand to gigabytes; the importer stops past 100K characters with exit 2."""
+    lines = ['A="--num-layers 2 "', 'A1="$A $A"']
+    lines += [f'A{i}="$A{i - 1} $A{i - 1}"' for i in range(2, 21)]
+    lines.append("torchrun pretrain_gpt.py $A20")
+    script = tmp_path / "run.sh"
+    script.write_text("\n".join(lines) + "\n")
+    code, _, err = run_main(capsys, ["evaluate", "--from-megatron", str(script)])
+    assert code == 2
+    line = one_line(err)
+    assert "--from-megatron" in line and "expand past 100,000 characters" in line

@@ -24,7 +24,7 @@ from catalog.files import read_text
 from designer.errors import UsageError
 from designer.launch.megatron_model import activation_from, default, spec_fields
 from designer.launch.pipeline_layout import layout_split
-from designer.launch.script import command_from_script
+from designer.launch.script import ExpansionTooLarge, command_from_script
 from designer.launch.vocab import all_flags, flag, flag_index, normalize, vocabulary
 from models import Layout, TransformerSpec
 from models.feasibility import divisibility_violations
@@ -497,7 +497,7 @@ def load_megatron(value: str) -> ImportedRun:
         is_file = False
     if is_file:
         text = read_text(path, UsageError, "a launch script or the command itself", OPTION)
-        words = command_from_script(text)
+        words = _command(text, str(path))
         if words is None:
             raise UsageError(
                 f"{OPTION}: {path}: no torchrun or python ... .py command found; pass the "
@@ -508,5 +508,13 @@ def load_megatron(value: str) -> ImportedRun:
             raise UsageError(
                 f"{OPTION}: {value}: file not found; pass a launch script or a command"
             )
-        words = command_from_script(value) or shlex.split(value, comments=True)
+        words = _command(value, "the command") or shlex.split(value, comments=True)
     return parse_megatron(words)
+
+
+def _command(text: str, where: str) -> list[str] | None:
+    """command_from_script, its expansion bounded (exit 2 past the bound)."""
+    try:
+        return command_from_script(text)
+    except ExpansionTooLarge as err:
+        raise UsageError(f"{where}: {err}; expand them by hand", OPTION) from err

@@ -18,6 +18,13 @@ ARRAY_REF = re.compile(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?')
 BRACED = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}")
 PLAIN = re.compile(r"\$([A-Za-z_]\w*)")
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
+# A launch script's command expands to a few kilobytes; variables that double themselves
+# (A2="$A1 $A1" ...) would grow without bound, so expansion stops past this size.
+MAX_EXPANDED_CHARS = 100_000
+
+
+class ExpansionTooLarge(ValueError):
+    """A variable's expansion passed MAX_EXPANDED_CHARS."""
 
 
 def substitute(text: str, scalars: dict[str, str], arrays: dict[str, list[str]]) -> str:
@@ -43,9 +50,13 @@ def substitute(text: str, scalars: dict[str, str], arrays: dict[str, list[str]])
             return shlex.quote(arrays[name][0]) if arrays[name] else ""
         return m.group(0)
 
-    text = ARRAY_REF.sub(array, text)
-    text = BRACED.sub(braced, text)
-    return PLAIN.sub(plain, text)
+    for pattern, replace in ((ARRAY_REF, array), (BRACED, braced), (PLAIN, plain)):
+        text = pattern.sub(replace, text)
+        if len(text) > MAX_EXPANDED_CHARS:
+            raise ExpansionTooLarge(
+                f"the script's variables expand past {MAX_EXPANDED_CHARS:,} characters"
+            )
+    return text
 
 
 def _words(text: str) -> list[str]:
