@@ -8,7 +8,6 @@ Exit codes (../shared/CLI-CONTRACT.md): 0 success, 1 no answer (infeasible),
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -395,10 +394,11 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Local worker processes [default: cores].",
+    help="Local worker processes [default and most: cores].",
 )
+@click.option("--force", is_flag=True, help="Allow more --workers than this machine's cores.")
 def sweep_cmd(
-    study_file, show_schema, csv_file, plot_file, resume, executor, address, workers
+    study_file, show_schema, csv_file, plot_file, resume, executor, address, workers, force
 ) -> None:
     """Run a study: a base question and axes, the cross product, one CSV row per scenario."""
     from designer import sweep
@@ -412,7 +412,9 @@ def sweep_cmd(
     out = csv_file or study_file.with_suffix(".csv")
     sweep.check_paths(study, str(study_file), out, plot_file)
     progress = sweep.print_progress if sys.stderr.isatty() else None
-    workers = workers or os.cpu_count() or 1
+    workers, note = sweep.local_workers(workers, force)
+    if note:
+        click.echo(f"designer: note: {note}", err=True)
     rows = sweep.run_study(
         study, str(study_file), out, resume, workers, executor, address, progress=progress
     )

@@ -353,7 +353,7 @@ def _execute(
         for values in todo:
             yield run_one(study_json, values, origin)
         return
-    with _pool(workers, locked_fd) as pool:
+    with _pool(min(workers, len(todo)), locked_fd) as pool:  # no idle workers started
         futures = [pool.submit(run_one, study_json, v, origin) for v in todo]
         try:
             for fut in as_completed(futures):
@@ -363,6 +363,18 @@ def _execute(
                 "a sweep worker died before its scenario finished (killed?); the rows "
                 "written so far are kept: rerun with --resume to finish the study"
             ) from err
+
+
+def local_workers(requested: int | None, force: bool = False) -> tuple[int, str | None]:
+    """The local worker processes, and a note when the request was capped: the cores by
+    default, and no more than the cores unless forced (500 workers on 2 cores only
+    thrash; issue 20)."""
+    cores = os.cpu_count() or 1
+    if requested is None:
+        return cores, None
+    if requested > cores and not force:
+        return cores, f"--workers {requested} capped at this machine's {cores} cores (--force)"
+    return requested, None
 
 
 def _pool(workers: int, locked_fd: int | None) -> ProcessPoolExecutor:

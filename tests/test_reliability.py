@@ -409,3 +409,28 @@ def test_a_script_whose_variables_double_is_refused_not_expanded(tmp_path, capsy
     assert code == 2
     line = one_line(err)
     assert "--from-megatron" in line and "expand past 100,000 characters" in line
+
+
+def test_workers_are_capped_at_the_cores_unless_forced(tmp_path, capsys, monkeypatch):
+    """Reproduction 9: --workers 500 for a small study started 501 processes; now the cores
+    cap it (with a note) unless --force, and no more workers start than scenarios to run."""
+    from designer import sweep as sweep_module
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert sweep_module.local_workers(None) == (2, None)
+    assert sweep_module.local_workers(2) == (2, None)
+    workers, note = sweep_module.local_workers(500)
+    assert workers == 2 and note is not None and "--force" in note
+    assert sweep_module.local_workers(500, force=True) == (500, None)
+    started = []
+    real_pool = sweep_module._pool
+    monkeypatch.setattr(sweep_module, "_pool", lambda n, fd: started.append(n) or real_pool(n, fd))
+    out = tmp_path / "out.csv"
+    args = ["sweep", str(study(tmp_path)), "--csv", str(out), "--workers", "500", "--force"]
+    code, _, err = run_main(capsys, args)
+    assert code == 0, err
+    assert started == [2]  # two scenarios: two workers, not 500
+    code, _, err = run_main(
+        capsys, ["sweep", str(study(tmp_path)), "--csv", str(out)] + ["--workers", "9"]
+    )
+    assert code == 0 and "capped at this machine's 2 cores" in err
