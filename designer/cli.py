@@ -397,8 +397,25 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
     help="Local worker processes [default and most: cores].",
 )
 @click.option("--force", is_flag=True, help="Allow more --workers than this machine's cores.")
+@click.option("--yes", is_flag=True, help="Run a study larger than --max-scenarios.")
+@click.option(
+    "--max-scenarios",
+    type=click.IntRange(min=1),
+    default=None,
+    help="A larger study asks for --yes [default: 100,000].",
+)
 def sweep_cmd(
-    study_file, show_schema, csv_file, plot_file, resume, executor, address, workers, force
+    study_file,
+    show_schema,
+    csv_file,
+    plot_file,
+    resume,
+    executor,
+    address,
+    workers,
+    force,
+    yes,
+    max_scenarios,
 ) -> None:
     """Run a study: a base question and axes, the cross product, one CSV row per scenario."""
     from designer import sweep
@@ -409,6 +426,7 @@ def sweep_cmd(
     if study_file is None:
         raise UsageError("give a study YAML file (see designer sweep --schema)", "STUDY_FILE")
     study = sweep.load_study(study_file)
+    sweep.check_size(study, yes, max_scenarios)
     out = csv_file or study_file.with_suffix(".csv")
     sweep.check_paths(study, str(study_file), out, plot_file)
     progress = sweep.print_progress if sys.stderr.isatty() else None

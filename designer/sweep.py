@@ -188,6 +188,27 @@ def scenarios(study: Study) -> Iterator[dict[str, Any]]:
                 yield {**values, "sample": k}
 
 
+MAX_SCENARIOS = 100_000  # a larger study asks for --yes (a 1000 x 1000 study runs for days)
+
+
+def scenario_count(study: Study) -> int:
+    """How many scenarios (rows) the study runs: the axes' product, times the samples."""
+    n = math.prod(len(values) for values in study.axes.values())
+    return n * (study.uncertainty.samples if study.uncertainty is not None else 1)
+
+
+def check_size(study: Study, yes: bool, limit: int | None = None) -> None:
+    """Refuse (exit 2) a study over ``limit`` (MAX_SCENARIOS) scenarios unless --yes."""
+    n = scenario_count(study)
+    limit = MAX_SCENARIOS if limit is None else limit
+    if n > limit and not yes:
+        raise UsageError(
+            f"{n:,} scenarios, more than {limit:,}: narrow the axes, or pass --yes "
+            "(or a larger --max-scenarios) to run them all",
+            "STUDY_FILE",
+        )
+
+
 def price_draws(study: Study, values: dict[str, Any]) -> dict[str, float]:
     """The sample's price multipliers: a deterministic function of the seed and the scenario, so
     every executor and every resume draws the same numbers."""

@@ -434,3 +434,26 @@ def test_workers_are_capped_at_the_cores_unless_forced(tmp_path, capsys, monkeyp
         capsys, ["sweep", str(study(tmp_path)), "--csv", str(out)] + ["--workers", "9"]
     )
     assert code == 0 and "capped at this machine's 2 cores" in err
+
+
+def test_a_study_over_the_size_limit_asks_for_yes(tmp_path, capsys):
+    """Reproduction 10: a 1000 x 1000 study started at once; over --max-scenarios (default
+    100,000) it exits 2 before anything runs, unless --yes."""
+    big = tmp_path / "big.yaml"
+    budgets = ", ".join(f"{b}M" for b in range(1, 1001))
+    tokens = ", ".join(f"{t}B" for t in range(1, 1001))
+    big.write_text(
+        f"base:\n  model: llama2-7b\n  gpus: [h100-sxm]\naxes:\n  budget: [{budgets}]\n"
+        f"  tokens: [{tokens}]\n"
+    )
+    out = tmp_path / "big.csv"
+    code, _, err = run_main(capsys, ["sweep", str(big), "--csv", str(out)])
+    assert code == 2 and "1,000,000 scenarios, more than 100,000" in one_line(err)
+    assert not out.exists()
+    small = study(tmp_path)
+    args = ["sweep", str(small), "--csv", str(out), "--max-scenarios", "1"]
+    code, _, err = run_main(capsys, args)
+    assert code == 2 and "--yes" in one_line(err)
+    code, _, err = run_main(capsys, [*args, "--yes"])
+    assert code == 0, err
+    assert len(rows(out)) == 2
