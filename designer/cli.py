@@ -374,6 +374,11 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
 
 
 # ---------------------------------------------------------------- sweep
+def _count_option(flag: str, help: str) -> Any:
+    """An optional positive whole-number option (None: the command's default)."""
+    return click.option(flag, type=click.IntRange(min=1), default=None, help=help)
+
+
 @cli.command("sweep")
 @click.argument("study_file", type=click.Path(path_type=Path), required=False)
 @click.option(
@@ -390,20 +395,10 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
 @click.option("--resume", is_flag=True, help="Skip scenarios already in the CSV.")
 @click.option("--executor", type=click.Choice(("local", "ray")), default="local", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray).")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Local worker processes [default and most: cores].",
-)
+@_count_option("--workers", "Local worker processes [default and most: cores].")
 @click.option("--force", is_flag=True, help="Allow more --workers than this machine's cores.")
 @click.option("--yes", is_flag=True, help="Run a study larger than --max-scenarios.")
-@click.option(
-    "--max-scenarios",
-    type=click.IntRange(min=1),
-    default=None,
-    help="A larger study asks for --yes [default: 100,000].",
-)
+@_count_option("--max-scenarios", "A larger study asks for --yes [default: 100,000].")
 def sweep_cmd(
     study_file,
     show_schema,
