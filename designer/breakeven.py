@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from designer.errors import UsageError
+from designer.errors import Infeasible, UsageError
 from designer.pricing import gpu_price, with_prices
 from solvers import Scenario, SolveResult, solve_cpsat
 
@@ -60,6 +60,11 @@ def breakeven(
     else:  # search downward
         bottom = solve_at(lo)
         if not wins(bottom):
+            if rival.best is None and bottom.best is None:  # no answer to compare
+                raise Infeasible(
+                    f"neither {gpu} (even at 1/1000 of its price) nor {against} has a plan "
+                    "for this question; relax it (designer optimize explains the conflict)"
+                )
             return Breakeven(gpu, against, base, None, False, rival, None, (lo, hi))
         good, good_res, bad = lo, bottom, base
     while bad - good > rel * good:

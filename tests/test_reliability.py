@@ -457,3 +457,11 @@ def test_a_study_over_the_size_limit_asks_for_yes(tmp_path, capsys):
     code, _, err = run_main(capsys, [*args, "--yes"])
     assert code == 0, err
     assert len(rows(out)) == 2
+
+
+def test_breakeven_with_no_plan_on_either_side_exits_1(capsys):
+    """Reproduction 16: neither GPU has a plan at any price searched; the contract's exit 1."""
+    args = ["breakeven", "--model", "llama3-405b", "--budget", "10K", "--gpu", "h200"]
+    code, _, err = run_main(capsys, [*args, "--against", "h100-sxm"])
+    assert code == 1
+    assert one_line(err).startswith("designer: infeasible: neither h200")
