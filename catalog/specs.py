@@ -247,10 +247,11 @@ class GPUSpec(_Strict):
     name: str = Field(min_length=1)
     display_name: str = Field(min_length=1)
     vendor: str = Field(min_length=1)
-    memory_gb: float = Field(gt=0, le=100_000)
-    memory_bw_tb_per_s: float = Field(gt=0, le=1000)
-    dense_bf16_tflops: float = Field(gt=0, le=1e6)
-    dense_fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    # lower bounds: no accelerator below them (a tiny value only overflows the solvers)
+    memory_gb: float = Field(ge=1, le=100_000)
+    memory_bw_tb_per_s: float = Field(ge=0.01, le=1000)
+    dense_bf16_tflops: float = Field(ge=1, le=1e6)
+    dense_fp8_tflops: float | None = Field(default=None, ge=1, le=1e6)
     scale_up_bw_gb_per_s_per_direction: float = Field(
         gt=0,
         le=1e6,
@@ -272,10 +273,10 @@ class GPUSpec(_Strict):
     )
     pcie_gen: PCIeGen
     tdp_w: float = Field(gt=0, le=100_000)
-    price_usd: float = Field(gt=0, le=1e9, description="purchase price of one GPU")
+    price_usd: float = Field(ge=1, le=1e9, description="purchase price of one GPU")
     price_source: str = Field(min_length=1)
     price_date: str = Field(pattern=_DATE_PATTERN)
-    cloud_usd_per_gpu_hour: float = Field(gt=0, le=1e4)
+    cloud_usd_per_gpu_hour: float = Field(ge=0.01, le=1e4)
     cloud_price_source: str = Field(min_length=1)
     cloud_price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)

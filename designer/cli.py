@@ -8,6 +8,7 @@ Exit codes (../shared/CLI-CONTRACT.md): 0 success, 1 no answer (infeasible),
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,19 @@ from solvers import solve
 
 
 def emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+    """Standard JSON: a quantity that is not finite (a zero-throughput catalog entry's
+    infinite days) is null, never the invalid `Infinity` or `NaN`."""
+    click.echo(json.dumps(_finite(obj), indent=2, sort_keys=False, default=str, allow_nan=False))
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 class Reported(click.ClickException):

@@ -465,3 +465,21 @@ def test_breakeven_with_no_plan_on_either_side_exits_1(capsys):
     code, _, err = run_main(capsys, [*args, "--against", "h100-sxm"])
     assert code == 1
     assert one_line(err).startswith("designer: infeasible: neither h200")
+
+
+def test_json_output_is_standard_json_and_tiny_peaks_are_refused(tmp_path, capsys):
+    """Reproductions 14 and 19: a catalog override of 1e-300 TFLOPS (or a $1e-300 GPU) is
+    refused naming the field; and a quantity that is not finite prints as null in --json,
+    never the invalid Infinity."""
+    import json
+
+    from designer.cli import emit_json
+
+    tiny = tmp_path / "tiny.yaml"
+    for field in ("dense_bf16_tflops", "price_usd"):
+        tiny.write_text(f"gpus:\n  h100-sxm:\n    {field}: 1e-300\n")
+        code, _, err = run_main(capsys, ["evaluate", "--catalog", str(tiny)])
+        assert code == 2 and f"gpus.h100-sxm.{field}" in one_line(err)
+    capsys.readouterr()
+    emit_json({"days": float("inf"), "rows": [float("nan"), 1.5], "n": 2})
+    assert json.loads(capsys.readouterr().out) == {"days": None, "rows": [None, 1.5], "n": 2}
