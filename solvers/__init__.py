@@ -49,7 +49,7 @@ def solve(
     if solver == "exhaustive":
         from solvers.exhaustive import solve_exhaustive
 
-        return solve_exhaustive(scenario, top_k=top_k)
+        return solve_exhaustive(scenario, top_k=top_k, time_limit_s=time_limit_s)
     raise ValueError(f"unknown solver {solver!r}")
 
 

@@ -77,14 +77,23 @@ def checked_families(scenario: Scenario) -> list[Family]:
 
 @without_gc_pauses
 def solve_exhaustive(
-    scenario: Scenario, top_k: int = 1, candidates: list[Candidate] | None = None
+    scenario: Scenario,
+    top_k: int = 1,
+    candidates: list[Candidate] | None = None,
+    time_limit_s: float | None = None,
 ) -> SolveResult:
+    """Every shape's best plan, the ``top_k`` best overall. Past ``time_limit_s`` it stops
+    between shapes: the plans found so far are ``feasible`` (not proved), or ``unknown``."""
     start = time.perf_counter()
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     nics = nic_specs(scenario)
     a = scenario.assumptions
     per_shape: list[tuple[tuple, Config]] = []
+    complete = True
     for cand in cands:
+        if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
+            complete = False
+            break
         if not cand.allowed(scenario):
             continue
         best = best_for_candidate(scenario, cand, nics, a.dp_overlap, every_m=True)
@@ -92,12 +101,15 @@ def solve_exhaustive(
             per_shape.append(best)
     per_shape.sort(key=lambda kv: kv[0])
     plans = [build_plan(scenario, cfg) for _, cfg in per_shape[:top_k]]
-    status = "optimal" if plans else "infeasible"
+    if complete:
+        status = "optimal" if plans else "infeasible"
+    else:
+        status = "feasible" if plans else "unknown"
     return SolveResult(
         status=status,
         solver="exhaustive",
         wall_s=time.perf_counter() - start,
-        gap=0.0 if plans else None,
+        gap=0.0 if plans and complete else None,
         plans=plans,
         objective_name="time_to_train" if scenario.objective == "time" else "cost",
         objective_unit="days" if scenario.objective == "time" else "USD",

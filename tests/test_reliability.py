@@ -483,3 +483,13 @@ def test_json_output_is_standard_json_and_tiny_peaks_are_refused(tmp_path, capsy
     capsys.readouterr()
     emit_json({"days": float("inf"), "rows": [float("nan"), 1.5], "n": 2})
     assert json.loads(capsys.readouterr().out) == {"days": None, "rows": [None, 1.5], "n": 2}
+
+
+def test_the_exhaustive_solver_keeps_its_time_limit(capsys):
+    """Reproduction 18: --solver exhaustive --time-limit 0.01 ran 15 s and said optimal; it
+    now stops between shapes and says what it has (unknown here: exit 1, no plan)."""
+    args = ["optimize", "--budget", "30M", "--solver", "exhaustive", "--time-limit", "0.01"]
+    code, out, err = run_main(capsys, [*args, "--no-explain"])
+    assert code == 1
+    assert "exhaustive: unknown" in out and "optimal" not in out
+    assert "time limit" in one_line(err)
