@@ -18,7 +18,8 @@ from models.cost import Cluster
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
-from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, Presolved, presolve, prune
+from solvers.presolve import Presolved, presolve
+from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, prune
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates

@@ -29,7 +29,8 @@ from solvers.families import BY_NAME, NAMES, REGISTRY
 from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Plan, build_plan
-from solvers.prune import Presolved, may_beat, presolve
+from solvers.presolve import Presolved, presolve
+from solvers.prune import may_beat
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
 

@@ -1,4 +1,5 @@
-"""Which shapes the CP-SAT model is built over: presolve, incumbents, pruning by bound.
+"""Which shapes the CP-SAT model is built over: incumbents and pruning by bound (presolve,
+which drops the shapes the enforced families rule out, is solvers/presolve.py).
 
 None of these filters a constraint family (every family stays a CP-SAT
 constraint with its enforcement literal); they drop only literals CP-SAT
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from solvers.bounds import gemm_lower_bound, objective_lower_bound
 from solvers.exhaustive import best_for_candidate  # here a heuristic, not the oracle
 from solvers.plan import Config, build_plan
-from solvers.presolve import Presolved, presolve
+from solvers.presolve import Presolved
 from solvers.scenario import Scenario
 from solvers.space import Candidate, Shape, nic_specs
 
@@ -35,11 +36,6 @@ class Pruned:
     dp_ranges: list[tuple[int, int]]
     lower_bounds: list[float]
     incumbents: list[tuple[float, Config]]
-
-
-def presolved_candidates(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
-    """presolve's candidates."""
-    return presolve(scenario, candidates).candidates
 
 
 def may_beat(scenario: Scenario, pre: Presolved, objective: float) -> bool:

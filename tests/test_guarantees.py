@@ -23,7 +23,7 @@ from solvers import SolveResult, solve_cpsat, unproved_advice
 from solvers.bounds import dp_bounds, least_per_gpu, objective_lower_bound, site_gpu_limit
 from solvers.exhaustive import best_for_candidate
 from solvers.explain import binding_constraints
-from solvers.prune import presolve
+from solvers.presolve import presolve
 from solvers.space import enumerate_candidates, nic_specs
 
 ROOT = Path(__file__).resolve().parent.parent

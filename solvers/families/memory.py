@@ -42,7 +42,7 @@ class Memory(EvaluatorCheck):
         )
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
-        from solvers.prune import presolve
+        from solvers.presolve import presolve
         from solvers.space import with_memory_scale
 
         # a shape the other families rule out (memory off) stays out at any capacity: probe
