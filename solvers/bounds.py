@@ -141,6 +141,21 @@ def _least_capex_usd(scenario: Scenario, gpu, num_gpus: int) -> float:
     return scenario.memo[key] / 100.0
 
 
+def warm_least_capex(scenario: Scenario, wanted: list[tuple[str, int]]) -> None:
+    """Fill _least_capex_usd's memo for many (GPU type, GPU count) pairs at once: one
+    vectorised least_capex_cents per GPU type instead of one call per count (the same
+    formula on an array; a cost bound over thousands of shapes asks for hundreds)."""
+    by_gpu: dict[str, set[int]] = {}
+    for name, num_gpus in wanted:
+        if ("least_capex_cents", name, num_gpus) not in scenario.memo:
+            by_gpu.setdefault(name, set()).add(num_gpus)
+    for name, counts in by_gpu.items():
+        sizes = np.array(sorted(counts), dtype=np.int64)
+        cents = np.atleast_1d(least_capex_cents(scenario, scenario.catalog.gpu(name), sizes))
+        for n, c in zip(sizes.tolist(), cents.tolist(), strict=True):
+            scenario.memo["least_capex_cents", name, n] = int(c)
+
+
 def budget_gpu_limit(scenario: Scenario, gpu) -> int:
     """The most GPUs of this type whose least capex fits the budget (capex charged in full).
 

@@ -56,6 +56,13 @@ class _Columns:
             self.dp_min[i] = self.cands[i].dp_min_memory or 0
         return self.dp_min
 
+    def memory_cheap(self, ok: np.ndarray) -> np.ndarray:
+        """Which shapes' memory bounds are known or cheap to know (Candidate.memory_cheap)."""
+        cheap = self.dp_min >= 0
+        for i in np.flatnonzero(ok & ~cheap):
+            cheap[i] = self.cands[i].memory_cheap
+        return cheap
+
     def stage_times(self, ok: np.ndarray) -> np.ndarray:
         for i in np.flatnonzero(ok & np.isnan(self.stage_lower)):
             self.stage_lower[i] = stage_time_lower(self.cands[i])
@@ -96,29 +103,39 @@ def _gather(cands: list[Candidate]) -> _Columns:
     return col
 
 
-def presolve(scenario: Scenario, candidates: list[Candidate]) -> Presolved:
+def presolve(
+    scenario: Scenario, candidates: list[Candidate], cheap_only: bool = False
+) -> Presolved:
     """The candidates the enforced shape rules and memory allow and whose DP range
-    (bounds.dp_bounds) is not empty, with that range."""
+    (bounds.dp_bounds) is not empty, with that range. ``cheap_only``: only among the
+    shapes whose memory bound needs no performance-model call (a quick subset, for a
+    witness of feasibility before the whole space is bounded)."""
     if not candidates:
         return Presolved([], [])
     col = _columns(candidates)
     enforced = scenario.enforced
     blocked = sum(bit for name, bit in _RULE_BITS.items() if name in enforced)
     ok = (col.rules & blocked) == 0
-    lo = np.ones(len(candidates))
-    if "memory" in enforced:
-        floor = col.memory_floor(ok)
-        ok &= floor > 0
-        lo = np.where(ok, floor, 1).astype(float)
+    # the upper end first (cheap, per GPU type): a shape it empties needs no memory bound
+    # or stage time (each computed lazily), and those only raise the lower end
     limits = [dp_limits(scenario, g) for g in col.gpu_names]
     per_day, ceiling, fill = limits[0][:3]
-    if per_day is not None:
-        need = per_day * col.stage_times(ok) / col.micro_batch
-        lo = np.where(ok, np.maximum(lo, np.floor(need * (1 - 1e-9))), lo)
     hi = np.array([lim[3] for lim in limits], dtype=np.int64)[col.gpu] // col.replica
     if ceiling is not None:
         m_min = np.where(col.interleaved | fill, col.m_min, 1)
         hi = np.minimum(hi, ceiling // (col.micro_batch * m_min))
+    ok &= hi >= 1
+    lo = np.ones(len(candidates))
+    if "memory" in enforced:
+        if cheap_only:
+            ok &= col.memory_cheap(ok)
+        floor = col.memory_floor(ok)
+        ok &= floor > 0
+        lo = np.where(ok, floor, 1).astype(float)
+        ok &= lo <= hi
+    if per_day is not None:
+        need = per_day * col.stage_times(ok) / col.micro_batch
+        lo = np.where(ok, np.maximum(lo, np.floor(need * (1 - 1e-9))), lo)
     lo = np.maximum(lo, 1)
     keep = np.flatnonzero(ok & (lo <= hi))
     return Presolved([candidates[i] for i in keep], [(int(lo[i]), int(hi[i])) for i in keep])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solvers.bounds import gemm_lower_bound, objective_lower_bound
+from solvers.bounds import gemm_lower_bound, objective_lower_bound, warm_least_capex
 from solvers.exhaustive import best_for_candidate  # here a heuristic, not the oracle
 from solvers.plan import Config, build_plan
 from solvers.presolve import Presolved
@@ -61,6 +61,14 @@ def prune(
     to ``warm_shapes`` shapes, the most promising first. Two bounds then prune:
     the cheap GEMM-only bound first (most shapes), the full bound on the rest."""
     cands, ranges = pre.candidates, pre.dp_ranges
+    if scenario.objective != "time":  # the cost bounds' least capex, all sizes at once
+        warm_least_capex(
+            scenario,
+            [
+                (c.shape.gpu, r[0] * c.shape.replica_gpus)
+                for c, r in zip(cands, ranges, strict=True)
+            ],
+        )
     cheap = [gemm_lower_bound(scenario, c, r) for c, r in zip(cands, ranges, strict=True)]
     full: dict[int, float] = {}
 

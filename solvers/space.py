@@ -212,6 +212,14 @@ class Candidate:
             self._dp_min = dp_min_from_terms(terms, shape.cp, src.capacity_gb)
         return self._dp_min
 
+    @property
+    def memory_cheap(self) -> bool:
+        """Whether ``dp_min_memory`` is known or its memory terms are (no model call)."""
+        if self._dp_min is not _UNSET:
+            return True
+        src = self._source
+        return (src.gpu.calibration.flash_attention, *self.shape[1:]) in src.terms_cache
+
     def never_fits_memory(self) -> None:
         """Record that no DP degree fits the shape in memory, known without computing it:
         a smaller micro-batch of the same shape does not fit (memory grows with the

@@ -1,0 +1,78 @@
+"""Time designer commands in fresh processes, this tree against another git revision.
+
+The two trees alternate, command by command, so that both see the same machine load;
+the ratio is the figure to compare (machines are noisy), the seconds are context.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_once(tree: Path, args: list[str], ok_codes: tuple[int, ...] = (0,)) -> float:
+    """Wall seconds of ``python -m designer ARGS`` in ``tree`` (exit code checked)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "designer", *args],
+        cwd=tree,
+        env=env,
+        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    if done.returncode not in ok_codes:
+        raise SystemExit(f"designer {' '.join(args)} exited {done.returncode} in {tree}")
+    return time.perf_counter() - start
+
+
+def compare(
+    commands: list[list[str]],
+    against: str | None,
+    repeat: int,
+    ok_codes: tuple[int, ...] = (0,),
+) -> None:
+    """Run every command ``repeat`` times in each tree, interleaved; print medians and ratios."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"this tree": ROOT}
+        if against:
+            base = Path(tmp) / "base"
+            subprocess.run(
+                ["git", "worktree", "add", "--detach", str(base), against],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+            )
+            trees[against] = base
+        try:
+            times: dict[tuple[str, str], list[float]] = {}
+            for _ in range(repeat):
+                for cmd in commands:
+                    for name, tree in trees.items():
+                        took = run_once(tree, cmd, ok_codes)
+                        times.setdefault((name, " ".join(cmd)), []).append(took)
+        finally:
+            if against:
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(trees[against])],
+                    cwd=ROOT,
+                    check=False,
+                    capture_output=True,
+                )
+    print(f"median of {repeat} fresh processes each (s):")
+    for cmd in commands:
+        key = " ".join(cmd)
+        here = statistics.median(times[("this tree", key)])
+        line = f"designer {key}\n    this tree {here:.3f} (range {min(times[('this tree', key)]):.3f}-{max(times[('this tree', key)]):.3f})"
+        if against:
+            there = statistics.median(times[(against, key)])
+            line += f"  {against} {there:.3f}  ratio {here / there:.2f}"
+        print(line)
