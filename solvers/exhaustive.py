@@ -141,7 +141,7 @@ def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
         return dps, m_hi
     counts = np.maximum(0, m_hi - m_lo + 1)
     total = int(counts.sum())
-    if total > MAX_PAIRS:  # no usable ceiling: the largest m (dominance, module docstring)
+    if total > MAX_PAIRS:  # a ceiling too high to enumerate under: the largest m, as above
         return dps, m_hi
     d_rep = np.repeat(dps, counts)
     starts = np.repeat(np.cumsum(counts) - counts, counts)
@@ -172,6 +172,8 @@ def best_for_candidate(
     ok_batch = (m_hi >= m_lo) & ((shape.replica_gpus * dps) % gpu.server.purchase_unit_gpus == 0)
     if not ok_batch.any():
         return None
+    # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
+    every_m = every_m and scenario.active("batch_ceiling")
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     gpus = shape.replica_gpus * dps
     takes = {n.name for n in scenario.nics_for(gpu.name)}
