@@ -7,6 +7,7 @@ the ratio is the figure to compare (machines are noisy), the seconds are context
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -19,7 +20,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_once(tree: Path, args: list[str], ok_codes: tuple[int, ...] = (0,)) -> float:
     """Wall seconds of ``python -m designer ARGS`` in ``tree`` (exit code checked)."""
+    return run_timed(tree, args, ok_codes)[0]
+
+
+def run_timed(tree: Path, args: list[str], ok_codes: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, the process and its children) of
+    ``python -m designer ARGS`` in ``tree``: on a loaded machine the CPU time
+    says what the command costs, the wall time what a user waits."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "designer", *args],
@@ -31,7 +40,10 @@ def run_once(tree: Path, args: list[str], ok_codes: tuple[int, ...] = (0,)) -> f
     )
     if done.returncode not in ok_codes:
         raise SystemExit(f"designer {' '.join(args)} exited {done.returncode} in {tree}")
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def compare(

@@ -193,7 +193,8 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     least A / (b d) (A the cheaper regime's stage time). Upper: the GPU cap; the
     batch ceiling with the fewest micro-batches; under a capex budget, the most
     GPUs whose least capex fits it (budget_gpu_limit); the site limits. The parts that
-    depend on the question (and the GPU) alone are computed once (dp_limits)."""
+    depend on the question (and the GPU) alone are computed once (dp_limits). Under a
+    cloud or TCO budget the range is empty when the shape is priced_out."""
     s = cand.shape
     per_day, ceiling_seqs, fill, gpu_hi = dp_limits(scenario, s.gpu)
     lo = cand.dp_floor(scenario)
@@ -204,7 +205,10 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     if ceiling_seqs is not None:
         m_min = s.pp if ((fill or s.vp > 1) and s.pp > 1) else 1
         hi = min(hi, ceiling_seqs // (s.micro_batch * m_min))
-    return max(1, lo), hi
+    lo = max(1, lo)
+    if lo <= hi and priced_out(scenario, cand, lo):
+        hi = 0  # the budget rules the shape out (cloud or TCO pricing)
+    return lo, hi
 
 
 def dp_limits(scenario: Scenario, gpu_name: str) -> tuple[float | None, int | None, bool, int]:
@@ -307,7 +311,6 @@ def objective_lower_bound(
     capex at the smallest DP degree (least_capex_cents); cloud: sequences x
     gpu_seconds_per_sequence at the GPU's hourly price; TCO: tco_lower_bound."""
     s = cand.shape
-    g = scenario.catalog.gpu(s.gpu)
     lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)  # bounds: dp_bounds'
     hi = max(1, hi)
     b = s.micro_batch
@@ -317,12 +320,39 @@ def objective_lower_bound(
             b * w_hi
         )
         return days_from_seconds(per_seq * scenario.sequences)
+    return cost_lower_bound(scenario, cand, lo)
+
+
+def cost_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:
+    """The least cost (USD, in the question's pricing) of any plan of this shape with
+    d >= ``lo``: capex charged in full, the least capex of lo x replica GPUs
+    (least_capex_cents); cloud, sequences x gpu_seconds_per_sequence at the GPU's hourly
+    price; TCO, tco_lower_bound."""
+    s = cand.shape
+    g = scenario.catalog.gpu(s.gpu)
     if scenario.pricing == "tco":
         return tco_lower_bound(scenario, cand, lo)
     if scenario.capex_charged_in_full:
         return _least_capex_usd(scenario, g, lo * s.replica_gpus)
     gpu_s = scenario.sequences * gpu_seconds_per_sequence(scenario, cand, lo)
     return cloud_usd(1, days_from_seconds(gpu_s), g)
+
+
+def priced_out(scenario: Scenario, cand: Candidate, lo: int) -> bool:
+    """Whether the enforced budget rules out every plan of this shape with d >= ``lo``
+    when the cost grows with the GPU-time (cloud, TCO): its least cost, by the GEMM-only
+    bound first (gemm_lower_bound's, cheap) and then cost_lower_bound, exceeds the
+    budget. Capex charged in full is bounded by budget_gpu_limit instead (dp_limits)."""
+    if not scenario.active("budget") or scenario.pricing == "capex":
+        return False
+    key = ("priced_out", cand.shape, lo)
+    if key not in scenario.memo:
+        limit = scenario.budget * (1 + 1e-9)
+        scenario.memo[key] = (
+            _cost_gemm_lower_bound(scenario, cand, lo) > limit
+            or cost_lower_bound(scenario, cand, lo) > limit
+        )
+    return scenario.memo[key]
 
 
 def gemm_lower_bound(
@@ -341,11 +371,17 @@ def gemm_lower_bound(
         lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)
         per_seq = cand.gemm_mb_s / (s.micro_batch * max(1, hi))
         return days_from_seconds(per_seq * scenario.sequences)
+    lo, _ = bounds if bounds is not None else dp_bounds(scenario, cand)
+    return _cost_gemm_lower_bound(scenario, cand, lo)
+
+
+def _cost_gemm_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:
+    """gemm_lower_bound's cost: cost_lower_bound with the GEMM time for the step time."""
+    s = cand.shape
     if scenario.pricing == "tco":
-        lo, _ = bounds if bounds is not None else dp_bounds(scenario, cand)
         return tco_lower_bound(scenario, cand, lo, exact=False)
     if scenario.capex_charged_in_full:
-        return objective_lower_bound(scenario, cand, bounds)
+        return cost_lower_bound(scenario, cand, lo)
     g = scenario.catalog.gpu(s.gpu)
     gpu_s = s.replica_gpus * scenario.sequences * cand.gemm_mb_s / s.micro_batch
     return cloud_usd(1, days_from_seconds(gpu_s), g)

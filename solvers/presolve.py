@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solvers.bounds import dp_limits, stage_time_lower
+from solvers.bounds import dp_limits, priced_out, stage_time_lower
 from solvers.families import SHAPE_RULES
 from solvers.scenario import Scenario
 from solvers.space import Candidate
@@ -137,5 +137,9 @@ def presolve(
         need = per_day * col.stage_times(ok) / col.micro_batch
         lo = np.where(ok, np.maximum(lo, np.floor(need * (1 - 1e-9))), lo)
     lo = np.maximum(lo, 1)
-    keep = np.flatnonzero(ok & (lo <= hi))
+    ok &= lo <= hi
+    if "budget" in enforced and scenario.pricing != "capex":  # cost grows with GPU-time
+        for i in np.flatnonzero(ok):
+            ok[i] = not priced_out(scenario, candidates[i], int(lo[i]))
+    keep = np.flatnonzero(ok)
     return Presolved([candidates[i] for i in keep], [(int(lo[i]), int(hi[i])) for i in keep])
