@@ -193,8 +193,10 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     least A / (b d) (A the cheaper regime's stage time). Upper: the GPU cap; the
     batch ceiling with the fewest micro-batches; under a capex budget, the most
     GPUs whose least capex fits it (budget_gpu_limit); the site limits. The parts that
-    depend on the question (and the GPU) alone are computed once (dp_limits). Under a
-    cloud or TCO budget the range is empty when the shape is priced_out."""
+    depend on the question (and the GPU) alone are computed once (dp_limits). The range
+    is empty when a cloud or TCO budget prices the shape out (priced_out) or the
+    deadline finds it too slow at its upper end (too_slow). Both ends are multiples of
+    dp_step: GPUs are bought in whole servers or racks."""
     s = cand.shape
     per_day, ceiling_seqs, fill, gpu_hi = dp_limits(scenario, s.gpu)
     lo = cand.dp_floor(scenario)
@@ -205,10 +207,19 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     if ceiling_seqs is not None:
         m_min = s.pp if ((fill or s.vp > 1) and s.pp > 1) else 1
         hi = min(hi, ceiling_seqs // (s.micro_batch * m_min))
-    lo = max(1, lo)
-    if lo <= hi and priced_out(scenario, cand, lo):
-        hi = 0  # the budget rules the shape out (cloud or TCO pricing)
+    step = dp_step(scenario, cand)  # whole servers or racks
+    lo, hi = -(-max(1, lo) // step) * step, hi // step * step
+    if lo <= hi and (priced_out(scenario, cand, lo) or too_slow(scenario, cand, hi)):
+        hi = 0  # a cloud or TCO budget, or the deadline, rules the shape out
     return lo, hi
+
+
+def dp_step(scenario: Scenario, cand: Candidate) -> int:
+    """The DP degrees a shape can take are the multiples of this: replica x d GPUs come
+    in whole purchase units (servers, or NVL72 racks; catalog ServerSpec), so d is a
+    multiple of unit / gcd(replica, unit)."""
+    unit = scenario.catalog.gpu(cand.shape.gpu).server.purchase_unit_gpus
+    return unit // math.gcd(cand.shape.replica_gpus, unit)
 
 
 def dp_limits(scenario: Scenario, gpu_name: str) -> tuple[float | None, int | None, bool, int]:
@@ -310,17 +321,38 @@ def objective_lower_bound(
     smallest DP degree over every NIC slot of the fastest NIC. Cost: the least
     capex at the smallest DP degree (least_capex_cents); cloud: sequences x
     gpu_seconds_per_sequence at the GPU's hourly price; TCO: tco_lower_bound."""
-    s = cand.shape
     lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)  # bounds: dp_bounds'
     hi = max(1, hi)
-    b = s.micro_batch
     if scenario.objective == "time":
-        fixed, opt, w_hi = _step_fixed_lower(scenario, cand)
-        per_seq = stage_time_lower(cand) / (b * hi) + (fixed + opt / (hi * cand.coeffs.cp)) / (
-            b * w_hi
-        )
-        return days_from_seconds(per_seq * scenario.sequences)
+        return time_lower_bound(scenario, cand, hi)
     return cost_lower_bound(scenario, cand, lo)
+
+
+def time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> float:
+    """The least time (days) of any plan of this shape with d <= ``hi``: sequences x
+    (A / (b hi) + (C + D_min + O / (hi cp)) / (b W_max)) (objective_lower_bound)."""
+    b = cand.shape.micro_batch
+    fixed, opt, w_hi = _step_fixed_lower(scenario, cand)
+    per_seq = stage_time_lower(cand) / (b * hi) + (fixed + opt / (hi * cand.coeffs.cp)) / (b * w_hi)
+    return days_from_seconds(per_seq * scenario.sequences)
+
+
+def too_slow(scenario: Scenario, cand: Candidate, hi: int) -> bool:
+    """Whether the enforced deadline rules out every plan of this shape with d <= ``hi``:
+    its least time, by the GEMM-only bound first (gemm_lower_bound's, cheap) and then
+    time_lower_bound, exceeds the deadline. (The deadline's lower end of the DP range
+    counts the stage time alone; this counts the bubble, the gradient reduction and the
+    optimizer step too, at the most DP degrees and micro-batches the range allows.)"""
+    if not scenario.active("deadline"):
+        return False
+    key = ("too_slow", cand.shape, hi)
+    if key not in scenario.memo:
+        limit = scenario.deadline * (1 + 1e-9)
+        gemm = days_from_seconds(
+            scenario.sequences * cand.gemm_mb_s / (cand.shape.micro_batch * max(1, hi))
+        )
+        scenario.memo[key] = gemm > limit or time_lower_bound(scenario, cand, hi) > limit
+    return scenario.memo[key]
 
 
 def cost_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solvers.bounds import dp_limits, priced_out, stage_time_lower
+from solvers.bounds import dp_limits, dp_step, priced_out, stage_time_lower, too_slow
 from solvers.families import SHAPE_RULES
-from solvers.scenario import Scenario
+from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate
 
 
@@ -41,6 +41,7 @@ class _Columns:
     gpu: np.ndarray  # index into gpu_names
     gpu_names: list[str]
     replica: np.ndarray
+    dp_step: np.ndarray  # bounds.dp_step: d is a multiple of it (whole purchase units)
     micro_batch: np.ndarray
     m_min: np.ndarray  # micro-batches a step needs with pipeline_fill (or interleaving)
     interleaved: np.ndarray  # vp > 1 and pp > 1: at least pp micro-batches regardless
@@ -96,6 +97,7 @@ def _gather(cands: list[Candidate]) -> _Columns:
         gpu=np.array([index[s.gpu] for s in shapes], dtype=np.int64),
         gpu_names=names,
         replica=np.array([s.replica_gpus for s in shapes], dtype=np.int64),
+        dp_step=np.array([dp_step(c._source.scenario, c) for c in cands], dtype=np.int64),
         micro_batch=np.array([s.micro_batch for s in shapes], dtype=np.int64),
         m_min=np.where(pp > 1, pp, 1),
         interleaved=(vp > 1) & (pp > 1),
@@ -124,6 +126,7 @@ def presolve(
     if ceiling is not None:
         m_min = np.where(col.interleaved | fill, col.m_min, 1)
         hi = np.minimum(hi, ceiling // (col.micro_batch * m_min))
+    hi = hi // col.dp_step * col.dp_step
     ok &= hi >= 1
     lo = np.ones(len(candidates))
     if "memory" in enforced:
@@ -136,10 +139,14 @@ def presolve(
     if per_day is not None:
         need = per_day * col.stage_times(ok) / col.micro_batch
         lo = np.where(ok, np.maximum(lo, np.floor(need * (1 - 1e-9))), lo)
-    lo = np.maximum(lo, 1)
+    lo = np.minimum(np.maximum(lo, 1), GPU_CAP + 1).astype(np.int64)
+    lo = -(-lo // col.dp_step) * col.dp_step  # whole purchase units (bounds.dp_step)
     ok &= lo <= hi
-    if "budget" in enforced and scenario.pricing != "capex":  # cost grows with GPU-time
-        for i in np.flatnonzero(ok):
-            ok[i] = not priced_out(scenario, candidates[i], int(lo[i]))
+    if "deadline" in enforced or ("budget" in enforced and scenario.pricing != "capex"):
+        for i in np.flatnonzero(ok):  # bounds.dp_bounds' last rule, shape by shape
+            cand = candidates[i]
+            ok[i] = not (
+                priced_out(scenario, cand, int(lo[i])) or too_slow(scenario, cand, int(hi[i]))
+            )
     keep = np.flatnonzero(ok)
     return Presolved([candidates[i] for i in keep], [(int(lo[i]), int(hi[i])) for i in keep])
