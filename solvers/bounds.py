@@ -372,18 +372,18 @@ def cost_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:
 
 def priced_out(scenario: Scenario, cand: Candidate, lo: int) -> bool:
     """Whether the enforced budget rules out every plan of this shape with d >= ``lo``
-    when the cost grows with the GPU-time (cloud, TCO): its least cost, by the GEMM-only
-    bound first (gemm_lower_bound's, cheap) and then cost_lower_bound, exceeds the
-    budget. Capex charged in full is bounded by budget_gpu_limit instead (dp_limits)."""
+    when the cost grows with the GPU-time (cloud, TCO): its least cost by the GEMM-only
+    bound (gemm_lower_bound's) exceeds the budget. That bound needs no step
+    coefficients; cost_lower_bound's exact one would, for every shape the budget is
+    tested on (explanations test thousands, each time a family is dropped), and the
+    CP-SAT model carries it anyway as a cut. Capex charged in full is bounded by
+    budget_gpu_limit instead (dp_limits)."""
     if not scenario.active("budget") or scenario.pricing == "capex":
         return False
     key = ("priced_out", cand.shape, lo)
     if key not in scenario.memo:
         limit = scenario.budget * (1 + 1e-9)
-        scenario.memo[key] = (
-            _cost_gemm_lower_bound(scenario, cand, lo) > limit
-            or cost_lower_bound(scenario, cand, lo) > limit
-        )
+        scenario.memo[key] = _cost_gemm_lower_bound(scenario, cand, lo) > limit
     return scenario.memo[key]
 
 
