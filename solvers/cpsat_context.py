@@ -40,7 +40,6 @@ class BuildContext:
     md: cp_model.CpModel
     scenario: Scenario
     candidates: list[Candidate]
-    fix_families: bool  # families fixed on (a solve), else assumption literals (a conflict)
     coarsen: float  # the time unit's coarsening (build retries coarser on overflow)
     cost_cap_usd: float | None
     given_bounds: Bounds | None

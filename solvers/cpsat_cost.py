@@ -72,7 +72,7 @@ def _cloud_gpu_time(ctx: BuildContext) -> None:
     once the shape is chosen), in cents per GPU-time unit of each GPU type."""
     md, s, gpu_time = ctx.md, ctx.scenario, ctx.gpu_time
     ctx.coef = {g: cloud_usd(1, gpu_days_per_unit(ctx), ctx.gpus[g]) * 100 for g in ctx.gpu_names}
-    budget = ctx.fix_families and "budget" in ctx.enforce
+    budget = "budget" in ctx.enforce
     gt_hi = hi(gpu_time.var)
     if budget:
         gt_hi = min(gt_hi, down(s.budget * 100 / min(ctx.coef.values())))
@@ -120,9 +120,9 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
         * 100.0
     )
     cap: float | None = None
-    if ctx.fix_families and scenario.active("budget"):
+    if scenario.active("budget"):
         cap = scenario.budget * 100.0
-    if ctx.fix_families and ctx.cost_cap_usd is not None:
+    if ctx.cost_cap_usd is not None:
         cap = min(cap if cap is not None else math.inf, ctx.cost_cap_usd * 100.0)
     per_gpu = [least_per_gpu(scenario, g) for g in ctx.gpus.values()]
     t_lo, t_hi = gpu_time.lo, hi(gpu_time.var)

@@ -60,7 +60,6 @@ class Formulation:
 def build(
     scenario: Scenario,
     candidates: list[Candidate],
-    fix_families: bool = True,
     cost_cap_usd: float | None = None,
     bounds: Bounds | None = None,
 ) -> Formulation:
@@ -69,11 +68,11 @@ def build(
     ``cost_cap_usd``: no plan that matters costs more (an incumbent's cost with a margin);
     it tightens the bounds of the TCO products, so their rounding is finer. ``bounds``:
     each candidate's DP range and objective lower bound (solvers/bounds.py), when the
-    caller has them; used only with ``fix_families``."""
+    caller has them."""
     coarsen = 1.0
     for _ in range(8):
         try:
-            return _build(scenario, candidates, fix_families, coarsen, cost_cap_usd, bounds)
+            return _build(scenario, candidates, coarsen, cost_cap_usd, bounds)
         except OverflowError:
             coarsen *= 1000.0
     raise OverflowError(
@@ -84,7 +83,6 @@ def build(
 def _build(
     scenario: Scenario,
     candidates: list[Candidate],
-    fix_families: bool,
     coarsen: float,
     cost_cap_usd: float | None = None,
     given_bounds: Bounds | None = None,
@@ -93,7 +91,7 @@ def _build(
         raise ValueError("no candidate shapes")
     md = cp_model.CpModel()
     ctx = BuildContext(
-        md, scenario, list(candidates), fix_families, coarsen, cost_cap_usd, given_bounds
+        md, scenario, list(candidates), coarsen, cost_cap_usd, given_bounds
     )
     _choices(ctx)
     _scale(ctx)
@@ -137,8 +135,7 @@ def _choices(ctx: BuildContext) -> None:
     for family in REGISTRY:
         if family.active(s):
             ctx.enforce[family.name] = md.new_bool_var(f"enforce[{family.name}]")
-            if ctx.fix_families:
-                md.add(ctx.enforce[family.name] == 1)
+            md.add(ctx.enforce[family.name] == 1)
     ctx.shapes = [c.shape for c in cands]
     ctx.gpus = {c.shape.gpu: s.catalog.gpu(c.shape.gpu) for c in cands}
     ctx.gpu_names = sorted(ctx.gpus)
@@ -148,23 +145,21 @@ def _choices(ctx: BuildContext) -> None:
 
 
 def _scale(ctx: BuildContext) -> None:
-    """The largest admissible DP degree and micro-batches per step: the variables d and m.
-
-    Domains may only use a family's limit when the family is fixed on: with assumption
-    literals (conflict explanations) every family must stay relaxable."""
-    s, enforce, fixed = ctx.scenario, ctx.enforce, ctx.fix_families
+    """The largest admissible DP degree and micro-batches per step: the variables d and m
+    (the enforced families' limits bound their domains)."""
+    s, enforce = ctx.scenario, ctx.enforce
     ctx.ceiling_seq = down(s.ceiling_tokens / s.seq_len) if "batch_ceiling" in enforce else None
     gpu_cap = GPU_CAP
-    if fixed and "max_gpus" in enforce:
+    if "max_gpus" in enforce:
         caps = [s.gpu_cap(g) for g in ctx.gpus]
         if all(c is not None for c in caps):
             gpu_cap = min(gpu_cap, max(c for c in caps if c is not None))
-    if fixed and "budget" in enforce and s.capex_charged_in_full:
+    if "budget" in enforce and s.capex_charged_in_full:
         cheapest = min(usd_to_cents_up(g.price_usd) for g in ctx.gpus.values())
         gpu_cap = min(gpu_cap, int(s.budget * 100 // cheapest))
     ctx.gpu_cap = max(1, gpu_cap)
     dp_max, m_max = ctx.gpu_cap, GPU_CAP
-    if fixed and ctx.ceiling_seq:
+    if ctx.ceiling_seq:
         dp_max, m_max = min(dp_max, ctx.ceiling_seq), ctx.ceiling_seq
     ctx.dp_max, ctx.m_max = dp_max, max(1, m_max)
     ctx.dp = ctx.md.new_int_var(1, ctx.dp_max, "dp")
@@ -226,7 +221,7 @@ def _batch(ctx: BuildContext) -> None:
     ctx.b_sel = md.new_int_var(1, max(s.micro_batch for s in shapes), "micro_batch")
     md.add(ctx.b_sel == ctx.sel(s.micro_batch for s in shapes))
     gb_max = max(s.micro_batch for s in shapes) * ctx.dp_max * ctx.m_max
-    if "batch_ceiling" in ctx.enforce and ctx.fix_families and ctx.ceiling_seq:
+    if "batch_ceiling" in ctx.enforce and ctx.ceiling_seq:
         gb_max = min(gb_max, ctx.ceiling_seq)
     ctx.global_batch = md.new_int_var(1, gb_max, "global_batch")
     md.add_multiplication_equality(ctx.global_batch, [ctx.b_sel, ctx.w])
@@ -273,8 +268,6 @@ def _cuts(ctx: BuildContext) -> None:
     shape's DP range and a lower bound on its objective (solvers/bounds.py)."""
     md, s, cands = ctx.md, ctx.scenario, ctx.candidates
     ctx.lbs = [0.0] * len(cands)  # per candidate, objective units (the search order)
-    if not ctx.fix_families:
-        return
     if ctx.given_bounds is not None:
         bounds, ctx.lbs = ctx.given_bounds
     else:

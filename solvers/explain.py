@@ -188,38 +188,21 @@ def _witness(s: Scenario, pre: Presolved, tries: int = 4) -> bool:
 
 
 def infeasible_core(
-    scenario: Scenario, cands: list[Candidate], time_limit_s: float = 30.0, effort: float = 2.0
+    scenario: Scenario, cands: list[Candidate], time_limit_s: float = 30.0
 ) -> list[str]:
-    """A minimal set of families that cannot hold together (empty if the question is feasible).
+    """A minimal set of families that cannot hold together (empty if the question is
+    feasible, or undecided in time).
 
-    The assumption solve runs over every shape with wide domains and can be slow; it gets
-    ``effort`` units of deterministic time. If it proves nothing in that budget, deletion
-    starts from every active family instead (still minimal, still verified). When presolve
-    alone empties the space (every shape ruled out before any search, the usual case),
-    the assumption solve is skipped and deletion starts from every active family: each
-    shrink is then a presolve or a quick witness, not a search."""
+    Deletion from every active family (_shrink), each step verified: a presolve (which
+    usually empties the space: bounds.dp_bounds), a quick witness, or a CP-SAT solve over
+    the presolved shapes with their bounds and cuts. (An assumption solve over every shape
+    with the families as literals, which this replaced, cost more on every question of
+    bench/explain.py --random than the deletions it saved: its model had no bound to
+    use.)"""
     active = [f for f in NAMES if scenario.active(f)]
-    if not presolve(scenario, cands).candidates:
-        return _shrink(scenario, active, cands, time_limit_s)
-    form = build(scenario, cands, fix_families=False)
-    md = form.model
-    lits = dict(form.enforce)
-    md.add_assumptions(list(lits.values()))
-    solver = _solver(time_limit_s, 1, effort)  # one worker: multi-worker cores are not reliable
-    code = solver.solve(md)
-    if code == cp_model.MODEL_INVALID:
-        raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")
-    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if _feasible(scenario, set(active), cands, time_limit_s) is not False:
         return []
-    core = list(lits)
-    if code == cp_model.INFEASIBLE:
-        idx = set(solver.sufficient_assumptions_for_infeasibility())
-        core = [fam for fam, lit in lits.items() if lit.index in idx]
-    if _feasible(scenario, set(core), cands, time_limit_s) is not False:
-        core = list(lits)  # not verified: shrink from every family
-        if _feasible(scenario, set(core), cands, time_limit_s) is not False:
-            return []  # the whole question is feasible (or undecided in time)
-    return _shrink(scenario, core, cands, time_limit_s)
+    return _shrink(scenario, active, cands, time_limit_s)
 
 
 def _shrink(
