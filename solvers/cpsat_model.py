@@ -90,9 +90,7 @@ def _build(
     if not candidates:
         raise ValueError("no candidate shapes")
     md = cp_model.CpModel()
-    ctx = BuildContext(
-        md, scenario, list(candidates), coarsen, cost_cap_usd, given_bounds
-    )
+    ctx = BuildContext(md, scenario, list(candidates), coarsen, cost_cap_usd, given_bounds)
     _choices(ctx)
     _scale(ctx)
     _nics(ctx)
