@@ -8,6 +8,8 @@ run in parallel on local processes (``--workers``), or on a Ray cluster with
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import itertools
 import json
@@ -16,6 +18,7 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -332,11 +335,19 @@ def run_study(
     with results.open_results(csv_path, cols, key, resume) as out:
         todo = [v for v in scenarios(study) if scenario_id(v) not in out.done]
         start = time.perf_counter()
-        for row in _execute(study_json, todo, origin, workers, executor, address, out.fd):
-            results.append_row(out, row, key)
-            rows.append(row)
-            if progress:
-                progress(len(rows), len(todo), time.perf_counter() - start)
+        run = _execute(study_json, todo, origin, workers, executor, address, out.fd)
+        try:
+            for row in run:
+                results.append_row(out, row, key)
+                rows.append(row)
+                if progress:
+                    progress(len(rows), len(todo), time.perf_counter() - start)
+        except KeyboardInterrupt as err:  # SIGINT, or SIGTERM (designer.interrupts)
+            run.close()  # the workers stopped before the lock is let go
+            raise type(err)(
+                f"{len(rows)} of {len(todo)} scenarios run and kept in {csv_path}; rerun "
+                "with --resume to finish the study"
+            ) from err
     return rows
 
 
@@ -384,6 +395,9 @@ def _execute(
                 "a sweep worker died before its scenario finished (killed?); the rows "
                 "written so far are kept: rerun with --resume to finish the study"
             ) from err
+        except BaseException:  # a signal, or the sweep stopped: no worker outlives it
+            _stop_workers(pool)
+            raise
 
 
 def local_workers(requested: int | None, force: bool = False) -> tuple[int, str | None]:
@@ -399,11 +413,47 @@ def local_workers(requested: int | None, force: bool = False) -> tuple[int, str 
 
 
 def _pool(workers: int, locked_fd: int | None) -> ProcessPoolExecutor:
-    """Local workers; forked ones close their copy of the locked results file, so that a
-    worker orphaned by a kill does not keep the lock."""
-    if locked_fd is not None and multiprocessing.get_start_method() == "fork":
-        return ProcessPoolExecutor(workers, initializer=os.close, initargs=(locked_fd,))
-    return ProcessPoolExecutor(max_workers=workers)
+    """Local workers (``_worker_init``); forked ones close their copy of the locked results
+    file, so that a worker orphaned by a kill does not keep the lock."""
+    if multiprocessing.get_start_method() != "fork":
+        locked_fd = None
+    return ProcessPoolExecutor(workers, initializer=_worker_init, initargs=(locked_fd,))
+
+
+def _worker_init(locked_fd: int | None) -> None:
+    """A worker leaves signals to the sweep: Ctrl-C (sent to the whole terminal's process
+    group) is ignored, so the sweep decides and stops its workers; SIGTERM ends it at
+    once; and on Linux it dies with the sweep's process (PR_SET_PDEATHSIG), so a sweep
+    killed even by SIGKILL leaves no worker behind, adopted by PID 1."""
+    if locked_fd is not None:
+        os.close(locked_fd)
+    signal.set_wakeup_fd(-1)  # the parent's stop watcher (solvers/stop.py) is not ours
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() == 1:  # the sweep died before the line above: go too
+                os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now (SIGTERM, then SIGKILL to one
+    that lingers), waiting for each: none is left running, none adopted by PID 1."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # public in 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5)
 
 
 def print_progress(done: int, total: int, elapsed: float) -> None:

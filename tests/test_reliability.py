@@ -376,8 +376,8 @@ def test_an_interrupt_inside_an_import_is_an_abort_not_an_internal_error(capsys,
 
     monkeypatch.setattr(cli_module, "zoo", interrupted_import)
     code, _, err = run_main(capsys, ["models"])
-    assert code == 1
-    assert one_line(err) == "designer: aborted"
+    assert code == 130
+    assert one_line(err) == "designer: interrupted (SIGINT)"
 
 
 def _dying_worker(*args):
@@ -493,3 +493,132 @@ def test_the_exhaustive_solver_keeps_its_time_limit(capsys):
     assert code == 1
     assert "exhaustive: unknown" in out and "optimal" not in out
     assert "time limit" in one_line(err)
+
+
+# ---------------------------------------------------------------- 11: signals
+def _workers_of(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in children.read_text().split()] if children.exists() else []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "(zombie)" not in status
+
+
+def _signalled_sweep(tmp_path: Path, sig: signal.Signals, group: bool) -> tuple[int, str, Path]:
+    """A 30-scenario sweep on two workers, signalled once it has written 2 rows."""
+    s, out = tmp_path / "med.yaml", tmp_path / "c.csv"
+    budgets = ", ".join(f"{b}M" for b in range(1, 31))
+    s.write_text(SMALL.format(model="llama2-7b").replace("[1M, 2M]", f"[{budgets}]"))
+    proc = _sweep_process(s, out, 2)
+    try:
+        deadline = time.time() + 120
+        while len(out.read_text().splitlines() if out.exists() else []) < 3:
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        workers = _workers_of(proc.pid)
+        assert workers, "no worker processes"
+        (os.killpg if group else os.kill)(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+        assert not [w for w in workers if _running(w)], "a worker outlived the sweep"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, err, s
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize(
+    "sig,group,code",
+    [(signal.SIGTERM, False, 143), (signal.SIGINT, True, 130)],
+    ids=["SIGTERM-to-the-sweep", "SIGINT-to-its-group"],
+)
+def test_a_signalled_sweep_stops_its_workers_and_can_resume(tmp_path, capsys, sig, group, code):
+    """Reproduction 11: SIGTERM to the sweep (kill PID) left its workers running, adopted by
+    PID 1. Now SIGTERM or Ctrl-C (SIGINT to the whole process group, as a terminal sends
+    it) stops the workers, keeps the rows written, and exits 143 or 130 with one line."""
+    returned, err, s = _signalled_sweep(tmp_path, sig, group)
+    assert returned == code, err
+    line = one_line(err)
+    want = "terminated (SIGTERM)" if code == 143 else "interrupted (SIGINT)"
+    assert line.startswith(f"designer: {want}: "), line
+    assert "scenarios run and kept in" in line and "--resume" in line
+    out = tmp_path / "c.csv"
+    kept = len(rows(out))
+    assert 2 <= kept < 30
+    code2, text, err2 = sweep(capsys, s, out, "--resume")
+    assert code2 == 0, err2
+    assert f"{30 - kept} scenarios run" in text
+    ids = [r["scenario"] for r in rows(out)]
+    assert len(ids) == len(set(ids)) == 30
+
+
+def _hard_model():
+    """A 0-1 knapsack with 40 constraints over 300 items: CP-SAT needs far longer than the
+    test waits to prove it (seeded)."""
+    import random
+
+    from ortools.sat.python import cp_model
+
+    rng = random.Random(1)
+    md = cp_model.CpModel()
+    xs = [md.new_bool_var(f"x{i}") for i in range(300)]
+    for _ in range(40):
+        md.add(sum(rng.randint(1, 100) * x for x in xs) <= 5000)
+    md.maximize(sum(rng.randint(1, 100) * x for x in xs))
+    return md
+
+
+def test_sigint_stops_a_running_cp_sat_search():
+    """Reproduction 11: CP-SAT caught Ctrl-C itself and went on as if its time limit had
+    passed. Under the CLI's watch (solvers/stop.py) a SIGINT stops the search at once, later
+    searches do not start, and KeyboardInterrupt reaches the caller."""
+    import threading
+
+    from solvers import stop
+
+    solver = stop.stoppable_solver()
+    solver.parameters.max_time_in_seconds = 60
+    solver.parameters.num_workers = 1
+    assert solver.parameters.catch_sigint_signal is False
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.perf_counter()
+    with stop.watch([signal.SIGINT]), pytest.raises(KeyboardInterrupt):
+        timer.start()
+        try:
+            solver.solve(_hard_model())
+        finally:
+            assert stop.stopped()
+            with pytest.raises(KeyboardInterrupt):
+                stop.stoppable_solver().solve(_hard_model())  # no new search starts
+    assert time.perf_counter() - start < 20
+    assert not stop.stopped()  # reset when the watch ends
+
+
+OPTIMIZE_SLOW = ["optimize", "--deadline", "60d", "--pricing", "tco", "--model", "llama3-405b"]
+OPTIMIZE_SLOW += ["--evidence", "any", "--precision", "any", "--top", "5", "--no-explain"]
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_optimize_stops_it_with_one_line(sig, code):
+    """Reproduction 11: SIGINT during optimize ran to the end and printed `feasible` with exit
+    0. Now the command stops (the search too, when one runs) and prints no plan: exit 130
+    (143 for SIGTERM) with one line. The question takes about 10 s to answer here."""
+    cmd = [sys.executable, "-m", "designer", *OPTIMIZE_SLOW, "--time-limit", "60"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4.0)
+    sent = time.perf_counter()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    line = one_line(err)
+    assert line.startswith(
+        "designer: interrupted (SIGINT)" if code == 130 else "designer: terminated"
+    )
+    assert out == ""  # no plan, no status claimed
+    assert time.perf_counter() - sent < 5
