@@ -6,9 +6,18 @@ date. Bandwidths are per direction unless a name says otherwise (1 GB = 1e9 B).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
 _DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"
 PCIeGen = Annotated[int, Field(ge=3, le=7)]
@@ -19,7 +28,30 @@ PCIeGen = Annotated[int, Field(ge=3, le=7)]
 FABRICS = {"ib": "infiniband", "ethernet": "ethernet", "any": "any"}
 
 
-class _Strict(BaseModel):
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters (tab and newline aside): a name with ESC or BEL would reach the
+terminal (issue 20, 22)."""
+
+
+class NumbersNotBools(BaseModel):
+    """A model whose number fields refuse true and false (pydantic reads ``layers: true`` as
+    1) and whose text refuses control characters (issue 20, 22). The model specs, the
+    question and the catalog entries derive from it."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str) and _CONTROL.search(value):
+            raise ValueError("holds a control character; use printable text")
+        if isinstance(value, bool) and info.field_name in cls.model_fields:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(get_args(annotation)) or {annotation}
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError(f"{str(value).lower()} is not a number; give a number")
+        return value
+
+
+class _Strict(NumbersNotBools):
     """Base for catalog entries: unknown fields are rejected, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

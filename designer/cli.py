@@ -427,8 +427,7 @@ def sweep_cmd(
         return
     if study_file is None:
         raise UsageError("give a study YAML file (see designer sweep --schema)", "STUDY_FILE")
-    study = sweep.load_study(study_file)
-    sweep.check_size(study, yes, max_scenarios)
+    study = sweep.load_study(study_file, yes, max_scenarios)
     out = csv_file or study_file.with_suffix(".csv")
     sweep.check_paths(study, str(study_file), out, plot_file)
     progress = sweep.print_progress if sys.stderr.isatty() else None

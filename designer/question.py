@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from catalog.specs import FABRICS, Facility
+from catalog.specs import FABRICS, Facility, NumbersNotBools
 from designer.errors import UsageError
 from designer.numbers import Days, Finite, Quantity
 from models.layout import Assumptions
@@ -148,7 +148,7 @@ SuffixNumber = float | str  # a number, or text with the CLI's suffixes (30M, 2T
 _FIELD = ConfigDict(extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
-class Question(BaseModel):
+class Question(NumbersNotBools):
     """A design question: optimize's options, with the same suffixes (30M, 2T, 90d)."""
 
     model_config = _FIELD

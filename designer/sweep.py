@@ -88,6 +88,12 @@ class Study(BaseModel):
                 raise ValueError(f"unknown axis {name!r}; use one of {', '.join(AXIS_FIELDS)}")
             if not values:
                 raise ValueError(f"axis {name!r} is empty; give at least one value")
+            seen: set[str] = set()
+            for value in values:  # a repeated value would run twice under one scenario id
+                key = json.dumps(value, sort_keys=True, default=str)
+                if key in seen:
+                    raise ValueError(f"axis {name!r} gives {value!r} twice; give each value once")
+                seen.add(key)
         return axes
 
 
@@ -95,7 +101,9 @@ def schema() -> dict[str, Any]:
     return Study.model_json_schema()
 
 
-def load_study(path: Path) -> Study:
+def load_study(path: Path, yes: bool = True, limit: int | None = None) -> Study:
+    """The study file, validated: its schema, its size (``check_size``: over ``limit``
+    scenarios it needs ``yes``), then the base and every axis value."""
     from designer.questions import _read_document  # one reader for every YAML/JSON input
 
     doc = _read_document(path)
@@ -110,6 +118,7 @@ def load_study(path: Path) -> Study:
         elif first["loc"][0] == "base" and not isinstance(first.get("input"), dict):
             msg += f" (got {first.get('input')!r})"
         raise UsageError(f"{path}: {loc}: {msg}") from err
+    check_size(study, yes, limit)  # before the per-value checks, which build questions
     # every scenario must be a valid question: check the base and every axis value first
     for values in _cross(study):
         _check_scenario(path, study, values)
@@ -152,9 +161,7 @@ def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
             f"{path}: axes.{PRICE_AXIS}",
         )
     try:
-        question = Question.model_validate(
-            study.base.model_copy(update=_question_values(values)).model_dump()
-        )
+        question = scenario_question(study, values)
     except ValidationError as err:
         first = err.errors()[0]
         where, got = _blame(path, study, values, str(first["loc"][0]))
@@ -178,6 +185,13 @@ def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
 def _question_values(values: dict[str, Any]) -> dict[str, Any]:
     """The axis values that are question fields (not the sample index or price multipliers)."""
     return {k: v for k, v in values.items() if k not in ("sample", PRICE_AXIS)}
+
+
+def scenario_question(study: Study, values: dict[str, Any]) -> Question:
+    """The base question with the scenario's axis values, validated (a copy with the values
+    put in unvalidated kept a plain integer where the schema holds a float or text, and
+    pydantic warned about it on every dump: issue 20, 22). ValidationError if invalid."""
+    return Question.model_validate({**study.base.model_dump(), **_question_values(values)})
 
 
 def scenarios(study: Study) -> Iterator[dict[str, Any]]:
@@ -246,7 +260,7 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
     from solvers.explain import binding_constraints
 
     study = Study.model_validate_json(study_json)
-    question = study.base.model_copy(update=_question_values(values))
+    question = scenario_question(study, values)
     row: dict[str, Any] = {"scenario": scenario_id(values)}
     row.update({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in values.items()})
     scales = price_draws(study, values)
