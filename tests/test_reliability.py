@@ -130,15 +130,8 @@ def test_two_concurrent_resumes_write_each_scenario_once(tmp_path):
 def test_orphaned_workers_do_not_keep_the_lock(tmp_path, capsys):
     """Reproduction 3: the sweep's process killed under its workers; a resume at once gets
     the lock (forked workers close their copy of the locked file) and finishes the study."""
-    s, out = tmp_path / "med.yaml", tmp_path / "c.csv"
-    budgets = ", ".join(f"{b}M" for b in range(1, 31))
-    s.write_text(SMALL.format(model="llama2-7b").replace("[1M, 2M]", f"[{budgets}]"))
-    proc = _sweep_process(s, out, 2)
+    s, out, proc = _started_sweep(tmp_path)
     try:
-        deadline = time.time() + 120
-        while len(out.read_text().splitlines() if out.exists() else []) < 3:
-            assert time.time() < deadline and proc.poll() is None
-            time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)  # the parent only: its workers live on
         proc.wait()
         code, text, err = sweep(capsys, s, out, "--resume")
@@ -330,6 +323,22 @@ def _interrupt(study_file: Path, out: Path, action: str, delay: float) -> None:
         assert "internal error" not in (err or ""), err
 
 
+def _started_sweep(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen]:
+    """A 30-scenario study swept on two workers (its own session), once 2 rows are written."""
+    s, out = tmp_path / "med.yaml", tmp_path / "c.csv"
+    budgets = ", ".join(f"{b}M" for b in range(1, 31))
+    s.write_text(SMALL.format(model="llama2-7b").replace("[1M, 2M]", f"[{budgets}]"))
+    proc = _sweep_process(s, out, 2)
+    deadline = time.time() + 120
+    while len(out.read_text().splitlines() if out.exists() else []) < 3:
+        if time.time() > deadline or proc.poll() is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"the sweep wrote no rows: {proc.communicate()[1]}")
+        time.sleep(0.02)
+    return s, out, proc
+
+
 @pytest.mark.slow
 @settings(max_examples=6, deadline=None, derandomize=True, database=None)
 @given(
@@ -517,15 +526,8 @@ def _running(pid: int) -> bool:
 
 def _signalled_sweep(tmp_path: Path, sig: signal.Signals, group: bool) -> tuple[int, str, Path]:
     """A 30-scenario sweep on two workers, signalled once it has written 2 rows."""
-    s, out = tmp_path / "med.yaml", tmp_path / "c.csv"
-    budgets = ", ".join(f"{b}M" for b in range(1, 31))
-    s.write_text(SMALL.format(model="llama2-7b").replace("[1M, 2M]", f"[{budgets}]"))
-    proc = _sweep_process(s, out, 2)
+    s, _, proc = _started_sweep(tmp_path)
     try:
-        deadline = time.time() + 120
-        while len(out.read_text().splitlines() if out.exists() else []) < 3:
-            assert time.time() < deadline and proc.poll() is None
-            time.sleep(0.02)
         workers = _workers_of(proc.pid)
         assert workers, "no worker processes"
         (os.killpg if group else os.kill)(proc.pid, sig)
