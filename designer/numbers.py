@@ -58,6 +58,7 @@ class _Positive(click.ParamType):
 
     maximum: float | None = None
     minimum: float | None = None
+    unit = ""  # after the largest value in a message
 
     def parse(self, text: str) -> float:
         raise NotImplementedError
@@ -76,7 +77,8 @@ class _Positive(click.ParamType):
             raise ValueError(f"{value!r} is less than the least value allowed, {self.minimum:g}")
         if self.maximum is not None and out > self.maximum:
             raise ValueError(
-                f"{value!r} is more than the largest value allowed, {show_limit(self.maximum)}"
+                f"{value!r} is more than the largest value allowed, "
+                f"{show_limit(self.maximum)}{self.unit}"
             )
         return out
 
@@ -117,6 +119,7 @@ class Days(_Positive):
     """A positive duration in days: '90d', '36h' or a plain number of days."""
 
     name = "days"
+    unit = " days"
 
     def __init__(self, maximum: float | None = None) -> None:
         self.maximum = maximum

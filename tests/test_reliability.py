@@ -587,6 +587,7 @@ def test_sigint_stops_a_running_cp_sat_search():
     searches do not start, and KeyboardInterrupt reaches the caller."""
     import threading
 
+    from designer import interrupts
     from solvers import stop
 
     solver = stop.stoppable_solver()
@@ -595,14 +596,16 @@ def test_sigint_stops_a_running_cp_sat_search():
     assert solver.parameters.catch_sigint_signal is False
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     start = time.perf_counter()
-    with stop.watch([signal.SIGINT]), pytest.raises(KeyboardInterrupt):
-        timer.start()
-        try:
+    with stop.watch([signal.SIGINT]):
+        with pytest.raises(KeyboardInterrupt):
+            timer.start()
             solver.solve(_hard_model())
-        finally:
-            assert stop.stopped()
-            with pytest.raises(KeyboardInterrupt):
-                stop.stoppable_solver().solve(_hard_model())  # no new search starts
+        assert stop.stopped()
+        with pytest.raises(KeyboardInterrupt):
+            stop.stoppable_solver().solve(_hard_model())  # no new search starts
+        line, code = interrupts.describe(KeyboardInterrupt())
+        assert code == 130 and "the CP-SAT search was stopped" in line
+        assert "no plan is reported" in line and "--time-limit" in line
     assert time.perf_counter() - start < 20
     assert not stop.stopped()  # reset when the watch ends
 
