@@ -6,7 +6,8 @@ question file, and values for every numeric field of a catalog override (GPU, se
 profile, NIC, switch, facility, read from the catalog's pydantic models so that a new field
 is fuzzed too). Every run exits 0, 1 or 2 with no traceback; a refusal is one line. The
 commands run in-process on a tiny question (llama2-7b on H100, 20B tokens, 1M-token
-batches) so that the whole module takes seconds."""
+batches) so that the draws take seconds; the draws are derandomized (the same in every
+run, so CI does not flake), and a slow test runs every option with every extreme value."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import types
 import typing
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -72,7 +74,13 @@ def assert_contract(args: list[str]) -> tuple[int, str]:
     return code, err
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(option=st.sampled_from(QUESTION_OPTIONS), value=VALUES)
 def test_optimize_options_never_give_an_internal_error(option, value):
     if option == "--gpu-cap":
@@ -80,13 +88,25 @@ def test_optimize_options_never_give_an_internal_error(option, value):
     assert_contract(["optimize", *QUESTION, option, value])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(option=st.sampled_from(EVALUATE_OPTIONS), value=VALUES)
 def test_evaluate_options_never_give_an_internal_error(option, value):
     assert_contract(["evaluate", *TINY, option, value])
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(value=VALUES)
 def test_compare_budget_never_gives_an_internal_error(value):
     assert_contract(["compare", *QUESTION[:4], "--gpu", "h200", "--budget", value])
@@ -136,10 +156,29 @@ def test_the_catalog_fuzz_covers_every_kind_of_field():
     assert len(CATALOG_FIELDS) > 40
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(entry=st.sampled_from(CATALOG_FIELDS), value=CATALOG_VALUES)
 def test_catalog_fields_never_give_an_internal_error(entry, value):
     path, field = entry
     file = str(_override(path, field, value))
     assert_contract(["optimize", *QUESTION, "--catalog", file])
     assert_contract(["evaluate", *TINY, "--tp", "8", "--catalog", file, "--json"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("option", QUESTION_OPTIONS + [f"evaluate {o}" for o in EVALUATE_OPTIONS])
+def test_every_option_with_every_extreme_value(option):
+    """The grid behind the draws: each option with each extreme value (slow: ~1,300 runs)."""
+    for value in EXTREMES:
+        if option.startswith("evaluate "):
+            assert_contract(["evaluate", *TINY, option.split()[1], value])
+        elif option == "--gpu-cap":
+            assert_contract(["optimize", *QUESTION, option, f"h100-sxm={value}"])
+        else:
+            assert_contract(["optimize", *QUESTION, option, value])
