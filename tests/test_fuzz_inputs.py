@@ -52,6 +52,14 @@ EVALUATE_OPTIONS = [
 ]  # fmt: skip
 
 
+DRAWS = {
+    "deadline": None,
+    "derandomize": True,  # the same draws in every run: CI does not flake
+    "database": None,
+    "suppress_health_check": [HealthCheck.too_slow],
+}
+
+
 def invoke(args: list[str]) -> tuple[int, str, str]:
     """designer.cli.main in-process: (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
@@ -74,13 +82,7 @@ def assert_contract(args: list[str]) -> tuple[int, str]:
     return code, err
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=60, **DRAWS)
 @given(option=st.sampled_from(QUESTION_OPTIONS), value=VALUES)
 def test_optimize_options_never_give_an_internal_error(option, value):
     if option == "--gpu-cap":
@@ -88,25 +90,13 @@ def test_optimize_options_never_give_an_internal_error(option, value):
     assert_contract(["optimize", *QUESTION, option, value])
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=40, **DRAWS)
 @given(option=st.sampled_from(EVALUATE_OPTIONS), value=VALUES)
 def test_evaluate_options_never_give_an_internal_error(option, value):
     assert_contract(["evaluate", *TINY, option, value])
 
 
-@settings(
-    max_examples=15,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=15, **DRAWS)
 @given(value=VALUES)
 def test_compare_budget_never_gives_an_internal_error(value):
     assert_contract(["compare", *QUESTION[:4], "--gpu", "h200", "--budget", value])
@@ -156,13 +146,7 @@ def test_the_catalog_fuzz_covers_every_kind_of_field():
     assert len(CATALOG_FIELDS) > 40
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=60, **DRAWS)
 @given(entry=st.sampled_from(CATALOG_FIELDS), value=CATALOG_VALUES)
 def test_catalog_fields_never_give_an_internal_error(entry, value):
     path, field = entry
