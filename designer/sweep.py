@@ -431,10 +431,11 @@ def _pool(workers: int, locked_fd: int | None) -> ProcessPoolExecutor:
     file, so that a worker orphaned by a kill does not keep the lock."""
     if multiprocessing.get_start_method() != "fork":
         locked_fd = None
-    return ProcessPoolExecutor(workers, initializer=_worker_init, initargs=(locked_fd,))
+    init = (locked_fd, os.getpid())
+    return ProcessPoolExecutor(workers, initializer=_worker_init, initargs=init)
 
 
-def _worker_init(locked_fd: int | None) -> None:
+def _worker_init(locked_fd: int | None, sweep_pid: int) -> None:
     """A worker leaves signals to the sweep: Ctrl-C (sent to the whole terminal's process
     group) is ignored, so the sweep decides and stops its workers; SIGTERM ends it at
     once; and on Linux it dies with the sweep's process (PR_SET_PDEATHSIG), so a sweep
@@ -448,7 +449,7 @@ def _worker_init(locked_fd: int | None) -> None:
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() == 1:  # the sweep died before the line above: go too
+            if os.getppid() != sweep_pid:  # the sweep died before the line above: go too
                 os._exit(1)
 
 
