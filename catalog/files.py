@@ -25,13 +25,56 @@ def read_text(path: Path, error: type[Exception], expected: str, prefix: str = "
         ) from err
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader refusing a key given twice in one mapping (it keeps the last one
+    silently; issue 20, 22)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                again = key in seen
+            except TypeError:  # an unhashable key: the base class says so
+                continue
+            if again:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"key {key!r} given twice; give each key once",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice (json keeps the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"key {key!r} given twice; give each key once")
+        out[key] = value
+    return out
+
+
 def read_document(path: Path, error: type[Exception], expected: str) -> Any:
     """Parse ``path`` (JSON when it ends in .json, YAML otherwise). Every failure is one
     line of ``error`` naming the file and the fix; ``expected`` says what file to pass."""
     text = read_text(path, error, expected)
     is_json = path.suffix.lower() == ".json"
     try:
-        return json.loads(text) if is_json else yaml.safe_load(text)
+        if is_json:
+            return json.loads(text, object_pairs_hook=_unique_pairs)
+        return yaml.load(text, _UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except _DuplicateKey as err:
+        raise error(f"{path}: {err}") from err
     except json.JSONDecodeError as err:
         raise error(
             f"{path}: JSON syntax error at line {err.lineno}, column {err.colno}: {err.msg}; fix the syntax"

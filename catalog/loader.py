@@ -57,7 +57,7 @@ def format_validation_error(origin: str, prefix: str, err: ValidationError) -> s
         return f"{origin}: {field}: required field is missing; add it"
     got = first.get("input")
     got_text = "" if isinstance(got, dict) else f" (got {got!r})"
-    return f"{origin}: {field}: {first['msg']}{got_text}"
+    return f"{origin}: {field}: {first['msg'].removeprefix('Value error, ')}{got_text}"
 
 
 def _merge_document(raw: dict[str, dict[str, Any]], doc: Any, origin: str) -> None:

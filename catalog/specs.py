@@ -6,9 +6,18 @@ date. Bandwidths are per direction unless a name says otherwise (1 GB = 1e9 B).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
 _DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"
 PCIeGen = Annotated[int, Field(ge=3, le=7)]
@@ -19,7 +28,30 @@ PCIeGen = Annotated[int, Field(ge=3, le=7)]
 FABRICS = {"ib": "infiniband", "ethernet": "ethernet", "any": "any"}
 
 
-class _Strict(BaseModel):
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters (tab and newline aside): a name with ESC or BEL would reach the
+terminal (issue 20, 22)."""
+
+
+class NumbersNotBools(BaseModel):
+    """A model whose number fields refuse true and false (pydantic reads ``layers: true`` as
+    1) and whose text refuses control characters (issue 20, 22). The model specs, the
+    question and the catalog entries derive from it."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str) and _CONTROL.search(value):
+            raise ValueError("holds a control character; use printable text")
+        if isinstance(value, bool) and info.field_name in cls.model_fields:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(get_args(annotation)) or {annotation}
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError(f"{str(value).lower()} is not a number; give a number")
+        return value
+
+
+class _Strict(NumbersNotBools):
     """Base for catalog entries: unknown fields are rejected, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -67,44 +99,54 @@ class Calibration(_Strict):
 
     Fitted on measured runs (``bench/calibrate.py``; the note says on which).
     The mechanisms of modern stacks are separate named terms whose defaults
-    switch them off, so a profile without them is the 2022 model.
+    switch them off, so a profile without them is the 2022 model. Bounds are physical:
+    efficiencies of at least 1% (a tinier one only overflows the solvers' time units),
+    overheads of at most a second, passes of at most a thousand.
     """
 
     matmul_efficiency: float = Field(
-        gt=0, le=1, description="fraction of the dense peak reached by large transformer GEMMs"
+        ge=0.01, le=1, description="fraction of the dense peak reached by large transformer GEMMs"
     )
     matmul_half_width: float = Field(
         ge=0,
+        le=1e6,
         description="GEMM width (hidden / TP, in elements) at which efficiency falls to half "
         "of matmul_efficiency: eff = matmul_efficiency * w / (w + matmul_half_width)",
     )
     elementwise_passes: float = Field(
         ge=0,
+        le=1000,
         description="HBM passes over a layer's activations (Korthikanti's no-recompute bytes) "
         "made by memory-bound kernels (norms, softmax, dropout, GeLU) per forward",
     )
     kernel_overhead_us_per_layer: float = Field(
         ge=0,
+        le=1e6,
         description="fixed launch and synchronisation time per layer per forward, microseconds",
     )
     host_issue_us_per_layer: float = Field(
         0.0,
         ge=0,
+        le=1e6,
         description="host (CPU) time to issue one layer's kernels per forward-equivalent, "
         "microseconds: a micro-batch's stage time is at least this floor (launch-bound)",
     )
     scale_up_bus_efficiency: float = Field(
-        gt=0, le=1, description="achieved / nominal bandwidth of collectives on the scale-up link"
+        ge=0.01,
+        le=1,
+        description="achieved / nominal bandwidth of collectives on the scale-up link",
     )
     network_bus_efficiency: float = Field(
-        gt=0, le=1, description="achieved / nominal bandwidth of collectives over the NICs"
+        ge=0.01, le=1, description="achieved / nominal bandwidth of collectives over the NICs"
     )
     collective_latency_us: float = Field(
-        ge=0, description="latency per ring step of a collective (and per send), microseconds"
+        ge=0,
+        le=1e6,
+        description="latency per ring step of a collective (and per send), microseconds",
     )
     attention_efficiency: float | None = Field(
         None,
-        gt=0,
+        ge=0.01,
         le=1,
         description="FlashAttention: fraction of the dense BF16 peak reached by the attention "
         "scores and values (always BF16); None: unfused attention counted with the GEMMs",
@@ -116,7 +158,7 @@ class Calibration(_Strict):
     )
     fp8_matmul_efficiency: float | None = Field(
         None,
-        gt=0,
+        ge=0.01,
         le=1,
         description="fraction of the dense FP8 peak reached by the linear layers' FP8 GEMMs "
         "(Transformer Engine: attention and the output layer stay BF16); None: every FLOP of "
@@ -125,6 +167,7 @@ class Calibration(_Strict):
     fp8_cast_passes: float = Field(
         0.0,
         ge=0,
+        le=1000,
         description="extra HBM passes over a layer's activations per forward-equivalent for "
         "FP8 casts, transposes and amax scaling of the GEMM inputs",
     )
@@ -164,13 +207,17 @@ class ServerSpec(_Strict):
         ge=1, le=4096, description="GPUs that share the fast GPU-GPU link (NVLink domain)"
     )
     nic_slots: int = Field(ge=1, le=64, description="scale-out NICs a server can hold")
+    # upper bounds: physically meaningful (a larger value only overflows the solvers)
     overhead_usd: float = Field(
-        ge=0, description="server cost beyond its GPUs: host CPUs, memory, chassis, NVSwitch"
+        ge=0,
+        le=1e8,
+        description="server cost beyond its GPUs: host CPUs, memory, chassis, NVSwitch",
     )
     overhead_source: str = Field(min_length=1)
     overhead_date: str = Field(pattern=_DATE_PATTERN)
     host_power_w: float = Field(
         ge=0,
+        le=1e6,
         description="server nameplate power beyond its GPUs' TDP and scale-out NICs "
         "(CPUs, memory, fans, scale-up switches)",
     )
@@ -394,12 +441,12 @@ class SwitchSpec(_Strict):
     name: str = Field(min_length=1)
     display_name: str = Field(min_length=1)
     ports: int = Field(ge=4, le=1024, description="radix (a fat tree needs at least 4)")
-    port_speed_gbit_per_s: float = Field(gt=0)
-    price_usd: float = Field(gt=0)
+    port_speed_gbit_per_s: float = Field(ge=1, le=1e5)
+    price_usd: float = Field(ge=1, le=1e8)
     price_source: str = Field(min_length=1)
     price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)
-    power_w: float = Field(ge=0, default=0.0)
+    power_w: float = Field(ge=0, le=1e6, default=0.0)
     fabric: Literal["infiniband", "ethernet"] = Field(
         "infiniband", description="the scale-out fabric the switch builds"
     )
@@ -415,9 +462,9 @@ class NICSpec(_Strict):
 
     name: str = Field(min_length=1)
     display_name: str = Field(min_length=1)
-    speed_gbit_per_s: float = Field(gt=0, le=1e5)
+    speed_gbit_per_s: float = Field(ge=1, le=1e5)
     pcie_gen: PCIeGen
-    price_usd: float = Field(ge=0, description="one card; 0 for ports on the accelerator")
+    price_usd: float = Field(ge=0, le=1e7, description="one card; 0 for ports on the accelerator")
     price_source: str = Field(min_length=1)
     price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)
@@ -428,9 +475,9 @@ class NICSpec(_Strict):
         "to buy or slot; only servers that list it in server.nics take it",
     )
     transceiver_usd: float = Field(
-        ge=0, description="one optical transceiver (one end of one link at this speed)"
+        ge=0, le=1e6, description="one optical transceiver (one end of one link at this speed)"
     )
-    cable_usd: float = Field(ge=0, description="one fibre cable (one link)")
+    cable_usd: float = Field(ge=0, le=1e6, description="one fibre cable (one link)")
     link_price_source: str = Field(min_length=1)
     power_w: float = Field(
         0.0, ge=0, le=1000, description="one NIC with its transceiver (server side), watts"

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import math
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 import click
 
 from catalog import CatalogError, load_catalog
-from designer import render_catalog, report
+from designer import interrupts, render_catalog, report
 from designer.answer import explain as explain_result
 from designer.answer import no_plan, saved_plan, write_file
 from designer.cli_options import (
@@ -90,27 +91,20 @@ class DesignerGroup(click.Group):
     own usage errors stay click's, for its usage text in standalone mode)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except Exception as err:
-            if _interrupted(err):  # Ctrl-C inside an extension's import: an abort, not a bug
-                raise click.exceptions.Abort() from err
-            if ctx.params.get("debug"):
+        with interrupts.handled():
+            try:
+                return super().invoke(ctx)
+            except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
                 raise
-            raise _report(err) from err
-
-
-def _interrupted(err: BaseException) -> bool:
-    """Whether ``err`` comes of an interrupt: pybind11 (OR-Tools) turns a KeyboardInterrupt
-    raised while a module initialises into ImportError("initialization failed") from it."""
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, KeyboardInterrupt):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+            except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
+                raise interrupts.stopped(err) from err
+            except Exception as err:
+                stop = interrupts.interrupt_of(err)  # Ctrl-C inside an extension's import
+                if stop is not None:
+                    raise interrupts.stopped(stop) from err
+                if ctx.params.get("debug"):
+                    raise
+                raise _report(err) from err
 
 
 class DesignerCommand(click.Command):
@@ -433,8 +427,7 @@ def sweep_cmd(
         return
     if study_file is None:
         raise UsageError("give a study YAML file (see designer sweep --schema)", "STUDY_FILE")
-    study = sweep.load_study(study_file)
-    sweep.check_size(study, yes, max_scenarios)
+    study = sweep.load_study(study_file, yes, max_scenarios)
     out = csv_file or study_file.with_suffix(".csv")
     sweep.check_paths(study, str(study_file), out, plot_file)
     progress = sweep.print_progress if sys.stderr.isatty() else None
@@ -462,10 +455,21 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=args, prog_name="designer", standalone_mode=False)
     except click.exceptions.Exit as ex:
         sys.exit(ex.exit_code)
-    except click.exceptions.Abort:
-        click.echo("designer: aborted", err=True)
-        sys.exit(1)
+    except click.exceptions.Abort as err:  # click's: an interrupt before the command ran
+        stop = interrupts.interrupt_of(err)
+        if stop is None:
+            click.echo("designer: aborted", err=True)
+            sys.exit(1)
+        interrupts.exit_stopped(stop)
+    except KeyboardInterrupt as err:  # after the command gave its handlers back
+        interrupts.exit_stopped(err)
+    except interrupts.Stopped as err:
+        err.show()
+        sys.exit(err.exit_code)
     except click.ClickException as err:
         reported = _report(err)
         reported.show()
         sys.exit(reported.exit_code)
+    except Exception as err:  # --debug: the traceback, then the contract's exit code
+        traceback.print_exc()
+        sys.exit(_report(err).exit_code)

@@ -11,6 +11,7 @@ import click
 from designer.numbers import Finite, Quantity
 from designer.question import field_option
 from models.layout import PRECISIONS, RECOMPUTE_MODES
+from solvers import limits
 
 CATALOG_OPTION = click.option(
     "--catalog",
@@ -21,11 +22,13 @@ CATALOG_OPTION = click.option(
 )
 
 
-def _count(flag: str, default: int | None, help: str) -> Callable:
-    """A positive whole-number option (a degree, a size); its default shown when it has one."""
+def _count(flag: str, default: int | None, help: str, maximum: float = limits.MAX_GPUS) -> Callable:
+    """A positive whole-number option (a degree, a size); its default shown when it has one.
+    At most ``maximum``: a degree or count no plan of the decision space exceeds (GPU_CAP,
+    solvers/limits.py), so no option overflows the models' 64-bit arrays."""
     return click.option(
         flag,
-        type=click.IntRange(min=1),
+        type=click.IntRange(min=1, max=int(maximum)),
         default=default,
         show_default=default is not None,
         help=help,
@@ -107,8 +110,13 @@ EVALUATE_OPTIONS = [
         "(Megatron-LM --account-for-loss-in-pipeline-split).",
     ),
     _count("--micro-batch", 1, "Sequences per micro-batch."),
-    _count("--global-batch", None, "Sequences per step [default: micro-batch x dp x pp]."),
-    _count("--seq-len", None, "Sequence length [default: the model's]."),
+    _count(
+        "--global-batch",
+        None,
+        "Sequences per step [default: micro-batch x dp x pp].",
+        limits.MAX_BATCH_TOKENS,
+    ),
+    _count("--seq-len", None, "Sequence length [default: the model's].", limits.MAX_BATCH_TOKENS),
     click.option(
         "--recompute", type=click.Choice(RECOMPUTE_MODES), default="selective", show_default=True
     ),
@@ -129,7 +137,7 @@ EVALUATE_OPTIONS = [
     _count("--nics-per-node", None, "NICs per server [default: its slots]."),
     click.option(
         "--tokens",
-        type=Quantity(),
+        type=Quantity(maximum=limits.MAX_TOKENS, minimum=limits.MIN_TOKENS),
         default=None,
         help="Training tokens, e.g. 2T (for time and cost).",
     ),

@@ -45,8 +45,20 @@ def parse_days(text: str) -> float:
     return parse_quantity(raw)
 
 
+def show_limit(x: float) -> str:
+    """A largest value as a message gives it: 1,048,576 or 1e13."""
+    if x == int(x) and x < 1e7:
+        return f"{int(x):,}"
+    return f"{x:.0e}".replace("e+0", "e").replace("e+", "e")
+
+
 class _Positive(click.ParamType):
-    """A positive number parsed from text by ``parse`` (numbers pass as they are)."""
+    """A positive number parsed from text by ``parse`` (numbers pass as they are), at most
+    ``maximum`` (the largest the solvers hold: solvers/limits.py)."""
+
+    maximum: float | None = None
+    minimum: float | None = None
+    unit = ""  # after the largest value in a message
 
     def parse(self, text: str) -> float:
         raise NotImplementedError
@@ -61,6 +73,13 @@ class _Positive(click.ParamType):
             raise ValueError(f"{value!r} is not a finite number")
         if out <= 0:
             raise ValueError(f"{value!r} must be positive")
+        if self.minimum is not None and out < self.minimum:
+            raise ValueError(f"{value!r} is less than the least value allowed, {self.minimum:g}")
+        if self.maximum is not None and out > self.maximum:
+            raise ValueError(
+                f"{value!r} is more than the largest value allowed, "
+                f"{show_limit(self.maximum)}{self.unit}"
+            )
         return out
 
     def positive(self, value, param, ctx) -> float:
@@ -75,8 +94,12 @@ class Quantity(_Positive):
 
     name = "number"
 
-    def __init__(self, integer: bool = False) -> None:
+    def __init__(
+        self, integer: bool = False, maximum: float | None = None, minimum: float | None = None
+    ) -> None:
         self.integer = integer
+        self.maximum = maximum
+        self.minimum = minimum
 
     def parse(self, text: str) -> float:
         return parse_quantity(text)
@@ -96,6 +119,10 @@ class Days(_Positive):
     """A positive duration in days: '90d', '36h' or a plain number of days."""
 
     name = "days"
+    unit = " days"
+
+    def __init__(self, maximum: float | None = None) -> None:
+        self.maximum = maximum
 
     def parse(self, text: str) -> float:
         try:

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from catalog.specs import FABRICS, Facility
+from catalog.specs import FABRICS, Facility, NumbersNotBools
 from designer.errors import UsageError
 from designer.numbers import Days, Finite, Quantity
 from models.layout import Assumptions
+from solvers import limits
 from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES
 
 if TYPE_CHECKING:
@@ -58,9 +59,9 @@ class GpuCap(click.ParamType):
         if not sep or not gpu:
             self.fail(f"{value!r} is not NAME=N; e.g. h100-sxm=512", param, ctx)
         try:
-            n = Quantity(integer=True).convert(count, param, ctx)
-        except click.BadParameter:
-            self.fail(f"{value!r}: N must be a positive whole number", param, ctx)
+            n = Quantity(integer=True, maximum=limits.MAX_GPUS).convert(count, param, ctx)
+        except click.BadParameter as err:
+            self.fail(f"{value!r}: N must be a positive whole number ({err.message})", param, ctx)
         return (gpu, n)
 
 
@@ -147,7 +148,7 @@ SuffixNumber = float | str  # a number, or text with the CLI's suffixes (30M, 2T
 _FIELD = ConfigDict(extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
-class Question(BaseModel):
+class Question(NumbersNotBools):
     """A design question: optimize's options, with the same suffixes (30M, 2T, 90d)."""
 
     model_config = _FIELD
@@ -159,7 +160,13 @@ class Question(BaseModel):
     ] = DEFAULT_MODEL
     tokens: Annotated[
         SuffixNumber,
-        Meta("--tokens", "tokens", click_type=Quantity(), cli_default="2T", legacy=KeyError),
+        Meta(
+            "--tokens",
+            "tokens",
+            click_type=Quantity(maximum=limits.MAX_TOKENS, minimum=limits.MIN_TOKENS),
+            cli_default="2T",
+            legacy=KeyError,
+        ),
         Field(description="Training tokens (2T, 300B, ...)."),
     ] = DEFAULT_TOKENS
     seq_len: Annotated[
@@ -169,12 +176,22 @@ class Question(BaseModel):
     ] = None
     budget: Annotated[
         SuffixNumber | None,
-        Meta("--budget", "USD", click_type=Quantity(), answer="budget_usd"),
+        Meta(
+            "--budget",
+            "USD",
+            click_type=Quantity(maximum=limits.MAX_BUDGET_USD),
+            answer="budget_usd",
+        ),
         Field(description="Budget in USD (30M, 1.5B, ...)."),
     ] = None
     deadline: Annotated[
         SuffixNumber | None,
-        Meta("--deadline", "days", click_type=Days(), answer="deadline_days"),
+        Meta(
+            "--deadline",
+            "days",
+            click_type=Days(maximum=limits.MAX_DEADLINE_DAYS),
+            answer="deadline_days",
+        ),
         Field(description="Deadline (90d, 36h, or days)."),
     ] = None
     objective: Annotated[
@@ -196,11 +213,15 @@ class Question(BaseModel):
     power_cap: Annotated[
         float | None,
         Meta("--power-cap", "MW", metavar="MW", answer="power_cap_mw"),
-        Field(gt=0, description="Facility power cap in MW (IT nameplate x PUE)."),
+        Field(
+            gt=0,
+            le=limits.MAX_POWER_CAP_MW,
+            description="Facility power cap in MW (IT nameplate x PUE).",
+        ),
     ] = None
     max_racks: Annotated[
         int | str | None,
-        Meta("--max-racks", "racks", click_type=Quantity(integer=True)),
+        Meta("--max-racks", "racks", click_type=Quantity(True, limits.MAX_RACKS)),
         Field(description="Cap on the number of racks."),
     ] = None
     # the facility constants a question may override, with the catalog's bounds
@@ -234,7 +255,7 @@ class Question(BaseModel):
     ] = []
     max_gpus: Annotated[
         int | str | None,
-        Meta("--max-gpus", "GPUs", click_type=Quantity(integer=True)),
+        Meta("--max-gpus", "GPUs", click_type=Quantity(True, limits.MAX_GPUS)),
         Field(description="Cap on the number of GPUs."),
     ] = None
     gpu_caps: Annotated[
@@ -244,12 +265,12 @@ class Question(BaseModel):
     ] = {}
     max_batch_tokens: Annotated[
         SuffixNumber | None,
-        Meta("--max-batch-tokens", "tokens", click_type=Quantity()),
+        Meta("--max-batch-tokens", "tokens", click_type=Quantity(maximum=limits.MAX_BATCH_TOKENS)),
         Field(description="Global batch ceiling in tokens [default: 16M]."),
     ] = None
     min_batch_tokens: Annotated[
         SuffixNumber | None,
-        Meta("--min-batch-tokens", "tokens", click_type=Quantity()),
+        Meta("--min-batch-tokens", "tokens", click_type=Quantity(maximum=limits.MAX_BATCH_TOKENS)),
         Field(description="Global batch floor in tokens."),
     ] = None
     precision: Annotated[
@@ -321,6 +342,14 @@ class Question(BaseModel):
         if value is not None:
             META[str(info.field_name)].click_type.value_of(value)
         return value
+
+    @field_validator("gpu_caps")
+    @classmethod
+    def _gpu_caps(cls, caps: dict[str, int]) -> dict[str, int]:
+        """Each cap a whole number of GPUs the decision space holds (--gpu-cap's check)."""
+        for n in caps.values():
+            Quantity(integer=True, maximum=limits.MAX_GPUS).value_of(n)
+        return caps
 
     # ------------------------------------------------------------ the saved answer
     @classmethod

@@ -121,6 +121,7 @@ def build_scenario(
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
     chosen = _with_precision(cat, chosen, precision)
+    chosen = _with_fitting_racks(cat, chosen, explicit=bool(gpus))
     try:
         return Scenario(
             spec=spec,
@@ -295,6 +296,29 @@ def _with_fitting_nics(cat, chosen, nics, fabric: str, explicit: bool) -> tuple[
     return kept
 
 
+def _with_fitting_racks(cat, chosen, explicit: bool) -> tuple[str, ...]:
+    """The chosen GPUs one of whose servers fits the power limit of its rack (the server
+    type's own rack, or the facility's: models.cost.servers_per_rack, which would otherwise
+    put a server alone in a rack it overloads; issue 20, 21: 10 kW in a 1 W rack). A GPU the
+    user named that does not fit, or none fitting, is an error naming --rack-power-kw."""
+    from models.cost import server_power_w
+
+    def limit_kw(g: str) -> float:
+        return cat.gpu(g).server.rack_power_kw or cat.facility.rack_power_kw
+
+    kept = tuple(g for g in chosen if server_power_w(cat.gpu(g)) <= limit_kw(g) * 1000)
+    missing = [g for g in chosen if g not in kept]
+    if missing and (explicit or not kept):
+        g = min(missing, key=lambda name: server_power_w(cat.gpu(name)))
+        need = server_power_w(cat.gpu(g)) / 1000
+        raise UsageError(
+            f"one {g} server draws {need:,.1f} kW (without its NICs), more than a "
+            f"{limit_kw(g):g} kW rack holds; give at least {need:,.1f}",
+            "--rack-power-kw",
+        )
+    return kept
+
+
 # ---------------------------------------------------------------- question to Scenario
 def _number(option: str, value, days: bool = False, integer: bool = False):
     """A suffixed number from a question (30M, 90d); errors name ``option``."""
@@ -389,7 +413,9 @@ def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
                 "unknown field; use optimize's option names", f"{origin}: {field}"
             ) from err
         got = first.get("input")
-        raise UsageError(f"{first['msg']} (got {got!r})", f"{origin}: {field}") from err
+        raise UsageError(
+            f"{first['msg'].removeprefix('Value error, ')} (got {got!r})", f"{origin}: {field}"
+        ) from err
     return build_question(q, origin, path.parent), None
 
 

@@ -8,6 +8,8 @@ run in parallel on local processes (``--workers``), or on a Ray cluster with
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import itertools
 import json
@@ -16,6 +18,7 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -85,6 +88,12 @@ class Study(BaseModel):
                 raise ValueError(f"unknown axis {name!r}; use one of {', '.join(AXIS_FIELDS)}")
             if not values:
                 raise ValueError(f"axis {name!r} is empty; give at least one value")
+            seen: set[str] = set()
+            for value in values:  # a repeated value would run twice under one scenario id
+                key = json.dumps(value, sort_keys=True, default=str)
+                if key in seen:
+                    raise ValueError(f"axis {name!r} gives {value!r} twice; give each value once")
+                seen.add(key)
         return axes
 
 
@@ -92,7 +101,9 @@ def schema() -> dict[str, Any]:
     return Study.model_json_schema()
 
 
-def load_study(path: Path) -> Study:
+def load_study(path: Path, yes: bool = True, limit: int | None = None) -> Study:
+    """The study file, validated: its schema, its size (``check_size``: over ``limit``
+    scenarios it needs ``yes``), then the base and every axis value."""
     from designer.questions import _read_document  # one reader for every YAML/JSON input
 
     doc = _read_document(path)
@@ -107,6 +118,7 @@ def load_study(path: Path) -> Study:
         elif first["loc"][0] == "base" and not isinstance(first.get("input"), dict):
             msg += f" (got {first.get('input')!r})"
         raise UsageError(f"{path}: {loc}: {msg}") from err
+    check_size(study, yes, limit)  # before the per-value checks, which build questions
     # every scenario must be a valid question: check the base and every axis value first
     for values in _cross(study):
         _check_scenario(path, study, values)
@@ -149,9 +161,7 @@ def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
             f"{path}: axes.{PRICE_AXIS}",
         )
     try:
-        question = Question.model_validate(
-            study.base.model_copy(update=_question_values(values)).model_dump()
-        )
+        question = scenario_question(study, values)
     except ValidationError as err:
         first = err.errors()[0]
         where, got = _blame(path, study, values, str(first["loc"][0]))
@@ -175,6 +185,13 @@ def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
 def _question_values(values: dict[str, Any]) -> dict[str, Any]:
     """The axis values that are question fields (not the sample index or price multipliers)."""
     return {k: v for k, v in values.items() if k not in ("sample", PRICE_AXIS)}
+
+
+def scenario_question(study: Study, values: dict[str, Any]) -> Question:
+    """The base question with the scenario's axis values, validated (a copy with the values
+    put in unvalidated kept a plain integer where the schema holds a float or text, and
+    pydantic warned about it on every dump: issue 20, 22). ValidationError if invalid."""
+    return Question.model_validate({**study.base.model_dump(), **_question_values(values)})
 
 
 def scenarios(study: Study) -> Iterator[dict[str, Any]]:
@@ -243,7 +260,7 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
     from solvers.explain import binding_constraints
 
     study = Study.model_validate_json(study_json)
-    question = study.base.model_copy(update=_question_values(values))
+    question = scenario_question(study, values)
     row: dict[str, Any] = {"scenario": scenario_id(values)}
     row.update({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in values.items()})
     scales = price_draws(study, values)
@@ -332,11 +349,19 @@ def run_study(
     with results.open_results(csv_path, cols, key, resume) as out:
         todo = [v for v in scenarios(study) if scenario_id(v) not in out.done]
         start = time.perf_counter()
-        for row in _execute(study_json, todo, origin, workers, executor, address, out.fd):
-            results.append_row(out, row, key)
-            rows.append(row)
-            if progress:
-                progress(len(rows), len(todo), time.perf_counter() - start)
+        run = _execute(study_json, todo, origin, workers, executor, address, out.fd)
+        try:
+            for row in run:
+                results.append_row(out, row, key)
+                rows.append(row)
+                if progress:
+                    progress(len(rows), len(todo), time.perf_counter() - start)
+        except KeyboardInterrupt as err:  # SIGINT, or SIGTERM (designer.interrupts)
+            run.close()  # the workers stopped before the lock is let go
+            raise type(err)(
+                f"{len(rows)} of {len(todo)} scenarios run and kept in {csv_path}; rerun "
+                "with --resume to finish the study"
+            ) from err
     return rows
 
 
@@ -384,6 +409,9 @@ def _execute(
                 "a sweep worker died before its scenario finished (killed?); the rows "
                 "written so far are kept: rerun with --resume to finish the study"
             ) from err
+        except BaseException:  # a signal, or the sweep stopped: no worker outlives it
+            _stop_workers(pool)
+            raise
 
 
 def local_workers(requested: int | None, force: bool = False) -> tuple[int, str | None]:
@@ -399,11 +427,48 @@ def local_workers(requested: int | None, force: bool = False) -> tuple[int, str 
 
 
 def _pool(workers: int, locked_fd: int | None) -> ProcessPoolExecutor:
-    """Local workers; forked ones close their copy of the locked results file, so that a
-    worker orphaned by a kill does not keep the lock."""
-    if locked_fd is not None and multiprocessing.get_start_method() == "fork":
-        return ProcessPoolExecutor(workers, initializer=os.close, initargs=(locked_fd,))
-    return ProcessPoolExecutor(max_workers=workers)
+    """Local workers (``_worker_init``); forked ones close their copy of the locked results
+    file, so that a worker orphaned by a kill does not keep the lock."""
+    if multiprocessing.get_start_method() != "fork":
+        locked_fd = None
+    init = (locked_fd, os.getpid())
+    return ProcessPoolExecutor(workers, initializer=_worker_init, initargs=init)
+
+
+def _worker_init(locked_fd: int | None, sweep_pid: int) -> None:
+    """A worker leaves signals to the sweep: Ctrl-C (sent to the whole terminal's process
+    group) is ignored, so the sweep decides and stops its workers; SIGTERM ends it at
+    once; and on Linux it dies with the sweep's process (PR_SET_PDEATHSIG), so a sweep
+    killed even by SIGKILL leaves no worker behind, adopted by PID 1."""
+    if locked_fd is not None:
+        os.close(locked_fd)
+    signal.set_wakeup_fd(-1)  # the parent's stop watcher (solvers/stop.py) is not ours
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != sweep_pid:  # the sweep died before the line above: go too
+                os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now (SIGTERM, then SIGKILL to one
+    that lingers), waiting for each: none is left running, none adopted by PID 1."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # public in 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5)
 
 
 def print_progress(done: int, total: int, elapsed: float) -> None:

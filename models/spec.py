@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from catalog.specs import NumbersNotBools
+
 Activation = Literal["gelu", "gelu_tanh", "silu", "relu", "squared_relu"]
 PositionEmbedding = Literal["rope", "learned_absolute", "alibi", "none"]
 Normalization = Literal["rmsnorm", "layernorm"]
@@ -56,7 +58,7 @@ class RopeScaling(BaseModel):
     original_max_position_embeddings: int | None = Field(default=None, ge=1)
 
 
-class TransformerSpec(BaseModel):
+class TransformerSpec(NumbersNotBools):
     """A decoder-only transformer. Sizes are counts, seq_len in tokens."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

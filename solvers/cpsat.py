@@ -23,6 +23,7 @@ from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, prune
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates
+from solvers.stop import stoppable_solver
 
 
 def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
@@ -65,7 +66,7 @@ def _hint(scenario: Scenario, form: Formulation, cfg: Config) -> None:
 
 
 def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
+    solver = stoppable_solver()  # a stop signal ends the search (solvers/stop.py)
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
     if effort is not None:  # CP-SAT's deterministic time: the same answer on any machine
         solver.parameters.max_deterministic_time = effort

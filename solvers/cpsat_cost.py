@@ -16,9 +16,8 @@ from solvers.cpsat_cluster import add_cluster_terms, product_cents
 from solvers.cpsat_context import BuildContext, IntVar
 from solvers.cpsat_time import gpu_days_per_unit
 from solvers.intmath import down, hi, product
+from solvers.limits import TCO_UNITS_PER_CENT
 from solvers.scenario import GPU_CAP
-
-TCO_UNITS_PER_CENT = 1000  # energy and capex shares are fractions of a cent per unit of time
 
 
 def _chosen(md: cp_model.CpModel, name: str, hi_: int, value, lit) -> IntVar:

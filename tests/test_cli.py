@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from designer.cli import cli, main
+from designer.cli import cli
 from designer.numbers import parse_days, parse_quantity
 from helpers import run_main
 from models import zoo
@@ -423,14 +423,13 @@ def test_evaluate_hf_config(capsys, tmp_path):
     assert json.loads(out)["step_time_s"] == pytest.approx(json.loads(out_zoo)["step_time_s"])
 
 
-def test_debug_raises(tmp_path):
-    from designer.errors import UsageError
-    from models import ModelError
-
-    with pytest.raises((ModelError, UsageError)):
-        main(["--debug", "evaluate", "--model", "no-such-model"])
-    with pytest.raises(UsageError):
-        main(["--debug", "evaluate", "--tp", "3"])
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(capsys):
+    """--debug prints the traceback; the exit code stays the contract's (issue 20, 22: it
+    was 1 for bad input)."""
+    code, _, err = run_main(capsys, ["--debug", "evaluate", "--model", "no-such-model"])
+    assert code == 2 and "Traceback" in err and "no-such-model" in err
+    code, _, err = run_main(capsys, ["--debug", "evaluate", "--tp", "3"])
+    assert code == 2 and "Traceback" in err and "UsageError" in err
 
 
 def test_debug_with_good_input_succeeds(capsys):

@@ -14,15 +14,22 @@ from hypothesis import strategies as st
 from catalog.specs import FABRICS, STACKS
 from designer.cli import cli, main
 from designer.errors import UsageError
+from designer.numbers import parse_quantity
 from designer.question import META, QUESTION_FIELDS, Question, answer_key, answer_question
 from designer.questions import _from_answer, build_scenario
 from designer.sweep import AXIS_FIELDS
 from solvers.scenario import PRICINGS
 
-SUFFIXED = st.one_of(
-    st.floats(min_value=1e-3, max_value=1e15, allow_nan=False),
-    st.sampled_from(["30M", "2T", "1.5e9", "4,096"]),
-)
+
+def _suffixed(low: float = 1e-3, high: float = 1e12):
+    """A number in [low, high] (solvers/limits.py bounds the question's), or suffixed text."""
+    return st.one_of(
+        st.floats(min_value=low, max_value=high, allow_nan=False),
+        st.sampled_from([t for t in ("30M", "2T", "1.5e9", "4,096") if parse_quantity(t) <= high]),
+    )
+
+
+SUFFIXED = _suffixed()
 NAMES = st.lists(st.sampled_from(["h100-sxm", "h200", "b200", "a100-80gb"]), max_size=3)
 
 
@@ -40,9 +47,9 @@ def _optional(strategy):
 FIELD_VALUES = {
     "model": st.sampled_from(["llama2-7b", "llama2-70b"])
     | st.fixed_dictionaries({"layers": st.integers(1, 96), "hidden": st.sampled_from([4096])}),
-    "tokens": SUFFIXED,
+    "tokens": _suffixed(1, 1e15),
     "seq_len": _optional(st.integers(1, 1 << 20)),
-    "budget": _optional(SUFFIXED),
+    "budget": _optional(_suffixed(high=1e13)),
     "deadline": _optional(st.floats(1e-3, 1e4) | st.sampled_from(["90d", "36h"])),
     "objective": _optional(_choice("objective")),
     "pricing": _choice("pricing"),

@@ -234,16 +234,22 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
         first = err.errors()[0]
         detail = first["msg"].removeprefix("Value error, ")
         loc = str(first["loc"][0]) if first["loc"] else ""
-        culprit = {
-            "kv_heads": "query_groups",
-            "head_dim": "kv_channels",
-            "rope_percent": "rope_percent",
-            "norm_eps": "norm_eps",
-            "attention_dropout": "attention_dropout",
-            "hidden_dropout": "hidden_dropout",
-            "rope_base": "rope_base",
-        }.get(loc, "query_groups" if "kv_heads" in detail else "heads")
+        if loc == "seq_len":
+            culprit = "max_position_embeddings" if max_pos is not None else "seq_len"
+        else:
+            culprit = _CULPRIT.get(loc, "query_groups" if "kv_heads" in detail else "heads")
         raise _fail(m.name(culprit), detail) from err
+
+
+# the flag to blame for a spec field Megatron's flags set; the shape's own fields name their
+# own flags (issue 20, 17: --num-layers 200000 and --vocab-size 999999999 blamed
+# --num-attention-heads)
+_CULPRIT = {
+    "kv_heads": "query_groups",
+    "head_dim": "kv_channels",
+    **{k: k for k in ("rope_percent", "norm_eps", "attention_dropout", "hidden_dropout")},
+    **{k: k for k in ("rope_base", "layers", "hidden", "ffn_hidden", "vocab")},
+}
 
 
 def _unknown(words: list[str]) -> None:

@@ -25,6 +25,8 @@ class Deadline(Family):
 
     def encode(self, ctx: BuildContext) -> None:
         limit = down(ctx.scenario.deadline / ctx.days_per_unit)
+        if limit >= ctx.hi(ctx.per_seq):
+            return  # no plan takes that long (a deadline of years for a small run): int64 kept
         ctx.md.add(ctx.per_seq <= limit).only_enforce_if(ctx.enforce[self.name])
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
