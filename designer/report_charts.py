@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from designer import render
 from designer.report_data import ReportData
 
 HOVER = "%{hovertext}<extra></extra>"
-PARTS_ORDER = ("compute", "bubble", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "ep_comm")
-PARTS_ORDER += ("optimizer",)
+PARTS_ORDER = (
+    *("compute", "bubble", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "ep_comm", "optimizer"),
+)
 
 
 def _go():
@@ -124,8 +126,8 @@ def budget_chart(data: ReportData):
             )
         )
     fig = _layout(fig, "Time to train against budget", "budget (USD)", "time to train (days)")
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
+    budgets = sorted({p["budget_usd"] for c in curves for p in c["points"]})
+    fig.update_xaxes(type="log", tickvals=budgets, ticktext=[render.usd(b) for b in budgets])
     return fig
 
 
@@ -179,7 +181,7 @@ def breakeven_chart(data: ReportData):
                 hovertemplate=HOVER,
             )
         )
-    title = f"Break-even: which wins at each pair of prices (x catalog price)"
+    title = "Break-even: which wins at each pair of prices (x catalog price)"
     return _layout(fig, title, f"{a} price multiplier", f"{b} price multiplier")
 
 
@@ -190,7 +192,8 @@ def breakdown_chart(data: ReportData):
     go = _go()
     labels = [e["label"] for e in data.breakdown]
     fig = go.Figure()
-    for part in PARTS_ORDER:
+    seen = {k for e in data.breakdown for k in e["parts"]}
+    for part in [*PARTS_ORDER, *sorted(seen - set(PARTS_ORDER))]:
         values = [e["parts"].get(part, 0.0) for e in data.breakdown]
         if not any(values):
             continue

@@ -9,6 +9,7 @@ import datetime as dt
 from html import escape
 from typing import Any
 
+from designer import render
 from designer import report_tables as tables
 from designer.report_charts import CHARTS
 from designer.report_data import ReportData
@@ -24,11 +25,15 @@ h1{font-size:1.6em;margin:0 0 4px}h2{font-size:1.2em;margin:28px 0 8px;
 table{border-collapse:collapse;font-size:.82em;margin:6px 0;width:100%}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f2f2f2}td.n{text-align:right;white-space:nowrap}
-.src{color:#555;font-size:.95em}.note{color:#8a5a00}.chart{margin:8px 0}
+.wide{overflow-x:auto}.src{color:#555;font-size:.95em}.note{color:#8a5a00}.chart{margin:8px 0}
 """
 
 
 def _table(headers: list[str], rows: list[list[tuple[str, Any]]], cls: str = "") -> str:
+    if cls == "plans":  # columns with nothing to show (no cost range, say) left out
+        keep = [i for i in range(len(headers)) if any(r[i][0] not in ("-", "") for r in rows)]
+        headers = [headers[i] for i in keep]
+        rows = [[r[i] for i in keep] for r in rows]
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for row in rows:
@@ -77,7 +82,7 @@ def _plans(data: ReportData) -> str:
         "<p class=src>evidence: measured training runs behind each GPU's profile and their mean "
         "step-time error; ranges: the measured step, days and cost those errors imply</p>"
     )
-    return _section(title, _table(tables.plan_headers(data), rows), legend) if rows else ""
+    return _section(title, _table(tables.plan_headers(data), rows, "plans"), legend) if rows else ""
 
 
 def _winners(data: ReportData) -> str:
@@ -161,8 +166,16 @@ def _bom(data: ReportData) -> str:
 def _question(data: ReportData) -> str:
     if not data.question:
         return ""
-    rows = [[(k, None), (str(v), v)] for k, v in tables.flat(data.question)]
-    return _section("The question", _table(["field", "value"], rows))
+    fields = tables.flat(data.question)
+    main = [[(k, None), (render.fmt(v), v)] for k, v in fields if not k.startswith("model_spec.")]
+    spec = [[(k, None), (render.fmt(v), v)] for k, v in fields if k.startswith("model_spec.")]
+    more = (
+        f"<details><summary>the model's spec ({len(spec)} fields)</summary>"
+        f"{_table(['field', 'value'], spec)}</details>"
+        if spec
+        else ""
+    )
+    return _section("The question", _table(["field", "value"], main), more)
 
 
 def _catalog(data: ReportData) -> str:

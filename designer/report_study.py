@@ -57,7 +57,7 @@ def typed(row: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def _range(row: dict[str, Any], name: str) -> list[float] | None:
+def _range(row: dict[str, Any], name: str) -> list[Any] | None:
     lo, hi = row.get(f"{name}_lo"), row.get(f"{name}_hi")
     return None if lo is None else [lo, hi]
 
