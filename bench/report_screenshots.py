@@ -26,21 +26,22 @@ ARGS = [
 ]
 
 
-def designer(*args: str, stdout=None) -> None:
-    subprocess.run([sys.executable, "-m", "designer", *args], check=True, stdout=stdout, cwd=ROOT)
+def designer(tmp: Path, *args: str, stdout=None) -> None:
+    """Run the CLI in ``tmp`` (file names relative to it, as the page shows them)."""
+    subprocess.run([sys.executable, "-m", "designer", *args], check=True, stdout=stdout, cwd=tmp)
 
 
 def pages(tmp: Path) -> dict[str, Path]:
     answer = tmp / "default.json"
     with open(answer, "w", encoding="utf-8") as fh:
-        designer("optimize", "--budget", "30M", "--json", stdout=fh)
+        designer(tmp, "optimize", "--budget", "30M", "--json", stdout=fh)
     study = tmp / "h100-vs-h200-budgets.yaml"
     shutil.copy(ROOT / "examples" / study.name, study)
-    designer("sweep", str(study), "--csv", str(study.with_suffix(".csv")))
+    designer(tmp, "sweep", study.name)
     out = {}
     for name, src in (("default", answer), ("h100-vs-h200", study.with_suffix(".csv"))):
         out[name] = tmp / f"{name}.html"
-        designer("report", str(src), "--html", str(out[name]))
+        designer(tmp, "report", src.name, "--html", out[name].name)
         print(f"{name}: {out[name].stat().st_size:,} bytes")
     return out
 
