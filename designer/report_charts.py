@@ -204,7 +204,7 @@ def breakdown_chart(data: ReportData):
                 name=part,
                 orientation="h",
                 hovertext=[
-                    f"{part}: {v:,.3f} s of {e['step_time_s']:,.3f} s step"
+                    f"{part}: {v:,.3f} s of a {e['step_time_s']:,.3f} s step<br>{e['plan']}"
                     for v, e in zip(values, data.breakdown, strict=True)
                 ],
                 hovertemplate=HOVER,

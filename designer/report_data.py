@@ -50,12 +50,14 @@ class ReportData:
     question: dict[str, Any] | None = None
     catalog: list[dict[str, Any]] = field(default_factory=list)
     study: dict[str, Any] | None = None
+    breakeven: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
 def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0) -> ReportData:
     """The report of ``path``: a results CSV (its study file beside it, or ``study_file``),
-    a ``compare --json`` result, an ``optimize``/``explain --json`` answer or a question."""
+    a ``compare --json`` result, a ``breakeven --json`` result, an ``optimize``/``explain
+    --json`` answer or a question."""
     if not path.is_file():
         raise UsageError(
             f"{path}: no such file; pass a saved answer, compare result or CSV", "FILE"
@@ -69,6 +71,8 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
     from designer.questions import _read_document
 
     doc = _read_document(path)
+    if "breakeven_price_usd" in doc:
+        return breakeven_report(path, doc)
     if "plans" not in doc or "question" not in doc:
         doc = _answered(path, time_limit_s)  # a question file: answered as explain would
     plans = doc.get("plans")
@@ -123,10 +127,16 @@ def evaluated(scenario, plan: dict[str, Any], origin: str, where: str):
     return built if built.feasible else None
 
 
-def breakdown_entry(label: str, built) -> dict[str, Any]:
-    """A plan's exposed step time per part (models.step.StepBreakdown), seconds."""
+def breakdown_entry(label: str, built, plan: dict[str, Any]) -> dict[str, Any]:
+    """A plan's exposed step time per part (models.step.StepBreakdown), seconds; ``plan``:
+    its entry (the hover text names it)."""
     parts = {k: float(v) for k, v in built.evaluation.breakdown.as_dict().items()}
-    return {"label": label, "parts": parts, "step_time_s": float(built.evaluation.step_time_s)}
+    return {
+        "label": label,
+        "plan": plan_label(plan),
+        "parts": parts,
+        "step_time_s": float(built.evaluation.step_time_s),
+    }
 
 
 def _with_labels(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -180,7 +190,7 @@ def answer_report(path: Path, doc: dict[str, Any]) -> ReportData:
     )
     built = _plans_evaluated(path, doc, data)
     data.breakdown = [
-        breakdown_entry(f"#{p['rank']} {p['gpu']}", b)
+        breakdown_entry(f"#{p['rank']} {p['gpu']}", b, p)
         for p, b in zip(data.plans, built, strict=True)
         if b is not None
     ]
@@ -213,7 +223,7 @@ def compare_report(path: Path, doc: dict[str, Any]) -> ReportData:
     )
     built = _plans_evaluated(path, doc, data)
     data.breakdown = [
-        breakdown_entry(p["gpu"], b) for p, b in zip(data.plans, built, strict=True) if b
+        breakdown_entry(p["gpu"], b, p) for p, b in zip(data.plans, built, strict=True) if b
     ]
     first = next((i for i, b in enumerate(built) if b is not None), None)
     if first is not None:
@@ -246,6 +256,45 @@ def compare_sentence(plans: list[dict[str, Any]], question: dict[str, Any]) -> s
     if none:
         text += f" No plan on {', '.join(none)}."
     return text
+
+
+def breakeven_report(path: Path, doc: dict[str, Any]) -> ReportData:
+    """A ``breakeven --json`` result: the price, and the two plans it compares (the saved
+    result holds no question: no bill of materials, breakdown or catalog entries)."""
+    try:
+        sides = [(doc["gpu"], doc["plans"]["gpu"]), (doc["against"], doc["plans"]["against"])]
+        plans = [{**p, "rank": i + 1} for i, (_, p) in enumerate(sides) if p]
+        entry = {k: doc[k] for k in ("gpu", "against", "pricing", "catalog_price_usd")}
+    except (KeyError, TypeError) as err:
+        raise UsageError(f"{path}: not a breakeven --json result ({err})", "FILE") from err
+    entry["breakeven_price_usd"] = doc.get("breakeven_price_usd")
+    entry["wins_at_catalog_price"] = doc.get("wins_at_catalog_price")
+    data = ReportData(
+        kind="breakeven",
+        source=str(path),
+        title=f"Break-even price of {doc['gpu']} against {doc['against']}",
+        recommendation=breakeven_sentence(entry, _with_labels(plans)),
+        objective=dict(doc.get("objective") or {}),
+        plans=_with_labels(plans),
+        breakeven=[entry],
+    )
+    data.notes.append("a breakeven result saves no question: no bill of materials or breakdown")
+    return data
+
+
+def breakeven_sentence(e: dict[str, Any], plans: list[dict[str, Any]]) -> str:
+    """designer.render_breakeven's first line, then the two plans."""
+    price, base = e["breakeven_price_usd"], e["catalog_price_usd"]
+    unit = "per GPU-hour" if e["pricing"] == "cloud" else "per GPU"
+    if price is None:
+        text = f"{e['gpu']} does not win against {e['against']} even at 1/1000 of its price."
+    else:
+        text = (
+            f"{e['gpu']} wins the job against {e['against']} at or below "
+            f"{render.usd(price)} {unit} (catalog {render.usd(base)}, "
+            f"{100 * (price / base - 1):+.1f}%)."
+        )
+    return text + "".join(f" {p['gpu']}: {p['label']}." for p in plans)
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:

@@ -120,6 +120,9 @@ def _study_charts(data: ReportData, figs: dict[str, str]) -> str:
 
 
 def _price_wins(data: ReportData) -> str:
+    if data.breakeven:
+        rows = [tables.breakeven_row(e) for e in data.breakeven]
+        return "<h3>Break-even price</h3>" + _table(tables.BREAKEVEN_HEADERS, rows)
     st = data.study or {}
     rows = []
     for e in st.get("price_wins") or []:
@@ -150,11 +153,7 @@ def _bom(data: ReportData) -> str:
     rows.append(
         [("total (capex)", None), ("", None), ("", None), (f"${total:,.2f}", total), ("", None)]
     )
-    power = ", ".join(
-        f"{k} {v:,.0f}" if isinstance(v, (int, float)) else f"{k} {v}"
-        for k, v in data.bom.items()
-        if k not in ("lines", "total_usd")
-    )
+    power = "; ".join(tables.bom_facts(data.bom))
     return _section(
         "Bill of materials",
         f"<p class=src>Plan: {escape(data.bom_plan)}</p>",

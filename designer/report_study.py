@@ -288,7 +288,7 @@ def _with_study(data: ReportData, study, origin: Path, front, featured) -> None:
             continue
         built.append(b)
         if r in front:
-            data.breakdown.append(breakdown_entry(f"{r['gpu']} {render.usd(r['cost_usd'])}", b))
+            data.breakdown.append(breakdown_entry(f"{r['gpu']} {render.usd(r['cost_usd'])}", b, r))
         if r is featured:
             data.bom = report.bom_dict(b)
             data.bom_plan = f"scenario {r['scenario']}: {r['label']}"

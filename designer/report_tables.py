@@ -29,12 +29,12 @@ def _evidence(p: dict[str, Any]) -> dict[str, Any] | None:
 
 def plan_headers(data: ReportData) -> list[str]:
     heads = ["#", "gpu"]
-    if data.kind != "answer":
-        heads.append("status" if data.kind == "compare" else "scenario")
+    if data.kind in ("compare", "study"):
+        heads.append("status" if data.kind == "compare" else "axes")
     heads += ["gpus", "servers", "nics/server", "tp/pp/dp/cp/vp", "micro-batch x accum"]
     heads += ["recompute", "memory GB/GPU", "step s", "step s range", "days", "days range"]
     heads += ["cost USD", "cost range", "MFU", "evidence"]
-    if data.kind != "answer":
+    if data.kind in ("compare", "study"):
         heads.append("top binding")
     return heads
 
@@ -44,14 +44,16 @@ def plan_row(data: ReportData, p: dict[str, Any]) -> list[Cell]:
     ev = _evidence(p)
     gpu = report.gpu_label(p["gpu"], ev) if ev and ev.get("status") else p["gpu"]
     cells: list[Cell] = [(str(p.get("rank", "")), p.get("rank")), (gpu, p["gpu"])]
-    if data.kind != "answer":
-        what = p.get("status") if data.kind == "compare" else p.get("scenario")
-        cells.append((str(what or "-"), what))
+    if data.kind == "compare":
+        cells.append((str(p.get("status") or "-"), p.get("status")))
+    elif data.kind == "study":
+        where = ", ".join(f"{a} {p.get(a)}" for a in (data.study or {}).get("axes", []))
+        cells.append((where or "-", where))
     if p.get("num_gpus") in (None, ""):
         cells += [("-", None)] * 15
     else:
         cells += _plan_cells(p, ev)
-    if data.kind != "answer":
+    if data.kind in ("compare", "study"):
         cells.append((p.get("top_binding") or "-", p.get("top_binding")))
     return cells
 
@@ -114,6 +116,43 @@ def bom_row(line: dict[str, Any]) -> list[Cell]:
         (f"${line['unit_usd']:,.2f}", line["unit_usd"]),
         (f"${line['extended_usd']:,.2f}", line["extended_usd"]),
         (line.get("source") or "", line.get("source")),
+    ]
+
+
+_FACTS = {
+    "it_kw": "IT power {:,.0f} kW",
+    "facility_kw": "facility power {:,.0f} kW",
+    "racks": "{:,} racks",
+    "fabric_tiers": "{}-tier fabric",
+    "switches": "{:,} switches",
+    "links": "{:,} links",
+}
+
+
+def bom_facts(bom: dict[str, Any]) -> list[str]:
+    """The cluster's power, racks and fabric beside its bill of materials (report.bom_dict)."""
+    out = []
+    for k, v in bom.items():
+        if k in ("lines", "total_usd") or v is None:
+            continue
+        out.append(_FACTS[k].format(v) if k in _FACTS else f"{k} {render.fmt(v)}")
+    return out
+
+
+BREAKEVEN_HEADERS = ["gpu", "against", "pricing", "catalog price", "break-even price", "change"]
+
+
+def breakeven_row(e: dict[str, Any]) -> list[Cell]:
+    """``designer breakeven``'s price: the catalog's, the break-even, the change in percent."""
+    price, base = e.get("breakeven_price_usd"), e["catalog_price_usd"]
+    change = None if price is None else 100 * (price / base - 1)
+    return [
+        (e["gpu"], e["gpu"]),
+        (e["against"], e["against"]),
+        (e["pricing"], e["pricing"]),
+        (f"${base:,.2f}", base),
+        ("never wins" if price is None else f"${price:,.2f}", price),
+        ("-" if change is None else f"{change:+.1f}%", change),
     ]
 
 

@@ -72,6 +72,7 @@ def bom_sheet(wb, data: ReportData) -> None:
     ws.append(["capex as the answer saved it", None, None, data.bom["total_usd"], "designer"])
     ws.cell(last + 2, 4).number_format = USD_FORMAT
     ws.append([f"plan: {data.bom_plan}"])
+    ws.append(["; ".join(tables.bom_facts(data.bom))])
     for col, width in (("A", 48), ("B", 10), ("C", 16), ("D", 18), ("E", 90)):
         ws.column_dimensions[col].width = width
 
@@ -94,6 +95,19 @@ def _binding(wb, data: ReportData) -> None:
     unit = data.objective.get("unit") or ""
     rows = [[v for _, v in tables.binding_row(b)] for b in data.binding]
     _sheet(wb, "binding", tables.binding_headers(unit), rows)
+
+
+def _breakeven(wb, data: ReportData) -> None:
+    """``designer breakeven``'s prices, or a study's prices won and lost at."""
+    if data.breakeven:
+        rows = [[v for _, v in tables.breakeven_row(e)] for e in data.breakeven]
+        _sheet(wb, "break-even", tables.BREAKEVEN_HEADERS, rows)
+    elif data.study and data.study.get("price_wins"):
+        heads = ["gpu", "highest multiplier it won at", "lowest multiplier it lost at", "clean"]
+        rows = [
+            [e["gpu"], e["won_up_to"], e["lost_from"], e["clean"]] for e in data.study["price_wins"]
+        ]
+        _sheet(wb, "break-even", heads, rows)
 
 
 def _assumptions(wb, data: ReportData) -> None:
@@ -119,6 +133,7 @@ def workbook(data: ReportData):
     bom_sheet(wb, data)
     _study(wb, data)
     _binding(wb, data)
+    _breakeven(wb, data)
     _assumptions(wb, data)
     return wb
 

@@ -67,6 +67,13 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
         "answer": _json(["optimize", "--top", "2"], d / "answer.json"),
         "compare": _json(["compare"], d / "compare.json"),
     }
+    result = run_cli(
+        ["breakeven", *QUESTION[:2], *QUESTION[6:], "--gpu", "h200", "--against", "h100-sxm"]
+        + ["--json"]
+    )
+    assert result.exit_code == 0, result.output
+    out["breakeven"] = d / "breakeven.json"
+    out["breakeven"].write_text(result.output, encoding="utf-8")
     for name, text in (("study", STUDY), ("uncertain", UNCERTAIN)):
         (d / f"{name}.yaml").write_text(text, encoding="utf-8")
         result = run_cli(["sweep", str(d / f"{name}.yaml"), "--workers", "1"])
@@ -155,6 +162,22 @@ def test_a_study_csv_without_its_study_file_still_reports(inputs, tmp_path):
     assert explicit.bom is not None
 
 
+def test_a_breakeven_report_shows_the_price_and_both_plans(inputs, tmp_path):
+    doc = json.loads(inputs["breakeven"].read_text())
+    data = load(inputs["breakeven"])
+    assert data.kind == "breakeven"
+    assert data.breakeven[0]["breakeven_price_usd"] == doc["breakeven_price_usd"]
+    assert [p["gpu"] for p in data.plans] == ["h200", "h100-sxm"]
+    assert data.recommendation.startswith("h200 wins the job against h100-sxm at or below")
+    book = tmp_path / "b.xlsx"
+    assert run_cli(["report", str(inputs["breakeven"]), "--xlsx", str(book)]).exit_code == 0
+    rows = list(openpyxl.load_workbook(book)["break-even"].iter_rows(values_only=True))
+    assert rows[1][4] == pytest.approx(doc["breakeven_price_usd"])
+    assert rows[1][5] == pytest.approx(
+        100 * (doc["breakeven_price_usd"] / doc["catalog_price_usd"] - 1)
+    )
+
+
 # ---------------------------------------------------------------- the page
 @pytest.mark.parametrize(
     "name, charts",
@@ -163,6 +186,7 @@ def test_a_study_csv_without_its_study_file_still_reports(inputs, tmp_path):
         ("compare", {"binding", "pareto", "breakdown"}),
         ("study", {"budget", "pareto", "breakdown"}),
         ("uncertain", {"pareto", "win_share", "breakeven", "breakdown"}),
+        ("breakeven", {"pareto"}),
     ],
 )
 def test_the_page_is_self_contained_and_small(inputs, tmp_path, name, charts):
@@ -245,16 +269,24 @@ def test_the_workbook_holds_the_plans_study_rows_and_binding(inputs, tmp_path):
 
 
 # ---------------------------------------------------------------- the command
-def test_the_quick_start_works(tmp_path, capsys):
-    """README's quick start: optimize --budget 30M --json, then report it."""
+def test_the_quick_start_works(tmp_path):
+    """README's quick start, as a shell runs it: optimize --budget 30M --json, then report
+    it (fresh processes: the default question solved in this process would warm caches that
+    tests/test_reliability.py's time-limit test needs cold)."""
     answer = tmp_path / "a.json"
-    code, out, _ = run_main(capsys, ["optimize", "--budget", "30M", "--json"])
-    assert code == 0
-    answer.write_text(out, encoding="utf-8")
-    args = ["report", str(answer), "--html", str(tmp_path / "a.html")]
-    code, out, err = run_main(capsys, [*args, "--xlsx", str(tmp_path / "a.xlsx")])
-    assert code == 0, err
-    assert "page:" in out and "workbook:" in out
+    with open(answer, "w", encoding="utf-8") as fh:
+        proc = subprocess.run(
+            [sys.executable, "-m", "designer", "optimize", "--budget", "30M", "--json"],
+            stdout=fh,
+            cwd=tmp_path,
+        )
+    assert proc.returncode == 0
+    args = ["report", "a.json", "--html", "a.html", "--xlsx", "a.xlsx"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "designer", *args], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "page: a.html" in proc.stdout and "workbook: a.xlsx" in proc.stdout
     assert (tmp_path / "a.html").stat().st_size < MB
     assert openpyxl.load_workbook(tmp_path / "a.xlsx")["BOM"].max_row > 3
 
