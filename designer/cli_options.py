@@ -201,12 +201,6 @@ REPORT_OPTIONS = [
         default=None,
         help="The study file of a results CSV [default: STUDY.yaml beside the CSV].",
     ),
-    click.option(
-        "--time-limit",
-        type=Finite(min=0.01),
-        default=60.0,
-        show_default=True,
-        help="Solver time limit when FILE is a question to answer first, seconds.",
-    ),
+    ANSWER_OPTIONS[0],  # --time-limit: when FILE is a question to answer first
 ]
 """report's options: the files to write and how to read the input."""

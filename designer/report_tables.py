@@ -84,6 +84,8 @@ def _plan_cells(p: dict[str, Any], ev: dict[str, Any] | None) -> list[Cell]:
 def _usd_span(rng: list | None) -> str:
     if not rng:
         return "-"
+    if rng[1] is not None and abs(rng[1] - rng[0]) < 0.5:
+        return render.usd(rng[0])  # capex: unchanged by the time
     hi = render.usd(rng[1]) if rng[1] is not None else "unbounded"
     return f"{render.usd(rng[0])}-{hi}"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import SMALL_STUDY, run_cli
 
 pytest.importorskip(
     "plotly", reason="the report extra is not installed: pip install -e '.[report]'"
@@ -23,15 +23,6 @@ CHROMIUM_ARGS = [
     *("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"),
     *("--disable-background-networking", "--disable-component-update", "--disable-sync"),
 ]
-STUDY = """\
-base:
-  model: llama2-7b
-  tokens: 20B
-  max_batch_tokens: 1M
-axes:
-  budget: [300K, 1M]
-  gpus: [[h100-sxm], [h200]]
-"""
 
 
 def _chromium() -> str:
@@ -62,7 +53,7 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     )
     assert result.exit_code == 0, result.output
     answer.write_text(result.output, encoding="utf-8")
-    (d / "study.yaml").write_text(STUDY, encoding="utf-8")
+    (d / "study.yaml").write_text(SMALL_STUDY, encoding="utf-8")
     assert run_cli(["sweep", str(d / "study.yaml"), "--workers", "1"]).exit_code == 0
     out = {}
     for name, src in (("answer", answer), ("study", d / "study.csv")):

@@ -14,7 +14,7 @@ import pytest
 
 from designer import sweep
 from designer.report_data import load
-from helpers import REPO, one_line, run_cli, run_main
+from helpers import REPO, SMALL_STUDY, one_line, run_cli, run_main
 
 pytest.importorskip(
     "plotly", reason="the report extra is not installed: pip install -e '.[report]'"
@@ -23,15 +23,6 @@ openpyxl = pytest.importorskip("openpyxl", reason="the report extra is not insta
 
 QUESTION = ["--model", "llama2-7b", "--gpu", "h100-sxm", "--gpu", "h200", "--tokens", "20B"]
 QUESTION += ["--max-batch-tokens", "1M", "--budget", "1M"]
-STUDY = """\
-base:
-  model: llama2-7b
-  tokens: 20B
-  max_batch_tokens: 1M
-axes:
-  budget: [300K, 1M]
-  gpus: [[h100-sxm], [h200]]
-"""
 UNCERTAIN = """\
 base:
   model: llama2-7b
@@ -74,7 +65,7 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     assert result.exit_code == 0, result.output
     out["breakeven"] = d / "breakeven.json"
     out["breakeven"].write_text(result.output, encoding="utf-8")
-    for name, text in (("study", STUDY), ("uncertain", UNCERTAIN)):
+    for name, text in (("study", SMALL_STUDY), ("uncertain", UNCERTAIN)):
         (d / f"{name}.yaml").write_text(text, encoding="utf-8")
         result = run_cli(["sweep", str(d / f"{name}.yaml"), "--workers", "1"])
         assert result.exit_code == 0, result.output
@@ -379,3 +370,21 @@ def test_a_question_file_is_answered_then_reported(tmp_path):
     )
     data = load(q)
     assert data.kind == "answer" and data.plans and data.recommendation.startswith("Best plan")
+
+
+def test_an_answer_without_a_plan_reports_it(tmp_path):
+    """optimize exits 1 but saves its JSON; the report says there is no plan (--no-explain:
+    explaining the conflict takes about 10 s)."""
+    args = ["optimize", *QUESTION[:4], *QUESTION[6:10], "--budget", "20K", "--json"]
+    args.append("--no-explain")
+    result = run_cli(args)
+    assert result.exit_code == 1
+    answer = tmp_path / "none.json"
+    answer.write_text(result.output.split("\ndesigner:")[0], encoding="utf-8")
+    data = load(answer)
+    assert data.plans == [] and data.bom is None
+    assert data.recommendation == json.loads(answer.read_text())["explanation"]
+    assert data.recommendation.startswith("No plan")
+    page = tmp_path / "none.html"
+    assert run_cli(["report", str(answer), "--html", str(page)]).exit_code == 0
+    assert data.recommendation in page.read_text(encoding="utf-8")
