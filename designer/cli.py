@@ -459,7 +459,8 @@ def sweep_cmd(
 @click.argument("file", type=click.Path(path_type=Path))
 @apply(REPORT_OPTIONS)
 def report_cmd(file, html_file, xlsx_file, open_page, study_file, time_limit) -> None:
-    """Write a saved answer, compare --json result or sweep CSV as a page and a workbook."""
+    """Write a saved answer (optimize, explain, compare or breakeven --json) or a sweep's
+    CSV as a page and a workbook."""
     from designer.report_files import write_report
 
     for line in write_report(file, html_file, xlsx_file, open_page, study_file, time_limit):

@@ -98,9 +98,9 @@ def plan_label(p: dict[str, Any]) -> str:
     if p.get("num_gpus") in (None, ""):
         return f"{p.get('gpu')}: no plan ({p.get('status') or 'infeasible'})"
     layout = f"TP {p['tp']} PP {p['pp']} DP {p['dp']}"
-    layout += (f" CP {p['cp']}" if int(p["cp"]) > 1 else "") + (
-        f" VP {p['vp']}" if int(p["vp"]) > 1 else ""
-    )
+    for degree in ("cp", "vp", "ep", "etp"):  # shown when not 1 (ep, etp: MoE plans)
+        if p.get(degree) not in (None, "") and int(p[degree]) > 1:
+            layout += f" {degree.upper()} {p[degree]}"
     return (
         f"{int(p['num_gpus']):,} x {p['gpu']} in {int(p['nodes']):,} servers "
         f"({p['nics_per_node']} x {p['nic']}), {layout}, micro-batch {p['micro_batch']} "
