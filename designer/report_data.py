@@ -12,7 +12,6 @@ library computes for it (a saved plan re-evaluated for its step-time breakdown, 
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -314,8 +313,3 @@ def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
             "FILE",
         )
     return header, rows
-
-
-def as_json_text(data: ReportData) -> str:
-    """The data as JSON (tests and debugging)."""
-    return json.dumps(data.__dict__, default=str, indent=1)

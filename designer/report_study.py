@@ -196,6 +196,22 @@ def study_scenario(study, origin: Path, row: dict[str, Any], ids: dict[str, dict
     return build_question(question, str(origin), origin.parent)
 
 
+def _rows(path: Path, raw: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The CSV's rows typed; exit 2 naming the file and row where one is not as written."""
+    rows = []
+    for i, r in enumerate(raw, start=2):
+        try:
+            row = typed(r)
+            json.loads(row.get("price_scales") or "{}")
+        except (ValueError, TypeError) as err:
+            raise UsageError(
+                f"{path}: line {i} is not as designer sweep writes it ({err}); rerun the sweep",
+                "FILE",
+            ) from err
+        rows.append(row)
+    return rows
+
+
 def study_report(path: Path, study_file: Path | None) -> ReportData:
     """A sweep's results CSV (optionally with its study file) as a report."""
     header, raw = read_csv(path)
@@ -208,7 +224,7 @@ def study_report(path: Path, study_file: Path | None) -> ReportData:
     data = ReportData(kind="study", source=str(path), title="", recommendation="")
     study, origin = _study(path, study_file, raw, data.notes)
     axes = axes_of(header)
-    rows = [typed(r) for r in raw]
+    rows = _rows(path, raw)
     plans = [r for r in rows if r.get("time_to_train_days") is not None]
     for r in plans:
         r["label"] = plan_label(r)

@@ -169,6 +169,30 @@ def test_a_breakeven_report_shows_the_price_and_both_plans(inputs, tmp_path):
     )
 
 
+def test_a_study_file_that_did_not_write_the_csv_is_refused_or_noted(inputs, tmp_path, capsys):
+    other = tmp_path / "other.yaml"
+    other.write_text(SMALL_STUDY.replace("20B", "30B"), encoding="utf-8")
+    args = ["report", str(inputs["study"]), "--xlsx", str(tmp_path / "o.xlsx")]
+    code, _, err = run_main(capsys, [*args, "--study", str(other)])
+    assert code == 2 and "did not write" in one_line(err) and "--study" in err
+    beside = tmp_path / "beside.csv"
+    beside.write_bytes(inputs["study"].read_bytes())
+    other.rename(beside.with_suffix(".yaml"))
+    data = load(beside)
+    assert data.bom is None and any("not the study that wrote" in n for n in data.notes)
+
+
+def test_a_damaged_results_csv_exits_2_naming_its_line(inputs, tmp_path, capsys):
+    lines = inputs["study"].read_text(encoding="utf-8").splitlines()
+    head = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[head.index("num_gpus")] = "many"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n", encoding="utf-8")
+    code, _, err = run_main(capsys, ["report", str(bad), "--xlsx", str(tmp_path / "o.xlsx")])
+    assert code == 2 and f"{bad}: line 2" in one_line(err)
+
+
 # ---------------------------------------------------------------- the page
 @pytest.mark.parametrize(
     "name, charts",
