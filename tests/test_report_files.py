@@ -412,3 +412,14 @@ def test_an_answer_without_a_plan_reports_it(tmp_path):
     page = tmp_path / "none.html"
     assert run_cli(["report", str(answer), "--html", str(page)]).exit_code == 0
     assert data.recommendation in page.read_text(encoding="utf-8")
+
+
+def test_an_explain_answer_is_reported_like_optimize_s(inputs, tmp_path):
+    """`designer explain SAVED.json --json` prints optimize's object for the saved plan."""
+    result = run_cli(["explain", str(inputs["answer"]), "--json"])
+    assert result.exit_code == 0, result.output
+    explained = tmp_path / "explained.json"
+    explained.write_text(result.output, encoding="utf-8")
+    data = load(explained)
+    assert data.kind == "answer" and data.recommendation.startswith("The saved plan")
+    assert data.bom == json.loads(result.output)["bom"] and data.breakdown
