@@ -45,6 +45,7 @@ class ReportData:
     binding: list[dict[str, Any]] = field(default_factory=list)
     bom: dict[str, Any] | None = None
     bom_plan: str = ""
+    other_boms: list[dict[str, Any]] = field(default_factory=list)  # compare: {gpu, plan, bom}
     breakdown: list[dict[str, Any]] = field(default_factory=list)
     question: dict[str, Any] | None = None
     catalog: list[dict[str, Any]] = field(default_factory=list)
@@ -228,6 +229,11 @@ def compare_report(path: Path, doc: dict[str, Any]) -> ReportData:
     if first is not None:
         data.bom = report.bom_dict(built[first])
         data.bom_plan = data.plans[first]["label"]
+    data.other_boms = [
+        {"gpu": p["gpu"], "plan": p["label"], "bom": report.bom_dict(b)}
+        for i, (p, b) in enumerate(zip(data.plans, built, strict=True))
+        if b is not None and i != first
+    ]
     data.recommendation = compare_sentence(data.plans, question)
     return data
 

@@ -154,9 +154,13 @@ def _bom(data: ReportData) -> str:
         [("total (capex)", None), ("", None), ("", None), (f"${total:,.2f}", total), ("", None)]
     )
     power = "; ".join(tables.bom_facts(data.bom))
+    others = ", ".join(f"{o['gpu']} {render.usd(o['bom']['total_usd'])}" for o in data.other_boms)
     return _section(
         "Bill of materials",
         f"<p class=src>Plan: {escape(data.bom_plan)}</p>",
+        f"<p class=src>Other GPU types' totals (their lines in the workbook): {escape(others)}</p>"
+        if others
+        else "",
         _table(tables.BOM_HEADERS, rows),
         f"<p class=src>{escape(power)}</p>",
     )

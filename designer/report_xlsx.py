@@ -54,14 +54,14 @@ def _plans(wb, data: ReportData) -> None:
     )
 
 
-def bom_sheet(wb, data: ReportData) -> None:
+def bom_sheet(wb, title: str, bom: dict[str, Any] | None, plan: str) -> None:
     """Item, quantity, unit price, line total (=quantity x unit), source; then the total
     (=SUM of the line totals) and the plan's capex as the answer saved it."""
-    ws = _sheet(wb, BOM_SHEET, tables.BOM_HEADERS, [])
-    if not data.bom:
+    ws = _sheet(wb, title, tables.BOM_HEADERS, [])
+    if not bom:
         ws.append(["no bill of materials in this input"])
         return
-    lines = data.bom["lines"]
+    lines = bom["lines"]
     for r, line in enumerate(lines, start=2):
         ws.append([line["item"], line["quantity"], line["unit_usd"], f"=B{r}*C{r}", line["source"]])
         ws.cell(r, 3).number_format = USD_FORMAT
@@ -69,12 +69,19 @@ def bom_sheet(wb, data: ReportData) -> None:
     last = len(lines) + 1
     ws.append(["total (capex)", None, None, f"=SUM(D2:D{last})", None])
     ws.cell(last + 1, 4).number_format = USD_FORMAT
-    ws.append(["capex as the answer saved it", None, None, data.bom["total_usd"], "designer"])
+    ws.append(["capex as the answer saved it", None, None, bom["total_usd"], "designer"])
     ws.cell(last + 2, 4).number_format = USD_FORMAT
-    ws.append([f"plan: {data.bom_plan}"])
-    ws.append(["; ".join(tables.bom_facts(data.bom))])
+    ws.append([f"plan: {plan}"])
+    ws.append(["; ".join(tables.bom_facts(bom))])
     for col, width in (("A", 48), ("B", 10), ("C", 16), ("D", 18), ("E", 90)):
         ws.column_dimensions[col].width = width
+
+
+def _boms(wb, data: ReportData) -> None:
+    """The featured plan's BOM, then (compare) each other GPU type's on its own sheet."""
+    bom_sheet(wb, BOM_SHEET, data.bom, data.bom_plan)
+    for other in data.other_boms:
+        bom_sheet(wb, f"{BOM_SHEET} {other['gpu']}"[:31], other["bom"], other["plan"])
 
 
 def _study(wb, data: ReportData) -> None:
@@ -130,7 +137,7 @@ def workbook(data: ReportData):
     wb = Workbook()
     wb.remove(wb.active)
     _plans(wb, data)
-    bom_sheet(wb, data)
+    _boms(wb, data)
     _study(wb, data)
     _binding(wb, data)
     _breakeven(wb, data)

@@ -103,6 +103,9 @@ def test_a_compare_report_has_one_plan_per_gpu_type_and_their_boms(inputs):
         doc["plans"][0]["cost_usd"]
     )
     assert {e["label"] for e in data.breakdown} == {p["gpu"] for p in doc["plans"]}
+    # every other GPU type's bill of materials, its total that plan's capex
+    others = {o["gpu"]: o["bom"]["total_usd"] for o in data.other_boms}
+    assert others == {p["gpu"]: pytest.approx(p["cost_usd"]) for p in doc["plans"][1:]}
 
 
 def test_a_study_report_draws_its_rows(inputs):
@@ -242,16 +245,21 @@ def _bom_total(ws) -> tuple[str, float]:
     return f"D{row}", _value(ws, f"D{row}", {})
 
 
-@pytest.mark.parametrize("name", ["answer", "compare", "study"])
-def test_the_workbook_totals_are_formulas_that_follow_the_prices(inputs, tmp_path, name):
+@pytest.mark.parametrize(
+    "name, sheet", [("answer", "BOM"), ("compare", "BOM"), ("compare", "BOM 2"), ("study", "BOM")]
+)
+def test_the_workbook_totals_are_formulas_that_follow_the_prices(inputs, tmp_path, name, sheet):
     book = tmp_path / "r.xlsx"
     assert run_cli(["report", str(inputs[name]), "--xlsx", str(book)]).exit_code == 0
     data = load(inputs[name])
     wb = openpyxl.load_workbook(book)
     assert {"plans", "BOM", "binding", "assumptions"} <= set(wb.sheetnames)
-    ws = wb["BOM"]
+    bom = data.bom
+    if sheet == "BOM 2":  # compare: the second GPU type's own sheet
+        sheet, bom = f"BOM {data.other_boms[0]['gpu']}", data.other_boms[0]["bom"]
+    ws = wb[sheet]
     ref, total = _bom_total(ws)
-    assert total == pytest.approx(data.bom["total_usd"], abs=0.01)
+    assert total == pytest.approx(bom["total_usd"], abs=0.01)
     # every line total is quantity x unit price
     for r in range(2, int(ref[1:])):
         assert ws.cell(r, 4).value == f"=B{r}*C{r}"
