@@ -26,6 +26,7 @@ from designer.cli_options import (
     CATALOG_OPTION,
     EVALUATE_OPTIONS,
     JSON_OPTION,
+    REPORT_OPTIONS,
     apply,
     file_option,
 )
@@ -445,6 +446,18 @@ def sweep_cmd(
     click.echo(f"{len(rows)} scenarios run, results in {out}")
     if stats is not None:
         click.echo(report.summary_table(stats))
+
+
+@cli.command("report")
+@click.argument("file", type=click.Path(path_type=Path))
+@apply(REPORT_OPTIONS)
+def report_cmd(file, html_file, xlsx_file, open_page, study_file, time_limit) -> None:
+    """Write a saved answer (optimize, explain, compare or breakeven --json) or a sweep's
+    CSV as a page and a workbook."""
+    from designer.report_files import write_report
+
+    for line in write_report(file, html_file, xlsx_file, open_page, study_file, time_limit):
+        click.echo(line)
 
 
 # ---------------------------------------------------------------- entry point

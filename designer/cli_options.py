@@ -188,3 +188,27 @@ ANSWER_OPTIONS = [
 ]
 """How optimize, compare and breakeven answer: after the question's options."""
 ANSWER_KEYS = ("time_limit", "explain", "as_json", "csv_file")  # their parameters
+
+REPORT_OPTIONS = [
+    file_option(
+        "--html",
+        "html_file",
+        "Write one self-contained page (charts inlined; opens offline; needs designer[report]).",
+    ),
+    file_option(
+        "--xlsx",
+        "xlsx_file",
+        "Write an Excel workbook: plans, BOM with formulas, study rows, binding constraints, "
+        "assumptions (needs designer[report]).",
+    ),
+    click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser."),
+    click.option(
+        "--study",
+        "study_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="The study file of a results CSV [default: STUDY.yaml beside the CSV].",
+    ),
+    ANSWER_OPTIONS[0],  # --time-limit: when FILE is a question to answer first
+]
+"""report's options: the files to write and how to read the input."""

@@ -145,7 +145,7 @@ def save_with(path: Path, save: Callable[[Path], None], option: str) -> None:
         save(tmp)
 
 
-OUTPUT_PARAMS = ("csv_file", "bom_file", "plot_file")
+OUTPUT_PARAMS = ("csv_file", "bom_file", "plot_file", "html_file", "xlsx_file")
 """click parameters naming files a command writes."""
 INPUT_PARAMS = (
     *("model", "model_name", "catalog_files", "from_megatron"),

@@ -66,6 +66,18 @@ TINY = [
 ]  # fmt: skip
 
 
+# A study of two budgets and two GPU types, about a second to sweep (the report tests).
+SMALL_STUDY = """\
+base:
+  model: llama2-7b
+  tokens: 20B
+  max_batch_tokens: 1M
+axes:
+  budget: [300K, 1M]
+  gpus: [[h100-sxm], [h200]]
+"""
+
+
 def load_bench(script: str, module_name: str) -> ModuleType:
     """Import a script of bench/ (not a package) as ``module_name``."""
     path = REPO / "bench" / script
