@@ -74,7 +74,7 @@ def breakeven(
             good, good_res = mid, res
         else:
             bad = mid
-    return Breakeven(gpu, against, base, good, wins(at_base), rival, good_res, (lo, hi))
+    return Breakeven(gpu, against, base, good, bool(wins(at_base)), rival, good_res, (lo, hi))
 
 
 def breakeven_question(question: dict[str, Any], against: str) -> tuple[Scenario, str]:

@@ -180,6 +180,8 @@ def test_breakeven_price_is_where_the_winner_changes():
     )
     doc = json.loads(out.output)
     assert doc["breakeven_price_usd"] == pytest.approx(be.price)
+    # a JSON boolean, not the string of a numpy bool
+    assert doc["wins_at_catalog_price"] is be.wins_at_catalog_price is False
     assert doc["plans"]["gpu"]["gpu"] == "h200" and doc["plans"]["against"]["gpu"] == "h100-sxm"
 
 
