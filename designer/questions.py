@@ -105,6 +105,9 @@ def build_scenario(
     stack: str = DEFAULT_STACK,
     evidence: str = "measured",
     max_virtual_stages: int = DEFAULT_MAX_VIRTUAL_STAGES,
+    no_failures: bool = False,
+    checkpoint_every: float | None = None,
+    failure_scale: float = 1.0,
     **facility: float | None,
 ) -> Scenario:
     """The Scenario a question asks (keyword arguments: the question's fields, parsed;
@@ -153,6 +156,9 @@ def build_scenario(
             evidence=evidence,
             unmeasured=unmeasured,
             max_virtual_stages=max_virtual_stages,
+            no_failures=no_failures,
+            checkpoint_every_min=checkpoint_every,
+            failure_scale=failure_scale,
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err

@@ -164,6 +164,30 @@ def cluster_line(ev) -> str:
     )
 
 
+def goodput_sentence(ev) -> str:
+    """What failures cost a plan, one sentence ('' for the ideal model or without tokens)."""
+    run = ev.goodput
+    if run is None:
+        return ""
+    every = run.checkpoint_interval_min
+    ckpt = "" if every is None else f", a checkpoint every {render_minutes(every)}"
+    share = run.lost_days / run.days * 100 if run.days > 0 else 0.0
+    return (
+        f"Failures cost {run.lost_days:,.1f} days ({share:.1f}%): {run.failures_expected:,.0f} "
+        f"interruptions expected{ckpt}, goodput {run.goodput * 100:.1f}% of "
+        f"{run.days:,.1f} days (ideal {run.ideal_days:,.1f}; --no-failures plans without them)."
+    )
+
+
+def render_minutes(minutes: float) -> str:
+    """Minutes as a short duration: 18 s, 12 min, 2.5 h."""
+    if minutes < 1:
+        return f"{minutes * 60:.0f} s"
+    if minutes < 120:
+        return f"{minutes:,.0f} min"
+    return f"{minutes / 60:,.1f} h"
+
+
 def bom_dict(plan) -> dict[str, Any]:
     """The best plan's bill of materials, its power and racks; the total is the plan's capex."""
     cluster = plan.evaluation.cluster
@@ -275,7 +299,8 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
         f"{_days(float(ev.time_to_train_days or 0.0))} for {render.usd(p.cost_usd)} ({s.pricing})"
         f"{'' if res.proved else f'; not proved optimal: {res.status_text}'}."
     )
-    tail = " " + evidence_sentence(s, doc)
+    gp = goodput_sentence(ev)
+    tail = (" " + gp if gp else "") + " " + evidence_sentence(s, doc)
     binds = [b for b in binding or [] if b.binding]
     if not binding:
         return head + tail
