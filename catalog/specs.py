@@ -464,6 +464,11 @@ class NICSpec(_Strict):
         return self.speed_gbit_per_s / 8.0
 
 
+def _bandwidth(default: float, description: str) -> Any:
+    """A checkpoint bandwidth in GB/s (Facility), positive and finite."""
+    return Field(default, gt=0, le=10_000, description=description)
+
+
 class Facility(_Strict):
     """Data-centre constants: power, racks, energy price and the fabric's oversubscription."""
 
@@ -491,18 +496,12 @@ class Facility(_Strict):
         10.0, ge=0, le=10_000, description="detect, reschedule and reinitialise after a failure"
     )
     restart_source: str = Field("[assumed] not given", min_length=1)
-    checkpoint_snapshot_gb_per_s_per_gpu: float = Field(
-        25.0,
-        gt=0,
-        le=10_000,
-        description="asynchronous checkpointing's blocking copy of a GPU's shard to host memory",
+    checkpoint_snapshot_gb_per_s_per_gpu: float = _bandwidth(
+        25.0, "asynchronous checkpointing's blocking copy of a GPU's shard to host memory"
     )
     checkpoint_snapshot_source: str = Field("[assumed] not given", min_length=1)
-    checkpoint_storage_gb_per_s_per_server: float = Field(
-        1.0,
-        gt=0,
-        le=10_000,
-        description="checkpoint storage write (and read) bandwidth per training server",
+    checkpoint_storage_gb_per_s_per_server: float = _bandwidth(
+        1.0, "checkpoint storage write (and read) bandwidth per training server"
     )
     checkpoint_storage_source: str = Field("[assumed] not given", min_length=1)
     lifetime_years: float | None = Field(

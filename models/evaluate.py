@@ -166,11 +166,19 @@ class Evaluation:
     def goodput_dict(self) -> dict[str, Any]:
         """The plan's goodput fields (null without tokens; 1 and 0 failures when ideal)."""
         run, ideal = self.goodput, self.ideal_time_days
+        if run is None:
+            ideal_only = ideal is not None
+            return {
+                "ideal_time_days": ideal,
+                "goodput": 1.0 if ideal_only else None,
+                "failures_expected": 0.0 if ideal_only else None,
+                "checkpoint_interval_min": None,
+            }
         return {
             "ideal_time_days": ideal,
-            "goodput": None if ideal is None else (1.0 if run is None else run.goodput),
-            "failures_expected": None if ideal is None else (0.0 if run is None else run.failures_expected),
-            "checkpoint_interval_min": None if run is None else run.checkpoint_interval_min,
+            "goodput": run.goodput,
+            "failures_expected": run.failures_expected,
+            "checkpoint_interval_min": run.checkpoint_interval_min,
         }
 
     @property
