@@ -496,6 +496,16 @@ class Facility(_Strict):
         10.0, ge=0, le=10_000, description="detect, reschedule and reinitialise after a failure"
     )
     restart_source: str = Field("[assumed] not given", min_length=1)
+    hot_spare_restart_min: float = Field(
+        3.0,
+        ge=0,
+        le=10_000,
+        description="restart when a hot spare server replaces the failed one (no rescheduling)",
+    )
+    hot_spares_per_100_servers: float = Field(
+        2.0, gt=0, le=100, description="hot spare servers bought per 100 training servers"
+    )
+    hot_spare_source: str = Field("[assumed] not given", min_length=1)
     checkpoint_snapshot_gb_per_s_per_gpu: float = _bandwidth(
         25.0, "asynchronous checkpointing's blocking copy of a GPU's shard to host memory"
     )

@@ -34,7 +34,7 @@ form (solvers/cpsat_goodput.py). Valid while the overhead is small (first order)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 SECONDS_PER_HOUR = 3600.0
@@ -144,6 +144,27 @@ def goodput(model: FailureModel, num_gpus: int, ideal_days: float) -> Goodput:
         failures_expected=expected_failures(model.rate_per_gpu_s * num_gpus, wall_s),
         checkpoint_interval_min=interval / 60.0 if math.isfinite(interval) else None,
     )
+
+
+@dataclass(frozen=True)
+class SpareWhatIf:
+    """The same plan with hot spares: how many, what they cost, the days they save."""
+
+    servers: int
+    usd: float
+    days_saved: float
+
+
+def hot_spares(
+    model: FailureModel, ideal_days: float, num_gpus: int, servers: int, facility: Any, server_usd
+) -> SpareWhatIf:
+    """What ``facility.hot_spares_per_100_servers`` spares would do: a failure then costs
+    ``hot_spare_restart_min`` instead of ``restart_min`` (the pool covers the servers in
+    repair: catalog hot_spare_source), at ``server_usd`` a spare server."""
+    spares = math.ceil(servers * facility.hot_spares_per_100_servers / 100.0 - 1e-9)
+    hot = replace(model, restart_s=facility.hot_spare_restart_min * 60.0)
+    saved = goodput(model, num_gpus, ideal_days).days - goodput(hot, num_gpus, ideal_days).days
+    return SpareWhatIf(spares, spares * server_usd, saved)
 
 
 def failure_model(
