@@ -177,6 +177,8 @@ def goodput_sentence(ev) -> str:
         f"interruptions expected{ckpt}, goodput {run.goodput * 100:.1f}% of "
         f"{run.days:,.1f} days (ideal {run.ideal_days:,.1f}; --no-failures plans without them)"
     )
+    if run.goodput < 0.5:  # Young/Daly's first order assumes a small lost share
+        text += "; a first-order estimate, rough when failures take this large a share"
     return text + spares_clause(ev) + "."
 
 

@@ -129,6 +129,15 @@ def test_checkpoint_every_fixes_the_interval(capsys):
     assert plan["time_to_train_days"] > young["time_to_train_days"]
 
 
+def test_a_large_lost_share_is_called_rough(capsys):
+    code, out, _ = run_main(
+        capsys,
+        ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "1T", "--budget",
+         "5M", "--no-explain", "--failure-scale", "5000"],
+    )  # fmt: skip
+    assert code == 0 and "a first-order estimate, rough" in out
+
+
 def test_failure_scale_zero_is_no_lost_time(capsys):
     plan = _optimize(capsys, "--failure-scale", "0")["plans"][0]
     assert plan["goodput"] == 1.0 and plan["failures_expected"] == 0.0
