@@ -1,7 +1,7 @@
 """Solver benchmark: CP-SAT against the exhaustive reference on a fixed suite.
 
 Usage: python bench/solver.py [--exhaustive-timeout S] [--no-exhaustive] [--explain] [--only NAME]
-                              [--repeat N] [--no-failures]
+                              [--repeat N] [--no-failures] [--search-work]
 
 Twelve-plus questions from 7B to 1T parameters and $1M to $5B over the whole
 shipped catalog. For each it prints the CP-SAT wall time (candidate
@@ -104,12 +104,40 @@ def run_child(solver: str, row, timeout_s: float, failures: bool = True):
     return queue.get() if not queue.empty() else (None, None)
 
 
+def search_work(rows, failures: bool) -> None:
+    """CP-SAT's deterministic time and branches per question, summed over its solves in
+    this process: the search's work, independent of the machine's load."""
+    from ortools.sat.python import cp_model
+
+    work = {"det": 0.0, "branches": 0}
+    plain = cp_model.CpSolver.solve
+
+    def counted(self, model, *args, **kwargs):
+        status = plain(self, model, *args, **kwargs)
+        work["det"] += self.deterministic_time
+        work["branches"] += self.num_branches
+        return status
+
+    cp_model.CpSolver.solve = counted  # type: ignore[method-assign]
+    print(f"{'scenario':16} {'det_time':>9} {'branches':>9} {'status':>8}  objective")
+    for row in rows:
+        work.update(det=0.0, branches=0)
+        res = solve_cpsat(scenario(row, failures), time_limit_s=600)
+        obj = float(res.best.objective) if res.best else None
+        print(f"{row[0]:16} {work['det']:9.3f} {work['branches']:9,} {res.status:>8}  {obj!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--exhaustive-timeout", type=float, default=600.0)
     parser.add_argument("--no-exhaustive", action="store_true")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--only", default=None)
+    parser.add_argument(
+        "--search-work",
+        action="store_true",
+        help="print CP-SAT's deterministic time and branches per question (load-independent)",
+    )
     parser.add_argument(
         "--no-failures",
         action="store_true",
@@ -120,6 +148,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     rows = [r for r in SUITE if args.only is None or r[0] == args.only]
+    if args.search_work:
+        search_work(rows, not args.no_failures)
+        return
     cp_times, explain_ratios, speedups = [], [], []
     print(
         f"{'scenario':16} {'cpsat_s':>8} {'gap':>5} {'gpus':>7} {'plan':34} {'exh_s':>9} {'agree':>5} {'ratio':>7}"
