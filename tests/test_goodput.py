@@ -257,3 +257,15 @@ def test_hot_spares_save_the_restart_time(cat):
     restart_cut_days = (cat.facility.restart_min - cat.facility.hot_spare_restart_min) / 1440
     # first order: failures per ideal day x the restart time cut, over 100 ideal days
     assert what.days_saved == pytest.approx(100 * rate_per_day * restart_cut_days, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [2, 4, 11])
+def test_top_k_with_failures_agrees_with_the_exhaustive_solver(seed, cat):
+    """--top 4 with failures on: the same four best plans (distinct shapes), in order."""
+    s = _failing(seed, cat).with_changes(
+        objective="time", pricing="capex", budget_usd=5e5, deadline_days=None
+    )
+    got, ref = solve_cpsat(s, top_k=4), solve_exhaustive(s, top_k=4)
+    assert len(got.plans) == len(ref.plans) == 4
+    for a, b in zip(got.plans, ref.plans, strict=True):
+        assert a.objective == pytest.approx(b.objective, rel=1e-3)
