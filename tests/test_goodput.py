@@ -196,23 +196,26 @@ def test_cpsat_matches_exhaustive_with_failures(seed, cat):
         assert plan.evaluation.goodput is not None
 
 
-def test_a_study_varies_the_failure_rate(tmp_path):
-    """--failure-scale is a question field, so a study's axis: more failures, fewer
-    goodput and more days, the ideal time unchanged."""
+def _sweep_rows(tmp_path, rest: str) -> list[dict[str, str]]:
+    """The CSV rows of a study of llama2-7b on H100 with $5M and ``rest`` (axes, ...)."""
     import csv
 
     from helpers import run_cli
 
     study = tmp_path / "study.yaml"
-    study.write_text(
-        "base:\n  model: llama2-7b\n  tokens: 1T\n  budget: 5M\n  gpus: [h100-sxm]\n"
-        "axes:\n  failure_scale: [0, 1, 100]\n",
-        encoding="utf-8",
-    )
+    base = "base:\n  model: llama2-7b\n  tokens: 1T\n  budget: 5M\n  gpus: [h100-sxm]\n"
+    study.write_text(base + rest, encoding="utf-8")
     out = tmp_path / "out.csv"
     result = run_cli(["sweep", str(study), "--csv", str(out)])
     assert result.exit_code == 0, result.output
-    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    return list(csv.DictReader(out.open(encoding="utf-8")))
+
+
+def test_a_study_varies_the_failure_rate(tmp_path):
+    """--failure-scale is a question field, so a study's axis: more failures, fewer
+    goodput and more days, the ideal time unchanged."""
+
+    rows = _sweep_rows(tmp_path, "axes:\n  failure_scale: [0, 1, 100]\n")
     by_scale = {float(r["failure_scale"]): r for r in rows}
     assert sorted(by_scale) == [0.0, 1.0, 100.0]
     goodputs = [float(by_scale[x]["goodput"]) for x in (0.0, 1.0, 100.0)]
@@ -223,21 +226,12 @@ def test_a_study_varies_the_failure_rate(tmp_path):
 
 def test_an_uncertainty_block_draws_the_failure_rate(tmp_path):
     """uncertainty.failure_scale: each sample's rates times a uniform draw, in the CSV."""
-    import csv
 
-    from helpers import run_cli
-
-    study = tmp_path / "study.yaml"
-    study.write_text(
-        "base:\n  model: llama2-7b\n  tokens: 1T\n  budget: 5M\n  gpus: [h100-sxm]\n"
+    rows = _sweep_rows(
+        tmp_path,
         "axes:\n  max_batch_tokens: [4M]\n"
         "uncertainty:\n  samples: 3\n  seed: 2\n  failure_scale: [10, 1000]\n",
-        encoding="utf-8",
     )
-    out = tmp_path / "out.csv"
-    result = run_cli(["sweep", str(study), "--csv", str(out)])
-    assert result.exit_code == 0, result.output
-    rows = list(csv.DictReader(out.open(encoding="utf-8")))
     draws = [float(r["failure_draw"]) for r in rows]
     assert len(set(draws)) == 3 and all(10 <= d <= 1000 for d in draws)
     by_draw = sorted(rows, key=lambda r: float(r["failure_draw"]))
