@@ -177,6 +177,17 @@ def goodput_sentence(ev) -> str:
         f"interruptions expected{ckpt}, goodput {run.goodput * 100:.1f}% of "
         f"{run.days:,.1f} days (ideal {run.ideal_days:,.1f}; --no-failures plans without them)"
     )
+    model = ev.failure_model
+    write_s = model.storage_s_times_g() / ev.layout.num_gpus if model is not None else 0.0
+    if (
+        model is not None
+        and model.fixed_interval_s is not None
+        and write_s > model.fixed_interval_s
+    ):
+        text += (
+            f"; the storage writes a checkpoint in {write_s:,.0f} s, longer than the interval "
+            "(the writes would queue: not modelled)"
+        )
     if run.goodput < 0.5:  # Young/Daly's first order assumes a small lost share
         text += "; a first-order estimate, rough when failures take this large a share"
     return text + spares_clause(ev) + "."

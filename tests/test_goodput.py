@@ -138,6 +138,22 @@ def test_a_large_lost_share_is_called_rough(capsys):
     assert code == 0 and "a first-order estimate, rough" in out
 
 
+def test_an_interval_shorter_than_the_storage_write_is_named(capsys):
+    """--checkpoint-every below the storage write time: the text says the writes would queue."""
+    code, out, _ = run_main(
+        capsys,
+        ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "1T", "--budget",
+         "5M", "--no-explain", "--checkpoint-every", "0.01"],
+    )  # fmt: skip
+    assert code == 0 and "longer than the interval (the writes would queue" in out
+    code, out, _ = run_main(
+        capsys,
+        ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "1T", "--budget",
+         "5M", "--no-explain", "--checkpoint-every", "30"],
+    )  # fmt: skip
+    assert code == 0 and "writes would queue" not in out
+
+
 def test_failure_scale_zero_is_no_lost_time(capsys):
     plan = _optimize(capsys, "--failure-scale", "0")["plans"][0]
     assert plan["goodput"] == 1.0 and plan["failures_expected"] == 0.0
