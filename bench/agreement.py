@@ -172,6 +172,15 @@ def full_question(seed: int, small: bool = False) -> tuple[dict[str, Any], int]:
     later = random.Random(f"{seed}:later")
     if later.random() < 0.1:
         kw["max_virtual_stages"] = later.choice([1, 8, 12])
+    # failures (issue 18; on by default): the ideal model, larger rates (so that small
+    # clusters feel them) or a fixed checkpoint interval, from a stream of their own
+    failures = random.Random(f"{seed}:goodput")
+    if failures.random() < 0.2:
+        kw["no_failures"] = True
+    elif failures.random() < 0.3:
+        kw["failure_scale"] = failures.choice([10.0, 100.0, 1000.0])
+    if failures.random() < 0.15:
+        kw["checkpoint_every"] = failures.choice([1.0, 10.0, 60.0])
     return kw, top_k
 
 
@@ -188,6 +197,8 @@ def describe(kw: dict[str, Any], top_k: int) -> str:
             parts.extend(f"{flag} {v}" for v in value)
         elif key == "gpu_caps":
             parts.extend(f"--gpu-cap {g}={c}" for g, c in value.items())
+        elif isinstance(value, bool):
+            parts.append(f"--{key.replace('_', '-')}" if value else "")
         elif isinstance(value, float):
             parts.append(f"--{key.replace('_', '-')} {value:.6g}")
         else:

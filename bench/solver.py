@@ -1,7 +1,7 @@
 """Solver benchmark: CP-SAT against the exhaustive reference on a fixed suite.
 
 Usage: python bench/solver.py [--exhaustive-timeout S] [--no-exhaustive] [--explain] [--only NAME]
-                              [--repeat N]
+                              [--repeat N] [--no-failures] [--search-work]
 
 Twelve-plus questions from 7B to 1T parameters and $1M to $5B over the whole
 shipped catalog. For each it prints the CP-SAT wall time (candidate
@@ -60,7 +60,9 @@ SUITE = [
 ]
 
 
-def scenario(row) -> Scenario:
+def scenario(row, failures: bool = True) -> Scenario:
+    """The suite's question; with failures, checkpoints and restarts (the CLI's default,
+    models/goodput.py) unless ``failures`` is false (--no-failures: the ideal model)."""
     name, model, tokens, budget, deadline, objective, pricing = row
     cat = load_catalog()
     spec = GPT_1T if model == "gpt-1t" else zoo()[model]
@@ -75,23 +77,24 @@ def scenario(row) -> Scenario:
         pricing=pricing,
         budget_usd=budget,
         deadline_days=deadline,
+        no_failures=not failures,
     )
 
 
-def _child(solver: str, row, queue) -> None:
+def _child(solver: str, row, queue, failures: bool = True) -> None:
     solve = solve_cpsat if solver == "cpsat" else solve_exhaustive
-    s = scenario(row)
+    s = scenario(row, failures)
     start = time.perf_counter()
     res = solve(s)
     queue.put((time.perf_counter() - start, res.best.objective if res.best else None))
 
 
-def run_child(solver: str, row, timeout_s: float):
+def run_child(solver: str, row, timeout_s: float, failures: bool = True):
     """(seconds, objective) of one solve in a fresh child process, or (None, None) on timeout.
 
     Both solvers are timed this way, so that neither inherits the other's warm caches."""
     queue: mp.Queue = mp.Queue()
-    proc = mp.Process(target=_child, args=(solver, row, queue))
+    proc = mp.Process(target=_child, args=(solver, row, queue, failures))
     proc.start()
     proc.join(timeout_s)
     if proc.is_alive():
@@ -101,6 +104,29 @@ def run_child(solver: str, row, timeout_s: float):
     return queue.get() if not queue.empty() else (None, None)
 
 
+def search_work(rows, failures: bool) -> None:
+    """CP-SAT's deterministic time and branches per question, summed over its solves in
+    this process: the search's work, independent of the machine's load."""
+    from ortools.sat.python import cp_model
+
+    work = {"det": 0.0, "branches": 0}
+    plain = cp_model.CpSolver.solve
+
+    def counted(self, model, *args, **kwargs):
+        status = plain(self, model, *args, **kwargs)
+        work["det"] += self.deterministic_time
+        work["branches"] += self.num_branches
+        return status
+
+    cp_model.CpSolver.solve = counted  # type: ignore[method-assign]
+    print(f"{'scenario':16} {'det_time':>9} {'branches':>9} {'status':>8}  objective")
+    for row in rows:
+        work.update(det=0.0, branches=0)
+        res = solve_cpsat(scenario(row, failures), time_limit_s=600)
+        obj = float(res.best.objective) if res.best else None
+        print(f"{row[0]:16} {work['det']:9.3f} {work['branches']:9,} {res.status:>8}  {obj!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--exhaustive-timeout", type=float, default=600.0)
@@ -108,22 +134,36 @@ def main() -> None:
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--only", default=None)
     parser.add_argument(
+        "--search-work",
+        action="store_true",
+        help="print CP-SAT's deterministic time and branches per question (load-independent)",
+    )
+    parser.add_argument(
+        "--no-failures",
+        action="store_true",
+        help="the ideal model (before issue 18), not the expected run with failures",
+    )
+    parser.add_argument(
         "--repeat", type=int, default=3, help="CP-SAT solves per question (the median is reported)"
     )
     args = parser.parse_args()
     rows = [r for r in SUITE if args.only is None or r[0] == args.only]
+    if args.search_work:
+        search_work(rows, not args.no_failures)
+        return
     cp_times, explain_ratios, speedups = [], [], []
     print(
         f"{'scenario':16} {'cpsat_s':>8} {'gap':>5} {'gpus':>7} {'plan':34} {'exh_s':>9} {'agree':>5} {'ratio':>7}"
         + ("  explain_s  x_solve" if args.explain else "")
     )
     for row in rows:
-        runs = [run_child("cpsat", row, 600.0)[0] for _ in range(max(1, args.repeat))]
+        failures = not args.no_failures
+        runs = [run_child("cpsat", row, 600.0, failures)[0] for _ in range(max(1, args.repeat))]
         if any(t is None for t in runs):
             raise SystemExit(f"{row[0]}: CP-SAT did not finish within 600 s")
         cp_s = statistics.median(runs)
         cp_times.append(cp_s)
-        s = scenario(row)
+        s = scenario(row, failures)
         res = solve_cpsat(s, time_limit_s=600)  # the plan, and the explanations' input
         best = res.best
         plan = (
@@ -137,7 +177,7 @@ def main() -> None:
         gpus = best.num_gpus if best else 0
         exh_s, agree, ratio = None, "-", "-"
         if not args.no_exhaustive:
-            exh_s, exh_obj = run_child("exhaustive", row, args.exhaustive_timeout)
+            exh_s, exh_obj = run_child("exhaustive", row, args.exhaustive_timeout, failures)
             if exh_s is not None:
                 ok = (exh_obj is None and best is None) or (
                     best is not None

@@ -288,6 +288,22 @@ class ServerSpec(_Strict):
         return tuple(sorted(set(base) | set(range(self.nic_slots + 1, top + 1))))
 
 
+class FailureRates(_Strict):
+    """Unexpected job interruptions of a platform: each stops a synchronous training job.
+
+    Per GPU-hour for the GPU's own causes (the GPU, its HBM and SRAM, its system
+    processor, silent data corruption) and per server-hour for the rest (host, NIC,
+    switches and cables, software, maintenance); a cluster's rate is G x the first plus
+    servers x the second (models/goodput.py)."""
+
+    per_gpu_hour: float = Field(ge=0, le=1, description="GPU-caused interruptions per GPU-hour")
+    per_server_hour: float = Field(
+        ge=0, le=10, description="interruptions per server-hour from the other causes"
+    )
+    source: str = Field(min_length=1)
+    date: str = Field(pattern=_DATE_PATTERN)
+
+
 class GPUSpec(_Strict):
     """One accelerator type with its server, prices and sources."""
 
@@ -336,6 +352,11 @@ class GPUSpec(_Strict):
         default_factory=dict,
         description="per stack, the measured runs its profile was checked on on this GPU; "
         "a stack without an entry is extrapolated",
+    )
+    failures: FailureRates | None = Field(
+        None,
+        description="the platform's interruption rates; None takes the facility's default "
+        "(Facility.failures, marked [assumed] for platforms without published fleet data)",
     )
 
     @model_validator(mode="before")
@@ -490,6 +511,11 @@ class NICSpec(_Strict):
         return self.speed_gbit_per_s / 8.0
 
 
+def _bandwidth(default: float, description: str) -> Any:
+    """A checkpoint bandwidth in GB/s (Facility), positive and finite."""
+    return Field(default, gt=0, le=10_000, description=description)
+
+
 class Facility(_Strict):
     """Data-centre constants: power, racks, energy price and the fabric's oversubscription."""
 
@@ -510,6 +536,31 @@ class Facility(_Strict):
         ge=1, le=16, description="leaf down:up port ratio of the fat tree (1 = non-blocking)"
     )
     oversubscription_source: str = Field(min_length=1)
+    failures: FailureRates | None = Field(
+        None, description="interruption rates of a platform without its own (GPUSpec.failures)"
+    )
+    restart_min: float = Field(
+        10.0, ge=0, le=10_000, description="detect, reschedule and reinitialise after a failure"
+    )
+    restart_source: str = Field("[assumed] not given", min_length=1)
+    hot_spare_restart_min: float = Field(
+        3.0,
+        ge=0,
+        le=10_000,
+        description="restart when a hot spare server replaces the failed one (no rescheduling)",
+    )
+    hot_spares_per_100_servers: float = Field(
+        2.0, gt=0, le=100, description="hot spare servers bought per 100 training servers"
+    )
+    hot_spare_source: str = Field("[assumed] not given", min_length=1)
+    checkpoint_snapshot_gb_per_s_per_gpu: float = _bandwidth(
+        25.0, "asynchronous checkpointing's blocking copy of a GPU's shard to host memory"
+    )
+    checkpoint_snapshot_source: str = Field("[assumed] not given", min_length=1)
+    checkpoint_storage_gb_per_s_per_server: float = _bandwidth(
+        1.0, "checkpoint storage write (and read) bandwidth per training server"
+    )
+    checkpoint_storage_source: str = Field("[assumed] not given", min_length=1)
     lifetime_years: float | None = Field(
         None,
         gt=0,

@@ -157,6 +157,9 @@ EVALUATE_OPTIONS = [
         "Fraction of GPU memory kept free (allocator fragmentation, uncounted peaks).",
     ),
     field_option("stack"),
+    field_option("no_failures"),
+    field_option("checkpoint_every"),
+    field_option("failure_scale"),
     click.option(
         "--from-megatron",
         "from_megatron",

@@ -137,6 +137,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     from designer.report import _plain
     from models.evaluate import evaluate
     from models.evidence import evaluation_evidence
+    from models.goodput import failure_model
 
     imported, tokens = None, opts["tokens"]
     if opts["from_megatron"] is not None:
@@ -158,6 +159,17 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     if imported is None:
         check_layout(spec, layout, seq_len)
     experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
-    ev = evaluate(spec, hw, layout, seq_len, tokens, _assumptions(opts, imported), experts)
+    a = _assumptions(opts, imported)
+    failures = None
+    if not opts.get("no_failures"):
+        failures = failure_model(
+            hw.gpu,
+            cat.facility,
+            float(spec.params()),
+            a.weight_bytes + a.optimizer_bytes,
+            1.0 if opts.get("failure_scale") is None else opts["failure_scale"],
+            opts.get("checkpoint_every"),
+        )
+    ev = evaluate(spec, hw, layout, seq_len, tokens, a, experts, failures=failures)
     evidence = _plain(evaluation_evidence(cat, ev, opts["stack"]))
     return EvaluateAnswer(ev, evidence, imported)

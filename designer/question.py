@@ -330,6 +330,36 @@ class Question(NumbersNotBools):
         Meta("--fabric", save=_fabric_name),
         Field(description="Scale-out fabric: InfiniBand, Ethernet (RoCE) or either."),
     ] = "any"
+    # failures, checkpoints and restarts (models/goodput.py; README "Goodput"); answers saved
+    # before them were ideal plans (legacy: no failures)
+    no_failures: Annotated[
+        bool,
+        Meta("--no-failures", legacy=True),
+        Field(
+            description="Plan as if nothing ever failed (the ideal time and cost) instead of "
+            "the expected run with failures, checkpoints and restarts."
+        ),
+    ] = False
+    checkpoint_every: Annotated[
+        float | None,
+        Meta("--checkpoint-every", "min", metavar="MIN", answer="checkpoint_every_min"),
+        Field(
+            gt=0,
+            le=1e6,
+            description="Checkpoint every MIN minutes of training [default: Young's optimum "
+            "interval, sqrt(2 x snapshot time x mean time between failures)].",
+        ),
+    ] = None
+    failure_scale: Annotated[
+        float,
+        Meta("--failure-scale", "x", legacy=1.0),
+        Field(
+            ge=0,
+            le=1e4,
+            description="The catalog's interruption rates times this (a study axis; 0: no "
+            "failures but the same checkpoint model).",
+        ),
+    ] = 1.0
 
     @field_validator(
         *("tokens", "budget", "deadline", "max_racks", "max_gpus"),
@@ -466,6 +496,10 @@ def _click_type(name: str, meta: Meta) -> Any:
 def field_option(name: str, help: str | None = None) -> Callable:
     """The click option of one question field (``help`` where a command says more)."""
     meta, info = META[name], Question.model_fields[name]
+    if info.annotation is bool:  # an on/off flag (--no-failures)
+        return click.option(
+            meta.flag, meta.param or name, is_flag=True, default=None, help=help or info.description
+        )
     multiple = info.annotation in (list[str], dict[str, int])
     default = info.default if meta.cli_default is _SAME else meta.cli_default
     return click.option(

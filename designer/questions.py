@@ -105,6 +105,9 @@ def build_scenario(
     stack: str = DEFAULT_STACK,
     evidence: str = "measured",
     max_virtual_stages: int = DEFAULT_MAX_VIRTUAL_STAGES,
+    no_failures: bool = False,
+    checkpoint_every: float | None = None,
+    failure_scale: float = 1.0,
     **facility: float | None,
 ) -> Scenario:
     """The Scenario a question asks (keyword arguments: the question's fields, parsed;
@@ -140,12 +143,7 @@ def build_scenario(
             max_racks=max_racks,
             max_batch_tokens=ceiling,
             precisions=precisions,
-            assumptions=Assumptions(
-                dp_overlap=dp_overlap,
-                memory_overhead_fraction=memory_overhead,
-                runtime_reserved_gb=reserved_gb,
-                memory_headroom_fraction=headroom,
-            ),
+            assumptions=_planning(dp_overlap, memory_overhead, reserved_gb, headroom),
             min_batch_tokens=min_batch_tokens,
             fabric=FABRICS[fabric],
             disabled=frozenset(ignore),
@@ -154,9 +152,25 @@ def build_scenario(
             evidence=evidence,
             unmeasured=unmeasured,
             max_virtual_stages=max_virtual_stages,
+            **_goodput(no_failures, checkpoint_every, failure_scale),
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err
+
+
+def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: float):
+    """The planning assumptions a question sets (models.layout.Assumptions)."""
+    return Assumptions(
+        dp_overlap=dp_overlap,
+        memory_overhead_fraction=overhead,
+        runtime_reserved_gb=reserved_gb,
+        memory_headroom_fraction=headroom,
+    )
+
+
+def _goodput(no_failures: bool, every_min: float | None, scale: float) -> dict[str, Any]:
+    """The Scenario's failure fields (models/goodput.py): on unless --no-failures."""
+    return {"no_failures": no_failures, "checkpoint_every_min": every_min, "failure_scale": scale}
 
 
 def stack_catalog(files: tuple[Path, ...], stack: str) -> Catalog:

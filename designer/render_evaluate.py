@@ -77,6 +77,9 @@ def _outcome(ev, evidence: dict[str, Any]) -> list[str]:
         f"{render.usd(ev.cloud_cost)}, tco {render.usd(ev.tco_cost)} (energy "
         f"{render.usd(ev.energy_cost)})"
     )
+    gp = report.goodput_sentence(ev)
+    if gp:
+        lines.append(gp)
     return lines
 
 

@@ -164,6 +164,66 @@ def cluster_line(ev) -> str:
     )
 
 
+def goodput_sentence(ev) -> str:
+    """What failures cost a plan, one sentence ('' for the ideal model or without tokens)."""
+    run = ev.goodput
+    if run is None:
+        return ""
+    every = run.checkpoint_interval_min
+    ckpt = "" if every is None else f", a checkpoint every {render_minutes(every)}"
+    share = run.lost_days / run.days * 100 if run.days > 0 else 0.0
+    text = (
+        f"Failures cost {run.lost_days:,.1f} days ({share:.1f}%): {run.failures_expected:,.0f} "
+        f"interruptions expected{ckpt}, goodput {run.goodput * 100:.1f}% of "
+        f"{run.days:,.1f} days (ideal {run.ideal_days:,.1f}; --no-failures plans without them)"
+    )
+    model = ev.failure_model
+    write_s = model.storage_s_times_g() / ev.layout.num_gpus if model is not None else 0.0
+    if (
+        model is not None
+        and model.fixed_interval_s is not None
+        and write_s > model.fixed_interval_s
+    ):
+        text += (
+            f"; the storage writes a checkpoint in {write_s:,.0f} s, longer than the interval "
+            "(the writes would queue: not modelled)"
+        )
+    if run.goodput < 0.5:  # Young/Daly's first order assumes a small lost share
+        text += "; a first-order estimate, rough when failures take this large a share"
+    return text + spares_clause(ev) + "."
+
+
+def spares_clause(ev) -> str:
+    """'; 2 hot spare servers ($0.6M) would save 0.4 days' for a plan with failures."""
+    from models.goodput import hot_spares
+
+    c, run = ev.cluster, ev.goodput
+    if run is None or ev.failure_model is None or ev.failure_model.restart_s <= 0:
+        return ""
+    per_server = (
+        c.gpu.server.gpus_per_server * c.gpu.price_usd
+        + c.gpu.server.overhead_usd
+        + c.nics_per_node * c.nic.price_usd
+    )
+    what = hot_spares(
+        ev.failure_model, run.ideal_days, ev.layout.num_gpus, c.servers, c.facility, per_server
+    )
+    per_100 = c.facility.hot_spares_per_100_servers
+    return (
+        f"; {what.servers:,} hot spare server{'s' if what.servers != 1 else ''} ({per_100:g} per "
+        f"100, {render.usd(what.usd)}) would save {what.days_saved:,.1f} days"
+    )
+
+
+def render_minutes(minutes: float) -> str:
+    """Minutes as a short duration: 18 s, 12 min, 2.5 h."""
+    if minutes < 1:
+        return f"{minutes * 60:.0f} s"
+    if minutes < 120:
+        return f"{minutes:,.0f} min"
+    return f"{minutes / 60:,.1f} h"
+
+
 def bom_dict(plan) -> dict[str, Any]:
     """The best plan's bill of materials, its power and racks; the total is the plan's capex."""
     cluster = plan.evaluation.cluster
@@ -275,7 +335,8 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
         f"{_days(float(ev.time_to_train_days or 0.0))} for {render.usd(p.cost_usd)} ({s.pricing})"
         f"{'' if res.proved else f'; not proved optimal: {res.status_text}'}."
     )
-    tail = " " + evidence_sentence(s, doc)
+    gp = goodput_sentence(ev)
+    tail = (" " + gp if gp else "") + " " + evidence_sentence(s, doc)
     binds = [b for b in binding or [] if b.binding]
     if not binding:
         return head + tail

@@ -27,7 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from designer import report, results
 from designer.errors import Interrupted, UsageError
@@ -49,18 +49,34 @@ class Uncertainty(BaseModel):
     samples: int = Field(ge=1, le=100_000)
     seed: int = 0
     price_scale: dict[str, tuple[float, float]] = Field(
-        description="GPU name -> [low, high] multipliers of its catalog price"
+        default_factory=dict, description="GPU name -> [low, high] multipliers of its catalog price"
+    )
+    failure_scale: tuple[float, float] | None = Field(
+        None,
+        description="[low, high] multipliers of the question's interruption rates "
+        "(--failure-scale; models/goodput.py)",
     )
 
     @field_validator("price_scale")
     @classmethod
     def _ranges(cls, ranges: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
-        if not ranges:
-            raise ValueError("give at least one GPU price range")
         for name, (low, high) in ranges.items():
             if not 0 < low <= high:
                 raise ValueError(f"{name}: need 0 < low <= high (got [{low}, {high}])")
         return ranges
+
+    @field_validator("failure_scale")
+    @classmethod
+    def _failure_range(cls, rng: tuple[float, float] | None) -> tuple[float, float] | None:
+        if rng is not None and not 0 <= rng[0] <= rng[1]:
+            raise ValueError(f"need 0 <= low <= high (got [{rng[0]}, {rng[1]}])")
+        return rng
+
+    @model_validator(mode="after")
+    def _something_uncertain(self) -> Uncertainty:
+        if not self.price_scale and self.failure_scale is None:
+            raise ValueError("give at least one GPU price range or a failure_scale range")
+        return self
 
 
 class Study(BaseModel):
@@ -237,6 +253,17 @@ def price_draws(study: Study, values: dict[str, Any]) -> dict[str, float]:
     return {gpu: rng.uniform(low, high) for gpu, (low, high) in sorted(u.price_scale.items())}
 
 
+def failure_draw(study: Study, values: dict[str, Any]) -> float | None:
+    """The sample's failure-rate multiplier (uncertainty.failure_scale), from a stream of its
+    own, so the price draws stay as they were."""
+    u = study.uncertainty
+    if u is None or u.failure_scale is None or "sample" not in values:
+        return None
+    key = f"{u.seed}:failures:{json.dumps(values, sort_keys=True, default=str)}"
+    rng = random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+    return rng.uniform(*u.failure_scale)
+
+
 def _with_prices(scenario, scales: dict[str, float]):
     """GPU prices (purchase or hourly, by the pricing) and NIC prices times their multipliers."""
     cat = scenario.catalog
@@ -270,6 +297,10 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
         row["price_scales"] = json.dumps({k: round(v, 6) for k, v in scales.items()})
     try:
         scenario = _with_prices(build_question(question, origin, Path(origin).parent), scales)
+        draw = failure_draw(study, values)
+        if draw is not None:
+            row["failure_draw"] = round(draw, 6)
+            scenario = scenario.with_changes(failure_scale=scenario.failure_scale * draw)
         res = solve_cpsat(scenario, time_limit_s=study.time_limit)
     except UsageError as err:
         row.update({"status": "error", "error": str(err)})
@@ -295,6 +326,7 @@ def columns(study: Study) -> list[str]:
         "scenario",
         *study.axes,
         *(["sample", "price_scales"] if study.uncertainty else []),
+        *(["failure_draw"] if study.uncertainty and study.uncertainty.failure_scale else []),
         "status",
         *[c for c in report.CSV_COLUMNS if c != "rank"],
         "error",

@@ -16,6 +16,7 @@ from models import flops
 from models.cost import Cluster
 from models.expert import ExpertLayout, moe_step_coefficients
 from models.feasibility import Violation, check_layout
+from models.goodput import FailureModel, Goodput, goodput
 from models.layout import Assumptions, Layout, Network
 from models.memory import MemoryBreakdown, memory_per_gpu, moe_memory_per_gpu
 from models.pipeline import stage_layers
@@ -117,6 +118,8 @@ class Evaluation:
     ep: int = 1  # expert-parallel degree (models/expert.py; 1 for a dense model)
     etp: int = 1  # expert tensor-parallel degree
     moe: bool = False  # a mixture-of-experts model (its text shows EP, ETP and ep_comm)
+    # failures, checkpoints and restarts (models/goodput.py); None: the ideal run
+    failure_model: FailureModel | None = None
 
     @property
     def feasible(self) -> bool:
@@ -139,10 +142,44 @@ class Evaluation:
         return self.model_tflops_per_gpu / self.peak_tflops
 
     @property
-    def time_to_train_days(self) -> float | None:
+    def ideal_time_days(self) -> float | None:
+        """Days to train if nothing ever failed (tokens / throughput)."""
         if self.tokens is None:
             return None
         return days_from_seconds(self.tokens / self.tokens_per_s)
+
+    @property
+    def goodput(self) -> Goodput | None:
+        """The expected run with failures, checkpoints and restarts (None: ideal)."""
+        ideal = self.ideal_time_days
+        if ideal is None or self.failure_model is None:
+            return None
+        return goodput(self.failure_model, self.layout.num_gpus, ideal)
+
+    @property
+    def time_to_train_days(self) -> float | None:
+        """Expected wall days: the ideal time plus checkpoint blocking, lost work and
+        restarts (models/goodput.py), or the ideal time without a failure model."""
+        run = self.goodput
+        return self.ideal_time_days if run is None else run.days
+
+    def goodput_dict(self) -> dict[str, Any]:
+        """The plan's goodput fields (null without tokens; 1 and 0 failures when ideal)."""
+        run, ideal = self.goodput, self.ideal_time_days
+        if run is None:
+            ideal_only = ideal is not None
+            return {
+                "ideal_time_days": ideal,
+                "goodput": 1.0 if ideal_only else None,
+                "failures_expected": 0.0 if ideal_only else None,
+                "checkpoint_interval_min": None,
+            }
+        return {
+            "ideal_time_days": ideal,
+            "goodput": run.goodput,
+            "failures_expected": run.failures_expected,
+            "checkpoint_interval_min": run.checkpoint_interval_min,
+        }
 
     @property
     def training_flops_6nd(self) -> float | None:
@@ -208,6 +245,7 @@ class Evaluation:
             "mfu": self.mfu,
             "tokens_per_s": self.tokens_per_s,
             "time_to_train_days": self.time_to_train_days,
+            **self.goodput_dict(),
             "training_flops_6nd": self.training_flops_6nd,
             "cost_usd": {
                 "capex": self.capex,
@@ -234,6 +272,7 @@ def evaluate(
     tokens: float | None = None,
     assumptions: Assumptions | None = None,
     experts: ExpertLayout | None = None,
+    failures: FailureModel | None = None,
 ) -> Evaluation:
     """Analyse one layout like a dry run of a training launch. A mixture-of-experts (or
     latent-attention / MTP) model runs with ``experts``' EP and ETP (models/expert.py);
@@ -280,4 +319,5 @@ def evaluate(
         ep=ex.ep,
         etp=ex.etp,
         moe=spec.is_moe,
+        failure_model=failures,
     )

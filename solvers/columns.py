@@ -31,4 +31,10 @@ PLAN_COLUMNS = [
     "last_stage_layers",
     "embedding_in_split",
     "loss_in_split",
+    # goodput (models/goodput.py): time_to_train_days is the expected wall time including
+    # checkpoint blocking, lost work and restarts; ideal_time_days the time without failures
+    "ideal_time_days",
+    "goodput",
+    "failures_expected",
+    "checkpoint_interval_min",
 ]

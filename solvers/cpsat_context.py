@@ -84,6 +84,9 @@ class BuildContext:
     per_seq: IntVar = field(init=False)
     days_per_unit: float = field(init=False)
     gpu_time: GpuTime = field(init=False)
+    # solvers/cpsat_goodput.py: with failures, per_seq and gpu_time are the expected values
+    goodput_room: int = 1  # the expected time's most times the ideal (int64 headroom)
+    ideal_per_seq: IntVar | None = None
     # add_cluster and add_cost
     capex_expr: Any = None
     nics_total: IntVar | None = None

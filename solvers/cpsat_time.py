@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from models.evaluate import days_from_seconds
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
+from solvers.cpsat_goodput import add_goodput, headroom
 from solvers.intmath import INT_LIMIT, ceil_div, down, floor_div, hi, pick, product, up
 
 
@@ -49,7 +50,9 @@ class _Units:
 
 
 def add_time(ctx: BuildContext) -> None:
-    """T' = K step / (b m d) in parts, the deadline's days per unit and G x T'."""
+    """T' = K step / (b m d) in parts, the deadline's days per unit and G x T' (both
+    expected, with failures: solvers/cpsat_goodput.py)."""
+    ctx.goodput_room = headroom(ctx)
     ctx.unit_s = time_unit(ctx)
     u = _Units(ctx.unit_s)
     cf = ctx.cf
@@ -94,6 +97,7 @@ def add_time(ctx: BuildContext) -> None:
     numer_hi = max(hi(a_in), hi(a_net), hi(pb_m), hi(rest), 1)
     _per_sequence(ctx, a_sel, bd, pb_m, rest, numer_hi)
     ctx.gpu_time = _gpu_time_per_sequence(ctx, (a_in_v, a_net_v, pb_m_v), rest, numer_hi)
+    add_goodput(ctx)
 
 
 def _gradient_reduction(ctx: BuildContext, u: _Units) -> IntVar:
@@ -147,7 +151,7 @@ def _per_sequence(
     + K bits / (node_bw b d)      per-micro-batch sends over the NICs (across servers)
     + K (C + fixed sends + DP + optimizer) / (b m d)"""
     md, r_pp = ctx.md, ctx.r_pp
-    k_scale = min(10**6, (INT_LIMIT // 4) // numer_hi)
+    k_scale = min(10**6, (INT_LIMIT // 4) // (numer_hi * ctx.goodput_room))
     if k_scale < 1:
         raise OverflowError("time per sequence")
     q_stage = ceil_div(md, "time_per_sequence_stage", k_scale * a_sel, k_scale * hi(a_sel), bd)
@@ -183,7 +187,9 @@ def _gpu_time_per_sequence(
     a_in_v, a_net_v, pb_m_v = per_shape
     reps = [s.replica_gpus for s in shapes]
     rep_hi = max(reps)
-    scale = max(1, min(10**6, (INT_LIMIT // 4) // (max(1, numer_hi) * rep_hi * 4)))
+    scale = max(
+        1, min(10**6, (INT_LIMIT // 4) // (max(1, numer_hi) * rep_hi * 4 * ctx.goodput_room))
+    )
 
     def per_shape_var(name: str, values: list[int]) -> IntVar:
         vals = [

@@ -185,12 +185,16 @@ def best_for_candidate(
         options = [(fastest, max(counts))]
     cat, fac = scenario.catalog, scenario.catalog.facility
     families = checked_families(scenario)
+    failures = scenario.failure_model(gpu.name)
+    # expected wall time per ideal time: checkpoints, lost work, restarts (models/goodput.py)
+    wall_per_ideal = 1.0 if failures is None else 1.0 + failures.overhead(gpus.astype(float))
     best = None
     for nic, k in options:
         cluster = cluster_totals(gpu, nic, cat.switch_for(nic), fac, gpus, k)
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
         days = days_from_seconds(tau / (shape.micro_batch * m * dps) * scenario.sequences)
+        days = days * wall_per_ideal
         if scenario.pricing == "capex":
             cost_cents = cluster.capex_cents
             cost = cost_cents / 100.0

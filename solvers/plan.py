@@ -75,6 +75,7 @@ class Plan:
             "last_stage_layers": lay.last_stage_layers,
             "embedding_in_split": lay.embedding_in_split,
             "loss_in_split": lay.loss_in_split,
+            **ev.goodput_dict(),
         }
 
 
@@ -109,7 +110,15 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         )
         gpu = gpu.model_copy(update={"server": server})
     hw = replace(hw, gpu=gpu)
-    ev = evaluate(scenario.spec, hw, layout, scenario.seq_len, scenario.tokens, a)
+    ev = evaluate(
+        scenario.spec,
+        hw,
+        layout,
+        scenario.seq_len,
+        scenario.tokens,
+        a,
+        failures=scenario.failure_model(gpu.name),
+    )
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server

@@ -7,6 +7,7 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import DEFAULT_STACK, NICSpec
+from models.goodput import FailureModel, failure_model
 from models.layout import Assumptions
 from models.spec import TransformerSpec
 from solvers.families import BY_NAME, NAMES
@@ -71,6 +72,11 @@ class Scenario:
     # (GPU, precision) pairs the search skips: no measured run in that precision (--evidence)
     unmeasured: frozenset[tuple[str, str]] = frozenset()
     fabric: str = "any"  # scale-out fabric: "any", "infiniband" or "ethernet" (--fabric)
+    # failures, checkpoints and restarts (models/goodput.py). A Scenario built directly is the
+    # ideal model; the question (designer/question.py) turns failures on unless --no-failures
+    no_failures: bool = True
+    checkpoint_every_min: float | None = None  # --checkpoint-every; None: Young's optimum
+    failure_scale: float = 1.0  # the catalog's interruption rates times this (a study axis)
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
@@ -160,6 +166,24 @@ class Scenario:
         return self.catalog.gpu(gpu).server.allowed_nic_counts(
             self.extra_nic_slots, self.active("nic_slots")
         )
+
+    def failure_model(self, gpu: str) -> FailureModel | None:
+        """The failure and checkpoint model of a plan on ``gpu`` (None: the ideal model)."""
+        if self.no_failures:
+            return None
+        key = ("failure_model", gpu)
+        found = self.memo.get(key)
+        if found is None:
+            a = self.assumptions
+            found = self.memo[key] = failure_model(
+                self.catalog.gpu(gpu),
+                self.catalog.facility,
+                float(self.spec.params()),
+                a.weight_bytes + a.optimizer_bytes,
+                self.failure_scale,
+                self.checkpoint_every_min,
+            )
+        return found
 
     def with_changes(self, **changes) -> Scenario:
         return replace(self, **changes)

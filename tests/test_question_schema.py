@@ -77,6 +77,9 @@ FIELD_VALUES = {
     "headroom": st.floats(0, 0.99),
     "fabric": _choice("fabric"),
     "max_virtual_stages": st.integers(1, 128),
+    "no_failures": st.booleans(),
+    "checkpoint_every": _optional(st.floats(1e-3, 1e6)),
+    "failure_scale": st.floats(0, 1e4),
 }
 
 

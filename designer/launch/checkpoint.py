@@ -2,8 +2,9 @@
 
 Clusters cap a job's wall time, so a run of weeks is a series of segments: each runs at
 most ``--time`` (designer/data/launch/slurm.yaml ``segment_hours``, a stated default),
-Megatron-LM saves a checkpoint every ``checkpoint_minutes`` of training (a stated
-default until plans carry a checkpoint interval: issue 18) and, with
+Megatron-LM saves a checkpoint every ``checkpoint_minutes`` of training (the plan's
+interval, models/goodput.py: Young's optimum or --checkpoint-every; a stated default for
+a plan without failures) and, with
 --exit-duration-in-mins, saves one more and exits ``exit_margin_minutes`` before the
 limit (megatron/training/training.py lines 1918-1935 at NVIDIA/Megatron-LM 000c4ac24f61).
 Slurm signals the batch script ``signal_lead_s`` before the limit (--signal=B:USR1@...),
@@ -28,6 +29,7 @@ class Checkpointing:
     interval_minutes: float  # the same in training time
     exit_minutes: int  # --exit-duration-in-mins
     signal_lead_s: int  # --signal=B:USR1@...
+    from_plan: bool = False  # the interval is the plan's (else the stated default)
 
     @classmethod
     def for_job(cls, job: Launch) -> Checkpointing:
@@ -37,7 +39,10 @@ class Checkpointing:
         margin = int(v["exit_margin_minutes"])
         exit_minutes = max(1, segment - margin)
         step = job.step_time_s if job.step_time_s > 0 else 1.0
-        iters = max(1, round(float(v["checkpoint_minutes"]) * 60 / step))
+        minutes = job.checkpoint_minutes
+        if minutes is None:
+            minutes = float(v["checkpoint_minutes"])
+        iters = max(1, round(minutes * 60 / step))
         return cls(
             segment_minutes=segment,
             segments=max(1, math.ceil(total / exit_minutes)) if total else 1,
@@ -45,6 +50,7 @@ class Checkpointing:
             interval_minutes=iters * step / 60,
             exit_minutes=exit_minutes,
             signal_lead_s=int(v["signal_lead_s"]),
+            from_plan=job.checkpoint_minutes is not None,
         )
 
 

@@ -23,7 +23,11 @@ FIXED = {
 }
 # the plan columns the diff compares: the layout and hardware, then the outcomes
 OUTCOMES = ("memory_gb_per_gpu", "step_time_s", "time_to_train_days", "cost_usd", "mfu")
-SETTINGS = tuple(c for c in PLAN_COLUMNS if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES))
+# the goodput columns (models/goodput.py) follow from the GPU count and the time to train
+GOODPUT = ("ideal_time_days", "goodput", "failures_expected", "checkpoint_interval_min")
+SETTINGS = tuple(
+    c for c in PLAN_COLUMNS if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT)
+)
 
 
 def question_for(run: ImportedRun, question: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
@@ -61,7 +65,10 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
             "batch_floor_tokens": scenario.min_batch_tokens,
         }
     )
-    ev = evaluate(scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a)
+    failures = scenario.failure_model(hw.gpu.name)
+    ev = evaluate(
+        scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a, failures=failures
+    )
     ev.extra["cost_usd"] = cost_usd(ev, scenario.pricing)
     ev.extra["gpus_per_node"] = hw.gpu.server.gpus_per_server
     return ev

@@ -164,6 +164,13 @@ def megatron(job: Launch) -> str:
 
 
 # ---------------------------------------------------------------- Slurm
+def _interval_source(job: Launch, ckpt: Checkpointing, v) -> str:
+    """Where the checkpoint interval comes from: the plan's goodput model or the default."""
+    if ckpt.from_plan and job.checkpoint_minutes is not None:
+        return f"the plan's interval {job.checkpoint_minutes:.1f} min, models/goodput.py"
+    return f"stated default {v['checkpoint_minutes']} min"
+
+
 def sbatch_options(job: Launch, ckpt: Checkpointing) -> list[tuple[str, str | None]]:
     name = "designer-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in job.spec.name)
     out: list[tuple[str, str | None]] = [
@@ -201,8 +208,8 @@ def slurm(job: Launch) -> str:
             f"(stated default: {v['segment_hours']} h, a common cap on a job's time)"
         )
     lines += [
-        f"# checkpoints: every {ckpt.interval_iters:,} iterations ({ckpt.interval_minutes:.0f} min "
-        f"of training; stated default {v['checkpoint_minutes']} min), and Megatron-LM saves and "
+        f"# checkpoints: every {ckpt.interval_iters:,} iterations ({ckpt.interval_minutes:.{1 if ckpt.from_plan else 0}f} min "
+        f"of training; {_interval_source(job, ckpt, v)}), and Megatron-LM saves and "
         f"exits after {ckpt.exit_minutes:,} min (--exit-duration-in-mins), "
         f"{v['exit_margin_minutes']} min before the limit; Slurm sends USR1 "
         f"{ckpt.signal_lead_s} s before it and the script requeues the job (--requeue)",

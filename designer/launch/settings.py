@@ -35,6 +35,8 @@ class Launch:
     # the plan's gradient bytes are bf16 (Assumptions.grad_bytes 2): the launch reduces
     # gradients in bf16 (--grad-reduce-in-bf16), Megatron's default being fp32
     grad_reduce_bf16: bool = True
+    # the plan's checkpoint interval (models/goodput.py); None: the emitter's stated default
+    checkpoint_minutes: float | None = None
 
     @classmethod
     def from_plan(cls, scenario: Scenario, plan: Plan) -> Launch:
@@ -74,6 +76,7 @@ class Launch:
             step_time_s=ev.step_time_s,
             vendor=scenario.catalog.gpu(ev.gpu).vendor,
             grad_reduce_bf16=scenario.assumptions.grad_bytes <= 2.0,
+            checkpoint_minutes=None if ev.goodput is None else ev.goodput.checkpoint_interval_min,
         )
 
     @property

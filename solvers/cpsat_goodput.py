@@ -1,0 +1,128 @@
+"""Goodput in the CP-SAT model: the expected time per sequence with failures, checkpoints
+and restarts (models/goodput.py), encoded exactly in integers.
+
+The expected wall time per trained sequence is W = T' (1 + x / G + a + c G) with T' the
+ideal time per sequence (``per_seq``), G the GPUs and (x, a, c) the chosen GPU type's
+constants (models.goodput.FailureModel.coefficients: x = 0 with Young's interval). So
+
+    W = T' + ceil(a T') + ceil(c x (G T')) + ceil(ceil(x T') / G)
+
+with G T' the model's GPU-time per sequence (nearly fixed once the shape is), every term
+rounded up: the model overestimates the float model by a small fraction of the overhead
+(coefficients to 10 or 20 bits), so a plan it admits within a deadline is within it. No tabulation over G: once the shape and the
+DP degree are fixed, G is, and every term is linear in T'. The cost objectives charge
+the expected GPU-time G W the same way, from G T' (solvers/cpsat_time.py
+_gpu_time_per_sequence). Terms are per GPU type, each row enforced by that type's
+literal. ``headroom`` reserves the range the overhead needs (the time unit's scale)."""
+
+from __future__ import annotations
+
+import math
+
+from solvers.cpsat_context import BuildContext, GpuTime, IntVar
+from solvers.intmath import INT_LIMIT, ceil_by, ceil_div, hi, product
+
+_COEF_BITS = 20  # a coefficient is a fraction num / 2^k with num about 2^20 (2^10: coarse)
+_FIT_BITS = 61  # num x the coarsened factor's upper end stays under 2^61
+
+
+def headroom(ctx: BuildContext) -> int:
+    """How many times the ideal time the expected time can reach on any plan of the
+    question (1 without failures), so that the time units leave it room in int64."""
+    s = ctx.scenario
+    if s.no_failures:
+        return 1
+    worst = 0.0
+    for g in ctx.gpu_names:
+        model = s.failure_model(g)
+        if model is not None:
+            x, a, c = model.coefficients()
+            worst = max(worst, x + a + c * ctx.gpu_cap)
+    return 2 * math.ceil(1.0 + worst)
+
+
+def _scaled(
+    ctx: BuildContext, name: str, var: IntVar, coefs: dict[str, float], bits: int = _COEF_BITS
+) -> IntVar | int:
+    """ceil(coef_g x var) for the chosen GPU type g: each coefficient rounded up to about
+    ``bits`` bits, var rounded up to steps of 2^-(61 - bits) of its upper end. Factors whose
+    range is wide (T', from d = 1 up) take 10-bit coefficients, kept for the small terms."""
+    md = ctx.md
+    if max(coefs.values(), default=0.0) <= 0:
+        return 0
+    step = max(1, -(-hi(var) // 2 ** (_FIT_BITS - 1 - bits)))
+    coarse = var if step == 1 else ceil_by(md, f"{name}_coarse", var, hi(var), step)
+    parts = []
+    for g, coef in coefs.items():
+        if coef <= 0:
+            continue
+        q = coef * step
+        den = 2 ** max(0, bits - math.floor(math.log2(q)))
+        num = math.ceil(q * den)
+        top = -(-num * hi(coarse) // den)
+        if num * hi(coarse) >= INT_LIMIT or den * top >= INT_LIMIT:
+            raise OverflowError(f"{name}: goodput term exceeds int64")
+        part = md.new_int_var(0, top, f"{name}[{g}]")
+        lit = ctx.gpu_lit[g]
+        md.add(den * part >= num * coarse).only_enforce_if(lit)
+        md.add(den * part <= num * coarse + den - 1).only_enforce_if(lit)
+        md.add(part == 0).only_enforce_if(~lit)
+        parts.append(part)
+    total = md.new_int_var(0, sum(hi(p) for p in parts), name)
+    md.add(total == sum(parts))
+    return total
+
+
+def _times_gpus(ctx: BuildContext, name: str, var: IntVar) -> tuple[IntVar, int]:
+    """G x var, var coarsened so that the product fits: (the product, var's step)."""
+    step = max(1, -(-hi(ctx.num_gpus) * hi(var) // 2**61))
+    coarse = var if step == 1 else ceil_by(ctx.md, f"{name}_coarse", var, hi(var), step)
+    return product(ctx.md, name, ctx.num_gpus, coarse), step
+
+
+def _expected(ctx: BuildContext, name: str, base: IntVar, terms: list[IntVar | int]) -> IntVar:
+    parts = [t for t in terms if not isinstance(t, int)]
+    top = hi(base) + sum(hi(t) for t in parts)
+    if top >= INT_LIMIT:
+        raise OverflowError(f"{name}: expected time exceeds int64")
+    var = ctx.md.new_int_var(0, top, name)
+    ctx.md.add(var == base + sum(parts))
+    return var
+
+
+def add_goodput(ctx: BuildContext) -> None:
+    """Replace T' (``per_seq``) and G x T' (``gpu_time``) by their expected values.
+
+    The restart term c G T' is taken from the GPU-time G x T' (``gpu_time``, nearly fixed
+    per shape, so that its coarsening is fine on every plan), not from G times T', whose
+    range (from d = 1 up) is too wide for a fine product."""
+    s = ctx.scenario
+    if s.no_failures:
+        return
+    coefs = {}
+    for g in ctx.gpu_names:
+        model = s.failure_model(g)
+        coefs[g] = model.coefficients() if model is not None else (0.0, 0.0, 0.0)
+    xs = {g: v[0] for g, v in coefs.items()}
+    a_s = {g: v[1] for g, v in coefs.items()}
+    p, gt = ctx.per_seq, ctx.gpu_time
+    to_time = ctx.k_scale / gt.scale  # GPU-time units to T' units, per GPU
+    x_part = _scaled(ctx, "snapshot_time_x_gpus", p, xs, bits=10)
+    terms: list[IntVar | int] = [
+        _scaled(ctx, "goodput_constant_time", p, a_s, bits=10),
+        _scaled(ctx, "goodput_restart_time", gt.var, {g: v[2] * to_time for g, v in coefs.items()}),
+    ]
+    if not isinstance(x_part, int):
+        terms.append(ceil_div(ctx.md, "snapshot_time", x_part, hi(x_part), ctx.num_gpus))
+    ctx.ideal_per_seq = p
+    ctx.per_seq = _expected(ctx, "expected_time_per_sequence", p, terms)
+    if s.pricing not in ("cloud", "tco"):
+        return
+    ggt, g_step = _times_gpus(ctx, "gpus_x_gpu_time", gt.var)
+    gt_terms: list[IntVar | int] = [
+        _scaled(ctx, "goodput_constant_gpu_time", gt.var, a_s),
+        _scaled(ctx, "goodput_restart_gpu_time", ggt, {g: v[2] * g_step for g, v in coefs.items()}),
+        _scaled(ctx, "snapshot_gpu_time", p, {g: x / to_time for g, x in xs.items()}, bits=10),
+    ]
+    var = _expected(ctx, "expected_gpu_time_per_sequence", gt.var, gt_terms)
+    ctx.gpu_time = GpuTime(var, gt.scale, gt.lo)
