@@ -344,7 +344,7 @@ class Question(NumbersNotBools):
         float | None,
         Meta("--checkpoint-every", "min", metavar="MIN", answer="checkpoint_every_min"),
         Field(
-            gt=0,
+            ge=0.01,
             le=1e6,
             description="Checkpoint every MIN minutes of training [default: Young's optimum "
             "interval, sqrt(2 x snapshot time x mean time between failures)].",

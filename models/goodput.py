@@ -86,7 +86,10 @@ class FailureModel:
         r = self.rate_per_gpu_s
         if r <= 0:
             return math.inf + 0.0 * num_gpus
-        young_g = math.sqrt(2.0 * self.checkpoint_bytes / (self.snapshot_bytes_per_s_per_gpu * r))
+        # sqrt(2 S / (B r)) taken as sqrt(2 S / B) / sqrt(r): a tiny rate (a study's
+        # failure scale near 0) would overflow the quotient to infinity
+        young_g = math.sqrt(2.0 * self.checkpoint_bytes / self.snapshot_bytes_per_s_per_gpu)
+        young_g /= math.sqrt(r)
         return max(young_g, self.storage_s_times_g()) / num_gpus
 
     def coefficients(self) -> tuple[float, float, float]:

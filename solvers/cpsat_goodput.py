@@ -57,13 +57,18 @@ def _scaled(
         if coef <= 0:
             continue
         q = coef * step
+        lit = ctx.gpu_lit[g]
+        if q * hi(coarse) < 1:  # a tiny rate: ceil(coef x var) is 0 or 1; take 1 (rounded up)
+            part = md.new_int_var(0, 1, f"{name}[{g}]")
+            md.add(part == lit)
+            parts.append(part)
+            continue
         den = 2 ** max(0, bits - math.floor(math.log2(q)))
         num = math.ceil(q * den)
         top = -(-num * hi(coarse) // den)
         if num * hi(coarse) >= INT_LIMIT or den * top >= INT_LIMIT:
             raise OverflowError(f"{name}: goodput term exceeds int64")
         part = md.new_int_var(0, top, f"{name}[{g}]")
-        lit = ctx.gpu_lit[g]
         md.add(den * part >= num * coarse).only_enforce_if(lit)
         md.add(den * part <= num * coarse + den - 1).only_enforce_if(lit)
         md.add(part == 0).only_enforce_if(~lit)

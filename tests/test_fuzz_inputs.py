@@ -43,13 +43,29 @@ QUESTION_OPTIONS = [
     "--max-gpus", "--max-batch-tokens", "--min-batch-tokens", "--pue", "--usd-per-kwh",
     "--rack-power-kw", "--oversubscription", "--lifetime-years", "--dp-overlap",
     "--memory-overhead", "--reserved-gb", "--headroom", "--max-virtual-stages",
-    "--time-limit", "--top", "--gpu-cap",
+    "--time-limit", "--top", "--gpu-cap", "--checkpoint-every", "--failure-scale",
 ]  # fmt: skip
 EVALUATE_OPTIONS = [
     "--tp", "--pp", "--dp", "--cp", "--vp", "--micro-batch", "--global-batch", "--seq-len",
     "--nics-per-node", "--tokens", "--first-stage-layers", "--last-stage-layers", "--zero",
-    "--dp-overlap", "--memory-overhead", "--reserved-gb",
+    "--dp-overlap", "--memory-overhead", "--reserved-gb", "--checkpoint-every",
+    "--failure-scale",
 ]  # fmt: skip
+
+
+def test_every_numeric_question_option_is_fuzzed():
+    """A question field added later (designer/question.py) is fuzzed too, or this fails."""
+    from designer.question import META, Question
+
+    numeric = {
+        META[name].flag
+        for name, info in Question.model_fields.items()
+        if name in META
+        and any(t in (int, float) for t in typing.get_args(info.annotation) or (info.annotation,))
+    }
+    assert numeric - {"--model", "--gpu", "--nic"} <= set(QUESTION_OPTIONS), sorted(
+        numeric - set(QUESTION_OPTIONS)
+    )
 
 
 DRAWS = {
