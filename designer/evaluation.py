@@ -157,7 +157,10 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
     if imported is None:
         check_layout(spec, layout, seq_len)
-    experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
+    if imported is not None:  # the command's --expert-model-parallel-size and ETP
+        experts = expert_layout(spec, layout, imported.ep, imported.etp)
+    else:
+        experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
     ev = evaluate(spec, hw, layout, seq_len, tokens, _assumptions(opts, imported), experts)
     evidence = _plain(evaluation_evidence(cat, ev, opts["stack"]))
     return EvaluateAnswer(ev, evidence, imported)

@@ -57,6 +57,8 @@ class Plan:
             "dp": lay.dp,
             "cp": lay.cp,
             "vp": lay.vp,
+            "ep": ev.ep,
+            "etp": ev.etp,
             "micro_batch": lay.micro_batch,
             "grad_accum": cfg.microbatches,
             "global_batch": lay.global_batch,
@@ -109,7 +111,9 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         )
         gpu = gpu.model_copy(update={"server": server})
     hw = replace(hw, gpu=gpu)
-    ev = evaluate(scenario.spec, hw, layout, scenario.seq_len, scenario.tokens, a)
+    ev = evaluate(
+        scenario.spec, hw, layout, scenario.seq_len, scenario.tokens, a, config.shape.experts
+    )
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server

@@ -61,7 +61,10 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
             "batch_floor_tokens": scenario.min_batch_tokens,
         }
     )
-    ev = evaluate(scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a)
+    from models.expert import ExpertLayout
+
+    ex = ExpertLayout(run.ep, run.etp)
+    ev = evaluate(scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a, ex)
     ev.extra["cost_usd"] = cost_usd(ev, scenario.pricing)
     ev.extra["gpus_per_node"] = hw.gpu.server.gpus_per_server
     return ev

@@ -57,6 +57,8 @@ def megatron_args(
     out = [f(s, v) for s, v in model_flags(spec, max(spec.seq_len, job.seq_len))]
     out.insert(-2, f("seq_len", job.seq_len))
     out += [f("tp", lay.tp), f("pp", lay.pp)]
+    if spec.is_moe:
+        out += [f("ep", job.ep), f("etp", job.etp)]
     out += [f(s, v) for s, v in pipeline_flags(job)]
     out.append(f("cp", lay.cp))
     if lay.sp:

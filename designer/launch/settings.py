@@ -35,6 +35,8 @@ class Launch:
     # the plan's gradient bytes are bf16 (Assumptions.grad_bytes 2): the launch reduces
     # gradients in bf16 (--grad-reduce-in-bf16), Megatron's default being fp32
     grad_reduce_bf16: bool = True
+    ep: int = 1  # expert parallelism of a mixture-of-experts plan (solvers.space.Shape)
+    etp: int = 1
 
     @classmethod
     def from_plan(cls, scenario: Scenario, plan: Plan) -> Launch:
@@ -57,7 +59,8 @@ class Launch:
         summary = (
             f"designer plan: {scenario.spec.name} on {n:,} x {ev.gpu} ({ev.nodes:,} servers x "
             f"{procs} GPUs), tp {lay.tp} pp {lay.pp} dp {lay.dp} cp {lay.cp} vp {lay.vp}, "
-            f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,}; step "
+            + (f"ep {ev.ep} etp {ev.etp}, " if ev.moe else "")
+            + f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,}; step "
             f"{ev.step_time_s:.2f} s"
             + (f", {days:,.1f} days for {render.si(scenario.tokens)} tokens" if days else "")
         )
@@ -74,6 +77,8 @@ class Launch:
             step_time_s=ev.step_time_s,
             vendor=scenario.catalog.gpu(ev.gpu).vendor,
             grad_reduce_bf16=scenario.assumptions.grad_bytes <= 2.0,
+            ep=ev.ep,
+            etp=ev.etp,
         )
 
     @property
