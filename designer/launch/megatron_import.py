@@ -243,6 +243,24 @@ def _expert_degrees(m: _Flags, spec: TransformerSpec, tp: int, cp: int, dp: int)
     return ep, etp
 
 
+# a spec field's validation error names this setting's flag
+FIELD_SETTINGS = {
+    "kv_heads": "query_groups",
+    "head_dim": "kv_channels",
+    "rope_percent": "rope_percent",
+    "norm_eps": "norm_eps",
+    "attention_dropout": "attention_dropout",
+    "hidden_dropout": "hidden_dropout",
+    "rope_base": "rope_base",
+    "experts_per_token": "moe_topk",
+    "expert_ffn_hidden": "moe_ffn_hidden",
+    "kv_lora_rank": "kv_lora_rank",
+    "qk_head_dim": "qk_head_dim",
+    "v_head_dim": "v_head_dim",
+    "mtp_layers": "mtp_layers",
+}
+
+
 def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
     why = "the model's shape needs it"
     layers = m.required("layers", why)
@@ -311,21 +329,7 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
         first = err.errors()[0]
         detail = first["msg"].removeprefix("Value error, ")
         loc = str(first["loc"][0]) if first["loc"] else ""
-        culprit = {
-            "kv_heads": "query_groups",
-            "head_dim": "kv_channels",
-            "rope_percent": "rope_percent",
-            "norm_eps": "norm_eps",
-            "attention_dropout": "attention_dropout",
-            "hidden_dropout": "hidden_dropout",
-            "rope_base": "rope_base",
-            "experts_per_token": "moe_topk",
-            "expert_ffn_hidden": "moe_ffn_hidden",
-            "kv_lora_rank": "kv_lora_rank",
-            "qk_head_dim": "qk_head_dim",
-            "v_head_dim": "v_head_dim",
-            "mtp_layers": "mtp_layers",
-        }.get(loc, "query_groups" if "kv_heads" in detail else "heads")
+        culprit = FIELD_SETTINGS.get(loc, "query_groups" if "kv_heads" in detail else "heads")
         raise _fail(m.name(culprit), detail) from err
 
 
