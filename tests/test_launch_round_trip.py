@@ -246,3 +246,11 @@ def test_moe_flags_without_designer_rule_are_refused(capsys):
         capsys, ["evaluate", "--from-megatron", base + " --expert-model-parallel-size 16"]
     )
     assert code == 2 and "--expert-model-parallel-size" in err
+
+
+@pytest.mark.parametrize("fmt", ["nemo", "torchtitan"])
+def test_dense_only_emitters_refuse_moe_plans(fmt):
+    scenario, plan = moe_plan("mixtral-8x7b")
+    with pytest.raises(Infeasible, match="dense models only"):
+        emit(Launch.from_plan(scenario, plan), fmt)
+    assert "--num-experts 8" in emit(Launch.from_plan(scenario, plan), "slurm")

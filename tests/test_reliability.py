@@ -488,6 +488,11 @@ def test_json_output_is_standard_json_and_tiny_peaks_are_refused(tmp_path, capsy
 def test_the_exhaustive_solver_keeps_its_time_limit(capsys):
     """Reproduction 18: --solver exhaustive --time-limit 0.01 ran 15 s and said optimal; it
     now stops between shapes and says what it has (unknown here: exit 1, no plan)."""
+    from solvers import space
+
+    # a space (and its coefficients) kept from an earlier test would let the search reach
+    # a plan within 0.01 s: enumerate afresh, so the limit passes before the first shape
+    space._SPACES.clear()
     args = ["optimize", "--budget", "30M", "--solver", "exhaustive", "--time-limit", "0.01"]
     code, out, err = run_main(capsys, [*args, "--no-explain"])
     assert code == 1

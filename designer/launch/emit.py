@@ -236,4 +236,14 @@ def emit(job: Launch, fmt: str) -> str:
     """The job's settings in one of FORMATS."""
     if fmt not in EMITTERS:
         raise UsageError(f"--format: unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if not job.spec.is_dense and fmt in DENSE_ONLY:
+        raise Infeasible(
+            f"the {fmt} emitter writes dense models only; {job.spec.name} has experts, latent "
+            "attention or multi-token prediction: use megatron or slurm"
+        )
     return EMITTERS[fmt](job)
+
+
+# formats whose emitters write no expert, latent-attention or MTP settings (issue 17 covers
+# Megatron-LM's flags): a mixture-of-experts plan is refused, never emitted as a dense model
+DENSE_ONLY = ("nemo", "torchtitan")
