@@ -189,7 +189,10 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     if ceiling_seqs is not None:
         m_min = s.pp if ((fill or s.vp > 1) and s.pp > 1) else 1
         hi = min(hi, ceiling_seqs // (s.micro_batch * m_min))
-    return max(1, lo), hi
+    lo = max(1, lo)
+    if s.dp_step > 1:  # MoE: d a multiple of the folding's step in both solvers (ep_domain)
+        lo, hi = -(-lo // s.dp_step) * s.dp_step, hi // s.dp_step * s.dp_step
+    return lo, hi
 
 
 def dp_limits(scenario: Scenario, gpu_name: str) -> tuple[float | None, int | None, bool, int]:
