@@ -152,27 +152,29 @@ def test_ep_across_servers_prices_the_nics(crossing):
     assert "scale-up domains: EP traffic crosses the NICs" in rows["ep_domain"].detail
 
 
-def test_optimize_reports_ep_and_etp(capsys, tmp_path):
+def optimize_spec(capsys, tmp_path, spec: str, *args: str) -> str:
+    """optimize's output for a spec file of ``spec`` (YAML) and ``args``; exit 0 checked."""
     path = tmp_path / "moe.yaml"
-    path.write_text(
-        "layers: 4\nhidden: 1024\nheads: 16\nvocab: 32000\nseq_len: 1024\n"
-        "experts: 8\nexperts_per_token: 2\n"
-    )
-    args = ["optimize", "--model", str(path), "--gpu", "h100-sxm", "--tokens", "1B"]
-    code, out, err = run_main(capsys, [*args, "--budget", "1M", "--no-explain"])
+    path.write_text(spec)
+    code, out, err = run_main(capsys, ["optimize", "--model", str(path), *args, "--no-explain"])
     assert code == 0, err
+    return out
+
+
+def test_optimize_reports_ep_and_etp(capsys, tmp_path):
+    spec = "layers: 4\nhidden: 1024\nheads: 16\nvocab: 32000\nseq_len: 1024\nexperts: 8\n"
+    args = ["--gpu", "h100-sxm", "--tokens", "1B", "--budget", "1M"]
+    out = optimize_spec(capsys, tmp_path, spec + "experts_per_token: 2\n", *args)
     assert "tp/pp/dp/cp/vp/ep/etp" in out and ", EP " in out
 
 
 def test_saved_moe_plan_explains_with_its_ep(capsys, tmp_path):
-    path = tmp_path / "moe.yaml"
-    path.write_text(
+    spec = (
         "layers: 2\nhidden: 4096\nheads: 32\nvocab: 32000\nseq_len: 2048\n"
         "experts: 128\nexperts_per_token: 8\nexpert_ffn_hidden: 2048\n"
     )
-    args = ["optimize", "--model", str(path), "--gpu", "rtx4090", "--tokens", "50B"]
-    code, out, err = run_main(capsys, [*args, "--budget", "4M", "--no-explain", "--json"])
-    assert code == 0, err
+    args = ["--gpu", "rtx4090", "--tokens", "50B", "--budget", "4M", "--json"]
+    out = optimize_spec(capsys, tmp_path, spec, *args)
     saved = tmp_path / "answer.json"
     saved.write_text(out)
     plan = json.loads(out)["plans"][0]
