@@ -112,7 +112,13 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         gpu = gpu.model_copy(update={"server": server})
     hw = replace(hw, gpu=gpu)
     ev = evaluate(
-        scenario.spec, hw, layout, scenario.seq_len, scenario.tokens, a, config.shape.experts
+        scenario.spec,
+        hw,
+        layout,
+        scenario.seq_len,
+        scenario.tokens,
+        a,
+        experts=config.shape.experts,  # EP and ETP (1 and 1 for a dense model)
     )
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
