@@ -471,6 +471,8 @@ def _saved_config(p: dict[str, Any], origin: str) -> Config:
                 bool(p.get("embedding_in_split", False)),
                 bool(p.get("loss_in_split", False)),
             ),
+            int(p.get("ep", 1)),  # expert parallelism (absent before issue 17: dense)
+            int(p.get("etp", 1)),
         )
         return Config(
             shape, str(p["nic"]), int(p["nics_per_node"]), int(p["dp"]), int(p["grad_accum"])

@@ -57,6 +57,8 @@ class Plan:
             "dp": lay.dp,
             "cp": lay.cp,
             "vp": lay.vp,
+            "ep": ev.ep,
+            "etp": ev.etp,
             "micro_batch": lay.micro_batch,
             "grad_accum": cfg.microbatches,
             "global_batch": lay.global_batch,
@@ -118,6 +120,7 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         scenario.tokens,
         a,
         failures=scenario.failure_model(gpu.name),
+        experts=config.shape.experts,  # EP and ETP (1 and 1 for a dense model)
     )
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
