@@ -161,7 +161,9 @@ def _feasible(
         return False
     if len(pre.candidates) != len(quick.candidates) and _witness(s, pre):
         return True
-    form = build(s, pre.candidates)
+    # a feasibility question: the presolved DP ranges, and no objective bounds (a TCO
+    # bound over thousands of shapes and every NIC option costs seconds, and decides nothing)
+    form = build(s, pre.candidates, bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)))
     solver = _solver(time_limit_s, 1)
     code = solver.solve(form.model)
     if code == cp_model.MODEL_INVALID:
