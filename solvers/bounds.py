@@ -341,7 +341,7 @@ def time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> float:
 def too_slow(scenario: Scenario, cand: Candidate, hi: int) -> bool:
     """Whether the enforced deadline rules out every plan of this shape with d <= ``hi``:
     its least time, by the GEMM-only bound first (gemm_lower_bound's, cheap) and then
-    time_lower_bound, exceeds the deadline. (The deadline's lower end of the DP range
+    expected_time_lower_bound, exceeds the deadline. (The deadline's lower end of the DP range
     counts the stage time alone; this counts the bubble, the gradient reduction and the
     optimizer step too, at the most DP degrees and micro-batches the range allows.)"""
     if not scenario.active("deadline"):
@@ -352,8 +352,26 @@ def too_slow(scenario: Scenario, cand: Candidate, hi: int) -> bool:
         gemm = days_from_seconds(
             scenario.sequences * cand.gemm_mb_s / (cand.shape.micro_batch * max(1, hi))
         )
-        scenario.memo[key] = gemm > limit or time_lower_bound(scenario, cand, hi) > limit
+        scenario.memo[key] = gemm > limit or expected_time_lower_bound(scenario, cand, hi) > limit
     return scenario.memo[key]
+
+
+def expected_time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> float:
+    """time_lower_bound with failures, checkpoints and restarts (models/goodput.py): the
+    expected time T (1 + x/G + a + c G) >= (1 + a) T_lb(hi) + c G T, and G T >= replica x
+    sequences x A / b whatever d is (G = replica x d GPUs, T >= sequences x A / (b d),
+    A the stage time of one micro-batch): the restarts' share grows with the GPUs as the
+    time falls, so a deadline rules out shapes that only a huge cluster would meet."""
+    ideal = time_lower_bound(scenario, cand, hi)
+    model = scenario.failure_model(cand.shape.gpu)
+    if model is None:
+        return ideal
+    _, a, c = model.coefficients()
+    s = cand.shape
+    gpu_days = days_from_seconds(
+        s.replica_gpus * scenario.sequences * stage_time_lower(cand) / s.micro_batch
+    )
+    return (1.0 + a) * ideal + c * gpu_days
 
 
 def cost_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:

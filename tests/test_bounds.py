@@ -16,9 +16,11 @@ from helpers import random_scenario
 from solvers.bounds import (
     budget_gpu_limit,
     dp_bounds,
+    expected_time_lower_bound,
     gemm_lower_bound,
     least_capex_cents,
     objective_lower_bound,
+    time_lower_bound,
 )
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import best_for_candidate
@@ -87,6 +89,31 @@ def test_bounds_never_exceed_a_shapes_best_plan(cat, failures):
                 assert full <= best[0][0] * (1 + 1e-9), (seed, cand)
                 checked += 1
     assert checked >= 500, checked  # the comparisons above did happen
+
+
+@pytest.mark.parametrize("scale", [1.0, 1000.0], ids=["catalog-rates", "x1000"])
+def test_expected_time_bound_never_exceeds_a_shapes_fastest_plan(cat, scale):
+    """bounds.expected_time_lower_bound (what a deadline rules shapes out by, too_slow)
+    stays at or below the expected days of the shape's fastest plan (the reference
+    solver's per-shape search with the time objective), with failures on."""
+    checked = 0
+    for seed in range(40):
+        s = random_scenario(seed, cat).with_changes(
+            no_failures=False, failure_scale=scale, objective="time", deadline_days=None
+        )
+        nics = nic_specs(s)
+        cands = [c for c in enumerate_candidates(s) if c.allowed(s)]
+        for cand in cands[:: max(1, len(cands) // 40)]:
+            lo, hi = dp_bounds(s, cand)
+            if lo > hi:
+                continue
+            best = best_for_candidate(s, cand, nics, s.assumptions.dp_overlap, every_m=True)
+            if best is not None:
+                bound = expected_time_lower_bound(s, cand, hi)
+                assert bound >= time_lower_bound(s, cand, hi) * (1 - 1e-12)
+                assert bound <= best[0][0] * (1 + 1e-9), (seed, cand)
+                checked += 1
+    assert checked >= 300, checked
 
 
 def _config(name: str) -> Config:
