@@ -194,25 +194,60 @@ def goodput_sentence(ev) -> str:
 
 
 def spares_clause(ev) -> str:
-    """'; 2 hot spare servers ($0.6M) would save 0.4 days' for a plan with failures."""
-    from models.goodput import hot_spares
+    """The price of the purchase decisions (issue 18 item 4) for a plan with failures:
+    '; 41 hot spare servers (2 per 100, $11.97M) would save 4.7 days ($2.55M a day); 2 GB/s
+    of checkpoint storage per server instead of 1 (+$6.14M) would save 0.2 days', or the
+    reason a decision cannot help."""
+    from models.cost import server_usd, spare_servers
+    from models.goodput import goodput, with_purchases
 
-    c, run = ev.cluster, ev.goodput
-    if run is None or ev.failure_model is None or ev.failure_model.restart_s <= 0:
+    c, run, model = ev.cluster, ev.goodput, ev.failure_model
+    if run is None or model is None or model.rate_per_gpu_s <= 0:
         return ""
-    per_server = (
-        c.gpu.server.gpus_per_server * c.gpu.price_usd
-        + c.gpu.server.overhead_usd
-        + c.nics_per_node * c.nic.price_usd
-    )
-    what = hot_spares(
-        ev.failure_model, run.ideal_days, ev.layout.num_gpus, c.servers, c.facility, per_server
-    )
-    per_100 = c.facility.hot_spares_per_100_servers
-    return (
-        f"; {what.servers:,} hot spare server{'s' if what.servers != 1 else ''} ({per_100:g} per "
-        f"100, {render.usd(what.usd)}) would save {what.days_saved:,.1f} days"
-    )
+    fac, n, g = c.facility, ev.layout.num_gpus, c.servers
+    base = fac.checkpoint_storage_gb_per_s_per_server
+
+    def days(spares: float, storage: float) -> float:
+        return goodput(with_purchases(model, fac, spares, storage), n, run.ideal_days).days
+
+    now = days(0.0, base)
+    per_server = server_usd(c.gpu, c.nic, c.nics_per_node)
+    spares = [
+        (now - days(k, base), int(spare_servers(g, k)) * per_server, k)
+        for k in fac.hot_spare_options_per_100_servers
+        if k > 0
+    ]
+    text = ""
+    best = max(spares, key=lambda o: (round(o[0], 6), -o[1]), default=None)
+    if best is None or best[0] < 0.05 or best[1] <= 0:
+        text += (
+            "; hot spare servers would save under 0.1 days (the restart is not what failures cost)"
+        )
+    else:
+        count = int(spare_servers(g, best[2]))
+        text += (
+            f"; {count:,} hot spare server{'s' if count != 1 else ''} ({best[2]:g} per 100, "
+            f"{render.usd(best[1])}) would save {best[0]:,.1f} days "
+            f"({render.usd(best[1] / best[0])} a day)"
+        )
+    price = fac.storage_usd_per_gb_per_s * g
+    storage = [
+        (now - days(0.0, b), (b - base) * price, b)
+        for b in fac.checkpoint_storage_options_gb_per_s_per_server
+        if b > base
+    ]
+    fast = max(storage, key=lambda o: (round(o[0], 6), -o[1]), default=None)
+    if fast is None or fast[0] < 0.05:
+        text += (
+            f"; checkpoint storage faster than {base:g} GB/s per server would save under 0.1 "
+            "days (the snapshot, not the write, sets the interval, and the reload is short)"
+        )
+    else:
+        text += (
+            f"; {fast[2]:g} GB/s of checkpoint storage per server instead of {base:g} "
+            f"(+{render.usd(fast[1])}) would save {fast[0]:,.1f} days"
+        )
+    return text
 
 
 def render_minutes(minutes: float) -> str:

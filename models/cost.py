@@ -140,6 +140,38 @@ def tier_name(tier: int, tiers: int) -> str:
     return TIER_NAMES[0] if tier == 0 else f"tier-{tier + 1}"
 
 
+def spare_servers(servers, per_100: float):
+    """Hot spare servers bought at ``per_100`` per 100 training servers, rounded up (whole
+    servers; arrays too); exact for per-100 figures to a thousandth."""
+    milli = round(per_100 * 1000)
+    return -(-np.asarray(servers, dtype=np.int64) * milli // 100_000)
+
+
+def server_usd(gpu: GPUSpec, nic: NICSpec, nics_per_node: int) -> float:
+    """One whole server of the plan's type, the price of a hot spare: its GPUs, the server
+    (host, chassis, scale-up switches) and its NICs (a spare joins the job's fabric)."""
+    nics = 0.0 if nic.integrated else nics_per_node * nic.price_usd
+    return gpu.server.gpus_per_server * gpu.price_usd + gpu.server.overhead_usd + nics
+
+
+def purchases_cents(
+    gpu: GPUSpec,
+    nic: NICSpec,
+    nics_per_node: int,
+    facility: Facility,
+    servers,
+    spares_per_100: float,
+    storage_gb_per_s: float,
+):
+    """The hot spares' and the checkpoint storage's price in cents (issue 18 item 4), each
+    rounded up to the cent per unit as the BOM lines are (arrays of server counts too)."""
+    spare = spare_servers(servers, spares_per_100) * usd_to_cents_up(
+        server_usd(gpu, nic, nics_per_node)
+    )
+    per_server = usd_to_cents_up(storage_gb_per_s * facility.storage_usd_per_gb_per_s)
+    return spare + np.asarray(servers, dtype=np.int64) * per_server
+
+
 @dataclass(frozen=True)
 class BomLine:
     item: str
@@ -175,6 +207,14 @@ class Cluster:
     facility: Facility
     num_gpus: int
     nics_per_node: int
+    # issue 18 item 4: the hot spares and checkpoint storage the plan buys (0: none; the
+    # ideal plan and the plan before the decision)
+    spares_per_100: float = 0.0
+    storage_gb_per_s: float = 0.0
+
+    @property
+    def spare_servers(self) -> int:
+        return int(spare_servers(self.servers, self.spares_per_100))
 
     @property
     def bought_gpus(self) -> int:
@@ -257,7 +297,27 @@ class Cluster:
                 )
             )
         lines.append(BomLine("rack", self.racks, self.facility.rack_usd, self.facility.rack_source))
+        lines.extend(self._purchase_lines())
         return [line for line in lines if line.quantity > 0]
+
+    def _purchase_lines(self) -> list[BomLine]:
+        """Hot spare servers and checkpoint storage (models/goodput.py with_purchases)."""
+        fac = self.facility
+        return [
+            BomLine(
+                f"hot spare server ({self.spares_per_100:g} per 100: {self.gpu.server.gpus_per_server} "
+                f"{self.gpu.name}, server, {self.nics_per_node} NICs)",
+                self.spare_servers,
+                server_usd(self.gpu, self.nic, self.nics_per_node),
+                fac.hot_spare_source,
+            ),
+            BomLine(
+                f"checkpoint storage ({self.storage_gb_per_s:g} GB/s per server)",
+                self.servers if self.storage_gb_per_s > 0 else 0,
+                self.storage_gb_per_s * fac.storage_usd_per_gb_per_s,
+                fac.storage_price_source,
+            ),
+        ]
 
     @cached_property
     def capex_cents(self) -> int:

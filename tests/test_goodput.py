@@ -255,20 +255,6 @@ def test_an_uncertainty_block_draws_the_failure_rate(tmp_path):
     assert goodputs == sorted(goodputs, reverse=True)
 
 
-def test_hot_spares_save_the_restart_time(cat):
-    """The what-if of the explanation: spares cut each failure's restart to the hot one."""
-    from models.goodput import hot_spares
-
-    model = failure_model(cat.gpu("h100-sxm"), cat.facility, 405e9, 14.0)
-    what = hot_spares(model, 100.0, 16_384, 2_048, cat.facility, 300_000.0)
-    assert what.servers == math.ceil(2_048 * cat.facility.hot_spares_per_100_servers / 100)
-    assert what.usd == what.servers * 300_000.0
-    rate_per_day = model.rate_per_gpu_s * 16_384 * 86400
-    restart_cut_days = (cat.facility.restart_min - cat.facility.hot_spare_restart_min) / 1440
-    # first order: failures per ideal day x the restart time cut, over 100 ideal days
-    assert what.days_saved == pytest.approx(100 * rate_per_day * restart_cut_days, rel=1e-9)
-
-
 @pytest.mark.parametrize("seed", [2, 4, 11])
 def test_top_k_with_failures_agrees_with_the_exhaustive_solver(seed, cat):
     """--top 4 with failures on: the same four best plans (distinct shapes), in order."""
