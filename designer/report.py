@@ -194,60 +194,79 @@ def goodput_sentence(ev) -> str:
 
 
 def spares_clause(ev) -> str:
-    """The price of the purchase decisions (issue 18 item 4) for a plan with failures:
-    '; 41 hot spare servers (2 per 100, $11.97M) would save 4.7 days ($2.55M a day); 2 GB/s
-    of checkpoint storage per server instead of 1 (+$6.14M) would save 0.2 days', or the
-    reason a decision cannot help."""
-    from models.cost import server_usd, spare_servers
+    """The hot spares and checkpoint storage a plan with failures buys and what they save,
+    or the price of the options it does not buy (issue 18 item 4), or why one cannot help:
+    '; it buys 41 hot spare servers (2 per 100, $11.97M), saving 4.7 days; not bought: 2
+    GB/s of checkpoint storage per server (+$6.14M) would save 0.2 days'."""
     from models.goodput import goodput, with_purchases
 
-    c, run, model = ev.cluster, ev.goodput, ev.failure_model
+    c, run = ev.cluster, ev.goodput
+    model = ev.extra.get("failure_model_before_purchases", ev.failure_model)
     if run is None or model is None or model.rate_per_gpu_s <= 0:
         return ""
-    fac, n, g = c.facility, ev.layout.num_gpus, c.servers
-    base = fac.checkpoint_storage_gb_per_s_per_server
+    fac, n = c.facility, ev.layout.num_gpus
+    have_k = c.spares_per_100
+    have_b = c.storage_gb_per_s or fac.checkpoint_storage_gb_per_s_per_server
 
     def days(spares: float, storage: float) -> float:
         return goodput(with_purchases(model, fac, spares, storage), n, run.ideal_days).days
 
-    now = days(0.0, base)
-    per_server = server_usd(c.gpu, c.nic, c.nics_per_node)
-    spares = [
-        (now - days(k, base), int(spare_servers(g, k)) * per_server, k)
-        for k in fac.hot_spare_options_per_100_servers
-        if k > 0
-    ]
-    text = ""
-    best = max(spares, key=lambda o: (round(o[0], 6), -o[1]), default=None)
-    if best is None or best[0] < 0.05 or best[1] <= 0:
-        text += (
-            "; hot spare servers would save under 0.1 days (the restart is not what failures cost)"
+    return _spares_part(c, days, have_k, have_b) + _storage_part(c, days, have_k, have_b)
+
+
+def _spares_part(c, days, have_k: float, have_b: float) -> str:
+    from models.cost import server_usd, spare_servers
+
+    fac, per_server = c.facility, server_usd(c.gpu)
+
+    def what(k: float) -> tuple[int, float, float]:  # servers, USD, days saved
+        count = int(spare_servers(c.servers, k))
+        return count, count * per_server, days(0.0, have_b) - days(k, have_b)
+
+    if have_k > 0:
+        count, usd, saved = what(have_k)
+        return (
+            f"; it buys {count:,} hot spare server{'s' if count != 1 else ''} ({have_k:g} per "
+            f"100, {render.usd(usd)}), saving {saved:,.1f} days"
         )
-    else:
-        count = int(spare_servers(g, best[2]))
-        text += (
-            f"; {count:,} hot spare server{'s' if count != 1 else ''} ({best[2]:g} per 100, "
-            f"{render.usd(best[1])}) would save {best[0]:,.1f} days "
-            f"({render.usd(best[1] / best[0])} a day)"
+    options = [(*what(k), k) for k in fac.hot_spare_options_per_100_servers if k > 0]
+    best = max(options, key=lambda o: (round(o[2], 6), -o[1]), default=None)
+    if best is None or best[2] < 0.05:
+        return "; hot spare servers would save under 0.1 days (too few restarts to shorten)"
+    count, usd, saved, k = best
+    return (
+        f"; not bought: {count:,} hot spare server{'s' if count != 1 else ''} ({k:g} per 100, "
+        f"{render.usd(usd)}) would save {saved:,.1f} days ({render.usd(usd / saved)} a day)"
+    )
+
+
+def _storage_part(c, days, have_k: float, have_b: float) -> str:
+    from models.cost import storage_upgrade_usd
+
+    fac = c.facility
+    base = fac.checkpoint_storage_gb_per_s_per_server
+    if have_b > base:
+        usd = storage_upgrade_usd(fac, have_b) * c.servers
+        saved = days(have_k, base) - days(have_k, have_b)
+        return (
+            f"; it buys {have_b:g} GB/s of checkpoint storage per server against the facility's "
+            f"{base:g} ({render.usd(usd)}), saving {saved:,.1f} days"
         )
-    price = fac.storage_usd_per_gb_per_s * g
-    storage = [
-        (now - days(0.0, b), (b - base) * price, b)
+    options = [
+        (days(have_k, base) - days(have_k, b), storage_upgrade_usd(fac, b) * c.servers, b)
         for b in fac.checkpoint_storage_options_gb_per_s_per_server
         if b > base
     ]
-    fast = max(storage, key=lambda o: (round(o[0], 6), -o[1]), default=None)
+    fast = max(options, key=lambda o: (round(o[0], 6), -o[1]), default=None)
     if fast is None or fast[0] < 0.05:
-        text += (
+        return (
             f"; checkpoint storage faster than {base:g} GB/s per server would save under 0.1 "
             "days (the snapshot, not the write, sets the interval, and the reload is short)"
         )
-    else:
-        text += (
-            f"; {fast[2]:g} GB/s of checkpoint storage per server instead of {base:g} "
-            f"(+{render.usd(fast[1])}) would save {fast[0]:,.1f} days"
-        )
-    return text
+    return (
+        f"; not bought: {fast[2]:g} GB/s of checkpoint storage per server instead of {base:g} "
+        f"(+{render.usd(fast[1])}) would save {fast[0]:,.1f} days"
+    )
 
 
 def render_minutes(minutes: float) -> str:

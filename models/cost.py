@@ -147,29 +147,27 @@ def spare_servers(servers, per_100: float):
     return -(-np.asarray(servers, dtype=np.int64) * milli // 100_000)
 
 
-def server_usd(gpu: GPUSpec, nic: NICSpec, nics_per_node: int) -> float:
-    """One whole server of the plan's type, the price of a hot spare: its GPUs, the server
-    (host, chassis, scale-up switches) and its NICs (a spare joins the job's fabric)."""
-    nics = 0.0 if nic.integrated else nics_per_node * nic.price_usd
-    return gpu.server.gpus_per_server * gpu.price_usd + gpu.server.overhead_usd + nics
+def server_usd(gpu: GPUSpec) -> float:
+    """One whole server of the plan's GPU type, the price of a hot spare: its GPUs and the
+    server (host, chassis, scale-up switches); its NICs are not bought (a spare takes the
+    failed server's place in the fabric: first order)."""
+    return gpu.server.gpus_per_server * gpu.price_usd + gpu.server.overhead_usd
 
 
-def purchases_cents(
-    gpu: GPUSpec,
-    nic: NICSpec,
-    nics_per_node: int,
-    facility: Facility,
-    servers,
-    spares_per_100: float,
-    storage_gb_per_s: float,
-):
+def storage_upgrade_usd(facility: Facility, storage_gb_per_s: float) -> float:
+    """Per training server, the checkpoint storage bought above the facility's own
+    (``checkpoint_storage_gb_per_s_per_server``, part of the site as before the decision,
+    not charged) at ``storage_usd_per_gb_per_s``; a slower option buys nothing."""
+    extra = storage_gb_per_s - facility.checkpoint_storage_gb_per_s_per_server
+    return max(0.0, extra) * facility.storage_usd_per_gb_per_s
+
+
+def purchases_cents(gpu: GPUSpec, facility: Facility, servers, spares_per_100, storage_gb_per_s):
     """The hot spares' and the checkpoint storage's price in cents (issue 18 item 4), each
-    rounded up to the cent per unit as the BOM lines are (arrays of server counts too)."""
-    spare = spare_servers(servers, spares_per_100) * usd_to_cents_up(
-        server_usd(gpu, nic, nics_per_node)
-    )
-    per_server = usd_to_cents_up(storage_gb_per_s * facility.storage_usd_per_gb_per_s)
-    return spare + np.asarray(servers, dtype=np.int64) * per_server
+    unit rounded up to the cent as the BOM lines are (arrays of server counts too)."""
+    servers = np.asarray(servers, dtype=np.int64)
+    spare = spare_servers(servers, spares_per_100) * usd_to_cents_up(server_usd(gpu))
+    return spare + servers * usd_to_cents_up(storage_upgrade_usd(facility, storage_gb_per_s))
 
 
 @dataclass(frozen=True)
@@ -207,8 +205,8 @@ class Cluster:
     facility: Facility
     num_gpus: int
     nics_per_node: int
-    # issue 18 item 4: the hot spares and checkpoint storage the plan buys (0: none; the
-    # ideal plan and the plan before the decision)
+    # issue 18 item 4: the hot spares and checkpoint storage the plan buys (0: none, the
+    # facility's storage: the ideal plan and the plan before the decision)
     spares_per_100: float = 0.0
     storage_gb_per_s: float = 0.0
 
@@ -302,19 +300,22 @@ class Cluster:
 
     def _purchase_lines(self) -> list[BomLine]:
         """Hot spare servers and checkpoint storage (models/goodput.py with_purchases)."""
-        fac = self.facility
+        fac, g = self.facility, self.gpu
+        upgrade = storage_upgrade_usd(fac, self.storage_gb_per_s)
+        base = fac.checkpoint_storage_gb_per_s_per_server
         return [
             BomLine(
-                f"hot spare server ({self.spares_per_100:g} per 100: {self.gpu.server.gpus_per_server} "
-                f"{self.gpu.name}, server, {self.nics_per_node} NICs)",
+                f"hot spare server ({self.spares_per_100:g} per 100: {g.server.gpus_per_server} "
+                f"x {g.name} and the server)",
                 self.spare_servers,
-                server_usd(self.gpu, self.nic, self.nics_per_node),
+                server_usd(g),
                 fac.hot_spare_source,
             ),
             BomLine(
-                f"checkpoint storage ({self.storage_gb_per_s:g} GB/s per server)",
-                self.servers if self.storage_gb_per_s > 0 else 0,
-                self.storage_gb_per_s * fac.storage_usd_per_gb_per_s,
+                f"checkpoint storage per server ({self.storage_gb_per_s:g} GB/s, "
+                f"{base:g} GB/s of it the facility's)",
+                self.servers if upgrade > 0 else 0,
+                upgrade,
                 fac.storage_price_source,
             ),
         ]

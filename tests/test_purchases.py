@@ -88,9 +88,10 @@ def test_bom_lists_spares_and_storage_and_capex_adds_them(cat):
     items = {line.item: line for line in bought.bom()}
     spare = next(v for k, v in items.items() if k.startswith("hot spare server"))
     store = next(v for k, v in items.items() if k.startswith("checkpoint storage"))
-    assert spare.quantity == 3 and spare.unit_usd == server_usd(gpu, nic, 8)
-    assert store.quantity == 128 and store.unit_usd == 2 * cat.facility.storage_usd_per_gb_per_s
-    extra = int(purchases_cents(gpu, nic, 8, cat.facility, 128, 2, 2))
+    assert spare.quantity == 3 and spare.unit_usd == server_usd(gpu)
+    # the facility's 1 GB/s per server is the site's: the plan buys the other 1 GB/s
+    assert store.quantity == 128 and store.unit_usd == cat.facility.storage_usd_per_gb_per_s
+    extra = int(purchases_cents(gpu, cat.facility, 128, 2, 2))
     assert bought.capex_cents == plain.capex_cents + extra
     assert not any(
         line.item.startswith(("hot spare", "checkpoint storage")) for line in plain.bom()
@@ -105,5 +106,73 @@ def test_explanation_prices_both_decisions(capsys):
     ]  # fmt: skip
     code, out, _ = run_main(capsys, args)
     assert code == 0
-    assert "41 hot spare servers (2 per 100" in out and "a day)" in out
+    assert "not bought: 41 hot spare servers (2 per 100" in out and "a day)" in out
     assert "checkpoint storage faster than 1 GB/s per server would save under 0.1 days" in out
+
+
+def _optimize_json(capsys, *extra):
+    import json
+
+    code, out, _ = run_main(
+        capsys,
+        ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "1T", "--budget",
+         "5M", "--no-explain", "--json", *extra],
+    )  # fmt: skip
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_the_optimizer_buys_spares_and_storage_when_they_pay(capsys):
+    """At 1,000x the rates the plan buys a spare and faster storage; the BOM lists both and
+    the capex includes them."""
+    doc = _optimize_json(capsys, "--failure-scale", "1000")
+    plan = doc["plans"][0]
+    assert plan["hot_spares_per_100"] > 0 and plan["hot_spare_servers"] >= 1
+    assert plan["checkpoint_storage_gb_per_s_per_server"] > 1.0
+    items = [line["item"] for line in doc["bom"]["lines"]]
+    assert any(i.startswith("hot spare server") for i in items)
+    assert any(i.startswith("checkpoint storage") for i in items)
+    assert sum(line["extended_usd"] for line in doc["bom"]["lines"]) == pytest.approx(
+        plan["cost_usd"]
+    )
+
+
+@pytest.mark.parametrize(
+    "extra", [["--no-failures"], ["--failure-scale", "0"], ["--pricing", "cloud"]]
+)
+def test_no_decision_where_it_cannot_apply(capsys, extra):
+    """Ideal, failure-free and rented plans buy nothing: no BOM lines, 0 spares."""
+    doc = _optimize_json(capsys, *extra)
+    plan = doc["plans"][0]
+    assert plan["hot_spares_per_100"] == 0 and plan["hot_spare_servers"] == 0
+    items = [line["item"] for line in (doc.get("bom") or {}).get("lines", [])]
+    assert not any(i.startswith(("hot spare", "checkpoint storage")) for i in items)
+
+
+@pytest.mark.parametrize(
+    ("seed", "objective"),
+    [(2, "time"), (3, "time"), (4, "time"), (6, "time"), (10, "time"), (11, "time"),
+     (14, "time"), (2, "cost"), (3, "cost"), (4, "cost"), (6, "cost")],
+)  # fmt: skip
+def test_cpsat_and_exhaustive_choose_the_same_purchases(seed, objective, cat):
+    """The differential test on the decisions: random capex and TCO questions at 1,000x
+    and 3,000x the rates (where spares and storage pay: most of the time-objective ones
+    buy 2 per 100 and 4 GB/s), the same optimum, proved, and the same purchases."""
+    from helpers import random_scenario
+    from solvers.cpsat import solve_cpsat
+    from solvers.exhaustive import solve_exhaustive
+
+    s = random_scenario(seed, cat).with_changes(
+        no_failures=False,
+        failure_scale=(1000.0, 3000.0)[seed % 2],
+        pricing=("capex", "tco")[seed // 2 % 2],
+        objective=objective,
+    )
+    ref = solve_exhaustive(s)
+    got = solve_cpsat(s, time_limit_s=60.0)
+    assert ref.status != "infeasible" and got.status == "optimal"
+    want, have = ref.plans[0], got.plans[0]
+    assert math.isclose(have.objective, want.objective, rel_tol=1e-3), (have.config, want.config)
+    assert have.feasible
+    buys = (have.config.spares_per_100, have.config.storage_gb_per_s)
+    assert buys == (want.config.spares_per_100, want.config.storage_gb_per_s)

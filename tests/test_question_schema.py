@@ -78,7 +78,7 @@ FIELD_VALUES = {
     "fabric": _choice("fabric"),
     "max_virtual_stages": st.integers(1, 128),
     "no_failures": st.booleans(),
-    "checkpoint_every": _optional(st.floats(1e-3, 1e6)),
+    "checkpoint_every": _optional(st.floats(0.01, 1e6)),
     "failure_scale": st.floats(0, 1e4),
 }
 
