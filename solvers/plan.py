@@ -125,7 +125,7 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         a,
         failures=scenario.failure_model(gpu.name),
     )
-    ev = purchased(scenario, ev, config)
+    ev = purchased(ev, config.spares_per_100, config.storage_gb_per_s)
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server

@@ -59,18 +59,18 @@ def storage_options(scenario: Scenario, gpu: str) -> list[float]:
     return [base, *faster]
 
 
-def purchased(scenario: Scenario, ev: Evaluation, config: Config) -> Evaluation:
-    """The evaluation of a plan with the spares and storage its configuration buys: the
-    failure model with them (models/goodput.py with_purchases) and the cluster's BOM lines
-    (models/cost.py Cluster); the same evaluation when it buys nothing."""
-    if config.spares_per_100 == 0 and config.storage_gb_per_s is None:
+def purchased(ev: Evaluation, spares_per_100: float, storage_gb_per_s: float | None) -> Evaluation:
+    """The evaluation of a plan with the spares and storage it buys (None: the facility's
+    storage): the failure model with them (models/goodput.py with_purchases) and the
+    cluster's BOM lines (models/cost.py Cluster); the same evaluation when it buys nothing."""
+    if spares_per_100 == 0 and storage_gb_per_s is None:
         return ev
-    fac = scenario.catalog.facility
-    storage = config.storage_gb_per_s or fac.checkpoint_storage_gb_per_s_per_server
+    fac = ev.cluster.facility
+    storage = storage_gb_per_s or fac.checkpoint_storage_gb_per_s_per_server
     model = ev.failure_model
     if model is not None:
-        model = with_purchases(model, fac, config.spares_per_100, storage)
-    cluster = replace(ev.cluster, spares_per_100=config.spares_per_100, storage_gb_per_s=storage)
+        model = with_purchases(model, fac, spares_per_100, storage)
+    cluster = replace(ev.cluster, spares_per_100=spares_per_100, storage_gb_per_s=storage)
     extra = {**ev.extra, "failure_model_before_purchases": ev.failure_model}
     return replace(ev, cluster=cluster, failure_model=model, extra=extra)
 

@@ -176,3 +176,26 @@ def test_cpsat_and_exhaustive_choose_the_same_purchases(seed, objective, cat):
     assert have.feasible
     buys = (have.config.spares_per_100, have.config.storage_gb_per_s)
     assert buys == (want.config.spares_per_100, want.config.storage_gb_per_s)
+
+
+def test_evaluate_buys_what_it_is_told(capsys):
+    """evaluate --hot-spares 2 --checkpoint-storage 2: the plan's spares and storage, fewer
+    days than without them, and the explanation says what they save."""
+    import json
+
+    args = [
+        "evaluate", "--model", "llama3-405b", "--gpu", "h100-sxm", "--tp", "8", "--pp", "16",
+        "--dp", "128", "--micro-batch", "1", "--global-batch", "2048", "--first-stage-layers",
+        "7", "--last-stage-layers", "7", "--recompute", "full", "--tokens", "15T",
+    ]  # fmt: skip
+    code, plain, _ = run_main(capsys, [*args, "--json"])
+    code2, bought, _ = run_main(
+        capsys, [*args, "--hot-spares", "2", "--checkpoint-storage", "2", "--json"]
+    )
+    assert code == code2 == 0
+    before, after = json.loads(plain), json.loads(bought)
+    assert after["time_to_train_days"] < before["time_to_train_days"] - 4.0
+    assert after["cost_usd"]["capex"] > before["cost_usd"]["capex"]
+    code, text, _ = run_main(capsys, [*args, "--hot-spares", "2", "--checkpoint-storage", "2"])
+    assert "it buys 41 hot spare servers (2 per 100" in text
+    assert "it buys 2 GB/s of checkpoint storage per server" in text
