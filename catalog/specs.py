@@ -573,23 +573,14 @@ class Facility(_Strict):
     storage_price_source: str = Field("[assumed] not given", min_length=1)
 
     @model_validator(mode="after")
-    def _storage_default_is_an_option(self) -> Facility:
-        """The facility's storage bandwidth (the plan without the decision) is an option,
-        and a plan may buy no spares, so that a plan the decisions cannot help keeps it."""
-        if self.checkpoint_storage_gb_per_s_per_server not in (
-            self.checkpoint_storage_options_gb_per_s_per_server
-        ):
-            raise ValueError(
-                "checkpoint_storage_options_gb_per_s_per_server must include "
-                f"checkpoint_storage_gb_per_s_per_server ({self.checkpoint_storage_gb_per_s_per_server:g})"
-            )
-        if 0 not in self.hot_spare_options_per_100_servers:
-            raise ValueError("hot_spare_options_per_100_servers must include 0")
-        if (
-            min(self.checkpoint_storage_options_gb_per_s_per_server) <= 0
-            or min(self.hot_spare_options_per_100_servers) < 0
-        ):
-            raise ValueError("spare and storage options must be positive (spares: 0 or more)")
+    def _options_are_bandwidths(self) -> Facility:
+        """Storage options are positive bandwidths and spare options 0 or more; the
+        facility's own storage and no spares are always options (solvers/purchases.py
+        adds them), so that a plan the decisions cannot help keeps them."""
+        if min(self.checkpoint_storage_options_gb_per_s_per_server) <= 0:
+            raise ValueError("checkpoint_storage_options_gb_per_s_per_server must be positive")
+        if min(self.hot_spare_options_per_100_servers) < 0:
+            raise ValueError("hot_spare_options_per_100_servers must be 0 or more")
         return self
 
     checkpoint_snapshot_gb_per_s_per_gpu: float = _bandwidth(

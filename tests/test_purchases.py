@@ -29,14 +29,25 @@ def test_catalog_offers_the_defaults_as_options(cat):
     assert fac.storage_usd_per_gb_per_s > 0 and fac.storage_price_source.startswith("[assumed]")
 
 
-def test_facility_refuses_options_without_the_default(cat):
+def test_the_facility_storage_and_no_spares_are_always_options(cat):
+    """A catalog whose options leave out the facility's storage or 0 spares still offers
+    them (a plan the decisions cannot help keeps them); a negative option is refused."""
+    from types import SimpleNamespace
+
+    from solvers.purchases import spare_options, storage_options
+
     raw = cat.facility.model_dump()
     raw["checkpoint_storage_options_gb_per_s_per_server"] = [2.0, 4.0]
-    with pytest.raises(ValidationError, match="checkpoint_storage_gb_per_s_per_server"):
-        Facility(**raw)
-    raw = cat.facility.model_dump()
-    raw["hot_spare_options_per_100_servers"] = [1.0, 2.0]
-    with pytest.raises(ValidationError, match="must include 0"):
+    raw["hot_spare_options_per_100_servers"] = [2.0]
+    fac = Facility(**raw)
+    # the parts of a Scenario the options read: the facility, the failure model, the pricing
+    s = SimpleNamespace(
+        catalog=SimpleNamespace(facility=fac), failure_model=lambda g: _model(cat), pricing="capex"
+    )
+    assert storage_options(s, "h100-sxm") == [1.0, 2.0, 4.0]
+    assert spare_options(s, "h100-sxm") == [0.0, 2.0]
+    raw["hot_spare_options_per_100_servers"] = [-1.0]
+    with pytest.raises(ValidationError, match="0 or more"):
         Facility(**raw)
 
 
