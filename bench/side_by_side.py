@@ -36,10 +36,14 @@ def run_timed(tree: Path, args: list[str], ok_codes: tuple[int, ...] = (0,)) -> 
         env=env,
         check=False,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    if done.returncode not in ok_codes:
-        raise SystemExit(f"designer {' '.join(args)} exited {done.returncode} in {tree}")
+    # exit 1 is also an internal error's code: the one line says which
+    if done.returncode not in ok_codes or "internal error" in done.stderr:
+        raise SystemExit(
+            f"designer {' '.join(args)} exited {done.returncode} in {tree}: {done.stderr[-300:]}"
+        )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -1,10 +1,11 @@
 """Solver benchmark: CP-SAT against the exhaustive reference on a fixed suite.
 
 Usage: python bench/solver.py [--exhaustive-timeout S] [--no-exhaustive] [--explain] [--only NAME]
-                              [--repeat N] [--no-failures] [--search-work]
+                              [--repeat N] [--no-failures] [--search-work] [--moe]
 
 Twelve-plus questions from 7B to 1T parameters and $1M to $5B over the whole
-shipped catalog. For each it prints the CP-SAT wall time (candidate
+shipped catalog (``--moe``: seven mixture-of-experts questions instead, EP and ETP
+decided with the rest). For each it prints the CP-SAT wall time (candidate
 enumeration, model building and search; the median of --repeat solves), the
 proven gap, the plan, the exhaustive solver's time on the same space (stopped
 after the timeout) and whether both agree; with --explain, the time to price
@@ -26,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import load_catalog  # noqa: E402
-from models import zoo  # noqa: E402
 from models.spec import TransformerSpec  # noqa: E402
+from models.zoo import resolve_model  # noqa: E402
 from solvers import Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
 from solvers.explain import binding_constraints  # noqa: E402
 
@@ -60,12 +61,24 @@ SUITE = [
 ]
 
 
+# mixture-of-experts questions (issue 17 item 5; --moe): EP and ETP decided with the rest
+MOE_SUITE = [
+    ("deepseek-v3-100M", "deepseek-v3", 15e12, 100e6, None, "time", "capex"),
+    ("mixtral-8x7b-5M", "mixtral-8x7b", 2e12, 5e6, None, "time", "capex"),
+    ("mixtral-8x22b-20M", "mixtral-8x22b", 2e12, 20e6, None, "time", "capex"),
+    ("qwen3-30b-a3b-3M", "qwen3-30b-a3b", 15e12, 3e6, None, "time", "capex"),
+    ("qwen3-235b-50M", "qwen3-235b-a22b", 15e12, 50e6, None, "time", "capex"),
+    ("maverick-cloud-50M", "llama4-maverick", 15e12, 50e6, None, "time", "cloud"),
+    ("gpt-oss-120b-cost-60d", "gpt-oss-120b", 5e12, None, 60.0, "cost", "capex"),
+]
+
+
 def scenario(row, failures: bool = True) -> Scenario:
     """The suite's question; with failures, checkpoints and restarts (the CLI's default,
     models/goodput.py) unless ``failures`` is false (--no-failures: the ideal model)."""
     name, model, tokens, budget, deadline, objective, pricing = row
     cat = load_catalog()
-    spec = GPT_1T if model == "gpt-1t" else zoo()[model]
+    spec = GPT_1T if model == "gpt-1t" else resolve_model(model)
     return Scenario(
         spec=spec,
         catalog=cat,
@@ -133,6 +146,7 @@ def main() -> None:
     parser.add_argument("--no-exhaustive", action="store_true")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--only", default=None)
+    parser.add_argument("--moe", action="store_true", help="the mixture-of-experts suite")
     parser.add_argument(
         "--search-work",
         action="store_true",
@@ -147,7 +161,8 @@ def main() -> None:
         "--repeat", type=int, default=3, help="CP-SAT solves per question (the median is reported)"
     )
     args = parser.parse_args()
-    rows = [r for r in SUITE if args.only is None or r[0] == args.only]
+    suite = MOE_SUITE if args.moe else SUITE
+    rows = [r for r in suite if args.only is None or r[0] == args.only]
     if args.search_work:
         search_work(rows, not args.no_failures)
         return
@@ -172,6 +187,11 @@ def main() -> None:
             else (
                 f"{best.evaluation.gpu} tp{best.evaluation.layout.tp} pp{best.evaluation.layout.pp} "
                 f"dp{best.evaluation.layout.dp} {best.config.nics_per_node}x{best.config.nic}"
+                + (
+                    f" ep{best.evaluation.ep} etp{best.evaluation.etp}"
+                    if best.evaluation.moe
+                    else ""
+                )
             )
         )
         gpus = best.num_gpus if best else 0

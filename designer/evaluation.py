@@ -159,7 +159,10 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
     if imported is None:
         check_layout(spec, layout, seq_len)
-    experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
+    if imported is not None:  # the command's --expert-model-parallel-size and ETP
+        experts = expert_layout(spec, layout, imported.ep, imported.etp)
+    else:
+        experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
     a = _assumptions(opts, imported)
     failures = None
     if not opts.get("no_failures"):

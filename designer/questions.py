@@ -471,6 +471,8 @@ def _saved_config(p: dict[str, Any], origin: str) -> Config:
                 bool(p.get("embedding_in_split", False)),
                 bool(p.get("loss_in_split", False)),
             ),
+            int(p.get("ep", 1)),  # expert parallelism (absent before issue 17: dense)
+            int(p.get("etp", 1)),
         )
         storage = p.get("checkpoint_storage_gb_per_s_per_server")
         spares = float(p.get("hot_spares_per_100") or 0.0)  # absent before issue 18 item 4

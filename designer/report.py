@@ -376,6 +376,8 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config
     layout = f"TP {lay.tp} x PP {lay.pp}" + (f" ({lay.vp} virtual)" if lay.vp > 1 else "")
     layout += (f" x CP {lay.cp}" if lay.cp > 1 else "") + f" x DP {lay.dp}"
+    if ev.moe:
+        layout += f", EP {ev.ep} x ETP {ev.etp}"
     if lay.uneven:
         layout += (
             f" (uneven pipeline: {describe_stage_layers(ev.stage_layers)}, {split_options(lay)})"
@@ -413,6 +415,17 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     return head + tail
 
 
+def layout_head(s: Scenario) -> str:
+    """The layout column's heading: EP and ETP too for a mixture-of-experts model."""
+    return "tp/pp/dp/cp/vp/ep/etp" if s.spec.is_moe else "tp/pp/dp/cp/vp"
+
+
+def layout_cell(ev) -> str:
+    lay = ev.layout
+    cell = f"{lay.tp}/{lay.pp}/{lay.dp}/{lay.cp}/{lay.vp}"
+    return f"{cell}/{ev.ep}/{ev.etp}" if ev.moe else cell
+
+
 def plans_table(res: SolveResult, s: Scenario) -> str:
     """The plans, one a row, with the measured ranges of step and days and the evidence."""
     rows = []
@@ -428,7 +441,7 @@ def plans_table(res: SolveResult, s: Scenario) -> str:
                 lay.num_gpus,
                 ev.nodes,
                 f"{cfg.nics_per_node}x{cfg.nic}",
-                f"{lay.tp}/{lay.pp}/{lay.dp}/{lay.cp}/{lay.vp}",
+                layout_cell(ev),
                 lay.micro_batch,
                 cfg.microbatches,
                 lay.recompute,
@@ -447,7 +460,7 @@ def plans_table(res: SolveResult, s: Scenario) -> str:
             "gpus",
             "servers",
             "nics/server",
-            "tp/pp/dp/cp/vp",
+            layout_head(s),
             "mb",
             "accum",
             "recompute",
@@ -565,7 +578,7 @@ def compare_table(rows, s: Scenario) -> str:
                 lay.num_gpus,
                 ev.nodes,
                 f"{cfg.nics_per_node}x{cfg.nic}",
-                f"{lay.tp}/{lay.pp}/{lay.dp}/{lay.cp}/{lay.vp}",
+                layout_cell(ev),
                 with_range(float(ev.time_to_train_days or 0.0), doc["days_range"]),
                 render.usd(best.cost_usd),
                 f"{100 * float(ev.mfu):.1f}%",
@@ -585,7 +598,7 @@ def compare_table(rows, s: Scenario) -> str:
                 "gpus",
                 "servers",
                 "nics/server",
-                "tp/pp/dp/cp/vp",
+                layout_head(s),
                 "days",
                 "cost",
                 "mfu",

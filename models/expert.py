@@ -49,12 +49,14 @@ balance; set it from a router's measured max/mean load when one is known.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from catalog.specs import GPUSpec
 from models import comm, flops, moe, scaleup
 from models.layout import Assumptions, Layout, Network
-from models.memory import moe_memory_per_gpu, rank_layer_ids
+from models.memory import moe_memory_per_gpu, moe_rank_counts
 from models.spec import TransformerSpec
 from models.step import (
     StageWork,
@@ -112,53 +114,81 @@ def all_to_all_s(
 
 def rank_layers(spec: TransformerSpec, layout: Layout) -> list[tuple[int, int]]:
     """(dense-MLP layers, MoE layers) per pipeline rank, MTP modules on the last."""
-    pattern = moe.moe_layer_pattern(spec)
-    out = []
-    for r in range(layout.pp):
-        ids = rank_layer_ids(spec.layers, layout, r)
-        n_moe = sum(pattern[i] for i in ids)
-        n_dense = len(ids) - n_moe
-        if r == layout.pp - 1 and spec.mtp_layers:
-            if pattern[-1]:
-                n_moe += spec.mtp_layers
-            else:
-                n_dense += spec.mtp_layers
-        out.append((n_dense, n_moe))
+    out = list(moe_rank_counts(spec, layout))
+    if spec.mtp_layers:
+        n_dense, n_moe = out[-1]
+        if moe.moe_layer_pattern(spec)[-1]:
+            out[-1] = (n_dense, n_moe + spec.mtp_layers)
+        else:
+            out[-1] = (n_dense + spec.mtp_layers, n_moe)
     return out
 
 
-def dispatch_per_layer_s(
-    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, net: Network, ex
-) -> float:
-    """One all-to-all (dispatch or combine) and, with ETP > 1, its all-gather or
-    reduce-scatter over ETP, on the busiest GPU (module docstring)."""
+@dataclass(frozen=True)
+class DispatchTerms:
+    """One micro-batch's exposed dispatch and combine on the rank with the most MoE layers,
+    split by what the NICs change: ``fixed_s + max(up_s, nic_bytes / share) + extra_bytes /
+    share`` (share: a GPU's NIC bytes/s). ``up_s`` and ``nic_bytes`` are the in-domain and
+    cross-domain parts of an all-to-all that leaves the scale-up domain (0 otherwise);
+    ``extra_bytes``: an ETP all-gather over the NICs (ETP beyond the domain)."""
+
+    fixed_s: float = 0.0
+    up_s: float = 0.0
+    nic_bytes: float = 0.0
+    extra_bytes: float = 0.0
+
+    def seconds(self, share_bytes_s: float) -> float:
+        if self.nic_bytes <= 0 and self.extra_bytes <= 0 and self.up_s <= 0:
+            return self.fixed_s
+        return (
+            self.fixed_s
+            + max(self.up_s, self.nic_bytes / share_bytes_s)
+            + self.extra_bytes / share_bytes_s
+        )
+
+
+def dispatch_terms(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex
+) -> DispatchTerms:
+    """Exposed dispatch and combine of one micro-batch on the rank with the most MoE
+    layers: 4 all-to-alls per layer (6 with full recomputation) x (1 - ep_overlap), each
+    ``all_to_all_s`` and, with ETP > 1, its all-gather or reduce-scatter over ETP (module
+    docstring), split by what depends on the NICs (DispatchTerms)."""
+    if not spec.is_moe:
+        return DispatchTerms()
+    n_moe = max(m for _, m in rank_layers(spec, layout))
+    calls = (4 + (2 if layout.recompute == "full" else 0)) * n_moe * (1.0 - ex.ep_overlap)
     k = spec.experts_per_token or 0
     nbytes = tokens_per_gpu(layout, seq_len) * k * ex.expert_load * spec.hidden * DISPATCH_BYTES
-    cal = gpu.calibration
-    lat = cal.collective_latency_us * 1e-6
-    nic = nic_share_gb_per_s(gpu, net.node_bw_gb_per_s) * comm.GB
+    lat = gpu.calibration.collective_latency_us * 1e-6
     k_d = ep_ranks_in_domain(gpu, ex)
-    a2a = all_to_all_s(nbytes, ex.ep, k_d, _up_bytes_s(gpu, k_d), nic, lat)
-    if ex.etp <= 1:
-        return a2a
-    if ex.etp <= scaleup.domain_gpus(gpu):
-        bw = _up_bytes_s(gpu, ex.etp) / comm.GB
-    else:
-        bw = nic / comm.GB
-    return a2a + comm.ring_gather_s(nbytes * ex.etp, ex.etp, bw, lat)
+    up = _up_bytes_s(gpu, k_d)
+    fixed = up_s = nic_bytes = extra = 0.0
+    if ex.ep > 1 and nbytes > 0:
+        fixed = lat
+        if k_d >= ex.ep:
+            fixed += nbytes * (ex.ep - 1) / ex.ep / up
+        else:
+            up_s = nbytes * (k_d - 1) / ex.ep / up
+            nic_bytes = nbytes * (ex.ep - k_d) / ex.ep
+    if ex.etp > 1:
+        if ex.etp <= scaleup.domain_gpus(gpu):
+            fixed += comm.ring_gather_s(
+                nbytes * ex.etp, ex.etp, _up_bytes_s(gpu, ex.etp) / comm.GB, lat
+            )
+        elif nbytes > 0:
+            fixed += (ex.etp - 1) * lat
+            extra = (ex.etp - 1) / ex.etp * nbytes * ex.etp
+    return DispatchTerms(fixed * calls, up_s * calls, nic_bytes * calls, extra * calls)
 
 
 def ep_comm_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, net: Network, ex
 ) -> float:
     """Exposed dispatch and combine of one micro-batch on the rank with the most MoE
-    layers: 4 per layer (6 with full recomputation) x (1 - ep_overlap)."""
-    if not spec.is_moe:
-        return 0.0
-    n_moe = max(m for _, m in rank_layers(spec, layout))
-    calls = 4 + (2 if layout.recompute == "full" else 0)
-    per = dispatch_per_layer_s(spec, layout, seq_len, gpu, net, ex)
-    return n_moe * calls * per * (1.0 - ex.ep_overlap)
+    layers over ``net``'s NICs (``dispatch_terms``)."""
+    share = nic_share_gb_per_s(gpu, net.node_bw_gb_per_s) * comm.GB
+    return dispatch_terms(spec, layout, seq_len, gpu, ex).seconds(share)
 
 
 def grouped_gemm_efficiency(
@@ -188,39 +218,58 @@ def attention_core_forward_per_token(spec: TransformerSpec, seq_len: int) -> flo
     return 4.0 * seq_len * spec.q_width
 
 
+@lru_cache(maxsize=256)
+def _per_token_forward(spec: TransformerSpec, seq_len: int) -> tuple[float, ...]:
+    """Forward FLOPs per token of a dense-MLP layer, of an MoE layer's attention, router
+    and shared experts, of its top-k routed experts (balanced), of the attention core, and
+    of the logits (the parts moe_gemm_per_microbatch_s prices)."""
+    h, m = spec.hidden, spec.mlp_matrices
+    attn = moe.attention_params(spec)
+    dense_fwd = 2.0 * (attn + m * h * spec.ffn)
+    moe_fwd = 2.0 * (attn + m * h * spec.shared_experts * spec.shared_expert_ffn)
+    moe_fwd += 2.0 * h * (spec.experts or 0)  # the router (replicated over TP)
+    routed = 2.0 * (spec.experts_per_token or 0) * m * h * spec.expert_ffn
+    core = attention_core_forward_per_token(spec, seq_len)
+    return dense_fwd, moe_fwd, routed, core, flops.logit_forward_flops_per_token(spec)
+
+
 def moe_gemm_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
 ) -> float:
     """Tensor-core time of one micro-batch on the slowest pipeline rank of a MoE / MLA /
     MTP model: its layers' active GEMMs (routed ones at the grouped-GEMM efficiency and
     ``expert_load``), attention cores and, on the last rank, logits (models.step rules)."""
-    h, m = spec.hidden, spec.mlp_matrices
+    h = spec.hidden
     t = tokens_per_gpu(layout, seq_len)
-    attn = moe.attention_params(spec)
-    dense_fwd = 2.0 * (attn + m * h * spec.ffn)
-    moe_fwd = 2.0 * (attn + m * h * spec.shared_experts * spec.shared_expert_ffn)
-    moe_fwd += 2.0 * h * (spec.experts or 0)  # the router (replicated over TP)
-    routed_fwd = 2.0 * (spec.experts_per_token or 0) * m * h * spec.expert_ffn * ex.expert_load
+    dense_fwd, moe_fwd, routed_one, core, logit_fwd = _per_token_forward(spec, seq_len)
+    routed_fwd = routed_one * ex.expert_load
     forwards = forward_passes(layout.recompute)
-    core = attention_core_forward_per_token(spec, seq_len)
     if gpu.calibration.flash_attention:
         core_passes = 3.5 + (1.0 if layout.recompute == "full" else 0.0)
     else:
         core_passes = 4.0 if layout.recompute in ("full", "selective") else 3.0
     gg = grouped_gemm_efficiency(spec, layout, seq_len, gpu, ex)
     worst = 0.0
-    for r, (n_dense, n_moe) in enumerate(rank_layers(spec, layout)):
-        last = r == layout.pp - 1
+    ranks = rank_layers(spec, layout)
+    kinds = {(n_dense, n_moe, r == layout.pp - 1) for r, (n_dense, n_moe) in enumerate(ranks)}
+    for n_dense, n_moe, last in sorted(kinds):
         linear = t * forwards * (n_dense * dense_fwd + n_moe * moe_fwd)
         if last and spec.mtp_layers:
             linear += t * forwards * spec.mtp_layers * 2.0 * 2 * h * h
-        logits = t * 3.0 * flops.logit_forward_flops_per_token(spec) if last else 0.0
+        logits = t * 3.0 * logit_fwd if last else 0.0
         logits *= 1 + (spec.mtp_layers if last else 0)
         work = StageWork(linear, t * (n_dense + n_moe) * core * core_passes, logits)
         routed = StageWork(t * forwards * n_moe * routed_fwd / gg, 0.0, 0.0)
         seconds = work_gemm_s(work, h, layout, gpu) + work_gemm_s(routed, h, layout, gpu)
         worst = max(worst, seconds)
     return worst
+
+
+def expert_dp_group(layout: Layout, ex: ExpertLayout) -> tuple[int, int]:
+    """(num, den): the expert-DP group is (DP x CP) x num / den ranks, num / den =
+    TP / (EP x ETP) in lowest terms (Megatron-Core's folding: TP x CP x DP / (EP x ETP))."""
+    g = math.gcd(layout.tp, ex.ep * ex.etp)
+    return layout.tp // g, ex.ep * ex.etp // g
 
 
 def expert_dp_reduce_s(
@@ -246,31 +295,44 @@ def moe_step_coefficients(
     gpu: GPUSpec,
     network: Network,
     a: Assumptions,
+    gemm_s: float | None = None,
 ) -> StepCoefficients:
     """A MoE / MLA / MTP model's step coefficients: models.step's for the dense parts,
     with the compute, the expert-parallel all-to-alls, the gradient bytes and the Adam
-    step of the layers as they are (module docstring)."""
+    step of the layers as they are (module docstring). ``gemm_s``: the
+    moe_gemm_per_microbatch_s of these arguments, when the caller has it."""
     from models.step import host_issue_per_microbatch_s, memory_bound_per_microbatch_s
 
     c = step_coefficients(spec, layout, seq_len, gpu, network, a)
     mem = moe_memory_per_gpu(
         spec, layout, seq_len, gpu.memory_gb, a, ex.ep, ex.etp, expert_load=ex.expert_load
     )
-    gemm = moe_gemm_per_microbatch_s(spec, layout, seq_len, gpu, ex)
+    if gemm_s is None:
+        gemm_s = moe_gemm_per_microbatch_s(spec, layout, seq_len, gpu, ex)
+    gemm = gemm_s
     compute = gemm + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
     compute = max(compute, host_issue_per_microbatch_s(spec, layout, gpu) - c.tp_mb_s)
     per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
     group = layout.dp * layout.cp
     expert_states = mem.expert_params * (group / mem.expert_dp if layout.zero >= 1 else 1.0)
+    disp = dispatch_terms(spec, layout, seq_len, gpu, ex)
+    num, den = expert_dp_group(layout, ex)
+    k_e = scaleup.ranks_in_domain(gpu, ex.ep * ex.etp)
     return replace(
         c,
         compute_mb_s=compute,
         gemm_mb_s=gemm,
-        ep_mb_s=ep_comm_per_microbatch_s(spec, layout, seq_len, gpu, network, ex),
+        ep_mb_s=disp.fixed_s,
+        ep_up_mb_s=disp.up_s,
+        ep_nic_bytes=disp.nic_bytes,
+        ep_nic_extra_bytes=disp.extra_bytes,
         dp_bytes=mem.dense_params * per_param,
-        expert_dp_s=expert_dp_reduce_s(
-            c, mem.expert_params, mem.expert_dp, gpu, ex, network, per_param
-        ),
+        expert_dp_bytes=mem.expert_params * per_param,
+        expert_dp_num=num,
+        expert_dp_den=den,
+        expert_ranks_per_node=k_e,
+        expert_scale_up_bw_gb_per_s=scaleup.group_bw_gb_per_s(gpu, k_e)
+        * gpu.calibration.scale_up_bus_efficiency,
         optimizer_s=(mem.dense_params + expert_states)
         * a.optimizer_traffic_bytes
         / (gpu.memory_bw_tb_per_s * 1e12),

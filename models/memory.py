@@ -26,8 +26,9 @@ Sources:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 from models.layout import Assumptions, Layout
 from models.pipeline import StageLoad, in_flight_at_rank, stage_layers, stage_loads
@@ -325,6 +326,45 @@ def rank_layer_ids(layers: int, layout: Layout, rank: int) -> tuple[int, ...]:
     return tuple(range(start, start + per[rank]))
 
 
+def moe_rank_counts(spec: TransformerSpec, layout: Layout) -> tuple[tuple[int, int], ...]:
+    """(dense-MLP layers, MoE layers) of the main model on each pipeline rank (MTP modules
+    apart), for the layout's pipeline split (cached on the split alone)."""
+    return _moe_rank_counts(
+        spec,
+        layout.pp,
+        layout.vp,
+        layout.first_stage_layers,
+        layout.last_stage_layers,
+        layout.embedding_in_split,
+        layout.loss_in_split,
+    )
+
+
+@lru_cache(maxsize=1 << 14)
+def _moe_rank_counts(
+    spec: TransformerSpec,
+    pp: int,
+    vp: int,
+    first: int | None,
+    last: int | None,
+    emb: bool,
+    loss: bool,
+) -> tuple[tuple[int, int], ...]:
+    from models import moe
+
+    probe = Layout(
+        tp=1, pp=pp, dp=1, micro_batch=1, global_batch=pp, vp=vp, first_stage_layers=first,
+        last_stage_layers=last, embedding_in_split=emb, loss_in_split=loss,
+    )  # fmt: skip
+    pattern = moe.moe_layer_pattern(spec)
+    out = []
+    for r in range(pp):
+        ids = rank_layer_ids(spec.layers, probe, r)
+        n_moe = sum(pattern[i] for i in ids)
+        out.append((len(ids) - n_moe, n_moe))
+    return tuple(out)
+
+
 def moe_attention_activation_coeff(spec: TransformerSpec) -> float:
     """The attention part of Korthikanti's TP-split s*b*h coefficient (Q 2, K and V, the
     attention output 2, in bytes per hidden channel), for MLA from its widths: Q and K
@@ -407,10 +447,134 @@ def moe_memory_per_gpu(
       dispatch buffers of the layer in flight: the permuted tokens sent and received,
       2 x T x k x load x ETP x 2h bytes.
     """
+    edp = expert_data_parallel(spec, layout, ep, etp)
+    best: MoEMemory | None = None
+    for rank in _moe_ranks(spec, layout, seq_len, a, ep, etp, capacity_factor, expert_load):
+        w, g, o = model_state_gb(rank.dense_params, layout, a)
+        zero = layout.zero
+        w += rank.expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
+        g += rank.expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
+        o += rank.expert_params * a.optimizer_bytes / (edp if zero >= 1 else 1) / GB
+        w += fp8_weight_cache_gb(rank.dense_params + rank.expert_params, layout, a)
+        act_gb, logits, disp = rank.act / GB, rank.logits, rank.dispatch
+        overhead = a.memory_overhead_fraction * (w + g + o + act_gb + logits + disp)
+        other = a.runtime_reserved_gb + logits + disp + overhead
+        mem = MemoryBreakdown(w, g, o, act_gb, other, capacity_gb, a.memory_headroom_fraction)
+        out = MoEMemory(
+            mem,
+            rank.rank,
+            rank.dense_params,
+            rank.expert_params,
+            edp,
+            rank.routed / GB,
+            rank.router / GB,
+            disp,
+        )
+        if best is None or mem.total > best.memory.total:
+            best = out
+    assert best is not None
+    return best
+
+
+def moe_memory_terms(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    a: Assumptions,
+    ep: int,
+    etp: int = 1,
+    expert_load: float = 1.0,
+) -> list[tuple[float, float]]:
+    """``memory_terms`` of a MoE / MLA / MTP model at EP and ETP: per pipeline rank,
+    memory as ``fixed + sharded / (dp * cp)`` GB (``layout.dp`` ignored), equal to
+    ``moe_memory_per_gpu``'s rank total at every DP degree the folding allows. The
+    dense states shard over DP x CP by the ZeRO stage; the expert states over expert-DP
+    = TP x CP x DP / (EP x ETP), i.e. ``sharded`` holds them times EP x ETP / TP."""
+    zero = layout.zero
+    per_expert = ep * etp / layout.tp
+    scale = 1.0 + a.memory_overhead_fraction
+    out = []
+    for rank in _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load):
+        dense, expert = rank.dense_params, rank.expert_params
+        parts = (
+            (a.weight_bytes, zero >= 3),
+            (a.grad_bytes, zero >= 2),
+            (a.optimizer_bytes, zero >= 1),
+        )
+        fixed = sharded = 0.0
+        for nbytes, on in parts:
+            if on:
+                sharded += (dense + expert * per_expert) * nbytes / GB
+            else:
+                fixed += (dense + expert) * nbytes / GB
+        fixed += fp8_weight_cache_gb(dense + expert, layout, a)
+        fixed += rank.act / GB + rank.logits + rank.dispatch
+        out.append((fixed * scale + a.runtime_reserved_gb, sharded * scale))
+    return out
+
+
+class _MoERank(NamedTuple):
+    """One pipeline rank of a MoE model before the ZeRO sharding (``_moe_ranks``)."""
+
+    rank: int
+    dense_params: float  # per GPU, router replicated over TP
+    expert_params: float  # per GPU, over EP x ETP
+    act: float  # stored activations, bytes
+    routed: float  # of which routed-token activations, bytes
+    router: float  # of which router logits and gates, bytes
+    logits: float  # fp32 logits, GB
+    dispatch: float  # dispatch buffers, GB
+
+
+def _moe_ranks(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    a: Assumptions,
+    ep: int,
+    etp: int,
+    capacity_factor: float | None,
+    expert_load: float,
+) -> list[_MoERank]:
+    """Each pipeline rank's parameters, activations, logits and dispatch buffers
+    (``moe_memory_per_gpu``'s docstring). Every activation, logit and buffer byte is
+    proportional to the micro-batch (s b h, tokens s b / TP), so the ranks are computed
+    once per micro-batch of 1 (cached: the solvers ask for every micro-batch of a shape)
+    and scaled, whenever the layout's micro-batches per step are whole."""
+    load = capacity_factor if capacity_factor is not None else expert_load
+    b = layout.micro_batch
+    if b > 1 and layout.global_batch % (b * layout.dp) == 0:
+        unit = replace(layout, micro_batch=1, global_batch=layout.global_batch // b)
+        ranks = _moe_ranks_at(spec, unit, seq_len, a.flash_attention, ep, etp, load)
+        return [
+            _MoERank(
+                r.rank,
+                r.dense_params,
+                r.expert_params,
+                r.act * b,
+                r.routed * b,
+                r.router * b,
+                r.logits * b,
+                r.dispatch * b,
+            )
+            for r in ranks
+        ]
+    return list(_moe_ranks_at(spec, layout, seq_len, a.flash_attention, ep, etp, load))
+
+
+@lru_cache(maxsize=1 << 14)
+def _moe_ranks_at(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    flash_attention: bool,
+    ep: int,
+    etp: int,
+    load: float,
+) -> tuple[_MoERank, ...]:
+    """``_moe_ranks`` at the layout's own micro-batch."""
     from models import moe
 
-    edp = expert_data_parallel(spec, layout, ep, etp)
-    load = capacity_factor if capacity_factor is not None else expert_load
     tp, cp, sp = layout.tp, layout.cp, layout.sp
     h, k = spec.hidden, spec.experts_per_token or 0
     pattern = moe.moe_layer_pattern(spec)
@@ -418,7 +582,7 @@ def moe_memory_per_gpu(
     sbh = s * b * h
     tokens = s * b / tp  # tokens one GPU routes (TP ranks split them: SP)
     scores = 0.0
-    if layout.recompute == "none" and not a.flash_attention:
+    if layout.recompute == "none" and not flash_attention:
         scores = 5.0 * spec.heads * s / (h * tp)
     att = moe_attention_activation_coeff(spec)
     dense_coeff = att + _mlp_activation_coeff(spec, spec.ffn)
@@ -434,15 +598,13 @@ def moe_memory_per_gpu(
     moe_non_expert = (
         moe.attention_params(spec) + 2 * spec.norm_params + moe.shared_expert_params(spec)
     )
-    best: MoEMemory | None = None
-    for r in range(layout.pp):
-        ids = rank_layer_ids(spec.layers, layout, r)
-        n_moe = sum(pattern[i] for i in ids)
-        n_dense = len(ids) - n_moe
+    dense_one, router_one = moe.dense_layer_params(spec), moe.router_params(spec)
+    out = []
+    for r, (n_dense, n_moe) in enumerate(moe_rank_counts(spec, layout)):
         first, last = r == 0, r == layout.pp - 1
         mtp_moe = spec.mtp_layers if last and pattern[-1] else 0
         mtp_dense = spec.mtp_layers if last and not pattern[-1] else 0
-        dense_params = float((n_dense + mtp_dense) * moe.dense_layer_params(spec))
+        dense_params = float((n_dense + mtp_dense) * dense_one)
         dense_params += (n_moe + mtp_moe) * moe_non_expert
         if last:
             dense_params += spec.mtp_layers * (3 * spec.norm_params + 2 * h * h)
@@ -452,14 +614,8 @@ def moe_memory_per_gpu(
             dense_params += spec.output_params() if layout.pp == 1 else spec.vocab * h
             dense_params += spec.norm_params
         dense_params /= tp
-        dense_params += (n_moe + mtp_moe) * moe.router_params(spec)  # replicated over TP
+        dense_params += (n_moe + mtp_moe) * router_one  # replicated over TP
         expert_params = (n_moe + mtp_moe) * expert_one / (ep * etp)
-        w, g, o = model_state_gb(dense_params, layout, a)
-        zero = layout.zero
-        w += expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
-        g += expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
-        o += expert_params * a.optimizer_bytes / (edp if zero >= 1 else 1) / GB
-        w += fp8_weight_cache_gb(dense_params + expert_params, layout, a)
         held = in_flight_at_rank(r, layout.pp, layout.vp, layout.grad_accum)
         n_all_moe, n_all_dense = n_moe + mtp_moe, n_dense + mtp_dense
         if layout.recompute == "full":
@@ -473,16 +629,9 @@ def moe_memory_per_gpu(
             routed = n_all_moe * routed_layer * held
             router = n_all_moe * router_layer * held
             act = (n_all_dense * dense_layer + n_all_moe * moe_layer) * held + routed + router
-        act_gb = act / GB
         logits = logits_gb(spec, layout, seq_len, "last" if last else "first")
         if last:
             logits *= 1 + spec.mtp_layers
         disp = dispatch if n_all_moe else 0.0
-        overhead = a.memory_overhead_fraction * (w + g + o + act_gb + logits + disp)
-        other = a.runtime_reserved_gb + logits + disp + overhead
-        mem = MemoryBreakdown(w, g, o, act_gb, other, capacity_gb, a.memory_headroom_fraction)
-        out = MoEMemory(mem, r, dense_params, expert_params, edp, routed / GB, router / GB, disp)
-        if best is None or mem.total > best.memory.total:
-            best = out
-    assert best is not None
-    return best
+        out.append(_MoERank(r, dense_params, expert_params, act, routed, router, logits, disp))
+    return tuple(out)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 
 from models.errors import ModelError
 from models.spec import TransformerSpec
@@ -52,22 +53,18 @@ MOE_LOOKING = re.compile(
     re.IGNORECASE,
 )
 
-NOT_YET = (
-    "mixture-of-experts, latent attention and multi-token prediction are not modelled "
-    "end to end yet (issue 17: the optimizer does not choose expert parallelism yet); the "
-    "designer does not plan this model (`designer evaluate --ep N` evaluates one layout)"
-)
+# Keys a spec may carry that the planner does not model, with the reason: each refused
+# for planning naming the key. Every key of the contract is modelled end to end now
+# (issue 17: the optimizer chooses EP and ETP, solvers/space.py), so the set is empty;
+# ``designer evaluate`` reads every model whatever it holds.
+UNPLANNED: dict[str, str] = {}
 
 
 def planning_refusal(spec: TransformerSpec) -> str | None:
-    """The spec key that keeps this model out of planning, or None for a dense model."""
-    if spec.is_moe:
-        return "experts"
-    if spec.is_mla:
-        return "kv_lora_rank"
-    if spec.mtp_layers:
-        return "mtp_layers"
-    return None
+    """The spec key that keeps this model out of planning (one of UNPLANNED that the spec
+    sets), or None."""
+    fields = spec.model_dump(exclude_none=True)
+    return next((key for key in UNPLANNED if fields.get(key)), None)
 
 
 def require_plannable(
@@ -75,13 +72,13 @@ def require_plannable(
 ) -> TransformerSpec:
     """``spec`` when the designer can plan it; otherwise a one-line ModelError naming
     ``origin`` and the key (``keys`` maps spec keys to the input's, e.g. config.json's).
-    ``evaluate`` (one given layout, EP and ETP included: models/expert.py) reads every
-    model; planning (optimize, compare, sweep, explain, ...) refuses these."""
+    The one place of that rule: models.zoo applies it to every model the CLI plans,
+    designer/questions.py to a question's inline model."""
     key = planning_refusal(spec)
     if key is None:
         return spec
     name = (keys or {}).get(key, key)
-    raise ModelError(f"{origin}: {name}: {NOT_YET}")
+    raise ModelError(f"{origin}: {name}: {UNPLANNED[key]}; the designer does not plan this model")
 
 
 # ------------------------------------------------------------------ parameter counts
@@ -131,6 +128,7 @@ def shared_expert_params(spec: TransformerSpec) -> int:
     return spec.shared_experts * mlp_params(spec, spec.shared_expert_ffn)
 
 
+@lru_cache(maxsize=256)
 def moe_layer_pattern(spec: TransformerSpec) -> tuple[bool, ...]:
     """Per layer, whether its MLP is MoE (module docstring: the n-th, 2n-th, ... after
     the leading dense layers)."""

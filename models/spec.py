@@ -210,6 +210,9 @@ class TransformerSpec(NumbersNotBools):
             }
         )
         out.update(kv_heads=self.kv, ffn_hidden=self.ffn)
+        if self.is_moe:  # expert widths resolved too (a launch writes them as numbers)
+            shared = self.shared_expert_ffn if self.shared_experts else None
+            out.update(expert_ffn_hidden=self.expert_ffn, shared_expert_ffn_hidden=shared)
         return out
 
     def layer_matmul_params(self) -> int:

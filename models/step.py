@@ -318,11 +318,21 @@ class StepCoefficients:
     zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
     backward_mb_s: float  # backward share of one micro-batch (overlap window)
     grad_overlap_s: float = 0.0  # the stack's window hiding the distributed optimizer's traffic
-    # mixture-of-experts (models/expert.py; 0 for a dense model): exposed token dispatch and
-    # combine of one micro-batch, and the expert gradients' reduction over expert-DP (for
-    # the evaluated DP degree: the solvers do not plan MoE models yet)
+    # mixture-of-experts (models/expert.py; 0 for a dense model). Exposed token dispatch and
+    # combine of one micro-batch: ep_mb_s + max(ep_up_mb_s, ep_nic_bytes / NIC share)
+    # + ep_nic_extra_bytes / NIC share (the NIC parts only when the EP group leaves the
+    # scale-up domain: they depend on the NICs the solvers choose)
     ep_mb_s: float = 0.0
-    expert_dp_s: float = 0.0
+    ep_up_mb_s: float = 0.0
+    ep_nic_bytes: float = 0.0
+    ep_nic_extra_bytes: float = 0.0
+    # the expert gradients' reduction over expert-DP = (d cp) x num / den ranks, k_e per
+    # scale-up domain at its bandwidth (models.expert.expert_dp_reduce_s)
+    expert_dp_bytes: float = 0.0
+    expert_dp_num: int = 1
+    expert_dp_den: int = 1
+    expert_ranks_per_node: int = 1
+    expert_scale_up_bw_gb_per_s: float = 1.0
 
     @property
     def stage_mb_s(self) -> float:
@@ -410,6 +420,29 @@ def group_reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s):
     return np.where(group < k, inside, across) if nbytes > 0 else np.zeros_like(group * share)
 
 
+def ep_nic_mb_s(c: StepCoefficients, share):
+    """The NIC-dependent part of one micro-batch's exposed dispatch and combine (0 when
+    the EP group stays in the scale-up domain): max(in-domain part, NIC bytes / share)
+    plus the additive NIC bytes (models/expert.py). ``share``: bytes/s per GPU."""
+    return np.maximum(c.ep_up_mb_s, c.ep_nic_bytes / share) + c.ep_nic_extra_bytes / share
+
+
+def expert_reduce_s(c: StepCoefficients, dp, node_bw_gb_per_s):
+    """The expert gradients' reduction over expert-DP (``group_reduce_s`` with the
+    expert-DP group's ranks per scale-up domain and its bandwidth); 0 for a dense model."""
+    from dataclasses import replace
+
+    if c.expert_dp_bytes <= 0:
+        return 0.0
+    group = np.asarray(dp, dtype=float) * c.cp * c.expert_dp_num / c.expert_dp_den
+    ce = replace(
+        c,
+        dp_ranks_per_node=c.expert_ranks_per_node,
+        scale_up_bw_gb_per_s=c.expert_scale_up_bw_gb_per_s,
+    )
+    return group_reduce_s(ce, c.expert_dp_bytes, group, node_bw_gb_per_s)
+
+
 def step_from_coefficients(
     c: StepCoefficients, dp, microbatches, node_bw_gb_per_s, dp_overlap: float
 ) -> StepBreakdown:
@@ -428,17 +461,24 @@ def step_from_coefficients(
     pp_time = sends * np.where(
         one_server, c.pp_send_intra_s, c.pp_send_bytes / share + c.pp_latency_s
     )
-    dp_time = group_reduce_s(c, c.dp_bytes, group, node_bw_gb_per_s) + c.expert_dp_s
+    dp_time = group_reduce_s(c, c.dp_bytes, group, node_bw_gb_per_s)
+    ep_mb, bubble = c.ep_mb_s, c.bubble_s
+    if c.expert_dp_bytes > 0:
+        dp_time = dp_time + expert_reduce_s(c, dp, node_bw_gb_per_s)
+    if c.ep_nic_bytes > 0 or c.ep_nic_extra_bytes > 0 or c.ep_up_mb_s > 0:
+        varying = ep_nic_mb_s(c, share)
+        ep_mb = ep_mb + varying
+        bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * varying
     if c.zero >= 3:
         dp_time = dp_time + m * group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
     return StepBreakdown(
         compute=m * c.compute_mb_s,
-        bubble=c.bubble_s + 0.0 * m,
+        bubble=bubble + 0.0 * m,
         tp_comm=m * c.tp_mb_s,
         cp_comm=m * c.cp_mb_s,
         pp_comm=pp_time,
         dp_comm=np.maximum(0.0, dp_time - c.dp_window_s(dp_overlap)),
         optimizer=optimizer,
-        ep_comm=m * c.ep_mb_s,
+        ep_comm=m * ep_mb,
     )

@@ -207,7 +207,7 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
     if ceiling_seqs is not None:
         m_min = s.pp if ((fill or s.vp > 1) and s.pp > 1) else 1
         hi = min(hi, ceiling_seqs // (s.micro_batch * m_min))
-    step = dp_step(scenario, cand)  # whole servers or racks
+    step = dp_step(scenario, cand)  # whole purchase units; MoE: the folding's step too
     lo, hi = -(-max(1, lo) // step) * step, hi // step * step
     if lo <= hi and (priced_out(scenario, cand, lo) or too_slow(scenario, cand, hi)):
         hi = 0  # a cloud or TCO budget, or the deadline, rules the shape out
@@ -217,9 +217,10 @@ def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
 def dp_step(scenario: Scenario, cand: Candidate) -> int:
     """The DP degrees a shape can take are the multiples of this: replica x d GPUs come
     in whole purchase units (servers, or NVL72 racks; catalog ServerSpec), so d is a
-    multiple of unit / gcd(replica, unit)."""
+    multiple of unit / gcd(replica, unit); an MoE shape's d is also a multiple of its
+    expert folding's step (Shape.dp_step, ep_domain). Their least common multiple."""
     unit = scenario.catalog.gpu(cand.shape.gpu).server.purchase_unit_gpus
-    return unit // math.gcd(cand.shape.replica_gpus, unit)
+    return math.lcm(unit // math.gcd(cand.shape.replica_gpus, unit), cand.shape.dp_step)
 
 
 def dp_limits(scenario: Scenario, gpu_name: str) -> tuple[float | None, int | None, bool, int]:

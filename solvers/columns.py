@@ -12,6 +12,8 @@ PLAN_COLUMNS = [
     "dp",
     "cp",
     "vp",
+    "ep",  # expert parallelism (1 for a dense model)
+    "etp",
     "micro_batch",
     "grad_accum",
     "global_batch",

@@ -33,6 +33,7 @@ from solvers.bounds import dp_bounds, objective_lower_bound
 from solvers.cpsat_cluster import ClusterTerms
 from solvers.cpsat_context import Bounds, BuildContext
 from solvers.cpsat_cost import TCO_UNITS_PER_CENT, add_cluster, add_cost
+from solvers.cpsat_expert import add_folding
 from solvers.cpsat_purchases import add_purchase_choices, add_purchase_cost
 from solvers.cpsat_time import add_time
 from solvers.families import REGISTRY, needs_cluster, nic_dominance
@@ -258,6 +259,8 @@ def _servers(ctx: BuildContext) -> None:
     md.add_multiplication_equality(node_gpus, [ctx.nodes, gpn])
     md.add(node_gpus >= num_gpus)
     md.add(node_gpus <= num_gpus + gpn - 1)
+    if "ep_domain" not in ctx.enforce:  # Megatron-Core's folding holds whatever the families
+        add_folding(ctx)
     ctx.cf = [c.coeffs for c in ctx.candidates]
     ctx.r_dp = md.new_bool_var("dp_group_in_one_server")
     ctx.r_pp = md.new_bool_var("job_in_one_server")

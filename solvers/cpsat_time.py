@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from models.evaluate import days_from_seconds
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
+from solvers.cpsat_expert import (
+    EpTime,
+    add_ep_time,
+    add_expert_reduction,
+    gpu_time_ep,
+    worst_ep_s,
+)
 from solvers.cpsat_goodput import add_goodput, headroom
 from solvers.intmath import INT_LIMIT, ceil_div, down, floor_div, hi, pick, product, up
 
@@ -23,6 +30,7 @@ def time_unit(ctx: BuildContext) -> float:
         + 2 * c.pp * (c.pp_send_intra_s + c.pp_latency_s)
         + 2 * c.dp_bytes / (c.scale_up_bw_gb_per_s * 1e9)
         + c.optimizer_s
+        + (ctx.m_max + c.pp) * worst_ep_s(ctx, c)
         for c in ctx.cf
     )
     return max(1e-9, worst_step / 1e12) * ctx.coarsen
@@ -86,17 +94,26 @@ def add_time(ctx: BuildContext) -> None:
     opt = ceil_div(ctx.md, "optimizer_time", opt_cap, hi(opt_cap), ctx.dp)
     md, r_pp = ctx.md, ctx.r_pp
     a_sel = pick(md, "stage_time", max(hi(a_in), hi(a_net)), a_in, a_net, r_pp)
+    ep = add_ep_time(ctx, u)  # MoE dispatch over the NICs (None: none crosses them)
+    ep_bubble = 0 if ep is None else ep.bubble
+    if ep is not None:
+        a_ep = md.new_int_var(0, hi(a_sel) + hi(ep.per_mb), "stage_time_with_ep")
+        md.add(a_ep == a_sel + ep.per_mb)
+        a_sel = a_ep
     bd = product(md, "micro_x_dp", ctx.b_sel, ctx.dp)
     rest = md.new_int_var(
         0,
-        max(hi(c_in), hi(c_net) + hi(nt_pp_c_raw)) + hi(dp_exposed) + hi(opt),
+        max(hi(c_in), hi(c_net) + hi(nt_pp_c_raw))
+        + hi(dp_exposed)
+        + hi(opt)
+        + (0 if ep is None else hi(ep.bubble)),
         "step_fixed_time",
     )
-    md.add(rest == c_in + dp_exposed + opt).only_enforce_if(r_pp)
-    md.add(rest == c_net + nt_pp_c_raw + dp_exposed + opt).only_enforce_if(~r_pp)
-    numer_hi = max(hi(a_in), hi(a_net), hi(pb_m), hi(rest), 1)
+    md.add(rest == c_in + dp_exposed + opt + ep_bubble).only_enforce_if(r_pp)
+    md.add(rest == c_net + nt_pp_c_raw + dp_exposed + opt + ep_bubble).only_enforce_if(~r_pp)
+    numer_hi = max(hi(a_sel), hi(a_net), hi(pb_m), hi(rest), 1)
     _per_sequence(ctx, a_sel, bd, pb_m, rest, numer_hi)
-    ctx.gpu_time = _gpu_time_per_sequence(ctx, (a_in_v, a_net_v, pb_m_v), rest, numer_hi)
+    ctx.gpu_time = _gpu_time_per_sequence(ctx, (a_in_v, a_net_v, pb_m_v), rest, numer_hi, ep)
     add_goodput(ctx)
 
 
@@ -137,6 +154,10 @@ def _gradient_reduction(ctx: BuildContext, u: _Units) -> IntVar:
         dpi_n + nt_dp_raw - overlap,
         ctx.r_dp,
     )
+    expert = add_expert_reduction(ctx, u)  # MoE: expert gradients over expert-DP
+    if expert is not None:
+        dp_hi_t += hi(expert)
+        dp_pre = dp_pre + expert
     dp_exposed = md.new_int_var(0, dp_hi_t, "dp_exposed")
     md.add_max_equality(dp_exposed, [dp_pre, 0])
     return dp_exposed
@@ -174,6 +195,7 @@ def _gpu_time_per_sequence(
     per_shape: tuple[list[int], list[int], list[int]],
     rest: IntVar,
     numer_hi: int,
+    ep: EpTime | None = None,
 ) -> GpuTime:
     """G x T' = replica x (A / b + sends / (node_bw b) + rest / (b m)): the time per
     sequence times the GPUs, from factors that are (nearly) fixed once the shape is.
@@ -219,8 +241,13 @@ def _gpu_time_per_sequence(
     md.add_multiplication_equality(bm, [ctx.b_sel, ctx.m])
     fixed = md.new_int_var(0, scale * hi(rep_rest), "gpu_time_fixed")
     md.add_division_equality(fixed, scale * rep_rest + bm - 1, bm)
-    total = md.new_int_var(0, st_hi + hi(sends) + hi(fixed), "gpu_time_per_sequence")
-    md.add(total == stage + sends + fixed)
+    ep_gpu: int | IntVar = 0
+    ep_hi = 0
+    if ep is not None:
+        ep_var = gpu_time_ep(ctx, ep, rep, scale)
+        ep_gpu, ep_hi = ep_var, hi(ep_var)
+    total = md.new_int_var(0, st_hi + hi(sends) + hi(fixed) + ep_hi, "gpu_time_per_sequence")
+    md.add(total == stage + sends + fixed + ep_gpu)
     lo_all = min(
         -(-scale * r * min(a, b) // s.micro_batch)
         for r, a, b, s in zip(reps, a_in_v, a_net_v, shapes, strict=True)

@@ -211,6 +211,8 @@ def best_for_candidate(
     m_lo = np.maximum(m_lo, 1)
     # GPUs come in whole purchase units (servers, or NVL72 racks)
     ok_batch = (m_hi >= m_lo) & ((shape.replica_gpus * dps) % gpu.server.purchase_unit_gpus == 0)
+    if shape.dp_step > 1:  # Megatron-Core's folding: EP x ETP divides TP x CP x DP (ep_domain)
+        ok_batch &= dps % shape.dp_step == 0
     if not ok_batch.any():
         return None
     # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)

@@ -161,7 +161,12 @@ def _feasible(
         return False
     if len(pre.candidates) != len(quick.candidates) and _witness(s, pre):
         return True
-    form = build(s, pre.candidates)
+    # a feasibility question: the presolved DP ranges, no objective bounds (a TCO bound
+    # over thousands of shapes and every NIC option costs seconds, and decides nothing),
+    # and the time objective (the constraints do not depend on it; the cloud cost
+    # objective is built one GPU type at a time)
+    timed = s if s.objective == "time" else s.with_changes(objective="time")
+    form = build(timed, pre.candidates, bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)))
     solver = _solver(time_limit_s, 1)
     code = solver.solve(form.model)
     if code == cp_model.MODEL_INVALID:

@@ -62,6 +62,8 @@ class Plan:
             "dp": lay.dp,
             "cp": lay.cp,
             "vp": lay.vp,
+            "ep": ev.ep,
+            "etp": ev.etp,
             "micro_batch": lay.micro_batch,
             "grad_accum": cfg.microbatches,
             "global_batch": lay.global_batch,
@@ -124,6 +126,7 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         scenario.tokens,
         a,
         failures=scenario.failure_model(gpu.name),
+        experts=config.shape.experts,  # EP and ETP (1 and 1 for a dense model)
     )
     ev = purchased(ev, config.spares_per_100, config.storage_gb_per_s)
     cost = cost_usd(ev, scenario.pricing)

@@ -23,6 +23,7 @@ two up to the batch ceiling, stopping past the first size that fits at no DP deg
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -30,9 +31,10 @@ from typing import Any, NamedTuple
 
 from catalog.specs import GPUSpec, NICSpec
 from models.evaluate import with_profile
+from models.expert import ExpertLayout, moe_gemm_per_microbatch_s, moe_step_coefficients
 from models.feasibility import TOL
 from models.layout import Layout, Network
-from models.memory import memory_terms, usable_memory_gb
+from models.memory import memory_terms, moe_memory_terms, usable_memory_gb
 from models.pipeline import EVEN, Split, uneven_splits
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
 from solvers.families import SHAPE_RULES
@@ -51,10 +53,28 @@ class Shape(NamedTuple):
     recompute: str
     precision: str
     split: Split = EVEN  # Megatron-LM's pipeline split (models.pipeline)
+    ep: int = 1  # expert parallelism (mixture-of-experts models only; models/expert.py)
+    etp: int = 1  # expert tensor parallelism
 
     @property
     def replica_gpus(self) -> int:
         return self.tp * self.cp * self.pp
+
+    @property
+    def dp_step(self) -> int:
+        """The DP degrees Megatron-Core's folding allows are the multiples of this: EP x ETP
+        divides TP x CP x DP (models.memory.expert_data_parallel); 1 for a dense model."""
+        folded = self.ep * self.etp
+        return folded // math.gcd(folded, self.tp * self.cp)
+
+    @property
+    def experts(self) -> ExpertLayout:
+        return ExpertLayout(self.ep, self.etp)
+
+    def probe_layout(self) -> Layout:
+        """A layout of the shape at its smallest DP degree and full pipelines (m = p), for
+        the coefficients and memory terms that do not depend on d and m."""
+        return self.layout(self.dp_step, max(1, self.pp))
 
     def layout(self, dp: int, microbatches: int) -> Layout:
         first, last, emb, loss = self.split
@@ -175,14 +195,22 @@ class Candidate:
                 self._coeffs = self._origin.coeffs
             else:
                 src, shape = self._source, self.shape
-                self._coeffs = step_coefficients(
-                    src.scenario.spec,
-                    shape.layout(1, max(1, shape.pp)),
-                    src.scenario.seq_len,
-                    src.gpu,
-                    src.network,
-                    src.scenario.assumptions,
-                )
+                spec, seq = src.scenario.spec, src.scenario.seq_len
+                if spec.is_dense:
+                    self._coeffs = step_coefficients(
+                        spec,
+                        shape.layout(1, max(1, shape.pp)),
+                        seq,
+                        src.gpu,
+                        src.network,
+                        src.scenario.assumptions,
+                    )
+                else:
+                    a = with_profile(src.scenario.assumptions, src.gpu)
+                    layout = shape.probe_layout()
+                    self._coeffs = moe_step_coefficients(
+                        spec, layout, shape.experts, seq, src.gpu, src.network, a, self._gemm
+                    )
         return self._coeffs
 
     @property
@@ -195,9 +223,20 @@ class Candidate:
                 self._gemm = self._origin.gemm_mb_s
             else:
                 src, shape = self._source, self.shape
-                layout = shape.layout(1, max(1, shape.pp))
                 scenario = src.scenario
-                self._gemm = gemm_per_microbatch_s(scenario.spec, layout, scenario.seq_len, src.gpu)
+                if scenario.spec.is_dense:
+                    layout = shape.layout(1, max(1, shape.pp))
+                    self._gemm = gemm_per_microbatch_s(
+                        scenario.spec, layout, scenario.seq_len, src.gpu
+                    )
+                else:
+                    self._gemm = moe_gemm_per_microbatch_s(
+                        scenario.spec,
+                        shape.probe_layout(),
+                        scenario.seq_len,
+                        src.gpu,
+                        shape.experts,
+                    )
         return self._gemm
 
     @property
@@ -264,15 +303,31 @@ def pp_options(layers: int) -> list[int]:
     return sorted(divisors | set(powers_of_two(layers)))
 
 
+def expert_options(spec, tp: int, gpu: GPUSpec) -> list[tuple[int, int]]:
+    """(EP, ETP) pairs searched with TP ``tp``: (1, 1) for a dense model; for a MoE model
+    every power of two EP that divides the experts, with ETP 1 (Megatron-Core's usual
+    folding) or ETP = TP (the dense layers' TP kept on the experts) while TP stays inside
+    the scale-up domain (README "Mixture-of-experts")."""
+    if not spec.is_moe:
+        return [(1, 1)]
+    eps = [e for e in powers_of_two(spec.experts) if spec.experts % e == 0]
+    etps = [1] + ([tp] if 1 < tp <= gpu.server.scale_up_domain_gpus else [])
+    return [(e, t) for e in eps for t in etps]
+
+
 def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> frozenset[str]:
     """The shape rules (solvers/families: tp_bandwidth, tp_domain, divisibility) it breaks."""
     return frozenset(f.name for f in SHAPE_RULES if f.violated_by(scenario, shape, gpu))
 
 
 def shape_memory_terms(scenario: Scenario, shape: Shape) -> list[tuple[float, float]]:
-    """models.memory.memory_terms of the shape's layout (any DP degree)."""
-    layout = shape.layout(1, max(1, shape.pp))
+    """models.memory.memory_terms of the shape's layout (any DP degree; a MoE / MLA / MTP
+    model's moe_memory_terms at the shape's EP and ETP)."""
     a = with_profile(scenario.assumptions, scenario.catalog.gpu(shape.gpu))
+    if not scenario.spec.is_dense:
+        layout = shape.probe_layout()
+        return moe_memory_terms(scenario.spec, layout, scenario.seq_len, a, shape.ep, shape.etp)
+    layout = shape.layout(1, max(1, shape.pp))
     return memory_terms(scenario.spec, layout, scenario.seq_len, a)
 
 
@@ -394,7 +449,9 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                         spec.layers, pp, scenario.max_virtual_stages
                     )
                     for vp in vps:
-                        for split in pipeline_splits(spec.layers, pp, vp):
+                        for split, (ep, etp) in itertools.product(
+                            pipeline_splits(spec.layers, pp, vp), expert_options(spec, tp, gpu)
+                        ):
                             # memory grows with the micro-batch: (recompute, precision) -> the
                             # smallest micro-batch that never fits
                             never_fits: dict[tuple[str, str], int] = {}
@@ -411,7 +468,9 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                                     break
                                 for rc in recompute_modes:
                                     for prec in precisions:
-                                        shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split)
+                                        shape = Shape(
+                                            gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp
+                                        )
                                         key = (tp, cp, pp, vp, prec, split)
                                         if key not in structural:
                                             found = structural_violations(scenario, shape, gpu)

@@ -266,3 +266,22 @@ def random_plans() -> list[tuple]:
         if len(bucket) < (20 if bucket is uneven else 30):
             bucket.append(entry)
     return uneven + even
+
+
+def assert_solvers_agree(ref, got, rel_tol: float = 1e-3) -> list:
+    """The differential tests' check: CP-SAT (``got``) and the exhaustive solver (``ref``)
+    agree on feasibility and, within ``rel_tol`` (CP-SAT's integer units), on the optimum,
+    CP-SAT proves it, and every plan passes the float model. Returns the plans checked."""
+    import math
+
+    assert ref.status in ("optimal", "infeasible")
+    assert (got.status == "infeasible") == (ref.status == "infeasible"), (got.status, ref.status)
+    if ref.status == "infeasible":
+        assert not got.plans
+        return []
+    want, have = ref.plans[0].objective, got.plans[0].objective
+    assert math.isclose(have, want, rel_tol=rel_tol), (have, want, got.plans[0].config)
+    assert got.status == "optimal", (got.status, got.gap)
+    for plan in got.plans + ref.plans:
+        assert plan.feasible, plan.violations
+    return got.plans + ref.plans

@@ -313,3 +313,28 @@ def test_feasible_question_has_empty_core(models):
     conflict = explain_infeasible(s, time_limit_s=TIME_LIMIT_S)
     assert conflict.constraints == []
     assert conflict.fixes == []
+
+
+def test_explaining_a_cloud_cost_question_over_several_gpu_types():
+    """Found by bench/explain.py --random (seed 139): the budget's smallest fix asked
+    CP-SAT whether a question is feasible with the cloud cost objective over three GPU
+    types, which that objective cannot be built for (it is solved one type at a time);
+    feasibility does not depend on the objective, so the check builds the time one."""
+    from designer.questions import build_scenario
+
+    s = build_scenario(
+        model="bloom-176b",
+        tokens=1.23167e13,
+        seq_len=32768,
+        gpus=("h200", "mi355x", "l40s"),
+        budget=107238,
+        deadline=902.384,
+        objective="cost",
+        pricing="cloud",
+        ignore=("tp_bandwidth",),
+        evidence="any",
+    )
+    conflict = explain_infeasible(s)
+    assert conflict.constraints == ["budget"]
+    assert [f.constraint for f in conflict.fixes] == ["budget"]
+    assert conflict.fixes[0].scenario.budget > 20e6

@@ -184,7 +184,7 @@ def test_meta_405b_layout_in_both_megatron_forms():
     "extra, flag_named",
     [
         ("--num-layer 126", "--num-layer"),  # a typo
-        ("--num-experts 8", "--num-experts"),  # a model the designer does not model
+        ("--window-size 4096 0", "--window-size"),  # a model the designer does not model
         ("--squared-relu", "--squared-relu"),  # with --swiglu
         ("--fp16", "--fp16"),  # with --bf16
         (

@@ -19,6 +19,7 @@ from designer.launch.nemo_recipe import choose_recipe, nemo_fields, recipes, spl
 from designer.launch.pipeline_layout import chunk_layers
 from helpers import MEGATRON_CANNOT, ZOO, plan_of, random_plans, zoo_plan
 from models import Hardware, evaluate
+from models.expert import ExpertLayout
 from models.zoo import zoo
 from solvers.space import EVEN, Shape
 from torchtitan_rule import stages
@@ -41,7 +42,8 @@ def check_megatron_round_trip(scenario, plan) -> None:
     assert run.seq_len == plan.evaluation.seq_len and run.world_size == plan.num_gpus
     assert run.grad_reduce_dtype == ("bf16" if job.grad_reduce_bf16 else "fp32")
     hw = Hardware.from_catalog(load_catalog(), job.gpu, plan.config.nic, plan.config.nics_per_node)
-    ev = evaluate(run.spec, hw, run.layout, run.seq_len, scenario.tokens, scenario.assumptions)
+    ex = ExpertLayout(run.ep, run.etp)  # 1 and 1 for a dense model
+    ev = evaluate(run.spec, hw, run.layout, run.seq_len, scenario.tokens, scenario.assumptions, ex)
     assert ev.step_time_s == pytest.approx(plan.evaluation.step_time_s, rel=1e-12)
     assert ev.memory.total == pytest.approx(plan.evaluation.memory.total, rel=1e-12)
 
@@ -153,3 +155,102 @@ def test_nemo_405b_at_pp9_clears_the_recipe_accounting():
     assert "recipe.trainer.strategy.account_for_loss_in_pipeline_split = False" in text
     assert "recipe.trainer.strategy.virtual_pipeline_model_parallel_size = None" in text
     check_nemo_overrides(job, dict(nemo_fields(job)))
+
+
+# ------------------------------------------------ mixture-of-experts (issue 17 item 6)
+MOE_PLANS = {  # model: (tp, pp, dp, ep, etp)
+    "mixtral-8x7b": (2, 4, 8, 8, 1),
+    "mixtral-8x22b": (4, 8, 4, 8, 2),
+    "qwen3-30b-a3b": (2, 4, 16, 32, 1),
+    "qwen3-235b-a22b": (4, 2, 16, 64, 1),
+    "llama4-scout": (4, 4, 8, 16, 2),
+    "llama4-maverick": (4, 4, 16, 64, 1),
+    "gpt-oss-120b": (4, 4, 8, 32, 1),
+    "deepseek-v3": (1, 2, 64, 64, 1),
+}
+
+
+def moe_plan(model: str, spec=None):
+    from models.zoo import moe_zoo
+    from solvers.plan import Config, build_plan
+    from solvers.scenario import Scenario
+
+    spec = spec or moe_zoo()[model]
+    tp, pp, dp, ep, etp = MOE_PLANS[model]
+    cat = load_catalog()
+    s = Scenario(
+        spec=spec, catalog=cat, seq_len=spec.seq_len, tokens=1e12, gpus=("h100-sxm",),
+        nics=tuple(cat.nics),
+    )  # fmt: skip
+    shape = Shape("h100-sxm", tp, 1, pp, 1, 1, "selective", "bf16", EVEN, ep, etp)
+    nic = s.nics_for("h100-sxm")[0].name
+    return s, build_plan(s, Config(shape, nic, 8, dp, 2 * pp))
+
+
+@pytest.mark.parametrize("model", sorted(MOE_PLANS))
+def test_moe_models_round_trip_through_megatron(model):
+    """Every MoE zoo model Megatron-LM can build imports as the same model, EP and ETP; the
+    others name why (DeepSeek-V3's YaRN RoPE; its architecture without it round-trips)."""
+    from designer.launch.megatron_model import unsupported
+    from models.zoo import moe_zoo
+
+    spec = moe_zoo()[model]
+    scenario, plan = moe_plan(model)
+    if unsupported(spec) is not None:
+        with pytest.raises(Infeasible):
+            emit(Launch.from_plan(scenario, plan), "megatron")
+        spec = spec.model_copy(update={"rope_scaling": None})
+        scenario, plan = moe_plan(model, spec)
+    text = emit(Launch.from_plan(scenario, plan), "megatron")
+    for flag in ("--num-experts", "--moe-router-topk", "--expert-model-parallel-size",
+                 "--expert-tensor-parallel-size", "--moe-ffn-hidden-size", "--moe-layer-freq",
+                 "--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"):  # fmt: skip
+        assert flag in text
+    if spec.shared_experts:
+        assert "--moe-shared-expert-intermediate-size" in text
+    if spec.is_mla:
+        assert "--multi-latent-attention" in text and "--kv-lora-rank" in text
+    if spec.mtp_layers:
+        assert f"--mtp-num-layers {spec.mtp_layers}" in text
+    check_megatron_round_trip(scenario, plan)
+    run = load_megatron(text)
+    assert (run.ep, run.etp) == (plan.config.shape.ep, plan.config.shape.etp)
+
+
+def test_moe_layer_freq_forms():
+    from designer.launch.megatron_model import layer_pattern
+
+    assert layer_pattern("1", 3) == (True, True, True)
+    assert layer_pattern("2", 4) == (True, False, True, False)  # Megatron: i % N == 0
+    assert layer_pattern("([0]*1+[1]*3)", 4) == (False, True, True, True)
+    assert layer_pattern("(([0]*1+[1])*2)", 4) == (False, True, False, True)
+    for bad in ("__import__('os')", "[2]*4", "[1]*3", "0"):
+        with pytest.raises(ValueError):
+            layer_pattern(bad, 4)
+
+
+def test_moe_flags_without_designer_rule_are_refused(capsys):
+    from helpers import run_main
+
+    base = (
+        "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+        "--num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 "
+        "--micro-batch-size 1 --bf16 --num-experts 8 --expert-model-parallel-size 8"
+    )
+    code, out, err = run_main(capsys, ["evaluate", "--from-megatron", base])
+    assert code == 0, err  # --moe-layer-freq 1 (every layer), ETP = TP 1: EP 8 folds into DP 8
+    bad = base + " --moe-layer-freq ([1]*2+[0]*2)"
+    code, out, err = run_main(capsys, ["evaluate", "--from-megatron", bad])
+    assert code == 2 and "--moe-layer-freq" in err
+    code, out, err = run_main(
+        capsys, ["evaluate", "--from-megatron", base + " --expert-model-parallel-size 16"]
+    )
+    assert code == 2 and "--expert-model-parallel-size" in err
+
+
+@pytest.mark.parametrize("fmt", ["nemo", "torchtitan"])
+def test_dense_only_emitters_refuse_moe_plans(fmt):
+    scenario, plan = moe_plan("mixtral-8x7b")
+    with pytest.raises(Infeasible, match="dense models only"):
+        emit(Launch.from_plan(scenario, plan), fmt)
+    assert "--num-experts 8" in emit(Launch.from_plan(scenario, plan), "slurm")

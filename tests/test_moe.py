@@ -1,9 +1,8 @@
 """Mixture-of-experts groundwork (issue 17 items 1-3).
 
-- Until MoE, latent attention and multi-token prediction are modelled end to end, every
-  model input that uses them is refused for planning with exit 2 naming the key and the
-  file (zoo names, spec files, config.json, a question's inline model); evaluate reads
-  them since item 4 (tests/test_moe_step.py).
+- MoE, latent attention and multi-token prediction are planned since item 5 (zoo names,
+  spec files, config.json, a question's inline model); unknown or uncovered MoE keys
+  of a config.json are still refused naming the key.
 - The spec's MoE / MLA / MTP keys, the config.json mapping, and parameter counts total
   and active per token, against the published sizes of the MoE zoo and real configs.
 - Megatron-LM's MoE FLOPs and the memory of the most loaded GPU, by hand-computed cases.
@@ -30,12 +29,6 @@ HF = Path(__file__).resolve().parent / "data" / "hf"
 HF_MOE = Path(__file__).resolve().parent / "data" / "hf_moe"
 SOURCES = yaml.safe_load((HF_MOE / "SOURCES.yaml").read_text())["files"]
 EVAL = ["--gpu", "h100-sxm", "--tp", "1", "--pp", "1", "--dp", "8"]
-PLAN = [
-    "--tokens",
-    "1T",
-    "--budget",
-    "10M",
-]  # optimize's: planning refuses MoE (item 4 lifts evaluate)
 MOE_ZOO = sorted(moe_zoo())
 TINY = {"layers": 4, "hidden": 256, "heads": 4, "vocab": 1000, "seq_len": 512}
 
@@ -54,18 +47,22 @@ def refused(capsys, args: list[str]) -> str:
     return line
 
 
-# ----------------------------------------------------------------- item 1: refusal
+# ------------------------------------------------- item 1, lifted by item 5: planning
+
+
+def planned(capsys, args: list[str]) -> dict:
+    code, out, err = run_main(capsys, [*args, "--json"])
+    assert code == 0, (out, err)
+    return json.loads(out)
 
 
 @pytest.mark.parametrize(
-    ("name", "key"),
-    [("DeepSeek-V3.json", "n_routed_experts"), ("Mixtral-8x7B-v0.1.json", "num_local_experts")],
+    ("name", "experts"), [("DeepSeek-V3.json", 256), ("Mixtral-8x7B-v0.1.json", 8)]
 )
-def test_real_moe_config_is_refused_naming_the_key(capsys, name, key):
+def test_real_moe_config_is_read_for_planning(capsys, name, experts):
     path = HF_MOE / name
-    for command in (["optimize", "--model", str(path), *PLAN], ["models", "show", str(path)]):
-        line = refused(capsys, command)
-        assert f"{path}: {key}: " in line and "issue 17" in line
+    doc = planned(capsys, ["models", "show", str(path)])
+    assert doc["experts"] == experts
 
 
 @pytest.mark.parametrize(
@@ -83,21 +80,18 @@ def test_unknown_or_uncovered_moe_key_is_never_ignored(capsys, tmp_path, key):
 
 
 @pytest.mark.parametrize(
-    ("added", "named"),
-    [({"num_experts": 8, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.001}, "num_experts"),
-     ({"num_experts": 8}, "num_experts"),
-     ({"n_routed_experts": 8, "num_experts_per_tok": 2}, "n_routed_experts"),
-     ({"kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32},
-      "kv_lora_rank"),
-     ({"kv_lora_rank": 64}, "kv_lora_rank"),
-     ({"num_nextn_predict_layers": 1}, "num_nextn_predict_layers")],
+    "added",
+    [{"num_experts": 8, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.001},
+     {"n_routed_experts": 8, "num_experts_per_tok": 2},
+     {"kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32},
+     {"num_nextn_predict_layers": 1}],
 )  # fmt: skip
-def test_moe_config_keys_exit_2_naming_the_config_key(capsys, tmp_path, added, named):
+def test_moe_config_keys_are_read_for_planning(capsys, tmp_path, added):
     cfg = json.loads((HF / "Qwen3-0.6B.json").read_text()) | added
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    line = refused(capsys, ["optimize", "--model", str(path), *PLAN])
-    assert f"{path}: {named}: " in line
+    doc = planned(capsys, ["models", "show", str(path)])
+    assert doc["experts"] or doc["kv_lora_rank"] or doc["mtp_layers"]
 
 
 @pytest.mark.parametrize(
@@ -106,12 +100,15 @@ def test_moe_config_keys_exit_2_naming_the_config_key(capsys, tmp_path, added, n
      {"kv_lora_rank": 32, "qk_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32},
      {"mtp_layers": 1}],
 )  # fmt: skip
-def test_spec_file_with_moe_keys_is_refused(capsys, tmp_path, added):
+def test_spec_file_with_moe_keys_is_planned(capsys, tmp_path, added):
     path = tmp_path / "moe.yaml"
     path.write_text(yaml.safe_dump(TINY | added))
-    line = refused(capsys, ["optimize", "--model", str(path), *PLAN])
-    key = next(iter(added))
-    assert f"{path}: {key}: " in line and "issue 17" in line
+    small = ["--gpu", "h100-sxm", "--tokens", "1B", "--budget", "1M", "--no-explain"]
+    doc = planned(capsys, ["optimize", "--model", str(path), *small])
+    plan = doc["plans"][0]
+    assert plan["ep"] >= 1 and plan["etp"] >= 1
+    if "experts" not in added:
+        assert plan["ep"] == plan["etp"] == 1
 
 
 @pytest.mark.parametrize(
@@ -134,24 +131,25 @@ def test_spec_validation_errors_name_the_key(capsys, tmp_path, added, message):
 
 
 @pytest.mark.parametrize("name", MOE_ZOO)
-def test_moe_zoo_names_are_refused_for_planning(capsys, name):
-    line = refused(capsys, ["optimize", "--model", name, *PLAN])
-    assert f"--model {name}: experts: " in line and "issue 17" in line
+def test_moe_zoo_names_are_read_for_planning(capsys, name):
+    assert planned(capsys, ["models", "show", name])["experts"] > 1
 
 
-def test_question_inline_moe_model_is_refused(capsys, tmp_path):
+def test_question_inline_moe_model_is_planned(capsys, tmp_path):
     path = tmp_path / "q.yaml"
     model = TINY | {"experts": 4, "experts_per_token": 2}
     path.write_text(yaml.safe_dump({"model": model, "gpus": ["h100-sxm"], "tokens": "1B",
                                     "budget": "1M"}))  # fmt: skip
-    line = refused(capsys, ["explain", str(path)])
-    assert f"{path}: model: experts: " in line
+    code, out, err = run_main(capsys, ["explain", str(path)])
+    assert code == 0, err
+    assert "ep_domain" in out
 
 
-def test_planned_zoo_stays_dense_and_disjoint_from_moe_zoo():
+def test_every_model_is_plannable_and_the_planned_zoo_stays_dense():
     assert not set(zoo()) & set(moe_zoo())
-    assert all(s.is_dense and moe.planning_refusal(s) is None for s in zoo().values())
-    assert all(moe.planning_refusal(s) == "experts" for s in moe_zoo().values())
+    assert all(s.is_dense for s in zoo().values())
+    assert moe.UNPLANNED == {}
+    assert all(moe.planning_refusal(s) is None for s in [*zoo().values(), *moe_zoo().values()])
 
 
 # ------------------------------------------------------- item 2: spec, import, counts

@@ -69,9 +69,12 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
             "batch_floor_tokens": scenario.min_batch_tokens,
         }
     )
+    from models.expert import ExpertLayout
+
+    ex = ExpertLayout(run.ep, run.etp)
     failures = scenario.failure_model(hw.gpu.name)
     ev = evaluate(
-        scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a, failures=failures
+        scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a, ex, failures=failures
     )
     ev.extra["cost_usd"] = cost_usd(ev, scenario.pricing)
     ev.extra["gpus_per_node"] = hw.gpu.server.gpus_per_server

@@ -57,6 +57,8 @@ def megatron_args(
     out = [f(s, v) for s, v in model_flags(spec, max(spec.seq_len, job.seq_len))]
     out.insert(-2, f("seq_len", job.seq_len))
     out += [f("tp", lay.tp), f("pp", lay.pp)]
+    if spec.is_moe:
+        out += [f("ep", job.ep), f("etp", job.etp)]
     out += [f(s, v) for s, v in pipeline_flags(job)]
     out.append(f("cp", lay.cp))
     if lay.sp:
@@ -241,4 +243,14 @@ def emit(job: Launch, fmt: str) -> str:
     """The job's settings in one of FORMATS."""
     if fmt not in EMITTERS:
         raise UsageError(f"--format: unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if not job.spec.is_dense and fmt in DENSE_ONLY:
+        raise Infeasible(
+            f"the {fmt} emitter writes dense models only; {job.spec.name} has experts, latent "
+            "attention or multi-token prediction: use megatron or slurm"
+        )
     return EMITTERS[fmt](job)
+
+
+# formats whose emitters write no expert, latent-attention or MTP settings (issue 17 covers
+# Megatron-LM's flags): a mixture-of-experts plan is refused, never emitted as a dense model
+DENSE_ONLY = ("nemo", "torchtitan")

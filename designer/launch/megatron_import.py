@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from catalog.files import read_text
 from designer.errors import UsageError
-from designer.launch.megatron_model import activation_from, default, spec_fields
+from designer.launch.megatron_model import activation_from, default, layer_pattern, spec_fields
 from designer.launch.pipeline_layout import layout_split
 from designer.launch.script import ExpansionTooLarge, command_from_script
 from designer.launch.vocab import all_flags, flag, flag_index, normalize, vocabulary
@@ -43,6 +43,8 @@ class ImportedRun:
     nproc_per_node: int
     notes: tuple[str, ...]  # defaults the import had to assume
     grad_reduce_dtype: str = "fp32"  # Megatron's default with --bf16; "bf16" with the flag
+    ep: int = 1  # expert parallelism (a mixture-of-experts model; 1 otherwise)
+    etp: int = 1  # expert tensor parallelism
 
     @property
     def world_size(self) -> int:
@@ -55,7 +57,7 @@ class ImportedRun:
             "nproc_per_node": self.nproc_per_node,
             "num_gpus": self.world_size,
             "model_spec": self.spec.model_dump(),
-            "layout": lay.as_dict(self.seq_len),
+            "layout": {**lay.as_dict(self.seq_len), "ep": self.ep, "etp": self.etp},
             "tokens": self.tokens,
             "grad_reduce_dtype": self.grad_reduce_dtype,
             "notes": list(self.notes),
@@ -158,12 +160,107 @@ def _nnodes(launcher: _Flags) -> int:
 ACTIVATION_SWITCHES = ("swiglu", "squared_relu", "openai_gelu")
 # Megatron-LM flags that build a model the designer does not model: refused, never ignored
 NOT_MODELLED = {
-    "--num-experts": "mixture-of-experts models are not modelled yet (issue 17)",
-    "--multi-latent-attention": "multi-latent attention is not modelled yet (issue 17)",
     "--quick-geglu": "the quick-GeGLU MLP is not modelled",
     "--window-size": "sliding-window attention is not modelled",
-    "--mtp-num-layers": "multi-token prediction is not modelled yet (issue 17)",
     "--num-layers-at-start-in-bf16": "mixed bf16/fp8 layers are not modelled",
+}
+
+
+def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
+    """The experts, latent attention and MTP fields (designer/launch/megatron_model.py
+    moe_flags, read back; Megatron's defaults for what is absent)."""
+    out: dict = {}
+    experts = m.integer("experts")
+    if experts is not None:
+        text = m.text("moe_layer_freq") or str(default("moe_layer_freq"))
+        try:
+            pattern = layer_pattern(text, layers)
+        except ValueError as err:
+            raise _fail(m.name("moe_layer_freq"), str(err)) from None
+        found = _dense_and_every(pattern)
+        if found is None:
+            raise _fail(
+                m.name("moe_layer_freq"),
+                f"{text!r}: the designer models leading dense layers, then every n-th layer "
+                "MoE; this pattern is neither",
+            )
+        shared = m.integer("moe_shared_ffn")
+        out.update(
+            experts=experts,
+            experts_per_token=m.integer("moe_topk", default("moe_topk")),
+            expert_ffn_hidden=m.integer("moe_ffn_hidden") or ffn,
+            shared_experts=1 if shared else 0,
+            shared_expert_ffn_hidden=shared,
+            dense_layers=found[0],
+            moe_layer_every=found[1],
+        )
+        dispatcher = m.text("moe_dispatcher") or "allgather"
+        if dispatcher != "alltoall":
+            notes.append(
+                f"{m.name('moe_dispatcher')} {dispatcher}: modelled as alltoall "
+                "(models/expert.py prices Megatron-Core's all-to-all dispatcher)"
+            )
+    if m.switch("mla"):
+        out.update(
+            q_lora_rank=m.integer("q_lora_rank"),
+            kv_lora_rank=m.integer("kv_lora_rank", default("kv_lora_rank")),
+            qk_head_dim=m.integer("qk_head_dim", default("qk_head_dim")),
+            qk_rope_head_dim=m.integer("qk_rope_head_dim", default("qk_rope_head_dim")),
+            v_head_dim=m.integer("v_head_dim", default("v_head_dim")),
+        )
+    mtp = m.integer("mtp_layers")
+    if mtp:
+        out["mtp_layers"] = mtp
+    return out
+
+
+def _dense_and_every(pattern: tuple[bool, ...]) -> tuple[int, int] | None:
+    """(dense_layers, moe_layer_every) whose MoE layers are ``pattern`` (models.moe), or None."""
+    layers = len(pattern)
+    for dense in range(layers):
+        for every in range(1, layers - dense + 1):
+            rule = tuple(i >= dense and (i - dense + 1) % every == 0 for i in range(layers))
+            if rule == pattern:
+                return dense, every
+    return None
+
+
+def _expert_degrees(m: _Flags, spec: TransformerSpec, tp: int, cp: int, dp: int) -> tuple[int, int]:
+    """EP and ETP (absent: 1 and TP, validate_args), checked as Megatron-Core folds them."""
+    ep = m.integer("ep", default("ep")) or 1
+    etp = m.integer("etp") or tp
+    if not spec.is_moe:
+        return 1, 1
+    assert spec.experts is not None
+    if spec.experts % ep:
+        raise _fail(m.name("ep"), f"{ep} does not divide the {spec.experts} experts")
+    if (tp * cp * dp) % (ep * etp):
+        raise _fail(
+            m.name("ep"),
+            f"EP {ep} x ETP {etp} does not divide TP x CP x DP = {tp * cp * dp} "
+            "(Megatron-Core's parallel folding)",
+        )
+    return ep, etp
+
+
+# a spec field's validation error names this setting's flag; the shape's own fields name
+# their own flags (issue 20, 17: --num-layers 200000 and --vocab-size 999999999 blamed
+# --num-attention-heads)
+FIELD_SETTINGS = {
+    "kv_heads": "query_groups",
+    "head_dim": "kv_channels",
+    "rope_percent": "rope_percent",
+    "norm_eps": "norm_eps",
+    "attention_dropout": "attention_dropout",
+    "hidden_dropout": "hidden_dropout",
+    "rope_base": "rope_base",
+    "experts_per_token": "moe_topk",
+    "expert_ffn_hidden": "moe_ffn_hidden",
+    "kv_lora_rank": "kv_lora_rank",
+    "qk_head_dim": "qk_head_dim",
+    "v_head_dim": "v_head_dim",
+    "mtp_layers": "mtp_layers",
+    **{k: k for k in ("layers", "hidden", "ffn_hidden", "vocab")},
 }
 
 
@@ -229,6 +326,7 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
             vocab=vocab,
             seq_len=max_pos or seq_len,
             **spec_fields(values, hidden, heads),
+            **_moe_fields(m, layers, ffn, notes),
         )
     except ValidationError as err:
         first = err.errors()[0]
@@ -237,19 +335,8 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
         if loc == "seq_len":
             culprit = "max_position_embeddings" if max_pos is not None else "seq_len"
         else:
-            culprit = _CULPRIT.get(loc, "query_groups" if "kv_heads" in detail else "heads")
+            culprit = FIELD_SETTINGS.get(loc, "query_groups" if "kv_heads" in detail else "heads")
         raise _fail(m.name(culprit), detail) from err
-
-
-# the flag to blame for a spec field Megatron's flags set; the shape's own fields name their
-# own flags (issue 20, 17: --num-layers 200000 and --vocab-size 999999999 blamed
-# --num-attention-heads)
-_CULPRIT = {
-    "kv_heads": "query_groups",
-    "head_dim": "kv_channels",
-    **{k: k for k in ("rope_percent", "norm_eps", "attention_dropout", "hidden_dropout")},
-    **{k: k for k in ("rope_base", "layers", "hidden", "ffn_hidden", "vocab")},
-}
 
 
 def _unknown(words: list[str]) -> None:
@@ -471,8 +558,9 @@ def parse_megatron(words: list[str]) -> ImportedRun:
         **split,
     )
     _check_shapes(m, spec, layout, seq)
+    ep, etp = _expert_degrees(m, spec, tp, cp, dp)
     tokens = _tokens(m, global_batch, seq)
-    return ImportedRun(spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce)
+    return ImportedRun(spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce, ep, etp)
 
 
 PIPELINE_SPLIT_OPTIONS = {

@@ -89,6 +89,7 @@ def model_flags(spec: TransformerSpec, max_positions: int) -> list[tuple[str, ob
     ]
     if spec.kv != spec.heads:
         out += [("group_query_attention", None), ("query_groups", spec.kv)]
+    out += moe_flags(spec)
     switch = ACTIVATION_SWITCH[(spec.activation, spec.gated_mlp)]
     if switch is not None:
         out.append((switch, None))
@@ -114,6 +115,86 @@ def model_flags(spec: TransformerSpec, max_positions: int) -> list[tuple[str, ob
         ("vocab", spec.vocab),
     ]
     return out
+
+
+def moe_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
+    """The experts, latent attention and multi-token prediction as Megatron-LM flags: the
+    MoE layers as an explicit --moe-layer-freq pattern (Megatron's integer form puts layer
+    0 first, the designer's leading dense layers and every n-th layer need the list),
+    the all-to-all dispatcher and grouped GEMMs that models/expert.py prices; n shared
+    experts as one of n x their width (--moe-shared-expert-intermediate-size is the total)."""
+    out: list[tuple[str, object]] = []
+    if spec.is_moe:
+        out += [
+            ("experts", spec.experts),
+            ("moe_topk", spec.experts_per_token),
+            ("moe_ffn_hidden", spec.expert_ffn),
+        ]
+        if spec.shared_experts:
+            out.append(("moe_shared_ffn", spec.shared_experts * spec.shared_expert_ffn))
+        out += [
+            ("moe_layer_freq", layer_pattern_text(spec)),
+            ("moe_dispatcher", "alltoall"),
+            ("moe_grouped_gemm", None),
+        ]
+    if spec.is_mla:
+        out.append(("mla", None))
+        if spec.q_lora_rank is not None:
+            out.append(("q_lora_rank", spec.q_lora_rank))
+        out += [
+            ("kv_lora_rank", spec.kv_lora_rank),
+            ("qk_head_dim", spec.qk_head_dim),
+            ("qk_rope_head_dim", spec.qk_rope_head_dim),
+            ("v_head_dim", spec.v_head_dim),
+        ]
+    if spec.mtp_layers:
+        out.append(("mtp_layers", spec.mtp_layers))
+    return out
+
+
+def layer_pattern_text(spec: TransformerSpec) -> str:
+    """--moe-layer-freq as Megatron's list expression: the leading dense layers, then every
+    n-th layer MoE (models.moe.moe_layer_pattern), e.g. "([0]*3+[1]*58)" or
+    "(([0]*1+[1])*24)"."""
+    d, n = spec.dense_layers, spec.moe_layer_every
+    rest = spec.layers - d
+    terms = [f"[0]*{d}"] if d else []
+    if n == 1:
+        terms.append(f"[1]*{rest}")
+    else:
+        terms.append(f"([0]*{n - 1}+[1])*{rest // n}")
+        if rest % n:
+            terms.append(f"[0]*{rest % n}")
+    return "(" + "+".join(terms) + ")"
+
+
+def layer_pattern(text: str, layers: int) -> tuple[bool, ...]:
+    """--moe-layer-freq's value as Megatron reads it (``moe_freq_type``: an integer N, layer
+    i MoE when i % N == 0; or a list expression of 0 and 1), evaluated without ``eval``:
+    integers, lists of integers, + and * only. ValueError on anything else."""
+    import ast
+
+    def value(node: ast.AST) -> object:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.List):
+            return [value(e) for e in node.elts]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            left, right = value(node.left), value(node.right)
+            return left + right if isinstance(node.op, ast.Add) else left * right  # type: ignore[operator]
+        raise ValueError(f"{text!r} is not an integer or a list pattern of 0 and 1")
+
+    try:
+        got = value(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, TypeError) as err:
+        raise ValueError(f"{text!r} is not an integer or a list pattern of 0 and 1") from err
+    if isinstance(got, int):
+        if got < 1:
+            raise ValueError(f"{got} must be at least 1")
+        return tuple(i % got == 0 for i in range(layers))
+    if not isinstance(got, list) or len(got) != layers or set(got) - {0, 1}:
+        raise ValueError(f"{text!r} must list 0 or 1 for each of the {layers} layers")
+    return tuple(bool(x) for x in got)
 
 
 def _number(x: float) -> object:

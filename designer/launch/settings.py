@@ -37,6 +37,8 @@ class Launch:
     grad_reduce_bf16: bool = True
     # the plan's checkpoint interval (models/goodput.py); None: the emitter's stated default
     checkpoint_minutes: float | None = None
+    ep: int = 1  # expert parallelism of a mixture-of-experts plan (solvers.space.Shape)
+    etp: int = 1
 
     @classmethod
     def from_plan(cls, scenario: Scenario, plan: Plan) -> Launch:
@@ -59,7 +61,8 @@ class Launch:
         summary = (
             f"designer plan: {scenario.spec.name} on {n:,} x {ev.gpu} ({ev.nodes:,} servers x "
             f"{procs} GPUs), tp {lay.tp} pp {lay.pp} dp {lay.dp} cp {lay.cp} vp {lay.vp}, "
-            f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,}; step "
+            + (f"ep {ev.ep} etp {ev.etp}, " if ev.moe else "")
+            + f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,}; step "
             f"{ev.step_time_s:.2f} s"
             + (f", {days:,.1f} days for {render.si(scenario.tokens)} tokens" if days else "")
         )
@@ -77,6 +80,8 @@ class Launch:
             vendor=scenario.catalog.gpu(ev.gpu).vendor,
             grad_reduce_bf16=scenario.assumptions.grad_bytes <= 2.0,
             checkpoint_minutes=None if ev.goodput is None else ev.goodput.checkpoint_interval_min,
+            ep=ev.ep,
+            etp=ev.etp,
         )
 
     @property

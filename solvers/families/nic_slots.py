@@ -32,11 +32,10 @@ class NicSlots(EvaluatorCheck):
     def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
         cfg = plan.config
         slots = s.nic_slots(cfg.shape.gpu)
-        return (
-            slots - cfg.nics_per_node,
-            "NICs",
-            f"{cfg.nics_per_node} of {slots} NIC slots per server",
-        )
+        detail = f"{cfg.nics_per_node} of {slots} NIC slots per server"
+        if plan.evaluation.breakdown.ep_comm and _ep_crosses_nics(s, plan):
+            detail += "; EP traffic crosses the NICs"
+        return slots - cfg.nics_per_node, "NICs", detail
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
         return bisect_fix(
@@ -48,6 +47,13 @@ class NicSlots(EvaluatorCheck):
             True,
             lambda x: f"{int(x)} more NIC slots per server",
         )
+
+
+def _ep_crosses_nics(s: Scenario, plan: Plan) -> bool:
+    """Whether the plan's EP group spans scale-up domains (solvers/families/ep_domain.py)."""
+    from solvers.families.ep_domain import ep_domains
+
+    return ep_domains(plan, s) > 1
 
 
 # the slots are the server's; the question adds to them

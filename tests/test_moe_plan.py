@@ -1,0 +1,186 @@
+"""The optimizer decides expert parallelism (issue 17 item 5).
+
+- CP-SAT against the exhaustive solver on random small mixture-of-experts questions
+  (routed and shared experts, dense leading layers, interleaved MoE layers, latent
+  attention, multi-token prediction): the same optimum, both plans feasible.
+- A dense question keeps its decision space: every shape has EP = ETP = 1 and the CP-SAT
+  model holds no expert variable.
+- Megatron-Core's folding: every plan's EP x ETP divides TP x CP x DP, in both solvers,
+  with the ep_domain family switched off too.
+- EP across scale-up domains prices the NICs: the plan's dispatch crosses them, and the
+  explanation says so on nic_slots.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from helpers import assert_solvers_agree, random_scenario, run_main
+from models.spec import TransformerSpec
+from solvers.cpsat import solve_cpsat
+from solvers.cpsat_model import build
+from solvers.exhaustive import solve_exhaustive
+from solvers.explain import binding_constraints
+from solvers.scenario import Scenario
+from solvers.space import enumerate_candidates, expert_options
+
+REL_TOL = 1e-3  # tests/test_solvers.py: CP-SAT's integer units against the float model
+N_RANDOM = 60
+N_QUICK = 12
+
+
+def moe_spec(seed: int, base: TransformerSpec) -> TransformerSpec:
+    """A random MoE variant of ``base`` (a pure function of ``seed``)."""
+    r = random.Random(1000 + seed)
+    experts = r.choice([4, 8, 16, 32, 64])
+    fields = base.model_dump()
+    fields.update(
+        name=f"moe-{seed}",
+        hidden=max(1024, base.hidden),  # wide enough that the dispatch matters
+        experts=experts,
+        experts_per_token=r.choice([k for k in (1, 2, 4, 8) if k <= experts]),
+        expert_ffn_hidden=r.choice([512, 1024, 2048]),
+    )
+    fields["ffn_hidden"] = fields["head_dim"] = None  # defaults of the new width
+    if r.random() < 0.4:
+        fields.update(shared_experts=1)
+    if base.layers > 2 and r.random() < 0.3:
+        fields.update(dense_layers=1)
+    if base.layers > 3 and r.random() < 0.2:
+        fields.update(moe_layer_every=2)
+    if r.random() < 0.2:
+        head = fields["hidden"] // base.heads
+        fields.update(
+            q_lora_rank=None,
+            kv_lora_rank=fields["hidden"] // 4,
+            qk_head_dim=head,
+            qk_rope_head_dim=max(8, head // 2),
+            v_head_dim=head,
+            kv_heads=None,
+        )
+    if r.random() < 0.2:
+        fields.update(mtp_layers=1)
+    return TransformerSpec.model_validate(fields)
+
+
+def random_moe_scenario(seed: int, cat) -> Scenario:
+    s = random_scenario(seed, cat)
+    s = s.with_changes(spec=moe_spec(seed, s.spec))
+    if s.budget_usd is not None and seed % 2:  # clusters of many servers: EP across them
+        s = s.with_changes(budget_usd=s.budget_usd * 10)
+    return s
+
+
+def _params():
+    return [
+        pytest.param(seed, marks=[pytest.mark.slow] if seed >= N_QUICK else [], id=f"seed{seed}")
+        for seed in range(N_RANDOM)
+    ]
+
+
+@pytest.mark.parametrize("seed", _params())
+def test_cpsat_matches_exhaustive_on_moe(seed, cat):
+    s = random_moe_scenario(seed, cat)
+    ref = solve_exhaustive(s)
+    got = solve_cpsat(s, time_limit_s=30.0)
+    for plan in assert_solvers_agree(ref, got, REL_TOL):
+        shape, dp = plan.config.shape, plan.config.dp
+        assert (shape.tp * shape.cp * dp) % (shape.ep * shape.etp) == 0
+        assert s.spec.experts % shape.ep == 0
+
+
+def test_dense_question_keeps_its_decision_space(cat):
+    s = random_scenario(3, cat)
+    assert s.spec.is_dense
+    cands = enumerate_candidates(s)
+    assert all(c.shape.ep == c.shape.etp == 1 and c.shape.dp_step == 1 for c in cands)
+    gpu = cat.gpu(s.gpus[0])
+    assert expert_options(s.spec, 4, gpu) == [(1, 1)]
+    names = {v.name for v in build(s, cands[:50]).model.proto.variables}
+    moe = ("ep_", "expert_", "dp_step", "dp_over_step", "stage_time_with_ep", "replica_x_ep")
+    assert not [n for n in names if n.startswith(moe) or n.endswith("_ep")]
+
+
+@pytest.fixture(scope="module")
+def crossing(cat):
+    """A MoE model too large for 24 GB GPUs at EP 8: its best plan spreads EP over servers."""
+    spec = TransformerSpec(
+        name="wide-moe", layers=2, hidden=4096, heads=32, vocab=32000, seq_len=2048,
+        experts=128, experts_per_token=8, expert_ffn_hidden=2048,
+    )  # fmt: skip
+    s = Scenario(
+        spec=spec,
+        catalog=cat,
+        seq_len=spec.seq_len,
+        tokens=5e10,
+        gpus=("rtx4090",),
+        nics=("cx6-200g",),
+        objective="time",
+        pricing="capex",
+        budget_usd=4e6,
+        max_batch_tokens=2**21,
+        micro_batches=(1, 2),
+        recompute_modes=("none",),
+    )
+    return s, solve_cpsat(s, time_limit_s=60.0)
+
+
+def test_ep_folding_holds_with_the_family_off(crossing):
+    s, _ = crossing
+    off = s.with_changes(disabled=s.disabled | {"ep_domain"})
+    for res in (solve_cpsat(off, time_limit_s=60.0), solve_exhaustive(off)):
+        shape, dp = res.best.config.shape, res.best.config.dp
+        assert (shape.tp * shape.cp * dp) % (shape.ep * shape.etp) == 0
+        assert res.best.feasible
+
+
+def test_ep_across_servers_prices_the_nics(crossing):
+    s, res = crossing
+    assert res.status == "optimal"
+    ref = solve_exhaustive(s)
+    assert math.isclose(res.best.objective, ref.best.objective, rel_tol=REL_TOL)
+    plan = res.best
+    gpu = s.catalog.gpu(plan.config.shape.gpu)
+    assert plan.config.shape.ep * plan.config.shape.etp > gpu.server.scale_up_domain_gpus
+    assert plan.evaluation.breakdown.ep_comm > 0
+    rows = {b.constraint: b for b in binding_constraints(s, plan, res.candidates)}
+    assert "EP traffic crosses the NICs" in rows["nic_slots"].detail
+    assert "scale-up domains: EP traffic crosses the NICs" in rows["ep_domain"].detail
+
+
+def optimize_spec(capsys, tmp_path, spec: str, *args: str) -> str:
+    """optimize's output for a spec file of ``spec`` (YAML) and ``args``; exit 0 checked."""
+    path = tmp_path / "moe.yaml"
+    path.write_text(spec)
+    code, out, err = run_main(capsys, ["optimize", "--model", str(path), *args, "--no-explain"])
+    assert code == 0, err
+    return out
+
+
+def test_optimize_reports_ep_and_etp(capsys, tmp_path):
+    spec = "layers: 4\nhidden: 1024\nheads: 16\nvocab: 32000\nseq_len: 1024\nexperts: 8\n"
+    args = ["--gpu", "h100-sxm", "--tokens", "1B", "--budget", "1M"]
+    out = optimize_spec(capsys, tmp_path, spec + "experts_per_token: 2\n", *args)
+    assert "tp/pp/dp/cp/vp/ep/etp" in out and ", EP " in out
+
+
+def test_saved_moe_plan_explains_with_its_ep(capsys, tmp_path):
+    spec = (
+        "layers: 2\nhidden: 4096\nheads: 32\nvocab: 32000\nseq_len: 2048\n"
+        "experts: 128\nexperts_per_token: 8\nexpert_ffn_hidden: 2048\n"
+    )
+    args = ["--gpu", "rtx4090", "--tokens", "50B", "--budget", "4M", "--json"]
+    out = optimize_spec(capsys, tmp_path, spec, *args)
+    saved = tmp_path / "answer.json"
+    saved.write_text(out)
+    plan = json.loads(out)["plans"][0]
+    assert plan["ep"] > 1  # a plan whose EP a reader that dropped it would get wrong
+    code, out, err = run_main(capsys, ["explain", str(saved), "--json"])
+    assert code == 0, err
+    again = json.loads(out)["plans"][0]
+    assert (again["ep"], again["etp"]) == (plan["ep"], plan["etp"])
+    assert again["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-12)
