@@ -553,6 +553,36 @@ class Facility(_Strict):
         2.0, gt=0, le=100, description="hot spare servers bought per 100 training servers"
     )
     hot_spare_source: str = Field("[assumed] not given", min_length=1)
+    # issue 18 item 4: hot spares and checkpoint storage as purchase decisions (the plan
+    # chooses one option of each: models/goodput.py with_purchases, models/cost.py)
+    hot_spare_options_per_100_servers: tuple[float, ...] = Field(
+        (0.0, 1.0, 2.0, 5.0),
+        min_length=1,
+        max_length=8,
+        description="hot spare servers per 100 training servers a plan may buy",
+    )
+    checkpoint_storage_options_gb_per_s_per_server: tuple[float, ...] = Field(
+        (0.5, 1.0, 2.0, 4.0),
+        min_length=1,
+        max_length=8,
+        description="checkpoint storage bandwidths per training server a plan may buy",
+    )
+    storage_usd_per_gb_per_s: float = Field(
+        0.0, ge=0, le=1e7, description="checkpoint storage price per GB/s of write bandwidth"
+    )
+    storage_price_source: str = Field("[assumed] not given", min_length=1)
+
+    @model_validator(mode="after")
+    def _options_are_bandwidths(self) -> Facility:
+        """Storage options are positive bandwidths and spare options 0 or more; the
+        facility's own storage and no spares are always options (solvers/purchases.py
+        adds them), so that a plan the decisions cannot help keeps them."""
+        if min(self.checkpoint_storage_options_gb_per_s_per_server) <= 0:
+            raise ValueError("checkpoint_storage_options_gb_per_s_per_server must be positive")
+        if min(self.hot_spare_options_per_100_servers) < 0:
+            raise ValueError("hot_spare_options_per_100_servers must be 0 or more")
+        return self
+
     checkpoint_snapshot_gb_per_s_per_gpu: float = _bandwidth(
         25.0, "asynchronous checkpointing's blocking copy of a GPU's shard to host memory"
     )

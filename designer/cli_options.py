@@ -161,6 +161,22 @@ EVALUATE_OPTIONS = [
     field_option("checkpoint_every"),
     field_option("failure_scale"),
     click.option(
+        "--hot-spares",
+        "hot_spares",
+        type=click.FloatRange(0, 100),
+        default=0.0,
+        show_default=True,
+        help="Hot spare servers per 100 bought (an optimized plan's hot_spares_per_100).",
+    ),
+    click.option(
+        "--checkpoint-storage",
+        "checkpoint_storage",
+        type=click.FloatRange(0, 10_000, min_open=True),
+        default=None,
+        help="Checkpoint storage GB/s per server [default: the facility's] (an optimized "
+        "plan's checkpoint_storage_gb_per_s_per_server).",
+    ),
+    click.option(
         "--from-megatron",
         "from_megatron",
         default=None,

@@ -138,6 +138,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     from models.evaluate import evaluate
     from models.evidence import evaluation_evidence
     from models.goodput import failure_model
+    from solvers.purchases import purchased
 
     imported, tokens = None, opts["tokens"]
     if opts["from_megatron"] is not None:
@@ -174,5 +175,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
             opts.get("checkpoint_every"),
         )
     ev = evaluate(spec, hw, layout, seq_len, tokens, a, experts, failures=failures)
+    # the plan's purchases (issue 18 item 4: solvers/purchases.py)
+    ev = purchased(ev, opts.get("hot_spares") or 0.0, opts.get("checkpoint_storage"))
     evidence = _plain(evaluation_evidence(cat, ev, opts["stack"]))
     return EvaluateAnswer(ev, evidence, imported)

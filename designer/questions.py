@@ -474,8 +474,16 @@ def _saved_config(p: dict[str, Any], origin: str) -> Config:
             int(p.get("ep", 1)),  # expert parallelism (absent before issue 17: dense)
             int(p.get("etp", 1)),
         )
+        storage = p.get("checkpoint_storage_gb_per_s_per_server")
+        spares = float(p.get("hot_spares_per_100") or 0.0)  # absent before issue 18 item 4
         return Config(
-            shape, str(p["nic"]), int(p["nics_per_node"]), int(p["dp"]), int(p["grad_accum"])
+            shape,
+            str(p["nic"]),
+            int(p["nics_per_node"]),
+            int(p["dp"]),
+            int(p["grad_accum"]),
+            spares,
+            None if storage is None else float(storage),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(f"{origin}: plans[0]: missing or bad field ({err})") from err

@@ -140,6 +140,36 @@ def tier_name(tier: int, tiers: int) -> str:
     return TIER_NAMES[0] if tier == 0 else f"tier-{tier + 1}"
 
 
+def spare_servers(servers, per_100: float):
+    """Hot spare servers bought at ``per_100`` per 100 training servers, rounded up (whole
+    servers; arrays too); exact for per-100 figures to a thousandth."""
+    milli = round(per_100 * 1000)
+    return -(-np.asarray(servers, dtype=np.int64) * milli // 100_000)
+
+
+def server_usd(gpu: GPUSpec) -> float:
+    """One whole server of the plan's GPU type, the price of a hot spare: its GPUs and the
+    server (host, chassis, scale-up switches); its NICs are not bought (a spare takes the
+    failed server's place in the fabric: first order)."""
+    return gpu.server.gpus_per_server * gpu.price_usd + gpu.server.overhead_usd
+
+
+def storage_upgrade_usd(facility: Facility, storage_gb_per_s: float) -> float:
+    """Per training server, the checkpoint storage bought above the facility's own
+    (``checkpoint_storage_gb_per_s_per_server``, part of the site as before the decision,
+    not charged) at ``storage_usd_per_gb_per_s``; a slower option buys nothing."""
+    extra = storage_gb_per_s - facility.checkpoint_storage_gb_per_s_per_server
+    return max(0.0, extra) * facility.storage_usd_per_gb_per_s
+
+
+def purchases_cents(gpu: GPUSpec, facility: Facility, servers, spares_per_100, storage_gb_per_s):
+    """The hot spares' and the checkpoint storage's price in cents (issue 18 item 4), each
+    unit rounded up to the cent as the BOM lines are (arrays of server counts too)."""
+    servers = np.asarray(servers, dtype=np.int64)
+    spare = spare_servers(servers, spares_per_100) * usd_to_cents_up(server_usd(gpu))
+    return spare + servers * usd_to_cents_up(storage_upgrade_usd(facility, storage_gb_per_s))
+
+
 @dataclass(frozen=True)
 class BomLine:
     item: str
@@ -175,6 +205,14 @@ class Cluster:
     facility: Facility
     num_gpus: int
     nics_per_node: int
+    # issue 18 item 4: the hot spares and checkpoint storage the plan buys (0: none, the
+    # facility's storage: the ideal plan and the plan before the decision)
+    spares_per_100: float = 0.0
+    storage_gb_per_s: float = 0.0
+
+    @property
+    def spare_servers(self) -> int:
+        return int(spare_servers(self.servers, self.spares_per_100))
 
     @property
     def bought_gpus(self) -> int:
@@ -257,7 +295,30 @@ class Cluster:
                 )
             )
         lines.append(BomLine("rack", self.racks, self.facility.rack_usd, self.facility.rack_source))
+        lines.extend(self._purchase_lines())
         return [line for line in lines if line.quantity > 0]
+
+    def _purchase_lines(self) -> list[BomLine]:
+        """Hot spare servers and checkpoint storage (models/goodput.py with_purchases)."""
+        fac, g = self.facility, self.gpu
+        upgrade = storage_upgrade_usd(fac, self.storage_gb_per_s)
+        base = fac.checkpoint_storage_gb_per_s_per_server
+        return [
+            BomLine(
+                f"hot spare server ({self.spares_per_100:g} per 100: {g.server.gpus_per_server} "
+                f"x {g.name} and the server)",
+                self.spare_servers,
+                server_usd(g),
+                fac.hot_spare_source,
+            ),
+            BomLine(
+                f"checkpoint storage per server ({self.storage_gb_per_s:g} GB/s, "
+                f"{base:g} GB/s of it the facility's)",
+                self.servers if upgrade > 0 else 0,
+                upgrade,
+                fac.storage_price_source,
+            ),
+        ]
 
     @cached_property
     def capex_cents(self) -> int:

@@ -149,25 +149,32 @@ def goodput(model: FailureModel, num_gpus: int, ideal_days: float) -> Goodput:
     )
 
 
-@dataclass(frozen=True)
-class SpareWhatIf:
-    """The same plan with hot spares: how many, what they cost, the days they save."""
+def absorbed_fraction(spares_per_100: float, covering_per_100: float) -> float:
+    """The share of failures a hot spare absorbs: all of them once the pool covers the
+    servers in repair (``covering_per_100``, the facility's hot_spares_per_100_servers:
+    Little's law, catalog hot_spare_source), proportionally fewer below (a pool of half
+    the cover is free for about half the failures; first order)."""
+    if spares_per_100 <= 0 or covering_per_100 <= 0:
+        return 0.0
+    return min(1.0, spares_per_100 / covering_per_100)
 
-    servers: int
-    usd: float
-    days_saved: float
 
-
-def hot_spares(
-    model: FailureModel, ideal_days: float, num_gpus: int, servers: int, facility: Any, server_usd
-) -> SpareWhatIf:
-    """What ``facility.hot_spares_per_100_servers`` spares would do: a failure then costs
-    ``hot_spare_restart_min`` instead of ``restart_min`` (the pool covers the servers in
-    repair: catalog hot_spare_source), at ``server_usd`` a spare server."""
-    spares = math.ceil(servers * facility.hot_spares_per_100_servers / 100.0 - 1e-9)
-    hot = replace(model, restart_s=facility.hot_spare_restart_min * 60.0)
-    saved = goodput(model, num_gpus, ideal_days).days - goodput(hot, num_gpus, ideal_days).days
-    return SpareWhatIf(spares, spares * server_usd, saved)
+def with_purchases(
+    model: FailureModel, facility: Any, spares_per_100: float, storage_gb_per_s: float
+) -> FailureModel:
+    """The failure model of a plan that buys ``spares_per_100`` hot spare servers per 100
+    and ``storage_gb_per_s`` of checkpoint storage per server (issue 18 item 4): a failure
+    a spare absorbs restarts in ``hot_spare_restart_min`` (never longer than the plain
+    restart), the others as before; the write and the reload run at the bought storage.
+    The overhead keeps the form x / G + a + c G: the spares move c, the storage a (the
+    reload and, when the write bounds the interval, the interval)."""
+    f = absorbed_fraction(spares_per_100, facility.hot_spares_per_100_servers)
+    hot_s = min(model.restart_s, facility.hot_spare_restart_min * 60.0)
+    return replace(
+        model,
+        restart_s=f * hot_s + (1.0 - f) * model.restart_s,
+        storage_bytes_per_s_per_server=storage_gb_per_s * 1e9,
+    )
 
 
 def failure_model(

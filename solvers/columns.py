@@ -39,4 +39,8 @@ PLAN_COLUMNS = [
     "goodput",
     "failures_expected",
     "checkpoint_interval_min",
+    # issue 18 item 4 (solvers/purchases.py): hot spares and checkpoint storage bought
+    "hot_spares_per_100",
+    "hot_spare_servers",
+    "checkpoint_storage_gb_per_s_per_server",
 ]

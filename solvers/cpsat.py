@@ -29,12 +29,16 @@ from solvers.stop import stoppable_solver
 def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
     i = next(i for i, v in enumerate(form.x) if solver.boolean_value(v))
     nic = next(name for name, lit in form.nic_lits.items() if solver.boolean_value(lit))
+    spares = next((k for k, lit in form.spare_lits.items() if solver.boolean_value(lit)), 0.0)
+    storage = next((b for b, lit in form.storage_lits.items() if solver.boolean_value(lit)), None)
     return Config(
         form.candidates[i].shape,
         nic,
         solver.value(form.nics),
         solver.value(form.dp),
         solver.value(form.m),
+        spares,
+        storage,
     )
 
 
@@ -47,6 +51,10 @@ def _hint(scenario: Scenario, form: Formulation, cfg: Config) -> None:
     md.add_hint(form.nics, cfg.nics_per_node)
     md.add_hint(form.dp, cfg.dp)
     md.add_hint(form.m, cfg.microbatches)
+    for k, lit in form.spare_lits.items():  # hot spares and storage (solvers/cpsat_purchases.py)
+        md.add_hint(lit, k == cfg.spares_per_100)
+    for b, lit in form.storage_lits.items():
+        md.add_hint(lit, b == cfg.storage_gb_per_s)
     if form.cluster is not None:  # the float model's fabric and racks (search would take more)
         cat = scenario.catalog
         nic = cat.nic(cfg.nic)

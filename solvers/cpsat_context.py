@@ -87,6 +87,11 @@ class BuildContext:
     # solvers/cpsat_goodput.py: with failures, per_seq and gpu_time are the expected values
     goodput_room: int = 1  # the expected time's most times the ideal (int64 headroom)
     ideal_per_seq: IntVar | None = None
+    # solvers/cpsat_purchases.py: a literal per hot spare and storage option (none: no
+    # decision), the most their price adds to the capex
+    spare_lits: dict[float, IntVar] = field(default_factory=dict)
+    storage_lits: dict[float, IntVar] = field(default_factory=dict)
+    purchase_hi_cents: int = 0
     # add_cluster and add_cost
     capex_expr: Any = None
     nics_total: IntVar | None = None

@@ -95,6 +95,7 @@ def _capex_hi(ctx: BuildContext) -> int:
         + hi(ctx.nodes) * max(usd_to_cents_up(g.server.overhead_usd) for g in gpus)
         + hi(ctx.nics_total) * max(usd_to_cents_up(nc.price_usd) for nc in ctx.nics)
         + cluster.capex_hi_cents
+        + ctx.purchase_hi_cents
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
+from solvers.cpsat_purchases import goodput_rows
 from solvers.intmath import INT_LIMIT, ceil_by, ceil_div, hi, product
 
 _COEF_BITS = 20  # a coefficient is a fraction num / 2^k with num about 2^20 (2^10: coarse)
@@ -42,7 +43,12 @@ def headroom(ctx: BuildContext) -> int:
 
 
 def _scaled(
-    ctx: BuildContext, name: str, var: IntVar, coefs: dict[str, float], bits: int = _COEF_BITS
+    ctx: BuildContext,
+    name: str,
+    var: IntVar,
+    coefs: dict[str, float],
+    bits: int = _COEF_BITS,
+    lits: dict[str, IntVar] | None = None,
 ) -> IntVar | int:
     """ceil(coef_g x var) for the chosen GPU type g: each coefficient rounded up to about
     ``bits`` bits, var rounded up to steps of 2^-(61 - bits) of its upper end. Factors whose
@@ -57,7 +63,7 @@ def _scaled(
         if coef <= 0:
             continue
         q = coef * step
-        lit = ctx.gpu_lit[g]
+        lit = (lits or ctx.gpu_lit)[g]  # a GPU type's, or a (GPU type, option) row's
         if q * hi(coarse) < 1:  # a tiny rate: ceil(coef x var) is 0 or 1; take 1 (rounded up)
             part = md.new_int_var(0, 1, f"{name}[{g}]")
             md.add(part == lit)
@@ -104,18 +110,24 @@ def add_goodput(ctx: BuildContext) -> None:
     s = ctx.scenario
     if s.no_failures:
         return
-    coefs = {}
-    for g in ctx.gpu_names:
-        model = s.failure_model(g)
-        coefs[g] = model.coefficients() if model is not None else (0.0, 0.0, 0.0)
+    # per GPU type (x) and per (GPU type, purchase option) rows (a: storage, c: spares)
+    coefs, a_rows, c_rows = goodput_rows(ctx)
     xs = {g: v[0] for g, v in coefs.items()}
-    a_s = {g: v[1] for g, v in coefs.items()}
+    a_s = {key: v[0] for key, v in a_rows.items()}
+    a_lits = {key: v[1] for key, v in a_rows.items()}
+    c_lits = {key: v[1] for key, v in c_rows.items()}
     p, gt = ctx.per_seq, ctx.gpu_time
     to_time = ctx.k_scale / gt.scale  # GPU-time units to T' units, per GPU
     x_part = _scaled(ctx, "snapshot_time_x_gpus", p, xs, bits=10)
     terms: list[IntVar | int] = [
-        _scaled(ctx, "goodput_constant_time", p, a_s, bits=10),
-        _scaled(ctx, "goodput_restart_time", gt.var, {g: v[2] * to_time for g, v in coefs.items()}),
+        _scaled(ctx, "goodput_constant_time", p, a_s, bits=10, lits=a_lits),
+        _scaled(
+            ctx,
+            "goodput_restart_time",
+            gt.var,
+            {key: v[0] * to_time for key, v in c_rows.items()},
+            lits=c_lits,
+        ),
     ]
     if not isinstance(x_part, int):
         terms.append(ceil_div(ctx.md, "snapshot_time", x_part, hi(x_part), ctx.num_gpus))
@@ -125,8 +137,14 @@ def add_goodput(ctx: BuildContext) -> None:
         return
     ggt, g_step = _times_gpus(ctx, "gpus_x_gpu_time", gt.var)
     gt_terms: list[IntVar | int] = [
-        _scaled(ctx, "goodput_constant_gpu_time", gt.var, a_s),
-        _scaled(ctx, "goodput_restart_gpu_time", ggt, {g: v[2] * g_step for g, v in coefs.items()}),
+        _scaled(ctx, "goodput_constant_gpu_time", gt.var, a_s, lits=a_lits),
+        _scaled(
+            ctx,
+            "goodput_restart_gpu_time",
+            ggt,
+            {key: v[0] * g_step for key, v in c_rows.items()},
+            lits=c_lits,
+        ),
         _scaled(ctx, "snapshot_gpu_time", p, {g: x / to_time for g, x in xs.items()}, bits=10),
     ]
     var = _expected(ctx, "expected_gpu_time_per_sequence", gt.var, gt_terms)

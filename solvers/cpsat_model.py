@@ -34,6 +34,7 @@ from solvers.cpsat_cluster import ClusterTerms
 from solvers.cpsat_context import Bounds, BuildContext
 from solvers.cpsat_cost import TCO_UNITS_PER_CENT, add_cluster, add_cost
 from solvers.cpsat_expert import add_folding
+from solvers.cpsat_purchases import add_purchase_choices, add_purchase_cost
 from solvers.cpsat_time import add_time
 from solvers.families import REGISTRY, needs_cluster, nic_dominance
 from solvers.intmath import down, up
@@ -56,6 +57,9 @@ class Formulation:
     enforce: dict[str, cp_model.IntVar] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
     cluster: ClusterTerms | None = None  # fabric, racks and power, when the question prices them
+    # hot spares and checkpoint storage options (solvers/cpsat_purchases.py; empty: none)
+    spare_lits: dict[float, cp_model.IntVar] = field(default_factory=dict)
+    storage_lits: dict[float, cp_model.IntVar] = field(default_factory=dict)
 
 
 def build(
@@ -93,6 +97,7 @@ def _build(
     md = cp_model.CpModel()
     ctx = BuildContext(md, scenario, list(candidates), coarsen, cost_cap_usd, given_bounds)
     _choices(ctx)
+    add_purchase_choices(ctx)
     _scale(ctx)
     _nics(ctx)
     _batch(ctx)
@@ -100,6 +105,7 @@ def _build(
     add_time(ctx)
     if needs_cluster(scenario):
         add_cluster(ctx)
+        add_purchase_cost(ctx)
     add_cost(ctx)
     for family in REGISTRY:
         if family.name in ctx.enforce:
@@ -117,6 +123,8 @@ def _build(
         ctx.enforce,
         list(candidates),
         ctx.cluster,
+        ctx.spare_lits,
+        ctx.storage_lits,
     )
     _search_order(ctx)
     return form

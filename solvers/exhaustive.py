@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 
-from models.cost import cluster_totals, tco_usd, usd_to_cents_up
+from models.cost import bought_gpus, cluster_totals, purchases_cents, tco_usd, usd_to_cents_up
 from models.evaluate import cloud_usd
 from models.feasibility import TOL
+from models.goodput import with_purchases
 from models.step import step_from_coefficients
 from models.units import days_from_seconds
 from solvers.families import REGISTRY, nic_dominance
 from solvers.families.base import Family, Grid
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
+from solvers.purchases import decides_purchases, spare_options, storage_options
 from solvers.result import SolveResult
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate, enumerate_candidates, nic_specs
@@ -149,6 +152,44 @@ def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
     return d_rep, m
 
 
+def _purchases(scenario: Scenario, gpu: str) -> list[tuple[float, float | None]]:
+    """(spares per 100, storage GB/s or None: the facility's) pairs a plan may buy
+    (solvers/purchases.py); only (0, None) when the question does not decide them."""
+    if not decides_purchases(scenario, gpu):
+        return [(0.0, None)]
+    return [(k, b) for k in spare_options(scenario, gpu) for b in storage_options(scenario, gpu)]
+
+
+def _expected(scenario: Scenario, gpu, gpus, ideal_days, cluster, spares, storage):
+    """Expected days, cost (cents and USD) and the cluster totals with the purchases, for
+    every (d, m) pair: the days times 1 + overhead(G) of the failure model with them
+    (models/goodput.py), the capex plus their price (models/cost.py purchases_cents)."""
+    fac = scenario.catalog.facility
+    failures = scenario.failure_model(gpu.name)
+    totals = cluster
+    if failures is not None and storage is not None:
+        failures = with_purchases(failures, fac, spares, storage)
+        servers = -(-bought_gpus(gpu, gpus) // gpu.server.gpus_per_server)
+        extra = purchases_cents(gpu, fac, servers, spares, storage)
+        totals = replace(cluster, capex_cents=cluster.capex_cents + extra)
+    # expected wall time per ideal time: checkpoints, lost work, restarts (models/goodput.py)
+    days = (
+        ideal_days
+        if failures is None
+        else ideal_days * (1.0 + failures.overhead(gpus.astype(float)))
+    )
+    if scenario.pricing == "capex":
+        cost_cents = totals.capex_cents
+        cost = cost_cents / 100.0
+    elif scenario.pricing == "tco":
+        cost = tco_usd(totals.capex_cents / 100.0, totals.it_power_w, fac, days)
+        cost_cents = cost * 100.0
+    else:
+        cost = cloud_usd(gpus, days, gpu)
+        cost_cents = cost * 100.0
+    return days, cost_cents, cost, totals
+
+
 def best_for_candidate(
     scenario: Scenario, cand: Candidate, nics, dp_overlap: float, every_m: bool = False
 ):
@@ -185,39 +226,32 @@ def best_for_candidate(
     if nic_dominance(scenario) and not every_m and fitting:
         fastest = max(fitting, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
         options = [(fastest, max(counts))]
-    cat, fac = scenario.catalog, scenario.catalog.facility
+    cat = scenario.catalog
     families = checked_families(scenario)
-    failures = scenario.failure_model(gpu.name)
-    # expected wall time per ideal time: checkpoints, lost work, restarts (models/goodput.py)
-    wall_per_ideal = 1.0 if failures is None else 1.0 + failures.overhead(gpus.astype(float))
     best = None
     for nic, k in options:
-        cluster = cluster_totals(gpu, nic, cat.switch_for(nic), fac, gpus, k)
+        cluster = cluster_totals(gpu, nic, cat.switch_for(nic), cat.facility, gpus, k)
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
-        days = days_from_seconds(tau / (shape.micro_batch * m * dps) * scenario.sequences)
-        days = days * wall_per_ideal
-        if scenario.pricing == "capex":
-            cost_cents = cluster.capex_cents
-            cost = cost_cents / 100.0
-        elif scenario.pricing == "tco":
-            cost = tco_usd(cluster.capex_cents / 100.0, cluster.it_power_w, fac, days)
-            cost_cents = cost * 100.0
-        else:
-            cost = cloud_usd(gpus, days, gpu)
-            cost_cents = cost * 100.0
-        grid = Grid(cand, gpu, k, dps, m, gpus, days, cost_cents, cluster)
-        ok = np.ones_like(dps, dtype=bool)
-        for family in families:  # every enforced family, each by its own check
-            ok &= family.admits(scenario, grid)
-        if not ok.any():
-            continue
-        objective = days if scenario.objective == "time" else cost
-        secondary = cost if scenario.objective == "time" else days
-        idx = np.flatnonzero(ok)
-        order = np.lexsort((gpus[idx], secondary[idx], objective[idx]))
-        i = idx[order[0]]
-        key = (float(objective[i]), float(secondary[i]), int(gpus[i]), shape, nic.name, k)
-        if best is None or key < best[0]:
-            best = (key, Config(shape, nic.name, k, int(dps[i]), int(m[i])))
+        ideal = days_from_seconds(tau / (shape.micro_batch * m * dps) * scenario.sequences)
+        for spares, storage in _purchases(scenario, gpu.name):
+            days, cost_cents, cost, totals = _expected(
+                scenario, gpu, gpus, ideal, cluster, spares, storage
+            )
+            grid = Grid(cand, gpu, k, dps, m, gpus, days, cost_cents, totals)
+            ok = np.ones_like(dps, dtype=bool)
+            for family in families:  # every enforced family, each by its own check
+                ok &= family.admits(scenario, grid)
+            if not ok.any():
+                continue
+            objective = days if scenario.objective == "time" else cost
+            secondary = cost if scenario.objective == "time" else days
+            idx = np.flatnonzero(ok)
+            order = np.lexsort((gpus[idx], secondary[idx], objective[idx]))
+            i = idx[order[0]]
+            buys = (spares, storage or 0.0)
+            key = (float(objective[i]), float(secondary[i]), int(gpus[i]), buys, shape, nic.name, k)
+            if best is None or key < best[0]:
+                cfg = Config(shape, nic.name, k, int(dps[i]), int(m[i]), spares, storage)
+                best = (key, cfg)
     return best

@@ -10,6 +10,7 @@ from models.evaluate import Evaluation, Hardware, evaluate
 from models.feasibility import Violation
 from solvers.columns import PLAN_COLUMNS  # noqa: F401  (its home before solvers/columns.py)
 from solvers.families import REGISTRY
+from solvers.purchases import purchase_columns, purchased
 from solvers.scenario import Scenario
 from solvers.space import Shape
 
@@ -23,6 +24,10 @@ class Config:
     nics_per_node: int
     dp: int
     microbatches: int
+    # issue 18 item 4 (solvers/purchases.py): hot spares per 100 servers and checkpoint
+    # storage GB/s per server bought; None: the facility's storage (nothing bought)
+    spares_per_100: float = 0.0
+    storage_gb_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class Plan:
             "embedding_in_split": lay.embedding_in_split,
             "loss_in_split": lay.loss_in_split,
             **ev.goodput_dict(),
+            **purchase_columns(ev, cfg),
         }
 
 
@@ -122,6 +128,7 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         failures=scenario.failure_model(gpu.name),
         experts=config.shape.experts,  # EP and ETP (1 and 1 for a dense model)
     )
+    ev = purchased(ev, config.spares_per_100, config.storage_gb_per_s)
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server

@@ -560,6 +560,10 @@ def test_export_then_evaluate_round_trip_cli(capsys, saved_plan, tmp_path):
             plan["nic"],
             "--nics-per-node",
             str(plan["nics_per_node"]),
+            "--hot-spares",
+            str(plan["hot_spares_per_100"]),
+            "--checkpoint-storage",
+            str(plan["checkpoint_storage_gb_per_s_per_server"]),
             "--json",
         ],
     )

@@ -25,8 +25,12 @@ FIXED = {
 OUTCOMES = ("memory_gb_per_gpu", "step_time_s", "time_to_train_days", "cost_usd", "mfu")
 # the goodput columns (models/goodput.py) follow from the GPU count and the time to train
 GOODPUT = ("ideal_time_days", "goodput", "failures_expected", "checkpoint_interval_min")
+# the purchases (solvers/purchases.py) are the optimizer's decisions; an imported run has none
+PURCHASES = ("hot_spares_per_100", "hot_spare_servers", "checkpoint_storage_gb_per_s_per_server")
 SETTINGS = tuple(
-    c for c in PLAN_COLUMNS if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT)
+    c
+    for c in PLAN_COLUMNS
+    if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT, *PURCHASES)
 )
 
 
