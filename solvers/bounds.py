@@ -23,10 +23,12 @@ from models.cost import (
     usd_to_cents_up,
 )
 from models.evaluate import cloud_usd
+from models.goodput import with_purchases
 from models.step import group_reduce_s
 from models.units import days_from_seconds, seconds_from_days
 from solvers.families import REGISTRY
 from solvers.intmath import down
+from solvers.purchases import spare_options, storage_options
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate, nic_specs
 
@@ -361,12 +363,22 @@ def expected_time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> f
     expected time T (1 + x/G + a + c G) >= (1 + a) T_lb(hi) + c G T, and G T >= replica x
     sequences x A / b whatever d is (G = replica x d GPUs, T >= sequences x A / (b d),
     A the stage time of one micro-batch): the restarts' share grows with the GPUs as the
-    time falls, so a deadline rules out shapes that only a huge cluster would meet."""
+    time falls, so a deadline rules out shapes that only a huge cluster would meet. With
+    the most hot spares and the fastest checkpoint storage a plan may buy."""
     ideal = time_lower_bound(scenario, cand, hi)
     model = scenario.failure_model(cand.shape.gpu)
     if model is None:
         return ideal
-    _, a, c = model.coefficients()
+    # the most a plan may buy (solvers/purchases.py): more spares only lower c, faster
+    # storage only lowers a (the reload, and the interval that the write bounds)
+    g = cand.shape.gpu
+    best = with_purchases(
+        model,
+        scenario.catalog.facility,
+        max(spare_options(scenario, g)),
+        max(storage_options(scenario, g)),
+    )
+    _, a, c = best.coefficients()
     s = cand.shape
     gpu_days = days_from_seconds(
         s.replica_gpus * scenario.sequences * stage_time_lower(cand) / s.micro_batch
