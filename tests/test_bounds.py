@@ -64,6 +64,18 @@ def test_budget_gpu_limit_is_the_most_gpus_the_budget_buys(cat, budget_usd):
         assert budget_gpu_limit(s, gpu) == int(fits.max()), name
 
 
+def _sampled_shapes(s):
+    """About 40 shapes of the question with a non-empty DP range: (shape, range, the
+    shape's best plan by the reference solver's per-shape search or None)."""
+    nics = nic_specs(s)
+    cands = [c for c in enumerate_candidates(s) if c.allowed(s)]
+    for cand in cands[:: max(1, len(cands) // 40)]:
+        lo, hi = dp_bounds(s, cand)
+        if lo <= hi:
+            best = best_for_candidate(s, cand, nics, s.assumptions.dp_overlap, every_m=True)
+            yield cand, (lo, hi), best
+
+
 @pytest.mark.parametrize("failures", [False, True], ids=["ideal", "failures"])
 def test_bounds_never_exceed_a_shapes_best_plan(cat, failures):
     """gemm_lower_bound <= objective_lower_bound <= the shape's best plan (the reference
@@ -75,16 +87,10 @@ def test_bounds_never_exceed_a_shapes_best_plan(cat, failures):
         s = random_scenario(seed, cat)
         if failures:
             s = s.with_changes(no_failures=False, failure_scale=1000.0)
-        nics = nic_specs(s)
-        cands = [c for c in enumerate_candidates(s) if c.allowed(s)]
-        for cand in cands[:: max(1, len(cands) // 40)]:
-            lo, hi = dp_bounds(s, cand)
-            if lo > hi:
-                continue
-            cheap = gemm_lower_bound(s, cand, (lo, hi))
-            full = objective_lower_bound(s, cand, (lo, hi))
+        for cand, dp_range, best in _sampled_shapes(s):
+            cheap = gemm_lower_bound(s, cand, dp_range)
+            full = objective_lower_bound(s, cand, dp_range)
             assert cheap <= full, (seed, cand)
-            best = best_for_candidate(s, cand, nics, s.assumptions.dp_overlap, every_m=True)
             if best is not None:
                 assert full <= best[0][0] * (1 + 1e-9), (seed, cand)
                 checked += 1
@@ -95,19 +101,14 @@ def test_bounds_never_exceed_a_shapes_best_plan(cat, failures):
 def test_expected_time_bound_never_exceeds_a_shapes_fastest_plan(cat, scale):
     """bounds.expected_time_lower_bound (what a deadline rules shapes out by, too_slow)
     stays at or below the expected days of the shape's fastest plan (the reference
-    solver's per-shape search with the time objective), with failures on."""
+    solver's per-shape search with the time objective, hot spares and storage bought
+    as it finds best), with failures on."""
     checked = 0
     for seed in range(40):
         s = random_scenario(seed, cat).with_changes(
             no_failures=False, failure_scale=scale, objective="time", deadline_days=None
         )
-        nics = nic_specs(s)
-        cands = [c for c in enumerate_candidates(s) if c.allowed(s)]
-        for cand in cands[:: max(1, len(cands) // 40)]:
-            lo, hi = dp_bounds(s, cand)
-            if lo > hi:
-                continue
-            best = best_for_candidate(s, cand, nics, s.assumptions.dp_overlap, every_m=True)
+        for cand, (_, hi), best in _sampled_shapes(s):
             if best is not None:
                 bound = expected_time_lower_bound(s, cand, hi)
                 assert bound >= time_lower_bound(s, cand, hi) * (1 - 1e-12)
