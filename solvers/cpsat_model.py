@@ -77,9 +77,15 @@ def build(
     coarsen = 1.0
     for _ in range(8):
         try:
-            return _build(scenario, candidates, coarsen, cost_cap_usd, bounds)
+            form = _build(scenario, candidates, coarsen, cost_cap_usd, bounds)
         except OverflowError:
             coarsen *= 1000.0
+            continue
+        # CP-SAT's own check: the sum of the variables' domains must fit int64 too (many
+        # wide terms, e.g. goodput rows per purchase option at a high failure rate)
+        if not form.model.validate():
+            return form
+        coarsen *= 1000.0
     raise OverflowError(
         "the question is too large for 64-bit arithmetic; lower the GPU cap or batch ceiling"
     )
