@@ -366,24 +366,37 @@ def expected_time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> f
     time falls, so a deadline rules out shapes that only a huge cluster would meet. With
     the most hot spares and the fastest checkpoint storage a plan may buy."""
     ideal = time_lower_bound(scenario, cand, hi)
-    model = scenario.failure_model(cand.shape.gpu)
-    if model is None:
+    least = _least_overhead(scenario, cand.shape.gpu)
+    if least is None:
         return ideal
-    # the most a plan may buy (solvers/purchases.py): more spares only lower c, faster
-    # storage only lowers a (the reload, and the interval that the write bounds)
-    g = cand.shape.gpu
-    best = with_purchases(
-        model,
-        scenario.catalog.facility,
-        max(spare_options(scenario, g)),
-        max(storage_options(scenario, g)),
-    )
-    _, a, c = best.coefficients()
+    a, c = least
     s = cand.shape
     gpu_days = days_from_seconds(
         s.replica_gpus * scenario.sequences * stage_time_lower(cand) / s.micro_batch
     )
     return (1.0 + a) * ideal + c * gpu_days
+
+
+def _least_overhead(scenario: Scenario, gpu: str) -> tuple[float, float] | None:
+    """(a, c) of the failure overhead x/G + a + c G on ``gpu`` with the most a plan may buy
+    (solvers/purchases.py): more spares only lower c, faster storage only lowers a (the
+    reload, and the interval that the write bounds). None: the ideal model. Once per GPU
+    type (a deadline's presolve asks for every shape)."""
+    key = ("least_overhead", gpu)
+    if key not in scenario.memo:
+        model = scenario.failure_model(gpu)
+        found = None
+        if model is not None:
+            best = with_purchases(
+                model,
+                scenario.catalog.facility,
+                max(spare_options(scenario, gpu)),
+                max(storage_options(scenario, gpu)),
+            )
+            _, a, c = best.coefficients()
+            found = (a, c)
+        scenario.memo[key] = found
+    return scenario.memo[key]
 
 
 def cost_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:
