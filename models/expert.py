@@ -296,14 +296,16 @@ def moe_step_coefficients(
     network: Network,
     a: Assumptions,
     gemm_s: float | None = None,
+    dense: StepCoefficients | None = None,
 ) -> StepCoefficients:
     """A MoE / MLA / MTP model's step coefficients: models.step's for the dense parts,
     with the compute, the expert-parallel all-to-alls, the gradient bytes and the Adam
     step of the layers as they are (module docstring). ``gemm_s``: the
-    moe_gemm_per_microbatch_s of these arguments, when the caller has it."""
+    moe_gemm_per_microbatch_s of these arguments, when the caller has it; ``dense``: the
+    step_coefficients of these arguments (any DP degree), when the caller has it."""
     from models.step import host_issue_per_microbatch_s, memory_bound_per_microbatch_s
 
-    c = step_coefficients(spec, layout, seq_len, gpu, network, a)
+    c = dense if dense is not None else step_coefficients(spec, layout, seq_len, gpu, network, a)
     mem = moe_memory_per_gpu(
         spec, layout, seq_len, gpu.memory_gb, a, ex.ep, ex.etp, expert_load=ex.expert_load
     )

@@ -408,15 +408,22 @@ def step_coefficients(
 def group_reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s):
     """All-reduce of ``nbytes`` per GPU over ``group`` ranks, k per server (module docstring).
 
-    Works element-wise on numpy arrays of ``group`` and ``node_bw_gb_per_s``."""
-    group = np.asarray(group, dtype=float)
+    Works element-wise on numpy arrays of ``group`` and ``node_bw_gb_per_s``; on two
+    numbers it returns a float (the same operations, without numpy's overhead: the
+    solvers' bounds call it per shape)."""
+    scalar = isinstance(group, int | float) and isinstance(node_bw_gb_per_s, int | float)
+    if scalar:
+        group, node_bw_gb_per_s = float(group), float(node_bw_gb_per_s)
+    else:
+        group = np.asarray(group, dtype=float)
+        node_bw_gb_per_s = np.asarray(node_bw_gb_per_s, dtype=float)
     k = c.dp_ranks_per_node
     up = c.scale_up_bw_gb_per_s * comm.GB
-    share = comm.nic_share(
-        np.asarray(node_bw_gb_per_s, dtype=float), c.gpus_per_node, c.network_efficiency
-    )
+    share = comm.nic_share(node_bw_gb_per_s, c.gpus_per_node, c.network_efficiency)
     inside = 2.0 * nbytes * (1.0 - 1.0 / group) / up
     across = 2.0 * nbytes * (k - 1) / k / up + 2.0 * (nbytes / k) * (1.0 - k / group) / share
+    if scalar:
+        return (inside if group < k else across) if nbytes > 0 else 0.0
     return np.where(group < k, inside, across) if nbytes > 0 else np.zeros_like(group * share)
 
 

@@ -281,12 +281,20 @@ def _step_fixed_lower(
         else GPU_CAP**2
     )
     if node_gb_s is None:
-        fitting = scenario.nics_for(g.name) or nic_specs(scenario)
-        fastest = max(n.speed_gbit_per_s for n in fitting) / 8.0
-        node_gb_s = max(scenario.nic_counts(g.name)) * fastest
+        node_gb_s = _most_node_gb_s(scenario, g.name)
     d_min = float(group_reduce_s(c, c.dp_bytes, cand.dp_floor(scenario) * c.cp, node_gb_s))
     d_min = max(0.0, d_min - c.dp_window_s(scenario.assumptions.dp_overlap))
     return c.bubble_s + d_min, c.optimizer_s, max(1, w_hi)
+
+
+def _most_node_gb_s(scenario: Scenario, gpu_name: str) -> float:
+    """Scale-out GB/s per server at its most NICs of the fastest NIC it takes."""
+    key = ("most_node_gb_s", gpu_name)
+    if key not in scenario.memo:
+        fitting = scenario.nics_for(gpu_name) or nic_specs(scenario)
+        fastest = max(n.speed_gbit_per_s for n in fitting) / 8.0
+        scenario.memo[key] = max(scenario.nic_counts(gpu_name)) * fastest
+    return scenario.memo[key]
 
 
 def gpu_seconds_per_sequence(
@@ -449,6 +457,21 @@ def gemm_lower_bound(
         return days_from_seconds(per_seq * scenario.sequences)
     lo, _ = bounds if bounds is not None else dp_bounds(scenario, cand)
     return _cost_gemm_lower_bound(scenario, cand, lo)
+
+
+def gemm_lower_bounds(
+    scenario: Scenario, cands: list[Candidate], ranges: list[tuple[int, int]]
+) -> list[float]:
+    """``gemm_lower_bound`` of every candidate at its DP range (presolve's), the time
+    objective's in one numpy pass: the same operations in the same order, element-wise,
+    so each value equals the scalar one exactly (tests/test_bounds.py)."""
+    if scenario.objective != "time" or not cands:
+        return [gemm_lower_bound(scenario, c, r) for c, r in zip(cands, ranges, strict=True)]
+    gemm = np.fromiter((c.gemm_mb_s for c in cands), dtype=float, count=len(cands))
+    b = np.fromiter((c.shape.micro_batch for c in cands), dtype=float, count=len(cands))
+    hi = np.fromiter((max(1, r[1]) for r in ranges), dtype=float, count=len(cands))
+    per_seq = gemm / (b * hi)
+    return days_from_seconds(per_seq * scenario.sequences).tolist()
 
 
 def _cost_gemm_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:

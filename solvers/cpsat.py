@@ -17,6 +17,7 @@ from ortools.sat.python import cp_model
 from models.cost import Cluster
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
+from solvers.intmath import up
 from solvers.plan import Config, build_plan
 from solvers.presolve import Presolved, presolve
 from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, prune
@@ -24,6 +25,10 @@ from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates
 from solvers.stop import stoppable_solver
+
+# a time cap's relative margin (solve_cpsat's time_cap_days): far above the CP-SAT model's
+# rounding (about 1e-9), far below what an explanation calls an improvement
+TIME_CAP_MARGIN = 1e-7
 
 
 def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
@@ -140,12 +145,16 @@ def solve_cpsat(
     effort: float | None = None,
     alive: Presolved | None = None,
     warm_shapes: int = WARM_SHAPES,
+    time_cap_days: float | None = None,
 ) -> SolveResult:
     """Minimise the objective; ``top_k`` best plans with distinct shapes.
 
     ``hint`` warm-starts the search (e.g. the optimum of a tighter question);
     ``alive``: ``presolve(scenario, candidates)`` when the caller has it. ``warm_shapes``:
-    how many shapes the warm start tries (fewer will do when ``hint`` is a good plan)."""
+    how many shapes the warm start tries (fewer will do when ``hint`` is a good plan).
+    ``time_cap_days`` (time objective): whether any plan is faster than this (a relaxed
+    question against the plan it explains): "infeasible" says none is; otherwise the
+    search stops at the first one it finds ("feasible")."""
     if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
         space = candidates if candidates is not None else enumerate_candidates(scenario)
         return _solve_cloud_cost_by_gpu(
@@ -173,7 +182,7 @@ def solve_cpsat(
     warm = [cfg for _, cfg in incumbents]
     bounds = (kept.dp_ranges, kept.lower_bounds)
     args = (scenario, kept.candidates, space, top_k, time_limit_s, workers, warm, effort, bounds)
-    result = _solve_built(*args, cap)
+    result = _solve_built(*args, cap, time_cap_days)
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding
         result = _solve_built(*args)
@@ -191,12 +200,26 @@ def _solve_built(
     effort: float | None,
     bounds: tuple[list[tuple[int, int]], list[float]],
     cost_cap_usd: float | None = None,
+    time_cap_days: float | None = None,
 ) -> SolveResult:
     """``warm``: incumbents of distinct shapes, best first (the first is the hint)."""
     start = time.perf_counter()
     form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds)
     md = form.model
     md.minimize(form.objective)
+    if time_cap_days is not None and form.days_per_unit is not None:
+        # a margin far above the model's rounding (about 1e-9): no plan faster than the
+        # cap by more than it is cut off
+        # (the objective variable's own domain: a constraint on it makes CP-SAT's bound
+        # propagation crawl through the step's products, minutes for a relaxed 671B model)
+        var = form.objective
+        assert isinstance(var, cp_model.IntVar)
+        dom = md.proto.variables[var.index].domain
+        cap = up(time_cap_days * (1 + TIME_CAP_MARGIN) / form.days_per_unit)
+        _set_domain(md, var, dom[0], min(dom[len(dom) - 1], max(dom[0], cap)))
+        first_only = True
+    else:
+        first_only = False
     if top_k > 1:
         plans, status, gap = _top_k_by_shape(
             scenario, form, top_k, time_limit_s, workers, effort, bounds[1], warm
@@ -206,6 +229,9 @@ def _solve_built(
             _hint(scenario, form, warm[0])
         solver = _solver(time_limit_s, workers, effort)
         _tune(scenario, solver)
+        # proving the optimum under a cap can make CP-SAT's bound propagation crawl through
+        # the step's products (minutes for a relaxed 671B model): the first plan answers
+        solver.parameters.stop_after_first_solution = first_only
         code = _checked_solve(solver, md)
         plans, status, gap = [], "infeasible", None
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -60,6 +60,7 @@ class Formulation:
     # hot spares and checkpoint storage options (solvers/cpsat_purchases.py; empty: none)
     spare_lits: dict[float, cp_model.IntVar] = field(default_factory=dict)
     storage_lits: dict[float, cp_model.IntVar] = field(default_factory=dict)
+    days_per_unit: float | None = None  # the time objective's days per unit (None: cost)
 
 
 def build(
@@ -131,6 +132,7 @@ def _build(
         ctx.cluster,
         ctx.spare_lits,
         ctx.storage_lits,
+        ctx.days_per_unit if scenario.objective == "time" else None,
     )
     _search_order(ctx)
     return form

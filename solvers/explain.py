@@ -4,7 +4,10 @@ Binding (an optimum exists): every active constraint family gets its slack in
 natural units on the chosen plan and is re-solved with that family relaxed by
 a stated step (capacity +10%, budget +10%, batch ceiling x2, one more NIC
 slot, rule switched off, ...), warm-started from the optimum, which stays
-feasible. A family is binding when relaxing it improves the objective.
+feasible. A family is binding when relaxing it improves the objective. With the
+time objective a first solve only asks whether any plan beats the optimum (proving
+that none does is quick); a shape rule switched off re-solves only the shapes it
+admits (the others keep their plans, whose best is the proved optimum).
 
 Conflict (nothing fits): each family's enforcement literal is an assumption;
 CP-SAT returns a sufficient set of assumptions for infeasibility (one worker,
@@ -28,9 +31,10 @@ from solvers.exhaustive import best_for_candidate
 from solvers.families import BY_NAME, NAMES, REGISTRY
 from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
-from solvers.plan import Plan, build_plan
+from solvers.plan import Config, Plan, build_plan
 from solvers.presolve import Presolved, presolve
 from solvers.prune import may_beat
+from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
 
@@ -98,6 +102,7 @@ def binding_constraints(
     base = plan.objective
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     families = [f for f in REGISTRY if f.active(scenario)]
+    before = presolve(scenario, cands) if plan_proved else None
 
     def price(family: Family) -> tuple[float, bool]:
         relaxed = family.relax(scenario)
@@ -106,20 +111,36 @@ def binding_constraints(
             if relaxed.memory_scale == scenario.memory_scale
             else (with_memory_scale(relaxed, cands))
         )
-        # no shape of the relaxed question can beat the plan: nothing to re-solve
         alive = presolve(relaxed, space)
+        if before is not None and _adds_shapes_only(family, scenario, relaxed):
+            # the shapes the question already had keep their plans, the best of which is
+            # the proved optimum: only the shapes the rule kept out can improve on it
+            alive = _new_shapes(alive, before)
+        # no shape of the relaxed question can beat the plan: nothing to re-solve
         if not may_beat(relaxed, alive, base):
             return base, True
-        res = solve_cpsat(
-            relaxed,
-            time_limit_s=time_limit_s,
-            candidates=space,
-            hint=plan.config,
-            effort=effort,
-            alive=alive,
-            warm_shapes=EXPLAIN_WARM_SHAPES,
-        )
-        return (res.best.objective if res.best else base), res.status == "optimal"
+
+        def run(hint: Config | None, cap: float | None) -> SolveResult:
+            return solve_cpsat(
+                relaxed,
+                time_limit_s=time_limit_s,
+                candidates=space,
+                hint=hint,
+                effort=effort,
+                alive=alive,
+                warm_shapes=EXPLAIN_WARM_SHAPES,
+                time_cap_days=cap,
+            )
+
+        hint = plan.config
+        if relaxed.objective == "time":  # is any plan faster? (proving none is, is quick)
+            probe = run(None, base)
+            if probe.status == "infeasible":
+                return base, True
+            hint = probe.best.config if probe.best else hint
+        res = run(hint, None)
+        better = res.best.objective if res.best else base
+        return min(base, better), res.status == "optimal"
 
     # CP-SAT releases the GIL while it searches: the re-solves run side by side
     with ThreadPoolExecutor(max_workers=max(1, min(len(families), os.cpu_count() or 1))) as pool:
@@ -137,6 +158,24 @@ def binding_constraints(
         )
     out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
+
+
+def _adds_shapes_only(family: Family, scenario: Scenario, relaxed: Scenario) -> bool:
+    """Whether relaxing ``family`` only admits shapes, leaving every other shape's plans
+    as they were: a shape rule (violated whatever d, m and NICs are) switched off, and
+    nothing else about the question changed."""
+    return (
+        family.shape_rule
+        and relaxed.memory_scale == scenario.memory_scale
+        and relaxed.enforced == scenario.enforced - {family.name}
+    )
+
+
+def _new_shapes(alive: Presolved, before: Presolved) -> Presolved:
+    """The presolved shapes of ``alive`` that ``before`` did not have, with their ranges."""
+    had = {id(c) for c in before.candidates}
+    keep = [i for i, c in enumerate(alive.candidates) if id(c) not in had]
+    return Presolved([alive.candidates[i] for i in keep], [alive.dp_ranges[i] for i in keep])
 
 
 # ----------------------------------------------------------------- conflicts

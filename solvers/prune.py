@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solvers.bounds import gemm_lower_bound, objective_lower_bound, warm_least_capex
+from solvers.bounds import gemm_lower_bounds, objective_lower_bound, warm_least_capex
 from solvers.exhaustive import best_for_candidate  # here a heuristic, not the oracle
 from solvers.plan import Config, build_plan
 from solvers.presolve import Presolved
@@ -42,9 +42,10 @@ def may_beat(scenario: Scenario, pre: Presolved, objective: float) -> bool:
     """Whether any presolved shape's objective bound lies below ``objective``: the cheap
     bound first, the full one only where the cheap one does not settle it."""
     limit = objective * (1 - 1e-9)
+    cheap = gemm_lower_bounds(scenario, pre.candidates, pre.dp_ranges)
     return any(
-        gemm_lower_bound(scenario, c, r) < limit and objective_lower_bound(scenario, c, r) < limit
-        for c, r in zip(pre.candidates, pre.dp_ranges, strict=True)
+        lb < limit and objective_lower_bound(scenario, c, r) < limit
+        for lb, c, r in zip(cheap, pre.candidates, pre.dp_ranges, strict=True)
     )
 
 
@@ -69,7 +70,7 @@ def prune(
                 for c, r in zip(cands, ranges, strict=True)
             ],
         )
-    cheap = [gemm_lower_bound(scenario, c, r) for c, r in zip(cands, ranges, strict=True)]
+    cheap = gemm_lower_bounds(scenario, cands, ranges)
     full: dict[int, float] = {}
 
     def bound(i: int) -> float:

@@ -26,14 +26,14 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, NamedTuple
 
 from catalog.specs import GPUSpec, NICSpec
 from models.evaluate import with_profile
 from models.expert import ExpertLayout, moe_gemm_per_microbatch_s, moe_step_coefficients
 from models.feasibility import TOL
-from models.layout import Layout, Network
+from models.layout import Assumptions, Layout, Network
 from models.memory import memory_terms, moe_memory_terms, usable_memory_gb
 from models.pipeline import EVEN, Split, uneven_splits
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
@@ -150,6 +150,15 @@ class _Source:
     gpu: GPUSpec
     network: Network
     terms_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # a MoE shape's dense step coefficients, shared by its EP x ETP variants (keyed by
+    # the shape at EP 1, ETP 1: models.step.step_coefficients does not look at them or
+    # at the DP degree; tests/test_space.py checks it)
+    dense_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @cached_property
+    def profiled(self) -> Assumptions:
+        """The question's assumptions under this GPU's stack profile (with_profile)."""
+        return with_profile(self.scenario.assumptions, self.gpu)
 
     @property
     def capacity_gb(self) -> float:
@@ -206,10 +215,23 @@ class Candidate:
                         src.scenario.assumptions,
                     )
                 else:
-                    a = with_profile(src.scenario.assumptions, src.gpu)
-                    layout = shape.probe_layout()
+                    a = src.profiled
+                    key = shape._replace(ep=1, etp=1)
+                    dense = src.dense_cache.get(key)
+                    if dense is None:
+                        dense = src.dense_cache[key] = step_coefficients(
+                            spec, key.probe_layout(), seq, src.gpu, src.network, a
+                        )
                     self._coeffs = moe_step_coefficients(
-                        spec, layout, shape.experts, seq, src.gpu, src.network, a, self._gemm
+                        spec,
+                        shape.probe_layout(),
+                        shape.experts,
+                        seq,
+                        src.gpu,
+                        src.network,
+                        a,
+                        self._gemm,
+                        dense,
                     )
         return self._coeffs
 

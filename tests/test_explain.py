@@ -338,3 +338,52 @@ def test_explaining_a_cloud_cost_question_over_several_gpu_types():
     assert conflict.constraints == ["budget"]
     assert [f.constraint for f in conflict.fixes] == ["budget"]
     assert conflict.fixes[0].scenario.budget > 20e6
+
+
+@pytest.mark.parametrize("draw", ["rtx", "rtx-failures", "dense-4", "moe-4", "moe-2"])
+def test_shape_rule_prices_from_the_new_shapes_alone(
+    draw, cat, models, tmp_path_factory, monkeypatch
+):
+    """A shape rule's price re-solves only the shapes it kept out (the others keep their
+    plans, whose best is the proved optimum), and every re-solve looks only for plans
+    faster than the one explained: the same improvements as re-solving the whole relaxed
+    question to its optimum (on the seed article's RTX 4090, where tp_bandwidth binds, and
+    random dense and MoE questions)."""
+    import solvers.explain as explain
+    from helpers import random_scenario
+    from test_moe_plan import random_moe_scenario
+
+    if draw.startswith("rtx"):
+        rtx = catalog_with(
+            tmp_path_factory,
+            "rtx",
+            "gpus:\n  rtx4090:\n    dense_bf16_tflops: 330\n"
+            "    scale_up_bw_gb_per_s_per_direction: 32\n",
+        )
+        s = scenario(models, rtx, "llama2-70b", ("rtx4090",), budget_usd=1e9)
+        s = s.with_changes(no_failures=draw == "rtx")
+    else:
+        kind, seed = draw.split("-")
+        s = (random_moe_scenario if kind == "moe" else random_scenario)(int(seed), cat)
+    res = solve_cpsat(s, time_limit_s=TIME_LIMIT_S)
+    assert res.status == "optimal"
+    quick = binding_constraints(s, res.best, res.candidates, effort=None)
+    monkeypatch.setattr(explain, "_adds_shapes_only", lambda *a: False)
+    monkeypatch.setattr(explain, "solve_cpsat", _uncapped(explain.solve_cpsat))
+    full = binding_constraints(s, res.best, res.candidates, effort=None)
+    assert [b.constraint for b in quick] == [b.constraint for b in full]
+    for q, f in zip(quick, full, strict=True):
+        assert q.improvement_if_relaxed == pytest.approx(f.improvement_if_relaxed, rel=1e-6)
+        assert (q.binding, q.exact) == (f.binding, f.exact)
+    if draw.startswith("rtx"):
+        assert quick[0].constraint == "tp_bandwidth" and quick[0].binding
+
+
+def _uncapped(solve):
+    """solve_cpsat without the time cap: the relaxed question solved to its optimum."""
+
+    def run(*args, **kwargs):
+        kwargs.pop("time_cap_days", None)
+        return solve(*args, **kwargs)
+
+    return run

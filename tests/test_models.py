@@ -736,3 +736,27 @@ def test_zoo_yaml_matches_zoo_function():
         (resources.files("models") / "data" / "zoo.yaml").read_text(encoding="utf-8")
     )
     assert set(raw) == set(zoo())
+
+
+def test_group_reduce_on_numbers_equals_the_array_form():
+    """models.step.group_reduce_s on two numbers (the bounds' per-shape call) returns a
+    float equal to the element of its numpy form, inside and across servers."""
+    import numpy as np
+
+    from models.step import StepCoefficients, group_reduce_s
+
+    c = StepCoefficients(
+        compute_mb_s=1.0, gemm_mb_s=1.0, tp_mb_s=0.0, cp_mb_s=0.0, pp=1, vp=1, cp=1,
+        replica_gpus=1, pp_send_bytes=0.0, pp_send_intra_s=0.0, pp_latency_s=0.0,
+        dp_bytes=3e9, dp_ranks_per_node=8, scale_up_bw_gb_per_s=450.0, gpus_per_node=8,
+        domain_gpus=8, network_efficiency=0.8, optimizer_s=0.1, zero=1,
+        zero3_gather_bytes=0.0, backward_mb_s=2.0, grad_overlap_s=0.0,
+    )  # fmt: skip
+    groups, bws = [1, 2, 8, 9, 64, 4096], [12.5, 50.0, 400.0]
+    for nbytes in (0.0, 1e6, 3e9):
+        table = group_reduce_s(c, nbytes, np.array(groups)[:, None], np.array(bws)[None, :])
+        for i, g in enumerate(groups):
+            for j, bw in enumerate(bws):
+                one = group_reduce_s(c, nbytes, g, bw)
+                assert isinstance(one, float)
+                assert one == table[i, j]

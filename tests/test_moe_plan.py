@@ -184,3 +184,25 @@ def test_saved_moe_plan_explains_with_its_ep(capsys, tmp_path):
     again = json.loads(out)["plans"][0]
     assert (again["ep"], again["etp"]) == (plan["ep"], plan["etp"])
     assert again["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_shared_dense_coefficients_change_no_moe_coefficient(seed, cat):
+    """A MoE candidate's step coefficients, computed with the dense part its EP x ETP
+    variants share (solvers/space.py _Source.dense_cache, at DP 1), equal those computed
+    from scratch at the shape's own probe layout, field by field."""
+    from dataclasses import asdict
+
+    from models.evaluate import with_profile
+    from models.expert import moe_step_coefficients
+
+    s = random_moe_scenario(seed, cat)
+    cands = enumerate_candidates(s)
+    r = random.Random(seed)
+    for cand in r.sample(cands, min(60, len(cands))):
+        src, shape = cand._source, cand.shape
+        a = with_profile(s.assumptions, src.gpu)
+        ref = moe_step_coefficients(
+            s.spec, shape.probe_layout(), shape.experts, s.seq_len, src.gpu, src.network, a
+        )
+        assert asdict(cand.coeffs) == asdict(ref), shape
