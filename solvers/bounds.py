@@ -24,7 +24,7 @@ from models.cost import (
 )
 from models.evaluate import cloud_usd
 from models.goodput import with_purchases
-from models.step import group_reduce_s
+from models.step import ep_nic_mb_s, group_reduce_s
 from models.units import days_from_seconds, seconds_from_days
 from solvers.families import REGISTRY
 from solvers.intmath import down
@@ -180,12 +180,19 @@ def budget_gpu_limit(scenario: Scenario, gpu) -> int:
     return scenario.memo[key]
 
 
-def stage_time_lower(cand: Candidate) -> float:
-    """A micro-batch's time through the slowest stage, the cheaper of both send regimes."""
+def stage_time_lower(cand: Candidate, node_gb_s: float | None = None) -> float:
+    """A micro-batch's time through the slowest stage, the cheaper of both send regimes;
+    with ``node_gb_s`` (the most scale-out GB/s a server of the shape may have), also the
+    expert dispatch that crosses the NICs, at that bandwidth (models.step.ep_nic_mb_s:
+    it only falls as the bandwidth grows)."""
     c = cand.coeffs
-    return min(
+    stage = min(
         c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s, c.stage_mb_s + 2 * c.vp * c.pp_latency_s
     )
+    if node_gb_s and (c.ep_nic_bytes > 0 or c.ep_nic_extra_bytes > 0 or c.ep_up_mb_s > 0):
+        share = nic_share(node_gb_s, c.gpus_per_node, c.network_efficiency)
+        stage += float(ep_nic_mb_s(c, share))
+    return stage
 
 
 def dp_bounds(scenario: Scenario, cand: Candidate) -> tuple[int, int]:
@@ -344,7 +351,8 @@ def time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> float:
     (A / (b hi) + (C + D_min + O / (hi cp)) / (b W_max)) (objective_lower_bound)."""
     b = cand.shape.micro_batch
     fixed, opt, w_hi = _step_fixed_lower(scenario, cand)
-    per_seq = stage_time_lower(cand) / (b * hi) + (fixed + opt / (hi * cand.coeffs.cp)) / (b * w_hi)
+    stage = stage_time_lower(cand, _most_node_gb_s(scenario, cand.shape.gpu))
+    per_seq = stage / (b * hi) + (fixed + opt / (hi * cand.coeffs.cp)) / (b * w_hi)
     return days_from_seconds(per_seq * scenario.sequences)
 
 
