@@ -47,9 +47,11 @@ columns map onto the model as follows:
   count since Megatron-LM 8873b55d6a (2025-03-06; models.flops.moe_flops_terms_per_token
   "megatron", which cites the formula), or ``megatron-full-square``, the count before it
   (the full s x s attention square: that plus one more attention-core term).
-- ``dispatcher`` (alltoall, deepep, hybridep) and ``routing`` (dropless, forced-balance,
-  not stated) are reported, not modelled: the model prices one all-to-all dispatcher at
-  balanced load.
+- ``dispatcher``: deepep and hybridep (Megatron's flex dispatcher) run with
+  ExpertLayout.dispatch_per_domain (a token crosses the NICs once per remote scale-up
+  domain, models/expert.py), alltoall without; ``--dispatch alltoall`` scores every row
+  as alltoall (the model before that mechanism). ``routing`` (dropless, forced-balance,
+  not stated) is reported, not modelled: ``expert_load`` stays 1.0 (balanced).
 
 Errors are reported per row and as the mean absolute error per model, GPU and precision.
 """
@@ -74,6 +76,7 @@ DATA = Path(__file__).resolve().parent / "data" / "published" / "published_runs.
 INDEPENDENT = Path(__file__).resolve().parent / "data" / "published" / "moe_independent.csv"
 RECOMPUTE = {"none": "none", "selective": "selective", "full": "full", "elementwise": "none"}
 CONVENTIONS = ("megatron-causal-half", "megatron-full-square")
+PER_DOMAIN_DISPATCHERS = ("deepep", "hybridep")  # Megatron's flex dispatcher backends
 GROK1 = {  # xai-org/grok-1 run.py / model.py (module docstring)
     "hidden": 6144,
     "heads": 48,
@@ -157,8 +160,9 @@ def skip_reason(row: dict[str, str]) -> str | None:
     return None
 
 
-def independent_layout(row: dict[str, str]) -> tuple[Layout, ExpertLayout]:
-    """The row's Layout and ExpertLayout (module docstring); its DP must fill its GPUs."""
+def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout, ExpertLayout]:
+    """The row's Layout and ExpertLayout (module docstring); its DP must fill its GPUs.
+    ``as_run`` False: the alltoall dispatcher whatever the row ran."""
     n = {k: int(row[k]) for k in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "num_gpus")}
     split = row["embedding_loss_in_split"] == "yes"
     layout = Layout(
@@ -178,21 +182,23 @@ def independent_layout(row: dict[str, str]) -> tuple[Layout, ExpertLayout]:
     if layout.num_gpus != n["num_gpus"]:
         raise ValueError(f"{row['name']}: TP x PP x DP x CP = {layout.num_gpus}, not the GPUs")
     overlap = 1.0 if row["ep_overlap"] == "yes" else 0.0
-    return layout, ExpertLayout(ep=n["ep"], etp=n["etp"], ep_overlap=overlap)
+    per_domain = as_run and row["dispatcher"] in PER_DOMAIN_DISPATCHERS
+    ex = ExpertLayout(ep=n["ep"], etp=n["etp"], ep_overlap=overlap, dispatch_per_domain=per_domain)
+    return layout, ex
 
 
-def predict_independent(row: dict[str, str]) -> tuple[float, float, dict]:
+def predict_independent(row: dict[str, str], as_run: bool = True) -> tuple[float, float, dict]:
     """(predicted, measured step seconds, breakdown) of one scorable independent row."""
     seq = int(row["seq_len"])
     spec = moe_zoo()[row["model"]].model_copy(update={"seq_len": seq})
-    layout, ex = independent_layout(row)
+    layout, ex = independent_layout(row, as_run)
     hw = Hardware.from_catalog(load_catalog().with_stack(MODERN_STACK), row["gpu"])
     ev = evaluate(spec, hw, layout, seq, assumptions=MODERN_ASSUMPTIONS, experts=ex)
     return float(ev.step_time_s), measured_step_s(row, spec), ev.breakdown.as_dict()
 
 
 def score_independent(
-    rows: list[dict[str, str]],
+    rows: list[dict[str, str]], as_run: bool = True
 ) -> tuple[list[tuple[dict[str, str], float, float, dict]], list[tuple[dict[str, str], str]]]:
     """(scored rows with predicted, measured and breakdown; skipped rows with the reason)."""
     scored, skipped = [], []
@@ -201,7 +207,7 @@ def score_independent(
         if reason:
             skipped.append((row, reason))
         else:
-            scored.append((row, *predict_independent(row)))
+            scored.append((row, *predict_independent(row, as_run)))
     return scored, skipped
 
 
@@ -210,11 +216,14 @@ def _top_parts(parts: dict) -> str:
     return ", ".join(f"{k} {v:.1f}" for k, v in top)
 
 
-def report_independent(rows: list[dict[str, str]]) -> dict[tuple[str, str, str], list[float]]:
+def report_independent(
+    rows: list[dict[str, str]], as_run: bool = True
+) -> dict[tuple[str, str, str], list[float]]:
     """Print the independent rows' errors; return the absolute errors per (model, GPU,
     precision)."""
-    scored, skipped = score_independent(rows)
-    print("Independent MoE runs (not fitted), bench/data/published/moe_independent.csv:")
+    scored, skipped = score_independent(rows, as_run)
+    how = "dispatchers as run" if as_run else "every row as the alltoall dispatcher"
+    print(f"Independent MoE runs (not fitted), bench/data/published/moe_independent.csv, {how}:")
     print(f"  {'run':44} {'tp/pp/ep/cp/vp':>14} {'measured':>9} {'predicted':>9} {'error':>7}"
           "  largest parts")  # fmt: skip
     groups: dict[tuple[str, str, str], list[float]] = {}
@@ -245,11 +254,15 @@ def main() -> None:
         "--set", choices=("all", "grok", "independent"), default="all",
         help="the Grok-1 calibration rows, the independent rows, or both",
     )  # fmt: skip
+    parser.add_argument(
+        "--dispatch", choices=("as-run", "alltoall"), default="as-run",
+        help="independent rows: each with its own dispatcher, or all as alltoall",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.set in ("all", "grok"):
         report_grok(args.expert_load)
     if args.set in ("all", "independent"):
-        report_independent(independent_rows())
+        report_independent(independent_rows(), args.dispatch == "as-run")
 
 
 def report_grok(expert_load: float) -> None:
