@@ -166,11 +166,7 @@ def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout
     n = {k: int(row[k]) for k in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "num_gpus")}
     split = row["embedding_loss_in_split"] == "yes"
     layout = Layout(
-        tp=n["tp"],
-        pp=n["pp"],
-        dp=n["dp"],
-        cp=n["cp"],
-        vp=n["vp"],
+        **{k: n[k] for k in ("tp", "pp", "dp", "cp", "vp")},
         micro_batch=int(row["micro_batch"]),
         global_batch=int(row["global_batch"]),
         recompute=RECOMPUTE[row["recompute"]],
