@@ -1,6 +1,7 @@
 """Predicted against published step times of mixture-of-experts runs (issue 17 item 7).
 
-Usage: python bench/moe_accuracy.py [--expert-load X]
+Usage: python bench/moe_accuracy.py [--set all|grok|independent] [--expert-load X]
+       [--dispatch as-run|alltoall]   (--expert-load applies to the Grok-1 rows only)
 
 The calibration set (bench/data/published/published_runs.csv, a copy of the shared
 published-runs set; none of its held-out sources is read) has two kinds of MoE rows:
@@ -245,7 +246,10 @@ def report_independent(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--expert-load", type=float, default=1.0)
+    parser.add_argument(
+        "--expert-load", type=float, default=1.0,
+        help="the Grok-1 rows' expert_load (the independent rows keep 1.0)",
+    )  # fmt: skip
     parser.add_argument(
         "--set", choices=("all", "grok", "independent"), default="all",
         help="the Grok-1 calibration rows, the independent rows, or both",
