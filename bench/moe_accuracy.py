@@ -1,6 +1,7 @@
 """Predicted against published step times of mixture-of-experts runs (issue 17 item 7).
 
-Usage: python bench/moe_accuracy.py [--expert-load X]
+Usage: python bench/moe_accuracy.py [--set all|grok|independent] [--expert-load X]
+       [--dispatch as-run|alltoall]   (--expert-load applies to the Grok-1 rows only)
 
 The calibration set (bench/data/published/published_runs.csv, a copy of the shared
 published-runs set; none of its held-out sources is read) has two kinds of MoE rows:
@@ -22,6 +23,38 @@ published-runs set; none of its held-out sources is read) has two kinds of MoE r
 Each row is evaluated with models.evaluate at its EP and ETP 1 on the megatron-core
 profile of the catalog, 8 x 400G NICs per server; the error is (predicted - measured) /
 measured, reported per row and as the mean absolute error per precision.
+
+Independent (not fitted) rows, bench/data/published/moe_independent.csv: public MoE
+measurements from sources outside the held-out list of the shared published-runs README
+and outside the calibration set (Megatron-LM's MoE README, MCore v0.8 / v0.9; NVIDIA's
+Megatron-MoE-ModelZoo best-practice scripts and tables), one row per measured figure with
+its source URL, commit and date, layout, and what was assumed (``notes``). Nothing is fitted
+to them: they are evaluated exactly as the model stands (catalog megatron-core profile,
+the catalog's default NIC at its largest count per server, ``expert_load`` 1.0), with
+the model from the zoo (models/data/moe_zoo.yaml) at the run's sequence length. Their
+columns map onto the model as follows:
+
+- ``recompute``: none, selective and full as Layout takes them; ``elementwise`` (Megatron's
+  ``--recompute-modules layernorm moe_act``: output-discarding recomputation of norms and
+  the MoE activation, no GEMM re-run) is evaluated as none; ``module: ...`` (the whole MoE
+  layer's forward re-run, all-to-alls included) has no equivalent and is not scored.
+- ``zero``: 1 for Megatron's distributed optimizer, 3 for Megatron-FSDP.
+- ``ep_overlap`` yes (``--overlap-moe-expert-parallel-comm``, the "1F1B overlap"):
+  ExpertLayout.ep_overlap 1.0, the all-to-alls hidden; no: 0.0 (models/expert.py).
+- ``embedding_loss_in_split`` yes: --account-for-embedding/loss-in-pipeline-split.
+- The measured step is ``step_time_s`` when the source prints one, else global batch x
+  sequence x Megatron's FLOPs per token / (TFLOP/s per GPU x GPUs), with the FLOP count
+  of the source's Megatron version (``flops_convention``): ``megatron-causal-half``, the
+  count since Megatron-LM 8873b55d6a (2025-03-06; models.flops.moe_flops_terms_per_token
+  "megatron", which cites the formula), or ``megatron-full-square``, the count before it
+  (the full s x s attention square: that plus one more attention-core term).
+- ``dispatcher``: deepep and hybridep (Megatron's flex dispatcher) run with
+  ExpertLayout.dispatch_per_domain (a token crosses the NICs once per remote scale-up
+  domain, models/expert.py), alltoall without; ``--dispatch alltoall`` scores every row
+  as alltoall (the model before that mechanism). ``routing`` (dropless, forced-balance,
+  not stated) is reported, not modelled: ``expert_load`` stays 1.0 (balanced).
+
+Errors are reported per row and as the mean absolute error per model, GPU and precision.
 """
 
 from __future__ import annotations
@@ -36,10 +69,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import load_catalog  # noqa: E402
 from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
-from models import Hardware, Layout, TransformerSpec, evaluate  # noqa: E402
+from models import Hardware, Layout, TransformerSpec, evaluate, flops  # noqa: E402
 from models.expert import ExpertLayout  # noqa: E402
+from models.zoo import moe_zoo  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "published" / "published_runs.csv"
+INDEPENDENT = Path(__file__).resolve().parent / "data" / "published" / "moe_independent.csv"
+RECOMPUTE = {"none": "none", "selective": "selective", "full": "full", "elementwise": "none"}
+CONVENTIONS = ("megatron-causal-half", "megatron-full-square")
+PER_DOMAIN_DISPATCHERS = ("deepep", "hybridep")  # Megatron's flex dispatcher backends
 GROK1 = {  # xai-org/grok-1 run.py / model.py (module docstring)
     "hidden": 6144,
     "heads": 48,
@@ -90,16 +128,150 @@ def predict(row: dict[str, str], expert_load: float) -> tuple[float, float, dict
     return float(ev.step_time_s), float(row["step_time_s"]), ev.breakdown.as_dict()
 
 
+def independent_rows(path: Path = INDEPENDENT) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def megatron_flops_per_token(spec: TransformerSpec, seq: int, convention: str) -> float:
+    """Megatron's training FLOPs per token under the source's FLOP count (module docstring)."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"flops_convention {convention!r}: one of {', '.join(CONVENTIONS)}")
+    terms = flops.moe_flops_terms_per_token(spec, seq)
+    if convention == "megatron-full-square":
+        return terms["megatron"] + terms["attention_core"]
+    return terms["megatron"]
+
+
+def measured_step_s(row: dict[str, str], spec: TransformerSpec) -> float:
+    """The row's step time: as printed, or from its TFLOP/s per GPU (module docstring)."""
+    if row["step_time_s"]:
+        return float(row["step_time_s"])
+    seq, gb, gpus = int(row["seq_len"]), int(row["global_batch"]), int(row["num_gpus"])
+    per_token = megatron_flops_per_token(spec, seq, row["flops_convention"])
+    return gb * seq * per_token / (float(row["tflops_per_gpu"]) * 1e12 * gpus)
+
+
+def skip_reason(row: dict[str, str]) -> str | None:
+    """Why an independent row cannot be scored, or None."""
+    if row["model"] not in moe_zoo():
+        return f"model {row['model']} is not in the zoo (see notes)"
+    if row["recompute"] not in RECOMPUTE:
+        return f"recompute {row['recompute']!r} has no equivalent in none/selective/full"
+    return None
+
+
+def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout, ExpertLayout]:
+    """The row's Layout and ExpertLayout (module docstring); its DP must fill its GPUs.
+    ``as_run`` False: the alltoall dispatcher whatever the row ran."""
+    n = {k: int(row[k]) for k in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "num_gpus")}
+    split = row["embedding_loss_in_split"] == "yes"
+    layout = Layout(
+        **{k: n[k] for k in ("tp", "pp", "dp", "cp", "vp")},
+        micro_batch=int(row["micro_batch"]),
+        global_batch=int(row["global_batch"]),
+        recompute=RECOMPUTE[row["recompute"]],
+        zero=int(row["zero"]),
+        precision=row["precision"],
+        embedding_in_split=split,
+        loss_in_split=split,
+    )
+    if layout.num_gpus != n["num_gpus"]:
+        raise ValueError(f"{row['name']}: TP x PP x DP x CP = {layout.num_gpus}, not the GPUs")
+    overlap = 1.0 if row["ep_overlap"] == "yes" else 0.0
+    per_domain = as_run and row["dispatcher"] in PER_DOMAIN_DISPATCHERS
+    ex = ExpertLayout(ep=n["ep"], etp=n["etp"], ep_overlap=overlap, dispatch_per_domain=per_domain)
+    return layout, ex
+
+
+def predict_independent(row: dict[str, str], as_run: bool = True) -> tuple[float, float, dict]:
+    """(predicted, measured step seconds, breakdown) of one scorable independent row."""
+    seq = int(row["seq_len"])
+    spec = moe_zoo()[row["model"]].model_copy(update={"seq_len": seq})
+    layout, ex = independent_layout(row, as_run)
+    hw = Hardware.from_catalog(load_catalog().with_stack(MODERN_STACK), row["gpu"])
+    ev = evaluate(spec, hw, layout, seq, assumptions=MODERN_ASSUMPTIONS, experts=ex)
+    return float(ev.step_time_s), measured_step_s(row, spec), ev.breakdown.as_dict()
+
+
+def score_independent(
+    rows: list[dict[str, str]], as_run: bool = True
+) -> tuple[list[tuple[dict[str, str], float, float, dict]], list[tuple[dict[str, str], str]]]:
+    """(scored rows with predicted, measured and breakdown; skipped rows with the reason)."""
+    scored, skipped = [], []
+    for row in rows:
+        reason = skip_reason(row)
+        if reason:
+            skipped.append((row, reason))
+        else:
+            scored.append((row, *predict_independent(row, as_run)))
+    return scored, skipped
+
+
+def _top_parts(parts: dict) -> str:
+    top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+    return ", ".join(f"{k} {v:.1f}" for k, v in top)
+
+
+def report_independent(
+    rows: list[dict[str, str]], as_run: bool = True
+) -> dict[tuple[str, str, str], list[float]]:
+    """Print the independent rows' errors; return the absolute errors per (model, GPU,
+    precision)."""
+    scored, skipped = score_independent(rows, as_run)
+    how = "dispatchers as run" if as_run else "every row as the alltoall dispatcher"
+    print(f"Independent MoE runs (not fitted), bench/data/published/moe_independent.csv, {how}:")
+    print(f"  {'run':44} {'tp/pp/ep/cp/vp':>14} {'measured':>9} {'predicted':>9} {'error':>7}"
+          "  largest parts")  # fmt: skip
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for row, pred, meas, parts in scored:
+        err = (pred - meas) / meas
+        groups.setdefault((row["model"], row["gpu"], row["precision"]), []).append(abs(err))
+        layout = "/".join(row[k] for k in ("tp", "pp", "ep", "cp", "vp"))
+        print(f"  {row['name'][:44]:44} {layout:>14} {meas:9.2f} {pred:9.2f} "
+              f"{100 * err:+6.1f}%  {_top_parts(parts)}")  # fmt: skip
+    print("  per model, GPU and precision (mean absolute error, worst):")
+    for (model, gpu, prec), errs in sorted(groups.items()):
+        print(f"    {model:16} {gpu:9} {prec:5} {len(errs):2} rows  "
+              f"{100 * statistics.mean(errs):5.1f}%  {100 * max(errs):5.1f}%")  # fmt: skip
+    for model in sorted({key[0] for key in groups}):
+        errs = [e for key, es in groups.items() if key[0] == model for e in es]
+        print(f"    {model:16} {'all':15} {len(errs):2} rows  "
+              f"{100 * statistics.mean(errs):5.1f}%  {100 * max(errs):5.1f}%")  # fmt: skip
+    print("  not scored:")
+    for row, reason in skipped:
+        print(f"    {row['name']}: {reason}")
+    return groups
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--expert-load", type=float, default=1.0)
+    parser.add_argument(
+        "--expert-load", type=float, default=1.0,
+        help="the Grok-1 rows' expert_load (the independent rows keep 1.0)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--set", choices=("all", "grok", "independent"), default="all",
+        help="the Grok-1 calibration rows, the independent rows, or both",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dispatch", choices=("as-run", "alltoall"), default="as-run",
+        help="independent rows: each with its own dispatcher, or all as alltoall",
+    )  # fmt: skip
     args = parser.parse_args()
-    print(f"Grok-1 proxy rows (dgxc-benchmarking v24.11.1), expert_load {args.expert_load}:")
+    if args.set in ("all", "grok"):
+        report_grok(args.expert_load)
+    if args.set in ("all", "independent"):
+        report_independent(independent_rows(), args.dispatch == "as-run")
+
+
+def report_grok(expert_load: float) -> None:
+    print(f"Grok-1 proxy rows (dgxc-benchmarking v24.11.1), expert_load {expert_load}:")
     print(f"  {'gpus':>5} {'prec':>4} {'L':>3} {'s':>5} {'tp/pp/cp/ep':>12} {'measured':>9} "
           f"{'predicted':>9} {'error':>7}  largest parts")  # fmt: skip
     errors: dict[str, list[float]] = {}
     for row in grok_rows():
-        pred, meas, parts = predict(row, args.expert_load)
+        pred, meas, parts = predict(row, expert_load)
         err = (pred - meas) / meas
         errors.setdefault(row["precision"].upper(), []).append(abs(err))
         top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]

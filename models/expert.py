@@ -26,6 +26,20 @@ divisibility). This module prices, per micro-batch on the busiest pipeline rank:
   (``dispatch_postprocess`` / ``combine_preprocess``): a ring all-gather of ETP x the
   received bytes per all-to-all. Moving EP 64 of an 8-GPU server's k_d = 8 off the
   server multiplies the time by (56/64) / (7/8) x bw_up / NIC share = bw_up / NIC share.
+- **Per-domain dispatch** ``dispatch_per_domain`` (default off): DeepEP's internode
+  kernels (Megatron-Core's ``flex`` dispatcher, ``--moe-enable-deepep``, and its HybridEP
+  backend) send a token over the NICs once to each remote scale-up domain that holds one
+  of its experts, to the GPU of the same in-domain index, which forwards it over the
+  scale-up link (DeepSeek-AI 2024, DeepSeek-V3 Technical Report, section 3.2.2: "we first
+  transmit tokens via IB to the GPUs with the same in-node index on their target nodes
+  ... then forwarded via NVLink"; deepseek-ai/DeepEP README, NVLink-to-RDMA forwarding).
+  With E experts spread evenly over the EP group's n = EP / k_d domains and top-k
+  routing uniform over the experts (balanced load), a token reaches
+  (n - 1) (1 - C(E - E/n, k) / C(E, k)) remote domains on average, against
+  k (EP - k_d) / EP expert copies for Megatron's ``alltoall`` dispatcher: the NIC bytes
+  of an all-to-all that leaves the domain scale by that ratio (0.45 for E 128, k 8, EP 32
+  over 8-GPU servers). The in-domain part and the forwarding on arrival are priced as
+  before (off: every routed copy is sent, as ``alltoall`` does).
 - **Exposed share** ``ep_overlap`` (default 0): Megatron-Core runs the all-to-alls on the
   compute stream unless ``--overlap-moe-expert-parallel-comm`` (batch-level overlap in
   the 1F1B stage, off by default at 000c4ac24f61) or ``--moe-shared-expert-overlap``
@@ -81,6 +95,7 @@ class ExpertLayout:
     expert_load: float = EXPERT_LOAD
     ep_overlap: float = EP_OVERLAP
     grouped_gemm_half_tokens: float | None = None  # None: the roofline's (module docstring)
+    dispatch_per_domain: bool = False  # DeepEP / HybridEP (module docstring)
 
 
 def tokens_per_gpu(layout: Layout, seq_len: int) -> float:
@@ -110,6 +125,20 @@ def all_to_all_s(
     inside = nbytes * (in_domain - 1) / ranks / up_bytes_s
     across = nbytes * (ranks - in_domain) / ranks / nic_bytes_s
     return max(inside, across) + lat
+
+
+def remote_domains_per_token(experts: int, k: int, ep: int, k_d: int) -> float:
+    """Expected remote scale-up domains one token's top-k experts fall in: the EP group's
+    experts spread evenly over ep / k_d domains, the k picks uniform without replacement
+    (module docstring, per-domain dispatch)."""
+    domains = ep / k_d
+    if domains <= 1 or k <= 0:
+        return 0.0
+    others = experts - experts / domains  # the experts outside one domain
+    miss = 1.0
+    for i in range(min(k, experts)):
+        miss *= max(others - i, 0.0) / (experts - i)
+    return (domains - 1) * (1.0 - miss)
 
 
 def rank_layers(spec: TransformerSpec, layout: Layout) -> list[tuple[int, int]]:
@@ -171,6 +200,9 @@ def dispatch_terms(
         else:
             up_s = nbytes * (k_d - 1) / ex.ep / up
             nic_bytes = nbytes * (ex.ep - k_d) / ex.ep
+            if ex.dispatch_per_domain and spec.experts:
+                copies = k * (ex.ep - k_d) / ex.ep
+                nic_bytes *= remote_domains_per_token(spec.experts, k, ex.ep, k_d) / copies
     if ex.etp > 1:
         if ex.etp <= scaleup.domain_gpus(gpu):
             fixed += comm.ring_gather_s(

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -21,9 +22,11 @@ from models.evaluate import Hardware, evaluate
 from models.expert import (
     ExpertLayout,
     all_to_all_s,
+    dispatch_terms,
     ep_comm_per_microbatch_s,
     grouped_gemm_efficiency,
     rank_layers,
+    remote_domains_per_token,
 )
 from models.layout import Layout
 from models.zoo import moe_zoo, zoo
@@ -112,6 +115,27 @@ def test_ep_comm_by_hand(hw):
     assert ep_comm_per_microbatch_s(
         spec, V3_LAYOUT, 4096, hw.gpu, hw.network, hidden
     ) == pytest.approx(expected * 0.75 * 1.2)
+
+
+def test_per_domain_dispatch_sends_a_token_once_per_remote_domain(hw):
+    """DeepEP's forwarding: DeepSeek-V3 (256 experts, top 8) at EP 64 over eight 8-GPU
+    servers sends (8 - 1) (1 - C(224, 8) / C(256, 8)) copies per token over the NICs, not
+    8 x 56 / 64; inside one server nothing changes."""
+    spec = moe_zoo()["deepseek-v3"]
+    per_copy = dispatch_terms(spec, V3_LAYOUT, 4096, hw.gpu, ExpertLayout(ep=64))
+    deepep = ExpertLayout(ep=64, dispatch_per_domain=True)
+    per_domain = dispatch_terms(spec, V3_LAYOUT, 4096, hw.gpu, deepep)
+    miss = math.comb(224, 8) / math.comb(256, 8)
+    assert remote_domains_per_token(256, 8, 64, 8) == pytest.approx(7 * (1 - miss), rel=1e-12)
+    ratio = 7 * (1 - miss) / (8 * 56 / 64)
+    assert per_domain.nic_bytes == pytest.approx(per_copy.nic_bytes * ratio, rel=1e-12)
+    assert ratio < 0.7
+    assert (per_domain.fixed_s, per_domain.up_s) == (per_copy.fixed_s, per_copy.up_s)
+    inside = ExpertLayout(ep=8, dispatch_per_domain=True)
+    assert dispatch_terms(spec, V3_LAYOUT, 4096, hw.gpu, inside) == dispatch_terms(
+        spec, V3_LAYOUT, 4096, hw.gpu, ExpertLayout(ep=8)
+    )
+    assert remote_domains_per_token(256, 8, 8, 8) == 0.0
 
 
 def test_all_to_all_split_between_domain_and_nics():

@@ -1,0 +1,82 @@
+"""The independent MoE rows of bench/moe_accuracy.py (issue 17 item 7): the data file
+parses, every row names its source, and the bench scores what it can (nothing fitted)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from helpers import load_bench
+from models.zoo import moe_zoo
+
+bench = load_bench("moe_accuracy.py", "bench_moe_accuracy")
+ROWS = bench.independent_rows()
+# the held-out sources of ../shared/reference/published-runs/README.md, as they appear in URLs
+HELD_OUT = (
+    "dgxc-benchmarking",
+    "performance_summary",
+    "performance-summary",
+    "megatron-bridge",
+    "automodel",
+    "examples/llama",
+    "mlperf",
+    "bloom",
+)
+
+
+def test_every_row_has_a_source_and_a_consistent_layout():
+    assert len(ROWS) >= 15
+    names = [r["name"] for r in ROWS]
+    assert len(set(names)) == len(names)
+    for r in ROWS:
+        assert r["source"].strip() and r["notes"].strip(), r["name"]
+        assert r["url"].startswith("https://github.com/"), r["name"]
+        assert re.fullmatch(r"[0-9a-f]{40}", r["commit"]) and r["commit"] in r["url"], r["name"]
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["date"]), r["name"]
+        assert not any(h in r["url"].lower() for h in HELD_OUT), r["name"]
+        degrees = [int(r[k]) for k in ("tp", "pp", "dp", "cp")]
+        assert degrees[0] * degrees[1] * degrees[2] * degrees[3] == int(r["num_gpus"]), r["name"]
+        assert bool(r["step_time_s"]) != bool(r["tflops_per_gpu"]), r["name"]
+        if r["tflops_per_gpu"]:
+            assert r["flops_convention"] in bench.CONVENTIONS, r["name"]
+
+
+def test_scoring_runs_on_every_row_the_model_can_take():
+    scored, skipped = bench.score_independent(ROWS)
+    assert len(scored) >= 10
+    for row, predicted, measured, parts in scored:
+        assert row["model"] in moe_zoo()
+        assert predicted > 0 and measured > 0, row["name"]
+        assert sum(parts.values()) == pytest.approx(predicted, rel=1e-6), row["name"]
+    for row, reason in skipped:
+        assert reason, row["name"]
+        assert row["model"] not in moe_zoo() or row["recompute"].startswith("module"), row["name"]
+    assert {r["model"] for r, *_ in scored} >= {"mixtral-8x7b", "mixtral-8x22b", "qwen3-235b-a22b"}
+
+
+def test_tflops_convert_with_the_sources_own_flop_count():
+    """The ModelZoo's Qwen3-235B table prints 17.6 s next to 276 TFLOP/s per GPU (256 H100,
+    GBS 2048 x 4,096 tokens): Megatron's count since 8873b55d6a reproduces the pairing."""
+    spec = moe_zoo()["qwen3-235b-a22b"]
+    row = {
+        "step_time_s": "",
+        "seq_len": "4096",
+        "global_batch": "2048",
+        "num_gpus": "256",
+        "tflops_per_gpu": "276",
+        "flops_convention": "megatron-causal-half",
+    }
+    assert bench.measured_step_s(row, spec) == pytest.approx(17.6, rel=0.01)
+    full = bench.megatron_flops_per_token(spec, 4096, "megatron-full-square")
+    half = bench.megatron_flops_per_token(spec, 4096, "megatron-causal-half")
+    assert full > half
+    with pytest.raises(ValueError, match="flops_convention"):
+        bench.megatron_flops_per_token(spec, 4096, "6ND")
+
+
+def test_a_layout_that_does_not_fill_its_gpus_is_refused():
+    row = dict(next(r for r in ROWS if bench.skip_reason(r) is None))
+    row["num_gpus"] = str(int(row["num_gpus"]) * 2)
+    with pytest.raises(ValueError, match="not the GPUs"):
+        bench.independent_layout(row)
