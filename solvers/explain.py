@@ -102,7 +102,6 @@ def binding_constraints(
     base = plan.objective
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     families = [f for f in REGISTRY if f.active(scenario)]
-    before = presolve(scenario, cands) if plan_proved else None
 
     def price(family: Family) -> tuple[float, bool]:
         relaxed = family.relax(scenario)
@@ -111,11 +110,10 @@ def binding_constraints(
             if relaxed.memory_scale == scenario.memory_scale
             else (with_memory_scale(relaxed, cands))
         )
-        alive = presolve(relaxed, space)
-        if before is not None and _adds_shapes_only(family, scenario, relaxed):
-            # the shapes the question already had keep their plans, the best of which is
-            # the proved optimum: only the shapes the rule kept out can improve on it
-            alive = _new_shapes(alive, before)
+        # a shape rule off: the shapes the question already had keep their plans, the
+        # best of which is the proved optimum; only the shapes it kept out can improve
+        admits = plan_proved and _adds_shapes_only(family, scenario, relaxed)
+        alive = presolve(relaxed, space, breaking=family.name if admits else None)
         # no shape of the relaxed question can beat the plan: nothing to re-solve
         if not may_beat(relaxed, alive, base):
             return base, True
@@ -169,13 +167,6 @@ def _adds_shapes_only(family: Family, scenario: Scenario, relaxed: Scenario) -> 
         and relaxed.memory_scale == scenario.memory_scale
         and relaxed.enforced == scenario.enforced - {family.name}
     )
-
-
-def _new_shapes(alive: Presolved, before: Presolved) -> Presolved:
-    """The presolved shapes of ``alive`` that ``before`` did not have, with their ranges."""
-    had = {id(c) for c in before.candidates}
-    keep = [i for i, c in enumerate(alive.candidates) if id(c) not in had]
-    return Presolved([alive.candidates[i] for i in keep], [alive.dp_ranges[i] for i in keep])
 
 
 # ----------------------------------------------------------------- conflicts

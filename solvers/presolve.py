@@ -106,18 +106,25 @@ def _gather(cands: list[Candidate]) -> _Columns:
 
 
 def presolve(
-    scenario: Scenario, candidates: list[Candidate], cheap_only: bool = False
+    scenario: Scenario,
+    candidates: list[Candidate],
+    cheap_only: bool = False,
+    breaking: str | None = None,
 ) -> Presolved:
     """The candidates the enforced shape rules and memory allow and whose DP range
     (bounds.dp_bounds) is not empty, with that range. ``cheap_only``: only among the
     shapes whose memory bound needs no performance-model call (a quick subset, for a
-    witness of feasibility before the whole space is bounded)."""
+    witness of feasibility before the whole space is bounded). ``breaking``: only among
+    the shapes that break that shape rule (switched off in ``scenario``: the shapes it
+    admits; every other shape presolves as it did with the rule on)."""
     if not candidates:
         return Presolved([], [])
     col = _columns(candidates)
     enforced = scenario.enforced
     blocked = sum(bit for name, bit in _RULE_BITS.items() if name in enforced)
     ok = (col.rules & blocked) == 0
+    if breaking is not None:
+        ok &= (col.rules & _RULE_BITS[breaking]) != 0
     # the upper end first (cheap, per GPU type): a shape it empties needs no memory bound
     # or stage time (each computed lazily), and those only raise the lower end
     limits = [dp_limits(scenario, g) for g in col.gpu_names]

@@ -387,3 +387,32 @@ def _uncapped(solve):
         return solve(*args, **kwargs)
 
     return run
+
+
+def test_presolve_of_a_rule_off_keeps_only_the_shapes_it_admits(cat):
+    """presolve(..., breaking=rule) on the question with the rule off is exactly the
+    presolved shapes that the question with the rule on did not have, same ranges."""
+    from helpers import random_scenario
+    from solvers.families import SHAPE_RULES
+    from solvers.presolve import presolve
+    from solvers.space import enumerate_candidates
+
+    checked = 0
+    for seed in range(8):
+        s = random_scenario(seed, cat)
+        cands = enumerate_candidates(s)
+        had = {id(c) for c in presolve(s, cands).candidates}
+        for rule in SHAPE_RULES:
+            if not rule.active(s):
+                continue
+            relaxed = rule.relax(s)
+            full = presolve(relaxed, cands)
+            new = [
+                (c.shape, r)
+                for c, r in zip(full.candidates, full.dp_ranges, strict=True)
+                if id(c) not in had
+            ]
+            got = presolve(relaxed, cands, breaking=rule.name)
+            assert list(zip([c.shape for c in got.candidates], got.dp_ranges, strict=True)) == new
+            checked += len(new)
+    assert checked > 0
