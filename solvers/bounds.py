@@ -341,9 +341,13 @@ def objective_lower_bound(
     gpu_seconds_per_sequence at the GPU's hourly price; TCO: tco_lower_bound."""
     lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)  # bounds: dp_bounds'
     hi = max(1, hi)
-    if scenario.objective == "time":
-        return time_lower_bound(scenario, cand, hi)
-    return cost_lower_bound(scenario, cand, lo)
+    key = ("objective_lower_bound", cand.shape, lo, hi)  # a probe and its re-solve share it
+    if key not in scenario.memo:
+        if scenario.objective == "time":
+            scenario.memo[key] = time_lower_bound(scenario, cand, hi)
+        else:
+            scenario.memo[key] = cost_lower_bound(scenario, cand, lo)
+    return scenario.memo[key]
 
 
 def time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> float:
