@@ -316,7 +316,8 @@ def expert_options(spec, tp: int, gpu: GPUSpec) -> list[tuple[int, int]]:
 
 
 def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> frozenset[str]:
-    """The shape rules (solvers/families: tp_bandwidth, tp_domain, divisibility) it breaks."""
+    """The shape rules (solvers/families: tp_bandwidth, tp_domain, divisibility, ep_domain
+    with --ep-in-domain) it breaks."""
     return frozenset(f.name for f in SHAPE_RULES if f.violated_by(scenario, shape, gpu))
 
 
@@ -388,6 +389,7 @@ def _space_key(scenario: Scenario) -> tuple:
         scenario.max_virtual_stages,
         scenario.assumptions.model_dump_json(),
         tuple(f.active(scenario) for f in SHAPE_RULES),
+        scenario.ep_in_domain,  # ep_domain's shape rule (solvers/families/ep_domain.py)
         scenario.memory_scale,
     )
 
@@ -436,7 +438,8 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
             for rc in scenario.recompute_modes
             if not (flash and rc == "selective" and "none" in scenario.recompute_modes)
         ]
-        # the structural rules do not look at the micro-batch or the recomputation
+        # the structural rules do not look at the micro-batch or the recomputation (ep_domain's
+        # looks at EP and ETP)
         structural: dict[tuple, frozenset[str]] = {}
         blocked: dict[tuple, bool] = {}  # by an enforced structural family
         micro_batches = micro_batch_options(scenario)
@@ -460,7 +463,7 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                                 # keep), stop once no unblocked (recompute, precision) fits:
                                 # memory grows with the micro-batch, so no larger one would
                                 if mb > STRUCTURAL_MICRO_BATCHES[-1] and all(
-                                    blocked.get((tp, cp, pp, vp, prec, split), False)
+                                    blocked.get((tp, cp, pp, vp, prec, split, ep, etp), False)
                                     or (rc, prec) in never_fits
                                     for rc in recompute_modes
                                     for prec in precisions
@@ -471,7 +474,7 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                                         shape = Shape(
                                             gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp
                                         )
-                                        key = (tp, cp, pp, vp, prec, split)
+                                        key = (tp, cp, pp, vp, prec, split, ep, etp)
                                         if key not in structural:
                                             found = structural_violations(scenario, shape, gpu)
                                             structural[key] = found

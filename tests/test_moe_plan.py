@@ -25,6 +25,7 @@ from solvers.cpsat import solve_cpsat
 from solvers.cpsat_model import build
 from solvers.exhaustive import solve_exhaustive
 from solvers.explain import binding_constraints
+from solvers.families.ep_domain import ep_domains
 from solvers.scenario import Scenario
 from solvers.space import enumerate_candidates, expert_options
 
@@ -184,3 +185,30 @@ def test_saved_moe_plan_explains_with_its_ep(capsys, tmp_path):
     again = json.loads(out)["plans"][0]
     assert (again["ep"], again["etp"]) == (plan["ep"], plan["etp"])
     assert again["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-12)
+
+
+# --ep-in-domain (solvers/families/ep_domain.py): the request is a shape rule both solvers
+# keep. Seeds whose optimum without it spreads EP over scale-up domains, then a few where
+# it does not; the other seeds run with --run-slow.
+EP_SPREAD_SEEDS = (16, 21, 36)
+EP_IN_DOMAIN_QUICK = (*EP_SPREAD_SEEDS, 4, 6, 10)
+
+
+def _in_domain_params():
+    rest = [s for s in range(N_RANDOM) if s not in EP_IN_DOMAIN_QUICK]
+    return [pytest.param(s, id=f"seed{s}") for s in EP_IN_DOMAIN_QUICK] + [
+        pytest.param(s, marks=[pytest.mark.slow], id=f"seed{s}") for s in rest
+    ]
+
+
+@pytest.mark.parametrize("seed", _in_domain_params())
+def test_cpsat_matches_exhaustive_with_the_ep_group_in_one_domain(seed, cat):
+    s = random_moe_scenario(seed, cat).with_changes(ep_in_domain=True)
+    ref = solve_exhaustive(s)
+    got = solve_cpsat(s, time_limit_s=30.0)
+    for plan in assert_solvers_agree(ref, got, REL_TOL):
+        assert ep_domains(plan, s) == 1
+    if seed in EP_SPREAD_SEEDS:  # the request is what keeps the optimum inside
+        off = solve_exhaustive(s.with_changes(ep_in_domain=False))
+        assert ep_domains(off.best, s) > 1
+        assert off.best.objective < ref.best.objective
