@@ -100,6 +100,12 @@ def test_a_plan_across_domains_violates_the_request(wide, tmp_path, capsys):
     code, out, err = run_main(capsys, ["explain", str(saved)])
     assert code == 1
     assert "ep_domain" in err and "--ep-in-domain keeps the EP group inside one" in err
+    # an answer saved before the option (no key) asked for no request: the plan holds
+    del doc["question"]["ep_in_domain"]
+    saved.write_text(json.dumps(doc))
+    code, out, err = run_main(capsys, ["explain", str(saved), "--json"])
+    assert code == 0, err
+    assert json.loads(out)["question"]["ep_in_domain"] is False
 
 
 def test_the_binding_request_is_priced(wide):
