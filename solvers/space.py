@@ -438,9 +438,8 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
             for rc in scenario.recompute_modes
             if not (flash and rc == "selective" and "none" in scenario.recompute_modes)
         ]
-        # the structural rules do not look at the micro-batch or the recomputation, nor at EP
-        # and ETP but for ep_domain's request (--ep-in-domain): then those join the key
-        by_ep = scenario.ep_in_domain and spec.is_moe
+        # the structural rules do not look at the micro-batch or the recomputation (nor at EP
+        # and ETP, but for ep_domain's --ep-in-domain: then they join the key, ``experts``)
         structural: dict[tuple, frozenset[str]] = {}
         blocked: dict[tuple, bool] = {}  # by an enforced structural family
         micro_batches = micro_batch_options(scenario)
@@ -459,7 +458,7 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                             # memory grows with the micro-batch: (recompute, precision) -> the
                             # smallest micro-batch that never fits
                             never_fits: dict[tuple[str, str], int] = {}
-                            experts = (ep, etp) if by_ep else ()
+                            experts = (ep, etp) if scenario.ep_in_domain else ()
                             for mb in micro_batches:
                                 # above the sizes searched before (which explain's diagnoses
                                 # keep), stop once no unblocked (recompute, precision) fits:

@@ -18,21 +18,15 @@ import json
 
 import pytest
 
-from helpers import run_main
-from models.spec import TransformerSpec
+from helpers import run_main, wide_moe_scenario
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.explain import binding_constraints
 from solvers.families import BY_NAME
 from solvers.families.ep_domain import REQUEST_RELAXATION, ep_domains
 from solvers.plan import build_plan
-from solvers.scenario import Scenario
 
-# 128 experts on 8-GPU servers: without the request the best plan spreads EP over servers
-WIDE = TransformerSpec(
-    name="wide-moe", layers=2, hidden=4096, heads=32, vocab=32000, seq_len=2048,
-    experts=128, experts_per_token=8, expert_ffn_hidden=2048,
-)  # fmt: skip
+# helpers.WIDE_MOE as a spec file: without the request its best plan spreads EP over servers
 WIDE_YAML = (
     "layers: 2\nhidden: 4096\nheads: 32\nvocab: 32000\nseq_len: 2048\n"
     "experts: 128\nexperts_per_token: 8\nexpert_ffn_hidden: 2048\n"
@@ -48,21 +42,7 @@ HUGE_YAML = (
 @pytest.fixture(scope="module")
 def wide(cat):
     """(question with the request, its optimum, the optimum without the request)."""
-    s = Scenario(
-        spec=WIDE,
-        catalog=cat,
-        seq_len=WIDE.seq_len,
-        tokens=5e10,
-        gpus=("rtx4090",),
-        nics=("cx6-200g",),
-        objective="time",
-        pricing="capex",
-        budget_usd=4e6,
-        max_batch_tokens=2**21,
-        micro_batches=(1, 2),
-        recompute_modes=("none",),
-        ep_in_domain=True,
-    )
+    s = wide_moe_scenario(cat, ep_in_domain=True)
     return s, solve_cpsat(s, time_limit_s=60.0), solve_cpsat(s.with_changes(ep_in_domain=False))
 
 

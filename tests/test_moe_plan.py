@@ -19,7 +19,7 @@ import random
 
 import pytest
 
-from helpers import assert_solvers_agree, random_scenario, run_main
+from helpers import assert_solvers_agree, random_scenario, run_main, wide_moe_scenario
 from models.spec import TransformerSpec
 from solvers.cpsat import solve_cpsat
 from solvers.cpsat_model import build
@@ -109,24 +109,7 @@ def test_dense_question_keeps_its_decision_space(cat):
 @pytest.fixture(scope="module")
 def crossing(cat):
     """A MoE model too large for 24 GB GPUs at EP 8: its best plan spreads EP over servers."""
-    spec = TransformerSpec(
-        name="wide-moe", layers=2, hidden=4096, heads=32, vocab=32000, seq_len=2048,
-        experts=128, experts_per_token=8, expert_ffn_hidden=2048,
-    )  # fmt: skip
-    s = Scenario(
-        spec=spec,
-        catalog=cat,
-        seq_len=spec.seq_len,
-        tokens=5e10,
-        gpus=("rtx4090",),
-        nics=("cx6-200g",),
-        objective="time",
-        pricing="capex",
-        budget_usd=4e6,
-        max_batch_tokens=2**21,
-        micro_batches=(1, 2),
-        recompute_modes=("none",),
-    )
+    s = wide_moe_scenario(cat)
     return s, solve_cpsat(s, time_limit_s=60.0)
 
 
