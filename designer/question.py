@@ -360,6 +360,15 @@ class Question(NumbersNotBools):
             "failures but the same checkpoint model).",
         ),
     ] = 1.0
+    # expert parallelism (solvers/families/ep_domain.py; README "Mixture-of-experts")
+    ep_in_domain: Annotated[
+        bool,
+        Meta("--ep-in-domain", legacy=False),
+        Field(
+            description="Keep a mixture-of-experts plan's EP group inside one scale-up domain "
+            "(the token all-to-all never crosses the NICs); a dense model is unchanged."
+        ),
+    ] = False
 
     @field_validator(
         *("tokens", "budget", "deadline", "max_racks", "max_gpus"),

@@ -108,10 +108,10 @@ def build_scenario(
     no_failures: bool = False,
     checkpoint_every: float | None = None,
     failure_scale: float = 1.0,
+    ep_in_domain: bool = False,
     **facility: float | None,
 ) -> Scenario:
-    """The Scenario a question asks (keyword arguments: the question's fields, parsed;
-    ``facility``: pue, usd_per_kwh, rack_power_kw, oversubscription, lifetime_years)."""
+    """The Scenario a question asks (its fields, parsed; ``facility``: FACILITY_OPTIONS)."""
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
     cat = _question_catalog(tuple(catalog_files), stack, facility)
     gpu_caps = gpu_caps or {}
@@ -153,6 +153,7 @@ def build_scenario(
             unmeasured=unmeasured,
             max_virtual_stages=max_virtual_stages,
             **_goodput(no_failures, checkpoint_every, failure_scale),
+            ep_in_domain=ep_in_domain,
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err

@@ -151,9 +151,8 @@ def binding_constraints(
         slack, unit, detail = family.slack(scenario, plan)
         pct = 100.0 * gain / base if base else 0.0
         decided = plan_proved or exact
-        out.append(
-            Binding(family.name, slack, unit, detail, family.relaxation, gain, pct, exact, decided)
-        )
+        how = family.relaxation_in(scenario)  # ep_domain's depends on --ep-in-domain
+        out.append(Binding(family.name, slack, unit, detail, how, gain, pct, exact, decided))
     out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
 

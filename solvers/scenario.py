@@ -77,6 +77,8 @@ class Scenario:
     no_failures: bool = True
     checkpoint_every_min: float | None = None  # --checkpoint-every; None: Young's optimum
     failure_scale: float = 1.0  # the catalog's interruption rates times this (a study axis)
+    # a MoE plan's EP group inside one scale-up domain (--ep-in-domain; the ep_domain family)
+    ep_in_domain: bool = False
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 

@@ -338,7 +338,8 @@ def expert_options(spec, tp: int, gpu: GPUSpec) -> list[tuple[int, int]]:
 
 
 def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> frozenset[str]:
-    """The shape rules (solvers/families: tp_bandwidth, tp_domain, divisibility) it breaks."""
+    """The shape rules (solvers/families: tp_bandwidth, tp_domain, divisibility, ep_domain
+    with --ep-in-domain) it breaks."""
     return frozenset(f.name for f in SHAPE_RULES if f.violated_by(scenario, shape, gpu))
 
 
@@ -410,6 +411,7 @@ def _space_key(scenario: Scenario) -> tuple:
         scenario.max_virtual_stages,
         scenario.assumptions.model_dump_json(),
         tuple(f.active(scenario) for f in SHAPE_RULES),
+        scenario.ep_in_domain and scenario.spec.is_moe,  # ep_domain's shape rule's request
         scenario.memory_scale,
     )
 
@@ -458,7 +460,8 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
             for rc in scenario.recompute_modes
             if not (flash and rc == "selective" and "none" in scenario.recompute_modes)
         ]
-        # the structural rules do not look at the micro-batch or the recomputation
+        # the structural rules do not look at the micro-batch or the recomputation (nor at EP
+        # and ETP, but for ep_domain's --ep-in-domain: then they join the key, ``experts``)
         structural: dict[tuple, frozenset[str]] = {}
         blocked: dict[tuple, bool] = {}  # by an enforced structural family
         micro_batches = micro_batch_options(scenario)
@@ -477,12 +480,13 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                             # memory grows with the micro-batch: (recompute, precision) -> the
                             # smallest micro-batch that never fits
                             never_fits: dict[tuple[str, str], int] = {}
+                            experts = (ep, etp) if scenario.ep_in_domain else ()
                             for mb in micro_batches:
                                 # above the sizes searched before (which explain's diagnoses
                                 # keep), stop once no unblocked (recompute, precision) fits:
                                 # memory grows with the micro-batch, so no larger one would
                                 if mb > STRUCTURAL_MICRO_BATCHES[-1] and all(
-                                    blocked.get((tp, cp, pp, vp, prec, split), False)
+                                    blocked.get((tp, cp, pp, vp, prec, split, *experts), False)
                                     or (rc, prec) in never_fits
                                     for rc in recompute_modes
                                     for prec in precisions
@@ -493,7 +497,7 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                                         shape = Shape(
                                             gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp
                                         )
-                                        key = (tp, cp, pp, vp, prec, split)
+                                        key = (tp, cp, pp, vp, prec, split, *experts)
                                         if key not in structural:
                                             found = structural_violations(scenario, shape, gpu)
                                             structural[key] = found

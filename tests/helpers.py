@@ -194,6 +194,33 @@ def prime_scenario(cat) -> Scenario:
     )
 
 
+# 128 experts of a 4K-wide model on 8-GPU rtx4090 servers at $4M: the best plan spreads EP
+# over servers (test_moe_plan's NIC pricing; --ep-in-domain in test_ep_in_domain)
+WIDE_MOE = TransformerSpec(
+    name="wide-moe", layers=2, hidden=4096, heads=32, vocab=32000, seq_len=2048,
+    experts=128, experts_per_token=8, expert_ffn_hidden=2048,
+)  # fmt: skip
+
+
+def wide_moe_scenario(cat, **changes) -> Scenario:
+    """WIDE_MOE's question (time under $4M, one GPU and NIC type, a narrow space)."""
+    s = Scenario(
+        spec=WIDE_MOE,
+        catalog=cat,
+        seq_len=WIDE_MOE.seq_len,
+        tokens=5e10,
+        gpus=("rtx4090",),
+        nics=("cx6-200g",),
+        objective="time",
+        pricing="capex",
+        budget_usd=4e6,
+        max_batch_tokens=2**21,
+        micro_batches=(1, 2),
+        recompute_modes=("none",),
+    )
+    return s.with_changes(**changes)
+
+
 # --- plans to launch (test_launch_round_trip, test_launch_flags) -----------------------------
 
 

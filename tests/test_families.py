@@ -37,7 +37,12 @@ def test_registry_is_complete_and_ordered():
     assert FAMILIES == NAMES == tuple(f.name for f in REGISTRY)
     assert len(set(NAMES)) == len(NAMES)
     assert len({f.position for f in REGISTRY}) == len(REGISTRY)
-    assert {f.name for f in SHAPE_RULES} == {"tp_bandwidth", "tp_domain", "divisibility"}
+    assert {f.name for f in SHAPE_RULES} == {
+        "tp_bandwidth",
+        "tp_domain",
+        "divisibility",
+        "ep_domain",
+    }
     assert set(BY_NAME) == set(NAMES)
 
 
@@ -133,20 +138,21 @@ def test_hooks_behave_on_a_feasible_plan(family, loose, loose_plan, loose_moe):
 
 
 def test_shape_rules_match_the_evaluator(cat):
-    """A shape a rule forbids is one the performance model reports as violating it."""
+    """A shape a rule forbids is one the plan reports as violating it (the performance
+    model's check, or the family's own: ep_domain's --ep-in-domain)."""
     from solvers.space import enumerate_candidates
 
     twelve = SPEC.model_copy(update={"name": "tiny-12-heads", "heads": 12, "kv_heads": 12})
     off = frozenset(f.name for f in SHAPE_RULES)
     seen = set()
-    for spec in (SPEC, twelve):
-        s = small(cat, spec=spec, gpus=("h100-sxm", "l40s"))
+    for spec, in_domain in ((SPEC, False), (twelve, False), (MOE_SPEC, True)):
+        s = small(cat, spec=spec, gpus=("h100-sxm", "l40s"), ep_in_domain=in_domain)
         for cand in enumerate_candidates(s.with_changes(disabled=off)):
             gpu = cat.gpu(cand.shape.gpu)
             for rule in SHAPE_RULES:
                 if rule.violated_by(s, cand.shape, gpu):
                     seen.add(rule.name)
-                    plan = build_plan(s, _config(cand.shape, cand.shape.pp))
+                    plan = build_plan(s, _config(cand.shape, cand.shape.pp, cand.shape.dp_step))
                     assert rule.name in {v.constraint for v in plan.violations}
                     assert not rule.admits(s, _grid(cand, gpu))
     assert seen == {f.name for f in SHAPE_RULES}  # the space holds shapes each rule forbids
@@ -158,10 +164,10 @@ def _grid(cand, gpu):
     return Grid(cand, gpu, 8, None, None, None, None, None, None)
 
 
-def _config(shape, microbatches):
+def _config(shape, microbatches, dp=1):
     from solvers.plan import Config
 
-    return Config(shape, "cx7-400g", 8, 1, max(1, microbatches))
+    return Config(shape, "cx7-400g", 8, dp, max(1, microbatches))
 
 
 # --------------------------------------------------- agreement at each limit x (1 +- 1e-6)

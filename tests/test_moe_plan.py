@@ -19,12 +19,13 @@ import random
 
 import pytest
 
-from helpers import assert_solvers_agree, random_scenario, run_main
+from helpers import assert_solvers_agree, random_scenario, run_main, wide_moe_scenario
 from models.spec import TransformerSpec
 from solvers.cpsat import solve_cpsat
 from solvers.cpsat_model import build
 from solvers.exhaustive import solve_exhaustive
 from solvers.explain import binding_constraints
+from solvers.families.ep_domain import ep_domains
 from solvers.scenario import Scenario
 from solvers.space import enumerate_candidates, expert_options
 
@@ -108,24 +109,7 @@ def test_dense_question_keeps_its_decision_space(cat):
 @pytest.fixture(scope="module")
 def crossing(cat):
     """A MoE model too large for 24 GB GPUs at EP 8: its best plan spreads EP over servers."""
-    spec = TransformerSpec(
-        name="wide-moe", layers=2, hidden=4096, heads=32, vocab=32000, seq_len=2048,
-        experts=128, experts_per_token=8, expert_ffn_hidden=2048,
-    )  # fmt: skip
-    s = Scenario(
-        spec=spec,
-        catalog=cat,
-        seq_len=spec.seq_len,
-        tokens=5e10,
-        gpus=("rtx4090",),
-        nics=("cx6-200g",),
-        objective="time",
-        pricing="capex",
-        budget_usd=4e6,
-        max_batch_tokens=2**21,
-        micro_batches=(1, 2),
-        recompute_modes=("none",),
-    )
+    s = wide_moe_scenario(cat)
     return s, solve_cpsat(s, time_limit_s=60.0)
 
 
@@ -206,3 +190,30 @@ def test_shared_dense_coefficients_change_no_moe_coefficient(seed, cat):
             s.spec, shape.probe_layout(), shape.experts, s.seq_len, src.gpu, src.network, a
         )
         assert asdict(cand.coeffs) == asdict(ref), shape
+
+
+# --ep-in-domain (solvers/families/ep_domain.py): the request is a shape rule both solvers
+# keep. Seeds whose optimum without it spreads EP over scale-up domains, then a few where
+# it does not; the other seeds run with --run-slow.
+EP_SPREAD_SEEDS = (16, 21, 36)
+EP_IN_DOMAIN_QUICK = (*EP_SPREAD_SEEDS, 4, 6, 10)
+
+
+def _in_domain_params():
+    rest = [s for s in range(N_RANDOM) if s not in EP_IN_DOMAIN_QUICK]
+    return [pytest.param(s, id=f"seed{s}") for s in EP_IN_DOMAIN_QUICK] + [
+        pytest.param(s, marks=[pytest.mark.slow], id=f"seed{s}") for s in rest
+    ]
+
+
+@pytest.mark.parametrize("seed", _in_domain_params())
+def test_cpsat_matches_exhaustive_with_the_ep_group_in_one_domain(seed, cat):
+    s = random_moe_scenario(seed, cat).with_changes(ep_in_domain=True)
+    ref = solve_exhaustive(s)
+    got = solve_cpsat(s, time_limit_s=30.0)
+    for plan in assert_solvers_agree(ref, got, REL_TOL):
+        assert ep_domains(plan, s) == 1
+    if seed in EP_SPREAD_SEEDS:  # the request is what keeps the optimum inside
+        off = solve_exhaustive(s.with_changes(ep_in_domain=False))
+        assert ep_domains(off.best, s) > 1
+        assert off.best.objective < ref.best.objective

@@ -80,6 +80,7 @@ FIELD_VALUES = {
     "no_failures": st.booleans(),
     "checkpoint_every": _optional(st.floats(0.01, 1e6)),
     "failure_scale": st.floats(0, 1e4),
+    "ep_in_domain": st.booleans(),
 }
 
 

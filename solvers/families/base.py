@@ -149,6 +149,11 @@ class Family:
         """The question with this family relaxed by its stated step (``relaxation``)."""
         raise NotImplementedError
 
+    def relaxation_in(self, s: Scenario) -> str:
+        """The relaxation step in words on question ``s`` (``relaxation`` unless the family's
+        rule depends on a question setting: ep_domain's --ep-in-domain)."""
+        return self.relaxation
+
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
         """Shape rules: whether the shape breaks the rule whatever d, m and NICs are."""
         raise NotImplementedError
@@ -191,7 +196,7 @@ class Rule(Family):
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
         relaxed = self.relax(s)
         if search.ok(relaxed, search.active - {self.name}):
-            return Fix(self.name, self.relaxation, relaxed)
+            return Fix(self.name, self.relaxation_in(s), relaxed)
         return None
 
 
