@@ -43,6 +43,17 @@ def scenario(models, cat, model: str, gpus: tuple[str, ...], **kw) -> Scenario:
     )
 
 
+def rtx_question(models, tmp_path_factory) -> Scenario:
+    """The seed article's RTX 4090 (330 TFLOP/s, 32 GB/s) training Llama 2 70B on $1B."""
+    cat = catalog_with(
+        tmp_path_factory,
+        "rtx",
+        "gpus:\n  rtx4090:\n    dense_bf16_tflops: 330\n"
+        "    scale_up_bw_gb_per_s_per_direction: 32\n",
+    )
+    return scenario(models, cat, "llama2-70b", ("rtx4090",), budget_usd=1e9)
+
+
 def ranking(s: Scenario):
     res = solve_cpsat(s, time_limit_s=TIME_LIMIT_S)
     assert res.status == "optimal", res.status
@@ -171,13 +182,7 @@ def test_nic_slots_bound_dp_heavy_is_not_first(models, tmp_path_factory):
 def test_tp_bandwidth_bound(models, tmp_path_factory):
     """The seed article's RTX 4090 (330 TFLOP/s, 32 GB/s): 3h x bw / peak = 2.4 caps TP at 2
     for Llama 2 70B; lifting the rule is worth the most."""
-    cat = catalog_with(
-        tmp_path_factory,
-        "rtx",
-        "gpus:\n  rtx4090:\n    dense_bf16_tflops: 330\n"
-        "    scale_up_bw_gb_per_s_per_direction: 32\n",
-    )
-    s = scenario(models, cat, "llama2-70b", ("rtx4090",), budget_usd=1e9)
+    s = rtx_question(models, tmp_path_factory)
     res, binding = ranking(s)
     assert_first(binding, "tp_bandwidth")
     b = binding[0]
@@ -354,14 +359,7 @@ def test_shape_rule_prices_from_the_new_shapes_alone(
     from test_moe_plan import random_moe_scenario
 
     if draw.startswith("rtx"):
-        rtx = catalog_with(
-            tmp_path_factory,
-            "rtx",
-            "gpus:\n  rtx4090:\n    dense_bf16_tflops: 330\n"
-            "    scale_up_bw_gb_per_s_per_direction: 32\n",
-        )
-        s = scenario(models, rtx, "llama2-70b", ("rtx4090",), budget_usd=1e9)
-        s = s.with_changes(no_failures=draw == "rtx")
+        s = rtx_question(models, tmp_path_factory).with_changes(no_failures=draw == "rtx")
     else:
         kind, seed = draw.split("-")
         s = (random_moe_scenario if kind == "moe" else random_scenario)(int(seed), cat)
