@@ -25,10 +25,11 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from solvers.bounds import shared_bounds
 from solvers.cpsat import _solver, solve_cpsat
 from solvers.cpsat_model import build
 from solvers.exhaustive import best_for_candidate
-from solvers.families import BY_NAME, NAMES, REGISTRY
+from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES
 from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, Plan, build_plan
@@ -234,18 +235,72 @@ def infeasible_core(
     bench/explain.py --random than the deletions it saved: its model had no bound to
     use.)"""
     active = [f for f in NAMES if scenario.active(f)]
-    if _feasible(scenario, set(active), cands, time_limit_s) is not False:
+    known = _Outcomes()
+    first = known.check(scenario, set(active), cands, time_limit_s)
+    if first is not False:
         return []
-    return _shrink(scenario, active, cands, time_limit_s)
+    return _shrink(scenario, active, cands, time_limit_s, known)
+
+
+class _Outcomes:
+    """The decided feasibility of one question under subsets of its families. Switching a
+    family off only removes constraints, so infeasible with a set means infeasible with
+    every superset, and feasible with a set means feasible with every subset: a test
+    these answer is not run again, and the answer is the one it would have given."""
+
+    def __init__(self) -> None:
+        self.infeasible: list[frozenset[str]] = []
+        self.feasible: list[frozenset[str]] = []
+
+    def known(self, fams: set[str]) -> bool | None:
+        if any(fams >= bad for bad in self.infeasible):
+            return False
+        if any(fams <= good for good in self.feasible):
+            return True
+        return None
+
+    def check(
+        self, scenario: Scenario, fams: set[str], cands: list[Candidate], time_limit_s: float
+    ) -> bool | None:
+        """_feasible, answered from what is known when it can be."""
+        found = self.known(fams)
+        if found is None:
+            found = _feasible(scenario, fams, cands, time_limit_s)
+            if found is not None:
+                (self.feasible if found else self.infeasible).append(frozenset(fams))
+        return found
+
+
+# families whose absence lets most shapes through presolve: a question without them
+# bounds every shape (its step time, its cost), one with them few
+_PRUNING = frozenset({"memory", *(f.name for f in SHAPE_RULES)})
 
 
 def _shrink(
-    scenario: Scenario, core: list[str], cands: list[Candidate], time_limit_s: float
+    scenario: Scenario,
+    core: list[str],
+    cands: list[Candidate],
+    time_limit_s: float,
+    known: _Outcomes | None = None,
 ) -> list[str]:
-    """Deletion: drop a member while the rest is still infeasible (each shrink verified)."""
+    """Deletion: drop a member while the rest is still infeasible (each shrink verified).
+
+    A trial that has lost a pruning family (memory, a shape rule: it bounds most shapes)
+    is first answered, when it can be, by the question with only the member dropped (a
+    superset: its presolve keeps few shapes): feasible there, the trial is feasible."""
+    known = known if known is not None else _Outcomes()
+    everything = set(core)
     for fam in list(core):
         trial = set(core) - {fam}
-        if _feasible(scenario, trial, cands, time_limit_s) is False:
+        probe = everything - {fam}
+        if (
+            known.known(trial) is None
+            and (everything - trial) & _PRUNING
+            and probe != trial
+            and known.check(scenario, probe, cands, time_limit_s) is True
+        ):
+            continue  # trial is a subset of probe: feasible
+        if known.check(scenario, trial, cands, time_limit_s) is False:
             core = sorted(trial)
     return sorted(core)
 
@@ -299,10 +354,12 @@ def explain_infeasible(
     scenario: Scenario, time_limit_s: float = 30.0, candidates: list[Candidate] | None = None
 ) -> Conflict:
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
-    core = infeasible_core(scenario, cands, time_limit_s)
-    fixes = [
-        f
-        for f in (smallest_fix(scenario, fam, cands, time_limit_s) for fam in core)
-        if f is not None
-    ]
+    # every question the explanation derives shares its shapes' bounds (bounds.shared_bounds)
+    with shared_bounds():
+        core = infeasible_core(scenario, cands, time_limit_s)
+        fixes = [
+            f
+            for f in (smallest_fix(scenario, fam, cands, time_limit_s) for fam in core)
+            if f is not None
+        ]
     return Conflict(core, fixes)
