@@ -25,9 +25,9 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from solvers.bounds import shared_bounds
+from solvers.bounds import objective_lower_bound, shared_bounds
 from solvers.cpsat import _solver, solve_cpsat
-from solvers.cpsat_model import build
+from solvers.cpsat_model import Formulation, build
 from solvers.exhaustive import best_for_candidate
 from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES
 from solvers.families.base import Family, Fix
@@ -191,12 +191,7 @@ def _feasible(
         return False
     if len(pre.candidates) != len(quick.candidates) and _witness(s, pre):
         return True
-    # a feasibility question: the presolved DP ranges, no objective bounds (a TCO bound
-    # over thousands of shapes and every NIC option costs seconds, and decides nothing),
-    # and the time objective (the constraints do not depend on it; the cloud cost
-    # objective is built one GPU type at a time)
-    timed = s if s.objective == "time" else s.with_changes(objective="time")
-    form = build(timed, pre.candidates, bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)))
+    form = _feasibility_model(s, pre)
     solver = _solver(time_limit_s, 1)
     code = solver.solve(form.model)
     if code == cp_model.MODEL_INVALID:
@@ -206,6 +201,29 @@ def _feasible(
     if code == cp_model.INFEASIBLE:
         return False
     return None
+
+
+def _feasibility_model(s: Scenario, pre: Presolved) -> Formulation:
+    """A feasibility question's model: the presolved DP ranges, no objective bounds (a TCO
+    bound over thousands of shapes and every NIC option costs seconds, and decides
+    nothing), and the time objective (the constraints do not depend on it; the cloud cost
+    objective is built one GPU type at a time). Except under a TCO budget: there each
+    shape's TCO lower bound (bounds.tco_lower_bound) is a cut on the cost, as in the cost
+    objective's model (solve_cpsat's), and it decides what the budget allows (without
+    it, CP-SAT proves a budget just under a plan's cost over every shape, seconds: the
+    budget's fix, solvers/families/base.py other_objective_fix, asks exactly that). Less
+    1e-6 of itself (the cloud cut's margin: the model's integer cost may round below the
+    float bound, and intmath.down forgives 1e-9 upward), so that it never rules out a
+    plan the model without it admits."""
+    if s.pricing == "tco" and s.active("budget"):
+        costed = s if s.objective == "cost" else s.with_changes(objective="cost")
+        lbs = [
+            objective_lower_bound(costed, cand, dp) * (1 - 1e-6)
+            for cand, dp in zip(pre.candidates, pre.dp_ranges, strict=True)
+        ]
+        return build(costed, pre.candidates, bounds=(pre.dp_ranges, lbs))
+    timed = s if s.objective == "time" else s.with_changes(objective="time")
+    return build(timed, pre.candidates, bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)))
 
 
 def _witness(s: Scenario, pre: Presolved, tries: int = 4) -> bool:

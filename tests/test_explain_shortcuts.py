@@ -17,6 +17,7 @@ import itertools
 
 import numpy as np
 import pytest
+from ortools.sat.python import cp_model
 
 import solvers.bounds as bounds
 import solvers.explain as explain
@@ -31,6 +32,7 @@ from solvers.bounds import (
     too_slow_by_gemm,
 )
 from solvers.cpsat import solve_cpsat
+from solvers.cpsat_model import build
 from solvers.families import NAMES
 from solvers.presolve import presolve
 from solvers.space import enumerate_candidates, with_memory_scale
@@ -39,7 +41,8 @@ agreement = load_bench("agreement.py", "bench_agreement")
 
 # Questions of bench/agreement.py --full's generator (small models), varied so that the
 # shortcuts act: a deadline a GPU cap makes too tight, a deadline that failures make too
-# tight, a deadline with a cloud budget (each has a conflict: the test checks it)
+# tight, a deadline with a cloud budget (each has a conflict: the test checks it); the
+# plain ones include TCO budgets (explain._feasibility_model's cuts)
 VARIANTS = {
     "plain": {},
     "cap": dict(deadline_days=0.05, max_gpus=8, budget_usd=None, power_cap_mw=None),
@@ -59,6 +62,9 @@ CONFLICTS = (
     (0, "plain"),
     (5, "plain"),
     (22, "plain"),
+    (10, "plain"),
+    (13, "plain"),
+    (20, "plain"),
     (0, "cap"),
     (5, "cap"),
     (18, "cap"),
@@ -274,3 +280,46 @@ def test_deletion_answers_as_plain_deletion(monkeypatch):
             # then makes it feasible, which the probe without only that member shows: no
             # question without memory and without either is ever tested
             assert not any("memory" not in c and not {"deadline", "budget"} <= c for c in calls)
+
+
+def _model_feasible(form) -> bool:
+    code = cp_model_solver().solve(form.model)
+    assert code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.INFEASIBLE), code
+    return code != cp_model.INFEASIBLE
+
+
+def cp_model_solver():
+    from solvers.cpsat import _solver
+
+    return _solver(60.0, 1)
+
+
+@pytest.mark.parametrize("seed", (1, 10, 13, 20, 22, 35))
+def test_tco_budget_cuts_keep_the_models_answer(seed):
+    """Under a TCO budget the feasibility model carries each shape's TCO lower bound as a
+    cut (explain._feasibility_model); at budgets around the cheapest plan's cost (the
+    budget fix's nudges, where the model's rounding decides) it answers as the model
+    without cuts does."""
+    s = small_question(seed).with_changes(pricing="tco")
+    active = {f for f in NAMES if s.active(f)}
+    cheapest = solve_cpsat(
+        explain._only(s, active - {"budget"}).with_changes(objective="cost"), time_limit_s=60.0
+    )
+    assert cheapest.best is not None
+    cands = enumerate_candidates(s)
+    answers = set()
+    for nudge in (-1e-3, -1e-6, 0.0, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3):
+        q = s.with_changes(budget_usd=cheapest.best.cost_usd * (1 + nudge))
+        pre = presolve(q, cands)
+        if not pre.candidates:
+            answers.add(False)
+            continue
+        plain = build(
+            q.with_changes(objective="time"),
+            pre.candidates,
+            bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)),
+        )
+        cut = explain._feasibility_model(q, pre)
+        answers.add(_model_feasible(cut))
+        assert _model_feasible(cut) == _model_feasible(plain), nudge
+    assert answers == {False, True}
