@@ -186,7 +186,8 @@ def _feasible(
     quick = presolve(s, cands, cheap_only=True)
     if quick.candidates and _witness(s, quick):
         return True
-    pre = presolve(s, cands)
+    # (the quick presolve is the whole one when no shape's memory bound was left out)
+    pre = quick if quick.complete else presolve(s, cands)
     if not pre.candidates:
         return False
     if len(pre.candidates) != len(quick.candidates) and _witness(s, pre):

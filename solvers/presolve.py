@@ -33,6 +33,9 @@ class Presolved:
 
     candidates: list[Candidate]
     dp_ranges: list[tuple[int, int]]
+    # False: a cheap_only presolve left out shapes whose memory bound was not cheap (the
+    # whole presolve may keep more); True: it is the whole presolve
+    complete: bool = True
 
 
 _RULE_BITS = {f.name: 1 << i for i, f in enumerate(SHAPE_RULES)}
@@ -149,9 +152,12 @@ def presolve(
     hi = hi // col.dp_step * col.dp_step
     ok &= hi >= 1
     lo = np.ones(len(candidates))
+    complete = True
     if "memory" in enforced:
         if cheap_only:
-            ok &= col.memory_cheap(ok)
+            cheap = col.memory_cheap(ok)
+            complete = bool(cheap[ok].all())
+            ok &= cheap
         floor = col.memory_floor(ok)
         ok &= floor > 0
         lo = np.where(ok, floor, 1).astype(float)
@@ -168,7 +174,8 @@ def presolve(
         out = ruled_out(scenario, [candidates[i] for i in idx], lo[idx].tolist(), hi[idx].tolist())
         ok[idx] = ~np.array(out, dtype=bool)
     keep = np.flatnonzero(ok)
-    return Presolved([candidates[i] for i in keep], [(int(lo[i]), int(hi[i])) for i in keep])
+    ranges = [(int(lo[i]), int(hi[i])) for i in keep]
+    return Presolved([candidates[i] for i in keep], ranges, complete)
 
 
 def _gemm_screen(
