@@ -306,16 +306,18 @@ def _shrink(
 
     A trial that has lost a pruning family (memory, a shape rule: it bounds most shapes)
     is first answered, when it can be, by the question with only the member dropped (a
-    superset: its presolve keeps few shapes): feasible there, the trial is feasible."""
+    superset: its presolve keeps few shapes): feasible there, the trial is feasible. Not
+    when the member is a pruning family itself (that question admits shapes whose memory
+    bound nobody has computed, and such a member is seldom needed)."""
     known = known if known is not None else _Outcomes()
     everything = set(core)
     for fam in list(core):
         trial = set(core) - {fam}
         probe = everything - {fam}
         if (
-            known.known(trial) is None
+            fam not in _PRUNING
             and (everything - trial) & _PRUNING
-            and probe != trial
+            and known.known(trial) is None
             and known.check(scenario, probe, cands, time_limit_s) is True
         ):
             continue  # trial is a subset of probe: feasible

@@ -1,12 +1,14 @@
 """The conflict explanation's shortcuts change no answer (issue 22: explaining any infeasible
 question under 5 s).
 
-Three shortcuts: presolve rules shapes out by their GEMM time before computing their step
+Shortcuts: presolve rules shapes out by their GEMM time before computing their step
 time (presolve._gemm_screen, bounds.too_slow_by_gemm); the questions one explanation
 derives share their shapes' deadline and budget answers (bounds.shared_bounds), keyed by
 every input those read; the deletion loop answers a test from a decided superset or subset
 of families (explain._Outcomes) and tries the superset with only the member dropped first
-(explain._shrink). Each is checked against the computation without it, on the random
+(explain._shrink); a TCO budget's feasibility model carries the shapes' cost bounds
+(explain._feasibility_model); a fix's bisection asks its upper end after a few failed
+probes (families.base.bisect). Each is checked against the computation without it, on the random
 questions of bench/agreement.py's generator (small models) and on one question varied
 along every input the shared keys hold."""
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from ortools.sat.python import cp_model
 
 import solvers.bounds as bounds
 import solvers.explain as explain
+import solvers.families.base as family_base
 import solvers.presolve as presolve_module
 from designer.questions import build_scenario
 from helpers import load_bench
@@ -323,3 +327,46 @@ def test_tco_budget_cuts_keep_the_models_answer(seed):
         answers.add(_model_feasible(cut))
         assert _model_feasible(cut) == _model_feasible(plain), nudge
     assert answers == {False, True}
+
+
+def _plain_bisect(feasible, lo, hi, integer, rel=0.01):
+    """bisect as it was before it asked its upper end early (the reference)."""
+    step = max(1.0 if integer else abs(lo) * 0.01, 1e-12)
+    upper, probe = None, lo
+    while probe < hi:
+        probe = min(hi, lo + step)
+        if integer:
+            probe = math.ceil(probe)
+        if feasible(probe):
+            upper = probe
+            break
+        lo, step = probe, step * 2
+    if upper is None:
+        return None
+    hi = upper
+    while (hi - lo > 1) if integer else (hi - lo > rel * hi):
+        mid = (lo + hi) // 2 if integer else (lo + hi) / 2
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@pytest.mark.parametrize("integer", (False, True))
+def test_bisect_answers_as_before_and_stops_early_when_nothing_fits(integer):
+    """On monotone questions bisect gives what it gave before asking its upper end early;
+    with no fix below the upper end it stops after a few probes instead of ~20."""
+    lo, hi = (100.0, 1e6) if not integer else (8, 2**20)
+    for threshold in (100.5, 101, 150, 1e3, 5e4, 999_999, 1e6, 2e6):
+        calls: list[float] = []
+
+        def feasible(x, threshold=threshold, calls=calls):
+            calls.append(x)
+            return x >= threshold
+
+        got = family_base.bisect(feasible, lo, hi, integer)
+        assert got == _plain_bisect(lambda x, t=threshold: x >= t, lo, hi, integer), threshold
+        if threshold > hi:
+            assert got is None
+            assert len(calls) == family_base.BISECT_TRIES_BEFORE_HI + 1
