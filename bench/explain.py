@@ -23,13 +23,10 @@ from __future__ import annotations
 import argparse
 import shlex
 import statistics
-import subprocess
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 
 from agreement import describe, full_question
-from side_by_side import ROOT, compare, run_timed
+from side_by_side import ROOT, compare, run_timed, worktree
 
 COMMANDS = [
     ["optimize", "--model", "llama3-405b", "--budget", "100K"],
@@ -85,36 +82,24 @@ def main_random(seeds: list[int]) -> None:
 def main_seeds(seeds: list[int], against: str, repeat: int) -> None:
     """Each seed's question in this tree and in ``against``, alternately (medians, ratio)."""
     questions = infeasible_questions(seeds)
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "base"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(base), against],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
+    with worktree(against) as base:
+        print(
+            f"seed  {'this tree (wall / CPU s)':>26}  {against + ' (wall / CPU s)':>26}  CPU ratio"
         )
-        try:
+        for seed, args in questions:
+            runs: dict[str, list[tuple[float, float]]] = {"this": [], "base": []}
+            for _ in range(repeat):
+                runs["this"].append(run_timed(ROOT, args, ok_codes=(1,)))
+                runs["base"].append(run_timed(base, args, ok_codes=(1,)))
+            med = {
+                k: tuple(statistics.median(t[i] for t in v) for i in (0, 1))
+                for k, v in runs.items()
+            }
+            ratio = med["this"][1] / med["base"][1]
             print(
-                f"seed  {'this tree (wall / CPU s)':>26}  {against + ' (wall / CPU s)':>26}  CPU ratio"
-            )
-            for seed, args in questions:
-                runs: dict[str, list[tuple[float, float]]] = {"this": [], "base": []}
-                for _ in range(repeat):
-                    runs["this"].append(run_timed(ROOT, args, ok_codes=(1,)))
-                    runs["base"].append(run_timed(base, args, ok_codes=(1,)))
-                med = {
-                    k: tuple(statistics.median(t[i] for t in v) for i in (0, 1))
-                    for k, v in runs.items()
-                }
-                ratio = med["this"][1] / med["base"][1]
-                print(
-                    f"{seed:4d}  {med['this'][0]:11.2f} / {med['this'][1]:6.2f}     "
-                    f"{med['base'][0]:11.2f} / {med['base'][1]:6.2f}     {ratio:6.2f}",
-                    flush=True,
-                )
-        finally:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, capture_output=True
+                f"{seed:4d}  {med['this'][0]:11.2f} / {med['this'][1]:6.2f}     "
+                f"{med['base'][0]:11.2f} / {med['base'][1]:6.2f}     {ratio:6.2f}",
+                flush=True,
             )
 
 
