@@ -6,6 +6,7 @@ the ratio is the figure to compare (machines are noisy), the seconds are context
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import statistics
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +52,28 @@ def run_timed(tree: Path, args: list[str], ok_codes: tuple[int, ...] = (0,)) -> 
     return wall, cpu
 
 
+@contextlib.contextmanager
+def worktree(rev: str) -> Iterator[Path]:
+    """A detached git worktree of ``rev`` in a temporary folder, removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(base), rev],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        try:
+            yield base
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(base)],
+                cwd=ROOT,
+                check=False,
+                capture_output=True,
+            )
+
+
 def compare(
     commands: list[list[str]],
     against: str | None,
@@ -57,32 +81,16 @@ def compare(
     ok_codes: tuple[int, ...] = (0,),
 ) -> None:
     """Run every command ``repeat`` times in each tree, interleaved; print medians and ratios."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
         trees = {"this tree": ROOT}
         if against:
-            base = Path(tmp) / "base"
-            subprocess.run(
-                ["git", "worktree", "add", "--detach", str(base), against],
-                cwd=ROOT,
-                check=True,
-                capture_output=True,
-            )
-            trees[against] = base
-        try:
-            times: dict[tuple[str, str], list[float]] = {}
-            for _ in range(repeat):
-                for cmd in commands:
-                    for name, tree in trees.items():
-                        took = run_once(tree, cmd, ok_codes)
-                        times.setdefault((name, " ".join(cmd)), []).append(took)
-        finally:
-            if against:
-                subprocess.run(
-                    ["git", "worktree", "remove", "--force", str(trees[against])],
-                    cwd=ROOT,
-                    check=False,
-                    capture_output=True,
-                )
+            trees[against] = stack.enter_context(worktree(against))
+        times: dict[tuple[str, str], list[float]] = {}
+        for _ in range(repeat):
+            for cmd in commands:
+                for name, tree in trees.items():
+                    took = run_once(tree, cmd, ok_codes)
+                    times.setdefault((name, " ".join(cmd)), []).append(took)
     print(f"median of {repeat} fresh processes each (s):")
     for cmd in commands:
         key = " ".join(cmd)

@@ -8,6 +8,10 @@ to skip re-solves that cannot improve the objective.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import NamedTuple
 
 import numpy as np
 
@@ -272,6 +276,31 @@ def site_gpu_limit(scenario: Scenario, gpu) -> int:
     return scenario.memo[key]
 
 
+class _TimeTerms(NamedTuple):
+    """What the time bounds read from the question for the shapes of one GPU type."""
+
+    sequences: float
+    ceiling_seqs: int | None  # the enforced batch ceiling in sequences; None: none
+    node_gb_s: float | None  # every NIC slot of the fastest NIC the server takes (None: no NIC)
+    dp_overlap: float
+
+
+def _time_terms(scenario: Scenario, gpu_name: str) -> _TimeTerms:
+    key = ("time_terms", gpu_name)
+    if key not in scenario.memo:
+        fitting = scenario.nics_for(gpu_name) or nic_specs(scenario)
+        node_gb_s = _most_node_gb_s(scenario, gpu_name) if fitting else None
+        ceiling = (
+            down(scenario.ceiling_tokens / scenario.seq_len)
+            if scenario.active("batch_ceiling")
+            else None
+        )
+        scenario.memo[key] = _TimeTerms(
+            scenario.sequences, ceiling, node_gb_s, scenario.assumptions.dp_overlap
+        )
+    return scenario.memo[key]
+
+
 def _step_fixed_lower(
     scenario: Scenario, cand: Candidate, node_gb_s: float | None = None
 ) -> tuple[float, float, float]:
@@ -280,17 +309,23 @@ def _step_fixed_lower(
     exposed gradient reduction at the smallest DP degree (it grows with the degree)
     over ``node_gb_s`` of scale-out bandwidth per server (default: every NIC slot of
     the fastest NIC its server takes, at its most NICs), O the unsharded optimizer step."""
+    terms = _time_terms(scenario, cand.shape.gpu)
+    return _fixed_lower(cand, cand.dp_floor(scenario), terms, node_gb_s)
+
+
+def _fixed_lower(
+    cand: Candidate, floor: int, terms: _TimeTerms, node_gb_s: float | None = None
+) -> tuple[float, float, float]:
+    """_step_fixed_lower of a shape whose smallest DP degree is ``floor``, from the
+    question's terms alone."""
     s, c = cand.shape, cand.coeffs
-    g = scenario.catalog.gpu(s.gpu)
     w_hi = (  # micro-batches per step: b x W sequences fit the ceiling
-        down(scenario.ceiling_tokens / scenario.seq_len) // s.micro_batch
-        if scenario.active("batch_ceiling")
-        else GPU_CAP**2
+        terms.ceiling_seqs // s.micro_batch if terms.ceiling_seqs is not None else GPU_CAP**2
     )
     if node_gb_s is None:
-        node_gb_s = _most_node_gb_s(scenario, g.name)
-    d_min = float(group_reduce_s(c, c.dp_bytes, cand.dp_floor(scenario) * c.cp, node_gb_s))
-    d_min = max(0.0, d_min - c.dp_window_s(scenario.assumptions.dp_overlap))
+        node_gb_s = terms.node_gb_s
+    d_min = float(group_reduce_s(c, c.dp_bytes, floor * c.cp, node_gb_s))
+    d_min = max(0.0, d_min - c.dp_window_s(terms.dp_overlap))
     return c.bubble_s + d_min, c.optimizer_s, max(1, w_hi)
 
 
@@ -353,11 +388,17 @@ def objective_lower_bound(
 def time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> float:
     """The least time (days) of any plan of this shape with d <= ``hi``: sequences x
     (A / (b hi) + (C + D_min + O / (hi cp)) / (b W_max)) (objective_lower_bound)."""
+    return _time_lower(cand, hi, cand.dp_floor(scenario), _time_terms(scenario, cand.shape.gpu))
+
+
+def _time_lower(cand: Candidate, hi: int, floor: int, terms: _TimeTerms) -> float:
+    """time_lower_bound from the question's terms alone (``floor``: the shape's smallest
+    DP degree)."""
     b = cand.shape.micro_batch
-    fixed, opt, w_hi = _step_fixed_lower(scenario, cand)
-    stage = stage_time_lower(cand, _most_node_gb_s(scenario, cand.shape.gpu))
+    fixed, opt, w_hi = _fixed_lower(cand, floor, terms)
+    stage = stage_time_lower(cand, terms.node_gb_s)
     per_seq = stage / (b * hi) + (fixed + opt / (hi * cand.coeffs.cp)) / (b * w_hi)
-    return days_from_seconds(per_seq * scenario.sequences)
+    return days_from_seconds(per_seq * terms.sequences)
 
 
 def too_slow(scenario: Scenario, cand: Candidate, hi: int) -> bool:
@@ -365,17 +406,83 @@ def too_slow(scenario: Scenario, cand: Candidate, hi: int) -> bool:
     its least time, by the GEMM-only bound first (gemm_lower_bound's, cheap) and then
     expected_time_lower_bound, exceeds the deadline. (The deadline's lower end of the DP range
     counts the stage time alone; this counts the bubble, the gradient reduction and the
-    optimizer step too, at the most DP degrees and micro-batches the range allows.)"""
+    optimizer step too, at the most DP degrees and micro-batches the range allows.)
+
+    Within shared_bounds, the answer is shared by every question whose terms are the same
+    (the key holds every input _too_slow_of reads)."""
     if not scenario.active("deadline"):
         return False
     key = ("too_slow", cand.shape, hi)
     if key not in scenario.memo:
-        limit = scenario.deadline * (1 + 1e-9)
-        gemm = days_from_seconds(
-            scenario.sequences * cand.gemm_mb_s / (cand.shape.micro_batch * max(1, hi))
-        )
-        scenario.memo[key] = gemm > limit or expected_time_lower_bound(scenario, cand, hi) > limit
+        scenario.memo[key] = _too_slow_in(scenario, cand, hi, _table("too_slow", scenario, cand))
     return scenario.memo[key]
+
+
+def _too_slow_in(scenario: Scenario, cand: Candidate, hi: int, table: dict | None) -> bool:
+    """too_slow, found in (or added to) a shared table of the question's terms when there
+    is one (_table: keyed by the shape's root candidate, ``hi`` and its DP floor)."""
+    key = _shape_key("too_slow", scenario, cand, hi)
+    if table is not None:
+        found = table.get(key)
+        if found is not None:
+            return found
+    # its inputs are the keys' parts themselves: a key holds every one by construction
+    _, limit, terms, overhead = _table_key("too_slow", scenario, cand.shape.gpu)
+    _, _, floor = key
+    found = _too_slow_of(cand, hi, floor, limit, terms, overhead)
+    if table is not None:
+        table[key] = found
+    return found
+
+
+def _too_slow_of(
+    cand: Candidate,
+    hi: int,
+    floor: int,
+    limit: float,
+    terms: _TimeTerms,
+    overhead: tuple[float, float] | None,
+) -> bool:
+    """too_slow from its inputs alone: the deadline (``limit`` days, its tolerance
+    included), the question's terms, the least failure overhead on the shape's GPU."""
+    s = cand.shape
+    gemm = days_from_seconds(terms.sequences * cand.gemm_mb_s / (s.micro_batch * max(1, hi)))
+    return bool(
+        gemm > limit
+        or _gemm_too_slow(
+            terms.sequences, limit, overhead, cand.gemm_mb_s, s.micro_batch, s.replica_gpus, hi
+        )
+        or _expected_time_lower(cand, hi, floor, terms, overhead) > limit
+    )
+
+
+def too_slow_by_gemm(scenario: Scenario, gpu: str, gemm_mb_s, micro_batch, replica_gpus, hi):
+    """A sufficient test for too_slow that needs no step coefficients (element-wise on
+    numpy arrays of shapes on ``gpu``): expected_time_lower_bound with the GEMM time G
+    for the stage time A (A >= G: models.step.StepCoefficients.stage_mb_s adds
+    non-negative terms to G) and sequences x G / (b hi) for the ideal time (which
+    time_lower_bound's other terms only raise), so (1 + a) sequences G / (b hi) +
+    c replica sequences G / b, with (a, c) of _least_overhead, never exceeds it. Less
+    1e-12 of itself (the rounding of the operations done in another order), it
+    exceeding the deadline rules the shape out without the performance model's step
+    time (presolve tests it on every shape a reduced question lets through)."""
+    return _gemm_too_slow(
+        scenario.sequences,
+        scenario.deadline * (1 + 1e-9),
+        _least_overhead(scenario, gpu),
+        gemm_mb_s,
+        micro_batch,
+        replica_gpus,
+        hi,
+    )
+
+
+def _gemm_too_slow(sequences, limit, overhead, gemm_mb_s, micro_batch, replica_gpus, hi):
+    """too_slow_by_gemm from its inputs alone."""
+    a, c = overhead if overhead is not None else (0.0, 0.0)
+    ideal = days_from_seconds(sequences * gemm_mb_s / (micro_batch * np.maximum(1, hi)))
+    gpu_days = days_from_seconds(replica_gpus * sequences * gemm_mb_s / micro_batch)
+    return ((1.0 + a) * ideal + c * gpu_days) * (1 - 1e-12) > limit
 
 
 def expected_time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> float:
@@ -385,14 +492,31 @@ def expected_time_lower_bound(scenario: Scenario, cand: Candidate, hi: int) -> f
     A the stage time of one micro-batch): the restarts' share grows with the GPUs as the
     time falls, so a deadline rules out shapes that only a huge cluster would meet. With
     the most hot spares and the fastest checkpoint storage a plan may buy."""
-    ideal = time_lower_bound(scenario, cand, hi)
-    least = _least_overhead(scenario, cand.shape.gpu)
-    if least is None:
+    gpu = cand.shape.gpu
+    return _expected_time_lower(
+        cand,
+        hi,
+        cand.dp_floor(scenario),
+        _time_terms(scenario, gpu),
+        _least_overhead(scenario, gpu),
+    )
+
+
+def _expected_time_lower(
+    cand: Candidate,
+    hi: int,
+    floor: int,
+    terms: _TimeTerms,
+    overhead: tuple[float, float] | None,
+) -> float:
+    """expected_time_lower_bound from its inputs alone (``overhead``: _least_overhead)."""
+    ideal = _time_lower(cand, hi, floor, terms)
+    if overhead is None:
         return ideal
-    a, c = least
+    a, c = overhead
     s = cand.shape
     gpu_days = days_from_seconds(
-        s.replica_gpus * scenario.sequences * stage_time_lower(cand) / s.micro_batch
+        s.replica_gpus * terms.sequences * stage_time_lower(cand) / s.micro_batch
     )
     return (1.0 + a) * ideal + c * gpu_days
 
@@ -446,9 +570,145 @@ def priced_out(scenario: Scenario, cand: Candidate, lo: int) -> bool:
         return False
     key = ("priced_out", cand.shape, lo)
     if key not in scenario.memo:
-        limit = scenario.budget * (1 + 1e-9)
-        scenario.memo[key] = _cost_gemm_lower_bound(scenario, cand, lo) > limit
+        table = _table("priced_out", scenario, cand)
+        scenario.memo[key] = _priced_out_in(scenario, cand, lo, table)
     return scenario.memo[key]
+
+
+def _priced_out_in(scenario: Scenario, cand: Candidate, lo: int, table: dict | None) -> bool:
+    """priced_out, found in (or added to) a shared table of the question's terms when
+    there is one (_table: keyed by the shape's root candidate and ``lo``)."""
+    key = _shape_key("priced_out", scenario, cand, lo)
+    if table is not None:
+        found = table.get(key)
+        if found is not None:
+            return found
+    found = bool(_cost_gemm_lower_bound(scenario, cand, lo) > scenario.budget * (1 + 1e-9))
+    if table is not None:
+        table[key] = found
+    return found
+
+
+def ruled_out(
+    scenario: Scenario, cands: list[Candidate], lows: list[int], highs: list[int]
+) -> list[bool]:
+    """dp_bounds' last rule for many shapes (each with its DP range): priced_out or
+    too_slow. Within shared_bounds, each GPU type's shared tables are found once."""
+    budget = scenario.active("budget") and scenario.pricing != "capex"
+    deadline = scenario.active("deadline")
+    priced: dict[str, dict | None] = {}
+    slow: dict[str, dict | None] = {}
+    out = []
+    for cand, lo, hi in zip(cands, lows, highs, strict=True):
+        gpu = cand.shape.gpu
+        if budget:
+            if gpu not in priced:
+                priced[gpu] = _table("priced_out", scenario, cand)
+            if _priced_out_in(scenario, cand, lo, priced[gpu]):
+                out.append(True)
+                continue
+        if deadline:
+            if gpu not in slow:
+                slow[gpu] = _table("too_slow", scenario, cand)
+            out.append(_too_slow_in(scenario, cand, hi, slow[gpu]))
+        else:
+            out.append(False)
+    return out
+
+
+def _table(kind: str, scenario: Scenario, cand: Candidate) -> dict | None:
+    """Within shared_bounds, the table of too_slow's or priced_out's answers shared by
+    every question whose inputs to it are the same as this one's for ``cand``'s GPU
+    type (the limit and _time_terms and _least_overhead, or _cost_terms); None outside."""
+    shared = _SHARED.get()
+    if shared is None:
+        return None
+    key = _table_key(kind, scenario, cand.shape.gpu)
+    table = shared.get(key)
+    if table is None:
+        table = shared[key] = {}
+    return table
+
+
+def _shape_key(kind: str, scenario: Scenario, cand: Candidate, end: int) -> tuple:
+    """A shape's key within a _table: its root candidate (the step coefficients and GEMM
+    time), the DP end the bound is taken at, and too_slow's DP floor (the gradient
+    reduction at the smallest degree; it moves with memory and its scale)."""
+    if kind == "priced_out":
+        return (_root(cand), end)
+    return (_root(cand), end, cand.dp_floor(scenario))
+
+
+def _table_key(kind: str, scenario: Scenario, gpu: str) -> tuple:
+    """What too_slow (``kind`` "too_slow") or priced_out reads of the question for the
+    shapes of one GPU type: a table's answers hold for every question with this key
+    (within the table, a shape's own key: its root candidate and DP end, and too_slow's
+    DP floor)."""
+    if kind == "priced_out":
+        return (kind, scenario.budget * (1 + 1e-9), _cost_terms(scenario, gpu))
+    limit = scenario.deadline * (1 + 1e-9)
+    return (kind, limit, _time_terms(scenario, gpu), _least_overhead(scenario, gpu))
+
+
+def _cost_terms(scenario: Scenario, gpu_name: str) -> tuple:
+    """Every input of _cost_gemm_lower_bound besides the shape and ``lo``: the catalog
+    (the GPU's prices and power, the facility, NICs and switches: held by identity),
+    the pricing and the sequences; under TCO, the least capex and watts per GPU
+    (least_per_gpu), and without a lifetime what least_capex_cents reads of the
+    question's NICs (the fitting ones, else the question's, and the fewest per server)."""
+    key = ("cost_terms", gpu_name)
+    if key not in scenario.memo:
+        terms: tuple = (_Same(scenario.catalog), scenario.pricing, scenario.sequences)
+        if scenario.pricing == "tco":
+            gpu = scenario.catalog.gpu(gpu_name)
+            terms += (least_per_gpu(scenario, gpu),)
+            if scenario.catalog.facility.lifetime_years is None:
+                fitting = scenario.nics_for(gpu_name) or nic_specs(scenario)
+                terms += (tuple(n.name for n in fitting), min(scenario.nic_counts(gpu_name)))
+        scenario.memo[key] = terms
+    return scenario.memo[key]
+
+
+class _Same:
+    """An object compared by identity (and held alive) in a key."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+# per-shape bounds shared by the questions of one explanation (shared_bounds)
+_SHARED: ContextVar[dict | None] = ContextVar("shared_bounds", default=None)
+
+
+@contextmanager
+def shared_bounds() -> Iterator[None]:
+    """Within: too_slow and priced_out share their per-shape answers between questions,
+    keyed by every input they read (the shape's own numbers through its root candidate,
+    _root; the DP end; the limit; _time_terms or _cost_terms; the least failure
+    overhead) rather than by the question. An explanation asks thousands of shapes the
+    same thing under each question it derives (a family switched off, a limit moved):
+    each answer is computed once. Outside, each question keeps its own (Scenario.memo)."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _root(cand: Candidate) -> Candidate:
+    """The candidate whose step coefficients and GEMM time ``cand`` shares (space.Candidate
+    ``_origin``: the same shape under another memory scale)."""
+    while cand._origin is not None:
+        cand = cand._origin
+    return cand
 
 
 def gemm_lower_bound(

@@ -25,10 +25,11 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from solvers.bounds import objective_lower_bound, shared_bounds
 from solvers.cpsat import _solver, solve_cpsat
-from solvers.cpsat_model import build
+from solvers.cpsat_model import Formulation, build
 from solvers.exhaustive import best_for_candidate
-from solvers.families import BY_NAME, NAMES, REGISTRY
+from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES
 from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, Plan, build_plan
@@ -185,17 +186,13 @@ def _feasible(
     quick = presolve(s, cands, cheap_only=True)
     if quick.candidates and _witness(s, quick):
         return True
-    pre = presolve(s, cands)
+    # (the quick presolve is the whole one when no shape's memory bound was left out)
+    pre = quick if quick.complete else presolve(s, cands)
     if not pre.candidates:
         return False
     if len(pre.candidates) != len(quick.candidates) and _witness(s, pre):
         return True
-    # a feasibility question: the presolved DP ranges, no objective bounds (a TCO bound
-    # over thousands of shapes and every NIC option costs seconds, and decides nothing),
-    # and the time objective (the constraints do not depend on it; the cloud cost
-    # objective is built one GPU type at a time)
-    timed = s if s.objective == "time" else s.with_changes(objective="time")
-    form = build(timed, pre.candidates, bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)))
+    form = _feasibility_model(s, pre)
     solver = _solver(time_limit_s, 1)
     code = solver.solve(form.model)
     if code == cp_model.MODEL_INVALID:
@@ -205,6 +202,29 @@ def _feasible(
     if code == cp_model.INFEASIBLE:
         return False
     return None
+
+
+def _feasibility_model(s: Scenario, pre: Presolved) -> Formulation:
+    """A feasibility question's model: the presolved DP ranges, no objective bounds (a TCO
+    bound over thousands of shapes and every NIC option costs seconds, and decides
+    nothing), and the time objective (the constraints do not depend on it; the cloud cost
+    objective is built one GPU type at a time). Except under a TCO budget: there each
+    shape's TCO lower bound (bounds.tco_lower_bound) is a cut on the cost, as in the cost
+    objective's model (solve_cpsat's), and it decides what the budget allows (without
+    it, CP-SAT proves a budget just under a plan's cost over every shape, seconds: the
+    budget's fix, solvers/families/base.py other_objective_fix, asks exactly that). Less
+    1e-6 of itself (the cloud cut's margin: the model's integer cost may round below the
+    float bound, and intmath.down forgives 1e-9 upward), so that it never rules out a
+    plan the model without it admits."""
+    if s.pricing == "tco" and s.active("budget"):
+        costed = s if s.objective == "cost" else s.with_changes(objective="cost")
+        lbs = [
+            objective_lower_bound(costed, cand, dp) * (1 - 1e-6)
+            for cand, dp in zip(pre.candidates, pre.dp_ranges, strict=True)
+        ]
+        return build(costed, pre.candidates, bounds=(pre.dp_ranges, lbs))
+    timed = s if s.objective == "time" else s.with_changes(objective="time")
+    return build(timed, pre.candidates, bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)))
 
 
 def _witness(s: Scenario, pre: Presolved, tries: int = 4) -> bool:
@@ -234,18 +254,74 @@ def infeasible_core(
     bench/explain.py --random than the deletions it saved: its model had no bound to
     use.)"""
     active = [f for f in NAMES if scenario.active(f)]
-    if _feasible(scenario, set(active), cands, time_limit_s) is not False:
+    known = _Outcomes()
+    first = known.check(scenario, set(active), cands, time_limit_s)
+    if first is not False:
         return []
-    return _shrink(scenario, active, cands, time_limit_s)
+    return _shrink(scenario, active, cands, time_limit_s, known)
+
+
+class _Outcomes:
+    """The decided feasibility of one question under subsets of its families. Switching a
+    family off only removes constraints, so infeasible with a set means infeasible with
+    every superset, and feasible with a set means feasible with every subset: a test
+    these answer is not run again, and the answer is the one it would have given."""
+
+    def __init__(self) -> None:
+        self.infeasible: list[frozenset[str]] = []
+        self.feasible: list[frozenset[str]] = []
+
+    def known(self, fams: set[str]) -> bool | None:
+        if any(fams >= bad for bad in self.infeasible):
+            return False
+        if any(fams <= good for good in self.feasible):
+            return True
+        return None
+
+    def check(
+        self, scenario: Scenario, fams: set[str], cands: list[Candidate], time_limit_s: float
+    ) -> bool | None:
+        """_feasible, answered from what is known when it can be."""
+        found = self.known(fams)
+        if found is None:
+            found = _feasible(scenario, fams, cands, time_limit_s)
+            if found is not None:
+                (self.feasible if found else self.infeasible).append(frozenset(fams))
+        return found
+
+
+# families whose absence lets most shapes through presolve: a question without them
+# bounds every shape (its step time, its cost), one with them few
+_PRUNING = frozenset({"memory", *(f.name for f in SHAPE_RULES)})
 
 
 def _shrink(
-    scenario: Scenario, core: list[str], cands: list[Candidate], time_limit_s: float
+    scenario: Scenario,
+    core: list[str],
+    cands: list[Candidate],
+    time_limit_s: float,
+    known: _Outcomes | None = None,
 ) -> list[str]:
-    """Deletion: drop a member while the rest is still infeasible (each shrink verified)."""
+    """Deletion: drop a member while the rest is still infeasible (each shrink verified).
+
+    A trial that has lost a pruning family (memory, a shape rule: it bounds most shapes)
+    is first answered, when it can be, by the question with only the member dropped (a
+    superset: its presolve keeps few shapes): feasible there, the trial is feasible. Not
+    when the member is a pruning family itself (that question admits shapes whose memory
+    bound nobody has computed, and such a member is seldom needed)."""
+    known = known if known is not None else _Outcomes()
+    everything = set(core)
     for fam in list(core):
         trial = set(core) - {fam}
-        if _feasible(scenario, trial, cands, time_limit_s) is False:
+        probe = everything - {fam}
+        if (
+            fam not in _PRUNING
+            and (everything - trial) & _PRUNING
+            and known.known(trial) is None
+            and known.check(scenario, probe, cands, time_limit_s) is True
+        ):
+            continue  # trial is a subset of probe: feasible
+        if known.check(scenario, trial, cands, time_limit_s) is False:
             core = sorted(trial)
     return sorted(core)
 
@@ -299,10 +375,12 @@ def explain_infeasible(
     scenario: Scenario, time_limit_s: float = 30.0, candidates: list[Candidate] | None = None
 ) -> Conflict:
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
-    core = infeasible_core(scenario, cands, time_limit_s)
-    fixes = [
-        f
-        for f in (smallest_fix(scenario, fam, cands, time_limit_s) for fam in core)
-        if f is not None
-    ]
+    # every question the explanation derives shares its shapes' bounds (bounds.shared_bounds)
+    with shared_bounds():
+        core = infeasible_core(scenario, cands, time_limit_s)
+        fixes = [
+            f
+            for f in (smallest_fix(scenario, fam, cands, time_limit_s) for fam in core)
+            if f is not None
+        ]
     return Conflict(core, fixes)

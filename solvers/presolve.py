@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solvers.bounds import dp_limits, dp_step, priced_out, stage_time_lower, too_slow
+from solvers.bounds import (
+    dp_limits,
+    dp_step,
+    ruled_out,
+    stage_time_lower,
+    too_slow_by_gemm,
+)
 from solvers.families import SHAPE_RULES
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate
@@ -27,6 +33,9 @@ class Presolved:
 
     candidates: list[Candidate]
     dp_ranges: list[tuple[int, int]]
+    # False: a cheap_only presolve left out shapes whose memory bound was not cheap (the
+    # whole presolve may keep more); True: it is the whole presolve
+    complete: bool = True
 
 
 _RULE_BITS = {f.name: 1 << i for i, f in enumerate(SHAPE_RULES)}
@@ -47,10 +56,12 @@ class _Columns:
     interleaved: np.ndarray  # vp > 1 and pp > 1: at least pp micro-batches regardless
     dp_min: np.ndarray = field(init=False)  # -1: not computed; 0: fits at no DP degree
     stage_lower: np.ndarray = field(init=False)  # NaN: not computed
+    gemm: np.ndarray = field(init=False)  # Candidate.gemm_mb_s; NaN: not computed
 
     def __post_init__(self) -> None:
         self.dp_min = np.full(len(self.cands), -1, dtype=np.int64)
         self.stage_lower = np.full(len(self.cands), np.nan)
+        self.gemm = np.full(len(self.cands), np.nan)
 
     def memory_floor(self, ok: np.ndarray) -> np.ndarray:
         for i in np.flatnonzero(ok & (self.dp_min < 0)):
@@ -63,6 +74,11 @@ class _Columns:
         for i in np.flatnonzero(ok & ~cheap):
             cheap[i] = self.cands[i].memory_cheap
         return cheap
+
+    def gemm_times(self, ok: np.ndarray) -> np.ndarray:
+        for i in np.flatnonzero(ok & np.isnan(self.gemm)):
+            self.gemm[i] = self.cands[i].gemm_mb_s
+        return self.gemm
 
     def stage_times(self, ok: np.ndarray) -> np.ndarray:
         for i in np.flatnonzero(ok & np.isnan(self.stage_lower)):
@@ -136,24 +152,61 @@ def presolve(
     hi = hi // col.dp_step * col.dp_step
     ok &= hi >= 1
     lo = np.ones(len(candidates))
+    complete = True
     if "memory" in enforced:
         if cheap_only:
-            ok &= col.memory_cheap(ok)
+            cheap = col.memory_cheap(ok)
+            complete = bool(cheap[ok].all())
+            ok &= cheap
         floor = col.memory_floor(ok)
         ok &= floor > 0
         lo = np.where(ok, floor, 1).astype(float)
         ok &= lo <= hi
     if per_day is not None:
+        ok &= ~_gemm_screen(scenario, col, ok, lo, hi, per_day)
         need = per_day * col.stage_times(ok) / col.micro_batch
         lo = np.where(ok, np.maximum(lo, np.floor(need * (1 - 1e-9))), lo)
     lo = np.minimum(np.maximum(lo, 1), GPU_CAP + 1).astype(np.int64)
     lo = -(-lo // col.dp_step) * col.dp_step  # whole purchase units (bounds.dp_step)
     ok &= lo <= hi
     if "deadline" in enforced or ("budget" in enforced and scenario.pricing != "capex"):
-        for i in np.flatnonzero(ok):  # bounds.dp_bounds' last rule, shape by shape
-            cand = candidates[i]
-            ok[i] = not (
-                priced_out(scenario, cand, int(lo[i])) or too_slow(scenario, cand, int(hi[i]))
-            )
+        idx = np.flatnonzero(ok)  # bounds.dp_bounds' last rule, shape by shape
+        out = ruled_out(scenario, [candidates[i] for i in idx], lo[idx].tolist(), hi[idx].tolist())
+        ok[idx] = ~np.array(out, dtype=bool)
     keep = np.flatnonzero(ok)
-    return Presolved([candidates[i] for i in keep], [(int(lo[i]), int(hi[i])) for i in keep])
+    ranges = [(int(lo[i]), int(hi[i])) for i in keep]
+    return Presolved([candidates[i] for i in keep], ranges, complete)
+
+
+def _gemm_screen(
+    scenario: Scenario,
+    col: _Columns,
+    ok: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    per_day: float,
+) -> np.ndarray:
+    """The shapes the deadline rules out by their GEMM time alone, before their step
+    coefficients are computed (a reduced question lets thousands of shapes through,
+    and the performance model's step time is most of what bounding them costs). The
+    deadline's lower end of the DP range with the GEMM time G for the stage time A
+    (A >= G: bounds.too_slow_by_gemm) is at most the one presolve takes, and
+    too_slow_by_gemm implies too_slow: a shape it rules out, presolve rules out too."""
+    out = np.zeros(len(ok), dtype=bool)
+    idx = np.flatnonzero(ok)
+    if not len(idx):
+        return out
+    gemm = col.gemm_times(ok)[idx]
+    b, step = col.micro_batch[idx], col.dp_step[idx]
+    need = per_day * gemm / b
+    low = np.maximum(lo[idx], np.floor(need * (1 - 1e-9)))
+    low = np.minimum(np.maximum(low, 1), GPU_CAP + 1).astype(np.int64)
+    out[idx] = -(-low // step) * step > hi[idx]
+    for g, name in enumerate(col.gpu_names):
+        on = col.gpu[idx] == g
+        if on.any():
+            slow = too_slow_by_gemm(
+                scenario, name, gemm[on], b[on], col.replica[idx][on], hi[idx][on]
+            )
+            out[idx[on]] |= slow
+    return out

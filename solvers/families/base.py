@@ -74,21 +74,40 @@ class FixSearch(Protocol):
     def feasible(self, s: Scenario, fams: set[str], space: list[Candidate]) -> bool | None: ...
 
 
+# infeasible bracketing probes after which bisect asks its upper end (a fix that exists is
+# usually found by then; one that does not is known at once instead of after ~20 probes)
+BISECT_TRIES_BEFORE_HI = 3
+
+
 def bisect(
     feasible: Callable[[float], bool], lo: float, hi: float, integer: bool, rel: float = 0.01
 ) -> float | None:
     """Smallest x in (lo, hi] with feasible(x), x monotone-feasible, to ``rel`` (or exact for
-    integers); None when even ``hi`` is infeasible. Brackets by doubling from lo first."""
+    integers); None when even ``hi`` is infeasible. Brackets by doubling from lo first;
+    after BISECT_TRIES_BEFORE_HI infeasible probes it asks ``hi`` (the doubling's last
+    probe): infeasible there, nothing below is feasible, and the answer (None) is the
+    one the remaining probes would give, without them."""
     step = max(1.0 if integer else abs(lo) * 0.01, 1e-12)
     upper = None
     probe = lo
+    asked: dict[float, bool] = {}
+
+    def ask(x: float) -> bool:
+        if x not in asked:
+            asked[x] = feasible(x)
+        return asked[x]
+
+    tries = 0
     while probe < hi:
         probe = min(hi, lo + step)
         if integer:
             probe = math.ceil(probe)
-        if feasible(probe):
+        if ask(probe):
             upper = probe
             break
+        tries += 1
+        if tries == BISECT_TRIES_BEFORE_HI and probe < hi and not ask(hi):
+            return None
         lo, step = probe, step * 2
     if upper is None:
         return None
