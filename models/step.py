@@ -335,6 +335,11 @@ class StepCoefficients:
     expert_scale_up_bw_gb_per_s: float = 1.0
 
     @property
+    def ep_crosses_nics(self) -> bool:
+        """Whether the expert dispatch has a part that depends on the NICs (ep_nic_mb_s)."""
+        return self.ep_nic_bytes > 0 or self.ep_nic_extra_bytes > 0 or self.ep_up_mb_s > 0
+
+    @property
     def stage_mb_s(self) -> float:
         return self.compute_mb_s + self.tp_mb_s + self.cp_mb_s + self.ep_mb_s
 
@@ -472,7 +477,7 @@ def step_from_coefficients(
     ep_mb, bubble = c.ep_mb_s, c.bubble_s
     if c.expert_dp_bytes > 0:
         dp_time = dp_time + expert_reduce_s(c, dp, node_bw_gb_per_s)
-    if c.ep_nic_bytes > 0 or c.ep_nic_extra_bytes > 0 or c.ep_up_mb_s > 0:
+    if c.ep_crosses_nics:
         varying = ep_nic_mb_s(c, share)
         ep_mb = ep_mb + varying
         bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * varying

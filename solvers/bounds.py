@@ -193,7 +193,7 @@ def stage_time_lower(cand: Candidate, node_gb_s: float | None = None) -> float:
     stage = min(
         c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s, c.stage_mb_s + 2 * c.vp * c.pp_latency_s
     )
-    if node_gb_s and (c.ep_nic_bytes > 0 or c.ep_nic_extra_bytes > 0 or c.ep_up_mb_s > 0):
+    if node_gb_s and c.ep_crosses_nics:
         share = nic_share(node_gb_s, c.gpus_per_node, c.network_efficiency)
         stage += float(ep_nic_mb_s(c, share))
     return stage
@@ -725,8 +725,7 @@ def gemm_lower_bound(
     s = cand.shape
     if scenario.objective == "time":
         lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)
-        per_seq = cand.gemm_mb_s / (s.micro_batch * max(1, hi))
-        return days_from_seconds(per_seq * scenario.sequences)
+        return _gemm_days(cand.gemm_mb_s, s.micro_batch, max(1, hi), scenario.sequences)
     lo, _ = bounds if bounds is not None else dp_bounds(scenario, cand)
     return _cost_gemm_lower_bound(scenario, cand, lo)
 
@@ -742,8 +741,13 @@ def gemm_lower_bounds(
     gemm = np.fromiter((c.gemm_mb_s for c in cands), dtype=float, count=len(cands))
     b = np.fromiter((c.shape.micro_batch for c in cands), dtype=float, count=len(cands))
     hi = np.fromiter((max(1, r[1]) for r in ranges), dtype=float, count=len(cands))
-    per_seq = gemm / (b * hi)
-    return days_from_seconds(per_seq * scenario.sequences).tolist()
+    return _gemm_days(gemm, b, hi, scenario.sequences).tolist()
+
+
+def _gemm_days(gemm_mb_s, micro_batch, hi, sequences):
+    """sequences x G / (b d_max) in days (gemm_lower_bound's time; element-wise on numpy
+    arrays, the same operations in the same order on numbers)."""
+    return days_from_seconds(gemm_mb_s / (micro_batch * hi) * sequences)
 
 
 def _cost_gemm_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:

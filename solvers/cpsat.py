@@ -207,19 +207,14 @@ def _solve_built(
     form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds)
     md = form.model
     md.minimize(form.objective)
-    if time_cap_days is not None and form.days_per_unit is not None:
-        # a margin far above the model's rounding (about 1e-9): no plan faster than the
-        # cap by more than it is cut off
-        # (the objective variable's own domain: a constraint on it makes CP-SAT's bound
-        # propagation crawl through the step's products, minutes for a relaxed 671B model)
+    first_only = time_cap_days is not None and form.days_per_unit is not None
+    if first_only:  # the cap on the objective variable's own domain (TIME_CAP_MARGIN)
         var = form.objective
         assert isinstance(var, cp_model.IntVar)
+        assert time_cap_days is not None and form.days_per_unit is not None
         dom = md.proto.variables[var.index].domain
         cap = up(time_cap_days * (1 + TIME_CAP_MARGIN) / form.days_per_unit)
         _set_domain(md, var, dom[0], min(dom[len(dom) - 1], max(dom[0], cap)))
-        first_only = True
-    else:
-        first_only = False
     if top_k > 1:
         plans, status, gap = _top_k_by_shape(
             scenario, form, top_k, time_limit_s, workers, effort, bounds[1], warm

@@ -50,7 +50,7 @@ def add_folding(ctx: BuildContext, on: IntVar | None = None) -> None:
 
 
 def has_ep_nic_time(ctx: BuildContext) -> bool:
-    return any(c.ep_nic_bytes > 0 or c.ep_nic_extra_bytes > 0 or c.ep_up_mb_s > 0 for c in ctx.cf)
+    return any(c.ep_crosses_nics for c in ctx.cf)
 
 
 def has_expert_reduce(ctx: BuildContext) -> bool:

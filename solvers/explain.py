@@ -9,11 +9,11 @@ time objective a first solve only asks whether any plan beats the optimum (provi
 that none does is quick); a shape rule switched off re-solves only the shapes it
 admits (the others keep their plans, whose best is the proved optimum).
 
-Conflict (nothing fits): each family's enforcement literal is an assumption;
-CP-SAT returns a sufficient set of assumptions for infeasibility (one worker,
-the reliable case), which is shrunk to a minimal set by deletion and
-verified. For each member the smallest relaxation that makes the question
-feasible, the others unchanged, is found by bisection on its amount.
+Conflict (nothing fits): the active families are shrunk to a minimal infeasible set
+by deletion, each step a feasibility test (presolve, a quick witness, or a CP-SAT
+solve), decided tests reused by monotonicity (infeasible_core). For each member the
+smallest relaxation that makes the question feasible, the others unchanged, is found
+by bisection on its amount.
 """
 
 from __future__ import annotations

@@ -164,10 +164,8 @@ def presolve(
         ok &= lo <= hi
     if per_day is not None:
         ok &= ~_gemm_screen(scenario, col, ok, lo, hi, per_day)
-        need = per_day * col.stage_times(ok) / col.micro_batch
-        lo = np.where(ok, np.maximum(lo, np.floor(need * (1 - 1e-9))), lo)
-    lo = np.minimum(np.maximum(lo, 1), GPU_CAP + 1).astype(np.int64)
-    lo = -(-lo // col.dp_step) * col.dp_step  # whole purchase units (bounds.dp_step)
+        lo = np.where(ok, _deadline_low(lo, per_day, col.stage_times(ok), col.micro_batch), lo)
+    lo = _whole_units(lo, col.dp_step)
     ok &= lo <= hi
     if "deadline" in enforced or ("budget" in enforced and scenario.pricing != "capex"):
         idx = np.flatnonzero(ok)  # bounds.dp_bounds' last rule, shape by shape
@@ -197,11 +195,8 @@ def _gemm_screen(
     if not len(idx):
         return out
     gemm = col.gemm_times(ok)[idx]
-    b, step = col.micro_batch[idx], col.dp_step[idx]
-    need = per_day * gemm / b
-    low = np.maximum(lo[idx], np.floor(need * (1 - 1e-9)))
-    low = np.minimum(np.maximum(low, 1), GPU_CAP + 1).astype(np.int64)
-    out[idx] = -(-low // step) * step > hi[idx]
+    b = col.micro_batch[idx]
+    out[idx] = _whole_units(_deadline_low(lo[idx], per_day, gemm, b), col.dp_step[idx]) > hi[idx]
     for g, name in enumerate(col.gpu_names):
         on = col.gpu[idx] == g
         if on.any():
@@ -210,3 +205,16 @@ def _gemm_screen(
             )
             out[idx[on]] |= slow
     return out
+
+
+def _deadline_low(lo: np.ndarray, per_day: float, stage_s: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The DP range's lower end with the deadline's: a sequence takes at least A / (b d)
+    (A a micro-batch's stage time, ``stage_s``), so d >= per_day x A / b (bounds.dp_bounds)."""
+    return np.maximum(lo, np.floor(per_day * stage_s / b * (1 - 1e-9)))
+
+
+def _whole_units(lo: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """The lower ends, at least 1 and at most past the GPU cap, up to whole purchase units
+    (multiples of bounds.dp_step)."""
+    lo = np.minimum(np.maximum(lo, 1), GPU_CAP + 1).astype(np.int64)
+    return -(-lo // step) * step

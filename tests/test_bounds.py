@@ -214,3 +214,23 @@ def test_presolve_over_the_space_agrees_with_dp_bounds_shape_by_shape(cat, seed)
         want = [(c, r) for c, r in want if r[0] <= r[1]]
         assert got.candidates == [c for c, _ in want]
         assert got.dp_ranges == [r for _, r in want]
+
+
+def test_vectorised_gemm_bounds_equal_the_scalar_ones(cat):
+    """bounds.gemm_lower_bounds (prune's cheap bound over all shapes at once) equals
+    gemm_lower_bound shape by shape, to the last bit, for every objective."""
+    from solvers.bounds import gemm_lower_bounds
+    from solvers.presolve import presolve
+    from solvers.space import enumerate_candidates
+
+    checked = 0
+    for seed in range(12):
+        s = random_scenario(seed, cat)
+        pre = presolve(s, enumerate_candidates(s))
+        many = gemm_lower_bounds(s, pre.candidates, pre.dp_ranges)
+        one = [
+            gemm_lower_bound(s, c, r) for c, r in zip(pre.candidates, pre.dp_ranges, strict=True)
+        ]
+        assert many == one, seed
+        checked += len(one) if s.objective == "time" else 0
+    assert checked > 0
