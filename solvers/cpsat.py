@@ -268,6 +268,15 @@ def _set_domain(md: cp_model.CpModel, var: cp_model.IntVar, lo: int, hi: int) ->
     dom.extend([lo, hi])
 
 
+def _set_cutoff(md: cp_model.CpModel, index: int, hi: int) -> None:
+    """The upper end of linear constraint ``index`` (proto fields are copied on item access,
+    so the domain is rewritten whole, as ``_set_domain`` does)."""
+    dom = md.proto.constraints[index].linear.domain
+    lo = dom[0]
+    dom.clear()
+    dom.extend([lo, hi])
+
+
 def _top_k_by_shape(
     scenario: Scenario,
     form: Formulation,
@@ -289,8 +298,11 @@ def _top_k_by_shape(
     an equal share of it."""
     start = time.perf_counter()
     md = form.model
-    cut = md.new_int_var(0, 2**61, "objective_cutoff")
-    md.add(form.objective <= cut)
+    # the cutoff is the upper end of one linear constraint's domain, rewritten per shape: a
+    # cutoff variable of domain [0, 2^61] broke CP-SAT's check that the variables' domains
+    # sum within int64 on wide questions (an "invalid CP-SAT model" at --top 20)
+    cut = md.add(form.objective <= 0).index
+    at_zero = md.proto.constraints[cut].linear.domain[-1]  # the constant moved to the right
     hints = {cfg.shape: cfg for cfg in warm}
     found: list[tuple[float, int, Config]] = []  # (model objective, visit order, config)
     unproved: list[float] = []  # model-unit bounds of shapes whose sub-solve stopped early
@@ -308,7 +320,7 @@ def _top_k_by_shape(
         shape = form.candidates[i].shape
         _set_domain(md, form.x[i], 1, 1)
         kth = sorted(f[0] for f in found)[top_k - 1] if len(found) >= top_k else 2**61
-        _set_domain(md, cut, 0, int(kth))
+        _set_cutoff(md, cut, int(kth) + at_zero)
         md.clear_hints()
         if shape in hints:
             _hint(scenario, form, hints[shape])
@@ -328,6 +340,7 @@ def _top_k_by_shape(
             kth_plan = build_plan(scenario, found[-1][2]).objective
     for v in form.x:
         _set_domain(md, v, 0, 1)
+    _set_cutoff(md, cut, 2**61 + at_zero)
     md.clear_hints()
     found.sort(key=lambda f: (f[0], f[1]))
     plans = [build_plan(scenario, cfg) for _, _, cfg in found[:top_k]]
