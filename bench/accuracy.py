@@ -176,11 +176,21 @@ def evidence_blocks() -> dict[str, list[str]]:
                     text = f'"{value}"'
                 elif isinstance(value, tuple):
                     text = "[" + ", ".join(value) + "]"
+                elif isinstance(value, dict):
+                    text = _flow_mapping(value)
                 else:
                     text = str(value)
                 lines.append(f"        {key}: {text}")
         blocks[gpu] = lines
     return blocks
+
+
+def _flow_mapping(value: dict) -> str:
+    """A nested mapping of names to counts as one YAML flow line, names quoted."""
+    items = (
+        f'"{k}": {_flow_mapping(v) if isinstance(v, dict) else v}' for k, v in value.items()
+    )
+    return "{" + ", ".join(items) + "}"
 
 
 def evidence_text(blocks: dict[str, list[str]]) -> str:

@@ -92,6 +92,12 @@ class Evidence(_Strict):
     precisions: tuple[str, ...] = Field(
         ("bf16",), min_length=1, description="the training precisions the runs used"
     )
+    sources: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per precision, the runs of each organisation that published them "
+        "(first-party figures are one organisation); empty when not recorded "
+        "(models.evidence_rule then counts runs alone)",
+    )
 
 
 class Calibration(_Strict):

@@ -39,6 +39,7 @@ from models.zoo import resolve_model
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "bench" / "data" / "published"
 FILES = ("published_runs.csv", "extra_runs.csv")
+ORGANISATIONS = "organisations.csv"  # source prefix -> the organisation that published it
 MODERN_STACK = "megatron-core"
 
 # the row's GPU as printed -> (catalog GPU, NIC, NICs per server): the scale-out NICs the
@@ -79,6 +80,7 @@ class PublishedRun:
     derived: str  # how the measured step time was obtained
     assumed: tuple[str, ...] = ()
     origin: str = "published_runs.csv"  # the data file: the shared calibration set or extra_runs
+    organisation: str = ""  # who published it (organisations.csv; models.evidence_rule)
 
     @property
     def shared(self) -> bool:
@@ -322,7 +324,25 @@ def parse_row(
         derived=measured[1],
         assumed=tuple(assumed),
         origin=origin,
+        organisation=organisation(row["source"]),
     )
+
+
+def _organisations() -> list[tuple[str, str]]:
+    """(source prefix, organisation) from organisations.csv, longest prefix first."""
+    with (DATA_DIR / ORGANISATIONS).open(newline="", encoding="utf-8") as fh:
+        pairs = [(r["source_prefix"], r["organisation"]) for r in csv.DictReader(fh)]
+    return sorted(pairs, key=lambda p: -len(p[0]))
+
+
+def organisation(source: str) -> str:
+    """The organisation that published a row's source (its longest matching prefix in
+    organisations.csv; first-party documents share their vendor's name), or the source
+    itself when none matches (tests check that every evaluated run matches one)."""
+    for prefix, org in _organisations():
+        if source.startswith(prefix):
+            return org
+    return source
 
 
 def read_runs(
@@ -383,10 +403,20 @@ def published_evidence(catalog: Catalog) -> dict[str, Evidence]:
         preds = predict([r for r in runs if r.gpu == gpu], catalog, MODERN_STACK)
         precisions = sorted({p.run.precision for p in preds})
         counts = ", ".join(f"{sum(p.run.precision == x for p in preds)} {x}" for x in precisions)
-        out[gpu] = evidence(
+        record = evidence(
             preds, f"published runs (bench/data/published): {counts}", tuple(precisions)
         )
+        out[gpu] = record.model_copy(update={"sources": sources_of(preds)})
     return out
+
+
+def sources_of(preds: list[Prediction]) -> dict[str, dict[str, int]]:
+    """Per precision, the runs of each organisation (models.evidence_rule)."""
+    out: dict[str, dict[str, int]] = {}
+    for p in preds:
+        orgs = out.setdefault(p.run.precision, {})
+        orgs[p.run.organisation] = orgs.get(p.run.organisation, 0) + 1
+    return {x: dict(sorted(orgs.items())) for x, orgs in sorted(out.items())}
 
 
 def runs_over_memory(

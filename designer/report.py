@@ -108,17 +108,21 @@ def with_range(value: float, rng: list | None, digits: str = ".2f") -> str:
 
 
 def gpu_label(gpu: str, doc: dict[str, Any]) -> str:
-    """The GPU's name, tagged ``(extrapolated)`` when its profile has no measured run."""
+    """The GPU's name, tagged ``(thin)`` or ``(extrapolated)`` below the evidence rule's
+    measured tier (models.evidence_rule)."""
     if doc["status"] != "measured":
-        return f"{gpu} (extrapolated)"
+        return f"{gpu} ({doc['status']})"
     return gpu
 
 
 def evidence_cell(doc: dict[str, Any]) -> str:
     """The tables' evidence column: ``40 runs, 6.1%`` (mean error) or ``no runs``."""
-    if doc["status"] != "measured":
+    if doc["status"] == "extrapolated":
         return "no runs" if not doc.get("runs") else f"other precision ({doc['runs']:,} runs)"
-    return f"{doc['runs']:,} runs, {doc['mape_pct']:.1f}%"
+    runs = doc.get("precision_runs") or doc["runs"]
+    sources = doc.get("sources") or []
+    via = f"/{len(sources)} src" if sources else ""
+    return f"{runs:,} runs{via}, {doc['mape_pct']:.1f}%"
 
 
 def evidence_sentence(s: Scenario, doc: dict[str, Any], pricing: str | None = None) -> str:

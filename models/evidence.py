@@ -23,6 +23,7 @@ it to contain the prediction), doubled on the ratio scale, or a signed error of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import Any
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
 from models.evaluate import Evaluation
+from models.evidence_rule import PairEvidence, pair_evidence
 
 DEFAULT_EXTRAPOLATED_ERROR_PCT = 35.0
 """Signed error band (+/- percent) of an extrapolated GPU when no GPU has measured runs."""
@@ -109,15 +111,17 @@ def evidence_line(evidence: Evidence | None) -> str:
 class Band:
     """The signed-error band a prediction on one GPU is read with."""
 
-    status: str  # "measured" | "extrapolated"
+    status: str  # "measured" | "thin" | "extrapolated" (models.evidence_rule)
     error_lo_pct: float
     error_hi_pct: float
     evidence: Evidence | None  # the GPU's own (None when extrapolated)
     basis: str  # where the band comes from, one phrase
+    pair: PairEvidence | None = None  # the plan's (GPU, precision) runs, when known
 
     @property
     def measured(self) -> bool:
-        return self.status == "measured"
+        """Read with the GPU's own runs (measured or thin), not extrapolated."""
+        return self.status != "extrapolated"
 
     @property
     def ratios(self) -> tuple[float, float]:
@@ -136,7 +140,12 @@ class Band:
     def line(self) -> str:
         """The evidence line; for an extrapolated GPU with the band it is read with."""
         e = self.evidence
-        if self.measured or e is None:
+        if self.status == "thin" and self.pair is not None and e is not None:
+            text = (
+                f"thin: {self.pair.summary}, mean error {e.mape_pct:.1f}%, worst "
+                f"{e.worst_pct:.1f}% ({self.pair.to_eligible})"
+            )
+        elif self.measured or e is None:
             text = evidence_line(e)
         else:  # measured, but in another precision
             text = (
@@ -195,8 +204,9 @@ def band(
     """The band of a GPU with ``evidence`` (its own residuals, widened to contain zero),
     or, without, the extrapolated band from the ``measured`` GPUs of its catalog; a
     ``precision`` its runs did not use is extrapolated from its own band."""
+    pair = None if precision is None else pair_evidence(gpu, evidence, precision)
     if evidence is None:
-        return extrapolated_band(measured)
+        return dataclasses.replace(extrapolated_band(measured), pair=pair)
     if precision is not None and precision not in evidence.precisions:
         other = extrapolated_band([(gpu, evidence)])
         return Band(
@@ -206,9 +216,11 @@ def band(
             evidence,
             f"{other.error_lo_pct:+.0f}%..{other.error_hi_pct:+.0f}%: no {precision} run on "
             f"{gpu}, its {'/'.join(evidence.precisions)} band doubled",
+            pair,
         )
     lo, hi = _widened(evidence)
-    return Band("measured", 100.0 * lo, 100.0 * hi, evidence, f"{evidence.sets}")
+    status = "thin" if pair is not None and pair.tier == "thin" else "measured"
+    return Band(status, 100.0 * lo, 100.0 * hi, evidence, f"{evidence.sets}", pair)
 
 
 def catalog_band(catalog: Catalog, gpu: str, precision: str | None = None) -> Band:
@@ -241,6 +253,19 @@ def gpu_evidence(
         "cost_usd_range": None,
         "basis": b.basis,
         "line": b.line,
+        **rule_fields(b.pair),
+    }
+
+
+def rule_fields(pair: PairEvidence | None) -> dict[str, Any]:
+    """The evidence rule's keys of an evidence object (models.evidence_rule): the runs and
+    organisations in the plan's precision and what would make the pair measured."""
+    if pair is None:
+        return {"precision_runs": None, "sources": None, "to_eligible": None}
+    return {
+        "precision_runs": pair.runs,
+        "sources": list(pair.sources),
+        "to_eligible": None if pair.tier == "measured" else pair.to_eligible,
     }
 
 
