@@ -187,9 +187,7 @@ def evidence_blocks() -> dict[str, list[str]]:
 
 def _flow_mapping(value: dict) -> str:
     """A nested mapping of names to counts as one YAML flow line, names quoted."""
-    items = (
-        f'"{k}": {_flow_mapping(v) if isinstance(v, dict) else v}' for k, v in value.items()
-    )
+    items = (f'"{k}": {_flow_mapping(v) if isinstance(v, dict) else v}' for k, v in value.items())
     return "{" + ", ".join(items) + "}"
 
 

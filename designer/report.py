@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from typing import Any
 
 from designer import render
@@ -618,10 +619,16 @@ def compare_table(rows, s: Scenario) -> str:
 
 # ---------------------------------------------------------------- optimize's text, a sweep's summary
 def answer_text(
-    s: Scenario, res: SolveResult, binding: list | None, conflict, extra_text: str | None = None
+    s: Scenario,
+    res: SolveResult,
+    binding: list | None,
+    conflict,
+    extra_text: str | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     """optimize's and explain's text: the paragraph, the plans, the binding constraints and
-    the solver's status (``extra_text`` first: what --from-megatron would change)."""
+    the solver's status (``extra_text`` first: what --from-megatron would change; ``notes``,
+    sections before the status: e.g. designer.alternatives)."""
     parts = [extra_text, ""] if extra_text else []
     parts.append(paragraph(s, res, binding, conflict))
     if res.plans:
@@ -629,6 +636,8 @@ def answer_text(
         parts.append(evidence_legend(s))
     if binding:
         parts += ["", binding_table(binding, res.objective_unit)]
+    for note in notes:
+        parts += ["", note]
     parts.append(f"\n{res.solver}: {res.status_text} in {res.wall_s:.2f} s")
     if res.message:
         parts.append(f"{res.solver}: {res.message}")

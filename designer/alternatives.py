@@ -1,0 +1,166 @@
+"""What the evidence rule kept out of an answer (issue 30): the thin and extrapolated
+(GPU, precision) pairs that would change it, each re-solved on its own.
+
+The answer searches the pairs ``--evidence`` admits (models.evidence_rule). Every pair
+the same question would search under ``--evidence any`` but this one did not is solved
+alone (its GPU, its precisions), as ``designer compare`` does; the pairs whose best plan
+beats the answer's objective are the alternatives (every thin one, the best
+MAX_ALTERNATIVES extrapolated ones), best first, each with its evidence
+band and one sentence computed from the two plans: how much it would win by, whether it
+still wins at the slow (or dear) end of its band, and what more evidence would make it
+eligible (``PairEvidence.to_eligible``).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from designer import render
+from designer.report import gpu_label, layout_cell, plan_entry, with_range
+from models.evidence_rule import pair_evidence
+from solvers import Scenario, SolveResult, solve_cpsat
+
+MAX_ALTERNATIVES = 3
+"""Extrapolated alternatives shown, best first (every thin pair that wins is shown too)."""
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A pair outside the answer's evidence level whose best plan beats the answer."""
+
+    gpu: str
+    scenario: Scenario
+    result: SolveResult
+    tier: str
+    gain_pct: float  # how much better its objective is than the answer's, percent
+    sentence: str
+
+
+def excluded_pairs(scenario: Scenario, wide: Scenario) -> dict[str, tuple[str, ...]]:
+    """Per GPU, the precisions ``wide`` searches and ``scenario`` does not."""
+
+    def pairs(s: Scenario) -> set[tuple[str, str]]:
+        return {(g, p) for g in s.gpus for p in s.precisions} - set(s.unmeasured)
+
+    out: dict[str, tuple[str, ...]] = {}
+    for g, p in sorted(pairs(wide) - pairs(scenario)):
+        out[g] = (*out.get(g, ()), p)
+    return out
+
+
+def _solve(wide: Scenario, gpu: str, precisions: tuple[str, ...], time_limit_s: float):
+    """``wide`` on one GPU in the given precisions: (gpu, scenario, result)."""
+    s = wide.with_changes(gpus=(gpu,), precisions=precisions, unmeasured=frozenset())
+    return gpu, s, solve_cpsat(s, time_limit_s=time_limit_s)
+
+
+def alternatives(
+    scenario: Scenario, wide: Scenario, res: SolveResult, time_limit_s: float = 60.0
+) -> list[Alternative]:
+    """The pairs ``wide`` adds to ``scenario`` whose best plan beats ``res``'s, best first
+    (every thin one, at most MAX_ALTERNATIVES extrapolated). None when the answer has no
+    plan."""
+    best = res.best
+    excluded = excluded_pairs(scenario, wide)
+    if best is None or not excluded:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(len(excluded), os.cpu_count() or 1))) as pool:
+        solved = list(
+            pool.map(lambda gp: _solve(wide, gp[0], gp[1], time_limit_s), excluded.items())
+        )
+    out = []
+    for gpu, s, r in solved:
+        if r.best is None or r.best.objective >= best.objective:
+            continue
+        gain = 100.0 * (best.objective - r.best.objective) / best.objective
+        alt = Alternative(gpu, s, r, "", gain, "")
+        doc = plan_entry(s, r.best, 1)["evidence"]
+        out.append(Alternative(gpu, s, r, doc["status"], gain, sentence(scenario, res, alt, doc)))
+    out.sort(key=lambda a: (a.result.best.objective, a.gpu))  # type: ignore[union-attr]
+    thin = [a for a in out if a.tier == "thin"]
+    kept = thin + [a for a in out if a.tier != "thin"][:MAX_ALTERNATIVES]
+    return sorted(kept, key=out.index)
+
+
+def _measure(s: Scenario, plan) -> tuple[float, str]:
+    """The objective's value and how to print it."""
+    if s.objective == "time":
+        return plan.objective, f"{plan.objective:,.1f} days"
+    return plan.objective, render.usd(plan.objective)
+
+
+def sentence(s: Scenario, res: SolveResult, alt: Alternative, doc: dict[str, Any]) -> str:
+    """``mi300x (thin: 2 bf16 runs from 1 source (AMD)) would win by 21% (18.9 days against
+    23.9) if its runs hold, and still at the slow end of its band (26.9 days); 3 more runs
+    from a source other than AMD would make it eligible.``"""
+    best, plan = res.best, alt.result.best
+    assert best is not None and plan is not None
+    precision = plan.evaluation.layout.precision
+    pair = pair_evidence(alt.gpu, s.catalog.gpu(alt.gpu).evidence, precision)
+    _, theirs = _measure(s, plan)
+    _, ours = _measure(s, best)
+    key = "days_range" if s.objective == "time" else "cost_usd_range"
+    end = (doc.get(key) or [None, None])[1]
+    if end is None:
+        robust = "and its band has no upper end"
+    else:
+        at = f"{end:,.1f} days" if s.objective == "time" else render.usd(end)
+        side = "slow" if s.objective == "time" else "dear"
+        verdict = "and still wins" if end < best.objective else "but not"
+        robust = f"{verdict} at the {side} end of its band ({at})"
+    holds = "if its runs hold" if pair.runs else "if the model's extrapolation holds"
+    return (
+        f"{alt.gpu} {precision} ({pair.tier}: {pair.summary}) would win by {alt.gain_pct:.0f}% "
+        f"({theirs} against {ours}) {holds}, {robust}; {pair.to_eligible}."
+    )
+
+
+def as_dicts(alts: list[Alternative]) -> list[dict[str, Any]]:
+    """The JSON's ``alternatives``: each plan's contract columns and evidence, the tier,
+    ``gain_pct`` and the ``sentence``."""
+    return [
+        {
+            "gpu": a.gpu,
+            "tier": a.tier,
+            "gain_pct": a.gain_pct,
+            "sentence": a.sentence,
+            "plan": plan_entry(a.scenario, a.result.best, 1),
+        }
+        for a in alts
+    ]
+
+
+def text(scenario: Scenario, alts: list[Alternative]) -> str:
+    """The text section: a table of the alternatives and their sentences."""
+    level = scenario.evidence
+    if not alts:
+        return f"No thin or extrapolated platform beats this answer (--evidence {level})."
+    rows = []
+    for i, a in enumerate(alts):
+        p = a.result.best
+        assert p is not None
+        doc = plan_entry(a.scenario, p, 1)["evidence"]
+        ev = p.evaluation
+        rows.append(
+            (
+                i + 1,
+                gpu_label(a.gpu, doc),
+                ev.layout.precision,
+                ev.layout.num_gpus,
+                layout_cell(ev),
+                with_range(float(ev.time_to_train_days or 0.0), doc["days_range"]),
+                render.usd(p.cost_usd),
+                f"{100 * float(ev.mfu):.1f}%",
+            )
+        )
+    head = ["#", "gpu", "precision", "gpus", "tp/pp/dp/cp/vp", "days", "cost", "mfu"]
+    lines = [
+        f"Beyond the evidence rule (--evidence {level} searched only the pairs it admits; "
+        "5+ runs from 2+ independent sources make a pair measured):",
+        render.table(head, rows),
+    ]
+    lines += [f"- {a.sentence}" for a in alts]
+    return "\n".join(lines)
