@@ -126,6 +126,7 @@ def build_scenario(
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
     chosen = _with_precision(cat, chosen, precision)
     chosen = _with_fitting_racks(cat, chosen, explicit=bool(gpus))
+    gpu_caps = gpu_caps if gpus else _cluster_caps(cat, chosen, gpu_caps)
     try:
         return Scenario(
             spec=spec,
@@ -288,6 +289,17 @@ def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
             "--evidence",
         )
     return chosen, frozenset((g, p) for g in chosen for p in precisions) - admitted
+
+
+def _cluster_caps(cat, chosen: tuple[str, ...], gpu_caps: dict[str, int]) -> dict[str, int]:
+    """The question's GPU caps and, in a whole-catalog search, each chosen GPU's
+    ``max_cluster_gpus`` (a consumer card stays in one server unless named with --gpu)."""
+    caps = dict(gpu_caps)
+    for g in chosen:
+        limit = cat.gpu(g).max_cluster_gpus
+        if limit is not None:
+            caps[g] = min(int(caps.get(g, limit)), limit)
+    return caps
 
 
 def _with_precision(cat, chosen: tuple[str, ...], precision: str) -> tuple[str, ...]:

@@ -165,3 +165,38 @@ def test_text_shows_the_alternatives_and_their_sentences(capsys):
     section = out.split("Beyond the evidence rule")[1]
     assert "mi300x (thin)" in section and "would win by" in section
     assert out.rstrip().splitlines()[-1].startswith("cpsat:")
+
+
+# ---------------------------------------------------------------- consumer parts (item 4)
+def test_consumer_cards_stay_in_one_server_unless_named():
+    cat = load_catalog()
+    limit = cat.gpu("rtx4090").max_cluster_gpus
+    assert limit is not None and cat.gpu("rtx4090").max_cluster_source
+    assert cat.gpu("h100-sxm").max_cluster_gpus is None
+    whole = scenario_from_options(_options(evidence="any"))
+    assert dict(whole.gpu_caps)["rtx4090"] == limit
+    named = scenario_from_options(_options(gpus=["rtx4090"]))
+    assert named.gpu_caps == ()
+    tighter = scenario_from_options(_options(evidence="any", gpu_caps={"rtx4090": 4}))
+    assert dict(tighter.gpu_caps)["rtx4090"] == 4
+
+
+def test_a_cluster_limit_needs_its_source():
+    from catalog.specs import GPUSpec
+
+    doc = load_catalog().gpu("h100-sxm").model_dump(exclude={"calibration"})
+    with pytest.raises(ValueError, match="max_cluster_source"):
+        GPUSpec.model_validate({**doc, "max_cluster_gpus": 8})
+
+
+def test_whole_catalog_compare_keeps_rtx4090_to_one_server(capsys):
+    code, out, _ = run_main(
+        capsys, ["compare", *QUESTION, "--evidence", "any", "--gpu-cap", "h100-sxm=64", "--json"]
+    )
+    assert code == 0
+    rows = [p for p in json.loads(out)["plans"] if p["gpu"] == "rtx4090"]
+    assert rows and all(p["num_gpus"] <= 8 for p in rows if p["num_gpus"])
+    code, out, _ = run_main(
+        capsys, ["optimize", *QUESTION, "--gpu", "rtx4090", "--budget", "20M", "--json"]
+    )
+    assert code == 0 and json.loads(out)["plans"][0]["num_gpus"] > 8  # named: no cap
