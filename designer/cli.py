@@ -18,6 +18,7 @@ import click
 
 from catalog import CatalogError, load_catalog
 from designer import interrupts, render_catalog, report
+from designer.alternatives import beyond_evidence
 from designer.answer import explain as explain_result
 from designer.answer import no_plan, saved_plan, write_file
 from designer.cli_options import (
@@ -303,18 +304,6 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
         write_file(bom_file, report.bom_csv_text(res.best), "--bom")
     notes = beyond_evidence(q, scenario, res, time_limit) if launch is None else ({}, ())
     _answer(scenario, res, explain, time_limit, as_json, csv_file, extra, launch, notes)
-
-
-def beyond_evidence(q: dict[str, Any], scenario, res, time_limit: float):
-    """The alternatives the evidence rule kept out (designer.alternatives): JSON keys and
-    text sections; none when GPUs were named or --evidence any searched every pair."""
-    if q.get("gpus") or scenario.evidence == "any" or res.best is None:
-        return {"alternatives": []}, ()
-    from designer import alternatives
-
-    wide = scenario_from_options({**q, "evidence": "any"})
-    alts = alternatives.alternatives(scenario, wide, res, time_limit)
-    return {"alternatives": alternatives.as_dicts(alts)}, (alternatives.text(scenario, alts),)
 
 
 @cli.command("export")

@@ -54,6 +54,7 @@ GPU_NAMES = {
     **dict.fromkeys(("A100-80GB-SXM", "A100-SXM", "A100-80GB", "A100"), _A100),
     "MI300X": ("mi300x", *_HGX),
     "MI325X": ("mi325x", *_HGX),
+    "MI355X": ("mi355x", *_HGX),
     "Gaudi3": ("gaudi3", "gaudi3-roce", 6),
 }
 # frameworks other than Megatron-Core / NeMo (and vendors' ports of Megatron-LM) are other

@@ -126,7 +126,6 @@ def build_scenario(
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
     chosen = _with_precision(cat, chosen, precision)
     chosen = _with_fitting_racks(cat, chosen, explicit=bool(gpus))
-    gpu_caps = gpu_caps if gpus else _cluster_caps(cat, chosen, gpu_caps)
     try:
         return Scenario(
             spec=spec,
@@ -139,7 +138,7 @@ def build_scenario(
             pricing=pricing,
             budget_usd=budget,
             deadline_days=deadline,
-            gpu_caps=tuple(sorted((g, int(c)) for g, c in gpu_caps.items())),
+            gpu_caps=_cluster_caps(cat, chosen, gpu_caps, explicit=bool(gpus)),
             max_gpus=max_gpus,
             power_cap_mw=power_cap,
             max_racks=max_racks,
@@ -291,15 +290,18 @@ def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
     return chosen, frozenset((g, p) for g in chosen for p in precisions) - admitted
 
 
-def _cluster_caps(cat, chosen: tuple[str, ...], gpu_caps: dict[str, int]) -> dict[str, int]:
-    """The question's GPU caps and, in a whole-catalog search, each chosen GPU's
-    ``max_cluster_gpus`` (a consumer card stays in one server unless named with --gpu)."""
-    caps = dict(gpu_caps)
-    for g in chosen:
+def _cluster_caps(
+    cat, chosen: tuple[str, ...], gpu_caps: dict[str, int], explicit: bool
+) -> tuple[tuple[str, int], ...]:
+    """The question's GPU caps (the Scenario's sorted pairs) and, in a whole-catalog search
+    (no GPU named), each chosen GPU's ``max_cluster_gpus``: a consumer card stays in one
+    server unless named with --gpu."""
+    caps = {g: int(c) for g, c in gpu_caps.items()}
+    for g in () if explicit else chosen:
         limit = cat.gpu(g).max_cluster_gpus
         if limit is not None:
-            caps[g] = min(int(caps.get(g, limit)), limit)
-    return caps
+            caps[g] = min(caps.get(g, limit), limit)
+    return tuple(sorted(caps.items()))
 
 
 def _with_precision(cat, chosen: tuple[str, ...], precision: str) -> tuple[str, ...]:
