@@ -186,9 +186,17 @@ def evidence_blocks() -> dict[str, list[str]]:
 
 
 def _flow_mapping(value: dict) -> str:
-    """A nested mapping of names to counts as one YAML flow line, names quoted."""
-    items = (f'"{k}": {_flow_mapping(v) if isinstance(v, dict) else v}' for k, v in value.items())
-    return "{" + ", ".join(items) + "}"
+    """A nested mapping of names to counts (or number pairs) as one YAML flow line, names
+    quoted."""
+
+    def flow(v) -> str:
+        if isinstance(v, dict):
+            return _flow_mapping(v)
+        if isinstance(v, tuple | list):
+            return "[" + ", ".join(str(x) for x in v) + "]"
+        return str(v)
+
+    return "{" + ", ".join(f'"{k}": {flow(v)}' for k, v in value.items()) + "}"
 
 
 def evidence_text(blocks: dict[str, list[str]]) -> str:

@@ -92,6 +92,12 @@ class Evidence(_Strict):
     precisions: tuple[str, ...] = Field(
         ("bf16",), min_length=1, description="the training precisions the runs used"
     )
+    bands: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="per model family and precision ('dense bf16'), the 10th and 90th "
+        "percentiles of the signed errors of those runs alone (extremes under 10 runs), "
+        "percent; a plan of that family and precision is read with it (models/evidence.py)",
+    )
     sources: dict[str, dict[str, int]] = Field(
         default_factory=dict,
         description="per precision, the runs of each organisation that published them "

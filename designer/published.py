@@ -29,7 +29,7 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
-from designer.validation import evidence_record, padded_vocab
+from designer.validation import error_band_pct, evidence_record, padded_vocab
 from models import flops
 from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
@@ -407,7 +407,19 @@ def published_evidence(catalog: Catalog) -> dict[str, Evidence]:
         record = evidence(
             preds, f"published runs (bench/data/published): {counts}", tuple(precisions)
         )
-        out[gpu] = record.model_copy(update={"sources": sources_of(preds)})
+        update = {"sources": sources_of(preds), "bands": bands_of(preds)}
+        out[gpu] = record.model_copy(update=update)
+    return out
+
+
+def bands_of(preds: list[Prediction]) -> dict[str, tuple[float, float]]:
+    """Per family and precision ('dense fp8'; every published run evaluated here is
+    dense), the 10th-90th percentile band of the signed errors, percent (2 dp)."""
+    out = {}
+    for precision in sorted({p.run.precision for p in preds}):
+        errors = [100.0 * p.error for p in preds if p.run.precision == precision]
+        lo, hi = error_band_pct(errors)
+        out[f"dense {precision}"] = (round(lo, 2), round(hi, 2))
     return out
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
 from models.evaluate import Evaluation
-from models.evidence_rule import PairEvidence, pair_evidence
+from models.evidence_rule import PairEvidence, detail_recorded, pair_evidence
 
 DEFAULT_EXTRAPOLATED_ERROR_PCT = 35.0
 """Signed error band (+/- percent) of an extrapolated GPU when no GPU has measured runs."""
@@ -200,10 +200,14 @@ def band(
     measured: Iterable[tuple[str, Evidence]] = (),
     precision: str | None = None,
     gpu: str = "this GPU",
+    family: str = "dense",
 ) -> Band:
     """The band of a GPU with ``evidence`` (its own residuals, widened to contain zero),
     or, without, the extrapolated band from the ``measured`` GPUs of its catalog; a
-    ``precision`` its runs did not use is extrapolated from its own band."""
+    ``precision`` its runs did not use is extrapolated from its own band. With a
+    precision, the band of the runs of the plan's model ``family`` (dense | moe) and
+    precision (``Evidence.bands``) when recorded; a family not measured on the GPU reads
+    its dense band of that precision, doubled like an extrapolation."""
     pair = None if precision is None else pair_evidence(gpu, evidence, precision)
     if evidence is None:
         return dataclasses.replace(extrapolated_band(measured), pair=pair)
@@ -220,13 +224,28 @@ def band(
         )
     lo, hi = _widened(evidence)
     status = "thin" if pair is not None and pair.tier == "thin" else "measured"
-    return Band(status, 100.0 * lo, 100.0 * hi, evidence, f"{evidence.sets}", pair)
+    basis = f"{evidence.sets}"
+    bands = evidence.bands if detail_recorded(evidence) else {}
+    own = bands.get(f"{family} {precision}")
+    dense = bands.get(f"dense {precision}")
+    if own is not None:  # the runs of the plan's own family and precision
+        lo, hi = min(own[0], 0.0) / 100.0, max(own[1], 0.0) / 100.0
+        basis = f"{family} {precision} runs: {evidence.sets}"
+    elif dense is not None:  # another family measured only: its band, doubled
+        k = EXTRAPOLATION_WIDENING
+        lo = (1.0 + min(dense[0], 0.0) / 100.0) ** k - 1.0
+        hi = (1.0 + max(dense[1], 0.0) / 100.0) ** k - 1.0
+        basis = f"no {family} run on {gpu}: its dense {precision} band doubled"
+    return Band(status, 100.0 * lo, 100.0 * hi, evidence, basis, pair)
 
 
-def catalog_band(catalog: Catalog, gpu: str, precision: str | None = None) -> Band:
-    """The band of ``gpu`` (at ``precision``, when given) under the stack in effect."""
+def catalog_band(
+    catalog: Catalog, gpu: str, precision: str | None = None, family: str = "dense"
+) -> Band:
+    """The band of ``gpu`` (at ``precision``, when given, for a ``family`` of model) under
+    the stack in effect."""
     measured = [(n, g.evidence) for n, g in catalog.gpus.items() if g.evidence is not None]
-    return band(catalog.gpu(gpu).evidence, measured, precision, gpu)
+    return band(catalog.gpu(gpu).evidence, measured, precision, gpu, family)
 
 
 def _num(x: float) -> float | None:
@@ -234,10 +253,14 @@ def _num(x: float) -> float | None:
 
 
 def gpu_evidence(
-    catalog: Catalog, gpu: str, stack: str | None = None, precision: str | None = None
+    catalog: Catalog,
+    gpu: str,
+    stack: str | None = None,
+    precision: str | None = None,
+    family: str = "dense",
 ) -> dict[str, Any]:
     """A GPU's evidence object without a plan: the ranges are null."""
-    b = catalog_band(catalog, gpu, precision)
+    b = catalog_band(catalog, gpu, precision, family)
     e = b.evidence
     return {
         "stack": stack or catalog.gpu(gpu).stack,
@@ -281,12 +304,13 @@ def plan_evidence(
     says which part moves), ``basis`` and ``line``. A bound that is unbounded is null.
     """
     precision = ev.layout.precision
-    b = catalog_band(catalog, ev.gpu, precision)
+    family = "moe" if ev.moe else "dense"
+    b = catalog_band(catalog, ev.gpu, precision, family)
     days = ev.time_to_train_days
     step = b.scale(float(ev.step_time_s))
     days_range = b.scale(float(days)) if days is not None else None
     cost = b.cost(float(cost_usd), time_independent_cost_usd(ev, pricing))
-    doc = gpu_evidence(catalog, ev.gpu, stack, precision)
+    doc = gpu_evidence(catalog, ev.gpu, stack, precision, family)
     doc["step_time_s_range"] = [_num(step[0]), _num(step[1])]
     doc["days_range"] = None if days_range is None else [_num(days_range[0]), _num(days_range[1])]
     doc["cost_usd_range"] = [_num(cost[0]), _num(cost[1])]
@@ -300,7 +324,7 @@ def evaluation_evidence(
     ``cost_usd_range`` per pricing like evaluate's ``cost_usd`` ({capex, cloud, tco};
     cloud and tco null without tokens; capex does not change with time)."""
     doc = plan_evidence(catalog, ev, "capex", float(ev.capex), stack)
-    b = catalog_band(catalog, ev.gpu, ev.layout.precision)
+    b = catalog_band(catalog, ev.gpu, ev.layout.precision, "moe" if ev.moe else "dense")
     costs: dict[str, list[float | None] | None] = {"capex": doc["cost_usd_range"]}
     for pricing, value in (("cloud", ev.cloud_cost), ("tco", ev.tco_cost)):
         if value is None:

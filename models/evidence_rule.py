@@ -100,13 +100,20 @@ class PairEvidence:
         return f"{_plural(self.sources_needed, 'run')} from {others} would make it eligible"
 
 
+def detail_recorded(evidence: Evidence) -> bool:
+    """Whether the block's per-precision detail (``sources``, ``bands``) describes its runs:
+    the sources add up to ``runs``. A catalog file that overrides a GPU's runs inherits the
+    shipped detail, which then no longer applies."""
+    counted = sum(n for orgs in evidence.sources.values() for n in orgs.values())
+    return bool(evidence.sources) and counted == evidence.runs
+
+
 def pair_evidence(gpu: str, evidence: Evidence | None, precision: str) -> PairEvidence:
     """The pair's runs and organisations from a GPU's evidence block."""
     if evidence is None or precision not in evidence.precisions:
         return PairEvidence(gpu, precision, 0, ())
     by_org = evidence.sources.get(precision)
-    counted = sum(n for orgs in evidence.sources.values() for n in orgs.values())
-    if not by_org or counted != evidence.runs:
+    if not by_org or not detail_recorded(evidence):
         # not recorded (or not the block's runs: a catalog file that changed the runs and
         # inherited the sources): judged on the block's runs alone
         return PairEvidence(gpu, precision, evidence.runs, ())
