@@ -50,6 +50,7 @@ GPU_NAMES = {
     **dict.fromkeys(("H100-SXM-80GB", "H100"), ("h100-sxm", *_HGX)),
     "H200": ("h200", *_HGX),
     "B200": ("b200", *_HGX),
+    "B300": ("b300", "cx8-800g", 8),  # HGX B300: eight ConnectX-8 on the GPU tray
     "GB200": ("gb200", "cx7-400g", 4),
     **dict.fromkeys(("A100-80GB-SXM", "A100-SXM", "A100-80GB", "A100"), _A100),
     "MI300X": ("mi300x", *_HGX),
