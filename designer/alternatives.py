@@ -114,7 +114,18 @@ def sentence(s: Scenario, res: SolveResult, alt: Alternative, doc: dict[str, Any
     holds = "if its runs hold" if pair.runs else "if the model's extrapolation holds"
     return (
         f"{alt.gpu} {precision} ({pair.tier}: {pair.summary}) would win by {alt.gain_pct:.0f}% "
-        f"({theirs} against {ours}) {holds}, {robust}; {pair.to_eligible}."
+        f"({theirs} against {ours}) {holds}, {robust}{_late(s, doc)}; {pair.to_eligible}."
+    )
+
+
+def _late(s: Scenario, doc: dict[str, Any]) -> str:
+    """``, but the slow end of its band (138 days) misses the 90-day deadline`` when it does."""
+    slow = (doc.get("days_range") or [None, None])[1]
+    if s.deadline_days is None or slow is None or slow <= s.deadline_days:
+        return ""
+    return (
+        f", but the slow end of its band ({slow:,.1f} days) misses the "
+        f"{s.deadline_days:,.0f}-day deadline"
     )
 
 

@@ -145,6 +145,11 @@ class Band:
                 f"thin: {self.pair.summary}, mean error {e.mape_pct:.1f}%, worst "
                 f"{e.worst_pct:.1f}% ({self.pair.to_eligible})"
             )
+        elif self.measured and e is not None and self.pair is not None and self.pair.recorded:
+            text = (
+                f"measured: {self.pair.summary}; {e.runs:,} runs in all, mean error "
+                f"{e.mape_pct:.1f}%, worst {e.worst_pct:.1f}%"
+            )
         elif self.measured or e is None:
             text = evidence_line(e)
         else:  # measured, but in another precision

@@ -200,3 +200,16 @@ def test_whole_catalog_compare_keeps_rtx4090_to_one_server(capsys):
         capsys, ["optimize", *QUESTION, "--gpu", "rtx4090", "--budget", "20M", "--json"]
     )
     assert code == 0 and json.loads(out)["plans"][0]["num_gpus"] > 8  # named: no cap
+
+
+def test_a_deadline_alternative_says_when_its_slow_end_is_late():
+    from designer.alternatives import _late
+
+    s = scenario_from_options(
+        {"model": "llama2-7b", "tokens": "100B", "deadline": "30d", "max_batch_tokens": "1M"}
+    )
+    late = _late(s, {"days_range": [20.0, 41.5]})
+    assert late == ", but the slow end of its band (41.5 days) misses the 30-day deadline"
+    assert _late(s, {"days_range": [20.0, 29.0]}) == ""
+    budget = scenario_from_options(_options())
+    assert _late(budget, {"days_range": [20.0, 41.5]}) == ""
