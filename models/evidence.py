@@ -11,7 +11,8 @@ prediction itself), so the measured step time lies in
     [p / (1 + hi), p / (1 + lo)]
 
 A GPU measured only in another precision than the plan's (e.g. B200 runs in FP8
-for a BF16 plan) is extrapolated in that precision: its own band, doubled.
+for a BF16 plan) is extrapolated in that precision: its own band, doubled, and at
+least as wide as the band of a GPU without runs.
 Time to train is proportional to the step time and scales the same way. Cost
 scales in its time-proportional part only (``cost_range``).
 
@@ -217,14 +218,20 @@ def band(
     if evidence is None:
         return dataclasses.replace(extrapolated_band(measured), pair=pair)
     if precision is not None and precision not in evidence.precisions:
+        # its own band doubled, but never narrower than a GPU with no run at all: a tight
+        # band in one precision says little about another (GEMM efficiencies differ)
         other = extrapolated_band([(gpu, evidence)])
+        floor = extrapolated_band(measured)
+        lo_pct = min(other.error_lo_pct, floor.error_lo_pct)
+        hi_pct = max(other.error_hi_pct, floor.error_hi_pct)
         return Band(
             "extrapolated",
-            other.error_lo_pct,
-            other.error_hi_pct,
+            lo_pct,
+            hi_pct,
             evidence,
-            f"{other.error_lo_pct:+.0f}%..{other.error_hi_pct:+.0f}%: no {precision} run on "
-            f"{gpu}, its {'/'.join(evidence.precisions)} band doubled",
+            f"{lo_pct:+.0f}%..{hi_pct:+.0f}%: no {precision} run on {gpu}; its "
+            f"{'/'.join(evidence.precisions)} band doubled, at least the catalog's "
+            "extrapolated band",
             pair,
         )
     lo, hi = _widened(evidence)

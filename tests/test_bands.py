@@ -56,3 +56,14 @@ def test_a_family_without_runs_reads_the_dense_band_doubled():
     assert moe.error_lo_pct == pytest.approx(100 * ((1 + dense.error_lo_pct / 100) ** 2 - 1))
     assert moe.error_hi_pct == pytest.approx(100 * ((1 + dense.error_hi_pct / 100) ** 2 - 1))
     assert "no moe run" in moe.basis
+
+
+def test_another_precision_is_never_read_with_a_narrower_band_than_no_run_at_all():
+    from models.evidence import extrapolated_band
+
+    cat = load_catalog()
+    measured = [(n, g.evidence) for n, g in cat.gpus.items() if g.evidence is not None]
+    floor = extrapolated_band(measured)
+    gb200 = catalog_band(cat, "gb200", "bf16")  # its runs are FP8, within 3%
+    assert gb200.status == "extrapolated"
+    assert gb200.error_lo_pct <= floor.error_lo_pct and gb200.error_hi_pct >= floor.error_hi_pct
