@@ -213,3 +213,18 @@ def test_a_deadline_alternative_says_when_its_slow_end_is_late():
     assert _late(s, {"days_range": [20.0, 29.0]}) == ""
     budget = scenario_from_options(_options())
     assert _late(budget, {"days_range": [20.0, 41.5]}) == ""
+
+
+@pytest.mark.slow
+def test_the_main_job_answers_on_a_measured_platform_with_mi300x_beside_it(capsys):
+    """Issue 30's first question: `designer optimize --budget 30M` (README "designer
+    optimize"): H100, measured in BF16; MI300X, thin, among the alternatives."""
+    code, out, _ = run_main(capsys, ["optimize", "--budget", "30M", "--no-explain", "--json"])
+    doc = json.loads(out)
+    assert code == 0 and doc["plans"][0]["gpu"] == "h100-sxm"
+    assert doc["plans"][0]["evidence"]["status"] == "measured"
+    thin = {a["gpu"]: a for a in doc["alternatives"] if a["tier"] == "thin"}
+    assert (
+        "mi300x" in thin
+        and "3 more runs from a source other than AMD" in thin["mi300x"]["sentence"]
+    )
