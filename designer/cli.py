@@ -18,7 +18,6 @@ import click
 
 from catalog import CatalogError, load_catalog
 from designer import interrupts, render_catalog, report
-from designer.alternatives import beyond_evidence
 from designer.answer import explain as explain_result
 from designer.answer import no_plan, saved_plan, write_file
 from designer.cli_options import (
@@ -288,6 +287,7 @@ def _answer(
 @click.pass_context
 def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, bom_file, **q):
     """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
+    from designer.alternatives import beyond_evidence  # the solvers: on use
     from designer.launch import diff as megatron_diff  # the performance model: on use
 
     time_limit, explain, as_json, csv_file = (q.pop(k) for k in ANSWER_KEYS)
