@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from designer import render
@@ -76,32 +76,31 @@ def alternatives(
         if r.best is None or r.best.objective >= best.objective:
             continue
         gain = 100.0 * (best.objective - r.best.objective) / best.objective
-        alt = Alternative(gpu, s, r, "", gain, "")
         doc = plan_entry(s, r.best, 1)["evidence"]
-        out.append(Alternative(gpu, s, r, doc["status"], gain, sentence(scenario, res, alt, doc)))
+        alt = Alternative(gpu, s, r, doc["status"], gain, "")
+        out.append(replace(alt, sentence=sentence(scenario, res, alt, doc)))
     out.sort(key=lambda a: (a.result.best.objective, a.gpu))  # type: ignore[union-attr]
     thin = [a for a in out if a.tier == "thin"]
     kept = thin + [a for a in out if a.tier != "thin"][:MAX_ALTERNATIVES]
     return sorted(kept, key=out.index)
 
 
-def _measure(s: Scenario, plan) -> tuple[float, str]:
-    """The objective's value and how to print it."""
+def _measure(s: Scenario, plan) -> str:
+    """The plan's objective as printed: days, or dollars."""
     if s.objective == "time":
-        return plan.objective, f"{plan.objective:,.1f} days"
-    return plan.objective, render.usd(plan.objective)
+        return f"{plan.objective:,.1f} days"
+    return render.usd(plan.objective)
 
 
 def sentence(s: Scenario, res: SolveResult, alt: Alternative, doc: dict[str, Any]) -> str:
-    """``mi300x (thin: 2 bf16 runs from 1 source (AMD)) would win by 21% (18.9 days against
-    23.9) if its runs hold, and still at the slow end of its band (26.9 days); 3 more runs
-    from a source other than AMD would make it eligible.``"""
+    """``mi300x bf16 (thin: 2 bf16 runs from 1 source (AMD)) would win by 4% (24.1 days
+    against 25.2 days) if its runs hold, but not at the slow end of its band (34.0 days); 3
+    more runs from a source other than AMD would make it eligible.``"""
     best, plan = res.best, alt.result.best
     assert best is not None and plan is not None
     precision = plan.evaluation.layout.precision
     pair = pair_evidence(alt.gpu, s.catalog.gpu(alt.gpu).evidence, precision)
-    _, theirs = _measure(s, plan)
-    _, ours = _measure(s, best)
+    theirs, ours = _measure(s, plan), _measure(s, best)
     key = "days_range" if s.objective == "time" else "cost_usd_range"
     end = (doc.get(key) or [None, None])[1]
     if end is None:
