@@ -176,11 +176,27 @@ def evidence_blocks() -> dict[str, list[str]]:
                     text = f'"{value}"'
                 elif isinstance(value, tuple):
                     text = "[" + ", ".join(value) + "]"
+                elif isinstance(value, dict):
+                    text = _flow_mapping(value)
                 else:
                     text = str(value)
                 lines.append(f"        {key}: {text}")
         blocks[gpu] = lines
     return blocks
+
+
+def _flow_mapping(value: dict) -> str:
+    """A nested mapping of names to counts (or number pairs) as one YAML flow line, names
+    quoted."""
+
+    def flow(v) -> str:
+        if isinstance(v, dict):
+            return _flow_mapping(v)
+        if isinstance(v, tuple | list):
+            return "[" + ", ".join(str(x) for x in v) + "]"
+        return str(v)
+
+    return "{" + ", ".join(f'"{k}": {flow(v)}' for k, v in value.items()) + "}"
 
 
 def evidence_text(blocks: dict[str, list[str]]) -> str:

@@ -92,6 +92,18 @@ class Evidence(_Strict):
     precisions: tuple[str, ...] = Field(
         ("bf16",), min_length=1, description="the training precisions the runs used"
     )
+    bands: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="per model family and precision ('dense bf16'), the 10th and 90th "
+        "percentiles of the signed errors of those runs alone (extremes under 10 runs), "
+        "percent; a plan of that family and precision is read with it (models/evidence.py)",
+    )
+    sources: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per precision, the runs of each organisation that published them "
+        "(first-party figures are one organisation); empty when not recorded "
+        "(models.evidence_rule then counts runs alone)",
+    )
 
 
 class Calibration(_Strict):
@@ -353,6 +365,16 @@ class GPUSpec(_Strict):
         description="per stack, the measured runs its profile was checked on on this GPU; "
         "a stack without an entry is extrapolated",
     )
+    max_cluster_gpus: int | None = Field(
+        None,
+        ge=1,
+        description="the largest cluster the part is sold and supported for (a consumer card: "
+        "one workstation or server); None: no limit. Whole-catalog searches cap the GPU "
+        "count at it; naming the GPU (--gpu) lifts the cap",
+    )
+    max_cluster_source: str | None = Field(
+        None, min_length=1, description="where max_cluster_gpus comes from"
+    )
     failures: FailureRates | None = Field(
         None,
         description="the platform's interruption rates; None takes the facility's default "
@@ -421,6 +443,12 @@ class GPUSpec(_Strict):
             and s.scale_up_domain_gpus % s.gpus_per_server
         ):
             raise ValueError("server.gpus_per_server must divide server.scale_up_domain_gpus")
+        return self
+
+    @model_validator(mode="after")
+    def _cluster_limit_sourced(self) -> GPUSpec:
+        if self.max_cluster_gpus is not None and self.max_cluster_source is None:
+            raise ValueError("max_cluster_source: say where max_cluster_gpus comes from")
         return self
 
     @model_validator(mode="after")

@@ -219,11 +219,13 @@ def _answer(
     csv_file: Path | None,
     extra: tuple[dict[str, Any], str] | None = None,
     launch: tuple[str, str] | None = None,
+    notes: tuple[dict[str, Any], tuple[str, ...]] = ({}, ()),
 ) -> None:
     """Explain, print and exit as the contract says (shared by optimize and explain).
 
     ``extra`` (JSON keys, a paragraph) adds what --from-megatron would change; ``launch``
-    (format, text) is emitted settings: the JSON's `launch`, or the only text printed."""
+    (format, text) is emitted settings: the JSON's `launch`, or the only text printed;
+    ``notes`` (JSON keys, text sections) what else the answer says (designer.alternatives)."""
     if launch is not None and not as_json:
         explain = False  # the text is the settings alone, ready to redirect to a file
     binding, conflict = explain_result(scenario, res, time_limit) if explain else (None, None)
@@ -231,13 +233,16 @@ def _answer(
     if as_json:
         doc = report.result_dict(scenario, res, binding, conflict)
         doc.update(extra[0] if extra else {})
+        doc.update(notes[0])
         if launch is not None:
             doc["launch"] = {"format": launch[0], "text": launch[1]}
         emit_json(doc)
     elif launch is not None:
         click.echo(launch[1], nl=False)
     else:
-        click.echo(report.answer_text(scenario, res, binding, conflict, extra and extra[1]))
+        click.echo(
+            report.answer_text(scenario, res, binding, conflict, extra and extra[1], notes[1])
+        )
     if res.best is None:
         raise no_plan(res, conflict)
 
@@ -282,6 +287,7 @@ def _answer(
 @click.pass_context
 def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, bom_file, **q):
     """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
+    from designer.alternatives import beyond_evidence  # the solvers: on use
     from designer.launch import diff as megatron_diff  # the performance model: on use
 
     time_limit, explain, as_json, csv_file = (q.pop(k) for k in ANSWER_KEYS)
@@ -296,7 +302,8 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
         launch = (emit_format, emit(Launch.from_plan(scenario, res.best), emit_format))
     if bom_file is not None and res.best is not None:
         write_file(bom_file, report.bom_csv_text(res.best), "--bom")
-    _answer(scenario, res, explain, time_limit, as_json, csv_file, extra, launch)
+    notes = beyond_evidence(q, scenario, res, time_limit) if launch is None else ({}, ())
+    _answer(scenario, res, explain, time_limit, as_json, csv_file, extra, launch, notes)
 
 
 @cli.command("export")

@@ -29,7 +29,7 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
-from designer.validation import evidence_record, padded_vocab
+from designer.validation import error_band_pct, evidence_record, padded_vocab
 from models import flops
 from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
@@ -39,6 +39,7 @@ from models.zoo import resolve_model
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "bench" / "data" / "published"
 FILES = ("published_runs.csv", "extra_runs.csv")
+ORGANISATIONS = "organisations.csv"  # source prefix -> the organisation that published it
 MODERN_STACK = "megatron-core"
 
 # the row's GPU as printed -> (catalog GPU, NIC, NICs per server): the scale-out NICs the
@@ -49,10 +50,12 @@ GPU_NAMES = {
     **dict.fromkeys(("H100-SXM-80GB", "H100"), ("h100-sxm", *_HGX)),
     "H200": ("h200", *_HGX),
     "B200": ("b200", *_HGX),
+    "B300": ("b300", "cx8-800g", 8),  # HGX B300: eight ConnectX-8 on the GPU tray
     "GB200": ("gb200", "cx7-400g", 4),
     **dict.fromkeys(("A100-80GB-SXM", "A100-SXM", "A100-80GB", "A100"), _A100),
     "MI300X": ("mi300x", *_HGX),
     "MI325X": ("mi325x", *_HGX),
+    "MI355X": ("mi355x", *_HGX),
     "Gaudi3": ("gaudi3", "gaudi3-roce", 6),
 }
 # frameworks other than Megatron-Core / NeMo (and vendors' ports of Megatron-LM) are other
@@ -79,6 +82,7 @@ class PublishedRun:
     derived: str  # how the measured step time was obtained
     assumed: tuple[str, ...] = ()
     origin: str = "published_runs.csv"  # the data file: the shared calibration set or extra_runs
+    organisation: str = ""  # who published it (organisations.csv; models.evidence_rule)
 
     @property
     def shared(self) -> bool:
@@ -322,7 +326,25 @@ def parse_row(
         derived=measured[1],
         assumed=tuple(assumed),
         origin=origin,
+        organisation=organisation(row["source"]),
     )
+
+
+def _organisations() -> list[tuple[str, str]]:
+    """(source prefix, organisation) from organisations.csv, longest prefix first."""
+    with (DATA_DIR / ORGANISATIONS).open(newline="", encoding="utf-8") as fh:
+        pairs = [(r["source_prefix"], r["organisation"]) for r in csv.DictReader(fh)]
+    return sorted(pairs, key=lambda p: -len(p[0]))
+
+
+def organisation(source: str) -> str:
+    """The organisation that published a row's source (its longest matching prefix in
+    organisations.csv; first-party documents share their vendor's name), or the source
+    itself when none matches (tests check that every evaluated run matches one)."""
+    for prefix, org in _organisations():
+        if source.startswith(prefix):
+            return org
+    return source
 
 
 def read_runs(
@@ -383,10 +405,32 @@ def published_evidence(catalog: Catalog) -> dict[str, Evidence]:
         preds = predict([r for r in runs if r.gpu == gpu], catalog, MODERN_STACK)
         precisions = sorted({p.run.precision for p in preds})
         counts = ", ".join(f"{sum(p.run.precision == x for p in preds)} {x}" for x in precisions)
-        out[gpu] = evidence(
+        record = evidence(
             preds, f"published runs (bench/data/published): {counts}", tuple(precisions)
         )
+        update = {"sources": sources_of(preds), "bands": bands_of(preds)}
+        out[gpu] = record.model_copy(update=update)
     return out
+
+
+def bands_of(preds: list[Prediction]) -> dict[str, tuple[float, float]]:
+    """Per family and precision ('dense fp8'; every published run evaluated here is
+    dense), the 10th-90th percentile band of the signed errors, percent (2 dp)."""
+    out = {}
+    for precision in sorted({p.run.precision for p in preds}):
+        errors = [100.0 * p.error for p in preds if p.run.precision == precision]
+        lo, hi = error_band_pct(errors)
+        out[f"dense {precision}"] = (round(lo, 2), round(hi, 2))
+    return out
+
+
+def sources_of(preds: list[Prediction]) -> dict[str, dict[str, int]]:
+    """Per precision, the runs of each organisation (models.evidence_rule)."""
+    out: dict[str, dict[str, int]] = {}
+    for p in preds:
+        orgs = out.setdefault(p.run.precision, {})
+        orgs[p.run.organisation] = orgs.get(p.run.organisation, 0) + 1
+    return {x: dict(sorted(orgs.items())) for x, orgs in sorted(out.items())}
 
 
 def runs_over_memory(

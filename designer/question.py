@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "llama2-70b"
 DEFAULT_TOKENS = 2e12
-EVIDENCE_CHOICES = ("measured", "any")
+EVIDENCE_CHOICES = ("measured", "thin", "any")  # models.evidence_rule.LEVELS
 # Planning defaults for memory the tensors do not account for (README "Memory headroom").
 # Reserved: CUDA context and cuBLAS/Transformer Engine workspaces (~0.5-1 GB) plus NCCL's
 # buffers, measured at 544-688 MB per communicator on 4 x A100 (NVIDIA/nccl#964, 2023-08)
@@ -296,11 +296,11 @@ class Question(NumbersNotBools):
         Field(description="Software stack whose calibrated profile predicts the step time."),
     ] = "megatron-core"
     evidence: Annotated[
-        Literal["measured", "any"],
+        Literal["measured", "thin", "any"],
         Meta("--evidence"),
         Field(
-            description="Search GPUs with measured training runs only, or any (extrapolated "
-            "ones marked)."
+            description="Search the GPU/precision pairs with measured runs (5+ runs from 2+ "
+            "independent sources), those and the thin ones (fewer), or any (marked)."
         ),
     ] = "measured"
     # planning assumptions (models.layout.Assumptions, with its bounds)

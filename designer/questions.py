@@ -27,6 +27,7 @@ from designer.question import (
     answer_key,
 )
 from models import Assumptions, TransformerSpec, resolve_model
+from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
 from models.moe import require_plannable
 from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_VIRTUAL_STAGES
@@ -137,7 +138,7 @@ def build_scenario(
             pricing=pricing,
             budget_usd=budget,
             deadline_days=deadline,
-            gpu_caps=tuple(sorted((g, int(c)) for g, c in gpu_caps.items())),
+            gpu_caps=_cluster_caps(cat, chosen, gpu_caps, explicit=bool(gpus)),
             max_gpus=max_gpus,
             power_cap_mw=power_cap,
             max_racks=max_racks,
@@ -205,7 +206,9 @@ def _unknown(kind: str, name: str, known) -> str:
 def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) -> None:
     """Every name the question gives is in the catalog (or among the choices)."""
     if evidence not in EVIDENCE_CHOICES:
-        raise UsageError(f"unknown value {evidence!r}; use measured or any", "--evidence")
+        raise UsageError(
+            f"unknown value {evidence!r}; use {', '.join(EVIDENCE_CHOICES)}", "--evidence"
+        )
     for g in gpus:
         if g not in cat.gpus:
             raise UsageError(_unknown("GPU", g, sorted(cat.gpus)), "--gpu")
@@ -263,25 +266,42 @@ def _batch_ceiling(max_batch_tokens, min_batch_tokens, seq_len: int) -> float:
 
 def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
     """The GPUs to search and the (GPU, precision) pairs to skip: the named ones, or the
-    whole catalog, or (``--evidence measured``) those with measured runs under the stack."""
+    whole catalog, or those whose pairs the evidence rule admits at ``--evidence``
+    (models.evidence_rule: measured, or measured and thin)."""
     if gpus:
         return tuple(gpus), frozenset()
     if evidence == "any":
         return tuple(cat.gpus), frozenset()
-    measured = {
+    admitted = {
         (g, p)
         for g, gpu_spec in cat.gpus.items()
         for p in precisions
-        if gpu_spec.evidence is not None and p in gpu_spec.evidence.precisions
+        if pair_evidence(g, gpu_spec.evidence, p).admitted(evidence)
     }
-    chosen = tuple(g for g in cat.gpus if any((g, p) in measured for p in precisions))
+    chosen = tuple(g for g in cat.gpus if any((g, p) in admitted for p in precisions))
     if not chosen:
+        wider = "--evidence thin or any" if evidence == "measured" else "--evidence any"
         raise UsageError(
-            f"no catalog GPU has measured {'/'.join(precisions)} runs under stack {stack}; "
-            "pass --evidence any, --precision any or name GPUs with --gpu",
+            f"no catalog GPU has {evidence} {'/'.join(precisions)} runs under stack {stack} "
+            f"({MIN_RUNS}+ runs from {MIN_SOURCES}+ independent sources make a pair measured); "
+            f"pass {wider}, --precision any or name GPUs with --gpu",
             "--evidence",
         )
-    return chosen, frozenset((g, p) for g in chosen for p in precisions) - measured
+    return chosen, frozenset((g, p) for g in chosen for p in precisions) - admitted
+
+
+def _cluster_caps(
+    cat, chosen: tuple[str, ...], gpu_caps: dict[str, int], explicit: bool
+) -> tuple[tuple[str, int], ...]:
+    """The question's GPU caps (the Scenario's sorted pairs) and, in a whole-catalog search
+    (no GPU named), each chosen GPU's ``max_cluster_gpus``: a consumer card stays in one
+    server unless named with --gpu."""
+    caps = {g: int(c) for g, c in gpu_caps.items()}
+    for g in () if explicit else chosen:
+        limit = cat.gpu(g).max_cluster_gpus
+        if limit is not None:
+            caps[g] = min(caps.get(g, limit), limit)
+    return tuple(sorted(caps.items()))
 
 
 def _with_precision(cat, chosen: tuple[str, ...], precision: str) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from typing import Any
 
 from designer import render
@@ -108,17 +109,21 @@ def with_range(value: float, rng: list | None, digits: str = ".2f") -> str:
 
 
 def gpu_label(gpu: str, doc: dict[str, Any]) -> str:
-    """The GPU's name, tagged ``(extrapolated)`` when its profile has no measured run."""
+    """The GPU's name, tagged ``(thin)`` or ``(extrapolated)`` below the evidence rule's
+    measured tier (models.evidence_rule)."""
     if doc["status"] != "measured":
-        return f"{gpu} (extrapolated)"
+        return f"{gpu} ({doc['status']})"
     return gpu
 
 
 def evidence_cell(doc: dict[str, Any]) -> str:
     """The tables' evidence column: ``40 runs, 6.1%`` (mean error) or ``no runs``."""
-    if doc["status"] != "measured":
+    if doc["status"] == "extrapolated":
         return "no runs" if not doc.get("runs") else f"other precision ({doc['runs']:,} runs)"
-    return f"{doc['runs']:,} runs, {doc['mape_pct']:.1f}%"
+    runs = doc.get("precision_runs") or doc["runs"]
+    sources = doc.get("sources") or []
+    via = f"/{len(sources)} src" if sources else ""
+    return f"{runs:,} runs{via}, {doc['mape_pct']:.1f}%"
 
 
 def evidence_sentence(s: Scenario, doc: dict[str, Any], pricing: str | None = None) -> str:
@@ -614,10 +619,16 @@ def compare_table(rows, s: Scenario) -> str:
 
 # ---------------------------------------------------------------- optimize's text, a sweep's summary
 def answer_text(
-    s: Scenario, res: SolveResult, binding: list | None, conflict, extra_text: str | None = None
+    s: Scenario,
+    res: SolveResult,
+    binding: list | None,
+    conflict,
+    extra_text: str | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     """optimize's and explain's text: the paragraph, the plans, the binding constraints and
-    the solver's status (``extra_text`` first: what --from-megatron would change)."""
+    the solver's status (``extra_text`` first: what --from-megatron would change; ``notes``,
+    sections before the status: e.g. designer.alternatives)."""
     parts = [extra_text, ""] if extra_text else []
     parts.append(paragraph(s, res, binding, conflict))
     if res.plans:
@@ -625,6 +636,8 @@ def answer_text(
         parts.append(evidence_legend(s))
     if binding:
         parts += ["", binding_table(binding, res.objective_unit)]
+    for note in notes:
+        parts += ["", note]
     parts.append(f"\n{res.solver}: {res.status_text} in {res.wall_s:.2f} s")
     if res.message:
         parts.append(f"{res.solver}: {res.message}")

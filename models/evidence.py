@@ -11,7 +11,8 @@ prediction itself), so the measured step time lies in
     [p / (1 + hi), p / (1 + lo)]
 
 A GPU measured only in another precision than the plan's (e.g. B200 runs in FP8
-for a BF16 plan) is extrapolated in that precision: its own band, doubled.
+for a BF16 plan) is extrapolated in that precision: its own band, doubled, and at
+least as wide as the band of a GPU without runs.
 Time to train is proportional to the step time and scales the same way. Cost
 scales in its time-proportional part only (``cost_range``).
 
@@ -23,6 +24,7 @@ it to contain the prediction), doubled on the ratio scale, or a signed error of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ from typing import Any
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
 from models.evaluate import Evaluation
+from models.evidence_rule import PairEvidence, detail_recorded, pair_evidence
 
 DEFAULT_EXTRAPOLATED_ERROR_PCT = 35.0
 """Signed error band (+/- percent) of an extrapolated GPU when no GPU has measured runs."""
@@ -109,15 +112,17 @@ def evidence_line(evidence: Evidence | None) -> str:
 class Band:
     """The signed-error band a prediction on one GPU is read with."""
 
-    status: str  # "measured" | "extrapolated"
+    status: str  # "measured" | "thin" | "extrapolated" (models.evidence_rule)
     error_lo_pct: float
     error_hi_pct: float
     evidence: Evidence | None  # the GPU's own (None when extrapolated)
     basis: str  # where the band comes from, one phrase
+    pair: PairEvidence | None = None  # the plan's (GPU, precision) runs, when known
 
     @property
     def measured(self) -> bool:
-        return self.status == "measured"
+        """Read with the GPU's own runs (measured or thin), not extrapolated."""
+        return self.status != "extrapolated"
 
     @property
     def ratios(self) -> tuple[float, float]:
@@ -136,7 +141,17 @@ class Band:
     def line(self) -> str:
         """The evidence line; for an extrapolated GPU with the band it is read with."""
         e = self.evidence
-        if self.measured or e is None:
+        if self.status == "thin" and self.pair is not None and e is not None:
+            text = (
+                f"thin: {self.pair.summary}, mean error {e.mape_pct:.1f}%, worst "
+                f"{e.worst_pct:.1f}% ({self.pair.to_eligible})"
+            )
+        elif self.measured and e is not None and self.pair is not None and self.pair.recorded:
+            text = (
+                f"measured: {self.pair.summary}; {e.runs:,} runs in all, mean error "
+                f"{e.mape_pct:.1f}%, worst {e.worst_pct:.1f}%"
+            )
+        elif self.measured or e is None:
             text = evidence_line(e)
         else:  # measured, but in another precision
             text = (
@@ -191,30 +206,58 @@ def band(
     measured: Iterable[tuple[str, Evidence]] = (),
     precision: str | None = None,
     gpu: str = "this GPU",
+    family: str = "dense",
 ) -> Band:
     """The band of a GPU with ``evidence`` (its own residuals, widened to contain zero),
     or, without, the extrapolated band from the ``measured`` GPUs of its catalog; a
-    ``precision`` its runs did not use is extrapolated from its own band."""
+    ``precision`` its runs did not use is extrapolated from its own band. With a
+    precision, the band of the runs of the plan's model ``family`` (dense | moe) and
+    precision (``Evidence.bands``) when recorded; a family not measured on the GPU reads
+    its dense band of that precision, doubled like an extrapolation."""
+    pair = None if precision is None else pair_evidence(gpu, evidence, precision)
     if evidence is None:
-        return extrapolated_band(measured)
+        return dataclasses.replace(extrapolated_band(measured), pair=pair)
     if precision is not None and precision not in evidence.precisions:
+        # its own band doubled, but never narrower than a GPU with no run at all: a tight
+        # band in one precision says little about another (GEMM efficiencies differ)
         other = extrapolated_band([(gpu, evidence)])
+        floor = extrapolated_band(measured)
+        lo_pct = min(other.error_lo_pct, floor.error_lo_pct)
+        hi_pct = max(other.error_hi_pct, floor.error_hi_pct)
         return Band(
             "extrapolated",
-            other.error_lo_pct,
-            other.error_hi_pct,
+            lo_pct,
+            hi_pct,
             evidence,
-            f"{other.error_lo_pct:+.0f}%..{other.error_hi_pct:+.0f}%: no {precision} run on "
-            f"{gpu}, its {'/'.join(evidence.precisions)} band doubled",
+            f"{lo_pct:+.0f}%..{hi_pct:+.0f}%: no {precision} run on {gpu}; its "
+            f"{'/'.join(evidence.precisions)} band doubled, at least the catalog's "
+            "extrapolated band",
+            pair,
         )
     lo, hi = _widened(evidence)
-    return Band("measured", 100.0 * lo, 100.0 * hi, evidence, f"{evidence.sets}")
+    status = "thin" if pair is not None and pair.tier == "thin" else "measured"
+    basis = f"{evidence.sets}"
+    bands = evidence.bands if detail_recorded(evidence) else {}
+    own = bands.get(f"{family} {precision}")
+    dense = bands.get(f"dense {precision}")
+    if own is not None:  # the runs of the plan's own family and precision
+        lo, hi = min(own[0], 0.0) / 100.0, max(own[1], 0.0) / 100.0
+        basis = f"{family} {precision} runs: {evidence.sets}"
+    elif dense is not None:  # another family measured only: its band, doubled
+        k = EXTRAPOLATION_WIDENING
+        lo = (1.0 + min(dense[0], 0.0) / 100.0) ** k - 1.0
+        hi = (1.0 + max(dense[1], 0.0) / 100.0) ** k - 1.0
+        basis = f"no {family} run on {gpu}: its dense {precision} band doubled"
+    return Band(status, 100.0 * lo, 100.0 * hi, evidence, basis, pair)
 
 
-def catalog_band(catalog: Catalog, gpu: str, precision: str | None = None) -> Band:
-    """The band of ``gpu`` (at ``precision``, when given) under the stack in effect."""
+def catalog_band(
+    catalog: Catalog, gpu: str, precision: str | None = None, family: str = "dense"
+) -> Band:
+    """The band of ``gpu`` (at ``precision``, when given, for a ``family`` of model) under
+    the stack in effect."""
     measured = [(n, g.evidence) for n, g in catalog.gpus.items() if g.evidence is not None]
-    return band(catalog.gpu(gpu).evidence, measured, precision, gpu)
+    return band(catalog.gpu(gpu).evidence, measured, precision, gpu, family)
 
 
 def _num(x: float) -> float | None:
@@ -222,10 +265,14 @@ def _num(x: float) -> float | None:
 
 
 def gpu_evidence(
-    catalog: Catalog, gpu: str, stack: str | None = None, precision: str | None = None
+    catalog: Catalog,
+    gpu: str,
+    stack: str | None = None,
+    precision: str | None = None,
+    family: str = "dense",
 ) -> dict[str, Any]:
     """A GPU's evidence object without a plan: the ranges are null."""
-    b = catalog_band(catalog, gpu, precision)
+    b = catalog_band(catalog, gpu, precision, family)
     e = b.evidence
     return {
         "stack": stack or catalog.gpu(gpu).stack,
@@ -241,6 +288,19 @@ def gpu_evidence(
         "cost_usd_range": None,
         "basis": b.basis,
         "line": b.line,
+        **rule_fields(b.pair),
+    }
+
+
+def rule_fields(pair: PairEvidence | None) -> dict[str, Any]:
+    """The evidence rule's keys of an evidence object (models.evidence_rule): the runs and
+    organisations in the plan's precision and what would make the pair measured."""
+    if pair is None:
+        return {"precision_runs": None, "sources": None, "to_eligible": None}
+    return {
+        "precision_runs": pair.runs,
+        "sources": list(pair.sources),
+        "to_eligible": None if pair.tier == "measured" else pair.to_eligible,
     }
 
 
@@ -256,12 +316,13 @@ def plan_evidence(
     says which part moves), ``basis`` and ``line``. A bound that is unbounded is null.
     """
     precision = ev.layout.precision
-    b = catalog_band(catalog, ev.gpu, precision)
+    family = "moe" if ev.moe else "dense"
+    b = catalog_band(catalog, ev.gpu, precision, family)
     days = ev.time_to_train_days
     step = b.scale(float(ev.step_time_s))
     days_range = b.scale(float(days)) if days is not None else None
     cost = b.cost(float(cost_usd), time_independent_cost_usd(ev, pricing))
-    doc = gpu_evidence(catalog, ev.gpu, stack, precision)
+    doc = gpu_evidence(catalog, ev.gpu, stack, precision, family)
     doc["step_time_s_range"] = [_num(step[0]), _num(step[1])]
     doc["days_range"] = None if days_range is None else [_num(days_range[0]), _num(days_range[1])]
     doc["cost_usd_range"] = [_num(cost[0]), _num(cost[1])]
@@ -275,7 +336,7 @@ def evaluation_evidence(
     ``cost_usd_range`` per pricing like evaluate's ``cost_usd`` ({capex, cloud, tco};
     cloud and tco null without tokens; capex does not change with time)."""
     doc = plan_evidence(catalog, ev, "capex", float(ev.capex), stack)
-    b = catalog_band(catalog, ev.gpu, ev.layout.precision)
+    b = catalog_band(catalog, ev.gpu, ev.layout.precision, "moe" if ev.moe else "dense")
     costs: dict[str, list[float | None] | None] = {"capex": doc["cost_usd_range"]}
     for pricing, value in (("cloud", ev.cloud_cost), ("tco", ev.tco_cost)):
         if value is None:

@@ -109,8 +109,8 @@ def test_evidence_only_where_runs_were_measured(cat):
     """measured: entries exist for the platforms with calibration runs; others are
     extrapolated (None)."""
     measured = {n for n, g in cat.gpus.items() if g.evidence is not None}
-    assert {"h100-sxm", "a100-80gb", "b200"} <= measured
-    for name in ("gb200", "gaudi3", "l40s", "rtx4090", "h100-pcie"):
+    assert {"h100-sxm", "a100-80gb", "b200", "gb200"} <= measured  # gb200: MLPerf v5.0 runs
+    for name in ("gaudi3", "l40s", "rtx4090", "h100-pcie"):
         assert cat.gpus[name].evidence is None, name
     assert cat.gpus["a100-80gb"].with_stack("vtrain-2022").evidence.runs == 1549
 

@@ -257,10 +257,12 @@ def test_saved_answers_keep_headroom_fabric_and_gpu_caps():
         budget=30e6, headroom=0.1, fabric="ib", gpu_caps={"h100-sxm": 512}, evidence="any"
     )
     q = question_dict(s)
-    assert q["headroom"] == 0.1 and q["fabric"] == "ib" and q["gpu_caps"] == {"h100-sxm": 512}
+    # a whole-catalog search also caps a consumer card at its max_cluster_gpus (issue 30)
+    caps = {"h100-sxm": 512, "rtx4090": s.catalog.gpu("rtx4090").max_cluster_gpus}
+    assert q["headroom"] == 0.1 and q["fabric"] == "ib" and q["gpu_caps"] == caps
     back, _ = _from_answer(json.loads(json.dumps({"question": q, "plans": []})), "answer.json")
     assert back.assumptions.memory_headroom_fraction == 0.1
-    assert back.fabric == "infiniband" and back.gpu_caps == (("h100-sxm", 512),)
+    assert back.fabric == "infiniband" and back.gpu_caps == tuple(sorted(caps.items()))
 
 
 # ------------------------------------------------------------------ launch matches memory
