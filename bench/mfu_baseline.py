@@ -84,15 +84,24 @@ def vtrain_spec(row: Row) -> TransformerSpec:
 
 
 def vtrain_flops(row: Row) -> float:
-    return flops.model_flops_per_token(vtrain_spec(row), row.seq_len) * row.global_batch * row.seq_len
+    return (
+        flops.model_flops_per_token(vtrain_spec(row), row.seq_len) * row.global_batch * row.seq_len
+    )
 
 
 def vtrain_samples(catalog: Catalog, name: str) -> list[Sample]:
     peak = catalog.gpu(VTRAIN_GPU).peak_tflops("bf16") or 0.0
     key = (VTRAIN_STACK, VTRAIN_GPU, "bf16")
     return [
-        Sample(key, vtrain_flops(p.row), p.row.gpus, peak, p.row.measured_ms / 1e3,
-               p.predicted_ms / 1e3, f"vtrain {name}")  # fmt: skip
+        Sample(
+            key,
+            vtrain_flops(p.row),
+            p.row.gpus,
+            peak,
+            p.row.measured_ms / 1e3,
+            p.predicted_ms / 1e3,
+            f"vtrain {name}",
+        )  # fmt: skip
         for p in predict(read_rows(name), catalog)
     ]
 
@@ -109,9 +118,15 @@ def published_samples(catalog: Catalog) -> list[Sample]:
         r = p.run
         peak = catalog.gpu(r.gpu).peak_tflops(r.precision) or 0.0
         out.append(
-            Sample((published.MODERN_STACK, r.gpu, r.precision), published_flops(r),
-                   r.layout.num_gpus, peak, r.measured_step_s, p.predicted_step_s,
-                   r.origin)  # fmt: skip
+            Sample(
+                (published.MODERN_STACK, r.gpu, r.precision),
+                published_flops(r),
+                r.layout.num_gpus,
+                peak,
+                r.measured_step_s,
+                p.predicted_step_s,
+                r.origin,
+            )  # fmt: skip
         )
     return out
 

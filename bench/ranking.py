@@ -144,14 +144,27 @@ def vtrain_groups(catalog: Catalog, name: str, eff: dict) -> list[Group]:
                 p.row.measured_ms / 1e3,
                 p.predicted_ms / 1e3,
                 mfu_baseline.step_s(mfu_baseline.vtrain_flops(p.row), gpus, peak, eff[key]),
-                VTRAIN_SOURCE, VTRAIN_URL, "2024", VTRAIN_ASSUMED,
+                VTRAIN_SOURCE,
+                VTRAIN_URL,
+                "2024",
+                VTRAIN_ASSUMED,
             )  # fmt: skip
             for p in preds
         )
         model = f"gpt h{h} L{layers} a{heads}"
         out.append(
-            Group(f"vtrain-{name} {model} {gpus}xA100 gb{gb}", f"vtrain-{name}", "dense",
-                  mfu_baseline.VTRAIN_GPU, "bf16", gpus, gb, seq, model, members)  # fmt: skip
+            Group(
+                f"vtrain-{name} {model} {gpus}xA100 gb{gb}",
+                f"vtrain-{name}",
+                "dense",
+                mfu_baseline.VTRAIN_GPU,
+                "bf16",
+                gpus,
+                gb,
+                seq,
+                model,
+                members,
+            )  # fmt: skip
         )
     return out
 
@@ -181,14 +194,31 @@ def moe_groups(catalog: Catalog, eff: dict) -> list[Group]:
         peak = catalog.gpu(gpu).peak_tflops(prec) or 0.0
         e = eff[(published.MODERN_STACK, gpu, prec)]
         members = tuple(
-            Member(_moe_layout(row), meas, pred,
-                   mfu_baseline.step_s(model_flops, int(n), peak, e),
-                   row["source"], row["url"], row["date"], row["notes"])  # fmt: skip
+            Member(
+                _moe_layout(row),
+                meas,
+                pred,
+                mfu_baseline.step_s(model_flops, int(n), peak, e),
+                row["source"],
+                row["url"],
+                row["date"],
+                row["notes"],
+            )  # fmt: skip
             for row, pred, meas in rows
         )
         out.append(
-            Group(f"moe {model} {n}x{gpu} gb{gb} s{seq} {prec}", "moe-independent", "moe",
-                  gpu, prec, int(n), int(gb), int(seq), model, members)  # fmt: skip
+            Group(
+                f"moe {model} {n}x{gpu} gb{gb} s{seq} {prec}",
+                "moe-independent",
+                "moe",
+                gpu,
+                prec,
+                int(n),
+                int(gb),
+                int(seq),
+                model,
+                members,
+            )  # fmt: skip
         )
     return out
 
@@ -218,9 +248,16 @@ def published_groups(catalog: Catalog, eff: dict) -> list[Group]:
         peak = catalog.gpu(gpu).peak_tflops(prec) or 0.0
         e = eff[(published.MODERN_STACK, gpu, prec)]
         members = tuple(
-            Member(_published_layout(p.run), p.run.measured_step_s, p.predicted_step_s,
-                   mfu_baseline.step_s(mfu_baseline.published_flops(p.run), n, peak, e),
-                   p.run.source, "", "", "; ".join(p.run.assumed))  # fmt: skip
+            Member(
+                _published_layout(p.run),
+                p.run.measured_step_s,
+                p.predicted_step_s,
+                mfu_baseline.step_s(mfu_baseline.published_flops(p.run), n, peak, e),
+                p.run.source,
+                "",
+                "",
+                "; ".join(p.run.assumed),
+            )  # fmt: skip
             for p in preds
         )
         model = f"L{layers} h{hidden} a{heads}"

@@ -104,9 +104,7 @@ class MarginBin:
     ordered_right: float
 
 
-def pair_margins(
-    predicted: Sequence[float], measured: Sequence[float]
-) -> list[tuple[float, bool]]:
+def pair_margins(predicted: Sequence[float], measured: Sequence[float]) -> list[tuple[float, bool]]:
     """Each pair of a group as (predicted margin, ordered right): the margin is the slower
     predicted time over the faster minus 1; pairs measured equal are left out."""
     out = []

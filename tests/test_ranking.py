@@ -1,0 +1,148 @@
+"""Layout-ranking fidelity (issue 35): the metrics on toy data, the baseline's fit, the
+benchmark's data files, and the confidence sentence of optimize --top K."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+import yaml
+
+from helpers import load_bench, run_cli
+from models.ranking import (
+    FIDELITY_FILE,
+    best_in_top_k,
+    kendall_tau_b,
+    margin_bins,
+    pair_margins,
+    ranking_confidence,
+    top1_regret,
+)
+
+ranking = load_bench("ranking.py", "bench_ranking")
+mfu_baseline = load_bench("mfu_baseline.py", "bench_mfu_baseline")
+
+
+# ------------------------------------------------------------------ metrics on toy data
+def test_tau_b_perfect_reversed_and_known_ties():
+    assert kendall_tau_b([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert kendall_tau_b([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    # 5 concordant pairs, 1 tied in the prediction, none discordant: 5 / sqrt(5 x 6)
+    assert kendall_tau_b([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(5 / math.sqrt(30))
+
+
+def test_tau_b_of_a_constant_predictor_is_zero():
+    assert kendall_tau_b([7.0, 7.0, 7.0, 7.0], [1, 3, 2, 4]) == 0.0
+
+
+def test_top1_regret_and_its_tie_rule():
+    assert top1_regret([1, 2, 3], [1.1, 1.0, 1.2]) == pytest.approx(0.1)
+    assert top1_regret([3, 2, 1], [1.3, 1.2, 1.0]) == 0.0
+    # two layouts tie for predicted fastest: the mean of their regrets (0 and 20%)
+    assert top1_regret([1, 1, 2], [1.0, 1.2, 1.1]) == pytest.approx(0.1)
+    # a constant predictor: the mean regret over the whole group
+    assert top1_regret([5, 5, 5, 5], [1.0, 1.1, 1.2, 1.3]) == pytest.approx(0.15)
+
+
+def test_best_in_top_k_with_and_without_ties():
+    assert best_in_top_k([1, 2, 3, 4], [1.0, 2, 3, 4], k=3) == 1.0
+    assert best_in_top_k([1, 2, 3, 4], [4.0, 3, 2, 1], k=3) == 0.0
+    # all five tied: the best sits at a uniformly random position, 3 of 5 in the top 3
+    assert best_in_top_k([5] * 5, [1.0, 2, 3, 4, 5], k=3) == pytest.approx(0.6)
+    # two ahead of it, and it ties with one more: one of the two third places
+    assert best_in_top_k([1, 2, 3, 3], [2.0, 3, 1, 4], k=3) == pytest.approx(0.5)
+
+
+def test_pair_margins_and_bins():
+    margins = pair_margins([1.0, 1.01, 1.5], [1.0, 0.9, 2.0])
+    assert sorted(round(m, 4) for m, _ in margins) == [0.01, 0.4851, 0.5]
+    right = {round(m, 4): r for m, r in margins}
+    assert right[0.01] is False and right[0.5] is True
+    bins = margin_bins(margins, (0.0, 0.02))
+    assert [(b.pairs, b.ordered_right) for b in bins] == [(1, 0.0), (2, 1.0)]
+    assert bins[-1].high == math.inf
+
+
+# ------------------------------------------------------------------ constant-MFU baseline
+def test_fit_efficiency_minimises_mape():
+    achieved = [0.30, 0.40, 0.45, 0.50, 0.80]
+    e = mfu_baseline.fit_efficiency(achieved)
+
+    def err(eff):
+        return sum(abs(x / eff - 1) for x in achieved)
+
+    grid = [0.2 + i / 1000 for i in range(700)]
+    assert err(e) <= min(err(g) for g in grid) + 1e-9
+    assert mfu_baseline.fit_efficiency([0.5, 0.5]) == pytest.approx(0.5)
+
+
+def test_baseline_ties_every_layout_of_a_group():
+    groups = ranking.all_groups()
+    for g in groups:
+        base = g.column("baseline_s")
+        assert max(base) == pytest.approx(min(base), rel=1e-9), g.name
+
+
+# ------------------------------------------------------------------ data files
+@pytest.fixture(scope="module")
+def groups():
+    return ranking.all_groups()
+
+
+def test_groups_csv_is_what_the_sources_give(groups):
+    with ranking.GROUPS_CSV.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows == ranking.group_rows(groups)  # rerun: python bench/ranking.py --write-groups
+    by_group: dict[str, list[dict]] = {}
+    for r in rows:
+        by_group.setdefault(r["group"], []).append(r)
+        assert r["source"] and r["url"] and r["date"] and float(r["measured_step_s"]) > 0
+    assert all(len({r["layout"] for r in rs}) >= 3 for rs in by_group.values())
+    assert {r["kind"] for r in rows} == {"dense", "moe"}
+
+
+def test_fidelity_file_is_what_the_benchmark_gives(groups):
+    doc = yaml.safe_load(FIDELITY_FILE.read_text(encoding="utf-8"))
+    bins = ranking.confidence_bins(groups)
+    assert [(b["pairs"], b["ordered_right"]) for b in doc["bins"]] == [
+        (b.pairs, round(b.ordered_right, 3)) for b in bins
+    ]  # rerun: python bench/ranking.py --write-confidence
+    assert "bench/ranking.py" in doc["source"]
+
+
+def test_designer_beats_the_constant_mfu_baseline(groups):
+    ours, base = ranking.summary(groups, "designer_s"), ranking.summary(groups, "baseline_s")
+    assert ours["tau_median"] >= 0.7 > base["tau_median"]
+    assert ours["regret_median"] <= 0.03 < base["regret_median"]
+    assert ours["top3_rate"] >= 0.8 > base["top3_rate"]
+
+
+# ------------------------------------------------------------------ confidence in the answer
+def test_confidence_reads_the_measured_table():
+    close, clear = ranking_confidence(10.0, 10.05), ranking_confidence(10.0, 20.0)
+    assert close.coin_toss and "coin toss" in close.sentence()
+    assert not clear.coin_toss and clear.ordered_right > 0.9
+    assert clear.margin == pytest.approx(1.0)
+
+
+QUESTION = ["optimize", "--model", "llama2-7b", "--tokens", "100B", "--budget", "2M",
+            "--gpu", "h100-sxm", "--no-explain"]  # fmt: skip
+
+
+def test_optimize_top_k_states_the_ranking_confidence():
+    res = run_cli([*QUESTION, "--top", "2"])
+    assert res.exit_code == 0, res.output
+    assert "Ranking: plan 1 leads plan 2 by" in res.output
+    doc = json.loads(run_cli([*QUESTION, "--top", "2", "--json"]).output)
+    days = [p["time_to_train_days"] for p in doc["plans"]]
+    assert doc["ranking"]["margin"] == pytest.approx(days[1] / days[0] - 1, rel=1e-3)
+    assert 0 <= doc["ranking"]["pairs_ordered_right"] <= 1
+    assert doc["ranking"]["same_hardware"] in (True, False)
+
+
+def test_a_single_plan_has_no_ranking():
+    doc = json.loads(run_cli([*QUESTION, "--json"]).output)
+    assert doc["ranking"] is None
+    assert "Ranking:" not in run_cli(QUESTION).output
