@@ -146,3 +146,13 @@ def test_a_single_plan_has_no_ranking():
     doc = json.loads(run_cli([*QUESTION, "--json"]).output)
     assert doc["ranking"] is None
     assert "Ranking:" not in run_cli(QUESTION).output
+
+
+def test_explain_of_a_question_file_states_the_ranking(tmp_path):
+    question = tmp_path / "q.yaml"
+    question.write_text("model: llama2-7b\ntokens: 100B\nbudget: 2M\ngpus: [h100-sxm]\n")
+    res = run_cli(["explain", str(question)])
+    assert res.exit_code == 0, res.output
+    assert "Ranking: plan 1 leads plan 2 by" in res.output
+    doc = json.loads(run_cli(["explain", str(question), "--json"]).output)
+    assert len(doc["plans"]) == 2 and doc["ranking"]["measured_pairs"] > 0
