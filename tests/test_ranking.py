@@ -10,6 +10,7 @@ import math
 import pytest
 import yaml
 
+from catalog import load_catalog
 from helpers import load_bench, run_cli
 from models.ranking import (
     FIDELITY_FILE,
@@ -156,3 +157,12 @@ def test_explain_of_a_question_file_states_the_ranking(tmp_path):
     assert "Ranking: plan 1 leads plan 2 by" in res.output
     doc = json.loads(run_cli(["explain", str(question), "--json"]).output)
     assert len(doc["plans"]) == 2 and doc["ranking"]["measured_pairs"] > 0
+
+
+def test_designer_halves_the_baselines_error_on_the_calibration_sets():
+    samples = mfu_baseline.calibration_samples(load_catalog())
+    table = {label: (ours, base) for label, _n, ours, base in
+             mfu_baseline.error_table(samples, mfu_baseline.fit(samples))}  # fmt: skip
+    for label in ("published_runs.csv all", "vtrain multi", "vtrain single"):
+        ours, base = table[label]
+        assert ours <= base / 2, label
