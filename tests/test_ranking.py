@@ -166,3 +166,31 @@ def test_designer_halves_the_baselines_error_on_the_calibration_sets():
     for label in ("published_runs.csv all", "vtrain multi", "vtrain single"):
         ours, base = table[label]
         assert ours <= base / 2, label
+
+
+# ------------------------------------------------------------------ the mechanism ranking exposed
+def _vtrain_step(pp: int, sync_us: float) -> tuple[float, int]:
+    """Step time of a small GPT at TP 1, PP pp on one A100 server under vtrain-2022 with
+    pp_sync_us_per_send = sync_us, and the sends per step."""
+    import dataclasses
+
+    from designer.validation import VTRAIN_ASSUMPTIONS, vtrain_hardware
+    from models import Layout, TransformerSpec, evaluate
+
+    hw = vtrain_hardware(load_catalog())
+    cal = hw.gpu.calibration.model_copy(update={"pp_sync_us_per_send": sync_us})
+    hw = dataclasses.replace(hw, gpu=hw.gpu.with_calibration(cal))
+    spec = TransformerSpec(name="gpt-h1024", layers=12, hidden=1024, heads=16, vocab=50304,
+                           seq_len=1024, tied_embeddings=True)  # fmt: skip
+    lay = Layout(tp=1, pp=pp, dp=8 // pp, micro_batch=2, global_batch=64, recompute="full",
+                 sequence_parallel=False, zero=0)  # fmt: skip
+    m = 64 // (2 * (8 // pp))
+    sends = 2 * (m + pp - 1) if pp > 1 else 0
+    return evaluate(spec, hw, lay, assumptions=VTRAIN_ASSUMPTIONS).step_time_s, sends
+
+
+def test_host_synchronised_sends_cost_each_send_only_with_a_pipeline():
+    for pp in (1, 2, 4):
+        without, sends = _vtrain_step(pp, 0.0)
+        with_sync, _ = _vtrain_step(pp, 1000.0)
+        assert with_sync - without == pytest.approx(sends * 1e-3, rel=1e-6, abs=1e-12)
