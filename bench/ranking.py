@@ -52,6 +52,8 @@ from catalog.catalog import Catalog  # noqa: E402
 from designer import published  # noqa: E402
 from designer.validation import VTRAIN_STACK, Row, predict, read_rows  # noqa: E402
 from models import flops  # noqa: E402
+from models.evaluate import Hardware, evaluate  # noqa: E402
+from models.layout import Layout  # noqa: E402
 from models.ranking import (  # noqa: E402
     FIDELITY_FILE,
     best_in_top_k,
@@ -60,9 +62,11 @@ from models.ranking import (  # noqa: E402
     pair_margins,
     top1_regret,
 )
+from models.spec import TransformerSpec  # noqa: E402
 from models.zoo import moe_zoo  # noqa: E402
 
 GROUPS_CSV = BENCH / "data" / "ranking" / "groups.csv"
+SWEEPS_CSV = BENCH / "data" / "ranking" / "layout_sweeps.csv"
 MIN_LAYOUTS = 3
 MARGIN_EDGES = (0.0, 0.02, 0.05, 0.10, 0.20)
 VTRAIN_URL = "https://github.com/VIA-Research/vTrain (bench/data/vtrain, MIT licence)"
@@ -266,6 +270,111 @@ def published_groups(catalog: Catalog, eff: dict) -> list[Group]:
     return out
 
 
+# ------------------------------------------------------------------ layout sweeps
+def sweep_rows(path: Path = SWEEPS_CSV) -> list[dict[str, str]]:
+    """The transcribed layout sweeps (bench/data/ranking/layout_sweeps.csv)."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def sweep_spec(row: dict[str, str]) -> TransformerSpec:
+    """The row's model, from its published configuration (the row's columns)."""
+    num = {k: int(row[k]) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim",
+                                    "ffn_hidden", "vocab", "seq_len")}  # fmt: skip
+    return TransformerSpec(
+        name=row["model"].replace(" ", "-"),
+        gated_mlp=row["gated_mlp"] == "yes",
+        tied_embeddings=row["tied_embeddings"] == "yes",
+        position_embedding=row["position_embedding"],  # type: ignore[arg-type]
+        normalization=row["normalization"],  # type: ignore[arg-type]
+        linear_bias=row["linear_bias"] == "yes",
+        **num,
+    )
+
+
+def sweep_layout(row: dict[str, str]) -> Layout:
+    """Megatron terms of a sweep row: DP = FSDP shards x replicas (HSDP), global batch =
+    local batch x DP, ZeRO stage as given (3 for FSDP2)."""
+    dp = int(row["dp_shard"]) * int(row["dp_replicate"])
+    return Layout(
+        tp=int(row["tp"]),
+        pp=int(row["pp"]),
+        dp=dp,
+        cp=int(row["cp"]),
+        micro_batch=int(row["micro_batch"]),
+        global_batch=int(row["local_batch"]) * dp,
+        recompute=row["recompute"],
+        zero=int(row["zero"]),
+        precision=row["precision"],
+    )
+
+
+def _sweep_layout_name(row: dict[str, str]) -> str:
+    return (f"tp{row['tp']} pp{row['pp']} cp{row['cp']} fsdp{row['dp_shard']} "
+            f"rep{row['dp_replicate']} lb{row['local_batch']} mb{row['micro_batch']} "
+            f"rc:{row['recompute']} zero{row['zero']}")  # fmt: skip
+
+
+def sweep_step_s(row: dict[str, str], catalog: Catalog) -> tuple[float, float, int]:
+    """Measured and designer's step time of a sweep row, and its tokens per step. The
+    measured time is tokens / (tokens/s per GPU x GPUs); a row with TFLOP/s per GPU only
+    is turned into tokens/s with designer's model FLOPs per token (the group shares it)."""
+    spec, layout = sweep_spec(row), sweep_layout(row)
+    seq, n = int(row["seq_len"]), int(row["num_gpus"])
+    tokens = layout.global_batch * seq
+    rate = float(row["tokens_per_s_per_gpu"] or 0.0)
+    if not rate:
+        rate = float(row["tflops_per_gpu"]) * 1e12 / flops.model_flops_per_token(spec, seq)
+    gpu, nic, nics = published.GPU_NAMES[row["gpu"]]
+    cat = catalog.with_stack(published.MODERN_STACK)
+    hw = Hardware.from_catalog(cat, gpu, nic, nics)
+    ev = evaluate(spec, hw, layout, seq, assumptions=published.MODERN_ASSUMPTIONS)
+    return tokens / (rate * n), ev.step_time_s, tokens
+
+
+def _sweep_group(rows: list[dict[str, str]], catalog: Catalog, eff: dict) -> Group:
+    """One sweep group. Its members differ in global batch, so each member's measured and
+    predicted times are scaled to the first member's tokens per step (time per token)."""
+    first = rows[0]
+    gpu, prec = published.GPU_NAMES[first["gpu"]][0], first["precision"]
+    seq, n = int(first["seq_len"]), int(first["num_gpus"])
+    timed = [(row, *sweep_step_s(row, catalog)) for row in rows]
+    ref_tokens = timed[0][3]
+    peak = catalog.gpu(gpu).peak_tflops(prec) or 0.0
+    # no calibration fit on this GPU and precision: any one efficiency ties the group alike
+    e = eff.get((published.MODERN_STACK, gpu, prec), statistics.median(eff.values()))
+    base = mfu_baseline.step_s(flops.model_flops_per_token(sweep_spec(first), seq) * ref_tokens,
+                               n, peak, e)  # fmt: skip
+    members = tuple(
+        Member(
+            _sweep_layout_name(row),
+            meas * ref_tokens / tokens,
+            pred * ref_tokens / tokens,
+            base,
+            row["source"],
+            row["url"],
+            row["date"],
+            f"{row['assumptions']}; time per step of {ref_tokens} tokens (per-token comparison)",
+        )  # fmt: skip
+        for row, meas, pred, tokens in timed
+    )
+    gb = ref_tokens // seq
+    name = f"sweep {first['model']} {n}x{gpu} s{seq} {prec} ({first['variant']})"
+    return Group(name, "sweeps", "dense", gpu, prec, n, gb, seq, first["model"], members)
+
+
+def sweep_groups(catalog: Catalog, eff: dict, path: Path = SWEEPS_CSV) -> list[Group]:
+    """Rows of layout_sweeps.csv with equal model, GPU type and count, sequence,
+    precision, software variant and source URL, at least MIN_LAYOUTS of them."""
+    by: dict[tuple, list[dict[str, str]]] = defaultdict(list)
+    for row in sweep_rows(path):
+        key = tuple(row[k] for k in ("model", "gpu", "num_gpus", "seq_len", "precision",
+                                     "variant", "url"))  # fmt: skip
+        by[key].append(row)
+    return [_sweep_group(rows, catalog, eff) for _key, rows in sorted(by.items())
+            if len({_sweep_layout_name(r) for r in rows}) >= MIN_LAYOUTS]  # fmt: skip
+
+
 def all_groups(catalog: Catalog | None = None) -> list[Group]:
     catalog = catalog or load_catalog()
     eff = mfu_baseline.fit(mfu_baseline.calibration_samples(catalog))
@@ -274,6 +383,7 @@ def all_groups(catalog: Catalog | None = None) -> list[Group]:
         *vtrain_groups(catalog, "single", eff),
         *moe_groups(catalog, eff),
         *published_groups(catalog, eff),
+        *sweep_groups(catalog, eff),
     ]
 
 
