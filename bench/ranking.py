@@ -421,6 +421,8 @@ def report(groups: Sequence[Group], show_groups: bool) -> None:
         sets[g.set].append(g)
     for name, gs in sorted(sets.items()):
         print("\n".join(_line(name, gs)))
+    for gpu in gpus:
+        print("\n".join(_line(f"on {gpu}", [g for g in groups if g.gpu == gpu])))
     print("\n".join(_line("all groups", groups)))
     if show_groups:
         for g in groups:

@@ -113,6 +113,66 @@ def test_fidelity_file_is_what_the_benchmark_gives(groups):
     assert "bench/ranking.py" in doc["source"]
 
 
+def test_groups_span_three_gpu_types_dense_and_moe(groups):
+    """The issue's acceptance: A100, H100 and one of B200 / GB200 / MI300X."""
+    gpus = {g.gpu for g in groups}
+    assert {"a100-80gb", "h100-sxm"} <= gpus and gpus & {"b200", "gb200", "mi300x"}
+    dense_h100 = [g for g in groups if g.gpu == "h100-sxm" and g.kind == "dense"]
+    assert dense_h100 and {g.kind for g in groups} == {"dense", "moe"}
+
+
+def test_every_sweep_row_has_its_source_and_a_scorable_layout():
+    catalog = load_catalog()
+    rows = ranking.sweep_rows()
+    assert len(rows) >= 20
+    for row in rows:
+        assert row["source"] and row["url"] and row["date"] and row["assumptions"], row
+        measured, predicted, tokens = ranking.sweep_step_s(row, catalog)
+        assert measured > 0 and predicted > 0 and tokens % int(row["seq_len"]) == 0
+
+
+def _sweep_csv(tmp_path, batches_and_rates):
+    """A copy of the first sweep row per (local batch, tokens/s per GPU)."""
+    first = ranking.sweep_rows()[0]
+    path = tmp_path / "sweeps.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(first))
+        writer.writeheader()
+        for lb, rate in batches_and_rates:
+            mb = lb if int(first["pp"]) == 1 else 1
+            writer.writerow({**first, "local_batch": lb, "micro_batch": mb,
+                             "tokens_per_s_per_gpu": rate})  # fmt: skip
+    return path, first
+
+
+def test_sweep_groups_compare_time_per_token(tmp_path):
+    """Members with different global batches are scaled to the first member's tokens: equal
+    tokens/s give equal times, and the baseline ties them all."""
+    path, first = _sweep_csv(tmp_path, [(8, 1000.0), (16, 1000.0), (32, 2000.0)])
+    catalog = load_catalog()
+    eff = mfu_baseline.fit(mfu_baseline.calibration_samples(catalog))
+    (group,) = ranking.sweep_groups(catalog, eff, path)
+    n, seq = int(first["num_gpus"]), int(first["seq_len"])
+    ref_tokens = 8 * int(first["dp_shard"]) * int(first["dp_replicate"]) * seq
+    measured = group.column("measured_s")
+    assert measured == pytest.approx([ref_tokens / (1000.0 * n)] * 2 + [ref_tokens / (2000.0 * n)])
+    assert group.global_batch * seq == ref_tokens
+    assert len(set(group.column("baseline_s"))) == 1
+    # two layouts only: no group
+    path2, _ = _sweep_csv(tmp_path, [(8, 1000.0), (16, 1000.0)])
+    assert ranking.sweep_groups(catalog, eff, path2) == []
+
+
+def test_designer_beats_the_baseline_on_the_layout_sweeps(groups):
+    """The sweeps (GB200, MI300X, one H100): pinned so a change in their order shows."""
+    sweeps = [g for g in groups if g.set == "sweeps"]
+    ours, base = ranking.summary(sweeps, "designer_s"), ranking.summary(sweeps, "baseline_s")
+    assert len(sweeps) == 6
+    assert ours["tau_median"] == pytest.approx(0.64, abs=0.01) and base["tau_median"] == 0.0
+    assert ours["regret_median"] < base["regret_median"]
+    assert ours["top3_rate"] > base["top3_rate"]
+
+
 def test_designer_beats_the_constant_mfu_baseline(groups):
     ours, base = ranking.summary(groups, "designer_s"), ranking.summary(groups, "baseline_s")
     assert ours["tau_median"] >= 0.7 > base["tau_median"]
