@@ -11,6 +11,8 @@ and the rows that cannot be evaluated with their reasons (--skipped lists each).
 --evidence prints the catalog's `measured:` blocks (catalog/data/gpus.yaml) that
 these errors give; tests/test_accuracy.py checks the catalog against them.
 --plot draws predicted against measured, one panel per platform and precision.
+--baseline adds the constant-MFU baseline's MAPE beside designer's on every set
+(bench/mfu_baseline.py: one efficiency per stack, GPU and precision, fitted on these sets).
 """
 
 from __future__ import annotations
@@ -91,7 +93,13 @@ def main() -> None:
         action="store_true",
         help="with --evidence: write the blocks into catalog/data/gpus.yaml",
     )
+    parser.add_argument(
+        "--baseline", action="store_true", help="also the constant-MFU baseline's MAPE per set"
+    )
     args = parser.parse_args()
+    if args.baseline:
+        baseline_report()
+        return
     if args.evidence:
         blocks = evidence_blocks()
         if args.write_catalog:
@@ -111,6 +119,13 @@ def main() -> None:
         published_report(args.worst, args.skipped)
     if args.plot:
         scatter(names, args.plot, with_published=args.set in ("published", "all"))
+
+
+def baseline_report() -> None:
+    """designer's MAPE beside the fitted constant-MFU baseline's on every calibration set."""
+    import mfu_baseline
+
+    mfu_baseline.main()
 
 
 def published_report(worst: int, list_skipped: bool) -> None:

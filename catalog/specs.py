@@ -196,6 +196,14 @@ class Calibration(_Strict):
         le=1,
         description="fraction of the pipeline sends hidden behind compute (overlapped P2P)",
     )
+    pp_sync_us_per_send: float = Field(
+        0.0,
+        ge=0,
+        le=1e6,
+        description="exposed time per pipeline send of a host-synchronised schedule, "
+        "microseconds: 2022 Megatron-LM synchronises the device after each batched P2P "
+        "exchange, so the host's relaunch of the next micro-batch's kernels is not hidden",
+    )
     grad_overlap_fraction: float = Field(
         0.0,
         ge=0,

@@ -333,8 +333,8 @@ def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | N
     from designer.questions import evaluate_config, load_question_file
 
     scenario, config = load_question_file(file)
-    if config is None:
-        res = solve(scenario, time_limit_s=time_limit)
+    if config is None:  # the runner-up too: how sure the ranking is (designer/confidence.py)
+        res = solve(scenario, top_k=2, time_limit_s=time_limit)
     else:
         res = evaluate_config(scenario, config)
     _answer(scenario, res, True, time_limit, as_json, csv_file)

@@ -21,6 +21,13 @@ def _evidence():
     return evidence
 
 
+def _confidence():
+    """designer.confidence (issue 35: how sure the ranking of the first two plans is)."""
+    from designer import confidence
+
+    return confidence
+
+
 CSV_COLUMNS = [*PLAN_COLUMNS, "top_binding"]
 # each evidence column of the CSVs: the evidence object's key, and the end of its range
 _EVIDENCE_CELLS: dict[str, tuple[str, int | None]] = {
@@ -63,6 +70,7 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
         "conflict": _plain(conflict.as_dict()) if conflict is not None else None,
         "bom": bom_dict(best) if best is not None else None,
         "explanation": paragraph(s, res, binding, conflict),
+        "ranking": _confidence().ranking_dict(res),
     }
 
 
@@ -634,6 +642,7 @@ def answer_text(
     if res.plans:
         parts += ["", plans_table(res, s), cluster_line(res.plans[0].evaluation)]
         parts.append(evidence_legend(s))
+        parts += filter(None, [_confidence().ranking_text(res)])
     if binding:
         parts += ["", binding_table(binding, res.objective_unit)]
     for note in notes:

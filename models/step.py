@@ -371,6 +371,7 @@ def step_coefficients(
     lat = cal.collective_latency_us * 1e-6
     send_bytes = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.hidden / layout.tp
     send_exposed = 1.0 - cal.pp_overlap_fraction  # overlapped P2P hides the rest
+    sync = cal.pp_sync_us_per_send * 1e-6  # a host-synchronised send: exposed whatever overlaps
     gpn = gpu.server.gpus_per_server
     k = scaleup.ranks_in_domain(gpu, layout.tp)
     grad_params = stage_params(spec, layout, "most")
@@ -388,10 +389,10 @@ def step_coefficients(
         cp=layout.cp,
         replica_gpus=layout.tp * layout.cp * layout.pp,
         pp_send_bytes=send_bytes * send_exposed if layout.pp > 1 else 0.0,
-        pp_send_intra_s=comm.p2p_s(send_bytes, _p2p_bw(gpu), lat) * send_exposed
+        pp_send_intra_s=comm.p2p_s(send_bytes, _p2p_bw(gpu), lat) * send_exposed + sync
         if layout.pp > 1
         else 0.0,
-        pp_latency_s=lat * send_exposed if layout.pp > 1 else 0.0,
+        pp_latency_s=lat * send_exposed + sync if layout.pp > 1 else 0.0,
         dp_bytes=dp_bytes,
         dp_ranks_per_node=k,
         scale_up_bw_gb_per_s=_scale_up_bw(gpu, k),
