@@ -71,6 +71,7 @@ from catalog import load_catalog  # noqa: E402
 from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from models import Hardware, Layout, TransformerSpec, evaluate, flops  # noqa: E402
 from models.expert import ExpertLayout  # noqa: E402
+from models.memory import MODULES  # noqa: E402
 from models.zoo import moe_zoo  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "published" / "published_runs.csv"
@@ -152,12 +153,26 @@ def measured_step_s(row: dict[str, str], spec: TransformerSpec) -> float:
     return gb * seq * per_token / (float(row["tflops_per_gpu"]) * 1e12 * gpus)
 
 
+def recompute_of(row: dict[str, str]) -> tuple[str, frozenset[str]]:
+    """The row's ``recompute`` and ``--recompute-modules`` (module docstring)."""
+    text = row["recompute"]
+    if text.startswith("module:"):
+        return "none", frozenset(text.removeprefix("module:").split())
+    if text == "elementwise":
+        return "none", frozenset({"layernorm", "moe_act"})
+    return RECOMPUTE[text], frozenset()
+
+
 def skip_reason(row: dict[str, str]) -> str | None:
     """Why an independent row cannot be scored, or None."""
     if row["model"] not in moe_zoo():
         return f"model {row['model']} is not in the zoo (see notes)"
-    if row["recompute"] not in RECOMPUTE:
-        return f"recompute {row['recompute']!r} has no equivalent in none/selective/full"
+    text = row["recompute"]
+    if text not in RECOMPUTE and not text.startswith("module:"):
+        return f"recompute {text!r} has no equivalent in none/selective/full"
+    unknown = recompute_of(row)[1] - set(MODULES)
+    if unknown:
+        return f"recompute modules {', '.join(sorted(unknown))} are not modelled"
     return None
 
 
@@ -166,11 +181,12 @@ def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout
     ``as_run`` False: the alltoall dispatcher whatever the row ran."""
     n = {k: int(row[k]) for k in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "num_gpus")}
     split = row["embedding_loss_in_split"] == "yes"
+    recompute, modules = recompute_of(row)
     layout = Layout(
         **{k: n[k] for k in ("tp", "pp", "dp", "cp", "vp")},
         micro_batch=int(row["micro_batch"]),
         global_batch=int(row["global_batch"]),
-        recompute=RECOMPUTE[row["recompute"]],
+        recompute=recompute,
         zero=int(row["zero"]),
         precision=row["precision"],
         embedding_in_split=split,
@@ -180,7 +196,13 @@ def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout
         raise ValueError(f"{row['name']}: TP x PP x DP x CP = {layout.num_gpus}, not the GPUs")
     overlap = 1.0 if row["ep_overlap"] == "yes" else 0.0
     per_domain = as_run and row["dispatcher"] in PER_DOMAIN_DISPATCHERS
-    ex = ExpertLayout(ep=n["ep"], etp=n["etp"], ep_overlap=overlap, dispatch_per_domain=per_domain)
+    ex = ExpertLayout(
+        ep=n["ep"],
+        etp=n["etp"],
+        ep_overlap=overlap,
+        dispatch_per_domain=per_domain,
+        recompute_modules=modules,
+    )
     return layout, ex
 
 
