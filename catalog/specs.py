@@ -344,6 +344,11 @@ class GPUSpec(_Strict):
     cloud_price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)
     server: ServerSpec
+    for_sale: bool = Field(
+        True,
+        description="false: a GPU the market no longer offers (kept to evaluate the runs made "
+        "on it); searched only when named with --gpu",
+    )
     stacks: dict[str, Calibration] = Field(
         min_length=1, description="performance-model profile per software stack (STACKS)"
     )

@@ -262,15 +262,17 @@ def _batch_ceiling(max_batch_tokens, min_batch_tokens, seq_len: int) -> float:
 
 
 def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
-    """The GPUs to search and the (GPU, precision) pairs to skip: the named ones, or the
-    whole catalog, or (``--evidence measured``) those with measured runs under the stack."""
+    """The GPUs to search and the (GPU, precision) pairs to skip: the named ones, or every
+    GPU for sale (``Catalog.gpus_for_sale``), or (``--evidence measured``) those of them
+    with measured runs under the stack."""
     if gpus:
         return tuple(gpus), frozenset()
     if evidence == "any":
-        return tuple(cat.gpus), frozenset()
+        return cat.gpus_for_sale(), frozenset()
     measured = {
         (g, p)
         for g, gpu_spec in cat.gpus.items()
+        if gpu_spec.for_sale
         for p in precisions
         if gpu_spec.evidence is not None and p in gpu_spec.evidence.precisions
     }
