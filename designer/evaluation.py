@@ -108,6 +108,50 @@ def expert_layout(spec, layout: Layout, ep: int, etp: int) -> ExpertLayout:
     return ExpertLayout(ep=ep, etp=etp)
 
 
+MOE_PLAN_OPTIONS = {  # option key: (flag, its default)
+    "moe_overlap": ("--moe-overlap", "none"),
+    "dispatcher": ("--dispatcher", "alltoall"),
+    "fp8_dispatch": ("--fp8-dispatch", False),
+    "recompute_modules": ("--recompute-modules", ""),
+    "fp8_activations": ("--fp8-activations", False),
+    "capacity_factor": ("--capacity-factor", None),
+}
+
+
+def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
+    """The MoE mechanisms evaluate's options switch on (models/expert.py ExpertLayout);
+    on a dense model any of them is a usage error naming it."""
+    from dataclasses import replace
+
+    from models.expert import FP8_DISPATCH_BYTES
+    from models.memory import MODULES
+
+    if not spec.is_moe:
+        for key, (flag, default) in MOE_PLAN_OPTIONS.items():
+            if opts.get(key, default) != default:
+                raise UsageError(f"{spec.name} is a dense model (no experts); drop it", flag)
+        return ex
+    modules = frozenset(
+        m.strip() for m in (opts.get("recompute_modules") or "").split(",") if m.strip()
+    )
+    unknown = sorted(modules - set(MODULES))
+    if unknown:
+        raise UsageError(
+            f"{', '.join(unknown)}: not one of {', '.join(MODULES)}", "--recompute-modules"
+        )
+    overlap = opts.get("moe_overlap", "none")
+    return replace(
+        ex,
+        ep_overlap=1.0 if overlap == "a2a" else ex.ep_overlap,
+        dualpipe=overlap == "dualpipe",
+        dispatch_per_domain=opts.get("dispatcher") == "deepep",
+        dispatch_bytes=FP8_DISPATCH_BYTES if opts.get("fp8_dispatch") else ex.dispatch_bytes,
+        recompute_modules=modules,
+        fp8_activations=bool(opts.get("fp8_activations")),
+        capacity_factor=opts.get("capacity_factor"),
+    )
+
+
 def hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
     """The GPU's server with its NICs; an unknown GPU blames --gpu, any other misfit --nic."""
     from models.evaluate import Hardware
@@ -163,6 +207,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         experts = expert_layout(spec, layout, imported.ep, imported.etp)
     else:
         experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
+    experts = moe_plan(spec, experts, opts)
     a = _assumptions(opts, imported)
     failures = None
     if not opts.get("no_failures"):

@@ -177,3 +177,65 @@ def test_stored_activation_options_drop_their_bytes():
         layers * held * fp8_saved / GB, rel=1e-9
     )
     assert StoredActivations().routed_bytes_per_copy(V3, 1) == 2 * 7168 + 6 * 2048 + 2 * 7168
+
+
+DSV3_REPORT = [
+    "evaluate", "--model", "deepseek-v3", "--gpu", "h800", "--tp", "1", "--pp", "16",
+    "--dp", "128", "--ep", "64", "--first-stage-layers", "3", "--last-stage-layers", "2",
+    "--global-batch", "15360", "--precision", "fp8", "--recompute", "none",
+    "--moe-overlap", "dualpipe", "--dispatcher", "deepep", "--fp8-dispatch",
+    "--recompute-modules", "layernorm,mla_up_proj,moe_act", "--fp8-activations", "--json",
+]  # fmt: skip
+
+
+def test_evaluate_options_switch_the_terms_as_the_library(capsys):
+    """evaluate's MoE options build bench/deepseek_v3.py's ExpertLayout: the same step;
+    DeepSeek-V3 on 2,048 H800 as its report trains it is within 15% of its 180K
+    GPU-hours per trillion tokens (bench/deepseek_v3.py prints it)."""
+    import json
+
+    from helpers import load_bench, run_main
+
+    bench = load_bench("deepseek_v3.py", "bench_deepseek_v3")
+
+    code, out, err = run_main(capsys, DSV3_REPORT)
+    assert code in (0, 1), err
+    got = json.loads(out)
+    layout = bench.report_layout()
+    ev = bench.predict(layout)
+    assert got["step_time_s"] == pytest.approx(float(ev.step_time_s), rel=1e-9)
+    hours = bench.gpu_hours_per_trillion(float(ev.step_time_s), layout)
+    assert abs(hours / bench.REPORT_GPU_HOURS_PER_T - 1) < 0.15
+    assert got["breakdown_s"]["ep_comm"] == 0.0  # DualPipe hides the all-to-alls
+    plain = [a for a in DSV3_REPORT if a not in ("--fp8-dispatch", "--fp8-activations")]
+    code, out, _ = run_main(capsys, plain)
+    assert json.loads(out)["memory_gb"]["activations"] > got["memory_gb"]["activations"]
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--model", "llama2-7b", "--fp8-dispatch"], "--fp8-dispatch"),
+        (["--model", "llama2-7b", "--moe-overlap", "a2a"], "--moe-overlap"),
+        (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
+         "--recompute-modules"),
+    ],
+)  # fmt: skip
+def test_evaluate_moe_options_refused_where_they_mean_nothing(capsys, args, option):
+    from helpers import run_main
+
+    code, _, err = run_main(capsys, ["evaluate", *args])
+    assert code == 2 and option in err and "Traceback" not in err
+
+
+def test_h800_is_evaluated_but_not_searched_unless_named():
+    """The H800 is no longer sold (``for_sale`` false): a question that names no GPU
+    searches the others, as before it joined the catalog."""
+    from catalog import load_catalog
+
+    cat = load_catalog()
+    assert "h800" in cat.gpus and "h800" not in cat.gpus_for_sale()
+    assert len(cat.gpus_for_sale()) == len(cat.gpus) - 1
+    h800, h100 = cat.gpu("h800"), cat.gpu("h100-sxm")
+    assert h800.dense_fp8_tflops == h100.dense_fp8_tflops
+    assert h800.scale_up_bw_gb_per_s_per_direction == 200
