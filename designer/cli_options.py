@@ -136,6 +136,13 @@ EVALUATE_OPTIONS = [
         "(Megatron-LM --decoder-last-pipeline-num-layers).",
     ),
     click.option(
+        "--pipeline-layout",
+        default=None,
+        help="Megatron-Core's --pipeline-model-parallel-layout, e.g. 'Et*3|(tt|)*29,m|L': "
+        "E embedding, t layer, m MTP layer, L loss, | between virtual stages; sets vp and "
+        "the split.",
+    ),
+    click.option(
         "--embedding-in-split/--no-embedding-in-split",
         default=False,
         show_default=True,

@@ -33,6 +33,7 @@ IMPORTED_LAYOUT_OPTIONS = {
     "last_stage_layers": "--last-stage-layers",
     "embedding_in_split": "--embedding-in-split",
     "loss_in_split": "--loss-in-split",
+    "pipeline_layout": "--pipeline-layout",
     "micro_batch": "--micro-batch",
     "global_batch": "--global-batch",
     "seq_len": "--seq-len",
@@ -43,8 +44,12 @@ IMPORTED_LAYOUT_OPTIONS = {
 }
 # the Layout's fields, named as evaluate's options name them
 LAYOUT_FIELDS = tuple(
-    k for k in IMPORTED_LAYOUT_OPTIONS if k not in ("model_name", "global_batch", "seq_len")
+    k
+    for k in IMPORTED_LAYOUT_OPTIONS
+    if k not in ("model_name", "global_batch", "seq_len", "pipeline_layout")
 )
+SPLIT_OPTIONS = ("vp", "first_stage_layers", "last_stage_layers", "embedding_in_split",
+                 "loss_in_split")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,32 @@ def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     gb = opts["global_batch"]
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
-    layout = Layout(global_batch=gb, **{k: opts[k] for k in LAYOUT_FIELDS})
+    fields = {k: opts[k] for k in LAYOUT_FIELDS}
+    if opts.get("pipeline_layout"):
+        fields.update(pipeline_layout_fields(spec, opts))
+    layout = Layout(global_batch=gb, **fields)
     return spec, layout, opts["seq_len"] or spec.seq_len
+
+
+def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
+    """vp and the split of --pipeline-layout (designer.launch.pipeline_layout
+    ``layout_fields``); a --vp that contradicts it, another split option, or a string
+    Megatron-Core would refuse is a usage error."""
+    from designer.launch.pipeline_layout import layout_fields
+
+    for key in SPLIT_OPTIONS[1:]:
+        if opts.get(key):
+            raise UsageError(
+                "contradicts --pipeline-layout, which spells out every stage; give one",
+                IMPORTED_LAYOUT_OPTIONS[key],
+            )
+    try:
+        fields = layout_fields(opts["pipeline_layout"], spec.layers, opts["pp"], spec.mtp_layers)
+    except ValueError as err:
+        raise UsageError(str(err), "--pipeline-layout") from None
+    if opts["vp"] not in (1, fields["vp"]):
+        raise UsageError(f"--pipeline-layout has vp {fields['vp']}; drop --vp", "--vp")
+    return fields
 
 
 def check_layout(spec, layout: Layout, seq_len: int) -> None:

@@ -182,14 +182,16 @@ def remote_domains_per_token(experts: int, k: int, ep: int, k_d: int) -> float:
 
 
 def rank_layers(spec: TransformerSpec, layout: Layout) -> list[tuple[int, int]]:
-    """(dense-MLP layers, MoE layers) per pipeline rank, MTP modules on the last."""
+    """(dense-MLP layers, MoE layers) per pipeline rank, MTP modules on their rank (the
+    last unless the layout places them: Layout.mtp_rank)."""
     out = list(moe_rank_counts(spec, layout))
     if spec.mtp_layers:
-        n_dense, n_moe = out[-1]
+        r = next(r for r in range(layout.pp) if layout.holds_mtp(r))
+        n_dense, n_moe = out[r]
         if moe.moe_layer_pattern(spec)[-1]:
-            out[-1] = (n_dense, n_moe + spec.mtp_layers)
+            out[r] = (n_dense, n_moe + spec.mtp_layers)
         else:
-            out[-1] = (n_dense + spec.mtp_layers, n_moe)
+            out[r] = (n_dense + spec.mtp_layers, n_moe)
     return out
 
 
@@ -434,11 +436,14 @@ def moe_gemm_per_microbatch_s(
     moe_forwards, attn_again = recompute_module_forwards(spec, layout, ex)
     worst = 0.0
     ranks = rank_layers(spec, layout)
-    kinds = {(n_dense, n_moe, r == layout.pp - 1) for r, (n_dense, n_moe) in enumerate(ranks)}
-    for n_dense, n_moe, last in sorted(kinds):
+    kinds = {
+        (n_dense, n_moe, r == layout.pp - 1, layout.holds_mtp(r))
+        for r, (n_dense, n_moe) in enumerate(ranks)
+    }
+    for n_dense, n_moe, last, mtp in sorted(kinds):
         linear = t * forwards * (n_dense * dense_fwd + n_moe * moe_fwd)
         linear += t * n_moe * (moe_forwards * (moe_fwd - attn_fwd) + attn_again)
-        if last and spec.mtp_layers:
+        if mtp and spec.mtp_layers:
             linear += t * forwards * spec.mtp_layers * 2.0 * 2 * h * h
         logits = t * 3.0 * logit_fwd if last else 0.0
         logits *= 1 + (spec.mtp_layers if last else 0)

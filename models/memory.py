@@ -319,6 +319,13 @@ def rank_layer_ids(layers: int, layout: Layout, rank: int) -> tuple[int, ...]:
     virtual stages is taken contiguous: the layer counts are exact, which layers not)."""
     per = stage_layers(layers, layout)
     p, v = layout.pp, layout.vp
+    if layout.stage_counts is not None:  # stage s holds the next counts[s] layers
+        starts = [sum(layout.stage_counts[:s]) for s in range(len(layout.stage_counts))]
+        return tuple(
+            starts[s] + j
+            for s in range(rank, len(layout.stage_counts), p)
+            for j in range(layout.stage_counts[s])
+        )
     if v > 1 and not layout.uneven and layers % (p * v) == 0:
         chunk = layers // (p * v)
         return tuple(c * chunk + j for c in range(rank, p * v, p) for j in range(chunk))
@@ -337,6 +344,7 @@ def moe_rank_counts(spec: TransformerSpec, layout: Layout) -> tuple[tuple[int, i
         layout.last_stage_layers,
         layout.embedding_in_split,
         layout.loss_in_split,
+        layout.stage_counts,
     )
 
 
@@ -349,12 +357,13 @@ def _moe_rank_counts(
     last: int | None,
     emb: bool,
     loss: bool,
+    counts: tuple[int, ...] | None = None,
 ) -> tuple[tuple[int, int], ...]:
     from models import moe
 
     probe = Layout(
         tp=1, pp=pp, dp=1, micro_batch=1, global_batch=pp, vp=vp, first_stage_layers=first,
-        last_stage_layers=last, embedding_in_split=emb, loss_in_split=loss,
+        last_stage_layers=last, embedding_in_split=emb, loss_in_split=loss, stage_counts=counts,
     )  # fmt: skip
     pattern = moe.moe_layer_pattern(spec)
     out = []
@@ -672,11 +681,12 @@ def _moe_ranks_at(
     out = []
     for r, (n_dense, n_moe) in enumerate(moe_rank_counts(spec, layout)):
         first, last = r == 0, r == layout.pp - 1
-        mtp_moe = spec.mtp_layers if last and pattern[-1] else 0
-        mtp_dense = spec.mtp_layers if last and not pattern[-1] else 0
+        mtp = layout.holds_mtp(r)
+        mtp_moe = spec.mtp_layers if mtp and pattern[-1] else 0
+        mtp_dense = spec.mtp_layers if mtp and not pattern[-1] else 0
         dense_params = float((n_dense + mtp_dense) * dense_one)
         dense_params += (n_moe + mtp_moe) * moe_non_expert
-        if last:
+        if mtp:
             dense_params += spec.mtp_layers * (3 * spec.norm_params + 2 * h * h)
         if first:
             dense_params += spec.embedding_params()
