@@ -66,6 +66,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/deepseek_v3.py
 
 from catalog import load_catalog  # noqa: E402
 from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
@@ -78,6 +79,7 @@ DATA = Path(__file__).resolve().parent / "data" / "published" / "published_runs.
 INDEPENDENT = Path(__file__).resolve().parent / "data" / "published" / "moe_independent.csv"
 RECOMPUTE = {"none": "none", "selective": "selective", "full": "full", "elementwise": "none"}
 CONVENTIONS = ("megatron-causal-half", "megatron-full-square")
+MIN_MOE_RUNS = 3  # a GPU's MoE band needs at least this many scored rows (else extrapolated)
 PER_DOMAIN_DISPATCHERS = ("deepep", "hybridep")  # Megatron's flex dispatcher backends
 GROK1 = {  # xai-org/grok-1 run.py / model.py (module docstring)
     "hidden": 6144,
@@ -266,6 +268,84 @@ def report_independent(
     return groups
 
 
+def deepseek_v3_rows() -> list[tuple[str, str, str, str, float, float]]:
+    """The released set's DeepSeek-V3 H800 row, as bench/deepseek_v3.py prices the
+    report's layout: GPU-hours per trillion tokens, predicted against 180K."""
+    import deepseek_v3 as v3
+
+    layout = v3.report_layout()
+    hours = v3.gpu_hours_per_trillion(float(v3.predict(layout).step_time_s), layout)
+    name = "DeepSeek-V3 report 2048xH800 fp8 (GPU-hours/T)"
+    return [("released", name, "deepseek-v3", "h800", "fp8", hours / v3.REPORT_GPU_HOURS_PER_T)]
+
+
+def all_scored() -> list[tuple[str, str, str, str, float, float]]:
+    """Every scored MoE row: (set, name, model, GPU, precision, predicted / measured)."""
+    out = []
+    for row in grok_rows():
+        pred, meas, _ = predict(row, 1.0)
+        prec = "fp8" if "FP8" in row["precision"].upper() else "bf16"
+        name = f"grok-1 proxy {row['num_gpus']}xH100 {prec} L{row['layers']}"
+        out.append(("released", name, "grok-1", "h100-sxm", prec, pred / meas))
+    out += deepseek_v3_rows()
+    for row, pred, meas, _ in score_independent(independent_rows())[0]:
+        prec = row["precision"]
+        out.append(("independent", row["name"], row["model"], row["gpu"], prec, pred / meas))
+    return out
+
+
+def report_all(rows: list[tuple[str, str, str, str, float, float]]) -> None:
+    """Per model and per (GPU, precision): rows, mean absolute error, worst."""
+    print("Every scored MoE row (released set, DeepSeek-V3 report, independent), per model:")
+    for title, key in (("model", lambda r: r[2]), ("GPU, precision", lambda r: (r[3], r[4]))):
+        groups: dict = {}
+        for r in rows:
+            groups.setdefault(key(r), []).append(abs(r[5] - 1.0))
+        for k, errs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+            label = k if isinstance(k, str) else " ".join(k)
+            print(f"  {title:15} {label:24} {len(errs):3} rows  mean {100 * statistics.mean(errs):5.1f}%"
+                  f"  worst {100 * max(errs):5.1f}%")  # fmt: skip
+    errs = [abs(r[5] - 1.0) for r in rows]
+    print(f"  all {len(rows)} rows: mean {100 * statistics.mean(errs):.1f}%, worst {100 * max(errs):.1f}%"
+          f", over 35%: {sum(e > 0.35 for e in errs)}")  # fmt: skip
+
+
+def moe_evidence_blocks(rows) -> dict[str, list[str]]:
+    """Per GPU, the YAML lines of its catalog ``measured_moe:`` block (megatron-core)."""
+    from designer.validation import evidence_record
+
+    by_gpu: dict[str, list] = {}
+    for r in rows:
+        by_gpu.setdefault(r[3], []).append(r)
+    blocks = {}
+    for gpu, rs in sorted(by_gpu.items()):
+        if len(rs) < MIN_MOE_RUNS:  # too few to bound an error: the GPU stays extrapolated
+            continue
+        precisions = tuple(sorted({r[4] for r in rs}))
+        counts = ", ".join(f"{sum(r[4] == x for r in rs)} {x}" for x in precisions)
+        sets = f"MoE runs (python bench/moe_accuracy.py): {counts}"
+        e = evidence_record([100.0 * (r[5] - 1.0) for r in rs], sets, precisions)
+        lines = ["    measured_moe:", f"      {MODERN_STACK}:"]
+        for key, value in e.model_dump().items():
+            text = (f'"{value}"' if isinstance(value, str)
+                    else "[" + ", ".join(value) + "]" if isinstance(value, tuple) else str(value))  # fmt: skip
+            lines.append(f"        {key}: {text}")
+        blocks[gpu] = lines
+    return blocks
+
+
+def write_moe_evidence(blocks: dict[str, list[str]]) -> None:
+    """Replace (or add) each GPU's measured_moe: block in catalog/data/gpus.yaml."""
+    path = Path(__file__).resolve().parent.parent / "catalog" / "data" / "gpus.yaml"
+    doc = path.read_text(encoding="utf-8")
+    for gpu, lines in blocks.items():
+        entry = doc.index(f"\n  {gpu}:\n")
+        stacks = doc.index("    stacks:\n", entry)
+        old = doc.find("    measured_moe:\n", entry, stacks)
+        doc = doc[: stacks if old == -1 else old] + "\n".join(lines) + "\n" + doc[stacks:]
+    path.write_text(doc, encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -280,11 +360,24 @@ def main() -> None:
         "--dispatch", choices=("as-run", "alltoall"), default="as-run",
         help="independent rows: each with its own dispatcher, or all as alltoall",
     )  # fmt: skip
+    parser.add_argument(
+        "--evidence", action="store_true",
+        help="print the catalog's measured_moe: blocks (with --write: into gpus.yaml)",
+    )  # fmt: skip
+    parser.add_argument("--write", action="store_true", help="with --evidence: write them")
     args = parser.parse_args()
+    if args.evidence:
+        blocks = moe_evidence_blocks(all_scored())
+        if args.write:
+            write_moe_evidence(blocks)
+        print("".join(f"  {g}:\n" + "\n".join(ls) + "\n" for g, ls in blocks.items()), end="")
+        return
     if args.set in ("all", "grok"):
         report_grok(args.expert_load)
     if args.set in ("all", "independent"):
         report_independent(independent_rows(), args.dispatch == "as-run")
+    if args.set == "all":
+        report_all(all_scored())
 
 
 def report_grok(expert_load: float) -> None:

@@ -358,6 +358,12 @@ class GPUSpec(_Strict):
         description="per stack, the measured runs its profile was checked on on this GPU; "
         "a stack without an entry is extrapolated",
     )
+    measured_moe: dict[str, Evidence] = Field(
+        default_factory=dict,
+        description="per stack, the mixture-of-experts runs its profile was checked on "
+        "(python bench/moe_accuracy.py --evidence); a MoE plan reads its band from these, "
+        "not from the dense runs of ``measured``",
+    )
     failures: FailureRates | None = Field(
         None,
         description="the platform's interruption rates; None takes the facility's default "
@@ -397,6 +403,11 @@ class GPUSpec(_Strict):
     def evidence(self) -> Evidence | None:
         """Measured runs behind the profile in effect (None: extrapolated)."""
         return self.measured.get(self.stack)
+
+    @property
+    def moe_evidence(self) -> Evidence | None:
+        """Measured mixture-of-experts runs behind the profile in effect (None: none)."""
+        return self.measured_moe.get(self.stack)
 
     def with_stack(self, stack: str) -> GPUSpec:
         """The same GPU under another stack's profile (KeyError if it has none)."""

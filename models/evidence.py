@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from catalog.catalog import Catalog
@@ -95,13 +95,13 @@ def time_independent_cost_usd(ev: Evaluation, pricing: str) -> float:
     return 0.0
 
 
-def evidence_line(evidence: Evidence | None) -> str:
+def evidence_line(evidence: Evidence | None, family: str = "") -> str:
     """One line saying what a profile was checked on, e.g.
     ``measured: 40 runs, mean error 6.1%, worst 18.0%`` or
-    ``extrapolated: no measured training run``."""
+    ``extrapolated: no measured training run`` (``family`` "MoE ": of that kind)."""
     if evidence is None:
-        return "extrapolated: no measured training run"
-    runs = f"{evidence.runs:,} run{'s' if evidence.runs != 1 else ''}"
+        return f"extrapolated: no measured {family}training run"
+    runs = f"{evidence.runs:,} {family}run{'s' if evidence.runs != 1 else ''}"
     return f"measured: {runs}, mean error {evidence.mape_pct:.1f}%, worst {evidence.worst_pct:.1f}%"
 
 
@@ -114,6 +114,7 @@ class Band:
     error_hi_pct: float
     evidence: Evidence | None  # the GPU's own (None when extrapolated)
     basis: str  # where the band comes from, one phrase
+    family: str = ""  # "MoE ": the runs are mixture-of-experts runs (catalog measured_moe)
 
     @property
     def measured(self) -> bool:
@@ -137,10 +138,10 @@ class Band:
         """The evidence line; for an extrapolated GPU with the band it is read with."""
         e = self.evidence
         if self.measured or e is None:
-            text = evidence_line(e)
+            text = evidence_line(e, self.family)
         else:  # measured, but in another precision
             text = (
-                f"extrapolated: {e.runs:,} {'/'.join(e.precisions)} run"
+                f"extrapolated: {e.runs:,} {'/'.join(e.precisions)} {self.family}run"
                 f"{'s' if e.runs != 1 else ''}, mean error {e.mape_pct:.1f}%"
             )
         if not self.measured:
@@ -211,8 +212,17 @@ def band(
     return Band("measured", 100.0 * lo, 100.0 * hi, evidence, f"{evidence.sets}")
 
 
-def catalog_band(catalog: Catalog, gpu: str, precision: str | None = None) -> Band:
-    """The band of ``gpu`` (at ``precision``, when given) under the stack in effect."""
+def catalog_band(
+    catalog: Catalog, gpu: str, precision: str | None = None, moe: bool = False
+) -> Band:
+    """The band of ``gpu`` (at ``precision``, when given) under the stack in effect; for a
+    mixture-of-experts model (``moe``) from the MoE runs alone (``measured_moe``): a GPU
+    without them is extrapolated from the widest MoE band of the catalog, doubled, never
+    read with the dense record."""
+    if moe:
+        runs = [(n, g.moe_evidence) for n, g in catalog.gpus.items() if g.moe_evidence]
+        b = band(catalog.gpu(gpu).moe_evidence, runs, precision, gpu)
+        return replace(b, family="MoE ", basis=b.basis.replace("measured band", "MoE band"))
     measured = [(n, g.evidence) for n, g in catalog.gpus.items() if g.evidence is not None]
     return band(catalog.gpu(gpu).evidence, measured, precision, gpu)
 
@@ -222,10 +232,15 @@ def _num(x: float) -> float | None:
 
 
 def gpu_evidence(
-    catalog: Catalog, gpu: str, stack: str | None = None, precision: str | None = None
+    catalog: Catalog,
+    gpu: str,
+    stack: str | None = None,
+    precision: str | None = None,
+    moe: bool = False,
 ) -> dict[str, Any]:
-    """A GPU's evidence object without a plan: the ranges are null."""
-    b = catalog_band(catalog, gpu, precision)
+    """A GPU's evidence object without a plan: the ranges are null (``moe``: of a
+    mixture-of-experts model, ``catalog_band``)."""
+    b = catalog_band(catalog, gpu, precision, moe)
     e = b.evidence
     return {
         "stack": stack or catalog.gpu(gpu).stack,
@@ -256,12 +271,12 @@ def plan_evidence(
     says which part moves), ``basis`` and ``line``. A bound that is unbounded is null.
     """
     precision = ev.layout.precision
-    b = catalog_band(catalog, ev.gpu, precision)
+    b = catalog_band(catalog, ev.gpu, precision, ev.moe)
     days = ev.time_to_train_days
     step = b.scale(float(ev.step_time_s))
     days_range = b.scale(float(days)) if days is not None else None
     cost = b.cost(float(cost_usd), time_independent_cost_usd(ev, pricing))
-    doc = gpu_evidence(catalog, ev.gpu, stack, precision)
+    doc = gpu_evidence(catalog, ev.gpu, stack, precision, ev.moe)
     doc["step_time_s_range"] = [_num(step[0]), _num(step[1])]
     doc["days_range"] = None if days_range is None else [_num(days_range[0]), _num(days_range[1])]
     doc["cost_usd_range"] = [_num(cost[0]), _num(cost[1])]
@@ -275,7 +290,7 @@ def evaluation_evidence(
     ``cost_usd_range`` per pricing like evaluate's ``cost_usd`` ({capex, cloud, tco};
     cloud and tco null without tokens; capex does not change with time)."""
     doc = plan_evidence(catalog, ev, "capex", float(ev.capex), stack)
-    b = catalog_band(catalog, ev.gpu, ev.layout.precision)
+    b = catalog_band(catalog, ev.gpu, ev.layout.precision, ev.moe)
     costs: dict[str, list[float | None] | None] = {"capex": doc["cost_usd_range"]}
     for pricing, value in (("cloud", ev.cloud_cost), ("tco", ev.tco_cost)):
         if value is None:
