@@ -56,6 +56,14 @@ divisibility). This module prices, per micro-batch on the busiest pipeline rank:
   parameters over DP x CP as a dense model's; the Adam step shards expert states over
   expert-DP (Megatron-Core's distributed optimizer).
 
+Issue 34 names the rest of the step as the code runs it, each a field of ExpertLayout
+(``tests/test_moe_terms.py`` switches each off): ``permute_hbm_passes`` (the
+permutation's HBM passes, ``permute_per_microbatch_s``), ``dispatch_bytes`` (fp8
+dispatch), ``capacity_factor`` (``ExpertLayout.load``), ``overlap_sm_fraction`` (the
+cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
+(``dualpipe_bubble_scale``, two weight copies), ``recompute_modules`` and
+``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations).
+
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
 balance; set it from a router's measured max/mean load when one is known.

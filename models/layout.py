@@ -76,35 +76,37 @@ class Layout:
         """Micro-batches per optimizer step per pipeline (E8: global = micro x accum x DP)."""
         return self.global_batch / (self.micro_batch * self.dp)
 
-    def as_dict(self, seq_len: int) -> dict[str, int | float | str | bool | None]:
+    def as_dict(self, seq_len: int) -> dict[str, int | float | str | bool | list[int] | None]:
         """The layout at a sequence length, as the JSON reports write it.
 
         The pipeline split is four flat keys, always present: ``first_stage_layers``
         and ``last_stage_layers`` (int, or null for an even share) and
-        ``embedding_in_split``, ``loss_in_split`` (bool)."""
-        return (
-            {
-                "tp": self.tp,
-                "pp": self.pp,
-                "dp": self.dp,
-                "cp": self.cp,
-                "vp": self.vp,
-                "micro_batch": self.micro_batch,
-                "global_batch": self.global_batch,
-                "grad_accum": self.grad_accum,
-                "seq_len": seq_len,
-                "recompute": self.recompute,
-                "sequence_parallel": self.sp,
-                "zero": self.zero,
-                "precision": self.precision,
-                "first_stage_layers": self.first_stage_layers,
-                "last_stage_layers": self.last_stage_layers,
-                "embedding_in_split": self.embedding_in_split,
-                "loss_in_split": self.loss_in_split,
-            }
-            | ({"stage_counts": list(self.stage_counts)} if self.stage_counts else {})
-            | ({"mtp_rank": self.mtp_rank} if self.mtp_rank is not None else {})
-        )
+        ``embedding_in_split``, ``loss_in_split`` (bool); ``stage_counts`` and
+        ``mtp_rank`` only when a --pipeline-layout sets them."""
+        d: dict[str, int | float | str | bool | list[int] | None] = {
+            "tp": self.tp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "cp": self.cp,
+            "vp": self.vp,
+            "micro_batch": self.micro_batch,
+            "global_batch": self.global_batch,
+            "grad_accum": self.grad_accum,
+            "seq_len": seq_len,
+            "recompute": self.recompute,
+            "sequence_parallel": self.sp,
+            "zero": self.zero,
+            "precision": self.precision,
+            "first_stage_layers": self.first_stage_layers,
+            "last_stage_layers": self.last_stage_layers,
+            "embedding_in_split": self.embedding_in_split,
+            "loss_in_split": self.loss_in_split,
+        }
+        if self.stage_counts is not None:
+            d["stage_counts"] = list(self.stage_counts)
+        if self.mtp_rank is not None:
+            d["mtp_rank"] = self.mtp_rank
+        return d
 
 
 class Assumptions(BaseModel):
