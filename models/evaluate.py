@@ -118,6 +118,7 @@ class Evaluation:
     ep: int = 1  # expert-parallel degree (models/expert.py; 1 for a dense model)
     etp: int = 1  # expert tensor-parallel degree
     moe: bool = False  # a mixture-of-experts model (its text shows EP, ETP and ep_comm)
+    moe_plan: tuple[str, ...] = ()  # the MoE mechanisms in effect (ExpertLayout.described)
     # failures, checkpoints and restarts (models/goodput.py); None: the ideal run
     failure_model: FailureModel | None = None
 
@@ -236,6 +237,7 @@ class Evaluation:
                 "nics_per_node": self.nics_per_node,
             },
             "stage_layers": list(self.stage_layers),
+            **({"moe_plan": list(self.moe_plan)} if self.moe else {}),
             "feasible": self.feasible,
             "violations": [v.as_dict() for v in self.violations],
             "memory_gb": self.memory.as_dict(),
@@ -317,5 +319,6 @@ def evaluate(
         ep=ex.ep,
         etp=ex.etp,
         moe=spec.is_moe,
+        moe_plan=ex.described() if spec.is_moe else (),
         failure_model=failures,
     )

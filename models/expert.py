@@ -140,6 +140,27 @@ class ExpertLayout:
         (dropped beyond it, padded up to it), else ``expert_load`` (dropless)."""
         return self.capacity_factor if self.capacity_factor is not None else self.expert_load
 
+    def described(self) -> tuple[str, ...]:
+        """The mechanisms this plan switches on, in words (evaluate's ``moe`` line)."""
+        out = []
+        if self.dualpipe:
+            out.append("DualPipe (all-to-alls hidden, its bubble, two weight copies)")
+        elif self.ep_overlap > 0:
+            out.append(f"all-to-all overlap {self.ep_overlap:g}")
+        if self.dispatch_per_domain:
+            out.append("per-domain dispatch (DeepEP)")
+        if self.dispatch_bytes != DISPATCH_BYTES:
+            out.append(f"dispatch at {self.dispatch_bytes:.3g} bytes per element")
+        if self.capacity_factor is not None:
+            out.append(f"capacity factor {self.capacity_factor:g}")
+        else:
+            out.append(f"dropless (load {self.expert_load:g})")
+        if self.recompute_modules:
+            out.append("recompute modules " + ",".join(sorted(self.recompute_modules)))
+        if self.fp8_activations:
+            out.append("fp8 activations")
+        return tuple(out)
+
     @property
     def hidden_share(self) -> float:
         """The all-to-all share hidden behind compute: 1 under DualPipe, else ep_overlap."""

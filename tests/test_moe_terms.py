@@ -207,6 +207,7 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
     hours = bench.gpu_hours_per_trillion(float(ev.step_time_s), layout)
     assert abs(hours / bench.REPORT_GPU_HOURS_PER_T - 1) < 0.15
     assert got["breakdown_s"]["ep_comm"] == 0.0  # DualPipe hides the all-to-alls
+    assert got["moe_plan"][0].startswith("DualPipe") and "fp8 activations" in got["moe_plan"]
     plain = [a for a in DSV3_REPORT if a not in ("--fp8-dispatch", "--fp8-activations")]
     code, out, _ = run_main(capsys, plain)
     assert json.loads(out)["memory_gb"]["activations"] > got["memory_gb"]["activations"]
