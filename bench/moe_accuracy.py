@@ -16,9 +16,10 @@ published-runs set; none of its held-out sources is read) has two kinds of MoE r
   Recomputation and micro-batch are not given: none and 1 (Megatron-Core's defaults,
   as designer/published.py assumes for the dense rows).
 - DeepSeek-V3: the report's 180K H800 GPU-hours per trillion tokens (2,048 H800, PP 16,
-  EP 64) and Megatron-LM's 970 TFLOP/s per GB200 with MXFP8: neither gives a step time
-  and layout that the model can be compared with (H800 is not in the catalog; the GB200
-  row gives no GPU count), so both are listed and not scored.
+  EP 64) is scored as bench/deepseek_v3.py prices it (issue 34: the H800 is in the
+  catalog); Megatron-LM's 970 TFLOP/s per GB200 with MXFP8 is scored among the
+  independent rows with the layout of the reproduce guide the row cites (256 GB200, PP 8
+  x VP 4 by its --pipeline-model-parallel-layout, EP 32).
 
 Each row is evaluated with models.evaluate at its EP and ETP 1 on the megatron-core
 profile of the catalog, 8 x 400G NICs per server; the error is (predicted - measured) /
@@ -69,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/deepseek_v3.py
 
 from catalog import load_catalog  # noqa: E402
+from designer.launch.pipeline_layout import layout_fields  # noqa: E402
 from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from models import Hardware, Layout, TransformerSpec, evaluate, flops  # noqa: E402
 from models.expert import ExpertLayout  # noqa: E402
@@ -178,14 +180,30 @@ def skip_reason(row: dict[str, str]) -> str | None:
     return None
 
 
+def independent_spec(row: dict[str, str]) -> TransformerSpec:
+    """The zoo's model at the row's sequence, with its ``mtp_layers`` when given."""
+    update: dict = {"seq_len": int(row["seq_len"])}
+    if row.get("mtp_layers"):
+        update["mtp_layers"] = int(row["mtp_layers"])
+    return moe_zoo()[row["model"]].model_copy(update=update)
+
+
 def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout, ExpertLayout]:
     """The row's Layout and ExpertLayout (module docstring); its DP must fill its GPUs.
-    ``as_run`` False: the alltoall dispatcher whatever the row ran."""
+    ``as_run`` False: the alltoall dispatcher whatever the row ran. A ``pipeline_layout``
+    (Megatron-Core's string) sets the split as ``designer evaluate --pipeline-layout``."""
     n = {k: int(row[k]) for k in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "num_gpus")}
     split = row["embedding_loss_in_split"] == "yes"
     recompute, modules = recompute_of(row)
+    fields: dict = {}
+    if row.get("pipeline_layout"):
+        spec = independent_spec(row)
+        fields = layout_fields(row["pipeline_layout"], spec.layers, n["pp"], spec.mtp_layers)
+        if fields["vp"] != n["vp"]:
+            raise ValueError(f"{row['name']}: pipeline_layout has vp {fields['vp']}, not {n['vp']}")
     layout = Layout(
-        **{k: n[k] for k in ("tp", "pp", "dp", "cp", "vp")},
+        **fields,
+        **{k: n[k] for k in ("tp", "pp", "dp", "cp", "vp") if k not in fields},
         micro_batch=int(row["micro_batch"]),
         global_batch=int(row["global_batch"]),
         recompute=recompute,
@@ -211,7 +229,7 @@ def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout
 def predict_independent(row: dict[str, str], as_run: bool = True) -> tuple[float, float, dict]:
     """(predicted, measured step seconds, breakdown) of one scorable independent row."""
     seq = int(row["seq_len"])
-    spec = moe_zoo()[row["model"]].model_copy(update={"seq_len": seq})
+    spec = independent_spec(row)
     layout, ex = independent_layout(row, as_run)
     hw = Hardware.from_catalog(load_catalog().with_stack(MODERN_STACK), row["gpu"])
     ev = evaluate(spec, hw, layout, seq, assumptions=MODERN_ASSUMPTIONS, experts=ex)
@@ -401,9 +419,9 @@ def report_grok(expert_load: float) -> None:
             f"  {prec}: {len(errs)} rows, mean absolute error {100 * statistics.mean(errs):.1f}%, "
             f"worst {100 * max(errs):.1f}%"
         )
-    print("Not scored (no step time and layout the model can take):")
+    print("Scored apart (the DeepSeek-V3 report below; the GB200 row among the independent):")
     for row in other_moe_rows():
-        print(f"  {row['name']}: {row['gpu']}, {row['num_gpus'] or '? GPUs'}")
+        print(f"  {row['name']}: {row['gpu']}, {row['num_gpus'] or '256 GPUs (its guide)'}")
 
 
 if __name__ == "__main__":
