@@ -66,7 +66,7 @@ def question(seed: int, cat, models) -> Scenario:
         kw["deadline_days"] = r.choice([15, 30, 60, 120])
     if r.random() < 0.3:
         kw["max_gpus"] = r.choice([256, 1024, 4096])
-    gpus = tuple(r.sample(sorted(cat.gpus), r.choice([2, 4, len(cat.gpus)])))
+    gpus = tuple(r.sample(sorted(cat.gpus_for_sale()), r.choice([2, 4, len(cat.gpus_for_sale())])))
     return Scenario(
         spec=spec,
         catalog=cat,
@@ -108,14 +108,14 @@ def full_question(seed: int, small: bool = False) -> tuple[dict[str, Any], int]:
         kw["model"] = _small_spec(r, seed)
         kw["tokens"] = 10 ** r.uniform(9, 11)
         kw["seq_len"] = r.choice(SEQ_LENS[:3])
-        kw["gpus"] = tuple(r.sample(sorted(cat.gpus), r.choice([1, 2])))
+        kw["gpus"] = tuple(r.sample(sorted(cat.gpus_for_sale()), r.choice([1, 2])))
         budget_exp, deadline_exp, power_exp = (4.0, 6.0), (-0.5, 2.0), (-2.5, -0.5)
         caps = (8, 16, 64, 256)
     else:
         kw["model"] = r.choice(sorted(zoo()))
         kw["tokens"] = 10 ** r.uniform(10.5, 13.2)
         kw["seq_len"] = r.choice(SEQ_LENS)
-        kw["gpus"] = tuple(r.sample(sorted(cat.gpus), r.choice([1, 1, 2, 2, 3])))
+        kw["gpus"] = tuple(r.sample(sorted(cat.gpus_for_sale()), r.choice([1, 1, 2, 2, 3])))
         budget_exp, deadline_exp, power_exp = (5.0, 9.0), (0.3, 3.3), (-1.5, 2.0)
         caps = (64, 512, 4096, 32768)
     if r.random() < 0.3:  # NICs some drawn GPU's server takes (others are the CLI's exit 2)

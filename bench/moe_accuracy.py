@@ -16,9 +16,10 @@ published-runs set; none of its held-out sources is read) has two kinds of MoE r
   Recomputation and micro-batch are not given: none and 1 (Megatron-Core's defaults,
   as designer/published.py assumes for the dense rows).
 - DeepSeek-V3: the report's 180K H800 GPU-hours per trillion tokens (2,048 H800, PP 16,
-  EP 64) and Megatron-LM's 970 TFLOP/s per GB200 with MXFP8: neither gives a step time
-  and layout that the model can be compared with (H800 is not in the catalog; the GB200
-  row gives no GPU count), so both are listed and not scored.
+  EP 64) is scored as bench/deepseek_v3.py prices it (issue 34: the H800 is in the
+  catalog); Megatron-LM's 970 TFLOP/s per GB200 with MXFP8 is scored among the
+  independent rows with the layout of the reproduce guide the row cites (256 GB200, PP 8
+  x VP 4 by its --pipeline-model-parallel-layout, EP 32).
 
 Each row is evaluated with models.evaluate at its EP and ETP 1 on the megatron-core
 profile of the catalog, 8 x 400G NICs per server; the error is (predicted - measured) /
@@ -66,17 +67,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/deepseek_v3.py
 
 from catalog import load_catalog  # noqa: E402
+from designer.launch.pipeline_layout import layout_fields  # noqa: E402
 from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from models import Hardware, Layout, TransformerSpec, evaluate, flops  # noqa: E402
 from models.expert import ExpertLayout  # noqa: E402
+from models.memory import MODULES  # noqa: E402
 from models.zoo import moe_zoo  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "published" / "published_runs.csv"
 INDEPENDENT = Path(__file__).resolve().parent / "data" / "published" / "moe_independent.csv"
 RECOMPUTE = {"none": "none", "selective": "selective", "full": "full", "elementwise": "none"}
 CONVENTIONS = ("megatron-causal-half", "megatron-full-square")
+MIN_MOE_RUNS = 3  # a GPU's MoE band needs at least this many scored rows (else extrapolated)
 PER_DOMAIN_DISPATCHERS = ("deepep", "hybridep")  # Megatron's flex dispatcher backends
 GROK1 = {  # xai-org/grok-1 run.py / model.py (module docstring)
     "hidden": 6144,
@@ -152,25 +157,56 @@ def measured_step_s(row: dict[str, str], spec: TransformerSpec) -> float:
     return gb * seq * per_token / (float(row["tflops_per_gpu"]) * 1e12 * gpus)
 
 
+def recompute_of(row: dict[str, str]) -> tuple[str, frozenset[str]]:
+    """The row's ``recompute`` and ``--recompute-modules`` (module docstring)."""
+    text = row["recompute"]
+    if text.startswith("module:"):
+        return "none", frozenset(text.removeprefix("module:").split())
+    if text == "elementwise":
+        return "none", frozenset({"layernorm", "moe_act"})
+    return RECOMPUTE[text], frozenset()
+
+
 def skip_reason(row: dict[str, str]) -> str | None:
     """Why an independent row cannot be scored, or None."""
     if row["model"] not in moe_zoo():
         return f"model {row['model']} is not in the zoo (see notes)"
-    if row["recompute"] not in RECOMPUTE:
-        return f"recompute {row['recompute']!r} has no equivalent in none/selective/full"
+    text = row["recompute"]
+    if text not in RECOMPUTE and not text.startswith("module:"):
+        return f"recompute {text!r} has no equivalent in none/selective/full"
+    unknown = recompute_of(row)[1] - set(MODULES)
+    if unknown:
+        return f"recompute modules {', '.join(sorted(unknown))} are not modelled"
     return None
+
+
+def independent_spec(row: dict[str, str]) -> TransformerSpec:
+    """The zoo's model at the row's sequence, with its ``mtp_layers`` when given."""
+    update: dict = {"seq_len": int(row["seq_len"])}
+    if row.get("mtp_layers"):
+        update["mtp_layers"] = int(row["mtp_layers"])
+    return moe_zoo()[row["model"]].model_copy(update=update)
 
 
 def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout, ExpertLayout]:
     """The row's Layout and ExpertLayout (module docstring); its DP must fill its GPUs.
-    ``as_run`` False: the alltoall dispatcher whatever the row ran."""
+    ``as_run`` False: the alltoall dispatcher whatever the row ran. A ``pipeline_layout``
+    (Megatron-Core's string) sets the split as ``designer evaluate --pipeline-layout``."""
     n = {k: int(row[k]) for k in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "num_gpus")}
     split = row["embedding_loss_in_split"] == "yes"
+    recompute, modules = recompute_of(row)
+    fields: dict = {}
+    if row.get("pipeline_layout"):
+        spec = independent_spec(row)
+        fields = layout_fields(row["pipeline_layout"], spec.layers, n["pp"], spec.mtp_layers)
+        if fields["vp"] != n["vp"]:
+            raise ValueError(f"{row['name']}: pipeline_layout has vp {fields['vp']}, not {n['vp']}")
     layout = Layout(
-        **{k: n[k] for k in ("tp", "pp", "dp", "cp", "vp")},
+        **fields,
+        **{k: n[k] for k in ("tp", "pp", "dp", "cp", "vp") if k not in fields},
         micro_batch=int(row["micro_batch"]),
         global_batch=int(row["global_batch"]),
-        recompute=RECOMPUTE[row["recompute"]],
+        recompute=recompute,
         zero=int(row["zero"]),
         precision=row["precision"],
         embedding_in_split=split,
@@ -180,14 +216,20 @@ def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout
         raise ValueError(f"{row['name']}: TP x PP x DP x CP = {layout.num_gpus}, not the GPUs")
     overlap = 1.0 if row["ep_overlap"] == "yes" else 0.0
     per_domain = as_run and row["dispatcher"] in PER_DOMAIN_DISPATCHERS
-    ex = ExpertLayout(ep=n["ep"], etp=n["etp"], ep_overlap=overlap, dispatch_per_domain=per_domain)
+    ex = ExpertLayout(
+        ep=n["ep"],
+        etp=n["etp"],
+        ep_overlap=overlap,
+        dispatch_per_domain=per_domain,
+        recompute_modules=modules,
+    )
     return layout, ex
 
 
 def predict_independent(row: dict[str, str], as_run: bool = True) -> tuple[float, float, dict]:
     """(predicted, measured step seconds, breakdown) of one scorable independent row."""
     seq = int(row["seq_len"])
-    spec = moe_zoo()[row["model"]].model_copy(update={"seq_len": seq})
+    spec = independent_spec(row)
     layout, ex = independent_layout(row, as_run)
     hw = Hardware.from_catalog(load_catalog().with_stack(MODERN_STACK), row["gpu"])
     ev = evaluate(spec, hw, layout, seq, assumptions=MODERN_ASSUMPTIONS, experts=ex)
@@ -244,6 +286,84 @@ def report_independent(
     return groups
 
 
+def deepseek_v3_rows() -> list[tuple[str, str, str, str, float, float]]:
+    """The released set's DeepSeek-V3 H800 row, as bench/deepseek_v3.py prices the
+    report's layout: GPU-hours per trillion tokens, predicted against 180K."""
+    import deepseek_v3 as v3
+
+    layout = v3.report_layout()
+    hours = v3.gpu_hours_per_trillion(float(v3.predict(layout).step_time_s), layout)
+    name = "DeepSeek-V3 report 2048xH800 fp8 (GPU-hours/T)"
+    return [("released", name, "deepseek-v3", "h800", "fp8", hours / v3.REPORT_GPU_HOURS_PER_T)]
+
+
+def all_scored() -> list[tuple[str, str, str, str, float, float]]:
+    """Every scored MoE row: (set, name, model, GPU, precision, predicted / measured)."""
+    out = []
+    for row in grok_rows():
+        pred, meas, _ = predict(row, 1.0)
+        prec = "fp8" if "FP8" in row["precision"].upper() else "bf16"
+        name = f"grok-1 proxy {row['num_gpus']}xH100 {prec} L{row['layers']}"
+        out.append(("released", name, "grok-1", "h100-sxm", prec, pred / meas))
+    out += deepseek_v3_rows()
+    for row, pred, meas, _ in score_independent(independent_rows())[0]:
+        prec = row["precision"]
+        out.append(("independent", row["name"], row["model"], row["gpu"], prec, pred / meas))
+    return out
+
+
+def report_all(rows: list[tuple[str, str, str, str, float, float]]) -> None:
+    """Per model and per (GPU, precision): rows, mean absolute error, worst."""
+    print("Every scored MoE row (released set, DeepSeek-V3 report, independent), per model:")
+    for title, key in (("model", lambda r: r[2]), ("GPU, precision", lambda r: (r[3], r[4]))):
+        groups: dict = {}
+        for r in rows:
+            groups.setdefault(key(r), []).append(abs(r[5] - 1.0))
+        for k, errs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+            label = k if isinstance(k, str) else " ".join(k)
+            print(f"  {title:15} {label:24} {len(errs):3} rows  mean {100 * statistics.mean(errs):5.1f}%"
+                  f"  worst {100 * max(errs):5.1f}%")  # fmt: skip
+    errs = [abs(r[5] - 1.0) for r in rows]
+    print(f"  all {len(rows)} rows: mean {100 * statistics.mean(errs):.1f}%, worst {100 * max(errs):.1f}%"
+          f", over 35%: {sum(e > 0.35 for e in errs)}")  # fmt: skip
+
+
+def moe_evidence_blocks(rows) -> dict[str, list[str]]:
+    """Per GPU, the YAML lines of its catalog ``measured_moe:`` block (megatron-core)."""
+    from designer.validation import evidence_record
+
+    by_gpu: dict[str, list] = {}
+    for r in rows:
+        by_gpu.setdefault(r[3], []).append(r)
+    blocks = {}
+    for gpu, rs in sorted(by_gpu.items()):
+        if len(rs) < MIN_MOE_RUNS:  # too few to bound an error: the GPU stays extrapolated
+            continue
+        precisions = tuple(sorted({r[4] for r in rs}))
+        counts = ", ".join(f"{sum(r[4] == x for r in rs)} {x}" for x in precisions)
+        sets = f"MoE runs (python bench/moe_accuracy.py): {counts}"
+        e = evidence_record([100.0 * (r[5] - 1.0) for r in rs], sets, precisions)
+        lines = ["    measured_moe:", f"      {MODERN_STACK}:"]
+        for key, value in e.model_dump().items():
+            text = (f'"{value}"' if isinstance(value, str)
+                    else "[" + ", ".join(value) + "]" if isinstance(value, tuple) else str(value))  # fmt: skip
+            lines.append(f"        {key}: {text}")
+        blocks[gpu] = lines
+    return blocks
+
+
+def write_moe_evidence(blocks: dict[str, list[str]]) -> None:
+    """Replace (or add) each GPU's measured_moe: block in catalog/data/gpus.yaml."""
+    path = Path(__file__).resolve().parent.parent / "catalog" / "data" / "gpus.yaml"
+    doc = path.read_text(encoding="utf-8")
+    for gpu, lines in blocks.items():
+        entry = doc.index(f"\n  {gpu}:\n")
+        stacks = doc.index("    stacks:\n", entry)
+        old = doc.find("    measured_moe:\n", entry, stacks)
+        doc = doc[: stacks if old == -1 else old] + "\n".join(lines) + "\n" + doc[stacks:]
+    path.write_text(doc, encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -258,11 +378,24 @@ def main() -> None:
         "--dispatch", choices=("as-run", "alltoall"), default="as-run",
         help="independent rows: each with its own dispatcher, or all as alltoall",
     )  # fmt: skip
+    parser.add_argument(
+        "--evidence", action="store_true",
+        help="print the catalog's measured_moe: blocks (with --write: into gpus.yaml)",
+    )  # fmt: skip
+    parser.add_argument("--write", action="store_true", help="with --evidence: write them")
     args = parser.parse_args()
+    if args.evidence:
+        blocks = moe_evidence_blocks(all_scored())
+        if args.write:
+            write_moe_evidence(blocks)
+        print("".join(f"  {g}:\n" + "\n".join(ls) + "\n" for g, ls in blocks.items()), end="")
+        return
     if args.set in ("all", "grok"):
         report_grok(args.expert_load)
     if args.set in ("all", "independent"):
         report_independent(independent_rows(), args.dispatch == "as-run")
+    if args.set == "all":
+        report_all(all_scored())
 
 
 def report_grok(expert_load: float) -> None:
@@ -286,9 +419,9 @@ def report_grok(expert_load: float) -> None:
             f"  {prec}: {len(errs)} rows, mean absolute error {100 * statistics.mean(errs):.1f}%, "
             f"worst {100 * max(errs):.1f}%"
         )
-    print("Not scored (no step time and layout the model can take):")
+    print("Scored apart (the DeepSeek-V3 report below; the GB200 row among the independent):")
     for row in other_moe_rows():
-        print(f"  {row['name']}: {row['gpu']}, {row['num_gpus'] or '? GPUs'}")
+        print(f"  {row['name']}: {row['gpu']}, {row['num_gpus'] or '256 GPUs (its guide)'}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ class Catalog:
     def gpu(self, name: str) -> GPUSpec:
         return _entry("GPU", self.gpus, name)
 
+    def gpus_for_sale(self) -> tuple[str, ...]:
+        """The GPUs a question searches when it names none (``GPUSpec.for_sale``)."""
+        return tuple(name for name, g in self.gpus.items() if g.for_sale)
+
     def nic(self, name: str) -> NICSpec:
         return _entry("NIC", self.nics, name)
 

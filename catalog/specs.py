@@ -364,6 +364,11 @@ class GPUSpec(_Strict):
     cloud_price_date: str = Field(pattern=_DATE_PATTERN)
     spec_source: str = Field(min_length=1)
     server: ServerSpec
+    for_sale: bool = Field(
+        True,
+        description="false: a GPU the market no longer offers (kept to evaluate the runs made "
+        "on it); searched only when named with --gpu",
+    )
     stacks: dict[str, Calibration] = Field(
         min_length=1, description="performance-model profile per software stack (STACKS)"
     )
@@ -382,6 +387,12 @@ class GPUSpec(_Strict):
     )
     max_cluster_source: str | None = Field(
         None, min_length=1, description="where max_cluster_gpus comes from"
+    )
+    measured_moe: dict[str, Evidence] = Field(
+        default_factory=dict,
+        description="per stack, the mixture-of-experts runs its profile was checked on "
+        "(python bench/moe_accuracy.py --evidence); a MoE plan reads its band from these, "
+        "not from the dense runs of ``measured``",
     )
     failures: FailureRates | None = Field(
         None,
@@ -422,6 +433,11 @@ class GPUSpec(_Strict):
     def evidence(self) -> Evidence | None:
         """Measured runs behind the profile in effect (None: extrapolated)."""
         return self.measured.get(self.stack)
+
+    @property
+    def moe_evidence(self) -> Evidence | None:
+        """Measured mixture-of-experts runs behind the profile in effect (None: none)."""
+        return self.measured_moe.get(self.stack)
 
     def with_stack(self, stack: str) -> GPUSpec:
         """The same GPU under another stack's profile (KeyError if it has none)."""

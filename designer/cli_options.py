@@ -83,6 +83,46 @@ EVALUATE_OPTIONS = [
         "Expert tensor-parallel degree of a mixture-of-experts model (Megatron-LM "
         "--expert-tensor-parallel-size).",
     ),
+    click.option(
+        "--moe-overlap",
+        type=click.Choice(("none", "a2a", "dualpipe")),
+        default="none",
+        show_default=True,
+        help="Mixture-of-experts: hide the token all-to-alls behind compute at the SM share "
+        "they take: a2a (Megatron-LM --overlap-moe-expert-parallel-comm) or dualpipe "
+        "(DeepSeek-V3's schedule: also its bubble and two weight copies).",
+    ),
+    click.option(
+        "--dispatcher",
+        type=click.Choice(("alltoall", "deepep")),
+        default="alltoall",
+        show_default=True,
+        help="Mixture-of-experts token dispatcher: alltoall sends every routed copy; deepep "
+        "(Megatron-LM flex: DeepEP or HybridEP) crosses the NICs once per remote domain.",
+    ),
+    click.option(
+        "--fp8-dispatch",
+        is_flag=True,
+        help="Mixture-of-experts: dispatch tokens in fp8 (the combine stays bf16).",
+    ),
+    click.option(
+        "--recompute-modules",
+        default="",
+        help="Mixture-of-experts: Megatron-LM --recompute-modules that the model prices, "
+        "comma-separated: layernorm, mla_up_proj, moe_act, moe.",
+    ),
+    click.option(
+        "--fp8-activations",
+        is_flag=True,
+        help="Mixture-of-experts: cache expert and attention-output activations in fp8.",
+    ),
+    click.option(
+        "--capacity-factor",
+        type=click.FloatRange(0.01, 100),
+        default=None,
+        help="Mixture-of-experts: tokens per expert x the balanced share, dropped beyond "
+        "and padded up to it (Megatron-LM --moe-expert-capacity-factor) [default: dropless].",
+    ),
     _count(
         "--first-stage-layers",
         None,
@@ -94,6 +134,13 @@ EVALUATE_OPTIONS = [
         None,
         "Transformer layers on the last pipeline stage "
         "(Megatron-LM --decoder-last-pipeline-num-layers).",
+    ),
+    click.option(
+        "--pipeline-layout",
+        default=None,
+        help="Megatron-Core's --pipeline-model-parallel-layout, e.g. 'Et*3|(tt|)*29,m|L': "
+        "E embedding, t layer, m MTP layer, L loss, | between virtual stages; sets vp and "
+        "the split.",
     ),
     click.option(
         "--embedding-in-split/--no-embedding-in-split",

@@ -33,6 +33,7 @@ IMPORTED_LAYOUT_OPTIONS = {
     "last_stage_layers": "--last-stage-layers",
     "embedding_in_split": "--embedding-in-split",
     "loss_in_split": "--loss-in-split",
+    "pipeline_layout": "--pipeline-layout",
     "micro_batch": "--micro-batch",
     "global_batch": "--global-batch",
     "seq_len": "--seq-len",
@@ -43,8 +44,12 @@ IMPORTED_LAYOUT_OPTIONS = {
 }
 # the Layout's fields, named as evaluate's options name them
 LAYOUT_FIELDS = tuple(
-    k for k in IMPORTED_LAYOUT_OPTIONS if k not in ("model_name", "global_batch", "seq_len")
+    k
+    for k in IMPORTED_LAYOUT_OPTIONS
+    if k not in ("model_name", "global_batch", "seq_len", "pipeline_layout")
 )
+SPLIT_OPTIONS = ("vp", "first_stage_layers", "last_stage_layers", "embedding_in_split",
+                 "loss_in_split")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,32 @@ def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     gb = opts["global_batch"]
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
-    layout = Layout(global_batch=gb, **{k: opts[k] for k in LAYOUT_FIELDS})
+    fields = {k: opts[k] for k in LAYOUT_FIELDS}
+    if opts.get("pipeline_layout"):
+        fields.update(pipeline_layout_fields(spec, opts))
+    layout = Layout(global_batch=gb, **fields)
     return spec, layout, opts["seq_len"] or spec.seq_len
+
+
+def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
+    """vp and the split of --pipeline-layout (designer.launch.pipeline_layout
+    ``layout_fields``); a --vp that contradicts it, another split option, or a string
+    Megatron-Core would refuse is a usage error."""
+    from designer.launch.pipeline_layout import layout_fields
+
+    for key in SPLIT_OPTIONS[1:]:
+        if opts.get(key):
+            raise UsageError(
+                "contradicts --pipeline-layout, which spells out every stage; give one",
+                IMPORTED_LAYOUT_OPTIONS[key],
+            )
+    try:
+        fields = layout_fields(opts["pipeline_layout"], spec.layers, opts["pp"], spec.mtp_layers)
+    except ValueError as err:
+        raise UsageError(str(err), "--pipeline-layout") from None
+    if opts["vp"] not in (1, fields["vp"]):
+        raise UsageError(f"--pipeline-layout has vp {fields['vp']}; drop --vp", "--vp")
+    return fields
 
 
 def check_layout(spec, layout: Layout, seq_len: int) -> None:
@@ -106,6 +135,50 @@ def expert_layout(spec, layout: Layout, ep: int, etp: int) -> ExpertLayout:
             option,
         )
     return ExpertLayout(ep=ep, etp=etp)
+
+
+MOE_PLAN_OPTIONS = {  # option key: (flag, its default)
+    "moe_overlap": ("--moe-overlap", "none"),
+    "dispatcher": ("--dispatcher", "alltoall"),
+    "fp8_dispatch": ("--fp8-dispatch", False),
+    "recompute_modules": ("--recompute-modules", ""),
+    "fp8_activations": ("--fp8-activations", False),
+    "capacity_factor": ("--capacity-factor", None),
+}
+
+
+def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
+    """The MoE mechanisms evaluate's options switch on (models/expert.py ExpertLayout);
+    on a dense model any of them is a usage error naming it."""
+    from dataclasses import replace
+
+    from models.expert import FP8_DISPATCH_BYTES
+    from models.memory import MODULES
+
+    if not spec.is_moe:
+        for key, (flag, default) in MOE_PLAN_OPTIONS.items():
+            if opts.get(key, default) != default:
+                raise UsageError(f"{spec.name} is a dense model (no experts); drop it", flag)
+        return ex
+    modules = frozenset(
+        m.strip() for m in (opts.get("recompute_modules") or "").split(",") if m.strip()
+    )
+    unknown = sorted(modules - set(MODULES))
+    if unknown:
+        raise UsageError(
+            f"{', '.join(unknown)}: not one of {', '.join(MODULES)}", "--recompute-modules"
+        )
+    overlap = opts.get("moe_overlap", "none")
+    return replace(
+        ex,
+        ep_overlap=1.0 if overlap == "a2a" else ex.ep_overlap,
+        dualpipe=overlap == "dualpipe",
+        dispatch_per_domain=opts.get("dispatcher") == "deepep",
+        dispatch_bytes=FP8_DISPATCH_BYTES if opts.get("fp8_dispatch") else ex.dispatch_bytes,
+        recompute_modules=modules,
+        fp8_activations=bool(opts.get("fp8_activations")),
+        capacity_factor=opts.get("capacity_factor"),
+    )
 
 
 def hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
@@ -163,6 +236,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         experts = expert_layout(spec, layout, imported.ep, imported.etp)
     else:
         experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
+    experts = moe_plan(spec, experts, opts)
     a = _assumptions(opts, imported)
     failures = None
     if not opts.get("no_failures"):

@@ -265,16 +265,17 @@ def _batch_ceiling(max_batch_tokens, min_batch_tokens, seq_len: int) -> float:
 
 
 def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
-    """The GPUs to search and the (GPU, precision) pairs to skip: the named ones, or the
-    whole catalog, or those whose pairs the evidence rule admits at ``--evidence``
-    (models.evidence_rule: measured, or measured and thin)."""
+    """The GPUs to search and the (GPU, precision) pairs to skip: the named ones, or every
+    GPU for sale (``Catalog.gpus_for_sale``), or those of them whose pairs the evidence rule
+    admits at ``--evidence`` (models.evidence_rule: measured, or measured and thin)."""
     if gpus:
         return tuple(gpus), frozenset()
     if evidence == "any":
-        return tuple(cat.gpus), frozenset()
+        return cat.gpus_for_sale(), frozenset()
     admitted = {
         (g, p)
         for g, gpu_spec in cat.gpus.items()
+        if gpu_spec.for_sale
         for p in precisions
         if pair_evidence(g, gpu_spec.evidence, p).admitted(evidence)
     }

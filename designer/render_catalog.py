@@ -42,6 +42,13 @@ def model_dict(spec) -> dict[str, Any]:
     d["kv_heads"] = spec.kv
     d["ffn_hidden"] = spec.ffn
     d["params"] = spec.params()
+    if spec.is_moe:  # models/moe.py: the main model's total and the per-token active count
+        from models import moe
+
+        d["active_params"] = moe.active_params(spec)
+        d["active_params_no_embedding"] = moe.active_params(spec, include_embedding=False)
+        if spec.mtp_layers:
+            d["mtp_params"] = moe.mtp_params(spec)
     return d
 
 

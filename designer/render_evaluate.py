@@ -51,6 +51,8 @@ def _head(ev, evidence: dict[str, Any]) -> list[str]:
         lines.append(
             f"pipeline: {describe_stage_layers(ev.stage_layers)}" + (f" ({opts})" if opts else "")
         )
+    if ev.moe:
+        lines.append("moe: " + ", ".join(ev.moe_plan))
     lines.append(f"feasible: {'yes' if ev.feasible else 'NO'}")
     lines += [f"  violation {v.constraint}: {v.detail}" for v in ev.violations]
     return lines

@@ -544,7 +544,11 @@ def compare_dict(s: Scenario, rows) -> dict[str, Any]:
 
 def gpu_evidence(s: Scenario, gpu: str) -> dict[str, Any]:
     """A GPU's evidence object without a plan (ranges null)."""
-    return _plain(_evidence().gpu_evidence(s.catalog, gpu, s.stack))
+    return _plain(
+        _evidence().gpu_evidence(
+            s.catalog, gpu, s.stack, family="moe" if s.spec.is_moe else "dense"
+        )
+    )
 
 
 def compare_csv(rows, s: Scenario) -> str:

@@ -14,11 +14,11 @@ from catalog.errors import CatalogError
 from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 from models import flops
 from models.cost import Cluster
-from models.expert import ExpertLayout, moe_step_coefficients
+from models.expert import ExpertLayout, expert_memory, moe_step_coefficients
 from models.feasibility import Violation, check_layout
 from models.goodput import FailureModel, Goodput, goodput
 from models.layout import Assumptions, Layout, Network
-from models.memory import MemoryBreakdown, memory_per_gpu, moe_memory_per_gpu
+from models.memory import MemoryBreakdown, memory_per_gpu
 from models.pipeline import stage_layers
 from models.spec import TransformerSpec
 from models.step import StepBreakdown, step_coefficients, step_from_coefficients
@@ -118,6 +118,7 @@ class Evaluation:
     ep: int = 1  # expert-parallel degree (models/expert.py; 1 for a dense model)
     etp: int = 1  # expert tensor-parallel degree
     moe: bool = False  # a mixture-of-experts model (its text shows EP, ETP and ep_comm)
+    moe_plan: tuple[str, ...] = ()  # the MoE mechanisms in effect (ExpertLayout.described)
     # failures, checkpoints and restarts (models/goodput.py); None: the ideal run
     failure_model: FailureModel | None = None
 
@@ -236,6 +237,7 @@ class Evaluation:
                 "nics_per_node": self.nics_per_node,
             },
             "stage_layers": list(self.stage_layers),
+            **({"moe_plan": list(self.moe_plan)} if self.moe else {}),
             "feasible": self.feasible,
             "violations": [v.as_dict() for v in self.violations],
             "memory_gb": self.memory.as_dict(),
@@ -289,9 +291,7 @@ def evaluate(
         coeffs = step_coefficients(spec, layout, s, hw.gpu, hw.network, a)
         per_token = flops.model_flops_per_token(spec, s)
     else:
-        mem = moe_memory_per_gpu(
-            spec, layout, s, hw.gpu.memory_gb, a, ex.ep, ex.etp, expert_load=ex.expert_load
-        ).memory
+        mem = expert_memory(spec, layout, s, hw.gpu.memory_gb, a, ex).memory
         coeffs = moe_step_coefficients(spec, layout, ex, s, hw.gpu, hw.network, a)
         per_token = flops.moe_model_flops_per_token(spec, s)
     net = hw.network.node_bw_gb_per_s
@@ -319,5 +319,6 @@ def evaluate(
         ep=ex.ep,
         etp=ex.etp,
         moe=spec.is_moe,
+        moe_plan=ex.described() if spec.is_moe else (),
         failure_model=failures,
     )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from catalog.catalog import Catalog
@@ -98,13 +98,13 @@ def time_independent_cost_usd(ev: Evaluation, pricing: str) -> float:
     return 0.0
 
 
-def evidence_line(evidence: Evidence | None) -> str:
+def evidence_line(evidence: Evidence | None, family: str = "") -> str:
     """One line saying what a profile was checked on, e.g.
     ``measured: 40 runs, mean error 6.1%, worst 18.0%`` or
-    ``extrapolated: no measured training run``."""
+    ``extrapolated: no measured training run`` (``family`` "MoE ": of that kind)."""
     if evidence is None:
-        return "extrapolated: no measured training run"
-    runs = f"{evidence.runs:,} run{'s' if evidence.runs != 1 else ''}"
+        return f"extrapolated: no measured {family}training run"
+    runs = f"{evidence.runs:,} {family}run{'s' if evidence.runs != 1 else ''}"
     return f"measured: {runs}, mean error {evidence.mape_pct:.1f}%, worst {evidence.worst_pct:.1f}%"
 
 
@@ -118,6 +118,7 @@ class Band:
     evidence: Evidence | None  # the GPU's own (None when extrapolated)
     basis: str  # where the band comes from, one phrase
     pair: PairEvidence | None = None  # the plan's (GPU, precision) runs, when known
+    family: str = ""  # "MoE ": the runs are mixture-of-experts runs (catalog measured_moe)
 
     @property
     def measured(self) -> bool:
@@ -152,10 +153,10 @@ class Band:
                 f"{e.mape_pct:.1f}%, worst {e.worst_pct:.1f}%"
             )
         elif self.measured or e is None:
-            text = evidence_line(e)
+            text = evidence_line(e, self.family)
         else:  # measured, but in another precision
             text = (
-                f"extrapolated: {e.runs:,} {'/'.join(e.precisions)} run"
+                f"extrapolated: {e.runs:,} {'/'.join(e.precisions)} {self.family}run"
                 f"{'s' if e.runs != 1 else ''}, mean error {e.mape_pct:.1f}%"
             )
         if not self.measured:
@@ -255,7 +256,17 @@ def catalog_band(
     catalog: Catalog, gpu: str, precision: str | None = None, family: str = "dense"
 ) -> Band:
     """The band of ``gpu`` (at ``precision``, when given, for a ``family`` of model) under
-    the stack in effect."""
+    the stack in effect. A mixture-of-experts model (``family`` "moe") reads the MoE runs
+    alone (``measured_moe``): a GPU without them is extrapolated from the widest MoE band
+    of the catalog, doubled, never read with the dense record; the evidence rule's tiers
+    (models.evidence_rule) are of the dense runs, so a MoE band is measured or
+    extrapolated."""
+    if family == "moe":
+        runs = [(n, g.moe_evidence) for n, g in catalog.gpus.items() if g.moe_evidence]
+        b = band(catalog.gpu(gpu).moe_evidence, runs, precision, gpu)
+        status = "extrapolated" if b.status == "extrapolated" else "measured"
+        basis = b.basis.replace("measured band", "MoE band")
+        return replace(b, status=status, pair=None, family="MoE ", basis=basis)
     measured = [(n, g.evidence) for n, g in catalog.gpus.items() if g.evidence is not None]
     return band(catalog.gpu(gpu).evidence, measured, precision, gpu, family)
 

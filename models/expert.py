@@ -56,6 +56,14 @@ divisibility). This module prices, per micro-batch on the busiest pipeline rank:
   parameters over DP x CP as a dense model's; the Adam step shards expert states over
   expert-DP (Megatron-Core's distributed optimizer).
 
+Issue 34 names the rest of the step as the code runs it, each a field of ExpertLayout
+(``tests/test_moe_terms.py`` switches each off): ``permute_hbm_passes`` (the
+permutation's HBM passes, ``permute_per_microbatch_s``), ``dispatch_bytes`` (fp8
+dispatch), ``capacity_factor`` (``ExpertLayout.load``), ``overlap_sm_fraction`` (the
+cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
+(``dualpipe_bubble_scale``, two weight copies), ``recompute_modules`` and
+``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations).
+
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
 balance; set it from a router's measured max/mean load when one is known.
@@ -70,7 +78,7 @@ from functools import lru_cache
 from catalog.specs import GPUSpec
 from models import comm, flops, moe, scaleup
 from models.layout import Assumptions, Layout, Network
-from models.memory import moe_memory_per_gpu, moe_rank_counts
+from models.memory import MoEMemory, StoredActivations, moe_memory_per_gpu, moe_rank_counts
 from models.spec import TransformerSpec
 from models.step import (
     StageWork,
@@ -84,6 +92,15 @@ from models.step import (
 DISPATCH_BYTES = 2.0  # bf16 token copies in the all-to-all (Megatron's default dtype)
 EXPERT_LOAD = 1.0  # ASSUMPTION: busiest GPU's tokens / the balanced share (module docstring)
 EP_OVERLAP = 0.0  # --overlap-moe-expert-parallel-comm is off by default (module docstring)
+# Megatron-Core's permute + unpermute, forward and backward, each reading and writing the
+# k-expanded tokens: 2 x 2 passes forward, the same backward (module docstring)
+PERMUTE_HBM_PASSES = 8.0
+# DeepSeek-V3 Technical Report section 3.3.2: fp8 dispatch with one fp32 scale per 128
+# elements (1 + 4/128 bytes per element); the combine stays bf16
+FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
+# DeepSeek-V3 Technical Report section 3.2.2: 20 of the H800's 132 SMs run the
+# communication that DualPipe overlaps with compute
+OVERLAP_SM_FRACTION = 20.0 / 132.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,58 @@ class ExpertLayout:
     ep_overlap: float = EP_OVERLAP
     grouped_gemm_half_tokens: float | None = None  # None: the roofline's (module docstring)
     dispatch_per_domain: bool = False  # DeepEP / HybridEP (module docstring)
+    # HBM passes of the k-expanded tokens per MoE layer and micro-batch (forward and
+    # backward): permute and unpermute (module docstring); 0 switches the term off
+    permute_hbm_passes: float = PERMUTE_HBM_PASSES
+    # bytes per element of the dispatch-direction all-to-alls (forward dispatch, backward
+    # combine); 2.0 bf16, FP8_DISPATCH_BYTES for DeepEP's fp8 dispatch (module docstring)
+    dispatch_bytes: float = DISPATCH_BYTES
+    # tokens an expert takes, x the balanced share (--moe-expert-capacity-factor with
+    # --moe-pad-expert-input-to-capacity); None: dropless, ``expert_load`` arrives
+    capacity_factor: float | None = None
+    # SM share the overlapped all-to-all kernels take from compute while they run: the
+    # overlap's cost, x the hidden seconds (module docstring)
+    overlap_sm_fraction: float = OVERLAP_SM_FRACTION
+    # DualPipe (DeepSeek-V3): the bidirectional schedule's bubble, the all-to-alls hidden
+    # at ``overlap_sm_fraction``, two copies of the stage's weights and gradients
+    dualpipe: bool = False
+    # Megatron-Core's --recompute-modules that the MoE model prices (models.memory.MODULES:
+    # layernorm, mla_up_proj, moe_act, moe) and fp8 activation storage (memory only, but
+    # ``moe`` and ``mla_up_proj`` re-run their forward GEMMs, ``moe`` its all-to-alls)
+    recompute_modules: frozenset[str] = frozenset()
+    fp8_activations: bool = False
+
+    @property
+    def load(self) -> float:
+        """Tokens the busiest expert processes, x the balanced share: ``capacity_factor``
+        (dropped beyond it, padded up to it), else ``expert_load`` (dropless)."""
+        return self.capacity_factor if self.capacity_factor is not None else self.expert_load
+
+    def described(self) -> tuple[str, ...]:
+        """The mechanisms this plan switches on, in words (evaluate's ``moe`` line)."""
+        out = []
+        if self.dualpipe:
+            out.append("DualPipe (all-to-alls hidden, its bubble, two weight copies)")
+        elif self.ep_overlap > 0:
+            out.append(f"all-to-all overlap {self.ep_overlap:g}")
+        if self.dispatch_per_domain:
+            out.append("per-domain dispatch (DeepEP)")
+        if self.dispatch_bytes != DISPATCH_BYTES:
+            out.append(f"dispatch at {self.dispatch_bytes:.3g} bytes per element")
+        if self.capacity_factor is not None:
+            out.append(f"capacity factor {self.capacity_factor:g}")
+        else:
+            out.append(f"dropless (load {self.expert_load:g})")
+        if self.recompute_modules:
+            out.append("recompute modules " + ",".join(sorted(self.recompute_modules)))
+        if self.fp8_activations:
+            out.append("fp8 activations")
+        return tuple(out)
+
+    @property
+    def hidden_share(self) -> float:
+        """The all-to-all share hidden behind compute: 1 under DualPipe, else ep_overlap."""
+        return 1.0 if self.dualpipe else self.ep_overlap
 
 
 def tokens_per_gpu(layout: Layout, seq_len: int) -> float:
@@ -142,14 +211,16 @@ def remote_domains_per_token(experts: int, k: int, ep: int, k_d: int) -> float:
 
 
 def rank_layers(spec: TransformerSpec, layout: Layout) -> list[tuple[int, int]]:
-    """(dense-MLP layers, MoE layers) per pipeline rank, MTP modules on the last."""
+    """(dense-MLP layers, MoE layers) per pipeline rank, MTP modules on their rank (the
+    last unless the layout places them: Layout.mtp_rank)."""
     out = list(moe_rank_counts(spec, layout))
     if spec.mtp_layers:
-        n_dense, n_moe = out[-1]
+        r = next(r for r in range(layout.pp) if layout.holds_mtp(r))
+        n_dense, n_moe = out[r]
         if moe.moe_layer_pattern(spec)[-1]:
-            out[-1] = (n_dense, n_moe + spec.mtp_layers)
+            out[r] = (n_dense, n_moe + spec.mtp_layers)
         else:
-            out[-1] = (n_dense + spec.mtp_layers, n_moe)
+            out[r] = (n_dense + spec.mtp_layers, n_moe)
     return out
 
 
@@ -183,12 +254,33 @@ def dispatch_terms(
     layers: 4 all-to-alls per layer (6 with full recomputation) x (1 - ep_overlap), each
     ``all_to_all_s`` and, with ETP > 1, its all-gather or reduce-scatter over ETP (module
     docstring), split by what depends on the NICs (DispatchTerms)."""
+    return dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, 1.0 - ex.hidden_share)
+
+
+def dispatch_calls_bytes_per_element(layout: Layout, ex: ExpertLayout) -> tuple[float, float]:
+    """(all-to-alls per MoE layer and micro-batch, their mean bytes per element): forward
+    dispatch and combine, their transposes in backward, the forward pair again under full
+    recomputation; the dispatch-direction ones (forward dispatch and its recompute,
+    backward combine) at ``dispatch_bytes``, the rest bf16 (module docstring)."""
+    again = layout.recompute == "full" or "moe" in ex.recompute_modules
+    calls = 4.0 + (2.0 if again else 0.0)
+    dispatch_dir = 2.0 + (1.0 if again else 0.0)
+    mean = (dispatch_dir * ex.dispatch_bytes + (calls - dispatch_dir) * DISPATCH_BYTES) / calls
+    return calls, mean
+
+
+def dispatch_terms_exposed(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex, exposed: float
+) -> DispatchTerms:
+    """``dispatch_terms`` with ``exposed`` the share of the all-to-alls on the critical
+    path (1 - the hidden share; 1.0 gives the whole traffic, ``overlap_cost_s``)."""
     if not spec.is_moe:
         return DispatchTerms()
     n_moe = max(m for _, m in rank_layers(spec, layout))
-    calls = (4 + (2 if layout.recompute == "full" else 0)) * n_moe * (1.0 - ex.ep_overlap)
+    per_layer, bytes_per_element = dispatch_calls_bytes_per_element(layout, ex)
+    calls = per_layer * n_moe * exposed
     k = spec.experts_per_token or 0
-    nbytes = tokens_per_gpu(layout, seq_len) * k * ex.expert_load * spec.hidden * DISPATCH_BYTES
+    nbytes = tokens_per_gpu(layout, seq_len) * k * ex.load * spec.hidden * bytes_per_element
     lat = gpu.calibration.collective_latency_us * 1e-6
     k_d = ep_ranks_in_domain(gpu, ex)
     up = _up_bytes_s(gpu, k_d)
@@ -230,7 +322,7 @@ def grouped_gemm_efficiency(
     if not spec.is_moe:
         return 1.0
     assert spec.experts and spec.experts_per_token
-    rows = tokens_per_gpu(layout, seq_len) * spec.experts_per_token * ex.expert_load
+    rows = tokens_per_gpu(layout, seq_len) * spec.experts_per_token * ex.load
     rows *= ex.ep * ex.etp / spec.experts
     half = ex.grouped_gemm_half_tokens
     if half is None:
@@ -265,6 +357,94 @@ def _per_token_forward(spec: TransformerSpec, seq_len: int) -> tuple[float, ...]
     return dense_fwd, moe_fwd, routed, core, flops.logit_forward_flops_per_token(spec)
 
 
+def recompute_module_forwards(
+    spec: TransformerSpec, layout: Layout, ex: ExpertLayout
+) -> tuple[float, float]:
+    """(extra forwards of an MoE layer's MLP part: router, shared and routed experts;
+    extra forward FLOPs per token of its MLA up-projections) that ``recompute_modules``
+    re-run (Megatron-Core's --recompute-modules: ``moe`` checkpoints the whole MoE layer,
+    ``mla_up_proj`` the q_b and kv_b projections); 0 under full recomputation, which
+    already re-runs the layer."""
+    if layout.recompute == "full":
+        return 0.0, 0.0
+    again = 1.0 if "moe" in ex.recompute_modules else 0.0
+    up = 0.0
+    if spec.is_mla and "mla_up_proj" in ex.recompute_modules:
+        assert spec.kv_lora_rank and spec.qk_head_dim and spec.qk_rope_head_dim
+        assert spec.v_head_dim
+        qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
+        q_in = spec.q_lora_rank or 0
+        kv = spec.kv_lora_rank * spec.heads * (spec.qk_head_dim + spec.v_head_dim)
+        up = 2.0 * (q_in * qk + kv)
+    return again, up
+
+
+def permute_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
+) -> float:
+    """Token permutation and unpermutation on the rank with the most MoE layers:
+    ``permute_hbm_passes`` x the k-expanded tokens T k load x h x 2 bytes per MoE layer,
+    at the GPU's HBM bandwidth (Megatron-Core moe_utils.permute / unpermute: a gather and
+    a scatter-add, each reading and writing the expanded tokens, in forward and again in
+    backward; ``--moe-permute-fusion`` fuses them with the dispatch's index work, not
+    the passes)."""
+    if not spec.is_moe or ex.permute_hbm_passes <= 0:
+        return 0.0
+    n_moe = max(m for _, m in rank_layers(spec, layout))
+    copies = tokens_per_gpu(layout, seq_len) * (spec.experts_per_token or 0) * ex.load
+    nbytes = n_moe * ex.permute_hbm_passes * copies * spec.hidden * DISPATCH_BYTES
+    return nbytes / (gpu.memory_bw_tb_per_s * 1e12)
+
+
+def overlap_cost_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, net: Network, ex
+) -> float:
+    """The cost of hiding the all-to-alls: while the hidden share runs, its kernels hold
+    ``overlap_sm_fraction`` of the SMs, so compute loses that fraction of the hidden
+    seconds (DeepSeek-V3 Technical Report section 3.2.2: 20 of 132 SMs)."""
+    hidden = ex.hidden_share
+    if not spec.is_moe or hidden <= 0 or ex.overlap_sm_fraction <= 0:
+        return 0.0
+    share = nic_share_gb_per_s(gpu, net.node_bw_gb_per_s) * comm.GB
+    whole = dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, hidden).seconds(share)
+    return ex.overlap_sm_fraction * whole
+
+
+def dualpipe_bubble_scale(pp: int) -> float:
+    """DualPipe's bubble over 1F1B's: (PP/2 - 1)(F&B + B - 3W) against (PP - 1)(F + B)
+    (deepseek-ai/DualPipe README; DeepSeek-V3 Technical Report Table 2), with a
+    micro-batch's forward F, backward B = 2F (of which the weight gradients W = F) and the
+    overlapped forward-and-backward chunk F&B = F + B: (PP/2 - 1) x 2 / (3 (PP - 1)).
+    DualPipe needs an even PP; below 4 ranks it has no bubble to save (1.0)."""
+    if pp < 4:
+        return 1.0
+    return (pp / 2.0 - 1.0) * 2.0 / (3.0 * (pp - 1.0))
+
+
+def stored_activations(ex: ExpertLayout) -> StoredActivations:
+    """The memory model's options of this expert layout (models.memory)."""
+    return StoredActivations(ex.recompute_modules, ex.fp8_activations, ex.dualpipe)
+
+
+def expert_memory(
+    spec: TransformerSpec, layout: Layout, seq_len: int, capacity_gb: float, a, ex
+) -> MoEMemory:
+    """models.memory.moe_memory_per_gpu at this expert layout: EP, ETP, the capacity
+    factor or expert load, recompute modules, fp8 storage and DualPipe."""
+    return moe_memory_per_gpu(
+        spec,
+        layout,
+        seq_len,
+        capacity_gb,
+        a,
+        ex.ep,
+        ex.etp,
+        capacity_factor=ex.capacity_factor,
+        expert_load=ex.expert_load,
+        stored=stored_activations(ex),
+    )
+
+
 def moe_gemm_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
 ) -> float:
@@ -274,24 +454,31 @@ def moe_gemm_per_microbatch_s(
     h = spec.hidden
     t = tokens_per_gpu(layout, seq_len)
     dense_fwd, moe_fwd, routed_one, core, logit_fwd = _per_token_forward(spec, seq_len)
-    routed_fwd = routed_one * ex.expert_load
+    attn_fwd = 2.0 * moe.attention_params(spec)
+    routed_fwd = routed_one * ex.load
     forwards = forward_passes(layout.recompute)
     if gpu.calibration.flash_attention:
         core_passes = 3.5 + (1.0 if layout.recompute == "full" else 0.0)
     else:
         core_passes = 4.0 if layout.recompute in ("full", "selective") else 3.0
     gg = grouped_gemm_efficiency(spec, layout, seq_len, gpu, ex)
+    moe_forwards, attn_again = recompute_module_forwards(spec, layout, ex)
     worst = 0.0
     ranks = rank_layers(spec, layout)
-    kinds = {(n_dense, n_moe, r == layout.pp - 1) for r, (n_dense, n_moe) in enumerate(ranks)}
-    for n_dense, n_moe, last in sorted(kinds):
+    kinds = {
+        (n_dense, n_moe, r == layout.pp - 1, layout.holds_mtp(r))
+        for r, (n_dense, n_moe) in enumerate(ranks)
+    }
+    for n_dense, n_moe, last, mtp in sorted(kinds):
         linear = t * forwards * (n_dense * dense_fwd + n_moe * moe_fwd)
-        if last and spec.mtp_layers:
+        linear += t * n_moe * (moe_forwards * (moe_fwd - attn_fwd) + attn_again)
+        if mtp and spec.mtp_layers:
             linear += t * forwards * spec.mtp_layers * 2.0 * 2 * h * h
         logits = t * 3.0 * logit_fwd if last else 0.0
         logits *= 1 + (spec.mtp_layers if last else 0)
         work = StageWork(linear, t * (n_dense + n_moe) * core * core_passes, logits)
-        routed = StageWork(t * forwards * n_moe * routed_fwd / gg, 0.0, 0.0)
+        routed_passes = forwards + moe_forwards
+        routed = StageWork(t * routed_passes * n_moe * routed_fwd / gg, 0.0, 0.0)
         seconds = work_gemm_s(work, h, layout, gpu) + work_gemm_s(routed, h, layout, gpu)
         worst = max(worst, seconds)
     return worst
@@ -338,13 +525,13 @@ def moe_step_coefficients(
     from models.step import host_issue_per_microbatch_s, memory_bound_per_microbatch_s
 
     c = dense if dense is not None else step_coefficients(spec, layout, seq_len, gpu, network, a)
-    mem = moe_memory_per_gpu(
-        spec, layout, seq_len, gpu.memory_gb, a, ex.ep, ex.etp, expert_load=ex.expert_load
-    )
+    mem = expert_memory(spec, layout, seq_len, gpu.memory_gb, a, ex)
     if gemm_s is None:
         gemm_s = moe_gemm_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     gemm = gemm_s
     compute = gemm + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
+    compute += permute_per_microbatch_s(spec, layout, seq_len, gpu, ex)
+    compute += overlap_cost_per_microbatch_s(spec, layout, seq_len, gpu, network, ex)
     compute = max(compute, host_issue_per_microbatch_s(spec, layout, gpu) - c.tp_mb_s)
     per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
     group = layout.dp * layout.cp
@@ -375,4 +562,5 @@ def moe_step_coefficients(
         grad_overlap_s=gpu.calibration.grad_overlap_fraction * (compute + c.tp_mb_s)
         if layout.zero >= 1
         else 0.0,
+        bubble_scale=dualpipe_bubble_scale(layout.pp) if ex.dualpipe else 1.0,
     )

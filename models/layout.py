@@ -37,12 +37,24 @@ class Layout:
     last_stage_layers: int | None = None
     embedding_in_split: bool = False
     loss_in_split: bool = False
+    # Megatron-Core's --pipeline-model-parallel-layout: transformer layers of every
+    # virtual stage in stage order (pp x vp of them; stage s on rank s mod pp), for splits
+    # the four fields above do not express (None: they decide; models/pipeline.py)
+    stage_counts: tuple[int, ...] | None = None
+    # the pipeline rank of a MoE model's MTP layers (the layout string's "m"; None: the
+    # last rank, Megatron-Core's default); their logits stay with the loss on the last
+    mtp_rank: int | None = None
+
+    def holds_mtp(self, rank: int) -> bool:
+        """Whether pipeline rank ``rank`` builds the MTP layers."""
+        return rank == (self.pp - 1 if self.mtp_rank is None else self.mtp_rank)
 
     @property
     def uneven(self) -> bool:
         """Any of Megatron-LM's uneven-split options in use."""
         return (
-            self.first_stage_layers is not None
+            self.stage_counts is not None
+            or self.first_stage_layers is not None
             or self.last_stage_layers is not None
             or self.embedding_in_split
             or self.loss_in_split
@@ -64,13 +76,14 @@ class Layout:
         """Micro-batches per optimizer step per pipeline (E8: global = micro x accum x DP)."""
         return self.global_batch / (self.micro_batch * self.dp)
 
-    def as_dict(self, seq_len: int) -> dict[str, int | float | str | bool | None]:
+    def as_dict(self, seq_len: int) -> dict[str, int | float | str | bool | list[int] | None]:
         """The layout at a sequence length, as the JSON reports write it.
 
         The pipeline split is four flat keys, always present: ``first_stage_layers``
         and ``last_stage_layers`` (int, or null for an even share) and
-        ``embedding_in_split``, ``loss_in_split`` (bool)."""
-        return {
+        ``embedding_in_split``, ``loss_in_split`` (bool); ``stage_counts`` and
+        ``mtp_rank`` only when a --pipeline-layout sets them."""
+        d: dict[str, int | float | str | bool | list[int] | None] = {
             "tp": self.tp,
             "pp": self.pp,
             "dp": self.dp,
@@ -89,6 +102,11 @@ class Layout:
             "embedding_in_split": self.embedding_in_split,
             "loss_in_split": self.loss_in_split,
         }
+        if self.stage_counts is not None:
+            d["stage_counts"] = list(self.stage_counts)
+        if self.mtp_rank is not None:
+            d["mtp_rank"] = self.mtp_rank
+        return d
 
 
 class Assumptions(BaseModel):

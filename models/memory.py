@@ -319,6 +319,13 @@ def rank_layer_ids(layers: int, layout: Layout, rank: int) -> tuple[int, ...]:
     virtual stages is taken contiguous: the layer counts are exact, which layers not)."""
     per = stage_layers(layers, layout)
     p, v = layout.pp, layout.vp
+    if layout.stage_counts is not None:  # stage s holds the next counts[s] layers
+        starts = [sum(layout.stage_counts[:s]) for s in range(len(layout.stage_counts))]
+        return tuple(
+            starts[s] + j
+            for s in range(rank, len(layout.stage_counts), p)
+            for j in range(layout.stage_counts[s])
+        )
     if v > 1 and not layout.uneven and layers % (p * v) == 0:
         chunk = layers // (p * v)
         return tuple(c * chunk + j for c in range(rank, p * v, p) for j in range(chunk))
@@ -337,6 +344,7 @@ def moe_rank_counts(spec: TransformerSpec, layout: Layout) -> tuple[tuple[int, i
         layout.last_stage_layers,
         layout.embedding_in_split,
         layout.loss_in_split,
+        layout.stage_counts,
     )
 
 
@@ -349,12 +357,13 @@ def _moe_rank_counts(
     last: int | None,
     emb: bool,
     loss: bool,
+    counts: tuple[int, ...] | None = None,
 ) -> tuple[tuple[int, int], ...]:
     from models import moe
 
     probe = Layout(
         tp=1, pp=pp, dp=1, micro_batch=1, global_batch=pp, vp=vp, first_stage_layers=first,
-        last_stage_layers=last, embedding_in_split=emb, loss_in_split=loss,
+        last_stage_layers=last, embedding_in_split=emb, loss_in_split=loss, stage_counts=counts,
     )  # fmt: skip
     pattern = moe.moe_layer_pattern(spec)
     out = []
@@ -391,6 +400,61 @@ def _stored_bytes(sbh: float, split: float, tp: int, sp: bool, recompute: str, e
     return sbh * (unsplit + split / tp + extra)
 
 
+MODULES = ("layernorm", "mla_up_proj", "moe_act", "moe")  # recompute modules modelled
+
+
+@dataclass(frozen=True)
+class StoredActivations:
+    """What a MoE layer stores for backward beyond the ``recompute`` setting (bytes per
+    element, Korthikanti et al. 2022's accounting as ``_moe_ranks_at`` uses it).
+
+    - ``modules``: Megatron-Core's ``--recompute-modules`` (transformer_config.py
+      ``recompute_modules``; output-discarding checkpoints): ``layernorm`` drops the two
+      norm outputs (4 s b h bytes, split over TP with SP); ``mla_up_proj`` drops MLA's
+      up-projected Q, K and V (their bytes in ``moe_attention_activation_coeff``, the
+      latents and the attention output kept); ``moe_act`` drops the routed experts'
+      activation output (2 f of the gated 6 f); ``moe`` re-runs the whole MoE layer,
+      keeping its input only (the step time re-runs its forward: models/expert.py).
+    - ``fp8``: activations cached in fp8 (DeepSeek-V3 Technical Report section 3.3.3,
+      "Low-Precision Storage"): the routed experts' inputs and SwiGLU inputs and the
+      attention output projection's input at 1 byte.
+    - ``dualpipe``: two copies of the weights and gradients, PP + 1 micro-batches in
+      flight (``moe_memory_per_gpu``)."""
+
+    modules: frozenset[str] = frozenset()
+    fp8: bool = False
+    dualpipe: bool = False
+
+    def recomputes(self, module: str) -> bool:
+        return module in self.modules
+
+    def norm_saved(self, tp: int, sp: bool) -> float:
+        """Korthikanti's unsplit coefficient the ``layernorm`` module drops."""
+        return (4.0 / tp if sp else 4.0) if self.recomputes("layernorm") else 0.0
+
+    def attention_saved(self, spec: TransformerSpec) -> float:
+        """The TP-split attention coefficient ``mla_up_proj`` and ``fp8`` drop."""
+        saved = 0.0
+        if spec.is_mla and self.recomputes("mla_up_proj"):
+            assert spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
+            qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
+            saved += (4.0 * qk + 2.0 * spec.heads * spec.v_head_dim) / spec.hidden
+        if self.fp8:
+            v = spec.heads * spec.v_head_dim if spec.is_mla and spec.v_head_dim else spec.q_width
+            saved += 1.0 * v / spec.hidden  # the output projection's input, 2 -> 1 byte
+        return saved
+
+    def routed_bytes_per_copy(self, spec: TransformerSpec, etp: int) -> float:
+        """Stored bytes of one routed token copy: its input h x ETP (gathered), the FFN
+        activations (6 f gated: the up/gate output 4 f and activation output 2 f; 4 f
+        plain), its output 2 h for the combine."""
+        f, h = spec.expert_ffn, spec.hidden
+        per_elem = 1.0 if self.fp8 else 2.0
+        up = (2.0 if spec.gated_mlp else 1.0) * f * per_elem
+        act = 0.0 if self.recomputes("moe_act") else 2.0 * f
+        return per_elem * h * etp + up + act + 2.0 * h
+
+
 @dataclass(frozen=True)
 class MoEMemory:
     """Memory of the most loaded GPU of a MoE model (``moe_memory_per_gpu``)."""
@@ -415,6 +479,7 @@ def moe_memory_per_gpu(
     etp: int = 1,
     capacity_factor: float | None = None,
     expert_load: float = 1.0,
+    stored: StoredActivations | None = None,
 ) -> MoEMemory:
     """Memory of the most loaded GPU of a MoE / MLA / MTP model (a dense model gets the
     dense numbers' model states, with MLA-aware attention activations where used).
@@ -446,14 +511,22 @@ def moe_memory_per_gpu(
     - ``other``: the dense planner's (fp32 logits, reserved, overhead fraction) plus the
       dispatch buffers of the layer in flight: the permuted tokens sent and received,
       2 x T x k x load x ETP x 2h bytes.
+    - ``stored`` (``StoredActivations``): Megatron's ``--recompute-modules`` and fp8
+      activation storage, and DualPipe's two copies of the weights and gradients with
+      one more micro-batch in flight (DeepSeek-V3 Technical Report section 3.2.1, the
+      DualPipe table: parameters 2x, activations PP + 1).
     """
     edp = expert_data_parallel(spec, layout, ep, etp)
+    opts = stored or StoredActivations()
     best: MoEMemory | None = None
-    for rank in _moe_ranks(spec, layout, seq_len, a, ep, etp, capacity_factor, expert_load):
+    ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, capacity_factor, expert_load, opts)
+    copies = 2.0 if opts.dualpipe else 1.0
+    for rank in ranks:
         w, g, o = model_state_gb(rank.dense_params, layout, a)
+        w, g = w * copies, g * copies
         zero = layout.zero
-        w += rank.expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
-        g += rank.expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
+        w += copies * rank.expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
+        g += copies * rank.expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
         o += rank.expert_params * a.optimizer_bytes / (edp if zero >= 1 else 1) / GB
         w += fp8_weight_cache_gb(rank.dense_params + rank.expert_params, layout, a)
         act_gb, logits, disp = rank.act / GB, rank.logits, rank.dispatch
@@ -535,6 +608,7 @@ def _moe_ranks(
     etp: int,
     capacity_factor: float | None,
     expert_load: float,
+    stored: StoredActivations | None = None,
 ) -> list[_MoERank]:
     """Each pipeline rank's parameters, activations, logits and dispatch buffers
     (``moe_memory_per_gpu``'s docstring). Every activation, logit and buffer byte is
@@ -542,10 +616,11 @@ def _moe_ranks(
     once per micro-batch of 1 (cached: the solvers ask for every micro-batch of a shape)
     and scaled, whenever the layout's micro-batches per step are whole."""
     load = capacity_factor if capacity_factor is not None else expert_load
+    opts = stored or StoredActivations()
     b = layout.micro_batch
     if b > 1 and layout.global_batch % (b * layout.dp) == 0:
         unit = replace(layout, micro_batch=1, global_batch=layout.global_batch // b)
-        ranks = _moe_ranks_at(spec, unit, seq_len, a.flash_attention, ep, etp, load)
+        ranks = _moe_ranks_at(spec, unit, seq_len, a.flash_attention, ep, etp, load, opts)
         return [
             _MoERank(
                 r.rank,
@@ -559,7 +634,7 @@ def _moe_ranks(
             )
             for r in ranks
         ]
-    return list(_moe_ranks_at(spec, layout, seq_len, a.flash_attention, ep, etp, load))
+    return list(_moe_ranks_at(spec, layout, seq_len, a.flash_attention, ep, etp, load, opts))
 
 
 @lru_cache(maxsize=1 << 14)
@@ -571,6 +646,7 @@ def _moe_ranks_at(
     ep: int,
     etp: int,
     load: float,
+    opts: StoredActivations = StoredActivations(),
 ) -> tuple[_MoERank, ...]:
     """``_moe_ranks`` at the layout's own micro-batch."""
     from models import moe
@@ -584,15 +660,18 @@ def _moe_ranks_at(
     scores = 0.0
     if layout.recompute == "none" and not flash_attention:
         scores = 5.0 * spec.heads * s / (h * tp)
-    att = moe_attention_activation_coeff(spec)
+    att = moe_attention_activation_coeff(spec) - opts.attention_saved(spec)
     dense_coeff = att + _mlp_activation_coeff(spec, spec.ffn)
     shared_coeff = att + _mlp_activation_coeff(spec, spec.shared_experts * spec.shared_expert_ffn)
-    c_ffn = 6.0 if spec.gated_mlp else 4.0
-    routed_layer = tokens * k * load * (2.0 * h * etp + c_ffn * spec.expert_ffn + 2.0 * h)
+    routed_layer = tokens * k * load * opts.routed_bytes_per_copy(spec, etp)
     router_layer = tokens * (8.0 * (spec.experts or 0) + 12.0 * k)
-    dense_layer = _stored_bytes(sbh, dense_coeff, tp, sp, "selective", scores)
-    moe_layer = _stored_bytes(sbh, shared_coeff, tp, sp, "selective", scores)
+    extra = scores - opts.norm_saved(tp, sp)
+    dense_layer = _stored_bytes(sbh, dense_coeff, tp, sp, "selective", extra)
+    moe_layer = _stored_bytes(sbh, shared_coeff, tp, sp, "selective", extra)
     layer_input = 2.0 * sbh / (tp if sp else 1)
+    if opts.recomputes("moe"):  # the whole MoE layer re-run: only its input is kept
+        moe_layer = _stored_bytes(sbh, att, tp, sp, "selective", extra) + layer_input
+        routed_layer = router_layer = 0.0
     dispatch = 2.0 * tokens * k * load * etp * 2.0 * h / GB if spec.is_moe else 0.0
     expert_one = moe.expert_params(spec) * (spec.experts or 0)
     moe_non_expert = (
@@ -602,11 +681,12 @@ def _moe_ranks_at(
     out = []
     for r, (n_dense, n_moe) in enumerate(moe_rank_counts(spec, layout)):
         first, last = r == 0, r == layout.pp - 1
-        mtp_moe = spec.mtp_layers if last and pattern[-1] else 0
-        mtp_dense = spec.mtp_layers if last and not pattern[-1] else 0
+        mtp = layout.holds_mtp(r)
+        mtp_moe = spec.mtp_layers if mtp and pattern[-1] else 0
+        mtp_dense = spec.mtp_layers if mtp and not pattern[-1] else 0
         dense_params = float((n_dense + mtp_dense) * dense_one)
         dense_params += (n_moe + mtp_moe) * moe_non_expert
-        if last:
+        if mtp:
             dense_params += spec.mtp_layers * (3 * spec.norm_params + 2 * h * h)
         if first:
             dense_params += spec.embedding_params()
@@ -617,6 +697,8 @@ def _moe_ranks_at(
         dense_params += (n_moe + mtp_moe) * router_one  # replicated over TP
         expert_params = (n_moe + mtp_moe) * expert_one / (ep * etp)
         held = in_flight_at_rank(r, layout.pp, layout.vp, layout.grad_accum)
+        if opts.dualpipe and layout.pp > 1:
+            held *= (layout.pp + 1) / layout.pp
         n_all_moe, n_all_dense = n_moe + mtp_moe, n_dense + mtp_dense
         if layout.recompute == "full":
             per_mb = (n_all_moe + n_all_dense) * layer_input

@@ -102,6 +102,8 @@ def stage_layers(layers: int, layout: Layout) -> tuple[int, ...]:
     one, so that a relaxed ``divisibility`` family can be evaluated.
     """
     p = layout.pp
+    if layout.stage_counts is not None:  # --pipeline-layout: rank r holds stages r, r + p, ...
+        return tuple(sum(layout.stage_counts[r::p]) for r in range(p))
     if p == 1:
         return (layers,)
     first, last = layout.first_stage_layers, layout.last_stage_layers
@@ -238,6 +240,8 @@ def split_violation(layers: int, layout: Layout) -> tuple[str, str] | None:
     - otherwise p divides L and, with interleaving, vp divides L / p.
     Messages name the designer's option to change (``--first-stage-layers``, ...)."""
     p, v, n = layout.pp, layout.vp, layers
+    if layout.stage_counts is not None:
+        return stage_counts_violation(n, layout)
     first, last = layout.first_stage_layers, layout.last_stage_layers
     given = "--first-stage-layers" if first is not None else "--last-stage-layers"
     if first is not None or last is not None:
@@ -314,6 +318,35 @@ def split_violation(layers: int, layout: Layout) -> tuple[str, str] | None:
     return None
 
 
+def stage_counts_violation(layers: int, layout: Layout) -> tuple[str, str] | None:
+    """A --pipeline-layout split Megatron-Core refuses (PipelineParallelLayerLayout
+    validate_layer_layout: pp x vp stages that hold every layer once), or None; the other
+    split options cannot be combined with it."""
+    counts = layout.stage_counts or ()
+    if layout.first_stage_layers is not None or layout.last_stage_layers is not None:
+        return ("--pipeline-layout", "cannot be combined with --first/--last-stage-layers")
+    if layout.embedding_in_split or layout.loss_in_split:
+        return ("--pipeline-layout", "cannot be combined with --embedding/--loss-in-split")
+    if len(counts) != layout.pp * layout.vp:
+        return (
+            "--pipeline-layout",
+            f"{len(counts)} stages are not pp x vp = {layout.pp * layout.vp}",
+        )
+    if sum(counts) != layers or min(counts) < 0:
+        return ("--pipeline-layout", f"it holds {sum(counts)} layers, the model {layers}")
+    return None
+
+
+def counts_layout_string(counts: tuple[int, ...], mtp_stage: int | None = None) -> str:
+    """Megatron-Core's layout string of per-stage layer counts: E opens the first stage,
+    L closes the last, m (the MTP layers) ends stage ``mtp_stage``."""
+    stages = []
+    for s, n in enumerate(counts):
+        body = "t" * min(n, 1) + (f"*{n}" if n > 1 else "") + ("m" if s == mtp_stage else "")
+        stages.append(("E" if s == 0 else "") + body + ("L" if s == len(counts) - 1 else ""))
+    return "|".join(stages)
+
+
 def describe_stage_layers(ranks: tuple[int, ...]) -> str:
     """Layers per pipeline rank (``stage_layers``) in words: "7, 8 x 14, 7 layers per stage"."""
     runs: list[list[int]] = []
@@ -328,6 +361,10 @@ def describe_stage_layers(ranks: tuple[int, ...]) -> str:
 def split_options(layout: Layout) -> str:
     """The designer options that set the layout's uneven split ("" when even)."""
     out = []
+    if layout.stage_counts is not None:
+        mtp = None if layout.mtp_rank is None else layout.mtp_rank + (layout.vp - 1) * layout.pp
+        text = counts_layout_string(layout.stage_counts, mtp)
+        out.append(f"--pipeline-layout '{text}'")
     if layout.first_stage_layers is not None:
         out.append(f"--first-stage-layers {layout.first_stage_layers}")
     if layout.last_stage_layers is not None:

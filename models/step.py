@@ -333,6 +333,9 @@ class StepCoefficients:
     expert_dp_den: int = 1
     expert_ranks_per_node: int = 1
     expert_scale_up_bw_gb_per_s: float = 1.0
+    # the pipeline schedule's bubble over 1F1B's (p-1)/v stage times: 1.0, or DualPipe's
+    # (models.expert.dualpipe_bubble_scale; a MoE plan option, never chosen by the solvers)
+    bubble_scale: float = 1.0
 
     @property
     def ep_crosses_nics(self) -> bool:
@@ -351,7 +354,7 @@ class StepCoefficients:
     @property
     def bubble_s(self) -> float:
         # (p-1)/(v m) of the m micro-batches' work: (p-1)/v stage times, whatever m is
-        return bubble_fraction(self.pp, 1, self.vp) * self.stage_mb_s
+        return bubble_fraction(self.pp, 1, self.vp) * self.bubble_scale * self.stage_mb_s
 
 
 def step_coefficients(
@@ -481,7 +484,7 @@ def step_from_coefficients(
     if c.ep_crosses_nics:
         varying = ep_nic_mb_s(c, share)
         ep_mb = ep_mb + varying
-        bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * varying
+        bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * varying
     if c.zero >= 3:
         dp_time = dp_time + m * group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)

@@ -113,7 +113,7 @@ def random_scenario(seed: int, cat) -> Scenario:
         gated_mlp=r.random() < 0.5,
     )
     tokens = 10 ** r.uniform(9, 11)
-    gpus = tuple(r.sample(sorted(cat.gpus), r.choice([1, 2])))
+    gpus = tuple(r.sample(sorted(cat.gpus_for_sale()), r.choice([1, 2])))
     nics = tuple(r.sample(sorted(cat.nics), r.choice([1, 2])))
     kw: dict = {}
     if r.random() < 0.5:

@@ -221,10 +221,11 @@ def test_layout_string_round_trip_and_refusal():
         True,
         True,
     )
-    with pytest.raises(
-        UsageError, match="--pipeline-model-parallel-layout: .*not one the designer"
-    ):
-        load_megatron(text + "--pipeline-model-parallel-layout 'Et*40|t*20|t*33|t*33L'")
+    # a split no other flag expresses is read as its stage counts (issue 34)
+    odd = load_megatron(text + "--pipeline-model-parallel-layout 'Et*40|t*20|t*33|t*33L'")
+    assert odd.layout.stage_counts == (40, 20, 33, 33)
+    with pytest.raises(UsageError, match="--pipeline-model-parallel-layout: it holds 125"):
+        load_megatron(text + "--pipeline-model-parallel-layout 'Et*40|t*20|t*33|t*32L'")
 
 
 def test_grad_reduce_flag_matches_the_plan():

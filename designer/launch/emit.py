@@ -100,7 +100,7 @@ def pipeline_flags(job: Launch) -> list[tuple[str, object]]:
     lay = job.layout
     if lay.pp == 1:
         return []
-    text = required_layout(job.spec.layers, lay, "Megatron-LM")
+    text = required_layout(job.spec.layers, lay, "Megatron-LM", job.spec.mtp_layers)
     if text is not None:
         return [("pipeline_layout", text)]
     out: list[tuple[str, object]] = []

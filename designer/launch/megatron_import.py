@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from catalog.files import read_text
 from designer.errors import UsageError
 from designer.launch.megatron_model import activation_from, default, layer_pattern, spec_fields
-from designer.launch.pipeline_layout import layout_split
+from designer.launch.pipeline_layout import layout_fields
 from designer.launch.script import ExpansionTooLarge, command_from_script
 from designer.launch.vocab import all_flags, flag, flag_index, normalize, vocabulary
 from models import Layout, TransformerSpec
@@ -389,7 +389,7 @@ def _vp(m: _Flags, layers: int, pp: int) -> int:
     return vp
 
 
-def _split_fields(m: _Flags, layers: int, pp: int) -> dict:
+def _split_fields(m: _Flags, layers: int, pp: int, mtp_layers: int = 0) -> dict:
     """vp and the uneven-split fields: from --pipeline-model-parallel-layout, or from the
     virtual-stage, first/last-stage and accounting flags (at most one form, as
     validate_args requires)."""
@@ -412,7 +412,7 @@ def _split_fields(m: _Flags, layers: int, pp: int) -> dict:
                 f"contradicts {name}, which spells out every stage; give one of the two",
             )
     try:
-        return {**fields, **layout_split(text, layers, pp)}
+        return {**fields, **layout_fields(text, layers, pp, mtp_layers)}
     except ValueError as err:
         raise _fail(name, str(err)) from None
 
@@ -536,7 +536,7 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     seq = _seq_len(m, notes)
     spec = _spec(m, seq, notes)
     tp, pp, cp, dp = _degrees(m, launcher, nnodes, nproc)
-    split = _split_fields(m, spec.layers, pp)
+    split = _split_fields(m, spec.layers, pp, spec.mtp_layers)
     micro = m.required("micro_batch", "give the per-GPU micro-batch")
     global_batch = m.integer("global_batch")
     if global_batch is None:

@@ -20,15 +20,18 @@ from typing import Any
 
 from designer.errors import Infeasible
 from models import Layout
-from models.pipeline import split_violation, stage_layers
+from models.pipeline import counts_layout_string, split_violation, stage_layers
 
 STAGE = re.compile(r"^(E?)(t*)(L?)$")
+STAGE_MTP = re.compile(r"^(E?)(t*)(m*)(L?)$")  # m: a multi-token-prediction layer
 
 
 def chunk_layers(layers: int, layout: Layout) -> list[int] | None:
     """Transformer layers of every virtual stage in stage order, or None when a rank's
     layers do not split evenly over its chunks."""
     p, v = layout.pp, layout.vp
+    if layout.stage_counts is not None:
+        return list(layout.stage_counts)
     per_rank = stage_layers(layers, layout)
     e, lo = int(layout.embedding_in_split), int(layout.loss_in_split)
     chunks = [[0] * v for _ in range(p)]
@@ -56,17 +59,25 @@ def chunks_or_refuse(layers: int, layout: Layout, framework: str) -> list[int]:
     return chunks
 
 
-def required_layout(layers: int, layout: Layout, framework: str) -> str | None:
-    """The layout string when only it expresses the split (needs_layout), else None."""
+def required_layout(layers: int, layout: Layout, framework: str, mtp: int = 0) -> str | None:
+    """The layout string when only it expresses the split (needs_layout), else None; a
+    MoE model's ``mtp`` layers as ``m`` on the last stage of their rank (Layout.mtp_rank,
+    the last by default)."""
     if not needs_layout(layers, layout):
         return None
-    chunks_or_refuse(layers, layout, framework)
-    return layout_string(layers, layout)
+    chunks = chunks_or_refuse(layers, layout, framework)
+    if not mtp:
+        return layout_string(layers, layout)
+    rank = layout.pp - 1 if layout.mtp_rank is None else layout.mtp_rank
+    text = counts_layout_string(tuple(chunks), rank + (layout.vp - 1) * layout.pp)
+    return text.replace("m", "m" * mtp)
 
 
 def needs_layout(layers: int, layout: Layout) -> bool:
     """A split only --pipeline-model-parallel-layout expresses (one Megatron-LM's other
     split flags refuse)."""
+    if layout.stage_counts is not None:
+        return True
     return layout.pp > 1 and split_violation(layers, layout) is not None
 
 
@@ -129,3 +140,42 @@ def layout_split(text: str, layers: int, pp: int) -> dict[str, Any]:
         f"its split ({'/'.join(map(str, counts))} layers per stage) is not one the designer "
         "models (even, first/last-stage layers, embedding/loss accounting)"
     )
+
+
+def layout_fields(text: str, layers: int, pp: int, mtp_layers: int = 0) -> dict[str, Any]:
+    """Layout fields of a --pipeline-model-parallel-layout string: the designer's own split
+    fields when they express it (``layout_split``), else ``stage_counts`` (every virtual
+    stage's layers, Layout.stage_counts) with its vp. ``m``: the model's MTP layers, all in one
+    stage, whose rank builds them (``mtp_rank`` when not the last: Megatron-Core computes
+    their logits with the loss, on the last). ValueError with the reason otherwise."""
+    stages = parse(text)
+    counts = []
+    for s, stage in enumerate(stages):
+        m = STAGE_MTP.match(stage)
+        if m is None:
+            raise ValueError(
+                f"stage {s} {stage!r}: the designer reads E (embedding), t (layer), m (MTP "
+                "layer), L (loss)"
+            )
+        if bool(m.group(1)) != (s == 0) or bool(m.group(4)) != (s == len(stages) - 1):
+            raise ValueError("E must open the first stage and L close the last")
+        counts.append(len(m.group(2)))
+    holders = [s for s, st in enumerate(stages) if "m" in st]
+    mtp = sum(st.count("m") for st in stages)
+    if mtp not in (0, mtp_layers) or len(holders) > 1:
+        raise ValueError(
+            f"it places {mtp} MTP layers in {len(holders)} stages; the model has "
+            f"{mtp_layers}, all in one stage"
+        )
+    mtp_rank = holders[0] % pp if holders and len(stages) % pp == 0 else None
+    if len(stages) % pp:
+        raise ValueError(f"{len(stages)} stages do not divide by the pipeline size {pp}")
+    if sum(counts) != layers:
+        raise ValueError(f"it holds {sum(counts)} layers, the model {layers}")
+    plain = "|".join("E" * (s == 0) + "t" * n + "L" * (s == len(counts) - 1)
+                     for s, n in enumerate(counts))  # fmt: skip
+    placed = {"mtp_rank": mtp_rank} if mtp_rank not in (None, pp - 1) else {}
+    try:
+        return {**layout_split(plain, layers, pp), **placed}
+    except ValueError:
+        return {"vp": len(stages) // pp, "stage_counts": tuple(counts), **placed}

@@ -1,0 +1,59 @@
+"""MoE plans read their band from MoE runs (issue 34 item 6): the catalog's measured_moe
+blocks are what bench/moe_accuracy.py computes; a GPU without them is extrapolated from
+the widest MoE band, never read with the dense record; `models show` prints the active
+parameters."""
+
+from __future__ import annotations
+
+from catalog import load_catalog
+from helpers import load_bench, run_main
+from models.evidence import catalog_band
+
+bench = load_bench("moe_accuracy.py", "bench_moe_accuracy")
+
+
+def test_catalog_moe_evidence_is_the_bench_s():
+    """python bench/moe_accuracy.py --evidence --write wrote these blocks (GPUs with at
+    least MIN_MOE_RUNS scored rows); rerun it when the model or the rows change."""
+    cat = load_catalog()
+    rows = bench.all_scored()
+    blocks = bench.moe_evidence_blocks(rows)
+    have = {g for g, spec in cat.gpus.items() if spec.moe_evidence is not None}
+    assert have == set(blocks) and "h100-sxm" in have
+    for gpu in have:
+        e = cat.gpu(gpu).moe_evidence
+        lines = "\n".join(blocks[gpu])
+        assert f"runs: {e.runs}\n" in lines and f"mape_pct: {e.mape_pct}\n" in lines
+        assert f"error_lo_pct: {e.error_lo_pct}\n" in lines
+    # every usable row is scored: only the model the zoo does not hold is left out
+    skipped = bench.score_independent(bench.independent_rows())[1]
+    assert [r["model"] for r, _ in skipped] == ["qwen3-next-80b-a3b"]
+
+
+def test_moe_plans_read_moe_bands_and_dense_plans_the_dense_record():
+    cat = load_catalog()
+    dense = catalog_band(cat, "h100-sxm", "bf16")
+    moe = catalog_band(cat, "h100-sxm", "bf16", "moe")
+    assert moe.evidence == cat.gpu("h100-sxm").moe_evidence != dense.evidence
+    assert "MoE runs" in moe.line and "MoE" not in dense.line
+    none = catalog_band(cat, "b200", "bf16", "moe")  # no MoE run on B200
+    assert none.status == "extrapolated" and "no measured MoE training run" in none.line
+    assert none.error_hi_pct - none.error_lo_pct > moe.error_hi_pct - moe.error_lo_pct
+
+
+def test_evaluate_of_a_moe_model_quotes_moe_runs(capsys):
+    code, out, _ = run_main(capsys, ["evaluate", "--model", "mixtral-8x7b", "--dp", "8",
+                                     "--ep", "8", "--global-batch", "64"])  # fmt: skip
+    line = next(x for x in out.splitlines() if x.startswith("evidence"))
+    e = load_catalog().gpu("h100-sxm").moe_evidence
+    assert f"measured: {e.runs} MoE runs, mean error {e.mape_pct:.1f}%" in line
+
+
+def test_models_show_prints_total_and_active_parameters(capsys):
+    code, out, _ = run_main(capsys, ["models", "show", "tests/data/hf_moe/DeepSeek-V3.json"])
+    assert code == 0
+    fields = dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+    assert fields["params"].strip() == "671,026,404,352"
+    assert fields["active_params"].strip() == "37,552,282,624"
+    code, out, _ = run_main(capsys, ["models", "show", "llama2-7b"])
+    assert "\nactive_params " not in out

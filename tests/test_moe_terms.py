@@ -1,0 +1,242 @@
+"""The MoE step's named, switchable terms (issue 34 item 1): each switched off and on, the
+step changes by exactly the amount its formula says (models/expert.py, models/memory.py).
+
+Layouts have PP 1 where the step is compared, so a term that joins the stage time moves
+the step by m x the term (no bubble), and the megatron-core profile's collective latency
+is 0 (asserted), so an all-to-all's time is its bytes over the bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from catalog.specs import DEFAULT_STACK
+from designer.questions import stack_catalog
+from models import comm, scaleup
+from models.evaluate import Hardware, evaluate
+from models.expert import (
+    DISPATCH_BYTES,
+    FP8_DISPATCH_BYTES,
+    OVERLAP_SM_FRACTION,
+    ExpertLayout,
+    dualpipe_bubble_scale,
+    expert_memory,
+    grouped_gemm_efficiency,
+    moe_gemm_per_microbatch_s,
+    moe_step_coefficients,
+    permute_per_microbatch_s,
+    tokens_per_gpu,
+)
+from models.layout import Assumptions, Layout
+from models.memory import GB, StoredActivations
+from models.step import StageWork, work_gemm_s
+from models.zoo import moe_zoo
+
+MIXTRAL = moe_zoo()["mixtral-8x7b"]
+V3 = moe_zoo()["deepseek-v3"]
+FLAT = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64)  # 8 micro-batches
+
+
+@pytest.fixture(scope="module")
+def hw() -> Hardware:
+    hw = Hardware.from_catalog(stack_catalog((), DEFAULT_STACK), "h100-sxm")
+    assert hw.gpu.calibration.collective_latency_us == 0.0
+    return hw
+
+
+def run(hw, ex: ExpertLayout, layout: Layout = FLAT, spec=MIXTRAL):
+    return evaluate(spec, hw, layout, 4096, experts=ex).breakdown
+
+
+def test_permutation_passes_cost_their_hbm_bytes(hw):
+    """permute + unpermute: passes x T k h x 2 bytes per MoE layer over HBM; off: 0."""
+    on, off = ExpertLayout(ep=8), ExpertLayout(ep=8, permute_hbm_passes=0.0)
+    term = 32 * 8.0 * 4096 * 2 * 4096 * 2.0 / (hw.gpu.memory_bw_tb_per_s * 1e12)
+    assert permute_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, on) == pytest.approx(term)
+    assert permute_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off) == 0.0
+    a, b = run(hw, on), run(hw, off)
+    assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
+    assert a.total - b.total == pytest.approx(8 * term, rel=1e-9)
+
+
+def test_fp8_dispatch_shrinks_the_dispatch_direction_only(hw):
+    """Forward dispatch and backward combine at 1 + 4/128 bytes, the other two bf16."""
+    bf16, fp8 = ExpertLayout(ep=8), ExpertLayout(ep=8, dispatch_bytes=FP8_DISPATCH_BYTES)
+    ratio = (2 * FP8_DISPATCH_BYTES + 2 * DISPATCH_BYTES) / (4 * DISPATCH_BYTES)
+    assert run(hw, fp8).ep_comm == pytest.approx(ratio * run(hw, bf16).ep_comm, rel=1e-12)
+    up = scaleup.group_bw_gb_per_s(hw.gpu, 8) * hw.gpu.calibration.scale_up_bus_efficiency
+    per_layer = 4096 * 2 * 4096 * (2 * FP8_DISPATCH_BYTES + 2 * DISPATCH_BYTES) * 7 / 8
+    assert run(hw, fp8).ep_comm == pytest.approx(8 * 32 * per_layer / (up * comm.GB))
+
+
+def test_capacity_factor_pads_every_expert_to_it(hw):
+    """A capacity factor c: the busiest expert takes c x the balanced share (dropped
+    beyond, padded up to it): all-to-all bytes and permutation x c, whatever the load."""
+    free, cap = ExpertLayout(ep=8, expert_load=1.4), ExpertLayout(ep=8, capacity_factor=1.25)
+    assert (free.load, cap.load) == (1.4, 1.25)
+    assert run(hw, cap).ep_comm == pytest.approx(1.25 * run(hw, ExpertLayout(ep=8)).ep_comm)
+    assert permute_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, cap) == pytest.approx(
+        1.25 * permute_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, ExpertLayout(ep=8))
+    )
+    rows = tokens_per_gpu(FLAT, 4096) * 2 * 1.25 * 8 / 8
+    gg = grouped_gemm_efficiency(MIXTRAL, FLAT, 4096, hw.gpu, cap)
+    half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+    assert gg == pytest.approx(rows / (rows + half))
+    a = Assumptions()
+    mem_cap = expert_memory(MIXTRAL, FLAT, 4096, 80, a, cap)
+    mem_one = expert_memory(MIXTRAL, FLAT, 4096, 80, a, ExpertLayout(ep=8))
+    assert mem_cap.routed_activations_gb == pytest.approx(1.25 * mem_one.routed_activations_gb)
+
+
+def test_overlap_hides_the_all_to_all_at_its_sm_cost(hw):
+    """ep_overlap 1: ep_comm 0, compute + overlap_sm_fraction x the hidden seconds."""
+    off = run(hw, ExpertLayout(ep=8))
+    on = run(hw, ExpertLayout(ep=8, ep_overlap=1.0))
+    free = run(hw, ExpertLayout(ep=8, ep_overlap=1.0, overlap_sm_fraction=0.0))
+    assert on.ep_comm == 0.0 and off.ep_comm > 0
+    assert on.compute - off.compute == pytest.approx(OVERLAP_SM_FRACTION * off.ep_comm)
+    assert free.compute == pytest.approx(off.compute, rel=1e-12)
+    half = run(hw, ExpertLayout(ep=8, ep_overlap=0.5))
+    assert half.ep_comm == pytest.approx(0.5 * off.ep_comm)
+    assert half.compute - off.compute == pytest.approx(0.5 * OVERLAP_SM_FRACTION * off.ep_comm)
+
+
+def test_dualpipe_bubble_overlap_and_weights(hw):
+    """DualPipe: bubble (PP/2 - 1) 2 / (3 (PP - 1)) of 1F1B's, the all-to-alls hidden at
+    the SM cost, two copies of the weights and gradients."""
+    assert dualpipe_bubble_scale(16) == pytest.approx(7 * 2 / (3 * 15))
+    assert dualpipe_bubble_scale(2) == 1.0
+    layout = Layout(tp=1, pp=8, dp=8, micro_batch=1, global_batch=256)
+    spec = MIXTRAL
+    plain, dual = ExpertLayout(ep=8, ep_overlap=1.0), ExpertLayout(ep=8, dualpipe=True)
+    a = Assumptions()
+    cp = moe_step_coefficients(spec, layout, plain, 4096, hw.gpu, hw.network, a)
+    cd = moe_step_coefficients(spec, layout, dual, 4096, hw.gpu, hw.network, a)
+    assert cd.stage_mb_s == pytest.approx(cp.stage_mb_s, rel=1e-12)
+    assert cd.bubble_s == pytest.approx(dualpipe_bubble_scale(8) * cp.bubble_s, rel=1e-12)
+    m1 = expert_memory(spec, layout, 4096, 80, a, plain).memory
+    m2 = expert_memory(spec, layout, 4096, 80, a, dual).memory
+    assert m2.weights == pytest.approx(2 * m1.weights) and m2.gradients == pytest.approx(
+        2 * m1.gradients
+    )
+    assert m2.optimizer == pytest.approx(m1.optimizer)
+    assert m2.activations == pytest.approx(m1.activations * 9 / 8)
+
+
+def test_recompute_moe_reruns_the_layer_forward_and_its_all_to_alls(hw):
+    """--recompute-modules moe: one more forward of the router, shared and routed GEMMs,
+    two more all-to-alls; the routed activations are not stored."""
+    base, again = ExpertLayout(ep=8), ExpertLayout(ep=8, recompute_modules=frozenset({"moe"}))
+    assert run(hw, again).ep_comm == pytest.approx(1.5 * run(hw, base).ep_comm)
+    # one more forward of each MoE layer's router (2 h E) and top-2 experts (2 x 2 x 3 h f)
+    # per token: at gg 1 (half-tokens 0) exactly their GEMM time
+    mlp_only = ExpertLayout(ep=8, grouped_gemm_half_tokens=0.0)
+    mlp_again = replace(mlp_only, recompute_modules=again.recompute_modules)
+    d = moe_gemm_per_microbatch_s(
+        MIXTRAL, FLAT, 4096, hw.gpu, mlp_again
+    ) - moe_gemm_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, mlp_only)
+    router = StageWork(32 * 4096 * 2 * 4096 * 8, 0.0, 0.0)
+    experts = StageWork(32 * 4096 * 2 * 2 * 3 * 4096 * 14336, 0.0, 0.0)
+    expected = work_gemm_s(router, 4096, FLAT, hw.gpu) + work_gemm_s(experts, 4096, FLAT, hw.gpu)
+    assert d == pytest.approx(expected, rel=1e-9)
+    mem0 = expert_memory(MIXTRAL, FLAT, 4096, 80, Assumptions(), base)
+    mem1 = expert_memory(MIXTRAL, FLAT, 4096, 80, Assumptions(), again)
+    assert mem1.routed_activations_gb == 0.0 < mem0.routed_activations_gb
+
+
+def test_stored_activation_options_drop_their_bytes():
+    """layernorm: 4 sbh / TP; mla_up_proj: MLA's Q, K, V (4 qk + 2 v per token);
+    moe_act: 2 f per routed copy; fp8: routed inputs and SwiGLU inputs at 1 byte."""
+    layout = Layout(tp=1, pp=16, dp=128, micro_batch=1, global_batch=4096)
+    a = Assumptions()
+    ex = ExpertLayout(ep=64)
+
+    def act(**kw) -> float:
+        return expert_memory(V3, layout, 4096, 80, a, ExpertLayout(ep=64, **kw)).memory.activations
+
+    base = act()
+    rank = expert_memory(V3, layout, 4096, 80, a, ex)
+    layers = 4  # a middle rank's MoE layers (PP 16 over 61: 3 dense then 58 MoE)
+    held = 16 - rank.rank if rank.rank < 16 else 1
+    sbh = 4096 * 7168
+    qk, v = 128 * 192, 128 * 128
+    assert base - act(recompute_modules=frozenset({"layernorm"})) == pytest.approx(
+        layers * held * 4 * sbh / GB, rel=1e-9
+    )
+    assert base - act(recompute_modules=frozenset({"mla_up_proj"})) == pytest.approx(
+        layers * held * 4096 * (4 * qk + 2 * v) / GB, rel=1e-9
+    )
+    copies = 4096 * 8
+    assert base - act(recompute_modules=frozenset({"moe_act"})) == pytest.approx(
+        layers * held * copies * 2 * 2048 / GB, rel=1e-9
+    )
+    fp8_saved = copies * (7168 + 2 * 2048) + 4096 * v  # inputs, SwiGLU inputs, attn out
+    assert base - act(fp8_activations=True) == pytest.approx(
+        layers * held * fp8_saved / GB, rel=1e-9
+    )
+    assert StoredActivations().routed_bytes_per_copy(V3, 1) == 2 * 7168 + 6 * 2048 + 2 * 7168
+
+
+DSV3_REPORT = [
+    "evaluate", "--model", "deepseek-v3", "--gpu", "h800", "--tp", "1", "--pp", "16",
+    "--dp", "128", "--ep", "64", "--first-stage-layers", "3", "--last-stage-layers", "2",
+    "--global-batch", "15360", "--precision", "fp8", "--recompute", "none",
+    "--moe-overlap", "dualpipe", "--dispatcher", "deepep", "--fp8-dispatch",
+    "--recompute-modules", "layernorm,mla_up_proj,moe_act", "--fp8-activations", "--json",
+]  # fmt: skip
+
+
+def test_evaluate_options_switch_the_terms_as_the_library(capsys):
+    """evaluate's MoE options build bench/deepseek_v3.py's ExpertLayout: the same step;
+    DeepSeek-V3 on 2,048 H800 as its report trains it is within 15% of its 180K
+    GPU-hours per trillion tokens (bench/deepseek_v3.py prints it)."""
+    import json
+
+    from helpers import load_bench, run_main
+
+    bench = load_bench("deepseek_v3.py", "bench_deepseek_v3")
+
+    code, out, err = run_main(capsys, DSV3_REPORT)
+    assert code in (0, 1), err
+    got = json.loads(out)
+    layout = bench.report_layout()
+    ev = bench.predict(layout)
+    assert got["step_time_s"] == pytest.approx(float(ev.step_time_s), rel=1e-9)
+    hours = bench.gpu_hours_per_trillion(float(ev.step_time_s), layout)
+    assert abs(hours / bench.REPORT_GPU_HOURS_PER_T - 1) < 0.15
+    assert got["breakdown_s"]["ep_comm"] == 0.0  # DualPipe hides the all-to-alls
+    assert got["moe_plan"][0].startswith("DualPipe") and "fp8 activations" in got["moe_plan"]
+    plain = [a for a in DSV3_REPORT if a not in ("--fp8-dispatch", "--fp8-activations")]
+    code, out, _ = run_main(capsys, plain)
+    assert json.loads(out)["memory_gb"]["activations"] > got["memory_gb"]["activations"]
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--model", "llama2-7b", "--fp8-dispatch"], "--fp8-dispatch"),
+        (["--model", "llama2-7b", "--moe-overlap", "a2a"], "--moe-overlap"),
+        (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
+         "--recompute-modules"),
+    ],
+)  # fmt: skip
+def test_evaluate_moe_options_refused_where_they_mean_nothing(capsys, args, option):
+    from helpers import run_main
+
+    code, _, err = run_main(capsys, ["evaluate", *args])
+    assert code == 2 and option in err and "Traceback" not in err
+
+
+def test_h800_is_evaluated_but_not_searched_unless_named():
+    """The H800 is no longer sold (``for_sale`` false): a question that names no GPU
+    searches the others, as before it joined the catalog."""
+    from catalog import load_catalog
+
+    cat = load_catalog()
+    assert "h800" in cat.gpus and "h800" not in cat.gpus_for_sale()
+    assert len(cat.gpus_for_sale()) == len(cat.gpus) - 1
+    h800, h100 = cat.gpu("h800"), cat.gpu("h100-sxm")
+    assert h800.dense_fp8_tflops == h100.dense_fp8_tflops
+    assert h800.scale_up_bw_gb_per_s_per_direction == 200
