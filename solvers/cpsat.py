@@ -21,6 +21,7 @@ from solvers.intmath import up
 from solvers.plan import Config, build_plan
 from solvers.presolve import Presolved, presolve
 from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, prune
+from solvers.purchase_rule import settle
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates
@@ -186,7 +187,9 @@ def solve_cpsat(
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding
         result = _solve_built(*args)
-    return replace(result, wall_s=time.perf_counter() - start)
+    # phase two: the cheapest purchases within the tolerance of each plan's time
+    plans = settle(scenario, result.plans)  # (solvers/purchase_rule.py, as the exhaustive)
+    return replace(result, plans=plans, wall_s=time.perf_counter() - start)
 
 
 def _solve_built(

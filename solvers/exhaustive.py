@@ -28,6 +28,7 @@ from solvers.families import REGISTRY, nic_dominance
 from solvers.families.base import Family, Grid
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
+from solvers.purchase_rule import settle
 from solvers.purchases import decides_purchases, spare_options, storage_options
 from solvers.result import SolveResult
 from solvers.scenario import GPU_CAP, Scenario
@@ -103,7 +104,8 @@ def solve_exhaustive(
         if best is not None:
             per_shape.append(best)
     per_shape.sort(key=lambda kv: kv[0])
-    plans = [build_plan(scenario, cfg) for _, cfg in per_shape[:top_k]]
+    # phase two: the cheapest purchases within the tolerance (solvers/purchase_rule.py)
+    plans = settle(scenario, [build_plan(scenario, cfg) for _, cfg in per_shape[:top_k]])
     if complete:
         status = "optimal" if plans else "infeasible"
     else:
