@@ -268,6 +268,14 @@ class Question(NumbersNotBools):
         Meta("--max-gpus", "GPUs", click_type=Quantity(True, limits.MAX_GPUS)),
         Field(description="Cap on the number of GPUs."),
     ] = None
+    cloud_max_gpus: Annotated[
+        int | str | None,
+        Meta("--cloud-max-gpus", "GPUs", click_type=Quantity(True, limits.MAX_GPUS), legacy=None),
+        Field(
+            description="--pricing cloud: the largest block one provider rents, overriding "
+            "the catalog's per GPU type (catalog/data/cloud.yaml)."
+        ),
+    ] = None
     gpu_caps: Annotated[
         dict[str, int],
         Meta("--gpu-cap", "GPUs", click_type=GpuCap(), save=lambda s: dict(s.gpu_caps)),
@@ -381,7 +389,7 @@ class Question(NumbersNotBools):
     ] = False
 
     @field_validator(
-        *("tokens", "budget", "deadline", "max_racks", "max_gpus"),
+        *("tokens", "budget", "deadline", "max_racks", "max_gpus", "cloud_max_gpus"),
         *("max_batch_tokens", "min_batch_tokens"),
     )
     @classmethod

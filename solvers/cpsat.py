@@ -15,6 +15,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from models.cost import Cluster
+from solvers import cloud_terms
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
 from solvers.intmath import up
@@ -156,6 +157,12 @@ def solve_cpsat(
     ``time_cap_days`` (time objective): whether any plan is faster than this (a relaxed
     question against the plan it explains): "infeasible" says none is; otherwise the
     search stops at the first one it finds ("feasible")."""
+    if cloud_terms.applies(scenario):  # one solve per rental term (solvers/cloud_terms.py)
+        return cloud_terms.solve_by_term(
+            solve_cpsat, scenario, top_k, time_limit_s=time_limit_s, workers=workers,
+            candidates=candidates, hint=hint, effort=effort, warm_shapes=warm_shapes,
+            time_cap_days=time_cap_days,
+        )  # fmt: skip
     if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
         space = candidates if candidates is not None else enumerate_candidates(scenario)
         return _solve_cloud_cost_by_gpu(

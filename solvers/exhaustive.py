@@ -24,6 +24,7 @@ from models.feasibility import TOL
 from models.goodput import with_purchases
 from models.step import step_from_coefficients
 from models.units import days_from_seconds
+from solvers import cloud_terms
 from solvers.families import REGISTRY, nic_dominance
 from solvers.families.base import Family, Grid
 from solvers.gc_pause import without_gc_pauses
@@ -88,6 +89,10 @@ def solve_exhaustive(
 ) -> SolveResult:
     """Every shape's best plan, the ``top_k`` best overall. Past ``time_limit_s`` it stops
     between shapes: the plans found so far are ``feasible`` (not proved), or ``unknown``."""
+    if cloud_terms.applies(scenario):  # one solve per rental term (solvers/cloud_terms.py)
+        return cloud_terms.solve_by_term(
+            solve_exhaustive, scenario, top_k, candidates=candidates, time_limit_s=time_limit_s
+        )
     start = time.perf_counter()
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     nics = nic_specs(scenario)
