@@ -28,7 +28,7 @@ from solvers.plan import Plan, build_plan
 from solvers.purchases import decides_purchases, spare_options, storage_options
 from solvers.scenario import Scenario
 
-PURCHASE_TOLERANCE = 1e-3  # relative time within which plans count as equally fast
+PURCHASE_TOLERANCE = 1e-3  # a purchase step must save more than this share of the time
 
 
 def _days(plan: Plan) -> float:
@@ -77,7 +77,7 @@ def _idle_steps(scenario: Scenario, plan: Plan, days_of) -> list[tuple[str, floa
     return idle
 
 
-def cheapest_equally_fast(scenario: Scenario, plan: Plan) -> Plan:
+def purchases_that_pay(scenario: Scenario, plan: Plan) -> Plan:
     """The plan's layout with the fastest purchases of which every step pays (then the
     cheapest): the plan itself when it buys nothing idle or the question decides nothing."""
     gpu = plan.config.shape.gpu
@@ -100,8 +100,8 @@ def cheapest_equally_fast(scenario: Scenario, plan: Plan) -> Plan:
 
 
 def settle(scenario: Scenario, plans: list[Plan]) -> list[Plan]:
-    """Every plan with its purchases that pay (cheapest_equally_fast), in objective order."""
-    settled = [cheapest_equally_fast(scenario, p) for p in plans]
+    """Every plan with its purchases that pay (purchases_that_pay), in objective order."""
+    settled = [purchases_that_pay(scenario, p) for p in plans]
     if all(a is b for a, b in zip(settled, plans, strict=True)):
         return plans
     return sorted(settled, key=lambda p: p.objective)

@@ -231,19 +231,19 @@ def test_phase_two_drops_storage_that_saves_no_time_and_keeps_spares_that_pay():
     """Issue 31 item 3: 4 GB/s of storage on the 405B plan saves 0.016 of 88.6 days (under
     PURCHASE_TOLERANCE) for $18.43M: the cheapest equally fast purchases keep the 2 spares
     per 100 (3.3 days) and the facility's 1 GB/s; a plan without spares is left alone."""
-    from solvers.purchase_rule import PURCHASE_TOLERANCE, cheapest_equally_fast, idle_purchases
+    from solvers.purchase_rule import PURCHASE_TOLERANCE, idle_purchases, purchases_that_pay
 
     s, plan = _405b_mi300x_plan(2.0, 4.0)
     assert [what for what, _ in idle_purchases(s, plan)] == ["4 GB/s storage (against 2)"]
-    settled = cheapest_equally_fast(s, plan)
+    settled = purchases_that_pay(s, plan)
     assert (settled.config.spares_per_100, settled.config.storage_gb_per_s) == (2.0, 1.0)
     assert settled.cost_usd == pytest.approx(plan.cost_usd - 18.432e6, rel=1e-3)
     assert settled.objective <= plan.objective * (1 + PURCHASE_TOLERANCE)
     assert not idle_purchases(s, settled)
     _, kept = _405b_mi300x_plan(2.0, 1.0)
-    assert cheapest_equally_fast(s, kept) is kept
+    assert purchases_that_pay(s, kept) is kept
     _, none = _405b_mi300x_plan(0.0, 1.0)
-    assert cheapest_equally_fast(s, none) is none and not idle_purchases(s, none)
+    assert purchases_that_pay(s, none) is none and not idle_purchases(s, none)
 
 
 def test_the_405b_question_buys_spares_but_not_idle_storage(capsys):
