@@ -3,8 +3,12 @@
 Usage: python bench/memory.py [--published | --measured]
 --published: the published runs (designer/published.py) that the memory model says
 would not fit in their GPUs, although they ran, for 0, 1 and 2 bytes per parameter of
-FP8 weight copies (Assumptions.fp8_weight_cache_bytes), and how many the planning
-defaults' reserved memory and headroom (designer.questions) would refuse.
+FP8 weight copies (Assumptions.fp8_weight_cache_bytes); the memory model's signed error on
+every run with a measured peak, by stack (the Megatron-Core rows of bench/data/published
+with peak_memory_gb, the PyTorch FSDP rows of bench/data/memory), with the planning
+default reserved memory; and, for each reserved memory and headroom, how many of the
+published runs it would refuse and how many measured peaks it covers (the evidence
+behind designer.question.DEFAULT_HEADROOM).
 For the four GPT configurations of Korthikanti et al. 2022 ("Reducing
 Activation Recomputation in Large Transformer Models", Table 3: 22B, 175B,
 530B, 1T; sequence 2,048, TP 8) at micro-batch 1, prints models/memory.py's
@@ -187,18 +191,87 @@ def published_check() -> None:
         )
         for run, gb, cap in over:
             print(f"    {run.name}: {gb:.0f} of {cap:.0f} GB")
+    peak_error_check()
     # the planning defaults (designer.questions): every run here ran, so a run the planner
     # refuses is a plan it would wrongly call infeasible (the price of the safety margin)
     from designer.questions import DEFAULT_HEADROOM, DEFAULT_RESERVED_GB
 
-    print("\nreserved GB, headroom: runs that ran but are refused (planning default marked *)")
-    for reserved, headroom in ((0.0, 0.0), (2.0, 0.05), (3.0, 0.0), (3.0, 0.05), (4.0, 0.1)):
+    errors = {stack: [r.error_pct for r in rows] for stack, rows in peak_errors().items()}
+    print(
+        "\nreserved GB, headroom: runs that ran but are refused (planning default marked *); "
+        "measured peaks the margin covers (error >= -headroom)"
+    )
+    for reserved, headroom in (
+        (0.0, 0.0), (2.0, 0.05), (3.0, 0.0), (3.0, 0.05), (3.0, 0.10), (3.0, 0.12), (4.0, 0.1),
+    ):  # fmt: skip
         a = MODERN_ASSUMPTIONS.model_copy(
             update={"runtime_reserved_gb": reserved, "memory_headroom_fraction": headroom}
         )
         over = runs_over_memory(runs, catalog, a)
         mark = "*" if (reserved, headroom) == (DEFAULT_RESERVED_GB, DEFAULT_HEADROOM) else " "
-        print(f"  {mark} {reserved:3g} GB, {headroom:4.0%}: {len(over)} of {len(runs)} refused")
+        covered = (
+            ""
+            if reserved != DEFAULT_RESERVED_GB
+            else "; covered: "
+            + ", ".join(
+                f"{stack} {sum(e >= -100 * headroom for e in errs)} of {len(errs)}"
+                for stack, errs in errors.items()
+            )
+        )
+        print(
+            f"  {mark} {reserved:3g} GB, {headroom:4.0%}: {len(over)} of {len(runs)} refused{covered}"
+        )
+
+
+def peak_errors() -> dict[str, list[MeasuredComparison]]:
+    """The memory model's signed error on every run with a measured peak, with the planning
+    default reserved memory and no headroom, by stack: the Megatron-Core runs of
+    bench/data/published (rows with peak_memory_gb that designer.published reads; the
+    planner's own stack) and the PyTorch FSDP runs of bench/data/memory."""
+    import csv as _csv
+
+    from catalog import load_catalog
+    from designer.published import DATA_DIR, FILES, MODERN_ASSUMPTIONS, MODERN_STACK, read_runs
+    from designer.questions import DEFAULT_RESERVED_GB
+    from models.evaluate import Hardware, evaluate
+
+    catalog = load_catalog()
+    peaks: dict[str, float] = {}
+    for name in FILES:
+        with (DATA_DIR / name).open(newline="", encoding="utf-8") as fh:
+            for row in _csv.DictReader(fh):
+                if (row.get("peak_memory_gb") or "").strip():
+                    peaks[row["name"]] = float(row["peak_memory_gb"])
+    a = MODERN_ASSUMPTIONS.model_copy(update={"runtime_reserved_gb": DEFAULT_RESERVED_GB})
+    cat, megatron = catalog.with_stack(MODERN_STACK), []
+    for run in read_runs(catalog)[0]:
+        if run.name in peaks:
+            hw = Hardware.from_catalog(cat, run.gpu, run.nic, run.nics_per_node)
+            ev = evaluate(run.spec, hw, run.layout, run.seq_len, assumptions=a)
+            lay = f"tp{run.layout.tp} pp{run.layout.pp} dp{run.layout.dp}"
+            megatron.append(
+                MeasuredComparison(
+                    run.name, run.spec.name, run.gpu, lay, peaks[run.name], ev.memory.total
+                )
+            )
+    return {"megatron-core": megatron, "pytorch-fsdp": compare_measured(DEFAULT_RESERVED_GB)}
+
+
+def peak_error_check() -> None:
+    """Print the memory model's error on the runs with measured peaks (the evidence behind
+    designer.questions.DEFAULT_HEADROOM)."""
+    print("\nmemory model (+ the planning default reserved GB, no headroom) on measured peaks:")
+    for stack, rows in peak_errors().items():
+        for r in rows if stack == "megatron-core" else []:
+            print(
+                f"    {r.id}: measured {r.measured_gb:.1f} GB, predicted {r.predicted_gb:.1f} GB, {r.error_pct:+.1f}%"
+            )
+        worst = min(r.error_pct for r in rows)
+        print(
+            f"  {stack}: {len(rows)} runs, median |error| {median_abs_error_pct(rows):.1f}%, "
+            f"mean {statistics.mean(r.error_pct for r in rows):+.1f}%, worst under-prediction "
+            f"{worst:+.1f}% ({sum(r.error_pct < 0 for r in rows)} under-predicted)"
+        )
 
 
 MEASURED_CSV = Path(__file__).resolve().parent / "data" / "memory" / "measured_peaks.csv"

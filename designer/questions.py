@@ -91,6 +91,7 @@ def build_scenario(
     nics: tuple[str, ...] = (),
     catalog_files: tuple[Path, ...] = (),
     max_gpus: int | None = None,
+    cloud_max_gpus: int | None = None,
     gpu_caps: dict[str, int] | None = None,
     max_batch_tokens: float | None = None,
     min_batch_tokens: float | None = None,
@@ -119,9 +120,7 @@ def build_scenario(
     _check_names(cat, gpus, gpu_caps, nics, ignore, evidence, fabric)
     _check_limits(power_cap, max_racks, headroom)
     objective = _objective(objective, budget, deadline, max_gpus, gpu_caps)
-    s = seq_len or spec.seq_len
-    ceiling = _batch_ceiling(max_batch_tokens, min_batch_tokens, s)
-    precisions = ("bf16", "fp8") if precision == "any" else (precision,)
+    s, ceiling, precisions = _sequence(spec, seq_len, max_batch_tokens, min_batch_tokens, precision)
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
     chosen = _with_precision(cat, chosen, precision)
@@ -140,6 +139,7 @@ def build_scenario(
             deadline_days=deadline,
             gpu_caps=_cluster_caps(cat, chosen, gpu_caps, explicit=bool(gpus)),
             max_gpus=max_gpus,
+            **_rented(cloud_max_gpus),
             power_cap_mw=power_cap,
             max_racks=max_racks,
             max_batch_tokens=ceiling,
@@ -168,6 +168,19 @@ def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: 
         runtime_reserved_gb=reserved_gb,
         memory_headroom_fraction=headroom,
     )
+
+
+def _sequence(spec, seq_len, max_batch_tokens, min_batch_tokens, precision: str) -> tuple:
+    """The sequence length, the batch ceiling and the precisions searched."""
+    s = seq_len or spec.seq_len
+    ceiling = _batch_ceiling(max_batch_tokens, min_batch_tokens, s)
+    return s, ceiling, ("bf16", "fp8") if precision == "any" else (precision,)
+
+
+def _rented(cloud_max_gpus: int | None) -> dict[str, Any]:
+    """The Scenario's rental fields: a question rents one block under a term
+    (solvers/cloud_terms.py, issue 31 item 2), the block --cloud-max-gpus or the catalog's."""
+    return {"cloud_terms": True, "cloud_max_gpus": cloud_max_gpus}
 
 
 def _goodput(no_failures: bool, every_min: float | None, scale: float) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from designer import render
 from designer.question import answer_question
 from models.pipeline import describe_stage_layers, split_options
 from solvers import Scenario, SolveResult
+from solvers.cloud_terms import rental_sentence
 from solvers.columns import PLAN_COLUMNS
 
 
@@ -405,7 +406,8 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
         f"{'' if res.proved else f'; not proved optimal: {res.status_text}'}."
     )
     gp = goodput_sentence(ev)
-    tail = (" " + gp if gp else "") + " " + evidence_sentence(s, doc)
+    rent = rental_sentence(s, p)  # a rented plan's term and block (solvers/cloud_terms.py)
+    tail = (" " + gp if gp else "") + (" " + rent if rent else "") + " " + evidence_sentence(s, doc)
     binds = [b for b in binding or [] if b.binding]
     if not binding:
         return head + tail

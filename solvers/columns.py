@@ -43,4 +43,7 @@ PLAN_COLUMNS = [
     "hot_spares_per_100",
     "hot_spare_servers",
     "checkpoint_storage_gb_per_s_per_server",
+    # issue 31 item 2 (solvers/cloud_terms.py): the rental term a cloud plan is paid under
+    # (on-demand, 1-year or 3-year reserved; null when not rented under terms)
+    "cloud_term",
 ]

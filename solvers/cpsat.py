@@ -15,12 +15,14 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from models.cost import Cluster
+from solvers import cloud_terms
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
 from solvers.intmath import up
 from solvers.plan import Config, build_plan
 from solvers.presolve import Presolved, presolve
 from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, prune
+from solvers.purchase_rule import settle
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates
@@ -155,6 +157,12 @@ def solve_cpsat(
     ``time_cap_days`` (time objective): whether any plan is faster than this (a relaxed
     question against the plan it explains): "infeasible" says none is; otherwise the
     search stops at the first one it finds ("feasible")."""
+    if cloud_terms.applies(scenario):  # one solve per rental term (solvers/cloud_terms.py)
+        return cloud_terms.solve_by_term(
+            solve_cpsat, scenario, top_k, time_limit_s=time_limit_s, workers=workers,
+            candidates=candidates, hint=hint, effort=effort, warm_shapes=warm_shapes,
+            time_cap_days=time_cap_days,
+        )  # fmt: skip
     if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
         space = candidates if candidates is not None else enumerate_candidates(scenario)
         return _solve_cloud_cost_by_gpu(
@@ -186,7 +194,9 @@ def solve_cpsat(
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding
         result = _solve_built(*args)
-    return replace(result, wall_s=time.perf_counter() - start)
+    # phase two: the cheapest purchases within the tolerance of each plan's time
+    plans = settle(scenario, result.plans)  # (solvers/purchase_rule.py, as the exhaustive)
+    return replace(result, plans=plans, wall_s=time.perf_counter() - start)
 
 
 def _solve_built(

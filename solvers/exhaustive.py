@@ -24,10 +24,12 @@ from models.feasibility import TOL
 from models.goodput import with_purchases
 from models.step import step_from_coefficients
 from models.units import days_from_seconds
+from solvers import cloud_terms
 from solvers.families import REGISTRY, nic_dominance
 from solvers.families.base import Family, Grid
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
+from solvers.purchase_rule import settle
 from solvers.purchases import decides_purchases, spare_options, storage_options
 from solvers.result import SolveResult
 from solvers.scenario import GPU_CAP, Scenario
@@ -87,6 +89,10 @@ def solve_exhaustive(
 ) -> SolveResult:
     """Every shape's best plan, the ``top_k`` best overall. Past ``time_limit_s`` it stops
     between shapes: the plans found so far are ``feasible`` (not proved), or ``unknown``."""
+    if cloud_terms.applies(scenario):  # one solve per rental term (solvers/cloud_terms.py)
+        return cloud_terms.solve_by_term(
+            solve_exhaustive, scenario, top_k, candidates=candidates, time_limit_s=time_limit_s
+        )
     start = time.perf_counter()
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     nics = nic_specs(scenario)
@@ -103,7 +109,8 @@ def solve_exhaustive(
         if best is not None:
             per_shape.append(best)
     per_shape.sort(key=lambda kv: kv[0])
-    plans = [build_plan(scenario, cfg) for _, cfg in per_shape[:top_k]]
+    # phase two: the cheapest purchases within the tolerance (solvers/purchase_rule.py)
+    plans = settle(scenario, [build_plan(scenario, cfg) for _, cfg in per_shape[:top_k]])
     if complete:
         status = "optimal" if plans else "infeasible"
     else:

@@ -84,6 +84,7 @@ class Plan:
             "loss_in_split": lay.loss_in_split,
             **ev.goodput_dict(),
             **purchase_columns(ev, cfg),
+            "cloud_term": ev.extra.get("cloud_term"),
         }
 
 

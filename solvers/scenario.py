@@ -79,6 +79,13 @@ class Scenario:
     failure_scale: float = 1.0  # the catalog's interruption rates times this (a study axis)
     # a MoE plan's EP group inside one scale-up domain (--ep-in-domain; the ep_domain family)
     ep_in_domain: bool = False
+    # rentable cloud plans (solvers/cloud_terms.py, issue 31 item 2): a rented plan is one
+    # block of the catalog's size (or cloud_max_gpus) paid under a term; a Scenario built
+    # directly rents without terms or blocks (the question, designer/question.py, turns
+    # them on); cloud_term: the term a split question is fixed to
+    cloud_terms: bool = False
+    cloud_max_gpus: int | None = None
+    cloud_term: str | None = None
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 

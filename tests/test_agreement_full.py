@@ -13,6 +13,7 @@ from designer.errors import UsageError
 from designer.questions import build_scenario
 from helpers import load_bench
 from solvers import FAMILIES, solve_cpsat, solve_exhaustive
+from solvers.purchase_rule import idle_purchases
 
 # the heavy differential test: skipped unless --run-slow (CI runs it)
 pytestmark = pytest.mark.slow
@@ -42,6 +43,8 @@ def test_cpsat_matches_exhaustive_over_the_whole_space(seed):
         assert math.isclose(x, y, rel_tol=agreement.REL_TOL), (have, want, question)
     for plan in got.plans:
         assert plan.feasible, plan.violations
+    for plan in [*got.plans, *ref.plans]:  # nothing bought without a return (issue 31)
+        assert not idle_purchases(s, plan), (plan.config, question)
     assert len({p.config.shape for p in got.plans}) == len(got.plans)
 
 

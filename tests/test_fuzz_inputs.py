@@ -44,6 +44,7 @@ QUESTION_OPTIONS = [
     "--rack-power-kw", "--oversubscription", "--lifetime-years", "--dp-overlap",
     "--memory-overhead", "--reserved-gb", "--headroom", "--max-virtual-stages",
     "--time-limit", "--top", "--gpu-cap", "--checkpoint-every", "--failure-scale",
+    "--cloud-max-gpus",
 ]  # fmt: skip
 EVALUATE_OPTIONS = [
     "--tp", "--pp", "--dp", "--cp", "--vp", "--micro-batch", "--global-batch", "--seq-len",

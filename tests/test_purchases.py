@@ -187,6 +187,9 @@ def test_cpsat_and_exhaustive_choose_the_same_purchases(seed, objective, cat):
     assert have.feasible
     buys = (have.config.spares_per_100, have.config.storage_gb_per_s)
     assert buys == (want.config.spares_per_100, want.config.storage_gb_per_s)
+    from solvers.purchase_rule import idle_purchases
+
+    assert not idle_purchases(s, have) and not idle_purchases(s, want)  # issue 31 item 3
 
 
 def test_evaluate_buys_what_it_is_told(capsys):
@@ -210,3 +213,51 @@ def test_evaluate_buys_what_it_is_told(capsys):
     code, text, _ = run_main(capsys, [*args, "--hot-spares", "2", "--checkpoint-storage", "2"])
     assert "it buys 41 hot spare servers (2 per 100" in text
     assert "it buys 2 GB/s of checkpoint storage per server" in text
+
+
+def _405b_mi300x_plan(spares: float, storage: float):
+    """The layout of the 405B $500M question's plan (issue 31) with given purchases."""
+    from designer.questions import build_scenario
+    from solvers.plan import Config, build_plan
+    from solvers.space import Shape
+
+    s = build_scenario(model="llama3-405b", tokens=15e12, budget=500e6)
+    shape = Shape(gpu="mi300x", tp=8, cp=1, pp=4, vp=4, micro_batch=1, recompute="none",
+                  precision="bf16", split=(0, 0, True, True))  # fmt: skip
+    return s, build_plan(s, Config(shape, "cx7-400g", 8, 512, 4, spares, storage))
+
+
+def test_phase_two_drops_storage_that_saves_no_time_and_keeps_spares_that_pay():
+    """Issue 31 item 3: 4 GB/s of storage on the 405B plan saves 0.016 of 88.6 days (under
+    PURCHASE_TOLERANCE) for $18.43M: the cheapest equally fast purchases keep the 2 spares
+    per 100 (3.3 days) and the facility's 1 GB/s; a plan without spares is left alone."""
+    from solvers.purchase_rule import PURCHASE_TOLERANCE, idle_purchases, purchases_that_pay
+
+    s, plan = _405b_mi300x_plan(2.0, 4.0)
+    assert [what for what, _ in idle_purchases(s, plan)] == ["4 GB/s storage (against 2)"]
+    settled = purchases_that_pay(s, plan)
+    assert (settled.config.spares_per_100, settled.config.storage_gb_per_s) == (2.0, 1.0)
+    assert settled.cost_usd == pytest.approx(plan.cost_usd - 18.432e6, rel=1e-3)
+    assert settled.objective <= plan.objective * (1 + PURCHASE_TOLERANCE)
+    assert not idle_purchases(s, settled)
+    _, kept = _405b_mi300x_plan(2.0, 1.0)
+    assert purchases_that_pay(s, kept) is kept
+    _, none = _405b_mi300x_plan(0.0, 1.0)
+    assert purchases_that_pay(s, none) is none and not idle_purchases(s, none)
+
+
+def test_the_405b_question_buys_nothing_that_saves_no_time(capsys):
+    """designer optimize --model llama3-405b --tokens 15T --budget 500M (the issue's
+    example) bought $18.43M of storage "saving 0.0 days": now every purchase step of its
+    plan saves more than the tolerance, and the explanation prices none at 0.0 days."""
+    from designer.questions import build_scenario
+    from solvers.cpsat import solve_cpsat
+    from solvers.purchase_rule import idle_purchases
+
+    s = build_scenario(model="llama3-405b", tokens=15e12, budget=500e6)
+    plan = solve_cpsat(s).best
+    assert plan is not None and not idle_purchases(s, plan)
+    code, text, _ = run_main(
+        capsys, ["optimize", "--model", "llama3-405b", "--tokens", "15T", "--budget", "500M"]
+    )
+    assert code == 0 and "saving 0.0 days" not in text

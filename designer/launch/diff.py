@@ -27,10 +27,12 @@ OUTCOMES = ("memory_gb_per_gpu", "step_time_s", "time_to_train_days", "cost_usd"
 GOODPUT = ("ideal_time_days", "goodput", "failures_expected", "checkpoint_interval_min")
 # the purchases (solvers/purchases.py) are the optimizer's decisions; an imported run has none
 PURCHASES = ("hot_spares_per_100", "hot_spare_servers", "checkpoint_storage_gb_per_s_per_server")
+# the rental term a cloud plan is paid under (solvers/cloud_terms.py): an outcome of renting
+RENTAL = ("cloud_term",)
 SETTINGS = tuple(
     c
     for c in PLAN_COLUMNS
-    if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT, *PURCHASES)
+    if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT, *PURCHASES, *RENTAL)
 )
 
 

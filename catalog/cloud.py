@@ -1,0 +1,73 @@
+"""Rentable cloud capacity (issue 31 item 2): the rental terms and the largest block of
+each GPU type one provider rents in one region (catalog/data/cloud.yaml, every number with
+its source and date or marked [assumed]).
+
+A plan rented under a term pays price_factor x the GPU's on-demand price
+(``GPUSpec.cloud_usd_per_gpu_hour``) x GPUs x 24 x max(job days, the term's minimum days);
+solvers/cloud_terms.py chooses the term and keeps the cluster within the block."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from catalog.errors import CatalogError
+
+_DATE = r"^\d{4}-\d{2}(-\d{2})?$"
+
+
+class CloudTerm(BaseModel):
+    """A rental term: its minimum billed days and its price against on-demand."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(min_length=1)
+    min_days: float = Field(ge=0, le=3650)
+    price_factor: float = Field(gt=0, le=1)
+    source: str = Field(min_length=1)
+    date: str = Field(pattern=_DATE)
+
+
+class CloudBlock(BaseModel):
+    """The largest block of one GPU type one provider rents in one region."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    provider: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    max_gpus: int = Field(ge=1, le=10_000_000)
+    source: str = Field(min_length=1)
+    date: str = Field(pattern=_DATE)
+
+
+class CloudOffers(BaseModel):
+    """The terms every GPU type is rented under and the blocks per GPU type."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    terms: tuple[CloudTerm, ...] = Field(min_length=1)
+    default_max_gpus: int = Field(ge=1, le=10_000_000)
+    default_source: str = Field(min_length=1)
+    blocks: dict[str, CloudBlock] = {}
+
+    def block_gpus(self, gpu: str) -> int:
+        """The largest block of ``gpu`` one provider rents (the default without an entry)."""
+        block = self.blocks.get(gpu)
+        return block.max_gpus if block is not None else self.default_max_gpus
+
+    def block_label(self, gpu: str) -> str:
+        """Who rents the block, where (or that its size is assumed)."""
+        block = self.blocks.get(gpu)
+        if block is None:
+            return "[assumed] the default block, catalog/data/cloud.yaml"
+        return f"{block.provider}, {block.region}, {block.date}"
+
+
+@lru_cache(maxsize=1)
+def cloud_offers() -> CloudOffers:
+    """The shipped catalog/data/cloud.yaml, validated (a CatalogError names the field)."""
+    text = resources.files("catalog").joinpath("data", "cloud.yaml").read_text(encoding="utf-8")
+    try:
+        return CloudOffers.model_validate(yaml.safe_load(text))
+    except ValueError as err:
+        raise CatalogError(f"catalog/data/cloud.yaml: {err}") from err

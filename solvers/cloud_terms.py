@@ -1,0 +1,136 @@
+"""Rentable cloud plans (issue 31 item 2): a rented cluster is one block a provider rents
+(catalog/cloud.py: the largest per GPU type, or ``--cloud-max-gpus``), paid under a term
+(on-demand, 1- or 3-year reserved) at price_factor x the on-demand price for max(job days,
+the term's minimum days).
+
+Both solvers answer a question with terms (``Scenario.cloud_terms``) the same way: one
+solve per term, each an ordinary cloud question at the term's price with the block as a
+per-type GPU cap; under a budget (the time objective), the term's minimum also caps the
+GPUs of each type: price x 24 x minimum days x GPUs <= budget, so that a job shorter than
+the minimum is paid in full within the budget. The plans are billed for max(days,
+minimum) and merged: the fastest (then the cheapest) under the time objective. The cost
+objective (cheapest by a deadline) rents on-demand only: the cost of a reserved term
+below its minimum is the GPU count times the minimum, an objective the solvers do not
+have (README "Not yet done")."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from catalog.cloud import CloudTerm, cloud_offers
+from solvers.result import SolveResult
+from solvers.scenario import Scenario
+
+
+def applies(scenario: Scenario) -> bool:
+    """Whether the question rents under terms not yet fixed (the caller splits it)."""
+    return scenario.pricing == "cloud" and scenario.cloud_terms and scenario.cloud_term is None
+
+
+def block_gpus(scenario: Scenario, gpu: str) -> int:
+    """The largest rentable block of ``gpu``: --cloud-max-gpus, or the catalog's."""
+    if scenario.cloud_max_gpus is not None:
+        return scenario.cloud_max_gpus
+    return cloud_offers().block_gpus(gpu)
+
+
+def terms(scenario: Scenario) -> tuple[CloudTerm, ...]:
+    """The terms the question may rent under (on-demand only for the cost objective)."""
+    every = cloud_offers().terms
+    if scenario.objective == "cost":
+        return tuple(t for t in every if t.min_days == 0)
+    return every
+
+
+def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
+    """The question at ``term``'s price, each GPU type capped by its block and, under a
+    budget, by the GPUs whose minimum term the budget pays."""
+    cat = scenario.catalog
+    gpus = dict(cat.gpus)
+    caps = dict(scenario.gpu_caps)
+    for name in scenario.gpus:
+        spec = gpus[name]
+        rate = spec.cloud_usd_per_gpu_hour * term.price_factor
+        gpus[name] = spec.model_copy(update={"cloud_usd_per_gpu_hour": rate})
+        cap = block_gpus(scenario, name)
+        if scenario.budget_usd is not None and term.min_days > 0:
+            cap = min(cap, math.floor(scenario.budget_usd / (rate * 24.0 * term.min_days)))
+        caps[name] = min(caps.get(name, cap), cap)
+    return scenario.with_changes(
+        catalog=dataclasses.replace(cat, gpus=gpus),
+        gpu_caps=tuple(sorted(caps.items())),
+        cloud_term=term.name,
+    )
+
+
+def _billed(plan: Any, term: CloudTerm) -> Any:
+    """The plan billed for max(days, the term's minimum), the term named in its extras."""
+    ev = plan.evaluation
+    days = float(ev.time_to_train_days or 0.0)
+    cost = plan.cost_usd
+    if term.min_days > days > 0:
+        cost = cost * term.min_days / days
+    extra = {**ev.extra, "cost_usd": cost, "cloud_term": term.name}
+    # the objective stays: days, or the on-demand cost (the only term of the cost objective)
+    return dataclasses.replace(plan, evaluation=dataclasses.replace(ev, extra=extra))
+
+
+def solve_by_term(
+    solve: Callable[..., SolveResult], scenario: Scenario, top_k: int = 1, **kwargs: Any
+) -> SolveResult:
+    """Solve the question once per term and merge the plans (module docstring)."""
+    start = time.perf_counter()
+    results: list[SolveResult] = []
+    plans: list[Any] = []
+    for term in terms(scenario):
+        res = solve(term_scenario(scenario, term), top_k=top_k, **kwargs)
+        results.append(res)
+        plans.extend(_billed(p, term) for p in res.plans)
+    time_first = scenario.objective == "time"
+    plans.sort(key=lambda p: (p.objective, p.cost_usd if time_first else 0.0, p.num_gpus))
+    kept, shapes = [], set()
+    for plan in plans:
+        if plan.config.shape not in shapes:
+            shapes.add(plan.config.shape)
+            kept.append(plan)
+    found = [r for r in results if r.plans]
+    if found:
+        proved = all(r.status in ("optimal", "infeasible") for r in results)
+        status = "optimal" if proved else "feasible"
+    else:
+        status = "unknown" if any(r.status == "unknown" for r in results) else "infeasible"
+    gaps = [r.gap for r in found if r.gap is not None]
+    return dataclasses.replace(
+        results[0],
+        status=status,
+        wall_s=time.perf_counter() - start,
+        gap=max(gaps) if gaps else None,
+        plans=kept[:top_k],
+    )
+
+
+def rental_sentence(scenario: Scenario, plan: Any) -> str:
+    """What a rented plan rents and for how long it pays ("" when not rented under terms)."""
+    term = plan.evaluation.extra.get("cloud_term")
+    if term is None:
+        return ""
+    spec = next(t for t in cloud_offers().terms if t.name == term)
+    gpu = plan.evaluation.gpu
+    block = block_gpus(scenario, gpu)
+    origin = (
+        "--cloud-max-gpus"
+        if scenario.cloud_max_gpus is not None
+        else cloud_offers().block_label(gpu)
+    )
+    days = float(plan.evaluation.time_to_train_days or 0.0)
+    paid = f"paid for {max(days, spec.min_days):,.1f} days" + (
+        f" (the term's minimum; the job takes {days:,.1f})" if spec.min_days > days else ""
+    )
+    return (
+        f"Rented {term} at {spec.price_factor:.0%} of the on-demand price, {paid}; "
+        f"{plan.num_gpus:,} of the largest rentable block of {block:,} {gpu} ({origin})."
+    )

@@ -1,0 +1,133 @@
+"""Issue 31 item 2: rentable cloud plans. The catalog's blocks and terms
+(catalog/data/cloud.yaml), the split by term (solvers/cloud_terms.py), the block as a cap,
+the term's minimum billed, --cloud-max-gpus, and both solvers on the same rule."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from catalog.cloud import cloud_offers
+from designer.questions import build_scenario
+from helpers import run_main
+from models.spec import TransformerSpec
+from solvers import solve_cpsat, solve_exhaustive
+from solvers.cloud_terms import block_gpus, rental_sentence
+
+
+def _term(name: str):
+    return next(t for t in cloud_offers().terms if t.name == name)
+
+
+def test_every_term_and_block_has_a_source_and_a_date(cat):
+    offers = cloud_offers()
+    names = [t.name for t in offers.terms]
+    assert names == ["on-demand", "1-year reserved", "3-year reserved"]
+    assert _term("on-demand").min_days == 0 and _term("on-demand").price_factor == 1.0
+    for term in offers.terms[1:]:  # no public list price found: the discounts are assumed
+        assert term.source.startswith("[assumed]") and term.price_factor < 1
+    assert _term("1-year reserved").min_days == 365 and _term("3-year reserved").min_days == 1095
+    assert offers.default_source.startswith("[assumed]")
+    for gpu, block in offers.blocks.items():
+        assert gpu in cat.gpus and block.source and block.date, gpu
+    assert offers.block_gpus("h100-sxm") == 2048 and offers.block_gpus("b200") == 1500
+    assert offers.block_gpus("mi300x") == offers.default_max_gpus
+
+
+def _billed_usd(plan, rate_usd_per_gpu_hour: float) -> float:
+    term = _term(plan["cloud_term"])
+    days = max(plan["time_to_train_days"], term.min_days)
+    return term.price_factor * rate_usd_per_gpu_hour * plan["num_gpus"] * 24.0 * days
+
+
+def test_the_30m_cloud_question_rents_within_the_largest_block(capsys, cat):
+    """designer optimize --budget 30M --pricing cloud rented 32,768 H100 for a day; now the
+    plan is one rentable block, billed at its term's price for max(days, the minimum)."""
+    code, out, _ = run_main(
+        capsys, ["optimize", "--budget", "30M", "--pricing", "cloud", "--no-explain", "--json"]
+    )
+    assert code == 0, out
+    plan = json.loads(out)["plans"][0]
+    assert plan["num_gpus"] <= cloud_offers().block_gpus(plan["gpu"])
+    rate = cat.gpu(plan["gpu"]).cloud_usd_per_gpu_hour
+    assert plan["cost_usd"] == pytest.approx(_billed_usd(plan, rate), rel=1e-9)
+    assert plan["cost_usd"] <= 30e6
+    code, text, _ = run_main(capsys, ["optimize", "--budget", "30M", "--pricing", "cloud"])
+    assert f"Rented {plan['cloud_term']} at" in text and "largest rentable block" in text
+
+
+def test_cloud_max_gpus_overrides_the_block(capsys):
+    args = ["optimize", "--budget", "30M", "--pricing", "cloud", "--gpu", "h100-sxm"]
+    code, out, _ = run_main(capsys, [*args, "--cloud-max-gpus", "512", "--no-explain", "--json"])
+    assert code == 0, out
+    plan = json.loads(out)["plans"][0]
+    assert plan["num_gpus"] <= 512 and plan["cloud_term"] == "on-demand"
+    code, text, _ = run_main(capsys, [*args, "--cloud-max-gpus", "512", "--no-explain"])
+    assert "of the largest rentable block of 512 h100-sxm (--cloud-max-gpus)" in text
+    code, _, err = run_main(capsys, [*args, "--cloud-max-gpus", "0"])
+    assert code == 2 and "--cloud-max-gpus" in err
+
+
+def test_a_job_longer_than_the_discount_pays_takes_the_reserved_term():
+    """Llama 3 405B on 15T tokens within a 2,048-H100 block runs about 500 days: a 1-year
+    reservation (70% of the price for max(days, 365)) costs less than on-demand, and a
+    3-year one (50% for 1,095 days) more; the cost is the 1-year bill."""
+    s = build_scenario(
+        model="llama3-405b", tokens=15e12, budget=100e6, pricing="cloud", gpus=("h100-sxm",)
+    )
+    res = solve_cpsat(s)
+    plan = res.best
+    assert res.status == "optimal" and plan is not None
+    days = float(plan.evaluation.time_to_train_days)
+    assert 365 < days < 1095 * 0.5 / 0.7 and plan.num_gpus == block_gpus(s, "h100-sxm")
+    assert plan.evaluation.extra["cloud_term"] == "1-year reserved"
+    rate = s.catalog.gpu("h100-sxm").cloud_usd_per_gpu_hour
+    assert plan.cost_usd == pytest.approx(0.7 * rate * plan.num_gpus * 24 * days, rel=1e-9)
+    assert "Rented 1-year reserved at 70% of the on-demand price" in rental_sentence(s, plan)
+
+
+def test_a_short_job_under_a_minimum_term_pays_the_minimum_within_the_budget():
+    """Under a budget, a reserved term caps the GPUs so that its minimum is paid in full:
+    a question whose budget pays only on-demand never rents reserved."""
+    s = build_scenario(
+        model="llama2-7b", tokens=1e11, budget=2e5, pricing="cloud", gpus=("h100-sxm",)
+    )
+    plan = solve_cpsat(s).best
+    assert plan is not None and plan.cost_usd <= 2e5
+    term = _term(plan.evaluation.extra["cloud_term"])
+    rate = s.catalog.gpu("h100-sxm").cloud_usd_per_gpu_hour * term.price_factor
+    paid_days = max(float(plan.evaluation.time_to_train_days), term.min_days)
+    assert plan.cost_usd == pytest.approx(rate * plan.num_gpus * 24 * paid_days, rel=1e-9)
+
+
+SMALL = TransformerSpec(
+    name="small-cloud", layers=8, hidden=1024, heads=16, vocab=32000, seq_len=2048
+)
+
+
+@pytest.mark.parametrize(
+    ("budget", "tokens", "block"), [(2e4, 2e10, None), (3e5, 3e11, 64), (5e6, 2e12, 256)]
+)
+def test_both_solvers_rent_the_same_plan(budget, tokens, block):
+    """The differential test on rented plans: the same days, cost and term, proved."""
+    s = build_scenario(
+        model=SMALL,
+        tokens=tokens,
+        budget=budget,
+        pricing="cloud",
+        gpus=("h100-sxm", "a100-80gb"),
+        cloud_max_gpus=block,
+        max_batch_tokens=2**21,
+        evidence="any",
+    )
+    got, ref = solve_cpsat(s), solve_exhaustive(s)
+    assert got.status == "optimal" and ref.status == "optimal"
+    a, b = got.best, ref.best
+    assert a is not None and b is not None
+    assert math.isclose(a.objective, b.objective, rel_tol=1e-3)
+    assert a.evaluation.extra["cloud_term"] == b.evaluation.extra["cloud_term"]
+    assert math.isclose(a.cost_usd, b.cost_usd, rel_tol=1e-3)
+    if block is not None:
+        assert a.num_gpus <= block
