@@ -46,13 +46,13 @@ DEFAULT_RESERVED_GB = 3.0
 # (python bench/memory.py --published, issue 31 item 5): with the 3 GB reserved, the
 # memory model errs by a median 12.1% on the Megatron-Core runs with a measured peak (2
 # NeMo runs, +12.7% and -11.5%) and 45.6% on 26 PyTorch FSDP runs (a stack it does not
-# model); a margin refuses published runs that did run: 5 of 120 at 0%, 8 at 5%, 15 at
+# model); a margin refuses published runs that did run: 6 of 152 at 0%, 9 at 5%, 16 at
 # 12% (the margin that would cover both Megatron peaks). Two runs of one source do not
-# outweigh 120 that ran, so the margin stays 5% (HEADROOM_EVIDENCE, --headroom's help).
+# outweigh 152 that ran, so the margin stays 5% (HEADROOM_EVIDENCE, --headroom's help).
 DEFAULT_HEADROOM = 0.05
 HEADROOM_EVIDENCE = (
     "model error on measured Megatron-Core peaks 12.1% median (2 runs); "
-    "8 of 120 published runs that ran refused at 5%, 15 at 12%: bench/memory.py --published"
+    "9 of 152 published runs that ran refused at 5%, 16 at 12%: bench/memory.py --published"
 )
 _SAME = object()  # Meta defaults: "as the field"
 
