@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from designer import render, report
+from designer.cells import read_row
 from designer.errors import UsageError
 from designer.report_catalog import catalog_entries
 
@@ -307,7 +308,7 @@ def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
-            rows = list(reader)
+            rows = [read_row(r) for r in reader]
             header = list(reader.fieldnames or [])
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise UsageError(f"{path}: cannot read it as a CSV ({err})", "FILE") from err

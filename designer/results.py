@@ -24,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import IO, Any
 
+from designer.cells import read_row, text_row
 from designer.errors import UsageError
 
 STUDY_COLUMN = "study"
@@ -89,7 +90,8 @@ def _parse(path: Path, data: bytes, columns: list[str], digest: str, resume: boo
         raise _not_results(path, "holds another study's columns")
     complete = text[: text.rfind("\n") + 1]  # a row cut off by a kill (no newline) runs again
     done: set[str] = set()
-    for row in csv.DictReader(io.StringIO(complete, newline="")):
+    for raw in csv.DictReader(io.StringIO(complete, newline="")):
+        row = read_row(raw)
         if row.get(STUDY_COLUMN) != digest:
             raise _not_results(
                 path, f"holds results of another study (hash {row.get(STUDY_COLUMN)!r})"
@@ -139,5 +141,5 @@ def append_row(opened: Opened, row: dict[str, Any], digest: str) -> None:
     writer = csv.DictWriter(
         opened.fh, fieldnames=opened.columns, extrasaction="ignore", lineterminator="\n"
     )
-    writer.writerow({**row, STUDY_COLUMN: digest})
+    writer.writerow(text_row({**row, STUDY_COLUMN: digest}))
     opened.fh.flush()

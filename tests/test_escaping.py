@@ -4,6 +4,7 @@ or CSV cell the program writes starts a formula unless the program wrote one on 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -40,6 +41,7 @@ HOSTILE_NAMES = [
     "$((1/0))$HOME",
     "x\\\ntouch PWNED",
 ]
+ROOT = Path(__file__).resolve().parent.parent
 STUBS = ("scontrol", "srun", "torchrun", "sbatch")
 
 
@@ -108,3 +110,107 @@ def test_hostile_model_name_runs_nothing_in_emitted_script(base_plan, tmp_path, 
     if fmt == "slurm":
         assert f"CKPT_DIR=checkpoints/{safe_word(name)}" in run.stdout.splitlines()
         assert "/" not in safe_word(name) and not safe_word(name).startswith((".", "-"))
+
+
+# ---------------------------------------------------------------- spreadsheets and CSV
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+GPU = "=1+2"
+HOSTILE_TEXT = {
+    "display_name": '=HYPERLINK("http://evil/","click")',
+    "price_source": "=cmd|' /C calc'!A0",
+    "vendor": "@SUM(1+1)",
+}
+
+
+def _hostile_inputs(folder: Path) -> tuple[Path, Path]:
+    """A catalog file adding a GPU named like a formula (an H100's numbers, its text fields
+    formulas) and a model file whose name is one."""
+    import yaml
+
+    gpus = yaml.safe_load((ROOT / "catalog" / "data" / "gpus.yaml").read_text(encoding="utf-8"))[
+        "gpus"
+    ]
+    catalog = folder / "cat.yaml"
+    catalog.write_text(yaml.safe_dump({"gpus": {GPU: {**gpus["h100-sxm"], **HOSTILE_TEXT}}}))
+    model = folder / "m.yaml"
+    model.write_text(
+        yaml.safe_dump(
+            {"name": "-2+3", "layers": 32, "hidden": 4096, "heads": 32, "vocab": 32000}
+            | {"seq_len": 4096, "gated_mlp": True}
+        )
+    )
+    return catalog, model
+
+
+def _csv_cells(path: Path) -> list[str]:
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [cell for row in csv.reader(fh) for cell in row]
+
+
+def _assert_csv_inert(path: Path) -> None:
+    from designer.cells import is_number_text
+
+    cells = _csv_cells(path)
+    assert any(c.startswith("'=") for c in cells), f"{path}: no hostile text reached it"
+    for cell in cells:
+        assert not cell.startswith(FORMULA) or is_number_text(cell), (path.name, cell)
+
+
+def _assert_workbook_inert(path: Path) -> None:
+    import openpyxl
+
+    from designer.report_xlsx import BOM_SHEET
+
+    formulas = texts = 0
+    for ws in openpyxl.load_workbook(path).worksheets:
+        for row in ws.iter_rows():
+            for cell in row:
+                value = cell.value
+                if isinstance(value, (int, float)):  # numbers (negative too) and booleans
+                    kind = "b" if isinstance(value, bool) else "n"
+                    assert cell.data_type == kind, (ws.title, cell.coordinate)
+                elif cell.data_type == "f":  # only the BOM's line totals and their SUM
+                    assert ws.title.startswith(BOM_SHEET) and cell.column == 4, cell.coordinate
+                    assert re.fullmatch(r"=(B\d+\*C\d+|SUM\(D2:D\d+\))", value), value
+                    formulas += 1
+                elif isinstance(value, str) and value.startswith(FORMULA):
+                    assert cell.data_type == "s" and cell.quotePrefix, (ws.title, value)
+                    texts += 1
+    assert formulas > 2 and texts >= len(HOSTILE_TEXT), (formulas, texts)
+
+
+QUESTION = ["--tokens", "1e11", "--budget", "2e7", "--time-limit", "20"]
+
+
+@pytest.mark.slow
+def test_no_csv_or_workbook_cell_is_a_live_formula(tmp_path, monkeypatch):
+    """optimize --csv/--bom/--json, compare --csv, sweep --csv and report --xlsx (of the
+    answer and of the study) with a catalog and a model whose names and sources are
+    formulas: every such text cell is escaped (CSV) or typed text (xlsx); numbers, negative
+    ones too, stay numbers; the BOM's formulas are the only formulas."""
+    from helpers import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    catalog, model = _hostile_inputs(tmp_path)
+    base = ["--model", str(model), "--catalog", str(catalog), *QUESTION]
+    answer = tmp_path / "a.json"
+    got = run_cli(["optimize", *base, "--gpu", GPU, "--csv", "o.csv", "--bom", "b.csv", "--json"])
+    assert got.exit_code == 0, got.output
+    answer.write_text(got.stdout)
+    got = run_cli(["compare", *base, "--gpu", GPU, "--gpu", "h100-sxm", "--csv", "c.csv"])
+    assert got.exit_code == 0, got.output
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        f"base: {{model: {model}, tokens: 1e11, catalog: [{catalog}]}}\n"
+        f"axes: {{budget: [1e7, 2e7], gpus: [['{GPU}']]}}\n"
+    )
+    got = run_cli(["sweep", str(study), "--csv", "s.csv", "--workers", "1"])
+    assert got.exit_code == 0, got.output
+    for name in ("o.csv", "b.csv", "c.csv", "s.csv"):
+        _assert_csv_inert(tmp_path / name)
+    for source, book in ((answer, "a.xlsx"), (tmp_path / "s.csv", "s.xlsx")):
+        got = run_cli(["report", str(source), "--xlsx", book])
+        assert got.exit_code == 0, got.output
+        _assert_workbook_inert(tmp_path / book)
