@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from catalog.files import MAX_RESULTS_BYTES, check_input
 from designer import render, report
 from designer.cells import read_row
 from designer.errors import UsageError
@@ -59,10 +60,9 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
     """The report of ``path``: a results CSV (its study file beside it, or ``study_file``),
     a ``compare --json`` result, a ``breakeven --json`` result, an ``optimize``/``explain
     --json`` answer or a question."""
-    if not path.is_file():
-        raise UsageError(
-            f"{path}: no such file; pass a saved answer, compare result or CSV", "FILE"
-        )
+    check_input(
+        path, UsageError, "a saved answer, compare result or CSV", MAX_RESULTS_BYTES, "FILE"
+    )
     if path.suffix.lower() == ".csv":
         from designer.report_study import study_report
 
@@ -305,6 +305,7 @@ def breakeven_sentence(e: dict[str, Any], plans: list[dict[str, Any]]) -> str:
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """A results CSV's header and rows (exit 2 naming the file if it is not one)."""
+    check_input(path, UsageError, "a results CSV", MAX_RESULTS_BYTES, "FILE")
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)

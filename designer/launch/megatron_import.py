@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from catalog.files import read_text
+from catalog.files import MAX_SCRIPT_BYTES, read_text
 from designer.errors import UsageError
 from designer.launch.megatron_model import activation_from, default, layer_pattern, spec_fields
 from designer.launch.pipeline_layout import layout_split
@@ -590,7 +590,9 @@ def load_megatron(value: str) -> ImportedRun:
     except OSError:  # a command too long to be a file name
         is_file = False
     if is_file:
-        text = read_text(path, UsageError, "a launch script or the command itself", OPTION)
+        text = read_text(
+            path, UsageError, "a launch script or the command itself", OPTION, MAX_SCRIPT_BYTES
+        )
         words = _command(text, str(path))
         if words is None:
             raise UsageError(

@@ -27,7 +27,27 @@ class ExpansionTooLarge(ValueError):
     """A variable's expansion passed MAX_EXPANDED_CHARS."""
 
 
-def substitute(text: str, scalars: dict[str, str], arrays: dict[str, list[str]]) -> str:
+def substitute(
+    text: str,
+    scalars: dict[str, str],
+    arrays: dict[str, list[str]],
+    budget: list[int] | None = None,
+) -> str:
+    """``text`` with its variables substituted; ExpansionTooLarge as soon as the text passes
+    MAX_EXPANDED_CHARS (checked at every substitution, not after a pass: issue 33), or as
+    ``budget`` (characters left for a whole script's expansions, decremented) runs out."""
+    size = [len(text)]
+    left = [MAX_EXPANDED_CHARS * 10] if budget is None else budget
+
+    def grown(old: str, new: str) -> str:
+        size[0] += len(new) - len(old)
+        left[0] -= max(0, len(new) - len(old))
+        if size[0] > MAX_EXPANDED_CHARS or left[0] < 0:
+            raise ExpansionTooLarge(
+                f"the script's variables expand past {MAX_EXPANDED_CHARS:,} characters"
+            )
+        return new
+
     def array(m: re.Match) -> str:
         name = m.group(1)
         if name in arrays:
@@ -51,11 +71,7 @@ def substitute(text: str, scalars: dict[str, str], arrays: dict[str, list[str]])
         return m.group(0)
 
     for pattern, replace in ((ARRAY_REF, array), (BRACED, braced), (PLAIN, plain)):
-        text = pattern.sub(replace, text)
-        if len(text) > MAX_EXPANDED_CHARS:
-            raise ExpansionTooLarge(
-                f"the script's variables expand past {MAX_EXPANDED_CHARS:,} characters"
-            )
+        text = pattern.sub(lambda m, f=replace: grown(m.group(0), f(m)), text)
     return text
 
 
@@ -95,12 +111,17 @@ def command_from_script(text: str) -> list[str] | None:
     scalars: dict[str, str] = {}
     arrays: dict[str, list[str]] = {}
     pending: tuple[str, list[str]] | None = None  # an array still open across lines
+    budget = [2 * MAX_EXPANDED_CHARS]  # characters all expansions of the script may add
+
+    def sub(text: str, scalars: dict[str, str], arrays: dict[str, list[str]]) -> str:
+        return substitute(text, scalars, arrays, budget)
+
     for raw in text.splitlines():
         line = raw.strip()
         if pending is not None:  # one line of an open array: its words, comments dropped
             name, parts = pending
             body, closed, _ = line.partition(")")
-            parts += _words(substitute(body, scalars, arrays))
+            parts += _words(sub(body, scalars, arrays))
             if closed:
                 arrays[name] = parts
                 pending = None
@@ -116,16 +137,16 @@ def command_from_script(text: str) -> list[str] | None:
             if value.startswith("("):
                 body, closed, _ = value[1:].partition(")")
                 if closed:
-                    arrays[name] = _words(substitute(body, scalars, arrays))
+                    arrays[name] = _words(sub(body, scalars, arrays))
                 else:
-                    pending = (name, _words(substitute(body, scalars, arrays)))
+                    pending = (name, _words(sub(body, scalars, arrays)))
                 continue
             if value[:1] not in ("'", '"') and len(value.split()) > 1:
                 line = value.split(None, 1)[1]  # VAR=x command ...: an environment prefix
             else:
                 if not value.startswith(("$(", "`")):  # command substitution: not resolved
-                    scalars[name] = " ".join(_words(substitute(value, scalars, arrays)))
+                    scalars[name] = " ".join(_words(sub(value, scalars, arrays)))
                 continue
         if is_command(line):
-            return _words(substitute(line, scalars, arrays))
+            return _words(sub(line, scalars, arrays))
     return None

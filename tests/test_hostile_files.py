@@ -1,0 +1,261 @@
+"""Inputs that are not what they claim (issue 33): a FIFO, a device or a directory given to
+every file option exits 2 within 2 seconds naming the file; a YAML alias bomb, a document
+nested thousands deep, a 5,000-digit number, a study of 10^12 scenarios and a Megatron-LM
+script whose variables multiply exit 2 at once; Ctrl-C and SIGTERM while the command line
+is still importing print one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from helpers import one_line, run_main
+
+ANSWER_LESS = ["--tokens", "1e11", "--budget", "1e7", "--gpu", "h100-sxm"]
+# every option that reads a file, F the file (a command's other arguments valid)
+FILE_OPTIONS = {
+    "optimize --model": ["optimize", "--model", "F", *ANSWER_LESS],
+    "optimize --catalog": ["optimize", "--catalog", "F", *ANSWER_LESS],
+    "evaluate --model": ["evaluate", "--model", "F"],
+    "evaluate --catalog": ["evaluate", "--catalog", "F"],
+    "compare --model": ["compare", "--model", "F", *ANSWER_LESS],
+    "compare --catalog": ["compare", "--catalog", "F", *ANSWER_LESS],
+    "breakeven --model": ["breakeven", "--model", "F", *ANSWER_LESS, "--against", "h200"],
+    "breakeven --catalog": ["breakeven", "--catalog", "F", *ANSWER_LESS, "--against", "h200"],
+    "catalog --catalog": ["catalog", "--catalog", "F"],
+    "explain FILE": ["explain", "F"],
+    "report FILE": ["report", "F", "--html", "OUT"],
+    "export FILE": ["export", "F", "--format", "slurm"],
+    "sweep STUDY": ["sweep", "F"],
+}
+SECONDS = 2.0
+
+
+def _fifo(folder: Path) -> Path:
+    path = folder / "pipe.yaml"
+    os.mkfifo(path)
+    return path
+
+
+SPECIAL = {
+    "fifo": _fifo,
+    "urandom": lambda folder: Path("/dev/urandom"),
+    "zero": lambda folder: Path("/dev/zero"),
+    "directory": lambda folder: folder,
+}
+
+
+class _TooSlow(Exception):
+    pass
+
+
+@contextmanager
+def _deadline(seconds: float):
+    """Fail (instead of hanging the suite) when the block runs past ``seconds``."""
+
+    def alarm(signum, frame):
+        raise _TooSlow(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def refused_fast(capsys, args: list[str], *words: str) -> str:
+    """Exit 2 within SECONDS, one line naming every word, no traceback."""
+    start = time.perf_counter()
+    with _deadline(SECONDS + 3):
+        code, out, err = run_main(capsys, args)
+    elapsed = time.perf_counter() - start
+    assert code == 2, (code, err)
+    line = one_line(err)
+    assert "Traceback" not in err and "internal error" not in line
+    for w in words:
+        assert w in line, line
+    assert elapsed < SECONDS, f"{elapsed:.2f} s: {line}"
+    return line
+
+
+@pytest.mark.parametrize("kind", sorted(SPECIAL))
+@pytest.mark.parametrize("option", sorted(FILE_OPTIONS))
+def test_special_file_given_to_each_file_option_exits_2_fast(tmp_path, capsys, option, kind):
+    path = SPECIAL[kind](tmp_path)
+    out = str(tmp_path / "out.html")
+    args = [str(path) if a == "F" else out if a == "OUT" else a for a in FILE_OPTIONS[option]]
+    line = refused_fast(capsys, args, str(path))
+    assert "directory" in line if kind == "directory" else "not a regular file" in line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_sweep_results_csv_that_is_special_is_refused_before_reading(tmp_path, capsys, kind):
+    study = tmp_path / "s.yaml"
+    study.write_text("base: {model: llama2-7b, tokens: 1e11}\naxes: {budget: [1e7]}\n")
+    path = SPECIAL[kind](tmp_path)
+    refused_fast(capsys, ["sweep", str(study), "--csv", str(path)], "--csv", str(path))
+
+
+def test_megatron_script_that_is_a_fifo_is_refused(tmp_path, capsys):
+    path = _fifo(tmp_path)
+    refused_fast(capsys, ["evaluate", "--from-megatron", str(path)], "--from-megatron")
+
+
+# ---------------------------------------------------------------- documents that explode
+def _bomb(levels: int = 10) -> str:
+    lines = ["a0: &a0 [x,x,x,x,x,x,x,x,x,x]"]
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+BOMBS = {  # file name -> (its text, the command reading it)
+    "study.yaml": (
+        _bomb() + "base: {model: llama2-7b}\naxes: {budget: [*a9]}\n",
+        ["sweep", "F", "--yes"],
+    ),
+    "question.yaml": (_bomb() + "model: llama2-7b\ntokens: 1e11\n", ["explain", "F"]),
+    "catalog.yaml": (_bomb() + "gpus: {}\n", ["catalog", "--catalog", "F"]),
+    "model.yaml": (_bomb() + "name: x\n", ["evaluate", "--model", "F"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOMBS))
+def test_alias_bomb_is_refused_fast(tmp_path, capsys, name):
+    text, args = BOMBS[name]
+    path = tmp_path / name
+    path.write_text(text)
+    assert len(text) < 600  # the issue's 527 bytes, near enough
+    refused_fast(capsys, [str(path) if a == "F" else a for a in args], name, "aliases")
+
+
+def _limited(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """The console command under a 1 GB address-space cap, timed."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "designer", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=cap,
+    )
+    return done, time.perf_counter() - start
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(BOMBS))
+def test_alias_bomb_under_a_1gb_memory_cap(tmp_path, name):
+    """The whole process, imports included, under 1 GB; the 2 s the issue asks for is the
+    command's own time, measured here from the process's start (about 0.5 s of imports)."""
+    text, args = BOMBS[name]
+    (tmp_path / name).write_text(text)
+    done, elapsed = _limited([name if a == "F" else a for a in args], tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "aliases" in done.stderr
+    assert elapsed < 2 * SECONDS, elapsed
+
+
+DEEP = {
+    "deep.json": '{"model": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "deep.yaml": "model: " + "[" * 100_000 + "]" * 100_000 + "\n",
+    "wide-deep.yaml": "model: " + "{a: " * 200 + "1" + "}" * 200 + "\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP))
+def test_deeply_nested_documents_are_refused(tmp_path, capsys, name):
+    path = tmp_path / name
+    path.write_text(DEEP[name])
+    refused_fast(capsys, ["explain", str(path)], name, "nested")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_number_of_5000_digits_is_refused(tmp_path, capsys, suffix):
+    path = tmp_path / f"big{suffix}"
+    value = "9" * 5000
+    path.write_text(f'{{"model": "llama2-7b", "tokens": {value}}}')
+    refused_fast(capsys, ["explain", str(path)], path.name, "4,300 digits")
+
+
+def test_oversized_file_is_refused_before_reading(tmp_path, capsys):
+    from catalog.files import MAX_DOCUMENT_BYTES
+
+    path = tmp_path / "huge.yaml"
+    with open(path, "wb") as fh:  # sparse: no disk used
+        fh.truncate(MAX_DOCUMENT_BYTES["yaml"] + 1)
+    refused_fast(capsys, ["catalog", "--catalog", str(path)], "huge.yaml", "bytes")
+
+
+def test_file_names_too_long_or_with_newlines_give_one_line(tmp_path, capsys):
+    refused_fast(capsys, ["explain", str(tmp_path / ("x" * 5000 + ".yaml"))], "cannot be read")
+    odd = tmp_path / "two\nlines.yaml"
+    odd.write_text("model: [")
+    refused_fast(capsys, ["explain", str(odd)], "two\\nlines.yaml")
+
+
+def test_a_study_of_10_to_the_12_scenarios_is_refused_even_with_yes(tmp_path, capsys):
+    from designer.sweep import MAX_SCENARIOS_EVER
+
+    values = ", ".join(f"{1 + i / 1000:.4f}e7" for i in range(1000))
+    study = tmp_path / "huge.yaml"
+    study.write_text(
+        "base: {model: llama2-7b, tokens: 1e11}\n"
+        f"axes: {{budget: [{values}], tokens: [{values}], "
+        f"max_gpus: [{', '.join(str(8 * i) for i in range(1, 1001))}], "
+        f"deadline: [{', '.join(str(i) for i in range(1, 1001))}]}}\n"
+    )
+    refused_fast(
+        capsys, ["sweep", str(study), "--yes"], "1,000,000,000,000", f"{MAX_SCENARIOS_EVER:,}"
+    )
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'BIG="{big}"\nARGS=(\n' + "$BIG\n" * 3000 + ")\ntorchrun pretrain_gpt.py ${{ARGS[@]}}\n",
+        'BIG="{big}"\ntorchrun pretrain_gpt.py --num-layers 2 ' + "$BIG " * 20_000 + "\n",
+    ],
+    ids=["open-array", "many-references"],
+)
+def test_megatron_expansion_is_bounded_while_substituting(tmp_path, capsys, script):
+    path = tmp_path / "run.sh"
+    path.write_text(script.format(big="x" * 99_000))
+    refused_fast(capsys, ["evaluate", "--from-megatron", str(path)], "run.sh", "expand past")
+
+
+# ---------------------------------------------------------------- signals while importing
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_command_line_imports_gives_one_line(sig):
+    """Signals from 0.1 s to 0.35 s after the start (the imports; the interpreter's own
+    start-up before designer.entry runs is not the program's to handle)."""
+    codes = []
+    for delay in (0.1, 0.2, 0.3):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "designer", "optimize", "--tokens", "1e11", "--budget", "1e7"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(delay)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err, err
+        if proc.returncode > 0:  # not killed by the signal before Python started
+            assert proc.returncode == 128 + sig, err
+            assert err.count("\n") == 1 and err.startswith("designer: "), err
+        codes.append(proc.returncode)
+    assert 128 + sig in codes
