@@ -259,3 +259,61 @@ def test_a_signal_while_the_command_line_imports_gives_one_line(sig):
             assert err.count("\n") == 1 and err.startswith("designer: "), err
         codes.append(proc.returncode)
     assert 128 + sig in codes
+
+
+# ---------------------------------------------------------------- outputs never replace inputs
+MODEL = "{name: m, layers: 32, hidden: 4096, heads: 32, vocab: 32000, seq_len: 4096}\n"
+
+
+@pytest.fixture
+def indirect(tmp_path, monkeypatch):
+    """A folder with a model file, a catalog file, a question reading both, a saved answer
+    made with the catalog, a study reading both and its results CSV."""
+    from helpers import run_main as _run
+
+    monkeypatch.chdir(tmp_path)
+    Path("model.yaml").write_text(MODEL)
+    Path("cat.yaml").write_text("gpus: {}\n")
+    Path("q.yaml").write_text(
+        "model: model.yaml\ntokens: 1e11\nbudget: 1e7\ngpus: [h100-sxm]\ncatalog: [cat.yaml]\n"
+    )
+    Path("study.yaml").write_text(
+        "base: {model: model.yaml, tokens: 1e11, catalog: [cat.yaml]}\naxes: {budget: [1e7]}\n"
+    )
+    return tmp_path, _run
+
+
+INDIRECT = [
+    (["explain", "q.yaml", "--csv", "model.yaml"], "--csv"),
+    (["explain", "q.yaml", "--csv", "cat.yaml"], "--csv"),
+    (["report", "q.yaml", "--html", "model.yaml"], "--html"),
+    (["report", "a.json", "--html", "cat.yaml"], "--html"),
+    (["report", "study.csv", "--xlsx", "study.yaml"], "--xlsx"),
+    (["report", "study.csv", "--html", "model.yaml"], "--html"),
+    (["export", "a.json", "--format", "slurm"], None),  # writes nothing: a control
+]
+
+
+def test_no_output_replaces_an_input_read_through_another_file(indirect, capsys):
+    import hashlib
+
+    folder, run = indirect
+    code, out, err = run(
+        capsys,
+        ["optimize", "--model", "model.yaml", "--catalog", "cat.yaml", *ANSWER_LESS, "--json"],
+    )
+    assert code == 0, err
+    Path("a.json").write_text(out)
+    assert run(capsys, ["sweep", "study.yaml", "--workers", "1"])[0] == 0
+
+    def hashes() -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+    before = hashes()
+    for args, option in INDIRECT:
+        if option is None:
+            assert run(capsys, args)[0] == 0
+            continue
+        line = refused_fast(capsys, args, option, args[-1], "read by", args[1])
+        assert "destroy" in line
+    assert hashes() == before
