@@ -118,6 +118,45 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's SafeLoader refusing a key given twice in one mapping (it keeps the last one
     silently; issue 20, 22)."""
 
+    _depth = 0
+    _sizes: dict[int, int]
+
+    def compose_document(self) -> Any:
+        self._sizes = {}
+        return super().compose_document()  # type: ignore[no-untyped-call]
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        """A node, refused past MAX_DEPTH levels (the composer recurses once a level: a
+        document 100,000 deep took seconds to reach Python's recursion limit) or when it
+        expands to more than MAX_NODES values, an alias counting what it names each time
+        (a billion-laughs document is refused after reading its few hundred bytes)."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                self._refuse(f"nested more than {MAX_DEPTH} levels deep; flatten it")
+            node = super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+        finally:
+            self._depth -= 1
+        if id(node) not in self._sizes:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+            if isinstance(node, yaml.MappingNode):
+                children = [n for pair in node.value for n in pair]
+            self._sizes[id(node)] = 1 + sum(self._sizes.get(id(c), 1) for c in children)
+        if self._sizes[id(node)] > MAX_NODES:
+            self._refuse(
+                f"expands to more than {MAX_NODES:,} values (YAML aliases repeat what they "
+                "name); write the document out without aliases"
+            )
+        return node
+
+    def _refuse(self, problem: str) -> None:
+        raise yaml.composer.ComposerError(
+            None,
+            None,
+            problem,
+            self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+        )
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
@@ -175,6 +214,8 @@ def read_document(path: Path, error: type[Exception], expected: str) -> Any:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or "invalid YAML"
+        if "flatten it" in problem or "without aliases" in problem:
+            raise error(f"{_shown(path)}: {problem}") from err
         raise error(f"{_shown(path)}: YAML syntax error{where}: {problem}; fix the syntax") from err
     except ValueError as err:  # an integer past Python's 4,300 digits
         raise error(
@@ -182,7 +223,8 @@ def read_document(path: Path, error: type[Exception], expected: str) -> Any:
             if "digits" in str(err)
             else f"{_shown(path)}: cannot be read ({err}); fix the file"
         ) from err
-    check_size(doc, path, error)
+    if is_json:  # a YAML document was measured as it was composed
+        check_size(doc, path, error)
     return doc
 
 

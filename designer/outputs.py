@@ -171,7 +171,8 @@ def check_command_paths(ctx) -> None:
             paths = [Path(str(v)) for v in (value if isinstance(value, tuple) else (value,))]
             inputs[flag] = [p for p in paths if _is_file(p)]
             for p in list(inputs[flag]):
-                inputs[f"{flag} (read by {p})"] = indirect_inputs(p)
+                read_by = f"{flag} (read by {p}, a question, saved answer or study)"
+                inputs[read_by] = indirect_inputs(p)
     check_paths(outputs, inputs)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 
 ASSIGNMENT = re.compile(r"^(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_]\w*)=(.*)$")
 SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
@@ -70,8 +71,11 @@ def substitute(
             return shlex.quote(arrays[name][0]) if arrays[name] else ""
         return m.group(0)
 
+    def checked(replace: Callable[[re.Match], str]) -> Callable[[re.Match], str]:
+        return lambda m: grown(m.group(0), replace(m))
+
     for pattern, replace in ((ARRAY_REF, array), (BRACED, braced), (PLAIN, plain)):
-        text = pattern.sub(lambda m, f=replace: grown(m.group(0), f(m)), text)
+        text = pattern.sub(checked(replace), text)
     return text
 
 
