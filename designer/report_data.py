@@ -76,6 +76,10 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
         return breakeven_report(path, doc)
     if "plans" not in doc or "question" not in doc:
         doc = _answered(path, time_limit_s)  # a question file: answered as explain would
+    else:
+        from designer.saved_answer import check_plans
+
+        check_plans(doc, str(path))  # every plan's fields, before any is shown
     plans = doc.get("plans")
     if isinstance(plans, list) and plans and all("status" in p for p in plans):
         return compare_report(path, doc)
@@ -117,13 +121,13 @@ def _scenario(path: Path, doc: dict[str, Any]):
     return scenario
 
 
-def evaluated(scenario, plan: dict[str, Any], origin: str, where: str):
+def evaluated(scenario, plan: dict[str, Any], origin: str, where: str, csv: bool = False):
     """A saved plan entry re-evaluated on its question (as ``designer explain`` does), or
     None when it no longer fits it."""
     from designer.questions import _saved_config
     from solvers.plan import build_plan
 
-    config = _saved_config(plan, f"{origin}: {where}")
+    config = _saved_config(plan, f"{origin}: {where}", csv)
     built = build_plan(scenario, config)
     return built if built.feasible else None
 
