@@ -32,7 +32,7 @@ from designer.cli_options import (
 )
 from designer.errors import Infeasible, Interrupted, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
-from designer.numbers import Finite
+from designer.numbers import Finite, check_ascii_numbers
 from designer.outputs import check_command_paths
 from designer.question import question_options
 from designer.questions import scenario_from_options
@@ -464,6 +464,11 @@ def report_cmd(file, html_file, xlsx_file, open_page, study_file, time_limit) ->
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI, mapping errors to the contract's exit codes and one-line messages."""
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        check_ascii_numbers(args)
+    except UsageError as err:
+        _report(err).show()
+        sys.exit(2)
     try:
         cli.main(args=args, prog_name="designer", standalone_mode=False)
     except click.exceptions.Exit as ex:

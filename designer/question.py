@@ -172,7 +172,11 @@ class Question(NumbersNotBools):
     seq_len: Annotated[
         int | None,
         Meta("--seq-len", "tokens"),
-        Field(ge=1, description="Sequence length [default: the model's]."),
+        Field(
+            ge=1,
+            le=int(limits.MAX_BATCH_TOKENS),
+            description="Sequence length [default: the model's].",
+        ),
     ] = None
     budget: Annotated[
         SuffixNumber | None,

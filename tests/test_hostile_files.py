@@ -327,3 +327,106 @@ def test_no_output_replaces_an_input_read_through_another_file(indirect, capsys)
         line = refused_fast(capsys, args, option, args[-1], "read by", args[1])
         assert "destroy" in line
     assert hashes() == before
+
+
+# ---------------------------------------------------------------- strict types at the edge
+HF = Path(__file__).resolve().parent / "data"
+
+
+def _edited_config(tmp_path: Path, source: str, **changes) -> Path:
+    import json
+
+    cfg = json.loads((HF / source).read_text())
+    cfg.update(changes)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+HF_EDITS = [
+    ("hf/Llama-3.1-8B-Instruct.json", {"num_hidden_layers": "80"}, "num_hidden_layers"),
+    ("hf/Llama-3.1-8B-Instruct.json", {"intermediate_size": None}, "intermediate_size"),
+    ("hf/Llama-3.1-8B-Instruct.json", {"hidden_size": True}, "hidden_size"),
+    ("hf/Llama-3.1-8B-Instruct.json", {"rope_theta": "5e5"}, "rope_theta"),
+    ("hf/Llama-3.1-8B-Instruct.json", {"num_key_value_heads": [8]}, "num_key_value_heads"),
+    ("hf_moe/Mixtral-8x7B-v0.1.json", {"num_local_experts": 0}, "num_local_experts"),
+    ("hf_moe/DeepSeek-V3.json", {"n_routed_experts": 0}, "n_routed_experts"),
+    ("hf_moe/DeepSeek-V3.json", {"moe_intermediate_size": 0}, "moe_intermediate_size"),
+    ("hf_moe/DeepSeek-V3.json", {"moe_layer_freq": 0}, "moe_layer_freq"),
+    ("hf_moe/DeepSeek-V3.json", {"num_experts_per_tok": "8"}, "num_experts_per_tok"),
+    (
+        "hf_moe/Mixtral-8x7B-v0.1.json",
+        {
+            "layer_types": [
+                "linear_attention",
+                "linear_attention",
+                "linear_attention",
+                "full_attention",
+            ]
+        },
+        "layer_types",
+    ),
+]
+
+
+@pytest.mark.parametrize("source, changes, key", HF_EDITS, ids=[k for *_, k in HF_EDITS])
+def test_hf_config_with_a_wrong_type_or_impossible_value_names_the_key(
+    tmp_path, capsys, source, changes, key
+):
+    path = _edited_config(tmp_path, source, **changes)
+    refused_fast(capsys, ["evaluate", "--model", str(path)], "config.json", key)
+
+
+@pytest.mark.parametrize(
+    "command, file, text, field",
+    [
+        (["evaluate", "--model"], "m.yaml", MODEL.replace("32,", '"32",', 1), "layers"),
+        (["explain"], "q.yaml", "model: llama2-7b\nseq_len: '4096'\n", "seq_len"),
+        (["catalog", "--catalog"], "c.yaml", "gpus:\n  h100-sxm: {tdp_w: '700'}\n", "tdp_w"),
+    ],
+    ids=["model", "question", "catalog"],
+)
+def test_text_where_a_number_belongs_is_refused(tmp_path, capsys, command, file, text, field):
+    path = tmp_path / file
+    path.write_text(text)
+    refused_fast(capsys, [*command, str(path)], file, field, "not a number")
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--pue", "\u0663"], "--pue"),
+        (["--top=\u0663"], "--top"),
+        (["--max-gpus", "\u0968\u0966"], "--max-gpus"),
+        (["--tokens", "1e999999999"], "--tokens"),
+        (["--budget", "9e99999999999"], "--budget"),
+        (["--deadline", "1e9999999999d"], "--deadline"),
+        (["--seq-len", "99999999999999999999"], "--seq-len"),
+    ],
+)
+def test_numbers_at_the_edges_blame_their_option(capsys, args, option):
+    line = refused_fast(
+        capsys,
+        ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--budget", "1e7", *args],
+        option,
+    )
+    assert "--max-batch-tokens" not in line
+
+
+def test_megatron_error_blames_the_flag_that_is_wrong(capsys):
+    command = (
+        "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 32 "
+        "--hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+        "--max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 8 "
+        "--vocab-size 32000 --num-experts 8 --moe-router-topk 1000 --moe-ffn-hidden-size 1024"
+    )
+    line = refused_fast(capsys, ["evaluate", "--from-megatron", command], "--moe-router-topk")
+    assert "--num-attention-heads" not in line
+
+
+def test_a_csv_field_over_the_csv_modules_limit_is_refused(tmp_path, capsys):
+    path = tmp_path / "results.csv"
+    path.write_text(
+        'scenario,status,gpu,time_to_train_days,cost_usd\n1,ok,"' + "x" * 200_000 + '",1,1\n'
+    )
+    refused_fast(capsys, ["report", str(path), "--html", str(tmp_path / "o.html")], "results.csv")

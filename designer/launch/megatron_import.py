@@ -332,6 +332,9 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
         first = err.errors()[0]
         detail = first["msg"].removeprefix("Value error, ")
         loc = str(first["loc"][0]) if first["loc"] else ""
+        named = detail.split(maxsplit=1)[0] if detail else ""  # a whole-spec check's field
+        if not loc and named in FIELD_SETTINGS and named not in ("hidden", "layers"):
+            loc = named  # --moe-router-topk 1000 blamed on --num-attention-heads (issue 33)
         if loc == "seq_len":
             culprit = "max_position_embeddings" if max_pos is not None else "seq_len"
         else:
