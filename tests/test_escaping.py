@@ -214,3 +214,103 @@ def test_no_csv_or_workbook_cell_is_a_live_formula(tmp_path, monkeypatch):
         got = run_cli(["report", str(source), "--xlsx", book])
         assert got.exit_code == 0, got.output
         _assert_workbook_inert(tmp_path / book)
+
+
+# ---------------------------------------------------------------- fuzz: names through every emitter
+_PIECES = [
+    *("$(", ")", "`", "'", '"', ";", "&", "|", "<", ">", "\\", "{", "}", "[", "]", "#", "*"),
+    *("\n", "\r", "\t", "\u2028", "\u2029", "\x85", " ", "=", "+", "-", "@", "%", "!", "~"),
+    *("touch PWNED", "${IFS}", "$HOME", "../", "é", "\u202e", "<script>", "]]", "'''", '"""'),
+]
+
+
+def hostile_names(seed: int, count: int) -> list[str]:
+    """``count`` names built from shell, TOML, Python and spreadsheet metacharacters and line
+    breaks, each holding the word PWNED (a fixed seed: the same names every run)."""
+    import random
+
+    rng = random.Random(seed)
+    names = []
+    for _ in range(count):
+        parts = rng.choices(_PIECES, k=rng.randint(1, 8))
+        parts.insert(rng.randint(0, len(parts)), "PWNED")
+        names.append("".join(parts))
+    return names
+
+
+def _check_every_format(job: Launch, tmp_path: Path) -> None:
+    import tomllib
+
+    for fmt in ("slurm", "megatron", "nemo", "torchtitan"):
+        text = emit(job, fmt)
+        for line in text.splitlines():  # the name only in comments (and CKPT_DIR, sanitised)
+            assert "PWNED" not in line or line.startswith(("#", "CKPT_DIR=")), (fmt, line)
+        if fmt == "nemo":
+            compile(text, "nemo-recipe", "exec")
+        elif fmt == "torchtitan":
+            tomllib.loads(text)
+        else:
+            script = tmp_path / f"{fmt}.sh"
+            script.write_text(text)
+            syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+            assert syntax.returncode == 0, (fmt, syntax.stderr)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_fuzzed_names_are_inert_in_every_format(base_plan, tmp_path):
+    for name in hostile_names(33, 25):
+        _check_every_format(_job(base_plan, name), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_fuzzed_names_are_inert_in_every_format_many(base_plan, tmp_path):
+    for name in hostile_names(3333, 400):
+        _check_every_format(_job(base_plan, name), tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_hostile_model_file_through_optimize_emit_and_export(tmp_path, monkeypatch):
+    """The issue's reproduction end to end: a config.json named x$(touch PWNED) through
+    optimize --emit slurm and export --format slurm; the scripts run with stubbed cluster
+    commands create nothing."""
+    import json
+
+    from helpers import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    spec = {"name": "x$(touch PWNED)`touch PWNED`", "layers": 32, "hidden": 4096, "heads": 32}
+    Path("inj.yaml").write_text(json.dumps(spec | {"vocab": 32000, "seq_len": 4096}))
+    question = ["--model", "inj.yaml", "--tokens", "1e11", "--budget", "1e7", "--gpu", "h100-sxm"]
+    got = run_cli(["optimize", *question, "--emit", "slurm"])
+    assert got.exit_code == 0, got.output
+    emitted = got.stdout[got.stdout.index("#!/bin/bash") :]
+    got = run_cli(["optimize", *question, "--json"])
+    Path("plan.json").write_text(got.stdout)
+    exported = run_cli(["export", "plan.json", "--format", "slurm"])
+    assert exported.exit_code == 0, exported.output
+    for i, text in enumerate((emitted, exported.stdout)):
+        folder = tmp_path / f"run{i}"
+        folder.mkdir()
+        assert _run_script(text, folder).returncode == 0
+        assert not list(tmp_path.rglob("PWNED"))
+
+
+@pytest.mark.slow
+def test_report_html_escapes_a_hostile_model_name(tmp_path, monkeypatch):
+    """HTML: every value escaped (it was before issue 33; kept by this test)."""
+    import json
+
+    from helpers import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    name = "<script>alert('PWNED')</script><img src=x onerror=alert(1)>"
+    spec = {"name": name, "layers": 32, "hidden": 4096, "heads": 32, "vocab": 32000}
+    Path("m.yaml").write_text(json.dumps(spec | {"seq_len": 4096}))
+    got = run_cli(["optimize", "--model", "m.yaml", *QUESTION, "--gpu", "h100-sxm", "--json"])
+    assert got.exit_code == 0, got.output
+    Path("a.json").write_text(got.stdout)
+    assert run_cli(["report", "a.json", "--html", "a.html"]).exit_code == 0
+    page = Path("a.html").read_text()
+    assert "PWNED" in page and name not in page and "<img src=x" not in page
+    assert "&lt;script&gt;" in page
