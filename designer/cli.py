@@ -62,7 +62,9 @@ class Reported(click.ClickException):
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"designer: {self.message}", err=True)
+        # one line whatever the message holds (a file name with a newline: issue 33)
+        line = self.message.replace("\r", "\\r").replace("\n", "\\n")
+        click.echo(f"designer: {line}", err=True)
 
 
 class NoAnswer(Reported):

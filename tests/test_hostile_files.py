@@ -205,6 +205,8 @@ def test_file_names_too_long_or_with_newlines_give_one_line(tmp_path, capsys):
     odd = tmp_path / "two\nlines.yaml"
     odd.write_text("model: [")
     refused_fast(capsys, ["explain", str(odd)], "two\\nlines.yaml")
+    missing = str(tmp_path / "no\nfolder" / "out.csv")
+    refused_fast(capsys, ["optimize", *ANSWER_LESS, "--csv", missing], "--csv", "no\\nfolder")
 
 
 def test_a_study_of_10_to_the_12_scenarios_is_refused_even_with_yes(tmp_path, capsys):
