@@ -432,3 +432,15 @@ def test_a_csv_field_over_the_csv_modules_limit_is_refused(tmp_path, capsys):
         'scenario,status,gpu,time_to_train_days,cost_usd\n1,ok,"' + "x" * 200_000 + '",1,1\n'
     )
     refused_fast(capsys, ["report", str(path), "--html", str(tmp_path / "o.html")], "results.csv")
+
+
+def test_sweep_default_csv_never_replaces_a_users_csv(tmp_path, capsys):
+    """`designer sweep mine.yaml` beside the user's mine.csv headed scenario,status: refused
+    (the sweep's own files carry a study hash in their last column), the CSV unchanged."""
+    study = tmp_path / "mine.yaml"
+    study.write_text("base: {model: llama2-7b, tokens: 1e11}\naxes: {budget: [1e7]}\n")
+    mine = tmp_path / "mine.csv"
+    mine.write_text("scenario,status,note\n1,ok,my numbers\n")
+    before = mine.read_bytes()
+    refused_fast(capsys, ["sweep", str(study), "--workers", "1"], "mine.csv", "not written by")
+    assert mine.read_bytes() == before
