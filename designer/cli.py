@@ -7,6 +7,7 @@ Exit codes (../shared/CLI-CONTRACT.md): 0 success, 1 no answer (infeasible),
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import sys
@@ -83,6 +84,10 @@ def _report(err: Exception) -> Reported:
         return Reported(f"error: {err}")
     if isinstance(err, Infeasible):
         return NoAnswer(f"infeasible: {err}")
+    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:  # a path's stat
+        name = str(err.filename or "")
+        shown = name if len(name) <= 80 else f"{name[:60]}...({len(name):,} characters)"
+        return Reported(f"error: {shown}: file name too long; pass a shorter path")
     if isinstance(err, Interrupted):
         return NoAnswer(f"stopped: {err}")
     # a bug: say so in one line unless debugging

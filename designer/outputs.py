@@ -34,6 +34,13 @@ def same_file(a: Path, b: Path) -> bool:
 def check_writable(path: Path, option: str) -> None:
     """A file ``option`` may write: its folder exists and is writable, it is not a folder, and
     an existing file is writable. Exit 2 naming the path otherwise."""
+    try:
+        _check_writable(path, option)
+    except OSError as err:  # a name too long for the file system
+        raise _os_error(path, err, option) from err
+
+
+def _check_writable(path: Path, option: str) -> None:
     target = _real(path)
     if target.is_dir():
         raise UsageError(f"{path} is a folder; pass a file path", option)

@@ -447,3 +447,26 @@ def test_sweep_default_csv_never_replaces_a_users_csv(tmp_path, capsys):
     before = mine.read_bytes()
     refused_fast(capsys, ["sweep", str(study), "--workers", "1"], "mine.csv", "not written by")
     assert mine.read_bytes() == before
+
+
+LONG = "x" * 5000
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["optimize", *ANSWER_LESS, "--model", LONG],
+        ["optimize", *ANSWER_LESS, "--model", LONG + ".yaml"],
+        ["optimize", *ANSWER_LESS, "--catalog", LONG + ".yaml"],
+        ["optimize", *ANSWER_LESS, "--csv", LONG + ".csv"],
+        ["optimize", *ANSWER_LESS, "--bom", "/tmp/" + LONG + ".csv"],
+        ["sweep", LONG + ".yaml"],
+        ["report", LONG + ".json", "--html", "out.html"],
+        ["explain", LONG + ".yaml"],
+    ],
+    ids=["model", "model.yaml", "catalog", "csv", "bom", "sweep", "report", "explain"],
+)
+def test_a_file_name_too_long_exits_2(tmp_path, capsys, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    line = refused_fast(capsys, args)
+    assert "file name too long" in line.lower() and len(line) < 6000, line
