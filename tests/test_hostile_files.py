@@ -470,3 +470,17 @@ def test_a_file_name_too_long_exits_2(tmp_path, capsys, monkeypatch, args):
     monkeypatch.chdir(tmp_path)
     line = refused_fast(capsys, args)
     assert "file name too long" in line.lower() and len(line) < 6000, line
+
+
+def test_command_substitution_inside_a_megatron_array_blames_its_flag(tmp_path, capsys):
+    """`--num-layers $(echo 80)` inside ARGS=( ... ) ended the array at its `)`, and the
+    error blamed --seq-length (missing after it)."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "ARGS=(\n  --num-layers $(echo 80)  # (layers)\n  --hidden-size 4096 "
+        "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096\n"
+        "  --micro-batch-size 1 --global-batch-size 8 --vocab-size 32000\n)\n"
+        "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py ${ARGS[@]}\n"
+    )
+    line = refused_fast(capsys, ["evaluate", "--from-megatron", str(script)], "--num-layers")
+    assert "--seq-length" not in line

@@ -109,6 +109,27 @@ def is_command(line: str) -> bool:
     return any(w.endswith(".py") for w in words) and "--" in line
 
 
+def _array_end(text: str) -> tuple[str, bool]:
+    """The text up to the ``)`` that closes an array, and whether it closed: a ``)`` inside
+    quotes, a ``$(...)`` or a comment does not (issue 33: ``--num-layers $(echo 80)`` ended
+    the array, and the flags after it went missing)."""
+    depth, quote = 0, ""
+    for i, c in enumerate(text):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1].isspace()):
+            return text[:i], False
+        elif c == "(" and text[i - 1 : i] == "$":
+            depth += 1
+        elif c == ")" and depth:
+            depth -= 1
+        elif c == ")":
+            return text[:i], True
+    return text, False
+
+
 def command_from_script(text: str) -> list[str] | None:
     """The launch command's words, variables substituted; None when the script has none."""
     text = re.sub(r"\\\r?\n", " ", text)
@@ -124,7 +145,7 @@ def command_from_script(text: str) -> list[str] | None:
         line = raw.strip()
         if pending is not None:  # one line of an open array: its words, comments dropped
             name, parts = pending
-            body, closed, _ = line.partition(")")
+            body, closed = _array_end(line)
             parts += _words(sub(body, scalars, arrays))
             if closed:
                 arrays[name] = parts
@@ -139,7 +160,7 @@ def command_from_script(text: str) -> list[str] | None:
         if m:
             name, value = m.group(1), m.group(2).strip()
             if value.startswith("("):
-                body, closed, _ = value[1:].partition(")")
+                body, closed = _array_end(value[1:])
                 if closed:
                     arrays[name] = _words(sub(body, scalars, arrays))
                 else:
