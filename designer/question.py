@@ -283,7 +283,7 @@ class Question(NumbersNotBools):
             "--precision",
             answer="precisions",
             save=lambda s: list(s.precisions),
-            load=lambda p: "any" if len(p) > 1 else p[0],
+            load=lambda p: "any" if len(p) > 1 else p[0] if p else "none given",
         ),
         Field(
             description="Training precision; 'any' lets the optimizer use fp8 where the GPU has it."
@@ -458,6 +458,8 @@ def answer_key(name: str) -> str:
 def _lookup(doc: dict[str, Any], key: str) -> tuple[bool, Any]:
     for part in key.split(".")[:-1]:
         doc = doc.get(part) or {}
+        if not isinstance(doc, dict):  # a hand-edited answer (issue 33)
+            raise TypeError(f"{part}: {doc!r} is not a mapping of fields")
     last = key.split(".")[-1]
     return last in doc, doc.get(last)
 

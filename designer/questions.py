@@ -462,7 +462,16 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
             f"{origin}: question: {' '.join(str(err).split())}; regenerate with optimize --json"
         ) from err
     if "unmeasured" in q:  # answers saved before it: every searched pair counts as measured
-        scenario = scenario.with_changes(unmeasured=frozenset(tuple(x) for x in q["unmeasured"]))
+        pairs = q["unmeasured"]
+        if not isinstance(pairs, list) or not all(
+            isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x)
+            for x in pairs
+        ):
+            raise UsageError(
+                f"{origin}: question.unmeasured: {pairs!r} is not a list of [gpu, precision] "
+                "pairs; regenerate with optimize --json"
+            )
+        scenario = scenario.with_changes(unmeasured=frozenset(tuple(x) for x in pairs))
     return scenario, (_saved_config(plans[0], f"{origin}: plans[0]") if plans else None)
 
 

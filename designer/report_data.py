@@ -80,6 +80,7 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
         from designer.saved_answer import check_plans
 
         check_plans(doc, str(path))  # every plan's fields, before any is shown
+        _scenario(path, doc)  # and its question's (the title reads them)
     plans = doc.get("plans")
     if isinstance(plans, list) and plans and all("status" in p for p in plans):
         return compare_report(path, doc)

@@ -139,3 +139,46 @@ def test_answer_read_elsewhere_uses_its_own_catalog_or_refuses(
         assert json.loads(out)["plans"][0]["cost_usd"] == answer["doc"]["plans"][0]["cost_usd"]
     finally:
         shutil.move(moved, saved / "cat.yaml")
+
+
+HOSTILE_VALUES = [0, -1, math.nan, "x", [], {}, True, 10**30, None, "1e400", [["a"]]]
+
+
+def _question_edits(answer: dict) -> list[tuple[str, object]]:
+    keys = sorted(answer["doc"]["question"])
+    return [(k, v) for k in keys for v in HOSTILE_VALUES]
+
+
+def _assert_contract_holds(answer, tmp_path, capsys, edits, readers) -> None:
+    """Each edited answer through each reader: exit 0, 1 or 2, one line on error, never an
+    internal error (the answer's own folder as the working folder)."""
+    for key, value in edits:
+        doc = json.loads(json.dumps(answer["doc"]))
+        doc["question"][key] = value
+        path = tmp_path / "edited.json"
+        path.write_text(json.dumps(doc))
+        for reader in readers:
+            code, _, err = _run(capsys, tmp_path, reader, path)
+            assert code in (0, 1, 2), (key, value, reader, err)
+            if code:
+                line = one_line(err)
+                assert "internal error" not in line, (key, value, reader, line)
+
+
+def test_hand_edited_question_fields_never_give_an_internal_error(
+    answer, tmp_path, capsys, monkeypatch
+):
+    """A seeded sample of (question key, hostile value) through export."""
+    import random
+
+    monkeypatch.chdir(answer["folder"])
+    edits = random.Random(33).sample(_question_edits(answer), 40)
+    _assert_contract_holds(answer, tmp_path, capsys, edits, ["export"])
+
+
+@pytest.mark.slow
+def test_every_hand_edited_question_field_through_every_reader(
+    answer, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(answer["folder"])
+    _assert_contract_holds(answer, tmp_path, capsys, _question_edits(answer), ["export", "report"])
