@@ -158,6 +158,9 @@ def check_values(cfg: dict[str, Any], origin: str) -> None:
     the MoE counts not 0, and no layer type the designer does not model: ModelError naming
     the key (issue 33: ``"num_hidden_layers": "80"`` and ``n_routed_experts: 0`` were read
     as 80 and as a dense model)."""
+    kind = cfg.get("model_type")
+    if kind is not None and not isinstance(kind, str):
+        raise ModelError(f"{origin}: model_type: {kind!r} is not a name; give e.g. llama")
     mapping = _GPT2 if "n_layer" in cfg else _LLAMA
     numbers = [k for k in mapping if k != "tie_word_embeddings"]
     for key in (*numbers, *HF_MOE_KEYS, *_NUMBER_KEYS):

@@ -484,3 +484,47 @@ def test_command_substitution_inside_a_megatron_array_blames_its_flag(tmp_path, 
     )
     line = refused_fast(capsys, ["evaluate", "--from-megatron", str(script)], "--num-layers")
     assert "--seq-length" not in line
+
+
+HF_SOURCES = (
+    "hf/Llama-3.1-8B-Instruct.json",
+    "hf/gemma-2-9b-it.json",
+    "hf_moe/DeepSeek-V3.json",
+    "hf_moe/Mixtral-8x7B-v0.1.json",
+)
+HF_VALUES = [0, -1, float("nan"), "x", "80", [], {}, True, 10**30, None, 1e308, 0.5]
+
+
+def _hf_edits() -> list[tuple[str, str, object]]:
+    import json
+
+    return [
+        (source, key, value)
+        for source in HF_SOURCES
+        for key in json.loads((HF / source).read_text())
+        for value in HF_VALUES
+    ]
+
+
+def _hf_contract(tmp_path, capsys, edits) -> None:
+    """Each edited config.json through evaluate: exit 0, 1 or 2, one line on error, never an
+    internal error."""
+    for source, key, value in edits:
+        path = _edited_config(tmp_path, source, **{key: value})
+        code, _, err = run_main(capsys, ["evaluate", "--model", str(path)])
+        assert code in (0, 1, 2), (source, key, value, err)
+        if code:
+            line = one_line(err)
+            assert "internal error" not in line, (source, key, value, line)
+
+
+def test_hand_edited_hf_configs_never_give_an_internal_error(tmp_path, capsys):
+    """A seeded sample of (config, key, hostile value)."""
+    import random
+
+    _hf_contract(tmp_path, capsys, random.Random(33).sample(_hf_edits(), 60))
+
+
+@pytest.mark.slow
+def test_every_hand_edited_hf_config_key(tmp_path, capsys):
+    _hf_contract(tmp_path, capsys, _hf_edits())
