@@ -7,7 +7,6 @@ Exit codes (../shared/CLI-CONTRACT.md): 0 success, 1 no answer (infeasible),
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import sys
@@ -31,7 +30,7 @@ from designer.cli_options import (
     apply,
     file_option,
 )
-from designer.errors import Infeasible, Interrupted, UsageError
+from designer.errors import Infeasible, Interrupted, UsageError, name_too_long
 from designer.launch import FORMATS, Launch, emit, load_megatron
 from designer.numbers import Finite, check_ascii_numbers
 from designer.outputs import check_command_paths
@@ -84,10 +83,8 @@ def _report(err: Exception) -> Reported:
         return Reported(f"error: {err}")
     if isinstance(err, Infeasible):
         return NoAnswer(f"infeasible: {err}")
-    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:  # a path's stat
-        name = str(err.filename or "")
-        shown = name if len(name) <= 80 else f"{name[:60]}...({len(name):,} characters)"
-        return Reported(f"error: {shown}: file name too long; pass a shorter path")
+    if (too_long := name_too_long(err)) is not None:
+        return Reported(f"error: {too_long}")
     if isinstance(err, Interrupted):
         return NoAnswer(f"stopped: {err}")
     # a bug: say so in one line unless debugging
