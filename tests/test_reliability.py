@@ -631,7 +631,9 @@ def test_a_signal_during_optimize_stops_it_with_one_line(sig, code):
     (143 for SIGTERM) with one line. The question takes about 10 s to answer here."""
     cmd = [sys.executable, "-m", "designer", *OPTIMIZE_SLOW, "--time-limit", "60"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4.0)
+    # 2 s: on an idle machine the answer came in 4.2 s, past the 4 s this waited; a signal
+    # still in the imports gets the same line and code (designer/entry.py, issue 33)
+    time.sleep(2.0)
     sent = time.perf_counter()
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
