@@ -154,8 +154,13 @@ def saved_catalogs(question: dict[str, Any], origin: str) -> list[str] | None:
     folder); None for an answer saved without hashes (read as before). UsageError, one line,
     when no file has that content."""
     names, hashes = question.get("catalog_files"), question.get(CATALOG_HASHES)
+    if CATALOG_HASHES not in question:
+        return None  # saved before issue 33
     if not isinstance(hashes, list) or not isinstance(names, list) or len(hashes) != len(names):
-        return None
+        raise UsageError(
+            f"{origin}: question.{CATALOG_HASHES}: not one hash per catalog file; regenerate "
+            "with optimize --json"
+        )
     where = question.get(CATALOG_PATHS)
     where = where if isinstance(where, list) and len(where) == len(names) else names
     chosen = []

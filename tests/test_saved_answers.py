@@ -182,3 +182,17 @@ def test_every_hand_edited_question_field_through_every_reader(
 ):
     monkeypatch.chdir(answer["folder"])
     _assert_contract_holds(answer, tmp_path, capsys, _question_edits(answer), ["export", "report"])
+
+
+@pytest.mark.parametrize("hashes", ["x", [], ["0" * 64, "1" * 64], None])
+def test_tampered_catalog_hashes_are_refused(answer, tmp_path, capsys, monkeypatch, hashes):
+    """An answer saved with hashes whose hashes were edited is not read as an old answer
+    (which would take whatever catalog the working folder holds)."""
+    monkeypatch.chdir(answer["folder"])
+    doc = json.loads(json.dumps(answer["doc"]))
+    doc["question"]["catalog_sha256"] = hashes
+    path = tmp_path / "tampered.json"
+    path.write_text(json.dumps(doc))
+    code, _, err = _run(capsys, tmp_path, "export", path)
+    assert code == 2
+    assert "catalog" in one_line(err)
