@@ -35,7 +35,8 @@ terminal (issue 20, 22)."""
 
 class NumbersNotBools(BaseModel):
     """A model whose number fields refuse true and false (pydantic reads ``layers: true`` as
-    1) and whose text refuses control characters (issue 20, 22). The model specs, the
+    1) and text (``layers: "80"``, issue 33) and whose text refuses control characters
+    (issue 20, 22). The model specs, the
     question and the catalog entries derive from it."""
 
     @field_validator("*", mode="before")
@@ -43,11 +44,14 @@ class NumbersNotBools(BaseModel):
     def _plain(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str) and _CONTROL.search(value):
             raise ValueError("holds a control character; use printable text")
-        if isinstance(value, bool) and info.field_name in cls.model_fields:
+        if isinstance(value, (bool, str)) and info.field_name in cls.model_fields:
             annotation = cls.model_fields[info.field_name].annotation
             kinds = set(get_args(annotation)) or {annotation}
-            if bool not in kinds and kinds & {int, float}:
-                raise ValueError(f"{str(value).lower()} is not a number; give a number")
+            if type(value) not in kinds and kinds & {int, float} and not kinds & {str, Any}:
+                if isinstance(value, bool):
+                    raise ValueError(f"{str(value).lower()} is not a number; give a number")
+                # issue 33: "80" where a number belongs is text, not the number
+                raise ValueError(f"{value!r} is text, not a number; give the number unquoted")
         return value
 
 

@@ -1,3 +1,3 @@
-from designer.cli import main
+from designer.entry import main
 
 main()

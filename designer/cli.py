@@ -16,10 +16,11 @@ from typing import Any
 
 import click
 
-from catalog import CatalogError, load_catalog
+from catalog import load_catalog
 from designer import interrupts, render_catalog, report
 from designer.answer import explain as explain_result
 from designer.answer import no_plan, saved_plan, write_file
+from designer.cli_errors import report_error as _report
 from designer.cli_options import (
     ANSWER_KEYS,
     ANSWER_OPTIONS,
@@ -30,13 +31,13 @@ from designer.cli_options import (
     apply,
     file_option,
 )
-from designer.errors import Infeasible, Interrupted, UsageError
+from designer.errors import Infeasible, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
-from designer.numbers import Finite
+from designer.numbers import Finite, check_ascii_numbers
 from designer.outputs import check_command_paths
 from designer.question import question_options
 from designer.questions import scenario_from_options
-from models import ModelError, resolve_model, zoo
+from models import resolve_model, zoo
 from solvers import solve
 
 
@@ -54,37 +55,6 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
-
-
-class Reported(click.ClickException):
-    """A bad-usage error as the contract reports it: one line on stderr, exit code 2."""
-
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"designer: {self.message}", err=True)
-
-
-class NoAnswer(Reported):
-    """No answer (infeasible) or a bug: one line, exit code 1."""
-
-    exit_code = 1
-
-
-def _report(err: Exception) -> Reported:
-    """The contract's exit code and one-line message for an error."""
-    if isinstance(err, Reported):
-        return err
-    if isinstance(err, click.ClickException):
-        return Reported(f"error: {err.format_message()}".replace("\n", " "))
-    if isinstance(err, (UsageError, ModelError, CatalogError)):
-        return Reported(f"error: {err}")
-    if isinstance(err, Infeasible):
-        return NoAnswer(f"infeasible: {err}")
-    if isinstance(err, Interrupted):
-        return NoAnswer(f"stopped: {err}")
-    # a bug: say so in one line unless debugging
-    return NoAnswer(f"internal error: {err.__class__.__name__}: {err} (rerun with --debug)")
 
 
 class DesignerGroup(click.Group):
@@ -471,6 +441,11 @@ def report_cmd(file, html_file, xlsx_file, open_page, study_file, time_limit) ->
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI, mapping errors to the contract's exit codes and one-line messages."""
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        check_ascii_numbers(args)
+    except UsageError as err:
+        _report(err).show()
+        sys.exit(2)
     try:
         cli.main(args=args, prog_name="designer", standalone_mode=False)
     except click.exceptions.Exit as ex:

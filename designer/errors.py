@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class UsageError(ValueError):
     """Bad input: exit code 2. ``option`` names the input at fault (a flag such as
@@ -24,3 +26,13 @@ class Infeasible(RuntimeError):
 
 class Interrupted(RuntimeError):
     """The work stopped before its end (a worker killed): exit code 1, and what to do next."""
+
+
+def name_too_long(err: BaseException) -> str | None:
+    """The one line for a path the file system refused as too long (a stat anywhere, issue
+    33), the name shortened; None for any other error."""
+    if not isinstance(err, OSError) or err.errno != errno.ENAMETOOLONG:
+        return None
+    name = str(err.filename or "")
+    shown = name if len(name) <= 80 else f"{name[:60]}...({len(name):,} characters)"
+    return f"{shown}: file name too long; pass a shorter path"

@@ -13,6 +13,8 @@ from decimal import Decimal
 
 import click
 
+from designer.errors import UsageError
+
 SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 _NUMBER = re.compile(r"^([+-]?)\$?([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)$")
 
@@ -26,8 +28,12 @@ def parse_quantity(text: str) -> float:
     suffix = m.group(3).upper()
     if suffix not in SCALE:
         raise ValueError(f"{text!r} has unknown suffix {m.group(3)!r}; use K, M, B or T")
-    # decimal arithmetic, so that 4.1M and 4100K are the same number
-    out = float(Decimal(m.group(2)) * Decimal(int(SCALE[suffix])))
+    # decimal arithmetic, so that 4.1M and 4100K are the same number; an exponent past
+    # decimal's range (1e999999999) is no finite number either
+    try:
+        out = float(Decimal(m.group(2)) * Decimal(int(SCALE[suffix])))
+    except ArithmeticError as err:  # decimal.Overflow, InvalidOperation
+        raise ValueError(f"{text!r} is not a finite number") from err
     if m.group(1) == "-":
         out = -out
     if not math.isfinite(out):
@@ -143,3 +149,23 @@ class Finite(click.FloatRange):
         if not math.isfinite(out):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return out
+
+
+def check_ascii_numbers(args: list[str]) -> None:
+    """Refuse a command-line number written with digits outside 0-9 (issue 33: Python's
+    ``int`` and ``float`` read ``٣`` as 3, so ``--pue ٣`` and ``--top ٣`` were accepted
+    while the suffixed options refused them): UsageError naming the option."""
+    for i, arg in enumerate(args):
+        flag, eq, inline = arg.partition("=")
+        value = inline if arg.startswith("--") and eq else arg
+        if value.isascii():
+            continue
+        try:
+            float(value.replace(",", "").replace("_", ""))
+        except ValueError:
+            continue  # a name or a path, not a number
+        if arg.startswith("--") and eq:
+            option = flag
+        else:
+            option = args[i - 1] if i and args[i - 1].startswith("-") else "argument"
+        raise UsageError(f"{value!r} uses digits outside 0-9; write the number with 0-9", option)

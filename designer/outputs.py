@@ -34,6 +34,13 @@ def same_file(a: Path, b: Path) -> bool:
 def check_writable(path: Path, option: str) -> None:
     """A file ``option`` may write: its folder exists and is writable, it is not a folder, and
     an existing file is writable. Exit 2 naming the path otherwise."""
+    try:
+        _check_writable(path, option)
+    except OSError as err:  # a name too long for the file system
+        raise _os_error(path, err, option) from err
+
+
+def _check_writable(path: Path, option: str) -> None:
     target = _real(path)
     if target.is_dir():
         raise UsageError(f"{path} is a folder; pass a file path", option)
@@ -170,7 +177,54 @@ def check_command_paths(ctx) -> None:
         elif param.name in INPUT_PARAMS:
             paths = [Path(str(v)) for v in (value if isinstance(value, tuple) else (value,))]
             inputs[flag] = [p for p in paths if _is_file(p)]
+            for p in list(inputs[flag]):
+                read_by = f"{flag} (read by {p}, a question, saved answer or study)"
+                inputs[read_by] = indirect_inputs(p)
     check_paths(outputs, inputs)
+
+
+_SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def indirect_inputs(path: Path) -> list[Path]:
+    """The files ``path`` makes a command read (issue 33: an output must not replace them
+    either): a question's model spec and catalog files (relative to its folder), a saved
+    answer's catalog files (relative to the working folder, as it was saved), a study's in
+    its base and axes, and a results CSV's study file beside it (STUDY.yaml) with its files.
+    A file that cannot be read names none: the command itself reports it."""
+    from catalog.files import read_document
+
+    if path.suffix.lower() == ".csv":
+        studies = [path.with_suffix(s) for s in (".yaml", ".yml") if _is_file(path.with_suffix(s))]
+        return [*studies, *(p for s in studies for p in indirect_inputs(s))]
+    if path.suffix.lower() not in _SPEC_SUFFIXES:
+        return []
+    try:
+        doc = read_document(path, UsageError, "a file")
+    except UsageError:
+        return []
+    if not isinstance(doc, dict):
+        return []
+    if isinstance(doc.get("question"), dict):  # a saved answer
+        return _named(doc["question"], "catalog_files", Path())
+    questions = [doc]
+    if isinstance(doc.get("base"), dict):  # a study
+        questions = [doc["base"]]
+        for values in (doc.get("axes") or {}).values() if isinstance(doc.get("axes"), dict) else []:
+            questions += [{"model": v} for v in values or [] if isinstance(v, str)]
+            questions += [{"catalog": v} for v in values or [] if isinstance(v, list)]
+    return [p for q in questions for p in _named(q, "catalog", path.parent)]
+
+
+def _named(question: dict, catalog_key: str, base: Path) -> list[Path]:
+    """The model spec file and catalog files a question names, resolved against ``base``."""
+    names = question.get(catalog_key) or []
+    names = [str(n) for n in names] if isinstance(names, list) else []
+    model = question.get("model")
+    if isinstance(model, str) and Path(model).suffix.lower() in _SPEC_SUFFIXES:
+        names.append(model)
+    paths = [Path(n) if Path(n).is_absolute() else base / n for n in names]
+    return [p for p in paths if _is_file(p)]
 
 
 def _is_file(path: Path) -> bool:

@@ -182,7 +182,11 @@ class Question(NumbersNotBools):
     seq_len: Annotated[
         int | None,
         Meta("--seq-len", "tokens"),
-        Field(ge=1, description="Sequence length [default: the model's]."),
+        Field(
+            ge=1,
+            le=int(limits.MAX_BATCH_TOKENS),
+            description="Sequence length [default: the model's].",
+        ),
     ] = None
     budget: Annotated[
         SuffixNumber | None,
@@ -297,7 +301,7 @@ class Question(NumbersNotBools):
             "--precision",
             answer="precisions",
             save=lambda s: list(s.precisions),
-            load=lambda p: "any" if len(p) > 1 else p[0],
+            load=lambda p: "any" if len(p) > 1 else p[0] if p else "none given",
         ),
         Field(
             description="Training precision; 'any' lets the optimizer use fp8 where the GPU has it."
@@ -472,6 +476,8 @@ def answer_key(name: str) -> str:
 def _lookup(doc: dict[str, Any], key: str) -> tuple[bool, Any]:
     for part in key.split(".")[:-1]:
         doc = doc.get(part) or {}
+        if not isinstance(doc, dict):  # a hand-edited answer (issue 33)
+            raise TypeError(f"{part}: {doc!r} is not a mapping of fields")
     last = key.split(".")[-1]
     return last in doc, doc.get(last)
 
@@ -490,6 +496,9 @@ def answer_question(s: "Scenario") -> dict[str, Any]:
         else:
             out[key] = list(value) if isinstance(value, tuple) else value
     out["unmeasured"] = sorted([g, p] for g, p in s.unmeasured)
+    from designer.saved_answer import catalog_record  # the catalog files' paths and hashes
+
+    out.update(catalog_record(s.catalog_files))
     return out
 
 

@@ -470,58 +470,80 @@ def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
 
 def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | None]:
     """A saved answer's Scenario (its question, with the GPU and precision pairs the search
-    skipped) and its first plan."""
+    skipped, read with the catalog files it was made with) and its first plan, every plan
+    validated (designer.saved_answer)."""
+    from designer.saved_answer import check_plans, first_error, saved_catalogs
+
     q, plans = doc["question"], doc["plans"]
     if not isinstance(q, dict) or not isinstance(plans, list):
         raise UsageError(f"{origin}: question/plans: not an optimize --json answer")
+    check_plans(doc, origin)
     try:
         question = Question.from_answer(q)
+    except ValidationError as err:
+        raise UsageError(first_error(err, f"{origin}: question")) from err
+    except (KeyError, TypeError, ValueError) as err:
+        raise UsageError(
+            f"{origin}: question: missing or bad field {err}; regenerate with optimize --json"
+        ) from err
+    catalogs = saved_catalogs(q, origin)
+    if catalogs is not None:
+        question = question.model_copy(update={"catalog": catalogs})
+    try:
         scenario = build_scenario(**question_kwargs(question, Path(), f"{origin}: model"))
     except (KeyError, TypeError, ValueError) as err:  # UsageError and ModelError included
         raise UsageError(
-            f"{origin}: question: missing or bad field ({err}); regenerate with optimize --json"
+            f"{origin}: question: {' '.join(str(err).split())}; regenerate with optimize --json"
         ) from err
     if "unmeasured" in q:  # answers saved before it: every searched pair counts as measured
-        scenario = scenario.with_changes(unmeasured=frozenset(tuple(x) for x in q["unmeasured"]))
-    return scenario, (_saved_config(plans[0], origin) if plans else None)
+        pairs = q["unmeasured"]
+        if not isinstance(pairs, list) or not all(
+            isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x)
+            for x in pairs
+        ):
+            raise UsageError(
+                f"{origin}: question.unmeasured: {pairs!r} is not a list of [gpu, precision] "
+                "pairs; regenerate with optimize --json"
+            )
+        scenario = scenario.with_changes(unmeasured=frozenset(tuple(x) for x in pairs))
+    return scenario, (_saved_config(plans[0], f"{origin}: plans[0]") if plans else None)
 
 
-def _saved_config(p: dict[str, Any], origin: str) -> Config:
+def _saved_config(p: dict[str, Any], where: str, csv: bool = False) -> Config:
+    """A saved plan entry (validated: UsageError naming ``where`` and the field; ``csv``: a
+    results CSV's row, its cells text) as a Config."""
+    from designer.saved_answer import saved_plan
     from solvers.plan import Config
     from solvers.space import Shape
 
-    try:
-        shape = Shape(
-            p["gpu"],
-            int(p["tp"]),
-            int(p["cp"]),
-            int(p["pp"]),
-            int(p["vp"]),
-            int(p["micro_batch"]),
-            str(p["recompute"]),
-            str(p["precision"]),
-            (  # the pipeline split (absent from answers saved before uneven splits)
-                int(p.get("first_stage_layers") or 0),
-                int(p.get("last_stage_layers") or 0),
-                bool(p.get("embedding_in_split", False)),
-                bool(p.get("loss_in_split", False)),
-            ),
-            int(p.get("ep", 1)),  # expert parallelism (absent before issue 17: dense)
-            int(p.get("etp", 1)),
-        )
-        storage = p.get("checkpoint_storage_gb_per_s_per_server")
-        spares = float(p.get("hot_spares_per_100") or 0.0)  # absent before issue 18 item 4
-        return Config(
-            shape,
-            str(p["nic"]),
-            int(p["nics_per_node"]),
-            int(p["dp"]),
-            int(p["grad_accum"]),
-            spares,
-            None if storage is None else float(storage),
-        )
-    except (KeyError, TypeError, ValueError) as err:
-        raise UsageError(f"{origin}: plans[0]: missing or bad field ({err})") from err
+    v = saved_plan(p, where, csv)
+    shape = Shape(
+        v.gpu,
+        v.tp,
+        v.cp,
+        v.pp,
+        v.vp,
+        v.micro_batch,
+        v.recompute,
+        v.precision,
+        (  # the pipeline split (absent from answers saved before uneven splits)
+            v.first_stage_layers or 0,
+            v.last_stage_layers or 0,
+            v.embedding_in_split,
+            v.loss_in_split,
+        ),
+        v.ep,  # expert parallelism (absent before issue 17: dense)
+        v.etp,
+    )
+    return Config(
+        shape,
+        v.nic,
+        v.nics_per_node,
+        v.dp,
+        v.grad_accum,
+        v.hot_spares_per_100 or 0.0,  # absent before issue 18 item 4
+        v.checkpoint_storage_gb_per_s_per_server,
+    )
 
 
 def evaluate_config(scenario: Scenario, config: Config) -> SolveResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,8 @@ def fmt(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     if isinstance(v, float):
+        if not math.isfinite(v):  # a hand-edited answer's NaN (issue 33)
+            return str(v)
         if v == int(v) and abs(v) < 1e15:
             return f"{int(v):,}"
         return number(v)

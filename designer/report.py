@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from designer import render
+from designer.cells import read_row, text_row
 from designer.question import answer_question
 from models.pipeline import describe_stage_layers, split_options
 from solvers import Scenario, SolveResult
@@ -314,7 +315,7 @@ def bom_csv_text(plan) -> str:
         row = line.as_dict()
         row["unit_usd"] = f"{row['unit_usd']:.2f}"
         row["extended_usd"] = f"{row['extended_usd']:.2f}"
-        writer.writerow(row)
+        writer.writerow(text_row(row))
     writer.writerow(
         {"item": "total (capex)", "extended_usd": f"{cluster.capex_cents / 100:.2f}", "source": ""}
     )
@@ -335,7 +336,7 @@ def _plain(obj: Any) -> Any:
 def plan_rows(csv_path) -> list[dict[str, str]]:
     """The rows of a results CSV that have a plan."""
     with open(csv_path, newline="", encoding="utf-8") as fh:
-        return [r for r in csv.DictReader(fh) if r.get("time_to_train_days")]
+        return [read_row(r) for r in csv.DictReader(fh) if r.get("time_to_train_days")]
 
 
 def top_binding(binding: list | None) -> str:
@@ -361,7 +362,7 @@ def plans_csv(plans: list[tuple[Any, str]], binding: list | None, s: Scenario) -
         row["top_binding"] = top_binding(binding) if i == 0 else ""
         row.update(evidence_row(plan_evidence(s, p)))
         row["status"] = status
-        writer.writerow(row)
+        writer.writerow(text_row(row))
     return out.getvalue()
 
 
@@ -566,7 +567,7 @@ def compare_csv(rows, s: Scenario) -> str:
         entry["status"] = row.result.status
         doc = plan_evidence(s, best) if best else gpu_evidence(s, row.gpu)
         entry.update(evidence_row(doc))
-        writer.writerow(entry)
+        writer.writerow(text_row(entry))
     return out.getvalue()
 
 

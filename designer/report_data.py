@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from catalog.files import MAX_RESULTS_BYTES, check_input
 from designer import render, report
+from designer.cells import read_row
 from designer.errors import UsageError
 from designer.report_catalog import catalog_entries
 
@@ -58,10 +60,9 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
     """The report of ``path``: a results CSV (its study file beside it, or ``study_file``),
     a ``compare --json`` result, a ``breakeven --json`` result, an ``optimize``/``explain
     --json`` answer or a question."""
-    if not path.is_file():
-        raise UsageError(
-            f"{path}: no such file; pass a saved answer, compare result or CSV", "FILE"
-        )
+    check_input(
+        path, UsageError, "a saved answer, compare result or CSV", MAX_RESULTS_BYTES, "FILE"
+    )
     if path.suffix.lower() == ".csv":
         from designer.report_study import study_report
 
@@ -75,6 +76,11 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
         return breakeven_report(path, doc)
     if "plans" not in doc or "question" not in doc:
         doc = _answered(path, time_limit_s)  # a question file: answered as explain would
+    else:
+        from designer.saved_answer import check_plans
+
+        check_plans(doc, str(path))  # every plan's fields, before any is shown
+        _scenario(path, doc)  # and its question's (the title reads them)
     plans = doc.get("plans")
     if isinstance(plans, list) and plans and all("status" in p for p in plans):
         return compare_report(path, doc)
@@ -116,13 +122,13 @@ def _scenario(path: Path, doc: dict[str, Any]):
     return scenario
 
 
-def evaluated(scenario, plan: dict[str, Any], origin: str, where: str):
+def evaluated(scenario, plan: dict[str, Any], origin: str, where: str, csv: bool = False):
     """A saved plan entry re-evaluated on its question (as ``designer explain`` does), or
     None when it no longer fits it."""
     from designer.questions import _saved_config
     from solvers.plan import build_plan
 
-    config = _saved_config(plan, f"{origin}: {where}")
+    config = _saved_config(plan, f"{origin}: {where}", csv)
     built = build_plan(scenario, config)
     return built if built.feasible else None
 
@@ -304,10 +310,11 @@ def breakeven_sentence(e: dict[str, Any], plans: list[dict[str, Any]]) -> str:
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """A results CSV's header and rows (exit 2 naming the file if it is not one)."""
+    check_input(path, UsageError, "a results CSV", MAX_RESULTS_BYTES, "FILE")
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
-            rows = list(reader)
+            rows = [read_row(r) for r in reader]
             header = list(reader.fieldnames or [])
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise UsageError(f"{path}: cannot read it as a CSV ({err})", "FILE") from err

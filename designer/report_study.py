@@ -299,7 +299,7 @@ def _with_study(data: ReportData, study, origin: Path, front, featured) -> None:
             continue
         catalog = catalog or base.catalog
         scenario = sweep._with_prices(base, json.loads(r.get("price_scales") or "{}"))
-        b = evaluated(scenario, r, str(data.source), f"scenario {r['scenario']}")
+        b = evaluated(scenario, r, str(data.source), f"scenario {r['scenario']}", csv=True)
         if b is None:
             continue
         built.append(b)

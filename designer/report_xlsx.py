@@ -6,10 +6,12 @@ question and the catalog entries with their sources and dates)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from designer import report_tables as tables
+from designer.cells import guard_sheet_row
 from designer.report_data import ReportData
 
 USD_FORMAT = '"$"#,##0.00'
@@ -81,7 +83,8 @@ def _boms(wb, data: ReportData) -> None:
     """The featured plan's BOM, then (compare) each other GPU type's on its own sheet."""
     bom_sheet(wb, BOM_SHEET, data.bom, data.bom_plan)
     for other in data.other_boms:
-        bom_sheet(wb, f"{BOM_SHEET} {other['gpu']}"[:31], other["bom"], other["plan"])
+        title = re.sub(r"[\\/*?:\[\]]", "-", f"{BOM_SHEET} {other['gpu']}")[:31]
+        bom_sheet(wb, title, other["bom"], other["plan"])
 
 
 def _study(wb, data: ReportData) -> None:
@@ -142,6 +145,10 @@ def workbook(data: ReportData):
     _binding(wb, data)
     _breakeven(wb, data)
     _assumptions(wb, data)
+    for ws in wb.worksheets:  # text never a live formula; the BOM's line totals and SUM are
+        formulas = (4,) if ws.title.startswith(BOM_SHEET) else ()
+        for row in ws.iter_rows():
+            guard_sheet_row(row, formulas)
     return wb
 
 

@@ -24,6 +24,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import IO, Any
 
+from catalog.files import MAX_RESULTS_BYTES, check_input
+from designer.cells import read_row, text_row
 from designer.errors import UsageError
 
 STUDY_COLUMN = "study"
@@ -38,6 +40,7 @@ def designer_version() -> str:
 
 def _file_digest(path: Path) -> str:
     try:
+        check_input(path, OSError, "a regular file", MAX_RESULTS_BYTES)
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return "unreadable"  # the scenario reports it; the hash only needs to be stable
@@ -81,15 +84,37 @@ def _parse(path: Path, data: bytes, columns: list[str], digest: str, resume: boo
     head = next(csv.reader([header]), [])
     if not head or head[0] != "scenario" or "status" not in head:
         raise _not_results(path, "is not a designer sweep results file")
+    if head[-1] != STUDY_COLUMN or not _marked(text):
+        raise _not_results(
+            path, "was not written by designer sweep (no study column with its hash)"
+        )
     if not resume:
         return set()  # a results file of any study: the new sweep replaces it
-    if STUDY_COLUMN not in head:
-        raise _not_results(path, "has no study column (written by an older designer)")
     if head != columns:
         raise _not_results(path, "holds another study's columns")
     complete = text[: text.rfind("\n") + 1]  # a row cut off by a kill (no newline) runs again
+    try:
+        return _done(path, complete, digest)
+    except csv.Error as err:
+        raise _not_results(path, f"is not a CSV the sweep can read ({err})") from err
+
+
+def _marked(text: str) -> bool:
+    """The marker of a sweep's results file: its first row (if any) ends with a study hash
+    of 16 hex digits in the ``study`` column (issue 33: a user's CSV whose header happens to
+    start ``scenario,status`` is never replaced)."""
+    lines = text.split("\n", 2)
+    if len(lines) < 2 or not lines[1].strip():
+        return True  # the header alone: a sweep killed before its first row
+    last = lines[1].rstrip("\r").rpartition(",")[2]
+    return len(last) == 16 and all(c in "0123456789abcdef" for c in last)
+
+
+def _done(path: Path, complete: str, digest: str) -> set[str]:
+    """The scenarios with a row in ``complete`` (every row of this study)."""
     done: set[str] = set()
-    for row in csv.DictReader(io.StringIO(complete, newline="")):
+    for raw in csv.DictReader(io.StringIO(complete, newline="")):
+        row = read_row(raw)
         if row.get(STUDY_COLUMN) != digest:
             raise _not_results(
                 path, f"holds results of another study (hash {row.get(STUDY_COLUMN)!r})"
@@ -113,6 +138,14 @@ def _lock(fd: int, path: Path) -> None:
 def open_results(path: Path, columns: list[str], digest: str, resume: bool) -> Iterator[Opened]:
     """The results file, locked, recognised, and open for appending rows (its header written
     when it is new, empty or replaced; a row cut off by a kill dropped)."""
+    if os.path.lexists(path):  # a FIFO or /dev/zero would hang or never end the read
+        check_input(
+            path,
+            UsageError,
+            "a regular file (the sweep reads and appends to it)",
+            MAX_RESULTS_BYTES,
+            "--csv",
+        )
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as err:
@@ -139,5 +172,5 @@ def append_row(opened: Opened, row: dict[str, Any], digest: str) -> None:
     writer = csv.DictWriter(
         opened.fh, fieldnames=opened.columns, extrasaction="ignore", lineterminator="\n"
     )
-    writer.writerow({**row, STUDY_COLUMN: digest})
+    writer.writerow(text_row({**row, STUDY_COLUMN: digest}))
     opened.fh.flush()

@@ -222,6 +222,9 @@ def scenarios(study: Study) -> Iterator[dict[str, Any]]:
 
 
 MAX_SCENARIOS = 100_000  # a larger study asks for --yes (a 1000 x 1000 study runs for days)
+MAX_SCENARIOS_EVER = 1_000_000
+"""A study of more scenarios is refused even with --yes, before any is built (issue 33: the
+run lists its scenarios, about 1 KB each; 10^12 of them exhausted the memory)."""
 
 
 def scenario_count(study: Study) -> int:
@@ -234,6 +237,12 @@ def check_size(study: Study, yes: bool, limit: int | None = None) -> None:
     """Refuse (exit 2) a study over ``limit`` (MAX_SCENARIOS) scenarios unless --yes."""
     n = scenario_count(study)
     limit = MAX_SCENARIOS if limit is None else limit
+    if n > MAX_SCENARIOS_EVER:
+        raise UsageError(
+            f"{n:,} scenarios, more than the {MAX_SCENARIOS_EVER:,} one study may run; "
+            "narrow the axes or split the study into several files",
+            "STUDY_FILE",
+        )
     if n > limit and not yes:
         raise UsageError(
             f"{n:,} scenarios, more than {limit:,}: narrow the axes, or pass --yes "

@@ -68,6 +68,7 @@ _GPT2 = {
     "tie_word_embeddings": "tied_embeddings",
 }
 _REQUIRED = ("layers", "hidden", "heads", "vocab")
+_WINDOW_KEYS_READ = ("sliding_window", "attention_chunk_size")
 # families whose MLP is gated (transformers' modeling code: gate_proj/up_proj/down_proj)
 GATED_TYPES = {
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
@@ -134,8 +135,61 @@ def _activation(cfg: dict[str, Any], origin: str) -> tuple[str | None, str | Non
     return str(name), ours
 
 
+# number keys read from a config.json besides the shape's and the MoE keys
+_NUMBER_KEYS = (
+    *("rope_theta", "partial_rotary_factor", "rms_norm_eps", "layer_norm_eps"),
+    *("layer_norm_epsilon", "attention_dropout", "attn_pdrop", "hidden_dropout"),
+    *("resid_pdrop", "n_positions", "experts_per_token", *_WINDOW_KEYS_READ),
+)
+# keys whose value may not be null: the FFN width (null would silently take the default)
+_NOT_NULL = ("intermediate_size",)
+# the MoE keys for which 0 is no model (0 experts, a 0-wide expert, MoE every 0th layer)
+_NOT_ZERO = (
+    *("num_local_experts", "n_routed_experts", "num_experts", "num_experts_per_tok"),
+    *("moe_intermediate_size", "moe_layer_freq", "decoder_sparse_step"),
+)
+# layer_types values the designer reads (GPT-OSS): others (Qwen3-Next's linear attention)
+# are another model
+_LAYER_TYPES = {"full_attention", "sliding_attention"}
+
+
+def check_values(cfg: dict[str, Any], origin: str) -> None:
+    """Every number key a number (not text, a boolean or null where null means nothing),
+    the MoE counts not 0, and no layer type the designer does not model: ModelError naming
+    the key (issue 33: ``"num_hidden_layers": "80"`` and ``n_routed_experts: 0`` were read
+    as 80 and as a dense model)."""
+    kind = cfg.get("model_type")
+    if kind is not None and not isinstance(kind, str):
+        raise ModelError(f"{origin}: model_type: {kind!r} is not a name; give e.g. llama")
+    mapping = _GPT2 if "n_layer" in cfg else _LLAMA
+    numbers = [k for k in mapping if k != "tie_word_embeddings"]
+    for key in (*numbers, *HF_MOE_KEYS, *_NUMBER_KEYS):
+        if key not in cfg:
+            continue
+        value = cfg[key]
+        if value is None:
+            if key in _NOT_NULL or mapping.get(key) in _REQUIRED:
+                raise ModelError(f"{origin}: {key}: null; give a number")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ModelError(f"{origin}: {key}: {value!r} is not a number; give a number")
+        if value == 0 and key in _NOT_ZERO:
+            raise ModelError(
+                f"{origin}: {key}: 0 is no mixture-of-experts model; leave the key out (or "
+                "null) for a dense model, or give the real value"
+            )
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and set(map(str, kinds)) - _LAYER_TYPES:
+        other = sorted(set(map(str, kinds)) - _LAYER_TYPES)
+        raise ModelError(
+            f"{origin}: layer_types: {', '.join(other)} layers are not modelled (only full "
+            "and sliding attention); the designer refuses it rather than read another model"
+        )
+
+
 def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     """The spec's fields for a config.json (validated by the caller)."""
+    check_values(cfg, origin)
     gpt2 = "n_layer" in cfg
     mapping = _GPT2 if gpt2 else _LLAMA
     fields: dict[str, Any] = {
@@ -246,7 +300,7 @@ HF_MOE_IGNORED: dict[str, str] = {
 }
 # attention-variant keys of MoE configs: read as full causal attention only when that is
 # the model at the planned sequence length; otherwise refused (the contract has no key)
-_WINDOW_KEYS = ("sliding_window", "attention_chunk_size")
+_WINDOW_KEYS = _WINDOW_KEYS_READ
 # MoE keys that change the model and that the contract does not cover: refused
 HF_MOE_REFUSED: dict[str, str] = {
     "interleave_moe_layer_step": "Llama 4's dense/MoE interleave (use a spec file's "

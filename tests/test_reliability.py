@@ -82,9 +82,14 @@ def test_resume_refuses_a_results_file_without_a_study_hash(tmp_path, capsys):
     before = out.read_bytes()
     refused(capsys, ["sweep", str(s), "--csv", str(out), "--resume"], "study column")
     assert out.read_bytes() == before
-    # without --resume a results file (of any study) is replaced by the new sweep
-    code, out_text, _ = sweep(capsys, s, out)
-    assert code == 0 and "2 scenarios run" in out_text and len(rows(out)) == 2
+    # nor without --resume (issue 33: a user's CSV headed scenario,...,status is not the
+    # sweep's to replace); a results file of another study is replaced
+    refused(capsys, ["sweep", str(s), "--csv", str(out)], "not written by designer sweep")
+    assert out.read_bytes() == before
+    out.unlink()
+    assert sweep(capsys, s, out)[0] == 0
+    code, out_text, _ = sweep(capsys, study(tmp_path, "other.yaml", "llama2-13b"), out)
+    assert code == 0 and "scenarios run" in out_text
 
 
 # ---------------------------------------------------------------- 2: an empty file

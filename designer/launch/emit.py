@@ -16,6 +16,7 @@ from designer.launch.nemo_recipe import nemo
 from designer.launch.pipeline_layout import required_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
+from designer.launch.shell_text import safe_word
 from designer.launch.torchtitan_config import torchtitan
 from designer.launch.vocab import checked_against, flag, vocabulary
 from models.feasibility import divisibility_violations
@@ -174,7 +175,7 @@ def _interval_source(job: Launch, ckpt: Checkpointing, v) -> str:
 
 
 def sbatch_options(job: Launch, ckpt: Checkpointing) -> list[tuple[str, str | None]]:
-    name = "designer-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in job.spec.name)
+    name = "designer-" + safe_word(job.spec.name)
     out: list[tuple[str, str | None]] = [
         (flag("slurm", "job_name"), name),
         (flag("slurm", "nodes"), str(job.nodes)),
@@ -221,7 +222,7 @@ def slurm(job: Launch) -> str:
         *platform_notes(job, "slurm"),
         "# add your data, tokenizer and optimizer flags",
         "",
-        f'CKPT_DIR="${{CKPT_DIR:-checkpoints/{job.spec.name}}}"',
+        f'CKPT_DIR="${{CKPT_DIR:-checkpoints/{safe_word(job.spec.name)}}}"',
         'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "trap 'scontrol requeue \"$SLURM_JOB_ID\"; exit 0' USR1",
         torchrun_command(job, prefix="srun ", checkpoint=ckpt) + " &",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from catalog.files import read_text
+from catalog.files import MAX_SCRIPT_BYTES, read_text
 from designer.errors import UsageError
 from designer.launch.megatron_model import activation_from, default, layer_pattern, spec_fields
 from designer.launch.pipeline_layout import layout_fields
@@ -332,6 +332,9 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
         first = err.errors()[0]
         detail = first["msg"].removeprefix("Value error, ")
         loc = str(first["loc"][0]) if first["loc"] else ""
+        named = detail.split(maxsplit=1)[0] if detail else ""  # a whole-spec check's field
+        if not loc and named in FIELD_SETTINGS and named not in ("hidden", "layers"):
+            loc = named  # --moe-router-topk 1000 blamed on --num-attention-heads (issue 33)
         if loc == "seq_len":
             culprit = "max_position_embeddings" if max_pos is not None else "seq_len"
         else:
@@ -590,7 +593,9 @@ def load_megatron(value: str) -> ImportedRun:
     except OSError:  # a command too long to be a file name
         is_file = False
     if is_file:
-        text = read_text(path, UsageError, "a launch script or the command itself", OPTION)
+        text = read_text(
+            path, UsageError, "a launch script or the command itself", OPTION, MAX_SCRIPT_BYTES
+        )
         words = _command(text, str(path))
         if words is None:
             raise UsageError(

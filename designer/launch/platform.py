@@ -13,6 +13,7 @@ import yaml
 
 from designer.errors import Infeasible
 from designer.launch.settings import Launch
+from designer.launch.shell_text import comment_text
 
 
 @cache
@@ -31,4 +32,6 @@ def platform_notes(job: Launch, fmt: str) -> list[str]:
         raise Infeasible(
             f"{fmt} settings for {job.gpu} ({job.vendor}): {' '.join(entry['why'].split())}"
         )
-    return [f"# on {job.gpu} ({job.vendor}): run with {' '.join(entry['fork'].split())}"]
+    return [
+        f"# on {comment_text(f'{job.gpu} ({job.vendor})')}: run with {' '.join(entry['fork'].split())}"
+    ]

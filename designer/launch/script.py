@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 
 ASSIGNMENT = re.compile(r"^(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_]\w*)=(.*)$")
 SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
@@ -27,7 +28,27 @@ class ExpansionTooLarge(ValueError):
     """A variable's expansion passed MAX_EXPANDED_CHARS."""
 
 
-def substitute(text: str, scalars: dict[str, str], arrays: dict[str, list[str]]) -> str:
+def substitute(
+    text: str,
+    scalars: dict[str, str],
+    arrays: dict[str, list[str]],
+    budget: list[int] | None = None,
+) -> str:
+    """``text`` with its variables substituted; ExpansionTooLarge as soon as the text passes
+    MAX_EXPANDED_CHARS (checked at every substitution, not after a pass: issue 33), or as
+    ``budget`` (characters left for a whole script's expansions, decremented) runs out."""
+    size = [len(text)]
+    left = [MAX_EXPANDED_CHARS * 10] if budget is None else budget
+
+    def grown(old: str, new: str) -> str:
+        size[0] += len(new) - len(old)
+        left[0] -= max(0, len(new) - len(old))
+        if size[0] > MAX_EXPANDED_CHARS or left[0] < 0:
+            raise ExpansionTooLarge(
+                f"the script's variables expand past {MAX_EXPANDED_CHARS:,} characters"
+            )
+        return new
+
     def array(m: re.Match) -> str:
         name = m.group(1)
         if name in arrays:
@@ -50,12 +71,11 @@ def substitute(text: str, scalars: dict[str, str], arrays: dict[str, list[str]])
             return shlex.quote(arrays[name][0]) if arrays[name] else ""
         return m.group(0)
 
+    def checked(replace: Callable[[re.Match], str]) -> Callable[[re.Match], str]:
+        return lambda m: grown(m.group(0), replace(m))
+
     for pattern, replace in ((ARRAY_REF, array), (BRACED, braced), (PLAIN, plain)):
-        text = pattern.sub(replace, text)
-        if len(text) > MAX_EXPANDED_CHARS:
-            raise ExpansionTooLarge(
-                f"the script's variables expand past {MAX_EXPANDED_CHARS:,} characters"
-            )
+        text = pattern.sub(checked(replace), text)
     return text
 
 
@@ -89,18 +109,44 @@ def is_command(line: str) -> bool:
     return any(w.endswith(".py") for w in words) and "--" in line
 
 
+def _array_end(text: str) -> tuple[str, bool]:
+    """The text up to the ``)`` that closes an array, and whether it closed: a ``)`` inside
+    quotes, a ``$(...)`` or a comment does not (issue 33: ``--num-layers $(echo 80)`` ended
+    the array, and the flags after it went missing)."""
+    depth, quote = 0, ""
+    for i, c in enumerate(text):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1].isspace()):
+            return text[:i], False
+        elif c == "(" and text[i - 1 : i] == "$":
+            depth += 1
+        elif c == ")" and depth:
+            depth -= 1
+        elif c == ")":
+            return text[:i], True
+    return text, False
+
+
 def command_from_script(text: str) -> list[str] | None:
     """The launch command's words, variables substituted; None when the script has none."""
     text = re.sub(r"\\\r?\n", " ", text)
     scalars: dict[str, str] = {}
     arrays: dict[str, list[str]] = {}
     pending: tuple[str, list[str]] | None = None  # an array still open across lines
+    budget = [2 * MAX_EXPANDED_CHARS]  # characters all expansions of the script may add
+
+    def sub(text: str, scalars: dict[str, str], arrays: dict[str, list[str]]) -> str:
+        return substitute(text, scalars, arrays, budget)
+
     for raw in text.splitlines():
         line = raw.strip()
         if pending is not None:  # one line of an open array: its words, comments dropped
             name, parts = pending
-            body, closed, _ = line.partition(")")
-            parts += _words(substitute(body, scalars, arrays))
+            body, closed = _array_end(line)
+            parts += _words(sub(body, scalars, arrays))
             if closed:
                 arrays[name] = parts
                 pending = None
@@ -114,18 +160,18 @@ def command_from_script(text: str) -> list[str] | None:
         if m:
             name, value = m.group(1), m.group(2).strip()
             if value.startswith("("):
-                body, closed, _ = value[1:].partition(")")
+                body, closed = _array_end(value[1:])
                 if closed:
-                    arrays[name] = _words(substitute(body, scalars, arrays))
+                    arrays[name] = _words(sub(body, scalars, arrays))
                 else:
-                    pending = (name, _words(substitute(body, scalars, arrays)))
+                    pending = (name, _words(sub(body, scalars, arrays)))
                 continue
             if value[:1] not in ("'", '"') and len(value.split()) > 1:
                 line = value.split(None, 1)[1]  # VAR=x command ...: an environment prefix
             else:
                 if not value.startswith(("$(", "`")):  # command substitution: not resolved
-                    scalars[name] = " ".join(_words(substitute(value, scalars, arrays)))
+                    scalars[name] = " ".join(_words(sub(value, scalars, arrays)))
                 continue
         if is_command(line):
-            return _words(substitute(line, scalars, arrays))
+            return _words(sub(line, scalars, arrays))
     return None

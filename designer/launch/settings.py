@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from designer import render
 from designer.errors import Infeasible
+from designer.launch.shell_text import comment_text
 from models import Layout, TransformerSpec
 from models.pipeline import stage_layers
 
@@ -75,7 +76,7 @@ class Launch:
             procs_per_node=procs,
             gpu=ev.gpu,
             days=days,
-            summary=summary,
+            summary=comment_text(summary),
             step_time_s=ev.step_time_s,
             vendor=scenario.catalog.gpu(ev.gpu).vendor,
             grad_reduce_bf16=scenario.assumptions.grad_bytes <= 2.0,

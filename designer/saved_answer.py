@@ -1,0 +1,183 @@
+"""A saved answer (``optimize``/``explain --json``, ``compare --json``) read back (issue 33):
+every plan field is validated like a question's (whole numbers in the decision space's
+range, a known precision and recompute mode, finite numbers), so a hand-edited answer exits
+2 with one line naming the field instead of reaching ZeroDivisionError or OverflowError; and
+the catalog files the answer was made with are found by their content hash, so that an
+answer read in another folder (or after its catalog changed) uses the same catalog or is
+refused.
+
+Keys the schema does not name (evidence, ranking, columns later issues add) are kept and
+ignored: adding one to the answer needs no change here."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from catalog.files import MAX_DOCUMENT_BYTES, check_input
+from designer.errors import UsageError
+from models.layout import PRECISIONS, RECOMPUTE_MODES
+from solvers import limits
+
+Degree = Annotated[int, Field(ge=1, le=limits.MAX_GPUS)]
+Count = Annotated[int, Field(ge=0, le=limits.MAX_GPUS)]
+Quantity = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class SavedPlan(BaseModel):
+    """One plan of a saved answer: the fields the designer reads back (solvers.plan's
+    ``as_dict`` writes them)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    gpu: str = Field(min_length=1)
+    tp: Degree
+    cp: Degree
+    pp: Degree
+    vp: Degree
+    dp: Degree
+    ep: Degree = 1
+    etp: Degree = 1
+    micro_batch: Degree
+    grad_accum: Annotated[int, Field(ge=1, le=int(limits.MAX_BATCH_TOKENS))]
+    recompute: Literal[RECOMPUTE_MODES]  # type: ignore[valid-type]
+    precision: Literal[PRECISIONS]  # type: ignore[valid-type]
+    nic: str = Field(min_length=1)
+    nics_per_node: Degree
+    first_stage_layers: Count | None = None
+    last_stage_layers: Count | None = None
+    embedding_in_split: bool = False
+    loss_in_split: bool = False
+    hot_spares_per_100: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] | None = None
+    checkpoint_storage_gb_per_s_per_server: Quantity | None = None
+    num_gpus: Degree | None = None
+    nodes: Degree | None = None
+    global_batch: Annotated[int, Field(ge=1)] | None = None
+    step_time_s: Quantity | None = None
+    time_to_train_days: Quantity | None = None
+    cost_usd: Quantity | None = None
+    mfu: Quantity | None = None
+    memory_gb_per_gpu: Quantity | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _typed(cls, value: Any, info: ValidationInfo) -> Any:
+        """JSON gives numbers and booleans their own types: text or a boolean where a number
+        belongs (or text where a boolean does) is refused. A results CSV's cells are all
+        text (``context={"csv": True}``): an empty cell is no value there."""
+        if info.context and info.context.get("csv"):
+            return None if value == "" else value
+        if info.field_name not in cls.model_fields:
+            return value
+        kinds = {
+            k for k in _kinds(cls.model_fields[info.field_name].annotation) if isinstance(k, type)
+        }
+        if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
+            raise ValueError(f"{str(value).lower()} is not a number; give a number")
+        if isinstance(value, str) and str not in kinds:
+            raise ValueError("text where a number or true/false belongs; give it unquoted")
+        return value
+
+
+def _kinds(annotation: Any) -> set[Any]:
+    """The plain types an annotation admits (through Annotated, Optional, Literal)."""
+    if get_origin(annotation) is Literal:
+        return {type(a) for a in get_args(annotation)}
+    args = get_args(annotation)
+    if not args:
+        return {annotation}
+    return set().union(*(_kinds(a) for a in args)) if get_origin(annotation) else {annotation}
+
+
+def saved_plan(p: Any, where: str, csv: bool = False) -> SavedPlan:
+    """``p`` validated (``csv``: a results CSV's row, every cell text); UsageError naming
+    ``where`` and the field, one line."""
+    if not isinstance(p, dict):
+        raise UsageError(f"{where}: not a plan object; regenerate with optimize --json")
+    try:
+        return SavedPlan.model_validate(p, context={"csv": csv})
+    except ValidationError as err:
+        raise UsageError(first_error(err, where)) from err
+
+
+def first_error(err: ValidationError, where: str) -> str:
+    """The first of pydantic's errors on one line: where.field: message (got value)."""
+    first = err.errors()[0]
+    loc = ".".join(str(x) for x in first["loc"])
+    msg = first["msg"].removeprefix("Value error, ")
+    got = repr(first.get("input"))
+    got = got if len(got) <= 60 else got[:57] + "..."
+    return f"{where}.{loc}: {msg} (got {got}); fix it or regenerate with optimize --json"
+
+
+def check_plans(doc: dict[str, Any], origin: str) -> None:
+    """Every plan of an answer (a compare result's rows without a plan skipped)."""
+    plans = doc.get("plans")
+    if not isinstance(plans, list):
+        raise UsageError(f"{origin}: plans: not a list; regenerate with optimize --json")
+    for i, p in enumerate(plans):
+        if isinstance(p, dict) and p.get("num_gpus") in (None, "") and "status" in p:
+            continue  # compare: a GPU type without a plan
+        saved_plan(p, f"{origin}: plans[{i}]")
+
+
+# ---------------------------------------------------------------- the catalog files it used
+CATALOG_HASHES = "catalog_sha256"
+CATALOG_PATHS = "catalog_paths"
+
+
+def file_sha256(path: Path) -> str | None:
+    """The file's SHA-256, or None when it is not a readable regular file."""
+    try:
+        check_input(path, OSError, "a file", MAX_DOCUMENT_BYTES["json"])
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def catalog_record(files: tuple[str, ...] | list[str]) -> dict[str, list[Any]]:
+    """What an answer keeps of its catalog files besides their names: each one's absolute
+    path and content hash."""
+    paths = [Path(f).resolve() for f in files]
+    return {
+        CATALOG_PATHS: [str(p) for p in paths],
+        CATALOG_HASHES: [file_sha256(p) for p in paths],
+    }
+
+
+def saved_catalogs(question: dict[str, Any], origin: str) -> list[str] | None:
+    """The catalog files to read an answer's question with: for each file it names, the
+    one with the content it was made with (where it was saved, else the name in the working
+    folder); None for an answer saved without hashes (read as before). UsageError, one line,
+    when no file has that content."""
+    names, hashes = question.get("catalog_files"), question.get(CATALOG_HASHES)
+    if CATALOG_HASHES not in question:
+        return None  # saved before issue 33
+    if not isinstance(hashes, list) or not isinstance(names, list) or len(hashes) != len(names):
+        raise UsageError(
+            f"{origin}: question.{CATALOG_HASHES}: not one hash per catalog file; regenerate "
+            "with optimize --json"
+        )
+    where = question.get(CATALOG_PATHS)
+    where = where if isinstance(where, list) and len(where) == len(names) else names
+    chosen = []
+    for i, (name, saved, digest) in enumerate(zip(names, where, hashes, strict=True)):
+        found = next(
+            (
+                str(c)
+                for c in dict.fromkeys((Path(str(saved)), Path(str(name))))
+                if file_sha256(c) == digest
+            ),
+            None,
+        )
+        if found is None:
+            raise UsageError(
+                f"{origin}: question.catalog_files[{i}]: {name} is not the catalog file "
+                "this answer was made with (its content differs); restore it, or re-run "
+                "optimize with the catalog as it is now"
+            )
+        chosen.append(found)
+    return chosen
