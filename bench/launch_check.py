@@ -71,7 +71,7 @@ FIXED: dict[str, tuple] = {
         3e11,
         "a100-80gb",
         (1, 1, 1, 1, 1, "selective", "bf16"),
-        "cx7-400g",
+        "cx6-200g",
         8,
         64,
         8,
@@ -181,7 +181,7 @@ FIXED: dict[str, tuple] = {
         1e12,
         "gb200",
         (4, 1, 4, 1, 1, "none", "bf16"),
-        "cx8-800g",
+        "cx7-400g",
         4,
         4,
         64,
@@ -241,6 +241,17 @@ FIXED: dict[str, tuple] = {
         4,
         64,
     ),
+    "bloom-176b": (
+        "bloom-176b",
+        2048,
+        3.66e11,
+        "a100-80gb",
+        (4, 1, 12, 1, 2, "selective", "bf16"),
+        "cx6-200g",
+        8,
+        8,
+        64,
+    ),
 }
 # mixture-of-experts plans from the optimizer (their EP folding is the solver's to choose)
 FIXED_OPTIMIZE: dict[str, dict] = {
@@ -277,7 +288,12 @@ def fixed_plan(name: str):
 
 
 def optimized_plan(question: dict, time_limit_s: float = 20.0):
-    scenario = build_scenario(**question)
+    """(scenario, best plan); the plan is None when the question has none (or is one the
+    CLI would refuse, such as fp8 on a GPU without it)."""
+    try:
+        scenario = build_scenario(**question)
+    except (Infeasible, UsageError):
+        return None, None
     res = solve(scenario, time_limit_s=time_limit_s)
     return scenario, res.best
 

@@ -120,10 +120,12 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
         "moe_grouped_gemm",
     ):
         setattr(args, k, False)
+    args.no_persist_layer_norm = True
     args.tensor_model_parallel_size = args.pipeline_model_parallel_size = 1
     args.context_parallel_size = args.expert_model_parallel_size = 1
     args.expert_tensor_parallel_size = 1
     args.sequence_parallel = False
+    args.use_cpu_initialization, args.perform_initialization = True, False  # no GPU here
     args.virtual_pipeline_model_parallel_size = None
     args.decoder_first_pipeline_num_layers = args.decoder_last_pipeline_num_layers = None
     args.num_layers_in_first_pipeline_stage = args.num_layers_in_last_pipeline_stage = None
@@ -133,6 +135,8 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
     try:
         cfg = A.core_transformer_config_from_args(args)
         out = {"TransformerConfig": f"ok ({type(cfg).__name__})"}
+        for k in ("persist_layer_norm", "masked_softmax_fusion", "bias_dropout_fusion"):
+            setattr(cfg, k, False)
     except BaseException as e:  # noqa: BLE001
         return {"TransformerConfig": f"{type(e).__name__}: {e}"[:300]}
     try:

@@ -88,6 +88,7 @@ def megatron_args(
             f("save_interval", checkpoint.interval_iters),
             f("exit_duration", checkpoint.exit_minutes),
             f("exit_signal_handler"),
+            f("async_save"),
         ]
     return out
 
@@ -152,6 +153,15 @@ def torchrun_command(job: Launch, prefix: str = "", checkpoint: Checkpointing | 
     return " \\\n".join(lines)
 
 
+def device_connections(job: Launch) -> list[str]:
+    """Megatron-LM's validate_args requires CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor or
+    context parallelism before Blackwell (megatron/training/arguments.py, core_v0.19.0: the
+    kernels of a TP/CP communication must queue in issue order); harmless after it."""
+    if job.layout.tp > 1 or job.layout.cp > 1:
+        return ["export CUDA_DEVICE_MAX_CONNECTIONS=1"]
+    return []
+
+
 def megatron(job: Launch) -> str:
     lines = [
         f"# {job.summary}",
@@ -160,6 +170,7 @@ def megatron(job: Launch) -> str:
         *platform_notes(job, "megatron"),
         "# add your data, tokenizer, optimizer and checkpoint flags"
         + ("; set MASTER_ADDR to the first server" if job.nodes > 1 else ""),
+        *device_connections(job),
         torchrun_command(job),
     ]
     return "\n".join(lines) + "\n"
@@ -223,6 +234,7 @@ def slurm(job: Launch) -> str:
         "",
         f'CKPT_DIR="${{CKPT_DIR:-checkpoints/{job.spec.name}}}"',
         'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        *device_connections(job),
         "trap 'scontrol requeue \"$SLURM_JOB_ID\"; exit 0' USR1",
         torchrun_command(job, prefix="srun ", checkpoint=ckpt) + " &",
         "wait",
