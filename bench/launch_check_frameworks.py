@@ -7,10 +7,13 @@ never by the designer's; it imports no designer code and judges the emitted text
 CPU substitutions (each where the framework has no CPU path; nothing else is stubbed):
 - megatron.training.arguments.get_device_arch_version: it asks the GPU; it answers the
   plan's GPU generation instead (9 for Hopper and older, 10 for Blackwell), which is what
-  decides whether Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1.
+  decides whether Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1; torch.cuda.
+  get_device_capability likewise (validate_args asks it for grouped GEMMs).
 - the kernel fusions (rope, bias-activation, bias-dropout, masked softmax, gradient
-  accumulation, persistent layer norm) are switched off before TransformerConfig is built:
-  they need Transformer Engine / Apex CUDA kernels and do not change the parameters.
+  accumulation, persistent layer norm) and FP8 are switched off before the
+  TransformerConfig of the parameter count is built, and an MoE model's all-to-all token
+  dispatcher (it opens a CUDA stream) is the all-gather one (validate_args judged them as
+  emitted): they need Transformer Engine / Apex CUDA kernels and change no parameter.
 - the model is built with TP = PP = CP = EP = 1 on the meta device (one CPU process) to count
   the whole model's parameters; the parallel sizes are judged by validate_args.
 - megatron.bridge.peft.lora_layers imports transformer_engine.pytorch at module level (TE
@@ -84,6 +87,7 @@ def megatron_check(case: dict, text: str) -> dict[str, str]:
         return out
     arch = 10 if case["gpu"] in BLACKWELL else 9
     A.get_device_arch_version = lambda: arch
+    A.torch.cuda.get_device_capability = lambda device=None: (arch, 0)
     try:
         A.validate_args(args)
         out["validate_args"] = "ok"
@@ -121,6 +125,9 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
     ):
         setattr(args, k, False)
     args.no_persist_layer_norm = True
+    args.fp8 = None  # FP8 recipes need Transformer Engine; they change no parameter
+    # the all-to-all dispatcher opens a CUDA stream when built; dispatchers hold no parameter
+    args.moe_token_dispatcher_type = "allgather"
     args.tensor_model_parallel_size = args.pipeline_model_parallel_size = 1
     args.context_parallel_size = args.expert_model_parallel_size = 1
     args.expert_tensor_parallel_size = 1
@@ -160,7 +167,9 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
             )
         n = sum(p.numel() for p in model.parameters())
     except BaseException as e:  # noqa: BLE001
-        out["parameters"] = f"{type(e).__name__}: {e}"[:300]
+        where = traceback.extract_tb(e.__traceback__)[-3:]
+        out["parameters"] = f"{type(e).__name__}: {e}"[:300] + " at " + "; ".join(
+            f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in where)
         return out
     out["parameters"] = (
         "ok"
