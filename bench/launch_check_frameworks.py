@@ -168,8 +168,11 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
         n = sum(p.numel() for p in model.parameters())
     except BaseException as e:  # noqa: BLE001
         where = traceback.extract_tb(e.__traceback__)[-3:]
-        out["parameters"] = f"{type(e).__name__}: {e}"[:300] + " at " + "; ".join(
-            f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in where)
+        out["parameters"] = (
+            f"{type(e).__name__}: {e}"[:300]
+            + " at "
+            + "; ".join(f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in where)
+        )
         return out
     out["parameters"] = (
         "ok"

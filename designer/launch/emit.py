@@ -17,7 +17,7 @@ from designer.launch.pipeline_layout import required_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.torchtitan_config import torchtitan
-from designer.launch.vocab import checked_against, flag, vocabulary
+from designer.launch.vocab import checked_against, checked_release, flag, vocabulary
 from models.feasibility import divisibility_violations
 
 FORMATS = ("megatron", "nemo", "torchtitan", "slurm")
@@ -166,6 +166,7 @@ def megatron(job: Launch) -> str:
     lines = [
         f"# {job.summary}",
         f"# flags checked against {checked_against('megatron')}",
+        str(checked_release("megatron")),
         f"# launcher: {checked_against('torchrun')}",
         *platform_notes(job, "megatron"),
         "# add your data, tokenizer, optimizer and checkpoint flags"
@@ -229,6 +230,7 @@ def slurm(job: Launch) -> str:
         "# resume: sbatch this file again (it requeues itself until the last iteration is "
         "saved); Megatron-LM loads the latest checkpoint in $CKPT_DIR (--load) and continues",
         f"# Megatron-LM flags checked against {checked_against('megatron')}",
+        str(checked_release("slurm")),
         *platform_notes(job, "slurm"),
         "# add your data, tokenizer and optimizer flags",
         "",
