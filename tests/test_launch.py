@@ -669,3 +669,35 @@ def test_evaluate_from_megatron_text(capsys):
     code, out, err = run_main(capsys, ["evaluate", "--from-megatron", fitted])
     assert code == 0, err
     assert "recompute selective" in out and "ZeRO 1" in out and "note: no --vocab-size" in out
+
+
+# --- issue 29: what Megatron-LM 0.19's validate_args and the goodput model need ----------
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "slurm"])
+def test_tp_or_cp_exports_one_device_connection(fmt):
+    """validate_args refuses TP or CP without CUDA_DEVICE_MAX_CONNECTIONS=1 (before
+    Blackwell); the export comes before the torchrun line that needs it."""
+    for key in ("cp_gqa", "interleaved"):
+        text = emit(Launch.from_plan(*make_plan(key)), fmt)
+        lines = text.splitlines()
+        at = lines.index("export CUDA_DEVICE_MAX_CONNECTIONS=1")
+        assert at < next(i for i, ln in enumerate(lines) if "torchrun " in ln and ln[0] != "#")
+
+
+def test_no_tensor_or_context_parallelism_exports_nothing():
+    scenario, plan = make_plan("cp_gqa")
+    lay = replace(plan.evaluation.layout, tp=1, cp=1)
+    job = replace(Launch.from_plan(scenario, plan), layout=lay)
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in emit(job, "megatron")
+
+
+def test_slurm_saves_in_the_background_as_the_goodput_model_charges():
+    """The checkpoint interval assumes non-blocking saves; Megatron-LM 0.19 blocks unless
+    --async-save, so the Slurm launch asks for it (the bare megatron launch saves nothing)."""
+    scenario, plan = make_plan("interleaved")
+    job = Launch.from_plan(scenario, plan)
+    assert "--async-save" in emit(job, "slurm")
+    assert "--async-save" not in emit(job, "megatron")
+    run = load_megatron(emit(job, "slurm"))  # the importer still reads the script
+    assert run.world_size == plan.num_gpus

@@ -18,7 +18,7 @@ from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.shell_text import safe_word
 from designer.launch.torchtitan_config import torchtitan
-from designer.launch.vocab import checked_against, flag, vocabulary
+from designer.launch.vocab import checked_against, checked_release, flag, vocabulary
 from models.feasibility import divisibility_violations
 
 FORMATS = ("megatron", "nemo", "torchtitan", "slurm")
@@ -89,6 +89,7 @@ def megatron_args(
             f("save_interval", checkpoint.interval_iters),
             f("exit_duration", checkpoint.exit_minutes),
             f("exit_signal_handler"),
+            f("async_save"),
         ]
     return out
 
@@ -153,14 +154,25 @@ def torchrun_command(job: Launch, prefix: str = "", checkpoint: Checkpointing | 
     return " \\\n".join(lines)
 
 
+def device_connections(job: Launch) -> list[str]:
+    """Megatron-LM's validate_args requires CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor or
+    context parallelism before Blackwell (megatron/training/arguments.py, core_v0.19.0: the
+    kernels of a TP/CP communication must queue in issue order); harmless after it."""
+    if job.layout.tp > 1 or job.layout.cp > 1:
+        return ["export CUDA_DEVICE_MAX_CONNECTIONS=1"]
+    return []
+
+
 def megatron(job: Launch) -> str:
     lines = [
         f"# {job.summary}",
         f"# flags checked against {checked_against('megatron')}",
+        str(checked_release("megatron")),
         f"# launcher: {checked_against('torchrun')}",
         *platform_notes(job, "megatron"),
         "# add your data, tokenizer, optimizer and checkpoint flags"
         + ("; set MASTER_ADDR to the first server" if job.nodes > 1 else ""),
+        *device_connections(job),
         torchrun_command(job),
     ]
     return "\n".join(lines) + "\n"
@@ -219,11 +231,13 @@ def slurm(job: Launch) -> str:
         "# resume: sbatch this file again (it requeues itself until the last iteration is "
         "saved); Megatron-LM loads the latest checkpoint in $CKPT_DIR (--load) and continues",
         f"# Megatron-LM flags checked against {checked_against('megatron')}",
+        str(checked_release("slurm")),
         *platform_notes(job, "slurm"),
         "# add your data, tokenizer and optimizer flags",
         "",
         f'CKPT_DIR="${{CKPT_DIR:-checkpoints/{safe_word(job.spec.name)}}}"',
         'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        *device_connections(job),
         "trap 'scontrol requeue \"$SLURM_JOB_ID\"; exit 0' USR1",
         torchrun_command(job, prefix="srun ", checkpoint=ckpt) + " &",
         "wait",

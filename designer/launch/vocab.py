@@ -35,6 +35,26 @@ def checked_against(framework: str) -> str:
     return f"{v['framework']} ({v['checked_against']}; {v['source']})"
 
 
+@cache
+def releases() -> dict[str, Any]:
+    """designer/data/launch/frameworks.yaml: the framework releases the launch check runs."""
+    path = resources.files("designer") / "data" / "launch" / "frameworks.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def checked_release(fmt: str) -> str | None:
+    """A comment naming the release that accepted this format's launches in
+    bench/launch_check.py, or None for a format it does not yet accept."""
+    doc = releases()
+    package = doc["formats"].get(fmt)
+    if package is None:
+        return None
+    return (
+        f"# accepted by {package} {doc['releases'][package]} (parse_args, validate_args, the "
+        "model's parameter count: bench/launch_check.py, pinned in ci/frameworks.txt)"
+    )
+
+
 def normalize(name: str) -> str:
     """A flag as argparse-style tools accept it: --nproc_per_node is --nproc-per-node."""
     return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
