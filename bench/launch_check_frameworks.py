@@ -34,6 +34,7 @@ import time
 import traceback
 import types
 import warnings
+from pathlib import Path
 
 warnings.filterwarnings("ignore")
 BLACKWELL = ("b200", "gb200", "b300", "gb300")
@@ -280,8 +281,19 @@ def check_case(case: dict) -> dict[str, dict[str, str]]:
     return results
 
 
+def known_failing() -> dict[str, str]:
+    """Formats whose emitter the frameworks still refuse (ci/launch_known_failures.txt: one
+    ``format: why`` a line): their failures are printed and counted but do not fail the
+    check, and a format listed there that passes every plan fails it (strict, so the list
+    only shrinks: remove the line once the emitter is fixed)."""
+    path = Path(__file__).resolve().parent.parent / "ci" / "launch_known_failures.txt"
+    rows = [ln.split(":", 1) for ln in path.read_text().splitlines() if ln.strip()[:1] not in "#"]
+    return {fmt.strip(): why.strip() for fmt, why in rows}
+
+
 def main(path: str) -> int:
     t0 = time.monotonic()
+    known = known_failing()
     stub_lora_layers()
     init_megatron()
     cases = json.load(open(path))
@@ -297,9 +309,10 @@ def main(path: str) -> int:
             c = counts.setdefault(fmt, [0, 0])
             c[1] += 1
             if bad:
-                fails += 1
+                fails += fmt not in known
                 print(
-                    f"FAIL {case['name']} {fmt}: " + "; ".join(f"{k}: {v}" for k, v in bad.items())
+                    f"{'known failure' if fmt in known else 'FAIL'} {case['name']} {fmt}: "
+                    + "; ".join(f"{k}: {v}" for k, v in bad.items())
                 )
             else:
                 c[0] += 1
@@ -309,6 +322,12 @@ def main(path: str) -> int:
         f"frameworks: {len(cases)} plans in {time.monotonic() - t0:.0f} s; passed "
         + ", ".join(f"{fmt} {ok}/{n}" for fmt, (ok, n) in counts.items())
     )
+    for fmt, why in known.items():
+        ok, n = counts.get(fmt, (0, 0))
+        print(f"known failing ({fmt}: {why}): {n - ok} of {n} plans failed")
+        if n and ok == n:
+            print(f"FAIL {fmt} passes every plan: remove it from ci/launch_known_failures.txt")
+            fails += 1
     return 1 if fails else 0
 
 
