@@ -247,9 +247,17 @@ def bridge_check(case: dict, text: str) -> dict[str, str]:
         exec(compile(text, "<bridge>", "exec"), ns)  # noqa: S102 (our own emitted text)
         cfg = ns["cfg"]
         cfg.validate()
-        exp, dp = case["expect"], cfg.data_parallel_size
-        if dp != exp["dp"]:
-            return {"ConfigContainer": f"validate() gives DP {dp}, the plan has {exp['dp']}"}
+        m, exp = cfg.model, case["expect"]
+        got = {
+            "tp": m.tensor_model_parallel_size,
+            "pp": m.pipeline_model_parallel_size,
+            "vp": m.virtual_pipeline_model_parallel_size or 1,
+            "cp": m.context_parallel_size,
+            "dp": cfg.data_parallel_size,
+        }
+        wrong = {k: (v, exp[k]) for k, v in got.items() if v != exp[k]}
+        if wrong:
+            return {"ConfigContainer": f"validated, but (built, plan) differ: {wrong}"}
         return {"ConfigContainer": "ok"}
     except BaseException as e:  # noqa: BLE001
         return {"ConfigContainer": f"{type(e).__name__}: {e}"[:300]}
