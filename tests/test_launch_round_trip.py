@@ -137,6 +137,23 @@ def test_nemo_recipe_per_model_size(model, recipe):
     assert choose_recipe(zoo()[model]) == recipe
 
 
+def test_nemo_family_without_a_bridge_recipe_starts_from_vanilla_gpt():
+    # Nemotron-4: Bridge 0.6.2 has no recipe; the bare GPTModelProvider one, every field set
+    scenario, plan = zoo_plan("nemotron4-15b")
+    text = emit(Launch.from_plan(scenario, plan), "nemo")
+    assert "from megatron.bridge.recipes.gpt import vanilla_gpt_pretrain_config" in text
+    assert "from megatron.core.activations import squared_relu" in text
+    assert "cfg.model.activation_func = squared_relu" in text
+    assert "cfg.model.gated_linear_unit = False" in text
+
+
+def test_nemo_refuses_bloom_in_one_line():
+    scenario, plan = zoo_plan("bloom-176b")
+    with pytest.raises(Infeasible) as err:
+        emit(Launch.from_plan(scenario, plan), "nemo")
+    assert "\n" not in str(err.value) and "ALiBi" in str(err.value)
+
+
 def test_nemo_405b_at_pp9_clears_the_recipe_accounting():
     # 126 layers on 9 stages: even, so the recipe's embedding/loss accounting must go
     shape = Shape("h100-sxm", 8, 1, 9, 1, 1, "selective", "bf16")
