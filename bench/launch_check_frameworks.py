@@ -16,6 +16,11 @@ CPU substitutions (each where the framework has no CPU path; nothing else is stu
   emitted): they need Transformer Engine / Apex CUDA kernels and change no parameter.
 - the model is built with TP = PP = CP = EP = 1 on the meta device (one CPU process) to count
   the whole model's parameters; the parallel sizes are judged by validate_args.
+- megatron.bridge.AutoBridge.from_hf_pretrained: the Llama recipes read the model's
+  config.json from the Hugging Face Hub (gated, and CI has no network); it returns a bare
+  GPTModelProvider instead, on which the emitted snippet sets every model field.
+- megatron.bridge.training.config.get_world_size_safe: it asks torch.distributed (one
+  gloo process here); it answers the plan's world size, as torchrun would.
 - megatron.bridge.peft.lora_layers imports transformer_engine.pytorch at module level (TE
   has no CPU build); it is replaced by a module with its four class names, which the
   ConfigContainer checks never use.
@@ -232,14 +237,43 @@ def bridge_check(case: dict, text: str) -> dict[str, str]:
     """Run the emitted Megatron-Bridge snippet and validate its ConfigContainer."""
     if "megatron.bridge" not in text:
         return {"ConfigContainer": "not a Megatron-Bridge recipe (NeMo 2.0 paths)"}
+    import megatron.bridge.training.config as bridge_config
+
+    offline_hf_configs()
+    # one CPU process stands for the plan's world (validate() divides it into TP x PP x CP x DP)
+    bridge_config.get_world_size_safe = lambda: case["expect"]["world"]
     ns: dict = {}
     try:
         exec(compile(text, "<bridge>", "exec"), ns)  # noqa: S102 (our own emitted text)
         cfg = ns["cfg"]
         cfg.validate()
+        m, exp = cfg.model, case["expect"]
+        got = {
+            "tp": m.tensor_model_parallel_size,
+            "pp": m.pipeline_model_parallel_size,
+            "vp": m.virtual_pipeline_model_parallel_size or 1,
+            "cp": m.context_parallel_size,
+            "dp": cfg.data_parallel_size,
+        }
+        wrong = {k: (v, exp[k]) for k, v in got.items() if v != exp[k]}
+        if wrong:
+            return {"ConfigContainer": f"validated, but (built, plan) differ: {wrong}"}
         return {"ConfigContainer": "ok"}
     except BaseException as e:  # noqa: BLE001
         return {"ConfigContainer": f"{type(e).__name__}: {e}"[:300]}
+
+
+def offline_hf_configs() -> None:
+    """AutoBridge.from_hf_pretrained(id).to_megatron_provider() gives a bare GPTModelProvider
+    (no Hub access); the snippet under test sets every model field on it."""
+    from megatron.bridge import AutoBridge
+    from megatron.bridge.models.gpt_provider import GPTModelProvider
+
+    class Offline:
+        def to_megatron_provider(self, load_weights: bool = True, **_kw):
+            return GPTModelProvider()
+
+    AutoBridge.from_hf_pretrained = classmethod(lambda cls, path, **kw: Offline())
 
 
 def stub_lora_layers() -> None:

@@ -236,7 +236,7 @@ def _answer(
     "emit_format",
     type=click.Choice(FORMATS),
     default=None,
-    help="Print the best plan's launch settings (Megatron-LM flags, NeMo 2.0 recipe fields, "
+    help="Print the best plan's launch settings (Megatron-LM flags, Megatron-Bridge ConfigContainer overrides, "
     "torchtitan TOML or a Slurm batch script) instead of the report; with --json, add them "
     "as `launch`.",
 )
@@ -284,7 +284,7 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
     type=click.Choice(FORMATS),
     default="megatron",
     show_default=True,
-    help="megatron (torchrun + pretrain_gpt.py flags), nemo (NeMo 2.0 recipe fields), "
+    help="megatron (torchrun + pretrain_gpt.py flags), nemo (Megatron-Bridge ConfigContainer overrides), "
     "torchtitan (job-config TOML) or slurm (batch script).",
 )
 def export_cmd(plan_file: Path, fmt: str) -> None:

@@ -295,7 +295,7 @@ def test_vocabularies_say_version_and_source():
         for entry in v.get("flags", {}).values():
             assert entry["flag"].startswith("--") and entry["doc"]
     nemo = {e["path"] for e in vocabulary("nemo")["fields"].values()}
-    assert "trainer.strategy.tensor_model_parallel_size" in nemo
+    assert "model.tensor_model_parallel_size" in nemo and "mixed_precision" in nemo
 
 
 def test_uneven_split_flags_in_every_format():
@@ -308,8 +308,8 @@ def test_uneven_split_flags_in_every_format():
     assert args["--num-virtual-stages-per-pipeline-rank"] == "2"
     assert "--num-layers-per-virtual-pipeline-stage" not in args
     fields = dict(nemo_fields(job))
-    assert fields["trainer.strategy.num_layers_in_first_pipeline_stage"] == 16
-    assert fields["trainer.strategy.num_layers_in_last_pipeline_stage"] == 14
+    assert fields["model.num_layers_in_first_pipeline_stage"] == 16
+    assert fields["model.num_layers_in_last_pipeline_stage"] == 14
     parts = tomllib.loads(emit(job, "torchtitan"))["parallelism"]["module_fqns_per_model_part"]
     # virtual stage s on rank s mod 8: rank 0's two chunks hold 8 layers each, rank 7's 7
     assert (
@@ -328,22 +328,29 @@ def test_uneven_split_flags_in_every_format():
     assert par["pipeline_parallel_layers_per_stage"] == 2
     assert par["pipeline_parallel_first_stage_less_layers"] == 1
     assert par["pipeline_parallel_last_stage_less_layers"] == 1
-    assert dict(nemo_fields(acc))["trainer.strategy.account_for_loss_in_pipeline_split"] is True
+    assert dict(nemo_fields(acc))["model.account_for_loss_in_pipeline_split"] is True
     even = dict(nemo_fields(Launch.from_plan(*make_plan("interleaved"))))
     # written and cleared, so that no recipe default survives
-    assert even["trainer.strategy.num_layers_in_first_pipeline_stage"] is None
-    assert even["trainer.strategy.account_for_embedding_in_pipeline_split"] is False
+    assert even["model.num_layers_in_first_pipeline_stage"] is None
+    assert even["model.account_for_embedding_in_pipeline_split"] is False
 
 
 def test_nemo_fields():
     fields = dict(nemo_fields(Launch.from_plan(*make_plan("interleaved"))))
-    assert fields["trainer.num_nodes"] == 16 and fields["trainer.devices"] == 8
-    assert fields["trainer.strategy.virtual_pipeline_model_parallel_size"] == 2
-    assert fields["trainer.strategy.tensor_model_parallel_size"] == 4
-    assert fields["optim.config.use_distributed_optimizer"] is True
+    assert fields["model.virtual_pipeline_model_parallel_size"] == 2
+    assert fields["model.tensor_model_parallel_size"] == 4
+    assert (
+        fields["optimizer.use_distributed_optimizer"]
+        is fields["ddp.use_distributed_optimizer"]
+        is True
+    )
     text = emit(Launch.from_plan(*make_plan("fp8_full")), "nemo")
-    assert 'recipe.trainer.plugins.fp8 = "hybrid"' in text
-    assert 'recipe.model.config.recompute_granularity = "full"' in text
+    assert (
+        'cfg.mixed_precision = get_mixed_precision_config("bf16_with_fp8_delayed_scaling_mixed")'
+        in text
+    )
+    assert 'cfg.model.recompute_granularity = "full"' in text
+    assert "# accepted by megatron-bridge 0.6.2" in text and "torchrun --nnodes 8 " in text
 
 
 def test_torchtitan_toml():

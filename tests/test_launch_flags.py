@@ -53,7 +53,7 @@ def test_flag_tables_name_file_and_commit():
     assert COMMIT.match(tt["commit"]) and tt["file"].endswith("job_config.py")
     for fields in tt["sections"].values():
         assert all(isinstance(f["line"], int) for f in fields.values())
-    assert COMMIT.match(vocabulary("nemo")["commit"])
+    assert "megatron-bridge 0.6.2" in vocabulary("nemo")["checked_against"]
     for fw in FRAMEWORKS:
         assert vocabulary(fw)["checked_against"] and vocabulary(fw)["source"].startswith("https")
 
@@ -70,7 +70,7 @@ def test_every_emitted_flag_is_in_a_flag_table():
             assert _torchrun_flags(text) <= set(run)
         header = re.findall(r"^#SBATCH (--[\w-]+)", emit(job, "slurm"), re.M)
         assert set(header) <= set(slurm)
-        paths = re.findall(r"^recipe\.(\S+) = ", emit(job, "nemo"), re.M)
+        paths = re.findall(r"^cfg\.(\S+) = ", emit(job, "nemo"), re.M)
         assert paths and set(paths) <= nemo
         doc = tomllib.loads(emit(job, "torchtitan"))
         for section, values in doc.items():
@@ -234,7 +234,7 @@ def test_grad_reduce_flag_matches_the_plan():
     assert scenario.assumptions.grad_bytes == 2.0 and job.grad_reduce_bf16
     text = emit(job, "megatron")
     assert "--grad-reduce-in-bf16" in text and load_megatron(text).grad_reduce_dtype == "bf16"
-    assert "recipe.trainer.plugins.grad_reduce_in_fp32 = False" in emit(job, "nemo")
+    assert "cfg.mixed_precision.grad_reduce_in_fp32 = False" in emit(job, "nemo")
     fp32 = emit(replace(job, grad_reduce_bf16=False), "megatron")  # a plan with 4-byte grads
     assert "--grad-reduce-in-bf16" not in fp32 and load_megatron(fp32).grad_reduce_dtype == "fp32"
 

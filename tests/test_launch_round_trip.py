@@ -15,7 +15,7 @@ import tomllib
 from catalog import load_catalog
 from designer.errors import Infeasible
 from designer.launch import Launch, emit, load_megatron
-from designer.launch.nemo_recipe import choose_recipe, nemo_fields, recipes, split_settings
+from designer.launch.nemo_recipe import choose_recipe, nemo_fields, split_settings
 from designer.launch.pipeline_layout import chunk_layers
 from helpers import MEGATRON_CANNOT, ZOO, plan_of, random_plans, zoo_plan
 from models import Hardware, evaluate
@@ -101,30 +101,23 @@ def test_random_plans_nemo_overrides_leave_no_recipe_default(i):
 
 
 def check_nemo_overrides(job, fields) -> None:
-    """The recipe's defaults (nemo_recipes.yaml) with the overrides applied are the plan."""
-    table = recipes()
-    recipe = table["recipes"][choose_recipe(job.spec)]
+    """Every parallel and pipeline-split field is written with the plan's value, so no
+    default of the Bridge recipe survives (the 405B recipe accounts for embedding and loss)."""
     paths = {
-        "tp": "trainer.strategy.tensor_model_parallel_size",
-        "pp": "trainer.strategy.pipeline_model_parallel_size",
-        "vp": "trainer.strategy.virtual_pipeline_model_parallel_size",
-        "cp": "trainer.strategy.context_parallel_size",
-        "sp": "trainer.strategy.sequence_parallel",
-        "first_stage_layers": "trainer.strategy.num_layers_in_first_pipeline_stage",
-        "last_stage_layers": "trainer.strategy.num_layers_in_last_pipeline_stage",
-        "embedding_in_split": "trainer.strategy.account_for_embedding_in_pipeline_split",
-        "loss_in_split": "trainer.strategy.account_for_loss_in_pipeline_split",
-        "pipeline_layout": "trainer.strategy.pipeline_model_parallel_layout",
+        "tp": "model.tensor_model_parallel_size",
+        "pp": "model.pipeline_model_parallel_size",
+        "vp": "model.virtual_pipeline_model_parallel_size",
+        "cp": "model.context_parallel_size",
+        "sp": "model.sequence_parallel",
+        "first_stage_layers": "model.num_layers_in_first_pipeline_stage",
+        "last_stage_layers": "model.num_layers_in_last_pipeline_stage",
+        "embedding_in_split": "model.account_for_embedding_in_pipeline_split",
+        "loss_in_split": "model.account_for_loss_in_pipeline_split",
+        "pipeline_layout": "model.pipeline_model_parallel_layout",
     }
-    final = {k: v for k, (v, _line) in recipe["defaults"].items()}
-    final = {**table["split_defaults"], **final}
-    assert set(final) <= set(paths)  # every default the table knows has an override path
-    for key, path in paths.items():
-        if path in fields:
-            final[key] = fields[path]
     lay = job.layout
     want = {"tp": lay.tp, "cp": lay.cp, "sp": lay.sp, **split_settings(job)}
-    assert {k: final[k] for k in want} == want
+    assert {k: fields[paths[k]] for k in want} == want
 
 
 @pytest.mark.parametrize(
@@ -136,12 +129,29 @@ def check_nemo_overrides(job, fields) -> None:
         ("llama3-8b", "llama3_8b"),
         ("llama2-7b", "llama2_7b"),
         ("gpt3-175b", "gpt3_175b"),
-        ("nemotron4-340b", "nemotron4_340b"),
-        ("nemotron4-15b", "nemotron4_15b"),
+        ("nemotron4-340b", "vanilla_gpt"),
+        ("nemotron4-15b", "vanilla_gpt"),
     ],
 )
 def test_nemo_recipe_per_model_size(model, recipe):
     assert choose_recipe(zoo()[model]) == recipe
+
+
+def test_nemo_family_without_a_bridge_recipe_starts_from_vanilla_gpt():
+    # Nemotron-4: Bridge 0.6.2 has no recipe; the bare GPTModelProvider one, every field set
+    scenario, plan = zoo_plan("nemotron4-15b")
+    text = emit(Launch.from_plan(scenario, plan), "nemo")
+    assert "from megatron.bridge.recipes.gpt import vanilla_gpt_pretrain_config" in text
+    assert "from megatron.core.activations import squared_relu" in text
+    assert "cfg.model.activation_func = squared_relu" in text
+    assert "cfg.model.gated_linear_unit = False" in text
+
+
+def test_nemo_refuses_bloom_in_one_line():
+    scenario, plan = zoo_plan("bloom-176b")
+    with pytest.raises(Infeasible) as err:
+        emit(Launch.from_plan(scenario, plan), "nemo")
+    assert "\n" not in str(err.value) and "ALiBi" in str(err.value)
 
 
 def test_nemo_405b_at_pp9_clears_the_recipe_accounting():
@@ -150,10 +160,10 @@ def test_nemo_405b_at_pp9_clears_the_recipe_accounting():
     scenario, plan = plan_of("llama3-405b", shape, 2, 18)
     job = Launch.from_plan(scenario, plan)
     text = emit(job, "nemo")
-    assert "llm.llama31_405b.pretrain_recipe" in text
-    assert "recipe.trainer.strategy.account_for_embedding_in_pipeline_split = False" in text
-    assert "recipe.trainer.strategy.account_for_loss_in_pipeline_split = False" in text
-    assert "recipe.trainer.strategy.virtual_pipeline_model_parallel_size = None" in text
+    assert "cfg = llama31_405b_pretrain_config()" in text
+    assert "cfg.model.account_for_embedding_in_pipeline_split = False" in text
+    assert "cfg.model.account_for_loss_in_pipeline_split = False" in text
+    assert "cfg.model.virtual_pipeline_model_parallel_size = None" in text
     check_nemo_overrides(job, dict(nemo_fields(job)))
 
 

@@ -1,4 +1,4 @@
-"""Ready-to-paste launch settings for a plan: Megatron-LM, NeMo 2.0, torchtitan, Slurm.
+"""Ready-to-paste launch settings for a plan: Megatron-LM, Megatron-Bridge, torchtitan, Slurm.
 
 Flag and field names come from the vocabularies in designer/data/launch/ (vocab.py);
 this module decides only their values and layout on the page.

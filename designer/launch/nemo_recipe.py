@@ -1,12 +1,13 @@
-"""NeMo 2.0 recipe overrides for a plan.
+"""Megatron-Bridge ConfigContainer overrides for a plan (--emit nemo).
 
-The recipe is the one of the plan's model family nearest in size
-(designer/data/launch/nemo_recipes.yaml: llama31_405b for a 405B Llama, not llama3_70b);
-the overrides set the model's shape and architecture in model.config and set or clear
-every pipeline-split default the recipe's trainer() and MegatronStrategy carry (the
-405B recipe accounts for the embedding and the loss; a plan that does not must clear
-both), so what the recipe would have done differently from the plan never survives.
-Field paths are designer/data/launch/nemo.yaml.
+The snippet calls the Bridge recipe function of the plan's model family nearest in size
+(designer/data/launch/nemo_recipes.yaml: llama31_405b_pretrain_config for a 405B Llama,
+not llama3_70b; vanilla_gpt for a family Bridge has no recipe for) and then sets, on the
+ConfigContainer it returns, the model's shape and architecture and every parallel and
+pipeline-split field, so what the recipe would have done differently from the plan
+never survives (the 405B recipe accounts for the embedding and the loss; a plan that does
+not clears both). Field paths are designer/data/launch/nemo.yaml; the release is the
+megatron-bridge one of designer/data/launch/frameworks.yaml.
 """
 
 from __future__ import annotations
@@ -20,12 +21,26 @@ from typing import Any
 import yaml
 
 from designer.errors import Infeasible
-from designer.launch.megatron_model import NORMALIZATION
+from designer.launch.megatron_model import NORMALIZATION, unsupported
 from designer.launch.pipeline_layout import required_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
-from designer.launch.vocab import checked_against, vocabulary
+from designer.launch.vocab import checked_against, checked_release, vocabulary
 from models import TransformerSpec
+
+
+class Code(str):
+    """A Python expression written as is (not quoted) in the snippet."""
+
+
+ACTIVATIONS = {
+    "silu": ("import torch.nn.functional as F", "F.silu"),
+    "gelu": ("import torch.nn.functional as F", "F.gelu"),
+    "squared_relu": ("from megatron.core.activations import squared_relu", "squared_relu"),
+}
+# training/mixed_precision.py recipes: bf16, and FP8 with the hybrid (E4M3 forward,
+# E5M2 backward) delayed-scaling recipe the megatron format emits (--fp8-format hybrid)
+PRECISION = {"bf16": "bf16_mixed", "fp8": "bf16_with_fp8_delayed_scaling_mixed"}
 
 
 @cache
@@ -35,7 +50,7 @@ def recipes() -> dict[str, Any]:
 
 
 def arch(spec: TransformerSpec) -> str | None:
-    """The NeMo recipe family that builds this kind of model, or None."""
+    """The model family a Bridge recipe builds for this kind of model, or None."""
     if spec.position_embedding == "learned_absolute" and spec.activation == "gelu":
         return "gpt"
     if spec.position_embedding == "rope" and spec.activation == "squared_relu":
@@ -47,15 +62,19 @@ def arch(spec: TransformerSpec) -> str | None:
 
 def choose_recipe(spec: TransformerSpec) -> str:
     """The recipe of the spec's family nearest in size (log scale); at equal size, the one
-    whose RoPE scaling matches the spec's."""
+    whose RoPE scaling matches the spec's; the bare vanilla_gpt recipe for a family Bridge
+    has no recipe for."""
     family = arch(spec)
+    if family is None or spec.activation not in ACTIVATIONS:
+        raise Infeasible(
+            f"no Megatron-Bridge recipe builds {spec.name} ({spec.position_embedding} "
+            f"positions, {'gated ' if spec.gated_mlp else ''}{spec.activation} MLP); "
+            "use --emit megatron"
+        )
     table = recipes()["recipes"]
     candidates = [name for name, r in table.items() if r["arch"] == family]
     if not candidates:
-        raise Infeasible(
-            f"no NeMo 2.0 recipe builds {spec.name} ({spec.position_embedding} positions, "
-            f"{'gated ' if spec.gated_mlp else ''}{spec.activation} MLP); use --emit megatron"
-        )
+        return str(recipes()["fallback"]["name"])
     size = spec.params() / 1e9
     scaled = spec.rope_scaling is not None
     return min(
@@ -67,10 +86,15 @@ def choose_recipe(spec: TransformerSpec) -> str:
     )
 
 
+def recipe_entry(name: str) -> dict[str, Any]:
+    table = recipes()
+    return table["recipes"].get(name) or table["fallback"]
+
+
 def split_settings(job: Launch) -> dict[str, object]:
     """Every pipeline-split setting, as the plan has it (None clears a recipe default)."""
     lay = job.layout
-    text = required_layout(job.spec.layers, lay, "NeMo") if lay.pp > 1 else None
+    text = required_layout(job.spec.layers, lay, "Megatron-Bridge") if lay.pp > 1 else None
     return {
         "pp": lay.pp,
         "vp": lay.vp if lay.vp > 1 else None,
@@ -82,8 +106,41 @@ def split_settings(job: Launch) -> dict[str, object]:
     }
 
 
+def model_values(spec: TransformerSpec, seq_len: int) -> dict[str, object]:
+    """The model's shape and architecture, every field written (GPTModelProvider)."""
+    values: dict[str, object] = {
+        "model_seq_len": seq_len,
+        "layers": spec.layers,
+        "hidden": spec.hidden,
+        "ffn_hidden": spec.ffn,
+        "heads": spec.heads,
+        "query_groups": spec.kv,
+        "kv_channels": spec.head_dim,
+        "gated_mlp": spec.gated_mlp,
+        "activation": Code(ACTIVATIONS[spec.activation][1]),
+        "tied_embeddings": spec.tied_embeddings,
+        "position_embedding": spec.position_embedding,
+    }
+    if spec.position_embedding == "rope":
+        scaling = spec.rope_scaling
+        values.update(rope_base=spec.rope_base, rope_percent=spec.rope_percent)
+        values["rope_scaling"] = scaling is not None
+        if scaling is not None:
+            values["rope_scaling_factor"] = scaling.factor
+    values.update(
+        normalization=NORMALIZATION[spec.normalization],
+        norm_eps=spec.norm_eps,
+        linear_bias=spec.linear_bias,
+        qkv_bias=spec.qkv_bias and not spec.linear_bias,
+        attention_dropout=spec.attention_dropout,
+        hidden_dropout=spec.hidden_dropout,
+        vocab=spec.vocab,
+    )
+    return values
+
+
 def nemo_fields(job: Launch) -> list[tuple[str, object]]:
-    """(recipe attribute path, value) for a NeMo 2.0 recipe."""
+    """(ConfigContainer attribute path, value) for a Megatron-Bridge recipe's config."""
     spec, lay = job.spec, job.layout
     fields = vocabulary("nemo")["fields"]
 
@@ -95,66 +152,71 @@ def nemo_fields(job: Launch) -> list[tuple[str, object]]:
         "selective": ("selective", None, None),
         "full": ("full", "uniform", 1),
     }[lay.recompute]
-    out = [f("num_nodes", job.nodes), f("devices", job.procs_per_node)]
+    out = []
     if job.train_iters is not None:
         out.append(f("max_steps", job.train_iters))
-    out += [f("tp", lay.tp), f("cp", lay.cp), f("sequence_parallel", lay.sp)]
+    out += [
+        f("micro_batch", lay.micro_batch),
+        f("global_batch", lay.global_batch),
+        f("seq_len", job.seq_len),
+        f("tp", lay.tp),
+        f("cp", lay.cp),
+        f("sequence_parallel", lay.sp),
+    ]
     out += [f(k, v) for k, v in split_settings(job).items()]
-    values: dict[str, object] = {
-        "fp8": "hybrid" if lay.precision == "fp8" else None,
-        "grad_reduce_in_fp32": not job.grad_reduce_bf16,
-        "distributed_optimizer": lay.zero >= 1,
-        "micro_batch": lay.micro_batch,
-        "global_batch": lay.global_batch,
-        "seq_len": job.seq_len,
-        "model_seq_len": job.seq_len,
-        "layers": spec.layers,
-        "hidden": spec.hidden,
-        "ffn_hidden": spec.ffn,
-        "heads": spec.heads,
-        "query_groups": spec.kv,
-        "kv_channels": spec.head_dim,
-        "gated_mlp": spec.gated_mlp,
-        "tied_embeddings": spec.tied_embeddings,
-        "position_embedding": spec.position_embedding,
-    }
-    if spec.position_embedding == "rope":
-        values.update(rope_base=spec.rope_base, rope_percent=spec.rope_percent)
-        if spec.rope_scaling is not None and spec.rope_scaling.factor is not None:
-            values["rope_scaling_factor"] = spec.rope_scaling.factor
-    values.update(
-        normalization=NORMALIZATION[spec.normalization],
-        norm_eps=spec.norm_eps,
-        linear_bias=spec.linear_bias,
-        qkv_bias=spec.qkv_bias and not spec.linear_bias,
-        attention_dropout=spec.attention_dropout,
-        hidden_dropout=spec.hidden_dropout,
-        vocab=spec.vocab,
-        recompute_granularity=recompute[0],
-        recompute_method=recompute[1],
-        recompute_num_layers=recompute[2],
-    )
-    out += [f(k, v) for k, v in values.items()]
+    out += [
+        f("precision", Code(f'get_mixed_precision_config("{PRECISION[lay.precision]}")')),
+        f("grad_reduce_in_fp32", not job.grad_reduce_bf16),
+        f("distributed_optimizer", lay.zero >= 1),
+        f("optimizer_distributed", lay.zero >= 1),
+    ]
+    out += [f(k, v) for k, v in model_values(spec, job.seq_len).items()]
+    out += [
+        f("recompute_granularity", recompute[0]),
+        f("recompute_method", recompute[1]),
+        f("recompute_num_layers", recompute[2]),
+    ]
     return out
 
 
 def _python(value: object) -> str:
+    if isinstance(value, Code):
+        return str(value)
     if value is None or isinstance(value, bool):
         return repr(value)
     return json.dumps(value)
 
 
+def refusal(job: Launch) -> str | None:
+    """Why the Bridge snippet cannot build this plan's model, or None."""
+    if job.layout.precision not in PRECISION:
+        return f"{job.layout.precision} training has no Megatron-Bridge mixed-precision recipe here"
+    return unsupported(job.spec)
+
+
 def nemo(job: Launch) -> str:
+    why = refusal(job)
+    if why is not None:
+        raise Infeasible(f"--emit nemo: {why}; use --emit torchtitan or another model")
     recipe = choose_recipe(job.spec)
-    entry = recipes()["recipes"][recipe]
+    entry = recipe_entry(recipe)
+    function = entry.get("function", f"{recipe}_pretrain_config")
+    hf = f"; it reads {entry['hf']}'s config.json from the Hugging Face Hub" if entry["hf"] else ""
     lines = [
         f"# {job.summary}",
-        f"# recipe fields checked against {checked_against('nemo')}",
+        str(checked_release("nemo")),
+        f"# ConfigContainer fields checked against {checked_against('nemo')}",
         *platform_notes(job, "nemo"),
-        f"# recipe = llm.{recipe}.pretrain_recipe(...)  (model {entry['config']}, the "
-        f"{entry['arch']} recipe nearest the plan's {job.spec.params() / 1e9:,.1f}B); then:",
-        "# or on the command line: nemo llm pretrain --factory "
-        f"{recipe} path=value ...; every pipeline-split default of the recipe is set below",
+        f"# start from the {entry['arch']} recipe nearest the "
+        f"plan's {job.spec.params() / 1e9:,.1f}B{hf}; every model, parallel and "
+        "pipeline-split setting it has is set below",
+        "# then pretrain(cfg, forward_step) (megatron.bridge.training.pretrain, .gpt_step), "
+        f"under torchrun --nnodes {job.nodes} --nproc-per-node {job.procs_per_node}",
+        ACTIVATIONS[job.spec.activation][0],
+        "from megatron.bridge.training.mixed_precision import get_mixed_precision_config",
+        f"from megatron.bridge.recipes.{entry['module']} import {function}",
+        "",
+        f"cfg = {function}()",
     ]
-    lines += [f"recipe.{path} = {_python(value)}" for path, value in nemo_fields(job)]
+    lines += [f"cfg.{path} = {_python(value)}" for path, value in nemo_fields(job)]
     return "\n".join(lines) + "\n"
