@@ -20,7 +20,7 @@ from designer.errors import Infeasible
 from designer.launch.pipeline_layout import chunks_or_refuse, needs_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
-from designer.launch.vocab import checked_against, releases, vocabulary
+from designer.launch.vocab import checked_against, checked_release, releases, vocabulary
 
 
 def compact_split(job: Launch) -> bool:
@@ -130,8 +130,8 @@ def torchtitan(job: Launch) -> str:
     release = releases()["releases"]["torchtitan"]
     lines = [
         f"# {job.summary}",
-        f"# for torchtitan {release}: fields checked against {checked_against('torchtitan')}; "
-        "accepted by its ConfigManager, ParallelDims and pipeline split (bench/launch_check.py)",
+        f"# for torchtitan {release}: fields checked against {checked_against('torchtitan')}",
+        *([line] if (line := checked_release("torchtitan")) else []),
         *platform_notes(job, "torchtitan"),
         f"# model: --config {model['config']} builds {spec.name}: {spec.layers} layers, "
         f"dim {spec.hidden}, {spec.heads} heads, {spec.kv} KV heads, ffn {spec.ffn}, "

@@ -49,9 +49,10 @@ def checked_release(fmt: str) -> str | None:
     package = doc["formats"].get(fmt)
     if package is None:
         return None
+    checks = doc.get("checks", {}).get(package, "its own parser and validation")
     return (
-        f"# accepted by {package} {doc['releases'][package]} (parse_args, validate_args, the "
-        "model's parameter count: bench/launch_check.py, pinned in ci/frameworks.txt)"
+        f"# accepted by {package} {doc['releases'][package]} ({checks}: "
+        "bench/launch_check.py, pinned in ci/frameworks.txt)"
     )
 
 
