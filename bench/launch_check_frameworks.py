@@ -230,7 +230,8 @@ def without_torchao() -> None:
 
 def torchtitan_check(case: dict, text: str) -> dict[str, str]:
     """torchtitan's ConfigManager on the emitted --module/--config and overrides, then
-    ParallelDims at the plan's world size and torchtitan's own pipeline split."""
+    ParallelDims at the plan's world size, torchtitan's own pipeline split and the
+    model's parameter count."""
     from torchtitan.config import ConfigManager
 
     exp = case["expect"]
@@ -252,7 +253,24 @@ def torchtitan_check(case: dict, text: str) -> dict[str, str]:
         return {**out, "ConfigManager": f"{type(e).__name__}: {e}"[:300]}
     out.update(torchtitan_sizes(cfg, exp))
     out.update(torchtitan_split(cfg, exp))
+    out.update(torchtitan_params(cfg, exp))
     return out
+
+
+def torchtitan_params(cfg, exp: dict) -> dict[str, str]:
+    """The config function's model, built on the meta device, against the spec's count."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = cfg.model_spec.model.build()
+        n = sum(p.numel() for p in model.parameters())
+    except BaseException as e:  # noqa: BLE001
+        return {"parameters": f"{type(e).__name__}: {e}"[:300]}
+    ok = n == exp["params"]
+    return {
+        "parameters": "ok" if ok else f"torchtitan builds {n:,}, the spec has {exp['params']:,}"
+    }
 
 
 def torchtitan_sizes(cfg, exp: dict) -> dict[str, str]:
