@@ -237,8 +237,8 @@ def _answer(
     type=click.Choice(FORMATS),
     default=None,
     help="Print the best plan's launch settings (Megatron-LM flags, NeMo 2.0 recipe fields, "
-    "torchtitan TOML or a Slurm batch script) instead of the report; with --json, add them "
-    "as `launch`.",
+    "a torchtitan 0.3.0 command or a Slurm batch script) instead of the report; with "
+    "--json, add them as `launch`.",
 )
 @click.option(
     "--from-megatron",
@@ -285,7 +285,7 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
     default="megatron",
     show_default=True,
     help="megatron (torchrun + pretrain_gpt.py flags), nemo (NeMo 2.0 recipe fields), "
-    "torchtitan (job-config TOML) or slurm (batch script).",
+    "torchtitan (torchtitan 0.3.0 command line) or slurm (batch script).",
 )
 def export_cmd(plan_file: Path, fmt: str) -> None:
     """Print launch settings for a saved plan (optimize --json output, its first plan)."""
