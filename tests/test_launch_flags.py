@@ -23,6 +23,7 @@ from designer.launch.vocab import (
     vocabulary,
 )
 from helpers import plan_of, random_plans, run_main, zoo_plan
+from models.zoo import zoo
 from solvers.space import Shape
 from torchtitan_rule import command
 
@@ -60,6 +61,8 @@ def test_flag_tables_name_file_and_commit():
     tt = vocabulary("torchtitan")  # a PyPI release, no commit: the wheel's file
     assert tt["release"] == releases()["releases"]["torchtitan"]
     assert tt["file"] == "torchtitan/config/configs.py"
+    assert set(tt["configs"]) <= set(zoo())  # config functions of designer models
+    assert set(tt["activation_checkpoint"]) == {"none", "selective", "full"}
     for fields in tt["sections"].values():
         assert all(isinstance(f["line"], int) for f in fields.values())
     assert COMMIT.match(vocabulary("nemo")["commit"])
