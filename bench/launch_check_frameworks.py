@@ -21,6 +21,8 @@ CPU substitutions (each where the framework has no CPU path; nothing else is stu
   GPTModelProvider instead, on which the emitted snippet sets every model field.
 - megatron.bridge.training.config.get_world_size_safe: it asks torch.distributed (one
   gloo process here); it answers the plan's world size, as torchrun would.
+- torchao (torchtitan's FP8 linear layers) is not in ci/frameworks.txt: a torchtitan config
+  function with a Float8 converter (llama3_405b) builds it as the identity (no size changes).
 - megatron.bridge.peft.lora_layers imports transformer_engine.pytorch at module level (TE
   has no CPU build); it is replaced by a module with its four class names, which the
   ConfigContainer checks never use.
@@ -207,30 +209,125 @@ def slurm_check(text: str) -> dict[str, str]:
     return out
 
 
+def torchtitan_argv(text: str) -> tuple[list[str], list[str]]:
+    """(torchrun args, torchtitan.train args) of the emitted command."""
+    for line in text.replace("\\\n", " ").splitlines():
+        if "torchtitan.train" in line and not line.lstrip().startswith("#"):
+            words = shlex.split(line)
+            i = words.index("torchtitan.train")
+            return words[words.index("torchrun") + 1 : i - 1], words[i + 1 :]
+    raise ValueError("no `torchrun ... -m torchtitan.train` command")
+
+
+def without_torchao() -> None:
+    """CPU substitution: torchao (FP8 linear layers, not in ci/frameworks.txt) and an SM89+
+    GPU are what Float8LinearConverter needs; a config function that carries one
+    (llama3_405b) builds it as the identity: it changes no parallel size and no split."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchao") is not None:
+        return
+    from torchtitan.components.quantization import float8
+
+    float8.Float8LinearConverter.__init__ = lambda self, config: setattr(self, "config", config)
+    float8.Float8LinearConverter.convert = lambda self, model_config: model_config
+
+
 def torchtitan_check(case: dict, text: str) -> dict[str, str]:
-    """torchtitan's ConfigManager on the emitted command's --module/--config and overrides."""
+    """torchtitan's ConfigManager on the emitted --module/--config and overrides, then
+    ParallelDims at the plan's world size, torchtitan's own pipeline split and the
+    model's parameter count."""
     from torchtitan.config import ConfigManager
 
-    line = next(
-        (
-            s
-            for s in text.replace("\\\n", " ").splitlines()
-            if "torchtitan.train" in s and not s.lstrip().startswith("#")
-        ),
-        None,
-    )
-    if line is None:
-        return {
-            "ConfigManager": "no `torchrun ... -m torchtitan.train` command (a TOML job "
-            "file: torchtitan 0.3.0 takes --module/--config and --section.key overrides)"
-        }
-    words = shlex.split(line)
-    argv = words[words.index("torchtitan.train") + 1 :]
+    exp = case["expect"]
+    out: dict[str, str] = {}
     try:
-        ConfigManager().parse_args(argv)
-        return {"ConfigManager": "ok"}
+        head, argv = torchtitan_argv(text)
+    except ValueError as e:
+        return {"command": str(e)}
+    out["rank arithmetic"] = (
+        "ok"
+        if world_size(head) == exp["world"]
+        else f"torchrun starts {world_size(head)} processes, the plan has {exp['world']}"
+    )
+    without_torchao()
+    try:
+        cfg = ConfigManager().parse_args(argv)
+        out["ConfigManager"] = "ok"
+    except BaseException as e:  # noqa: BLE001  (tyro exits on an unknown flag)
+        return {**out, "ConfigManager": f"{type(e).__name__}: {e}"[:300]}
+    out.update(torchtitan_sizes(cfg, exp))
+    out.update(torchtitan_split(cfg, exp))
+    out.update(torchtitan_params(cfg, exp))
+    return out
+
+
+def torchtitan_params(cfg, exp: dict) -> dict[str, str]:
+    """The config function's model, built on the meta device, against the spec's count."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = cfg.model_spec.model.build()
+        n = sum(p.numel() for p in model.parameters())
     except BaseException as e:  # noqa: BLE001
-        return {"ConfigManager": f"{type(e).__name__}: {e}"[:300]}
+        return {"parameters": f"{type(e).__name__}: {e}"[:300]}
+    ok = n == exp["params"]
+    return {
+        "parameters": "ok" if ok else f"torchtitan builds {n:,}, the spec has {exp['params']:,}"
+    }
+
+
+def torchtitan_sizes(cfg, exp: dict) -> dict[str, str]:
+    """ParallelDims (its own validation) against the plan's sizes, batch and sequence."""
+    from torchtitan.distributed import ParallelDims
+
+    try:
+        dims = ParallelDims.from_config(cfg.parallelism, exp["world"])
+    except BaseException as e:  # noqa: BLE001
+        return {"ParallelDims": f"{type(e).__name__}: {e}"[:300]}
+    got = {
+        "tp": dims.tp,
+        "pp": dims.pp,
+        "cp": dims.cp,
+        "dp": dims.dp_replicate * dims.dp_shard,
+        "global_batch": cfg.training.global_batch_size,
+        "seq_len": cfg.training.seq_len,
+        "layers": len(cfg.model_spec.model.layers),
+    }
+    bad = [f"{k} {v} (plan {exp[k]})" for k, v in got.items() if v != exp[k]]
+    return {"ParallelDims": "ok" if not bad else "differs: " + ", ".join(bad)}
+
+
+def torchtitan_split(cfg, exp: dict) -> dict[str, str]:
+    """torchtitan's pipeline split (_get_pipeline_metadata, _generate_llm_fqn_per_model_part,
+    the loop placement of stage s on rank s mod PP): layers per rank against the plan's."""
+    if cfg.parallelism.pipeline_parallel_degree == 1:
+        return {}
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed import pipeline_parallel as P
+
+    par = cfg.parallelism
+    try:
+        dims = ParallelDims.from_config(par, exp["world"])
+        n, layers, first, last = P._get_pipeline_metadata(dims, par, cfg.model_spec.model)
+        parts = par.module_fqns_per_model_part or P._generate_llm_fqn_per_model_part(
+            n, layers, first, last
+        )
+    except BaseException as e:  # noqa: BLE001
+        return {"pipeline split": f"{type(e).__name__}: {e}"[:300]}
+    per_rank = [0] * dims.pp
+    for s, names in enumerate(parts):
+        per_rank[s % dims.pp] += sum(name.startswith("layers.") for name in names)
+    order = [name for names in parts for name in names]
+    want = ["tok_embeddings", *(f"layers.{i}" for i in range(layers)), "norm", "lm_head"]
+    if order != want:
+        return {"pipeline split": f"the stages do not hold the model's modules in order: {parts}"}
+    return {
+        "pipeline split": "ok"
+        if per_rank == exp["stage_layers"] and len(parts) == dims.pp * exp["vp"]
+        else f"{len(parts)} stages, layers per rank {per_rank}; the plan: {exp['stage_layers']}"
+    }
 
 
 def bridge_check(case: dict, text: str) -> dict[str, str]:

@@ -236,9 +236,9 @@ def _answer(
     "emit_format",
     type=click.Choice(FORMATS),
     default=None,
-    help="Print the best plan's launch settings (Megatron-LM flags, Megatron-Bridge ConfigContainer overrides, "
-    "torchtitan TOML or a Slurm batch script) instead of the report; with --json, add them "
-    "as `launch`.",
+    help="Print the best plan's launch settings (Megatron-LM flags, a Megatron-Bridge "
+    "ConfigContainer snippet, a torchtitan 0.3.0 command or a Slurm batch script) "
+    "instead of the report; with --json, add them as `launch`.",
 )
 @click.option(
     "--from-megatron",
@@ -284,8 +284,9 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
     type=click.Choice(FORMATS),
     default="megatron",
     show_default=True,
-    help="megatron (torchrun + pretrain_gpt.py flags), nemo (Megatron-Bridge ConfigContainer overrides), "
-    "torchtitan (job-config TOML) or slurm (batch script).",
+    help="megatron (torchrun + pretrain_gpt.py flags), nemo (Megatron-Bridge "
+    "ConfigContainer snippet), torchtitan (torchtitan 0.3.0 command line) or slurm "
+    "(batch script).",
 )
 def export_cmd(plan_file: Path, fmt: str) -> None:
     """Print launch settings for a saved plan (optimize --json output, its first plan)."""

@@ -28,6 +28,7 @@ from models.zoo import zoo
 from solvers import Config
 from solvers.plan import build_plan
 from solvers.space import Shape
+from torchtitan_rule import command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,6 +113,17 @@ PLANS = {
         8,
         2,
         24,
+    ),
+    "llama3_8b_interleaved": (
+        "llama3-8b",
+        4096,
+        3e11,
+        "h100-sxm",
+        (2, 1, 4, 2, 1, "selective", "bf16"),
+        "cx7-400g",
+        8,
+        4,
+        32,
     ),
 }
 
@@ -299,7 +311,6 @@ def test_vocabularies_say_version_and_source():
 
 
 def test_uneven_split_flags_in_every_format():
-    tomllib = pytest.importorskip("tomllib")
     job = Launch.from_plan(*make_plan("uneven_first_last_interleaved"))
     args = dict(megatron_args(job))
     assert args["--decoder-first-pipeline-num-layers"] == "16"
@@ -310,12 +321,12 @@ def test_uneven_split_flags_in_every_format():
     fields = dict(nemo_fields(job))
     assert fields["model.num_layers_in_first_pipeline_stage"] == 16
     assert fields["model.num_layers_in_last_pipeline_stage"] == 14
-    parts = tomllib.loads(emit(job, "torchtitan"))["parallelism"]["module_fqns_per_model_part"]
+    parts = torchtitan_sections(job)["parallelism"]["module_fqns_per_model_part"]
     # virtual stage s on rank s mod 8: rank 0's two chunks hold 8 layers each, rank 7's 7
     assert (
         len(parts) == 16
         and parts[0][0] == "tok_embeddings"
-        and parts[-1][-2:] == ["norm", "output"]
+        and parts[-1][-2:] == ["norm", "lm_head"]
     )
     assert [len([n for n in p if n.startswith("layers.")]) for p in parts[:8]] == [8] * 7 + [7]
     assert sum(len([n for n in p if n.startswith("layers.")]) for p in parts) == 126
@@ -324,7 +335,7 @@ def test_uneven_split_flags_in_every_format():
     assert args["--num-virtual-stages-per-pipeline-rank"] == "8"
     assert "--account-for-embedding-in-pipeline-split" in args
     assert "--account-for-loss-in-pipeline-split" in args
-    par = tomllib.loads(emit(acc, "torchtitan"))["parallelism"]
+    par = torchtitan_sections(acc)["parallelism"]
     assert par["pipeline_parallel_layers_per_stage"] == 2
     assert par["pipeline_parallel_first_stage_less_layers"] == 1
     assert par["pipeline_parallel_last_stage_less_layers"] == 1
@@ -353,39 +364,74 @@ def test_nemo_fields():
     assert "# accepted by megatron-bridge 0.6.2" in text and "torchrun --nnodes 8 " in text
 
 
-def test_torchtitan_toml():
-    tomllib = pytest.importorskip("tomllib")
-    doc = tomllib.loads(emit(Launch.from_plan(*make_plan("interleaved")), "torchtitan"))
-    par = doc["parallelism"]
-    assert par["tensor_parallel_degree"] == 4 and par["pipeline_parallel_degree"] == 4
-    assert par["data_parallel_shard_degree"] == 8
+def test_torchtitan_command():
+    """torchtitan 0.3.0's form: --module/--config, --section.field overrides, the
+    activation-checkpoint subcommand last (bench/launch_check.py runs torchtitan on it)."""
+    job = Launch.from_plan(*make_plan("llama3_8b_interleaved"))
+    text = emit(job, "torchtitan")
+    assert "# accepted by torchtitan 0.3.0 (ConfigManager" in text
+    cmd = command(text)
+    assert cmd["torchrun"] == {"--nnodes": "4", "--nproc-per-node": "8"}
+    assert (cmd["module"], cmd["config"]) == ("llama3", "llama3_8b")
+    assert cmd["activation_checkpoint"] == "selective"
+    assert text.rstrip().endswith("activation-checkpoint:selective")
+    assert cmd["sections"] == torchtitan_sections(job)
+    par, training = cmd["sections"]["parallelism"], cmd["sections"]["training"]
+    assert par["tensor_parallel_degree"] == 2 and par["pipeline_parallel_degree"] == 4
+    assert par["data_parallel_shard_degree"] == 4
     assert par["pipeline_parallel_schedule"] == "Interleaved1F1B"
-    assert par["pipeline_parallel_layers_per_stage"] == 10
+    assert par["pipeline_parallel_layers_per_stage"] == 4
     # torchtitan counts the embedding and the output as one layer each unless told not to
     assert par["pipeline_parallel_first_stage_less_layers"] == 0
     assert par["pipeline_parallel_last_stage_less_layers"] == 0
-    assert doc["training"]["global_batch_size"] == 8 * 32
-    assert doc["training"]["local_batch_size"] == 32  # one step's micro-batches per DP rank
-    assert doc["activation_checkpoint"]["mode"] == "selective"
-    fp8 = tomllib.loads(emit(Launch.from_plan(*make_plan("fp8_full")), "torchtitan"))
-    assert fp8["model"]["converters"] == ["float8"]
-    assert fp8["training"]["local_batch_size"] == 16 * 2 * 16 // 16
+    assert training["global_batch_size"] == 4 * 32
+    assert training["local_batch_size"] == 32  # one step's micro-batches per DP rank
+    assert training["disable_cuda_graphs"] is True  # 0.3.0 captures no CUDA graph with PP
+    assert "--model." not in text  # 0.3.0 has no --model.converters: FP8 is the config's
+
+
+def test_torchtitan_sections_of_any_model():
+    sec = torchtitan_sections(Launch.from_plan(*make_plan("interleaved")))
+    assert sec["parallelism"]["pipeline_parallel_layers_per_stage"] == 10
     scenario, plan = make_plan("fp8_full")
+    assert torchtitan_sections(Launch.from_plan(scenario, plan))["training"][
+        "local_batch_size"
+    ] == (16 * 2 * 16 // 16)
     flat = build_plan(
         scenario, Config(Shape("h100-sxm", 1, 1, 1, 1, 2, "none", "fp8"), "cx7-400g", 8, 8, 4)
     )
-    no_pp = tomllib.loads(emit(Launch.from_plan(scenario, flat), "torchtitan"))
+    no_pp = torchtitan_sections(Launch.from_plan(scenario, flat))
     assert no_pp["training"]["local_batch_size"] == 2  # no PP: the micro-batch, accumulated
     assert no_pp["training"]["global_batch_size"] == 2 * 4 * 8
+    assert "disable_cuda_graphs" not in no_pp["training"]
     assert "pipeline_parallel_schedule" not in no_pp["parallelism"]
-    assert no_pp["activation_checkpoint"] == {"mode": "none"}
-    assert fp8["parallelism"]["context_parallel_degree"] == 1
-    assert fp8["activation_checkpoint"]["mode"] == "full"
     assert set(torchtitan_sections(Launch.from_plan(*make_plan("cp_gqa")))) == {
         "training",
         "parallelism",
-        "activation_checkpoint",
     }
+
+
+def test_torchtitan_refuses_what_0_3_0_cannot_express():
+    with pytest.raises(Infeasible, match=r"^torchtitan 0.3.0 has no config for llama2-70b "):
+        emit(Launch.from_plan(*make_plan("interleaved")), "torchtitan")
+    scenario = build_scenario(
+        model="llama3-8b", tokens=3e11, seq_len=4096, gpus=("h100-sxm",), max_gpus=64,
+        precision="fp8",
+    )  # fmt: skip
+    fp8 = build_plan(
+        scenario, Config(Shape("h100-sxm", 1, 1, 1, 1, 2, "full", "fp8"), "cx7-400g", 8, 8, 4)
+    )
+    with pytest.raises(Infeasible, match="llama3_8b has no FP8 converter") as err:
+        emit(Launch.from_plan(scenario, fp8), "torchtitan")
+    assert "\n" not in str(err.value)
+    big = build_scenario(
+        model="llama3-405b", tokens=3e11, seq_len=8192, gpus=("h100-sxm",), max_gpus=100_000
+    )
+    bf16 = build_plan(
+        big, Config(Shape("h100-sxm", 8, 1, 8, 1, 1, "full", "bf16"), "cx7-400g", 8, 4, 64)
+    )
+    with pytest.raises(Infeasible, match="llama3_405b trains in FP8"):
+        emit(Launch.from_plan(big, bf16), "torchtitan")
 
 
 # --- import: Megatron's defaults, scripts, errors --------------------------------------------
@@ -533,6 +579,10 @@ def saved_plan(tmp_path_factory):
 def test_export_matches_optimize_emit(capsys, saved_plan, fmt):
     path, doc = saved_plan
     code, exported, err = run_main(capsys, ["export", str(path), "--format", fmt])
+    if fmt == "torchtitan":  # torchtitan 0.3.0 has no llama2-7b config: both refuse alike
+        assert code == 1 and "has no config for llama2-7b" in err
+        assert run_main(capsys, [*OPT, "--emit", fmt])[::2] == (1, err)
+        return
     assert code == 0, err
     code, emitted, err = run_main(capsys, [*OPT, "--emit", fmt])
     assert code == 0, err
@@ -587,12 +637,13 @@ def test_export_then_evaluate_round_trip_cli(capsys, saved_plan, tmp_path):
 
 
 def test_optimize_emit_json_adds_launch(capsys):
-    code, out, _ = run_main(capsys, [*OPT, "--emit", "torchtitan", "--json", "--no-explain"])
+    llama3 = [*OPT[:2], "llama3-8b", *OPT[3:]]
+    code, out, _ = run_main(capsys, [*llama3, "--emit", "torchtitan", "--json", "--no-explain"])
     assert code == 0
     doc = json.loads(out)
     assert {"status", "objective", "solve", "plans", "binding", "conflict"} <= set(doc)
     assert doc["launch"]["format"] == "torchtitan"
-    assert "[parallelism]" in doc["launch"]["text"]
+    assert "-m torchtitan.train --module llama3 --config llama3_8b" in doc["launch"]["text"]
 
 
 def test_optimize_from_megatron_json_and_text(capsys, tmp_path):

@@ -42,7 +42,10 @@ def test_emitters_name_the_pinned_releases():
         line = checked_release(fmt)
         assert line is not None and line in emit(job, fmt).splitlines()
         assert "megatron-core " + got["megatron-core"] in line
-    assert checked_release("torchtitan") is None  # not yet accepted: says nothing
+    tt = checked_release("torchtitan")
+    assert tt is not None and "torchtitan " + got["torchtitan"] + " (ConfigManager" in tt
+    llama3 = Launch.from_plan(*make_plan("llama3_8b_interleaved"))
+    assert tt in emit(llama3, "torchtitan").splitlines()
 
 
 def test_fixed_plans_cover_the_issue_list():

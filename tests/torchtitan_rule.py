@@ -1,23 +1,25 @@
 """torchtitan's pipeline split, re-implemented for tests: which modules each (virtual)
-stage builds from a job config's [parallelism] section.
+stage builds from the emitted command's --parallelism overrides (`command` parses them).
 
-pytorch/torchtitan at commit e347b1e5e6b6941d789d16d340145294d82dc71e (2026-02-15, the
-last commit with TOML job configs), torchtitan/distributed/pipeline_parallel.py:
-pipeline_llm (lines 43-115: the number of virtual stages from
+torchtitan 0.3.0 (the PyPI wheel pinned in ci/frameworks.txt),
+torchtitan/distributed/pipeline_parallel.py: _get_pipeline_metadata (lines 194-264: the number of virtual stages from
 pipeline_parallel_layers_per_stage with ceil((layers + first_less + last_less) /
 layers_per_stage), the checks that it divides by the PP degree and gives one stage per
 rank for single-stage schedules, at least two for multi-stage ones; or 1 or 2 stages per
-rank without it; module_fqns_per_model_part used as given) and
-generate_llm_fqn_per_model_part (lines 236-345: the effective layers, layers +
+rank without it; module_fqns_per_model_part used as given by pipeline_llm) and
+_generate_llm_fqn_per_model_part (lines 366-477: the effective layers, layers +
 first_less + last_less, spread over the stages with the remainder on the first stages;
 the first stage holds tok_embeddings and `first_less` layers fewer, the last holds norm
-and output and `last_less` fewer; weights above the minimum stage size are refused).
-Defaults from torchtitan/config/job_config.py at the same commit (lines 367-396).
+and lm_head and `last_less` fewer; weights above the minimum stage size are refused).
+Defaults from torchtitan/config/configs.py of the same wheel (lines 174-226).
+bench/launch_check.py runs torchtitan itself on the emitted commands; this copy lets the
+tests check many random plans without the framework environment.
 """
 
 from __future__ import annotations
 
 import math
+import shlex
 
 SINGLE_STAGE = {"1F1B", "GPipe"}
 
@@ -28,7 +30,7 @@ class SplitError(ValueError):
 
 def module_names(num_stages: int, num_layers: int, first: int, last: int) -> list[list[str]]:
     if num_stages == 1:
-        return [["tok_embeddings", *(f"layers.{i}" for i in range(num_layers)), "norm", "output"]]
+        return [["tok_embeddings", *(f"layers.{i}" for i in range(num_layers)), "norm", "lm_head"]]
     effective = num_layers + first + last
     if num_stages > effective:
         raise SplitError("more stages than effective layers")
@@ -49,7 +51,7 @@ def module_names(num_stages: int, num_layers: int, first: int, last: int) -> lis
                 names.append(f"layers.{layer}")
                 layer += 1
         if s == num_stages - 1:
-            names += ["norm", "output"]
+            names += ["norm", "lm_head"]
         out.append(names)
     return out
 
@@ -80,3 +82,40 @@ def stages(parallelism: dict, num_layers: int) -> list[list[str]]:
             raise SplitError(f"{len(given)} model parts for schedule {schedule} on pp {pp}")
         return given
     return module_names(num, num_layers, first, last)
+
+
+def command(text: str) -> dict:
+    """The emitted torchtitan command, parsed: torchrun's options, --module/--config, each
+    `--section.field value` override as {section: {field: value}} (bare flags True, a list
+    of lists from space-separated comma-joined groups, integers as int) and the
+    activation-checkpoint subcommand."""
+    line = next(s for s in text.replace("\\\n", " ").splitlines() if "torchtitan.train" in s)
+    words = shlex.split(line)
+    i = words.index("torchtitan.train")
+    out: dict = {"torchrun": dict(zip(words[1 : i - 1 : 2], words[2 : i - 1 : 2], strict=True))}
+    sections: dict[str, dict] = {}
+    rest = words[i + 1 :]
+    k = 0
+    while k < len(rest):
+        word = rest[k]
+        values = []
+        k += 1
+        while k < len(rest) and not rest[k].startswith("--") and ":" not in rest[k]:
+            values.append(rest[k])
+            k += 1
+        if word.startswith("activation-checkpoint:"):
+            out["activation_checkpoint"] = word.split(":", 1)[1]
+        elif word in ("--module", "--config"):
+            out[word[2:]] = values[0]
+        else:
+            section, _, field = word[2:].partition(".")
+            key = field.replace("-", "_")
+            if not values:
+                value: object = True
+            elif key == "module_fqns_per_model_part":
+                value = [group.split(",") for group in values]
+            else:
+                value = int(values[0]) if values[0].isdigit() else values[0]
+            sections.setdefault(section, {})[key] = value
+    out["sections"] = sections
+    return out

@@ -1,24 +1,26 @@
-"""torchtitan's job-config TOML for a plan.
+"""torchtitan's launch command for a plan (torchtitan 0.3.0: `-m torchtitan.train --module M
+--config F` plus `--section.field value` overrides; the TOML job file is gone).
 
+The model comes from a config_registry function (designer/data/launch/torchtitan.yaml
+`configs`): torchtitan 0.3.0 has no command-line model shape and no FP8 switch, so a model
+without a function, or a precision its function does not train in, is refused in one line.
 The pipeline split is written so that torchtitan builds exactly the plan's stages, by
-torchtitan's own rule (torchtitan/distributed/pipeline_parallel.py pipeline_llm and
-generate_llm_fqn_per_model_part at pytorch/torchtitan e347b1e5e6b6, the last commit with
-TOML job configs): it counts the input and output modules as
-pipeline_parallel_first/last_stage_less_layers layers each (default 1) and makes
-ceil((layers + first + last) / pipeline_parallel_layers_per_stage) stages. An even split
-or Megatron's embedding/loss accounting is that rule with first/last 0 or 1; any other
-split (first/last-stage layers, a pipeline that does not divide the layers) is written
-as module_fqns_per_model_part, every stage's modules spelled out.
+torchtitan's own rule (torchtitan 0.3.0 torchtitan/distributed/pipeline_parallel.py
+_get_pipeline_metadata and _generate_llm_fqn_per_model_part): it counts the input and
+output modules as pipeline_parallel_first/last_stage_less_layers layers each (default 1)
+and makes ceil((layers + first + last) / pipeline_parallel_layers_per_stage) stages. An
+even split or Megatron's embedding/loss accounting is that rule with first/last 0 or 1; any
+other split (first/last-stage layers, a pipeline that does not divide the layers) is
+written as module_fqns_per_model_part, every stage's modules spelled out.
 """
 
 from __future__ import annotations
 
-import json
-
+from designer.errors import Infeasible
 from designer.launch.pipeline_layout import chunks_or_refuse, needs_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
-from designer.launch.vocab import checked_against, vocabulary
+from designer.launch.vocab import checked_against, checked_release, releases, vocabulary
 
 
 def compact_split(job: Launch) -> bool:
@@ -31,15 +33,33 @@ def compact_split(job: Launch) -> bool:
     )
 
 
+def torchtitan_model(job: Launch) -> dict[str, object]:
+    """The config_registry function of the plan's model and precision, or a one-line refusal."""
+    doc = vocabulary("torchtitan")
+    release = f"torchtitan {doc['release']}"
+    entry = doc["configs"].get(job.spec.name)
+    if entry is None:
+        raise Infeasible(
+            f"{release} has no config for {job.spec.name} (it sets model shapes in code and has "
+            f"configs for {', '.join(sorted(doc['configs']))} only): use --emit megatron"
+        )
+    fp8 = job.layout.precision == "fp8"
+    if fp8 != entry["fp8"]:
+        has = "trains in FP8 (its Float8 converter)" if entry["fp8"] else "has no FP8 converter"
+        raise Infeasible(
+            f"{release} sets FP8 only inside a config function, and {entry['config']} "
+            f"{has}: a plan of {job.spec.name} in {job.layout.precision} cannot be expressed; "
+            "use --emit megatron or the other precision"
+        )
+    return entry
+
+
 def torchtitan_sections(job: Launch) -> dict[str, dict[str, object]]:
-    """[section] -> {field: value} for torchtitan's job-config TOML."""
+    """section -> {field: value} of torchtitan's --section.field overrides."""
     lay = job.layout
     known = vocabulary("torchtitan")["sections"]
     pipelined = lay.pp > 1
-    sections: dict[str, dict[str, object]] = {}
-    if lay.precision == "fp8":
-        sections["model"] = {"converters": ["float8"]}
-    sections["training"] = {
+    training: dict[str, object] = {
         # with PP one step is one pass of every micro-batch through the pipeline; without
         # it torchtitan accumulates global / (local x DP) micro-batches
         "local_batch_size": lay.global_batch // lay.dp if pipelined else lay.micro_batch,
@@ -47,8 +67,10 @@ def torchtitan_sections(job: Launch) -> dict[str, dict[str, object]]:
         "seq_len": job.seq_len,
     }
     if job.train_iters is not None:
-        sections["training"]["steps"] = job.train_iters
-    sections["training"]["mixed_precision_param"] = "bfloat16"
+        training["steps"] = job.train_iters
+    if pipelined:  # torchtitan 0.3.0 captures no CUDA graph with pipeline parallelism
+        training["disable_cuda_graphs"] = True
+    training["mixed_precision_param"] = "bfloat16"
     sharded = lay.zero >= 1
     par: dict[str, object] = {
         "data_parallel_replicate_degree": 1 if sharded else lay.dp,
@@ -66,11 +88,7 @@ def torchtitan_sections(job: Launch) -> dict[str, dict[str, object]]:
         else:
             par["module_fqns_per_model_part"] = torchtitan_model_parts(job)
         par["pipeline_parallel_microbatch_size"] = lay.micro_batch
-    sections["parallelism"] = par
-    ac: dict[str, object] = {"mode": lay.recompute}
-    if lay.recompute == "selective":
-        ac["selective_ac_option"] = "op"
-    sections["activation_checkpoint"] = ac
+    sections = {"training": training, "parallelism": par}
     for name, values in sections.items():  # the vocabulary is the contract: no invented fields
         unknown = set(values) - set(known[name])
         if unknown:
@@ -80,7 +98,7 @@ def torchtitan_sections(job: Launch) -> dict[str, dict[str, object]]:
 
 def torchtitan_model_parts(job: Launch) -> list[list[str]]:
     """Module names of every model chunk in stage order (virtual stage s on rank s mod p,
-    as Interleaved1F1B and Megatron-LM place them); Llama-style names."""
+    as Interleaved1F1B and Megatron-LM place them); torchtitan 0.3.0's Llama 3 names."""
     chunks = chunks_or_refuse(job.spec.layers, job.layout, "torchtitan")
     parts: list[list[str]] = []
     layer = 0
@@ -90,36 +108,47 @@ def torchtitan_model_parts(job: Launch) -> list[list[str]]:
         if s == 0:
             names.insert(0, "tok_embeddings")
         if s == len(chunks) - 1:
-            names += ["norm", "output"]
+            names += ["norm", "lm_head"]
         parts.append(names)
     return parts
 
 
-def _toml(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value)
+def override_words(section: str, name: str, value: object) -> str:
+    """One `--section.field value` override as torchtitan's tyro parser reads it: booleans
+    are bare flags, a list of lists is space-separated comma-joined groups."""
+    opt = f"--{section}.{name.replace('_', '-')}"
+    if value is True:
+        return opt
+    if isinstance(value, list):
+        return opt + " " + " ".join(",".join(group) for group in value)
+    return f"{opt} {value}"
 
 
 def torchtitan(job: Launch) -> str:
     spec, lay = job.spec, job.layout
+    model = torchtitan_model(job)
+    release = releases()["releases"]["torchtitan"]
     lines = [
         f"# {job.summary}",
-        f"# fields checked against {checked_against('torchtitan')}",
+        f"# for torchtitan {release}: fields checked against {checked_against('torchtitan')}",
+        *([line] if (line := checked_release("torchtitan")) else []),
         *platform_notes(job, "torchtitan"),
-        f"# model shape (torchtitan sets it in code: pick the [model] name and flavor with): "
-        f"{spec.layers} layers, dim {spec.hidden}, {spec.heads} heads, {spec.kv} KV heads, "
-        f"head dim {spec.head_dim}, ffn {spec.ffn}, vocab {spec.vocab}, "
-        f"{spec.position_embedding} positions (base {spec.rope_base:g}), {spec.normalization}",
-        f"# launch on each of {job.nodes} servers: torchrun --nnodes {job.nodes} "
-        f"--nproc-per-node {job.procs_per_node} -m torchtitan.train --job.config_file THIS.toml",
+        f"# model: --config {model['config']} builds {spec.name}: {spec.layers} layers, "
+        f"dim {spec.hidden}, {spec.heads} heads, {spec.kv} KV heads, ffn {spec.ffn}, "
+        f"vocab {spec.vocab}",
     ]
     if lay.zero >= 1 and lay.dp > 1:
         lines.append(
             "# torchtitan's FSDP2 shards weights and gradients as well as optimizer state "
             "(ZeRO 3): less memory than the plan's ZeRO 1, more data-parallel traffic"
         )
-    for name, values in torchtitan_sections(job).items():
-        lines += ["", f"[{name}]"]
-        lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
+    words = [
+        f"torchrun --nnodes {job.nodes} --nproc-per-node {job.procs_per_node} "
+        f"-m torchtitan.train --module {model['module']} --config {model['config']}"
+    ]
+    for section, values in torchtitan_sections(job).items():
+        words += [override_words(section, k, v) for k, v in values.items()]
+    words.append(vocabulary("torchtitan")["activation_checkpoint"][lay.recompute])
+    lines.append(f"# on each of {job.nodes} servers:")
+    lines.append(" \\\n  ".join(words))
     return "\n".join(lines) + "\n"

@@ -49,16 +49,11 @@ def checked_release(fmt: str) -> str | None:
     package = doc["formats"].get(fmt)
     if package is None:
         return None
-    checks = CHECKS.get(package, "parse_args, validate_args, the model's parameter count")
+    checks = doc.get("checks", {}).get(package, "its own parser and validation")
     return (
         f"# accepted by {package} {doc['releases'][package]} ({checks}: "
         "bench/launch_check.py, pinned in ci/frameworks.txt)"
     )
-
-
-# what bench/launch_check_frameworks.py runs on a package's launches, where it is not
-# Megatron-LM's parse_args/validate_args/parameter count
-CHECKS = {"megatron-bridge": "its ConfigContainer built and validate()d"}
 
 
 def normalize(name: str) -> str:
