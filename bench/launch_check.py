@@ -36,6 +36,7 @@ from designer.errors import Infeasible, UsageError  # noqa: E402
 from designer.launch import Launch, emit  # noqa: E402
 from designer.launch.emit import FORMATS  # noqa: E402
 from designer.questions import build_scenario  # noqa: E402
+from models.moe import training_params  # noqa: E402
 from solvers import Config, solve  # noqa: E402
 from solvers.plan import build_plan  # noqa: E402
 from solvers.space import Shape  # noqa: E402
@@ -325,7 +326,8 @@ def expected(scenario, plan, job: Launch) -> dict:
         "micro_batch": lay.micro_batch,
         "global_batch": lay.global_batch,
         "microbatches": lay.global_batch // (lay.micro_batch * lay.dp),
-        "params": scenario.spec.params(),
+        # what Megatron builds: the main model and its MTP modules (--mtp-num-layers)
+        "params": training_params(scenario.spec),
         "stage_layers": list(job.stage_layers),
         "layers": scenario.spec.layers,
         "moe": scenario.spec.is_moe,
