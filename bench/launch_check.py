@@ -332,7 +332,31 @@ def expected(scenario, plan, job: Launch) -> dict:
         "layers": scenario.spec.layers,
         "moe": scenario.spec.is_moe,
         "seq_len": job.seq_len,
+        "config": config_fields(scenario.spec),
     }
+
+
+def config_fields(spec) -> dict:
+    """The (ML)TransformerConfig fields the flags must set for this spec: query/key norms,
+    MTP, the router, latent attention's YaRN (issue 29)."""
+    out: dict = {
+        "qk_layernorm": spec.qk_norm or spec.is_mla,
+        "mtp_num_layers": spec.mtp_layers or None,
+    }
+    if spec.is_moe:
+        scale = spec.router_topk_scale
+        out.update(
+            moe_router_score_function=spec.router_score,
+            moe_router_enable_expert_bias=spec.router_expert_bias,
+            moe_router_topk_scaling_factor=None if scale == 1.0 else scale,
+            moe_router_num_groups=spec.router_groups,
+            moe_router_group_topk=spec.router_group_topk,
+        )
+    yarn = spec.rope_scaling
+    if spec.is_mla and yarn is not None:
+        out.update(rope_type="yarn", rotary_scaling_factor=yarn.factor, mscale=yarn.mscale,
+                   mscale_all_dim=yarn.mscale_all_dim)  # fmt: skip
+    return out
 
 
 def case(name: str, scenario, plan) -> dict:

@@ -151,6 +151,17 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
         out = {"TransformerConfig": f"ok ({type(cfg).__name__})"}
         for k in ("persist_layer_norm", "masked_softmax_fusion", "bias_dropout_fusion"):
             setattr(cfg, k, False)
+        wrong = {
+            k: getattr(cfg, k, "absent")
+            for k, v in exp.get("config", {}).items()
+            if getattr(cfg, k, "absent") != v
+        }
+        out["architecture"] = (
+            "ok"
+            if not wrong
+            else f"the config has {wrong}, the spec needs "
+            + str({k: exp["config"][k] for k in wrong})
+        )
     except BaseException as e:  # noqa: BLE001
         return {"TransformerConfig": f"{type(e).__name__}: {e}"[:300]}
     try:

@@ -211,7 +211,25 @@ def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
     mtp = m.integer("mtp_layers")
     if mtp:
         out["mtp_layers"] = mtp
+    if experts is not None:
+        out.update(_router_fields(m))
     return out
+
+
+def _router_fields(m: _Flags) -> dict:
+    """The router flags (megatron_model.router_flags, read back; absent: Megatron's
+    softmax router without bias, scale or groups)."""
+    score = m.text("router_score") or "softmax"
+    if score not in ("softmax", "sigmoid"):
+        raise _fail(m.name("router_score"), f"{score!r} is not modelled (softmax or sigmoid)")
+    groups = m.integer("router_groups")
+    return {
+        "router_score": score,
+        "router_expert_bias": m.switch("router_expert_bias"),
+        "router_topk_scale": m.number("router_topk_scale") or 1.0,
+        "router_groups": groups,
+        "router_group_topk": m.integer("router_group_topk") if groups else None,
+    }
 
 
 def _dense_and_every(pattern: tuple[bool, ...]) -> tuple[int, int] | None:
@@ -305,6 +323,12 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
         "attention_dropout": m.number("attention_dropout"),
         "hidden_dropout": m.number("hidden_dropout"),
         "untie_embeddings": m.switch("untie_embeddings"),
+        "qk_layernorm": m.switch("qk_layernorm") and not m.switch("mla"),
+        "mla": m.switch("mla"),
+        "rope_type": m.text("rope_type"),
+        "rotary_scaling_factor": m.number("rotary_scaling_factor"),
+        "mscale": m.number("mscale"),
+        "mscale_all_dim": m.number("mscale_all_dim"),
     }
     max_pos = m.integer("max_position_embeddings")
     if max_pos is not None and max_pos < seq_len:

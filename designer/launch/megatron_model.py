@@ -172,7 +172,10 @@ def router_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
     if spec.router_topk_scale != 1.0:
         out.append(("router_topk_scale", _number(spec.router_topk_scale)))
     if spec.router_groups is not None:
-        out += [("router_groups", spec.router_groups), ("router_group_topk", spec.router_group_topk)]
+        out += [
+            ("router_groups", spec.router_groups),
+            ("router_group_topk", spec.router_group_topk),
+        ]
     return out
 
 
@@ -282,6 +285,8 @@ def spec_fields(flags: dict[str, Any], hidden: int, heads: int) -> dict[str, Any
     if flags.get("use_rope_scaling"):
         factor = flags.get("rope_scaling_factor") or default("rope_scaling_factor")
         scaling = RopeScaling(**LLAMA3_SCALING, factor=float(factor))
+    elif flags.get("mla") and (flags.get("rope_type") or "yarn") == "yarn":
+        scaling = mla_yarn(flags)
     linear_bias = not flags.get("disable_bias_linear") and bool(default("linear_bias"))
     normalization = {v: k for k, v in NORMALIZATION.items()}[
         flags.get("normalization") or NORMALIZATION[default("normalization")]
@@ -299,4 +304,23 @@ def spec_fields(flags: dict[str, Any], hidden: int, heads: int) -> dict[str, Any
         "attention_dropout": float(get("attention_dropout")),
         "hidden_dropout": float(get("hidden_dropout")),
         "tied_embeddings": not flags.get("untie_embeddings") and bool(default("tied_embeddings")),
+        "qk_norm": bool(flags.get("qk_layernorm")),
     }
+
+
+def mla_yarn(flags: dict[str, Any]) -> RopeScaling | None:
+    """YaRN as latent attention builds it (Megatron's default --rope-type for MLA): the
+    factor and mscales from the flags (defaults 1.0, 1.0, 0.0), MLA_YARN_FIXED for the
+    rest; a factor of 1 scales nothing (None)."""
+    factor = float(flags.get("rotary_scaling_factor") or 1.0)
+    if factor == 1.0:
+        return None
+    mscale = flags.get("mscale")
+    all_dim = flags.get("mscale_all_dim")
+    return RopeScaling(
+        type="yarn",
+        factor=factor,
+        mscale=1.0 if mscale is None else float(mscale),
+        mscale_all_dim=0.0 if all_dim is None else float(all_dim),
+        **MLA_YARN_FIXED,
+    )
