@@ -441,7 +441,8 @@ def router_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
         )
     if method == "noaux_tc":
         out["router_expert_bias"] = True
-    groups, kept = cfg.get("n_group"), cfg.get("topk_group")
+    groups: Any = cfg.get("n_group")
+    kept: Any = cfg.get("topk_group")
     if method != "greedy" and _is_set(groups) and int(groups) > 1:
         if not _is_set(kept):
             raise ModelError(f"{origin}: n_group: group-limited routing also needs topk_group")
