@@ -282,6 +282,31 @@ FIELD_SETTINGS = {
 }
 
 
+def _architecture_values(m: _Flags, position: str | None) -> dict:
+    """The flags megatron_model.spec_fields reads (a switch as True or False)."""
+    return {
+        "kv_channels": m.integer("kv_channels"),
+        "position_embedding": position,
+        "rope_base": m.number("rope_base"),
+        "rope_percent": m.number("rope_percent"),
+        "use_rope_scaling": m.switch("use_rope_scaling"),
+        "rope_scaling_factor": m.number("rope_scaling_factor"),
+        "normalization": m.text("normalization"),
+        "norm_eps": m.number("norm_eps"),
+        "disable_bias_linear": m.switch("disable_bias_linear"),
+        "add_qkv_bias": m.switch("add_qkv_bias"),
+        "attention_dropout": m.number("attention_dropout"),
+        "hidden_dropout": m.number("hidden_dropout"),
+        "untie_embeddings": m.switch("untie_embeddings"),
+        "qk_layernorm": m.switch("qk_layernorm") and not m.switch("mla"),
+        "mla": m.switch("mla"),
+        "rope_type": m.text("rope_type"),
+        "rotary_scaling_factor": m.number("rotary_scaling_factor"),
+        "mscale": m.number("mscale"),
+        "mscale_all_dim": m.number("mscale_all_dim"),
+    }
+
+
 def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
     why = "the model's shape needs it"
     layers = m.required("layers", why)
@@ -309,27 +334,7 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
     position = m.text("position_embedding")
     if position in ("mrope", "relative"):
         raise _fail(m.name("position_embedding"), f"{position!r} positions are not modelled")
-    values = {
-        "kv_channels": m.integer("kv_channels"),
-        "position_embedding": position,
-        "rope_base": m.number("rope_base"),
-        "rope_percent": m.number("rope_percent"),
-        "use_rope_scaling": m.switch("use_rope_scaling"),
-        "rope_scaling_factor": m.number("rope_scaling_factor"),
-        "normalization": m.text("normalization"),
-        "norm_eps": m.number("norm_eps"),
-        "disable_bias_linear": m.switch("disable_bias_linear"),
-        "add_qkv_bias": m.switch("add_qkv_bias"),
-        "attention_dropout": m.number("attention_dropout"),
-        "hidden_dropout": m.number("hidden_dropout"),
-        "untie_embeddings": m.switch("untie_embeddings"),
-        "qk_layernorm": m.switch("qk_layernorm") and not m.switch("mla"),
-        "mla": m.switch("mla"),
-        "rope_type": m.text("rope_type"),
-        "rotary_scaling_factor": m.number("rotary_scaling_factor"),
-        "mscale": m.number("mscale"),
-        "mscale_all_dim": m.number("mscale_all_dim"),
-    }
+    values = _architecture_values(m, position)
     max_pos = m.integer("max_position_embeddings")
     if max_pos is not None and max_pos < seq_len:
         raise _fail(
