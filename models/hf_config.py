@@ -441,12 +441,25 @@ def router_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
         )
     if method == "noaux_tc":
         out["router_expert_bias"] = True
-    groups: Any = cfg.get("n_group")
-    kept: Any = cfg.get("topk_group")
-    if method != "greedy" and _is_set(groups) and int(groups) > 1:
-        if not _is_set(kept):
+    groups = _router_number(cfg, "n_group", origin, whole=True)
+    kept = _router_number(cfg, "topk_group", origin, whole=True)
+    if method != "greedy" and groups is not None and groups > 1:
+        if kept is None:
             raise ModelError(f"{origin}: n_group: group-limited routing also needs topk_group")
         out.update(router_groups=int(groups), router_group_topk=int(kept))
-    if cfg.get("routed_scaling_factor") is not None:
-        out["router_topk_scale"] = float(cfg["routed_scaling_factor"])
+    scale = _router_number(cfg, "routed_scaling_factor", origin, whole=False)
+    if scale is not None:
+        out["router_topk_scale"] = float(scale)
     return out
+
+
+def _router_number(cfg: dict[str, Any], key: str, origin: str, whole: bool) -> float | None:
+    """A router key's positive number (a whole one when ``whole``), None when absent."""
+    value = cfg.get(key)
+    if value is None:
+        return None
+    ok = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if not ok or isinstance(value, bool) or not 0 < value < 1e9:
+        kind = "a positive integer" if whole else "a positive number"
+        raise ModelError(f"{origin}: {key}: expected {kind}, got {value!r}")
+    return float(value)

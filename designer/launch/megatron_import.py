@@ -278,6 +278,7 @@ FIELD_SETTINGS = {
     "qk_head_dim": "qk_head_dim",
     "v_head_dim": "v_head_dim",
     "mtp_layers": "mtp_layers",
+    **{k: k for k in ("router_topk_scale", "router_groups", "router_group_topk")},
     **{k: k for k in ("layers", "hidden", "ffn_hidden", "vocab")},
 }
 
