@@ -115,3 +115,18 @@ def test_yarn_megatron_cannot_express_is_refused():
     odd = RopeScaling(**{**spec.rope_scaling.model_dump(), "beta_fast": 16.0})
     why = unsupported(spec.model_copy(update={"rope_scaling": odd}))
     assert why is not None and "beta_fast" in why
+
+
+def test_a_bad_router_flag_is_a_usage_error_naming_it():
+    from designer.errors import UsageError
+
+    scenario, plan = moe_plan("deepseek-v3")
+    text = emit(Launch.from_plan(scenario, plan), "megatron")
+    bad = text.replace(
+        "--moe-router-topk-scaling-factor 2.5", "--moe-router-topk-scaling-factor -2"
+    )
+    with pytest.raises(UsageError, match="--moe-router-topk-scaling-factor"):
+        load_megatron(bad)
+    tanh = text.replace("--moe-router-score-function sigmoid", "--moe-router-score-function tanh")
+    with pytest.raises(UsageError, match="--moe-router-score-function: 'tanh'"):
+        load_megatron(tanh)
