@@ -36,6 +36,7 @@ from designer.errors import Infeasible, UsageError  # noqa: E402
 from designer.launch import Launch, emit  # noqa: E402
 from designer.launch.emit import FORMATS  # noqa: E402
 from designer.questions import build_scenario  # noqa: E402
+from models.moe import training_params  # noqa: E402
 from solvers import Config, solve  # noqa: E402
 from solvers.plan import build_plan  # noqa: E402
 from solvers.space import Shape  # noqa: E402
@@ -325,12 +326,37 @@ def expected(scenario, plan, job: Launch) -> dict:
         "micro_batch": lay.micro_batch,
         "global_batch": lay.global_batch,
         "microbatches": lay.global_batch // (lay.micro_batch * lay.dp),
-        "params": scenario.spec.params(),
+        # what Megatron builds: the main model and its MTP modules (--mtp-num-layers)
+        "params": training_params(scenario.spec),
         "stage_layers": list(job.stage_layers),
         "layers": scenario.spec.layers,
         "moe": scenario.spec.is_moe,
         "seq_len": job.seq_len,
+        "config": config_fields(scenario.spec),
     }
+
+
+def config_fields(spec) -> dict:
+    """The (ML)TransformerConfig fields the flags must set for this spec: query/key norms,
+    MTP, the router, latent attention's YaRN (issue 29)."""
+    out: dict = {
+        "qk_layernorm": spec.qk_norm or spec.is_mla,
+        "mtp_num_layers": spec.mtp_layers or None,
+    }
+    if spec.is_moe:
+        scale = spec.router_topk_scale
+        out.update(
+            moe_router_score_function=spec.router_score,
+            moe_router_enable_expert_bias=spec.router_expert_bias,
+            moe_router_topk_scaling_factor=None if scale == 1.0 else scale,
+            moe_router_num_groups=spec.router_groups,
+            moe_router_group_topk=spec.router_group_topk,
+        )
+    yarn = spec.rope_scaling
+    if spec.is_mla and yarn is not None:
+        out.update(rope_type="yarn", rotary_scaling_factor=yarn.factor, mscale=yarn.mscale,
+                   mscale_all_dim=yarn.mscale_all_dim)  # fmt: skip
+    return out
 
 
 def case(name: str, scenario, plan) -> dict:

@@ -23,6 +23,12 @@ CPU substitutions (each where the framework has no CPU path; nothing else is stu
   gloo process here); it answers the plan's world size, as torchrun would.
 - torchao (torchtitan's FP8 linear layers) is not in ci/frameworks.txt: a torchtitan config
   function with a Float8 converter (llama3_405b) builds it as the identity (no size changes).
+- torch.cuda.current_device answers "cpu" while the model is built: YaRN's rotary
+  embedding (latent attention, DeepSeek-V3) asks it for the device of its frequency
+  buffers and takes no use_cpu_initialization from MLA; buffers hold no parameter.
+- megatron-core's local (non-Transformer-Engine) DotProductAttention is given a wrapper
+  that drops the k_channels / v_channels latent attention passes (only TE's core
+  attention takes them, and TE has no CPU build); core attention holds no parameter.
 - megatron.bridge.peft.lora_layers imports transformer_engine.pytorch at module level (TE
   has no CPU build); it is replaced by a module with its four class names, which the
   ConfigContainer checks never use.
@@ -152,6 +158,17 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
         out = {"TransformerConfig": f"ok ({type(cfg).__name__})"}
         for k in ("persist_layer_norm", "masked_softmax_fusion", "bias_dropout_fusion"):
             setattr(cfg, k, False)
+        wrong = {
+            k: getattr(cfg, k, "absent")
+            for k, v in exp.get("config", {}).items()
+            if getattr(cfg, k, "absent") != v
+        }
+        out["architecture"] = (
+            "ok"
+            if not wrong
+            else f"the config has {wrong}, the spec needs "
+            + str({k: exp["config"][k] for k in wrong})
+        )
     except BaseException as e:  # noqa: BLE001
         return {"TransformerConfig": f"{type(e).__name__}: {e}"[:300]}
     try:
@@ -163,6 +180,8 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
             if getattr(args, "mtp_num_layers", None)
             else None
         )
+        torch.cuda.current_device = lambda: "cpu"  # YaRN's buffers (module docstring)
+        _drop_latent_channels()
         with torch.device("meta"):
             model = GPTModel(
                 cfg,
@@ -188,6 +207,21 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
         else (f"megatron-core builds {n:,}, the spec has {exp['params']:,}")
     )
     return out
+
+
+def _drop_latent_channels() -> None:
+    """The local DotProductAttention, taking (and ignoring) MLA's k/v_channels."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+
+    init = DotProductAttention.__init__
+    if getattr(init, "drops_latent_channels", False):
+        return
+
+    def wrapped(self, *a, k_channels=None, v_channels=None, **kw):
+        init(self, *a, **kw)
+
+    wrapped.drops_latent_channels = True
+    DotProductAttention.__init__ = wrapped
 
 
 def slurm_check(text: str) -> dict[str, str]:

@@ -76,6 +76,9 @@ GATED_TYPES = {
 }  # fmt: skip
 # families with biases on q, k and v only (Qwen2Attention: q/k/v_proj bias=True, o_proj none)
 QKV_BIAS_TYPES = {"qwen2"}
+# families whose attention normalises each query and key head (head_dim weights each):
+# transformers' Qwen3Attention / Qwen3MoeAttention q_norm and k_norm
+QK_NORM_TYPES = {"qwen3", "qwen3_moe"}
 
 
 @cache
@@ -116,7 +119,15 @@ def _rope_scaling(raw: Any, origin: str) -> dict[str, Any] | None:
     if kind == "su":  # the first Phi-3 releases' name for LongRoPE
         kind = "longrope"
     out = {"type": kind, "factor": raw.get("factor")}
-    for key in ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+    for key in (
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+        "mscale",
+        "mscale_all_dim",
+        "beta_fast",
+        "beta_slow",
+    ):
         if raw.get(key) is not None:
             out[key] = raw[key]
     return out
@@ -244,6 +255,8 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
             )
         elif kind in QKV_BIAS_TYPES:
             fields["qkv_bias"] = True
+        if kind in QK_NORM_TYPES and not _is_set(cfg.get("kv_lora_rank")):
+            fields["qk_norm"] = True  # (latent attention has its own norms instead)
     for hf_key, ours in (
         ("attention_dropout", "attention_dropout"),
         ("attn_pdrop", "attention_dropout"),
@@ -289,15 +302,12 @@ HF_MOE_IGNORED: dict[str, str] = {
     "router_jitter_noise": "noise on router inputs in training (elementwise)",
     "router_z_loss_coef": "weight of the router z-loss (a scalar in the loss)",
     "norm_topk_prob": "renormalises the top-k gate weights (k numbers per token)",
-    "routed_scaling_factor": "scales the routed experts' output (elementwise)",
-    "scoring_func": "softmax or sigmoid gate scores (elementwise over experts)",
-    "topk_method": "how the top-k experts are picked; still k per token",
-    "n_group": "device-limited routing groups: which experts, not how many",
-    "topk_group": "device-limited routing groups kept per token: which experts, not how many",
     "ep_size": "DeepSeek's inference expert-parallel size, not the model",
     "experts_per_token": "GPT-OSS's copy of num_experts_per_tok (must agree with it)",
     "swiglu_limit": "GPT-OSS clamps the SwiGLU inputs (elementwise)",
 }
+# the router's keys (DeepSeek-V3): read into the spec's router fields (router_fields)
+HF_ROUTER_KEYS = ("scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor")
 # attention-variant keys of MoE configs: read as full causal attention only when that is
 # the model at the planned sequence length; otherwise refused (the contract has no key)
 _WINDOW_KEYS = _WINDOW_KEYS_READ
@@ -336,6 +346,7 @@ def moe_fields(cfg: dict[str, Any], origin: str, seq_len: int) -> dict[str, Any]
                 "refuses it rather than read a different model"
             )
         known = key in HF_MOE_KEYS or key in HF_MOE_IGNORED or key in HF_MOE_REFUSED
+        known = known or key in HF_ROUTER_KEYS
         if MOE_LOOKING.search(key) and not known and _is_set(value):
             raise ModelError(
                 f"{origin}: {key}: unknown mixture-of-experts or latent-attention key; the "
@@ -393,6 +404,8 @@ def moe_fields(cfg: dict[str, Any], origin: str, seq_len: int) -> dict[str, Any]
             if ours in out:
                 hf = next(k for k, v in HF_MOE_KEYS.items() if v == ours)
                 raise ModelError(f"{origin}: {hf}: latent attention also needs kv_lora_rank")
+    if "experts" in out:
+        out.update(router_fields(cfg, origin))
     moe = any(k in out for k in ("experts", "kv_lora_rank", "mtp_layers"))
     if moe:
         # The dense importer reads a sliding window as full attention (as it always has);
@@ -407,3 +420,46 @@ def moe_fields(cfg: dict[str, Any], origin: str, seq_len: int) -> dict[str, Any]
                     f"sequence ({seq_len}); windowed attention is not modelled"
                 )
     return out
+
+
+def router_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
+    """The router as DeepSeek-V3's config.json gives it: scoring_func (softmax or
+    sigmoid), topk_method noaux_tc (a per-expert score bias for auxiliary-loss-free
+    balancing, DeepSeek-V3 Technical Report section 2.1.2), n_group / topk_group
+    (group-limited routing, when more than one group) and routed_scaling_factor."""
+    out: dict[str, Any] = {}
+    score = cfg.get("scoring_func")
+    if score is not None:
+        if score not in ("softmax", "sigmoid"):
+            raise ModelError(f"{origin}: scoring_func: {score!r} is not softmax or sigmoid")
+        out["router_score"] = score
+    method = cfg.get("topk_method")
+    if method not in (None, "greedy", "group_limited_greedy", "noaux_tc"):
+        raise ModelError(
+            f"{origin}: topk_method: {method!r} is not modelled (greedy, "
+            "group_limited_greedy or noaux_tc)"
+        )
+    if method == "noaux_tc":
+        out["router_expert_bias"] = True
+    groups = _router_number(cfg, "n_group", origin, whole=True)
+    kept = _router_number(cfg, "topk_group", origin, whole=True)
+    if method != "greedy" and groups is not None and groups > 1:
+        if kept is None:
+            raise ModelError(f"{origin}: n_group: group-limited routing also needs topk_group")
+        out.update(router_groups=int(groups), router_group_topk=int(kept))
+    scale = _router_number(cfg, "routed_scaling_factor", origin, whole=False)
+    if scale is not None:
+        out["router_topk_scale"] = float(scale)
+    return out
+
+
+def _router_number(cfg: dict[str, Any], key: str, origin: str, whole: bool) -> float | None:
+    """A router key's positive number (a whole one when ``whole``), None when absent."""
+    value = cfg.get(key)
+    if value is None:
+        return None
+    ok = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if not ok or isinstance(value, bool) or not 0 < value < 1e9:
+        kind = "a positive integer" if whole else "a positive number"
+        raise ModelError(f"{origin}: {key}: expected {kind}, got {value!r}")
+    return float(value)

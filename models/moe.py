@@ -30,8 +30,9 @@ checkpoints hold them; checked against DeepSeek-V3's 671,026,419,200):
   last and a final norm; it shares the embedding and the output head. ``params()`` is
   the main model's (what the authors publish: DeepSeek-V3's 671B excludes the MTP
   module's 14B); ``mtp_params`` is the rest that training holds.
-Not counted (under 0.001% of each zoo model): DeepSeek-V3's per-expert router score
-bias, Qwen 3's per-head query/key norms, GPT-OSS's per-head attention sinks.
+Qwen 3's query/key norms (qk_norm) are counted with the attention. Not counted:
+DeepSeek-V3's per-expert router score bias (a buffer Megatron-LM does not train),
+GPT-OSS's per-head attention sinks (under 0.001%).
 
 Hugging Face config.json keys that look like MoE or MLA keys but that the importer
 does not know are refused as well, never silently ignored (``MOE_LOOKING``).
@@ -99,7 +100,7 @@ def attention_params(spec: TransformerSpec) -> int:
         weights = 2 * h * spec.q_width + 2 * h * kv_width
         qkv = spec.q_width + 2 * kv_width
         biases = qkv + h if spec.linear_bias else qkv if spec.qkv_bias else 0
-        return weights + biases
+        return weights + biases + spec.qk_norm_params
     assert spec.kv_lora_rank and spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
     qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
     if spec.q_lora_rank is None:

@@ -56,6 +56,12 @@ class RopeScaling(BaseModel):
     low_freq_factor: float | None = Field(default=None, gt=0)
     high_freq_factor: float | None = Field(default=None, gt=0)
     original_max_position_embeddings: int | None = Field(default=None, ge=1)
+    # YaRN's attention temperature and correction range (DeepSeek-V3 config.json;
+    # Megatron-LM --mscale, --mscale-all-dim; beta_fast 32 and beta_slow 1 when not given)
+    mscale: float | None = Field(default=None, gt=0)
+    mscale_all_dim: float | None = Field(default=None, ge=0)
+    beta_fast: float | None = Field(default=None, gt=0)
+    beta_slow: float | None = Field(default=None, gt=0)
 
 
 class TransformerSpec(NumbersNotBools):
@@ -89,6 +95,9 @@ class TransformerSpec(NumbersNotBools):
     qkv_bias: bool = Field(default=False, description="biases in the QKV projection only")
     attention_dropout: float = Field(default=0.0, ge=0, lt=1)
     hidden_dropout: float = Field(default=0.0, ge=0, lt=1)
+    qk_norm: bool = Field(
+        default=False, description="a norm of head_dim weights on each query and key (Qwen 3)"
+    )
     # mixture-of-experts (../shared/CLI-CONTRACT.md, "Mixture-of-experts and attention
     # variants"); a model without experts is dense and keeps every count it always had
     experts: int | None = Field(default=None, ge=1, le=1_000_000, description="routed experts")
@@ -107,6 +116,15 @@ class TransformerSpec(NumbersNotBools):
     qk_rope_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
     v_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
     mtp_layers: int = Field(default=0, ge=0, le=1_000, description="multi-token prediction")
+    # the router (DeepSeek-V3 config.json scoring_func, topk_method noaux_tc, n_group,
+    # topk_group, routed_scaling_factor): softmax or sigmoid scores, a per-expert score
+    # bias for load balancing (a buffer, not a trained parameter), the routed output's
+    # scale, and group-limited routing (top router_group_topk of router_groups groups)
+    router_score: Literal["softmax", "sigmoid"] = "softmax"
+    router_expert_bias: bool = False
+    router_topk_scale: float = Field(default=1.0, gt=0)
+    router_groups: int | None = Field(default=None, ge=1)
+    router_group_topk: int | None = Field(default=None, ge=1)
     published_params_b: float | None = Field(
         default=None, gt=0, description="the size the authors publish, billions"
     )
@@ -229,13 +247,24 @@ class TransformerSpec(NumbersNotBools):
         return qkv if self.qkv_bias else 0
 
     @property
+    def qk_norm_params(self) -> int:
+        """One layer's query and key norms (qk_norm): one norm of head_dim each."""
+        per = self.head_dim * (2 if self.normalization == "layernorm" else 1)
+        return 2 * per if self.qk_norm else 0
+
+    @property
     def norm_params(self) -> int:
         """One norm: a scale per channel, and a bias for LayerNorm."""
         return self.hidden * (2 if self.normalization == "layernorm" else 1)
 
     def layer_params(self) -> int:
-        """One layer: matmul weights, biases and two norms."""
-        return self.layer_matmul_params() + self.layer_bias_params() + 2 * self.norm_params
+        """One layer: matmul weights, biases, two norms and the query/key norms."""
+        return (
+            self.layer_matmul_params()
+            + self.layer_bias_params()
+            + 2 * self.norm_params
+            + self.qk_norm_params
+        )
 
     def embedding_params(self) -> int:
         """Input embedding, with learned absolute position embeddings when used."""
@@ -263,7 +292,7 @@ class TransformerSpec(NumbersNotBools):
 
 _MLA_REQUIRED = ("kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")
 _NEEDS_EXPERTS = (
-    "experts_per_token", "expert_ffn_hidden", "shared_expert_ffn_hidden",
+    "experts_per_token", "expert_ffn_hidden", "shared_expert_ffn_hidden", "router_groups",
 )  # fmt: skip
 
 
@@ -274,6 +303,9 @@ def _check_moe(spec: TransformerSpec) -> None:
         for key in _NEEDS_EXPERTS:
             if getattr(spec, key) is not None:
                 raise ValueError(f"{key} needs experts (the routed experts per MoE layer)")
+        if spec.router_score != "softmax" or spec.router_expert_bias:
+            key = "router_expert_bias" if spec.router_expert_bias else "router_score"
+            raise ValueError(f"{key} needs experts (the routed experts per MoE layer)")
         if spec.shared_experts:
             raise ValueError("shared_experts needs experts (the routed experts per MoE layer)")
         if spec.dense_layers or spec.moe_layer_every != 1:
@@ -305,6 +337,10 @@ def _check_moe(spec: TransformerSpec) -> None:
             f"{missing}: multi-head latent attention needs all of {', '.join(_MLA_REQUIRED)} "
             "(q_lora_rank may be null)"
         )
+    if given and spec.qk_norm:
+        raise ValueError("qk_norm: multi-head latent attention has its own latent norms")
+    if (spec.router_groups is None) != (spec.router_group_topk is None):
+        raise ValueError("router_groups and router_group_topk go together (group-limited routing)")
     if given and (spec.linear_bias or spec.qkv_bias):
         key = "linear_bias" if spec.linear_bias else "qkv_bias"
         raise ValueError(f"{key}: biases with multi-head latent attention are not modelled")

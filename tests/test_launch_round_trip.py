@@ -204,7 +204,7 @@ def moe_plan(model: str, spec=None):
 @pytest.mark.parametrize("model", sorted(MOE_PLANS))
 def test_moe_models_round_trip_through_megatron(model):
     """Every MoE zoo model Megatron-LM can build imports as the same model, EP and ETP; the
-    others name why (DeepSeek-V3's YaRN RoPE; its architecture without it round-trips)."""
+    others name why (GPT-OSS; its architecture without YaRN round-trips)."""
     from designer.launch.megatron_model import unsupported
     from models.zoo import moe_zoo
 

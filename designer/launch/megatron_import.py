@@ -211,7 +211,25 @@ def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
     mtp = m.integer("mtp_layers")
     if mtp:
         out["mtp_layers"] = mtp
+    if experts is not None:
+        out.update(_router_fields(m))
     return out
+
+
+def _router_fields(m: _Flags) -> dict:
+    """The router flags (megatron_model.router_flags, read back; absent: Megatron's
+    softmax router without bias, scale or groups)."""
+    score = m.text("router_score") or "softmax"
+    if score not in ("softmax", "sigmoid"):
+        raise _fail(m.name("router_score"), f"{score!r} is not modelled (softmax or sigmoid)")
+    groups = m.integer("router_groups")
+    return {
+        "router_score": score,
+        "router_expert_bias": m.switch("router_expert_bias"),
+        "router_topk_scale": m.number("router_topk_scale") or 1.0,
+        "router_groups": groups,
+        "router_group_topk": m.integer("router_group_topk") if groups else None,
+    }
 
 
 def _dense_and_every(pattern: tuple[bool, ...]) -> tuple[int, int] | None:
@@ -260,8 +278,34 @@ FIELD_SETTINGS = {
     "qk_head_dim": "qk_head_dim",
     "v_head_dim": "v_head_dim",
     "mtp_layers": "mtp_layers",
+    **{k: k for k in ("router_topk_scale", "router_groups", "router_group_topk")},
     **{k: k for k in ("layers", "hidden", "ffn_hidden", "vocab")},
 }
+
+
+def _architecture_values(m: _Flags, position: str | None) -> dict:
+    """The flags megatron_model.spec_fields reads (a switch as True or False)."""
+    return {
+        "kv_channels": m.integer("kv_channels"),
+        "position_embedding": position,
+        "rope_base": m.number("rope_base"),
+        "rope_percent": m.number("rope_percent"),
+        "use_rope_scaling": m.switch("use_rope_scaling"),
+        "rope_scaling_factor": m.number("rope_scaling_factor"),
+        "normalization": m.text("normalization"),
+        "norm_eps": m.number("norm_eps"),
+        "disable_bias_linear": m.switch("disable_bias_linear"),
+        "add_qkv_bias": m.switch("add_qkv_bias"),
+        "attention_dropout": m.number("attention_dropout"),
+        "hidden_dropout": m.number("hidden_dropout"),
+        "untie_embeddings": m.switch("untie_embeddings"),
+        "qk_layernorm": m.switch("qk_layernorm") and not m.switch("mla"),
+        "mla": m.switch("mla"),
+        "rope_type": m.text("rope_type"),
+        "rotary_scaling_factor": m.number("rotary_scaling_factor"),
+        "mscale": m.number("mscale"),
+        "mscale_all_dim": m.number("mscale_all_dim"),
+    }
 
 
 def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
@@ -291,21 +335,7 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
     position = m.text("position_embedding")
     if position in ("mrope", "relative"):
         raise _fail(m.name("position_embedding"), f"{position!r} positions are not modelled")
-    values = {
-        "kv_channels": m.integer("kv_channels"),
-        "position_embedding": position,
-        "rope_base": m.number("rope_base"),
-        "rope_percent": m.number("rope_percent"),
-        "use_rope_scaling": m.switch("use_rope_scaling"),
-        "rope_scaling_factor": m.number("rope_scaling_factor"),
-        "normalization": m.text("normalization"),
-        "norm_eps": m.number("norm_eps"),
-        "disable_bias_linear": m.switch("disable_bias_linear"),
-        "add_qkv_bias": m.switch("add_qkv_bias"),
-        "attention_dropout": m.number("attention_dropout"),
-        "hidden_dropout": m.number("hidden_dropout"),
-        "untie_embeddings": m.switch("untie_embeddings"),
-    }
+    values = _architecture_values(m, position)
     max_pos = m.integer("max_position_embeddings")
     if max_pos is not None and max_pos < seq_len:
         raise _fail(

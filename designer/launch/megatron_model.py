@@ -4,10 +4,15 @@ the spec a command builds, Megatron-LM's own defaults applied to every flag it l
 of each default). A flag the emitter forgets therefore imports as a different model.
 
 Megatron-LM expresses: learned absolute positions or RoPE (base, rotary share, Llama 3.1
-scaling with low 1 / high 4 / original 8192), LayerNorm or RMSNorm, biases on every
-linear layer or QKV only, attention and hidden dropout, plain GeLU, tanh GeLU, squared
-ReLU or SwiGLU, GQA, an explicit head width (--kv-channels), tied or untied embeddings.
-Models outside that (ALiBi, gated GeLU, other RoPE scalings) get a one-line refusal.
+scaling with low 1 / high 4 / original 8192, and YaRN for latent attention: --rope-type
+yarn --rotary-scaling-factor --mscale --mscale-all-dim, MLATransformerConfig's
+original length 4096 and beta 32 / 1), LayerNorm or RMSNorm, biases on every linear
+layer or QKV only, attention and hidden dropout, plain GeLU, tanh GeLU, squared ReLU or
+SwiGLU, GQA, an explicit head width (--kv-channels), query/key norms (--qk-layernorm:
+Qwen 3's per-head norms; with latent attention, the q_lora and kv_lora norms), tied or
+untied embeddings, the router's score function, expert bias, top-k scale and groups.
+Models outside that (ALiBi, gated GeLU, other RoPE scalings, GPT-OSS) get a one-line
+refusal.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ import yaml
 from models import TransformerSpec
 from models.spec import RopeScaling
 
+# MLATransformerConfig's YaRN constants that no flag sets (megatron-core 0.19
+# transformer_config.py: original_max_position_embeddings 4096, beta_fast 32, beta_slow 1)
+MLA_YARN_FIXED = {"original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0}
 # Megatron-LM's Llama 3.1 RoPE scaling (rotary_pos_embedding.py _apply_scaling defaults)
 LLAMA3_SCALING = {
     "type": "llama3",
@@ -65,15 +73,38 @@ def unsupported(spec: TransformerSpec) -> str | None:
             "squared ReLU or SwiGLU)"
         )
     scaling = spec.rope_scaling
+    if scaling is not None and spec.position_embedding != "rope":
+        return "RoPE scaling without RoPE positions"
+    if scaling is not None and scaling.type == "yarn":
+        return _yarn_unsupported(spec)
     if scaling is not None:
-        if spec.position_embedding != "rope":
-            return "RoPE scaling without RoPE positions"
         fixed = {k: getattr(scaling, k) for k in LLAMA3_SCALING}
         if fixed != LLAMA3_SCALING or scaling.factor is None:
             return (
                 f"RoPE scaling {scaling.type!r} with these parameters has no Megatron-LM flag "
                 "(--use-rope-scaling is Llama 3.1's rule with low 1, high 4, original 8192)"
             )
+    return None
+
+
+def _yarn_unsupported(spec: TransformerSpec) -> str | None:
+    """YaRN as Megatron-LM builds it for latent attention (DeepSeek-V3), or why not."""
+    scaling = spec.rope_scaling
+    assert scaling is not None
+    if not spec.is_mla:
+        return (
+            "YaRN RoPE without latent attention is GPT-OSS's, whose attention sinks, "
+            "alternating 128-token sliding window and clamped SwiGLU the spec does not hold "
+            "(Megatron-LM core_v0.19 would need --softmax-type learnable, --window-size, "
+            "--window-attn-skip-freq, --quick-geglu, --glu-linear-offset, "
+            "--activation-func-clamp-value): a launch would train a different model"
+        )
+    got = {k: getattr(scaling, k) for k in MLA_YARN_FIXED}
+    if any(v is not None and v != MLA_YARN_FIXED[k] for k, v in got.items()) or not scaling.factor:
+        return (
+            f"YaRN with {got} has no Megatron-LM flag (latent attention fixes original 4096, "
+            "beta_fast 32, beta_slow 1; --rotary-scaling-factor sets the factor)"
+        )
     return None
 
 
@@ -89,6 +120,8 @@ def model_flags(spec: TransformerSpec, max_positions: int) -> list[tuple[str, ob
     ]
     if spec.kv != spec.heads:
         out += [("group_query_attention", None), ("query_groups", spec.kv)]
+    if spec.qk_norm or spec.is_mla:
+        out.append(("qk_layernorm", None))
     out += moe_flags(spec)
     switch = ACTIVATION_SWITCH[(spec.activation, spec.gated_mlp)]
     if switch is not None:
@@ -98,8 +131,7 @@ def model_flags(spec: TransformerSpec, max_positions: int) -> list[tuple[str, ob
     out.append(("position_embedding", spec.position_embedding))
     if spec.position_embedding == "rope":
         out += [("rope_base", _number(spec.rope_base)), ("rope_percent", spec.rope_percent)]
-        if spec.rope_scaling is not None:
-            out += [("use_rope_scaling", None), ("rope_scaling_factor", spec.rope_scaling.factor)]
+        out += _scaling_flags(spec)
     out += [
         ("normalization", NORMALIZATION[spec.normalization]),
         ("norm_eps", spec.norm_eps),
@@ -117,6 +149,36 @@ def model_flags(spec: TransformerSpec, max_positions: int) -> list[tuple[str, ob
     return out
 
 
+def _scaling_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
+    """Llama 3.1 scaling, or YaRN for latent attention (unsupported() refuses the rest)."""
+    scaling = spec.rope_scaling
+    if scaling is None:
+        return [("rope_type", "rope")] if spec.is_mla else []
+    if scaling.type == "yarn":
+        return [
+            ("rope_type", "yarn"),
+            ("rotary_scaling_factor", scaling.factor),
+            ("mscale", 1.0 if scaling.mscale is None else scaling.mscale),
+            ("mscale_all_dim", 0.0 if scaling.mscale_all_dim is None else scaling.mscale_all_dim),
+        ]
+    return [("use_rope_scaling", None), ("rope_scaling_factor", scaling.factor)]
+
+
+def router_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
+    """The router: score function, expert bias, top-k scale and group-limited routing."""
+    out: list[tuple[str, object]] = [("router_score", spec.router_score)]
+    if spec.router_expert_bias:
+        out.append(("router_expert_bias", None))
+    if spec.router_topk_scale != 1.0:
+        out.append(("router_topk_scale", _number(spec.router_topk_scale)))
+    if spec.router_groups is not None:
+        out += [
+            ("router_groups", spec.router_groups),
+            ("router_group_topk", spec.router_group_topk),
+        ]
+    return out
+
+
 def moe_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
     """The experts, latent attention and multi-token prediction as Megatron-LM flags: the
     MoE layers as an explicit --moe-layer-freq pattern (Megatron's integer form puts layer
@@ -129,6 +191,7 @@ def moe_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
             ("experts", spec.experts),
             ("moe_topk", spec.experts_per_token),
             ("moe_ffn_hidden", spec.expert_ffn),
+            *router_flags(spec),
         ]
         if spec.shared_experts:
             out.append(("moe_shared_ffn", spec.shared_experts * spec.shared_expert_ffn))
@@ -222,6 +285,8 @@ def spec_fields(flags: dict[str, Any], hidden: int, heads: int) -> dict[str, Any
     if flags.get("use_rope_scaling"):
         factor = flags.get("rope_scaling_factor") or default("rope_scaling_factor")
         scaling = RopeScaling(**LLAMA3_SCALING, factor=float(factor))
+    elif flags.get("mla") and (flags.get("rope_type") or "yarn") == "yarn":
+        scaling = mla_yarn(flags)
     linear_bias = not flags.get("disable_bias_linear") and bool(default("linear_bias"))
     normalization = {v: k for k, v in NORMALIZATION.items()}[
         flags.get("normalization") or NORMALIZATION[default("normalization")]
@@ -239,4 +304,23 @@ def spec_fields(flags: dict[str, Any], hidden: int, heads: int) -> dict[str, Any
         "attention_dropout": float(get("attention_dropout")),
         "hidden_dropout": float(get("hidden_dropout")),
         "tied_embeddings": not flags.get("untie_embeddings") and bool(default("tied_embeddings")),
+        "qk_norm": bool(flags.get("qk_layernorm")),
     }
+
+
+def mla_yarn(flags: dict[str, Any]) -> RopeScaling | None:
+    """YaRN as latent attention builds it (Megatron's default --rope-type for MLA): the
+    factor and mscales from the flags (defaults 1.0, 1.0, 0.0), MLA_YARN_FIXED for the
+    rest; a factor of 1 scales nothing (None)."""
+    factor = float(flags.get("rotary_scaling_factor") or 1.0)
+    if factor == 1.0:
+        return None
+    mscale = flags.get("mscale")
+    all_dim = flags.get("mscale_all_dim")
+    return RopeScaling(
+        type="yarn",
+        factor=factor,
+        mscale=1.0 if mscale is None else float(mscale),
+        mscale_all_dim=0.0 if all_dim is None else float(all_dim),
+        **MLA_YARN_FIXED,
+    )
