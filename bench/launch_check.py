@@ -327,7 +327,9 @@ def expected(scenario, plan, job: Launch) -> dict:
         "global_batch": lay.global_batch,
         "microbatches": lay.global_batch // (lay.micro_batch * lay.dp),
         # what Megatron builds: the main model and its MTP modules (--mtp-num-layers)
-        "params": training_params(scenario.spec),
+        # at the plan's sequence length: learned absolute positions (GPT-3) are one per token
+        # (--max-position-embeddings), whatever length the spec was published with
+        "params": training_params(scenario.spec.model_copy(update={"seq_len": job.seq_len})),
         "stage_layers": list(job.stage_layers),
         "layers": scenario.spec.layers,
         "moe": scenario.spec.is_moe,
