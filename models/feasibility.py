@@ -74,6 +74,20 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
         )
     if layout.vp > 1 and layout.pp == 1:
         out.append(Violation("divisibility", "interleaving (vp > 1) needs pp > 1", "--vp"))
+    m = layout.grad_accum
+    if layout.vp > 1 and layout.pp > 1 and m == int(m) and int(m) % layout.pp:
+        # megatron-core 0.19 schedules.py (forward_backward_pipelining_with_interleaving): the
+        # micro-batches run in groups of PP per virtual stage, and a last group smaller than
+        # PP raises at the first step; torch's Interleaved1F1B (torchtitan) refuses it too
+        out.append(
+            Violation(
+                "divisibility",
+                f"the interleaved schedule (vp {layout.vp}) needs the micro-batches per step "
+                f"({int(m)}) to be a multiple of pp {layout.pp}; choose a global batch of "
+                f"micro-batch x dp x a multiple of {layout.pp}",
+                "--global-batch",
+            )
+        )
     return out
 
 

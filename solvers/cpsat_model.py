@@ -243,6 +243,13 @@ def _batch(ctx: BuildContext) -> None:
     # the interleaved schedule itself needs at least p micro-batches (Narayanan et al. SC'21,
     # section 2.2): not a relaxable rule
     md.add(ctx.m >= ctx.sel(s.pp if s.vp > 1 else 1 for s in shapes))
+    # and runs them in groups of p per virtual stage: m a multiple of p (megatron-core 0.19
+    # schedules.py; models/feasibility.py divisibility_violations), not relaxable either
+    for p in sorted({s.pp for s in shapes if s.vp > 1 and s.pp > 1}):
+        chosen = [x for x, s in zip(ctx.x, shapes, strict=True) if s.vp > 1 and s.pp == p]
+        groups = md.new_int_var(1, max(1, ctx.m_max // p), f"microbatch_groups[{p}]")
+        for x in chosen:
+            md.add(ctx.m == p * groups).only_enforce_if(x)
 
 
 def _servers(ctx: BuildContext) -> None:

@@ -5,7 +5,8 @@ DP degree and micro-batches per step at once (numpy), checks every enforced
 limit and keeps the best, ties broken by the secondary objective, then fewer
 GPUs, then the shape's order. It uses no dominance argument, so the
 differential tests also check the ones CP-SAT relies on (the largest m the
-ceiling allows is best; renting makes the fastest NIC in every slot best).
+ceiling allows is best, a multiple of PP under the interleaved schedule; renting
+makes the fastest NIC in every slot best).
 Only when no batch ceiling bounds m (the family switched off) does it take the
 largest m, since the space is then unbounded. Obviously correct, slow: the
 oracle of the differential tests and the baseline of bench/solver.py."""
@@ -51,6 +52,9 @@ def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int,
     if scenario.active("batch_floor"):
         floor_seq = math.ceil(scenario.floor_tokens / scenario.seq_len - TOL)
         m_lo = np.maximum(m_lo, -(-floor_seq // (micro_batch * dps)))
+    if vp > 1 and pp > 1:  # the interleaved schedule runs m in groups of p (models/feasibility)
+        m_hi = m_hi // pp * pp
+        m_lo = -(-m_lo // pp) * pp
     return m_hi, m_lo
 
 
@@ -225,6 +229,8 @@ def best_for_candidate(
     # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
     every_m = every_m and scenario.active("batch_ceiling")
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
+    if shape.vp > 1 and shape.pp > 1:  # every m enumerated: the multiples of p alone
+        dps, m = dps[m % shape.pp == 0], m[m % shape.pp == 0]
     gpus = shape.replica_gpus * dps
     takes = {n.name for n in scenario.nics_for(gpu.name)}
     fitting = [nic for nic in nics if nic.name in takes]

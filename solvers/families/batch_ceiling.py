@@ -24,6 +24,12 @@ def ceiling_sequences(s: Scenario) -> int:
     return math.floor(s.ceiling_tokens / s.seq_len + TOL)
 
 
+def _m_step(shape: Any) -> int:
+    """The step of a shape's micro-batches per step: p under the interleaved schedule (models/
+    feasibility.py divisibility_violations), else 1."""
+    return shape.pp if shape.vp > 1 and shape.pp > 1 else 1
+
+
 class BatchCeiling(EvaluatorCheck):
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(max_batch_tokens=s.ceiling_tokens * 2)
@@ -32,10 +38,17 @@ class BatchCeiling(EvaluatorCheck):
         on, ceiling = ctx.enforce[self.name], ctx.ceiling_seq
         ctx.md.add(ctx.global_batch <= ceiling).only_enforce_if(on)
         if ceiling:
-            # dominance: the largest m the ceiling allows is always best (exhaustive.py)
-            ctx.md.add(
-                ctx.w + ctx.dp >= ctx.sel(ceiling // s.micro_batch + 1 for s in ctx.shapes)
-            ).only_enforce_if(on)
+            # dominance: the largest m the ceiling allows is always best (exhaustive.py); under
+            # the interleaved schedule m steps by p (cpsat_model._batch), so the largest is
+            # within p of the ceiling: d (m + step) > ceiling / b, one row per step
+            for step in sorted({_m_step(s) for s in ctx.shapes}):
+                ctx.md.add(
+                    ctx.w + step * ctx.dp
+                    >= ctx.sel(
+                        ceiling // s.micro_batch + 1 if _m_step(s) == step else 0
+                        for s in ctx.shapes
+                    )
+                ).only_enforce_if(on)
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
         return grid.cand.shape.micro_batch * grid.m * grid.dps <= ceiling_sequences(s)
