@@ -18,6 +18,7 @@ these errors give; tests/test_accuracy.py checks the catalog against them.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -219,15 +220,21 @@ def evidence_text(blocks: dict[str, list[str]]) -> str:
     return "".join(f"  {gpu}:\n" + "\n".join(lines) + "\n" for gpu, lines in blocks.items())
 
 
-def write_catalog_evidence(blocks: dict[str, list[str]]) -> None:
-    """Replace (or add) each GPU's measured: block in catalog/data/gpus.yaml, in place."""
+def write_catalog_evidence(blocks: dict[str, list[str]], key: str = "measured") -> None:
+    """Replace (or add, before ``stacks:``) each GPU's ``key:`` block in
+    catalog/data/gpus.yaml, in place: the block runs to the GPU's next key, so a
+    ``measured_moe:`` block after ``measured:`` (bench/moe_accuracy.py) is kept."""
     path = Path(__file__).resolve().parent.parent / "catalog" / "data" / "gpus.yaml"
     doc = path.read_text(encoding="utf-8")
     for gpu, lines in blocks.items():
         entry = doc.index(f"\n  {gpu}:\n")
         stacks = doc.index("    stacks:\n", entry)
-        old = doc.find("    measured:\n", entry, stacks)
-        doc = doc[: stacks if old == -1 else old] + "\n".join(lines) + "\n" + doc[stacks:]
+        old = doc.find(f"    {key}:\n", entry, stacks)
+        start = end = stacks
+        if old != -1:
+            nxt = re.compile(r"^    \S", re.M).search(doc, old + 1)
+            start, end = old, nxt.start() if nxt else stacks
+        doc = doc[:start] + "\n".join(lines) + "\n" + doc[end:]
     path.write_text(doc, encoding="utf-8")
 
 

@@ -279,9 +279,6 @@ RANDOM_GPUS = ("h100-sxm", "h200", "b200", "gb200", "a100-80gb", "mi300x")
 
 def fixed_plan(name: str):
     model, seq, tokens, gpu, shape, nic, nics, dp, m = FIXED[name]
-    shape = tuple(shape)
-    if len(shape) == 8:  # the split as Shape takes it
-        shape = (*shape[:7], shape[7])
     scenario = build_scenario(
         model=model, tokens=tokens, seq_len=seq, gpus=(gpu,), max_gpus=100_000, precision=shape[6]
     )

@@ -69,6 +69,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/deepseek_v3.py
 
+from accuracy import write_catalog_evidence  # noqa: E402
+
 from catalog import load_catalog  # noqa: E402
 from designer.launch.pipeline_layout import layout_fields  # noqa: E402
 from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
@@ -354,14 +356,7 @@ def moe_evidence_blocks(rows) -> dict[str, list[str]]:
 
 def write_moe_evidence(blocks: dict[str, list[str]]) -> None:
     """Replace (or add) each GPU's measured_moe: block in catalog/data/gpus.yaml."""
-    path = Path(__file__).resolve().parent.parent / "catalog" / "data" / "gpus.yaml"
-    doc = path.read_text(encoding="utf-8")
-    for gpu, lines in blocks.items():
-        entry = doc.index(f"\n  {gpu}:\n")
-        stacks = doc.index("    stacks:\n", entry)
-        old = doc.find("    measured_moe:\n", entry, stacks)
-        doc = doc[: stacks if old == -1 else old] + "\n".join(lines) + "\n" + doc[stacks:]
-    path.write_text(doc, encoding="utf-8")
+    write_catalog_evidence(blocks, "measured_moe")
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ it to contain the prediction), doubled on the ratio scale, or a signed error of
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -217,7 +216,7 @@ def band(
     its dense band of that precision, doubled like an extrapolation."""
     pair = None if precision is None else pair_evidence(gpu, evidence, precision)
     if evidence is None:
-        return dataclasses.replace(extrapolated_band(measured), pair=pair)
+        return replace(extrapolated_band(measured), pair=pair)
     if precision is not None and precision not in evidence.precisions:
         # its own band doubled, but never narrower than a GPU with no run at all: a tight
         # band in one precision says little about another (GEMM efficiencies differ)

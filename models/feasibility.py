@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from catalog.specs import GPUSpec
 from models.layout import Assumptions, Layout
 from models.memory import MemoryBreakdown
-from models.pipeline import split_violation
+from models.pipeline import microbatch_step, split_violation
 from models.scaleup import tp_limit
 from models.spec import TransformerSpec
 
@@ -74,11 +74,8 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
         )
     if layout.vp > 1 and layout.pp == 1:
         out.append(Violation("divisibility", "interleaving (vp > 1) needs pp > 1", "--vp"))
-    m = layout.grad_accum
-    if layout.vp > 1 and layout.pp > 1 and m == int(m) and int(m) % layout.pp:
-        # megatron-core 0.19 schedules.py (forward_backward_pipelining_with_interleaving): the
-        # micro-batches run in groups of PP per virtual stage, and a last group smaller than
-        # PP raises at the first step; torch's Interleaved1F1B (torchtitan) refuses it too
+    m, step = layout.grad_accum, microbatch_step(layout.pp, layout.vp)
+    if m == int(m) and int(m) % step:
         out.append(
             Violation(
                 "divisibility",

@@ -374,3 +374,12 @@ def split_options(layout: Layout) -> str:
     if layout.loss_in_split:
         out.append("--loss-in-split")
     return " ".join(out)
+
+
+def microbatch_step(pp: int, vp: int) -> int:
+    """What the micro-batches per step must be a multiple of: ``pp`` under the interleaved
+    schedule (``vp`` > 1), which runs them in groups of PP per virtual stage and raises at
+    the first step on a smaller last group (megatron-core 0.19 schedules.py,
+    forward_backward_pipelining_with_interleaving; torch's Interleaved1F1B likewise); 1
+    otherwise."""
+    return pp if vp > 1 and pp > 1 else 1

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from models.cost import usd_to_cents_up
+from models.pipeline import microbatch_step
 from models.units import seconds_from_days
 from solvers.bounds import dp_bounds, objective_lower_bound
 from solvers.cpsat_cluster import ClusterTerms
@@ -243,13 +244,14 @@ def _batch(ctx: BuildContext) -> None:
     # the interleaved schedule itself needs at least p micro-batches (Narayanan et al. SC'21,
     # section 2.2): not a relaxable rule
     md.add(ctx.m >= ctx.sel(s.pp if s.vp > 1 else 1 for s in shapes))
-    # and runs them in groups of p per virtual stage: m a multiple of p (megatron-core 0.19
-    # schedules.py; models/feasibility.py divisibility_violations), not relaxable either
-    for p in sorted({s.pp for s in shapes if s.vp > 1 and s.pp > 1}):
-        chosen = [x for x, s in zip(ctx.x, shapes, strict=True) if s.vp > 1 and s.pp == p]
+    # and runs them in groups of p per virtual stage: m a multiple of p
+    # (models.pipeline.microbatch_step), not relaxable either
+    steps = [microbatch_step(s.pp, s.vp) for s in shapes]
+    for p in sorted(set(steps) - {1}):
         groups = md.new_int_var(1, max(1, ctx.m_max // p), f"microbatch_groups[{p}]")
-        for x in chosen:
-            md.add(ctx.m == p * groups).only_enforce_if(x)
+        for x, step in zip(ctx.x, steps, strict=True):
+            if step == p:
+                md.add(ctx.m == p * groups).only_enforce_if(x)
 
 
 def _servers(ctx: BuildContext) -> None:

@@ -23,6 +23,7 @@ from models.cost import bought_gpus, cluster_totals, purchases_cents, tco_usd, u
 from models.evaluate import cloud_usd
 from models.feasibility import TOL
 from models.goodput import with_purchases
+from models.pipeline import microbatch_step
 from models.step import step_from_coefficients
 from models.units import days_from_seconds
 from solvers import cloud_terms
@@ -52,9 +53,8 @@ def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int,
     if scenario.active("batch_floor"):
         floor_seq = math.ceil(scenario.floor_tokens / scenario.seq_len - TOL)
         m_lo = np.maximum(m_lo, -(-floor_seq // (micro_batch * dps)))
-    if vp > 1 and pp > 1:  # the interleaved schedule runs m in groups of p (models/feasibility)
-        m_hi = m_hi // pp * pp
-        m_lo = -(-m_lo // pp) * pp
+    step = microbatch_step(pp, vp)  # the interleaved schedule: m a multiple of p
+    m_hi, m_lo = m_hi // step * step, -(-m_lo // step) * step
     return m_hi, m_lo
 
 
@@ -229,8 +229,8 @@ def best_for_candidate(
     # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
     every_m = every_m and scenario.active("batch_ceiling")
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
-    if shape.vp > 1 and shape.pp > 1:  # every m enumerated: the multiples of p alone
-        dps, m = dps[m % shape.pp == 0], m[m % shape.pp == 0]
+    keep = m % microbatch_step(shape.pp, shape.vp) == 0  # every m enumerated: the multiples
+    dps, m = dps[keep], m[keep]
     gpus = shape.replica_gpus * dps
     takes = {n.name for n in scenario.nics_for(gpu.name)}
     fitting = [nic for nic in nics if nic.name in takes]

@@ -15,18 +15,7 @@ from designer import published
 from designer.questions import scenario_from_options
 from helpers import run_cli, run_main
 from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
-
-QUESTION = [
-    "--model",
-    "llama2-7b",
-    "--tokens",
-    "100B",
-    "--budget",
-    "2M",
-    "--max-batch-tokens",
-    "1M",
-    "--no-explain",
-]
+from test_evidence import QUESTION
 
 
 def _ev(sources: dict[str, dict[str, int]], precisions=("bf16",)) -> Evidence:

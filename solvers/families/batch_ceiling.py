@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from models.pipeline import microbatch_step
 from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
 
 if TYPE_CHECKING:
@@ -24,12 +25,6 @@ def ceiling_sequences(s: Scenario) -> int:
     return math.floor(s.ceiling_tokens / s.seq_len + TOL)
 
 
-def _m_step(shape: Any) -> int:
-    """The step of a shape's micro-batches per step: p under the interleaved schedule (models/
-    feasibility.py divisibility_violations), else 1."""
-    return shape.pp if shape.vp > 1 and shape.pp > 1 else 1
-
-
 class BatchCeiling(EvaluatorCheck):
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(max_batch_tokens=s.ceiling_tokens * 2)
@@ -41,12 +36,13 @@ class BatchCeiling(EvaluatorCheck):
             # dominance: the largest m the ceiling allows is always best (exhaustive.py); under
             # the interleaved schedule m steps by p (cpsat_model._batch), so the largest is
             # within p of the ceiling: d (m + step) > ceiling / b, one row per step
-            for step in sorted({_m_step(s) for s in ctx.shapes}):
+            steps = [microbatch_step(s.pp, s.vp) for s in ctx.shapes]
+            for step in sorted(set(steps)):
                 ctx.md.add(
                     ctx.w + step * ctx.dp
                     >= ctx.sel(
-                        ceiling // s.micro_batch + 1 if _m_step(s) == step else 0
-                        for s in ctx.shapes
+                        ceiling // s.micro_batch + 1 if k == step else 0
+                        for s, k in zip(ctx.shapes, steps, strict=True)
                     )
                 ).only_enforce_if(on)
 
