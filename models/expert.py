@@ -133,6 +133,10 @@ class ExpertLayout:
     # ``moe`` and ``mla_up_proj`` re-run their forward GEMMs, ``moe`` its all-to-alls)
     recompute_modules: frozenset[str] = frozenset()
     fp8_activations: bool = False
+    # the router probabilities weight the expert outputs in the combine, which then stores
+    # them (models.memory.StoredActivations.probs_in_combine; off: Megatron-Core applies
+    # them in the experts' activation)
+    probs_in_combine: bool = False
 
     @property
     def load(self) -> float:
@@ -423,7 +427,9 @@ def dualpipe_bubble_scale(pp: int) -> float:
 
 def stored_activations(ex: ExpertLayout) -> StoredActivations:
     """The memory model's options of this expert layout (models.memory)."""
-    return StoredActivations(ex.recompute_modules, ex.fp8_activations, ex.dualpipe)
+    return StoredActivations(
+        ex.recompute_modules, ex.fp8_activations, ex.dualpipe, ex.probs_in_combine
+    )
 
 
 def expert_memory(

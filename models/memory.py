@@ -419,11 +419,21 @@ class StoredActivations:
       "Low-Precision Storage"): the routed experts' inputs and SwiGLU inputs and the
       attention output projection's input at 1 byte.
     - ``dualpipe``: two copies of the weights and gradients, PP + 1 micro-batches in
-      flight (``moe_memory_per_gpu``)."""
+      flight (``moe_memory_per_gpu``).
+    - ``probs_in_combine``: the router's top-k probabilities weight the expert outputs in
+      the combine (unpermute), whose backward then needs each expert output (2 h bytes per
+      routed copy) for the probabilities' gradient. Off by default: Megatron-Core
+      (megatron/core/transformer/moe/experts.py at 000c4ac24f61, GroupedMLP and
+      TEGroupedMLP ``activation_func_with_probs``) multiplies them into the activation
+      output before the second GEMM, and ``unpermute`` (token_dispatcher.py
+      ``combine_postprocess``) gets no probabilities: the combine is a fixed-index
+      scatter-add that stores nothing, and the probabilities' gradient reads the
+      activation output the second GEMM stores anyway."""
 
     modules: frozenset[str] = frozenset()
     fp8: bool = False
     dualpipe: bool = False
+    probs_in_combine: bool = False
 
     def recomputes(self, module: str) -> bool:
         return module in self.modules
@@ -447,12 +457,13 @@ class StoredActivations:
     def routed_bytes_per_copy(self, spec: TransformerSpec, etp: int) -> float:
         """Stored bytes of one routed token copy: its input h x ETP (gathered), the FFN
         activations (6 f gated: the up/gate output 4 f and activation output 2 f; 4 f
-        plain), its output 2 h for the combine."""
+        plain), and with ``probs_in_combine`` its output 2 h for the combine."""
         f, h = spec.expert_ffn, spec.hidden
         per_elem = 1.0 if self.fp8 else 2.0
         up = (2.0 if spec.gated_mlp else 1.0) * f * per_elem
         act = 0.0 if self.recomputes("moe_act") else 2.0 * f
-        return per_elem * h * etp + up + act + 2.0 * h
+        out = 2.0 * h if self.probs_in_combine else 0.0
+        return per_elem * h * etp + up + act + out
 
 
 @dataclass(frozen=True)
@@ -499,7 +510,8 @@ def moe_memory_per_gpu(
       split over TP: Megatron requires sequence parallelism with MoE and TP); the routed
       part per GPU from the tokens it receives: T x top-k x load of the token copies
       (T = s b / (CP TP)), each storing its input 2h x ETP (the ETP group gathers its
-      tokens), its FFN activations 6f (gated) or 4f, and its output 2h for the combine;
+      tokens) and its FFN activations 6f (gated) or 4f (its output 2h only where the
+      combine weights it: ``StoredActivations.probs_in_combine``);
       the router's fp32 logits and scores (8 bytes x experts per token) and top-k gates
       and indices (12 bytes x k). Full recomputation keeps only each layer's input.
     - ``load``: with a capacity factor, tokens beyond it are dropped and Megatron pads

@@ -148,7 +148,8 @@ def test_recompute_moe_reruns_the_layer_forward_and_its_all_to_alls(hw):
 
 def test_stored_activation_options_drop_their_bytes():
     """layernorm: 4 sbh / TP; mla_up_proj: MLA's Q, K, V (4 qk + 2 v per token);
-    moe_act: 2 f per routed copy; fp8: routed inputs and SwiGLU inputs at 1 byte."""
+    moe_act: 2 f per routed copy; fp8: routed inputs and SwiGLU inputs at 1 byte;
+    probs_in_combine (off, as Megatron-Core) adds each copy's output, 2 h bytes."""
     layout = Layout(tp=1, pp=16, dp=128, micro_batch=1, global_batch=4096)
     a = Assumptions()
     ex = ExpertLayout(ep=64)
@@ -176,7 +177,14 @@ def test_stored_activation_options_drop_their_bytes():
     assert base - act(fp8_activations=True) == pytest.approx(
         layers * held * fp8_saved / GB, rel=1e-9
     )
-    assert StoredActivations().routed_bytes_per_copy(V3, 1) == 2 * 7168 + 6 * 2048 + 2 * 7168
+    assert StoredActivations().routed_bytes_per_copy(V3, 1) == 2 * 7168 + 6 * 2048
+    # a combine that weights the expert outputs keeps each of them: 2 h per routed copy
+    assert act(probs_in_combine=True) - base == pytest.approx(
+        layers * held * copies * 2 * 7168 / GB, rel=1e-9
+    )
+    assert StoredActivations(probs_in_combine=True).routed_bytes_per_copy(V3, 1) == (
+        2 * 7168 + 6 * 2048 + 2 * 7168
+    )
 
 
 DSV3_REPORT = [
@@ -202,10 +210,14 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
     assert code in (0, 1), err
     got = json.loads(out)
     layout = bench.report_layout()
-    ev = bench.predict(layout)
+    ev = bench.predict(layout, a=bench.MODERN_ASSUMPTIONS)  # the CLI's optimizer precision
     assert got["step_time_s"] == pytest.approx(float(ev.step_time_s), rel=1e-9)
-    hours = bench.gpu_hours_per_trillion(float(ev.step_time_s), layout)
+    report = bench.predict(layout)  # the report's bf16 moments and fp32 gradients
+    hours = bench.gpu_hours_per_trillion(float(report.step_time_s), layout)
     assert abs(hours / bench.REPORT_GPU_HOURS_PER_T - 1) < 0.15
+    assert report.memory.total <= bench.MEMORY_GB  # it ran on 80 GB H800s
+    assert ev.memory.total < report.memory.total  # fp32 gradients outweigh bf16 moments
+    assert got["feasible"] is True
     assert got["breakdown_s"]["ep_comm"] == 0.0  # DualPipe hides the all-to-alls
     assert got["moe_plan"][0].startswith("DualPipe") and "fp8 activations" in got["moe_plan"]
     plain = [a for a in DSV3_REPORT if a not in ("--fp8-dispatch", "--fp8-activations")]
