@@ -27,6 +27,7 @@ from models.expert import (
     moe_gemm_per_microbatch_s,
     moe_step_coefficients,
     permute_per_microbatch_s,
+    routed_elementwise_per_microbatch_s,
     tokens_per_gpu,
 )
 from models.layout import Assumptions, Layout
@@ -59,6 +60,24 @@ def test_permutation_passes_cost_their_hbm_bytes(hw):
     a, b = run(hw, on), run(hw, off)
     assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
     assert a.total - b.total == pytest.approx(8 * term, rel=1e-9)
+
+
+def test_routed_elementwise_traffic_counts_the_top_k_copies(hw):
+    """Mixtral's MoE layers run their SwiGLU over top-2 copies of width 14,336, the dense
+    formula over one: per layer T x 6 x (2 x 14336 - 14336) bytes more, at the profile's
+    element-wise passes per forward-equivalent; off: 0. DeepSeek-V3's k experts and
+    shared expert are as wide as its ffn: 0 either way."""
+    on, off = ExpertLayout(ep=8), ExpertLayout(ep=8, routed_elementwise=False)
+    cal = hw.gpu.calibration
+    passes = 3.0 * cal.elementwise_passes  # recompute selective: 3 forward-equivalents
+    term = 32 * 4096 * 6 * 14336 * passes / (hw.gpu.memory_bw_tb_per_s * 1e12)
+    assert routed_elementwise_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, on) == (
+        pytest.approx(term)
+    )
+    assert routed_elementwise_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off) == 0.0
+    a, b = run(hw, on), run(hw, off)
+    assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
+    assert routed_elementwise_per_microbatch_s(V3, FLAT, 4096, hw.gpu, on) == 0.0
 
 
 def test_fp8_dispatch_shrinks_the_dispatch_direction_only(hw):
