@@ -12,8 +12,9 @@ tokens, the rest at 15,360: priced here at 15,360). What the model is told, each
 report:
 
 - DualPipe (section 3.2.1): ``ExpertLayout.dualpipe``: bubble (PP/2 - 1)(F&B + B - 3W),
-  the all-to-alls and PP traffic hidden at 20 of the 132 SMs, two copies of the stage's
-  weights and gradients, PP + 1 micro-batches in flight.
+  the all-to-alls and PP traffic hidden at 20 of the 132 SMs, rank r holding stages r and
+  PP-1-r (so the embedding and the output head share rank 0, section 3.2.3), PP + 1
+  micro-batches in flight (models.memory._dualpipe_ranks).
 - Dispatch (section 3.2.2): DeepEP-style per-node forwarding (``dispatch_per_domain``:
   IB once per remote node, then NVLink), fp8 dispatch and bf16 combine (section 3.3.4,
   ``dispatch_bytes``).

@@ -126,7 +126,7 @@ class ExpertLayout:
     # overlap's cost, x the hidden seconds (module docstring)
     overlap_sm_fraction: float = OVERLAP_SM_FRACTION
     # DualPipe (DeepSeek-V3): the bidirectional schedule's bubble, the all-to-alls hidden
-    # at ``overlap_sm_fraction``, two copies of the stage's weights and gradients
+    # at ``overlap_sm_fraction``, stages r and PP-1-r on rank r (models.memory)
     dualpipe: bool = False
     # Megatron-Core's --recompute-modules that the MoE model prices (models.memory.MODULES:
     # layernorm, mla_up_proj, moe_act, moe) and fp8 activation storage (memory only, but

@@ -31,7 +31,7 @@ from models.expert import (
     tokens_per_gpu,
 )
 from models.layout import Assumptions, Layout
-from models.memory import GB, StoredActivations
+from models.memory import GB, StoredActivations, _moe_ranks
 from models.step import StageWork, work_gemm_s
 from models.zoo import moe_zoo
 
@@ -124,7 +124,7 @@ def test_overlap_hides_the_all_to_all_at_its_sm_cost(hw):
 
 def test_dualpipe_bubble_overlap_and_weights(hw):
     """DualPipe: bubble (PP/2 - 1) 2 / (3 (PP - 1)) of 1F1B's, the all-to-alls hidden at
-    the SM cost, two copies of the weights and gradients."""
+    the SM cost, stages r and PP-1-r on rank r (the weights twice over the pipeline)."""
     assert dualpipe_bubble_scale(16) == pytest.approx(7 * 2 / (3 * 15))
     assert dualpipe_bubble_scale(2) == 1.0
     layout = Layout(tp=1, pp=8, dp=8, micro_batch=1, global_batch=256)
@@ -135,13 +135,25 @@ def test_dualpipe_bubble_overlap_and_weights(hw):
     cd = moe_step_coefficients(spec, layout, dual, 4096, hw.gpu, hw.network, a)
     assert cd.stage_mb_s == pytest.approx(cp.stage_mb_s, rel=1e-12)
     assert cd.bubble_s == pytest.approx(dualpipe_bubble_scale(8) * cp.bubble_s, rel=1e-12)
-    m1 = expert_memory(spec, layout, 4096, 80, a, plain).memory
-    m2 = expert_memory(spec, layout, 4096, 80, a, dual).memory
-    assert m2.weights == pytest.approx(2 * m1.weights) and m2.gradients == pytest.approx(
-        2 * m1.gradients
+    # rank r holds stages r and PP-1-r: both stages' parameters, and 1F1B's PP - r
+    # micro-batches of stage r with r + 1 of stage PP-1-r (1F1B's count at rank PP-1-r),
+    # PP + 1 in all
+    one = _moe_ranks(spec, layout, 4096, a, 8, 1, None, 1.0, StoredActivations())
+    two = _moe_ranks(spec, layout, 4096, a, 8, 1, None, 1.0, StoredActivations(dualpipe=True))
+    for r, (mine, paired) in enumerate(zip(one, reversed(one), strict=True)):
+        assert two[r].dense_params == pytest.approx(mine.dense_params + paired.dense_params)
+        assert two[r].expert_params == pytest.approx(mine.expert_params + paired.expert_params)
+        assert two[r].act == pytest.approx(mine.act + paired.act)
+    m2 = expert_memory(spec, layout, 4096, 80, a, dual)
+    both = two[m2.rank]
+    assert m2.memory.weights == pytest.approx(
+        (both.dense_params + both.expert_params) * a.weight_bytes / GB
     )
-    assert m2.optimizer == pytest.approx(m1.optimizer)
-    assert m2.activations == pytest.approx(m1.activations * 9 / 8)
+    # the optimizer states once per pipeline: half of the two stages' on each holder
+    dense_o = both.dense_params * a.optimizer_bytes / 8 / GB  # ZeRO-1 over DP 8
+    expert_o = both.expert_params * a.optimizer_bytes / GB  # expert-DP 1
+    assert m2.memory.optimizer == pytest.approx((dense_o + expert_o) / 2)
+    assert m2.memory.activations == pytest.approx(both.act / GB)
 
 
 def test_recompute_moe_reruns_the_layer_forward_and_its_all_to_alls(hw):
