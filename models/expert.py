@@ -61,8 +61,10 @@ Issue 34 names the rest of the step as the code runs it, each a field of ExpertL
 permutation's HBM passes, ``permute_per_microbatch_s``), ``dispatch_bytes`` (fp8
 dispatch), ``capacity_factor`` (``ExpertLayout.load``), ``overlap_sm_fraction`` (the
 cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
-(``dualpipe_bubble_scale``, two weight copies), ``recompute_modules`` and
-``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations).
+(``dualpipe_bubble_scale``; stages r and PP-1-r on rank r), ``recompute_modules`` and
+``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations),
+``routed_elementwise`` (the routed copies' element-wise HBM traffic,
+``routed_elementwise_per_microbatch_s``) and ``probs_in_combine`` (memory only).
 
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
