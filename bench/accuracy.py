@@ -188,6 +188,8 @@ def evidence_blocks() -> dict[str, list[str]]:
         for stack, e in sorted(by_gpu[gpu].items()):
             lines.append(f"      {stack}:")
             for key, value in e.model_dump().items():
+                if key == "releases" and not value:
+                    continue
                 if isinstance(value, str):
                     text = f'"{value}"'
                 elif isinstance(value, tuple):

@@ -12,8 +12,9 @@ tokens, the rest at 15,360: priced here at 15,360). What the model is told, each
 report:
 
 - DualPipe (section 3.2.1): ``ExpertLayout.dualpipe``: bubble (PP/2 - 1)(F&B + B - 3W),
-  the all-to-alls and PP traffic hidden at 20 of the 132 SMs, two copies of the stage's
-  weights and gradients, PP + 1 micro-batches in flight.
+  the all-to-alls and PP traffic hidden at 20 of the 132 SMs, rank r holding stages r and
+  PP-1-r (so the embedding and the output head share rank 0, section 3.2.3), PP + 1
+  micro-batches in flight (models.memory._dualpipe_ranks).
 - Dispatch (section 3.2.2): DeepEP-style per-node forwarding (``dispatch_per_domain``:
   IB once per remote node, then NVLink), fp8 dispatch and bf16 combine (section 3.3.4,
   ``dispatch_bytes``).
@@ -21,6 +22,15 @@ report:
   SwiGLU output recomputed from its fp8-cached input, the attention output projection's
   input cached in fp8 (``recompute_modules`` layernorm, mla_up_proj, moe_act;
   ``fp8_activations``).
+- Optimizer precision (section 3.3.3, "Low-Precision Optimizer States"): AdamW's first
+  and second moments in bf16, the master weights and the gradients (accumulated over the
+  batch) in fp32: ``REPORT_ASSUMPTIONS`` optimizer 4 + 2 + 2 bytes per parameter
+  (sharded over DP by ZeRO-1) and gradients 4 bytes (not sharded), against the
+  megatron-core profile's 12 and 2.
+- The combine keeps no expert output (``ExpertLayout.probs_in_combine`` off): the gate
+  weights multiply the expert's activation output before its second GEMM, as
+  Megatron-Core does (models.memory.StoredActivations); the report does not say where
+  DeepSeek's own framework applies them.
 - Not stated, ASSUMED: micro-batch 1; the 61 layers split 3 (the dense ones, with the
   embedding) + 4 x 14 + 2 (with the MTP module and the head on the last rank), as issue
   17's README example; balanced routing (``expert_load`` 1.0; the report's
@@ -51,6 +61,10 @@ from models.zoo import moe_zoo  # noqa: E402
 REPORT_GPU_HOURS_PER_T = 180_000.0  # 2.664M GPU-hours / 14.8T tokens (Table 1)
 GPUS, SEQ, BATCH = 2048, 4096, 15360
 MEMORY_GB = 80.0
+# section 3.3.3: fp32 master weights + bf16 moments, fp32 gradients (module docstring)
+REPORT_ASSUMPTIONS = MODERN_ASSUMPTIONS.model_copy(
+    update={"optimizer_bytes": 4.0 + 2.0 + 2.0, "grad_bytes": 4.0}
+)
 REPORT_EXPERTS = ExpertLayout(
     ep=64,
     dualpipe=True,
@@ -68,6 +82,7 @@ ABLATIONS = {
     "no overlap SM cost": {"overlap_sm_fraction": 0.0},
     "no recompute modules": {"recompute_modules": frozenset()},
     "bf16 activations": {"fp8_activations": False},
+    "expert outputs kept for a weighted combine": {"probs_in_combine": True},
 }
 
 
@@ -86,16 +101,22 @@ def report_layout(first: int | None = 3, last: int | None = 2) -> Layout:
     )
 
 
-def predict(layout: Layout, ex: ExpertLayout = REPORT_EXPERTS):
+def predict(layout: Layout, ex: ExpertLayout = REPORT_EXPERTS, a=REPORT_ASSUMPTIONS):
     """models.evaluate of DeepSeek-V3 on the H800 (catalog megatron-core profile)."""
     spec = moe_zoo()["deepseek-v3"].model_copy(update={"seq_len": SEQ})
     hw = Hardware.from_catalog(load_catalog().with_stack(MODERN_STACK), "h800")
-    return evaluate(spec, hw, layout, SEQ, assumptions=MODERN_ASSUMPTIONS, experts=ex)
+    return evaluate(spec, hw, layout, SEQ, assumptions=a, experts=ex)
 
 
 def gpu_hours_per_trillion(step_s: float, layout: Layout) -> float:
     tokens = layout.global_batch * SEQ
     return step_s * layout.num_gpus / 3600.0 * 1e12 / tokens
+
+
+def row(name: str, ev, layout: Layout) -> tuple:
+    """(name, step s, GPU-hours per trillion tokens, memory GB, step parts) of one run."""
+    hours = gpu_hours_per_trillion(float(ev.step_time_s), layout)
+    return (name, float(ev.step_time_s), hours, ev.memory.total, ev.breakdown.as_dict())
 
 
 def main() -> None:
@@ -108,8 +129,9 @@ def main() -> None:
     rows = []
     for name, change in ABLATIONS.items():
         ev = predict(layout, replace(REPORT_EXPERTS, **change))
-        hours = gpu_hours_per_trillion(float(ev.step_time_s), layout)
-        rows.append((name, float(ev.step_time_s), hours, ev.memory.total, ev.breakdown.as_dict()))
+        rows.append(row(name, ev, layout))
+    ev = predict(layout, a=MODERN_ASSUMPTIONS)
+    rows.append(row("fp32 moments, bf16 gradients (megatron-core)", ev, layout))
     name, step, hours, mem, parts = rows[0]
     err = hours / REPORT_GPU_HOURS_PER_T - 1.0
     if args.json:

@@ -330,6 +330,33 @@ def report_all(rows: list[tuple[str, str, str, str, float, float]]) -> None:
           f", over 35%: {sum(e > 0.35 for e in errs)}")  # fmt: skip
 
 
+GROK_RELEASE = ("2024-11", "dgxc-benchmarking 24.11.1")  # the released set's Grok-1 rows
+
+
+def row_releases() -> dict[str, tuple[str, str]]:
+    """Scored row name -> (date, software) of the release it measured: the Grok-1 rows
+    dgxc-benchmarking 24.11.1's, an independent row its source's commit date and
+    repository (bench/data/published/moe_independent.csv ``date``, ``source``)."""
+    out = {}
+    for row in grok_rows():
+        prec = "fp8" if "FP8" in row["precision"].upper() else "bf16"
+        out[f"grok-1 proxy {row['num_gpus']}xH100 {prec} L{row['layers']}"] = GROK_RELEASE
+    for row in independent_rows():
+        out[row["name"]] = (row["date"][:7], row["source"].split()[0])
+    return out
+
+
+def release_span(rows) -> str:
+    """The software releases a GPU's MoE rows measured, oldest to newest: the MoE profile
+    represents these (issue 34 item 5: MoE speed moves between releases)."""
+    known = row_releases()
+    found = sorted({known[r[1]] for r in rows if r[1] in known})
+    if not found:
+        return ""
+    names = ", ".join(sorted({name for _, name in found}))
+    return f"{found[0][0]} to {found[-1][0]} ({names})"
+
+
 def moe_evidence_blocks(rows) -> dict[str, list[str]]:
     """Per GPU, the YAML lines of its catalog ``measured_moe:`` block (megatron-core)."""
     from designer.validation import evidence_record
@@ -345,6 +372,7 @@ def moe_evidence_blocks(rows) -> dict[str, list[str]]:
         counts = ", ".join(f"{sum(r[4] == x for r in rs)} {x}" for x in precisions)
         sets = f"MoE runs (python bench/moe_accuracy.py): {counts}"
         e = evidence_record([100.0 * (r[5] - 1.0) for r in rs], sets, precisions)
+        e = e.model_copy(update={"releases": release_span(rs)})
         lines = ["    measured_moe:", f"      {MODERN_STACK}:"]
         for key, value in e.model_dump().items():
             text = (f'"{value}"' if isinstance(value, str)

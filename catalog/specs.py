@@ -108,6 +108,12 @@ class Evidence(_Strict):
         "(first-party figures are one organisation); empty when not recorded "
         "(models.evidence_rule then counts runs alone)",
     )
+    releases: str = Field(
+        "",
+        description="the software releases the runs measured, oldest to newest (MoE "
+        "profiles: python bench/moe_accuracy.py; MoE speed moves between releases); "
+        "empty when not recorded",
+    )
 
 
 class Calibration(_Strict):

@@ -104,6 +104,8 @@ def evidence_line(evidence: Evidence | None, family: str = "") -> str:
     if evidence is None:
         return f"extrapolated: no measured {family}training run"
     runs = f"{evidence.runs:,} {family}run{'s' if evidence.runs != 1 else ''}"
+    if evidence.releases:  # the software releases they measured (MoE profiles)
+        runs += f" of releases {evidence.releases}"
     return f"measured: {runs}, mean error {evidence.mape_pct:.1f}%, worst {evidence.worst_pct:.1f}%"
 
 

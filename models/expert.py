@@ -61,8 +61,10 @@ Issue 34 names the rest of the step as the code runs it, each a field of ExpertL
 permutation's HBM passes, ``permute_per_microbatch_s``), ``dispatch_bytes`` (fp8
 dispatch), ``capacity_factor`` (``ExpertLayout.load``), ``overlap_sm_fraction`` (the
 cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
-(``dualpipe_bubble_scale``, two weight copies), ``recompute_modules`` and
-``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations).
+(``dualpipe_bubble_scale``; stages r and PP-1-r on rank r), ``recompute_modules`` and
+``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations),
+``routed_elementwise`` (the routed copies' element-wise HBM traffic,
+``routed_elementwise_per_microbatch_s``) and ``probs_in_combine`` (memory only).
 
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
@@ -126,13 +128,21 @@ class ExpertLayout:
     # overlap's cost, x the hidden seconds (module docstring)
     overlap_sm_fraction: float = OVERLAP_SM_FRACTION
     # DualPipe (DeepSeek-V3): the bidirectional schedule's bubble, the all-to-alls hidden
-    # at ``overlap_sm_fraction``, two copies of the stage's weights and gradients
+    # at ``overlap_sm_fraction``, stages r and PP-1-r on rank r (models.memory)
     dualpipe: bool = False
     # Megatron-Core's --recompute-modules that the MoE model prices (models.memory.MODULES:
     # layernorm, mla_up_proj, moe_act, moe) and fp8 activation storage (memory only, but
     # ``moe`` and ``mla_up_proj`` re-run their forward GEMMs, ``moe`` its all-to-alls)
     recompute_modules: frozenset[str] = frozenset()
     fp8_activations: bool = False
+    # the router probabilities weight the expert outputs in the combine, which then stores
+    # them (models.memory.StoredActivations.probs_in_combine; off: Megatron-Core applies
+    # them in the experts' activation)
+    probs_in_combine: bool = False
+    # the element-wise kernels of the MoE layers' MLP run over the routed copies (k x load
+    # tokens of expert width) and the shared experts, not over the dense formula's one
+    # ``ffn`` (``routed_elementwise_per_microbatch_s``); False leaves the dense formula's
+    routed_elementwise: bool = True
 
     @property
     def load(self) -> float:
@@ -396,6 +406,33 @@ def permute_per_microbatch_s(
     return nbytes / (gpu.memory_bw_tb_per_s * 1e12)
 
 
+def routed_elementwise_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
+) -> float:
+    """The element-wise HBM traffic of the MoE layers' MLPs beyond the dense formula's
+    (models.step.memory_bound_per_microbatch_s counts every layer's MLP as one MLP of
+    width ``ffn``): an MoE layer's activation and bias kernels run over T k load routed
+    copies of width ``expert_ffn`` and the tokens' shared experts, Korthikanti et al.'s
+    MLP bytes (6 x width gated, 4 plain, per token) each, so per MoE layer on the rank
+    with the most MoE layers the dense formula misses
+    T x (6 or 4) x (k load expert_ffn + shared x shared_ffn - ffn) bytes, at the same
+    ``elementwise_passes`` (+ ``fp8_cast_passes`` in fp8) per forward-equivalent and the
+    GPU's HBM bandwidth. It is 0 where the routed width equals ``ffn`` (DeepSeek-V3,
+    Qwen3, Llama 4, whose configs give the dense ``intermediate_size`` as k experts' and
+    the shared expert's width); Mixtral and Grok-1 (top-2 of experts as wide as ``ffn``)
+    run twice the dense formula's MLP bytes, GPT-OSS-120B four times."""
+    if not spec.is_moe or not ex.routed_elementwise:
+        return 0.0
+    cal = gpu.calibration
+    n_moe = max(m for _, m in rank_layers(spec, layout))
+    width = (spec.experts_per_token or 0) * ex.load * spec.expert_ffn
+    width += spec.shared_experts * spec.shared_expert_ffn - spec.ffn
+    per_token = (6.0 if spec.gated_mlp else 4.0) * width
+    nbytes = tokens_per_gpu(layout, seq_len) * per_token * n_moe
+    passes = cal.elementwise_passes + (cal.fp8_cast_passes if layout.precision == "fp8" else 0)
+    return forward_passes(layout.recompute) * passes * nbytes / (gpu.memory_bw_tb_per_s * 1e12)
+
+
 def overlap_cost_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, net: Network, ex
 ) -> float:
@@ -423,7 +460,9 @@ def dualpipe_bubble_scale(pp: int) -> float:
 
 def stored_activations(ex: ExpertLayout) -> StoredActivations:
     """The memory model's options of this expert layout (models.memory)."""
-    return StoredActivations(ex.recompute_modules, ex.fp8_activations, ex.dualpipe)
+    return StoredActivations(
+        ex.recompute_modules, ex.fp8_activations, ex.dualpipe, ex.probs_in_combine
+    )
 
 
 def expert_memory(
@@ -531,6 +570,7 @@ def moe_step_coefficients(
     gemm = gemm_s
     compute = gemm + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
     compute += permute_per_microbatch_s(spec, layout, seq_len, gpu, ex)
+    compute += routed_elementwise_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     compute += overlap_cost_per_microbatch_s(spec, layout, seq_len, gpu, network, ex)
     compute = max(compute, host_issue_per_microbatch_s(spec, layout, gpu) - c.tp_mb_s)
     per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0

@@ -418,12 +418,23 @@ class StoredActivations:
     - ``fp8``: activations cached in fp8 (DeepSeek-V3 Technical Report section 3.3.3,
       "Low-Precision Storage"): the routed experts' inputs and SwiGLU inputs and the
       attention output projection's input at 1 byte.
-    - ``dualpipe``: two copies of the weights and gradients, PP + 1 micro-batches in
-      flight (``moe_memory_per_gpu``)."""
+    - ``dualpipe``: rank r holds stages r and PP-1-r (the weights and gradients twice over
+      the pipeline, the embedding and output head on rank 0) and PP + 1 micro-batches in
+      flight (``_dualpipe_ranks``).
+    - ``probs_in_combine``: the router's top-k probabilities weight the expert outputs in
+      the combine (unpermute), whose backward then needs each expert output (2 h bytes per
+      routed copy) for the probabilities' gradient. Off by default: Megatron-Core
+      (megatron/core/transformer/moe/experts.py at 000c4ac24f61, GroupedMLP and
+      TEGroupedMLP ``activation_func_with_probs``) multiplies them into the activation
+      output before the second GEMM, and ``unpermute`` (token_dispatcher.py
+      ``combine_postprocess``) gets no probabilities: the combine is a fixed-index
+      scatter-add that stores nothing, and the probabilities' gradient reads the
+      activation output the second GEMM stores anyway."""
 
     modules: frozenset[str] = frozenset()
     fp8: bool = False
     dualpipe: bool = False
+    probs_in_combine: bool = False
 
     def recomputes(self, module: str) -> bool:
         return module in self.modules
@@ -447,12 +458,13 @@ class StoredActivations:
     def routed_bytes_per_copy(self, spec: TransformerSpec, etp: int) -> float:
         """Stored bytes of one routed token copy: its input h x ETP (gathered), the FFN
         activations (6 f gated: the up/gate output 4 f and activation output 2 f; 4 f
-        plain), its output 2 h for the combine."""
+        plain), and with ``probs_in_combine`` its output 2 h for the combine."""
         f, h = spec.expert_ffn, spec.hidden
         per_elem = 1.0 if self.fp8 else 2.0
         up = (2.0 if spec.gated_mlp else 1.0) * f * per_elem
         act = 0.0 if self.recomputes("moe_act") else 2.0 * f
-        return per_elem * h * etp + up + act + 2.0 * h
+        out = 2.0 * h if self.probs_in_combine else 0.0
+        return per_elem * h * etp + up + act + out
 
 
 @dataclass(frozen=True)
@@ -499,7 +511,8 @@ def moe_memory_per_gpu(
       split over TP: Megatron requires sequence parallelism with MoE and TP); the routed
       part per GPU from the tokens it receives: T x top-k x load of the token copies
       (T = s b / (CP TP)), each storing its input 2h x ETP (the ETP group gathers its
-      tokens), its FFN activations 6f (gated) or 4f, and its output 2h for the combine;
+      tokens) and its FFN activations 6f (gated) or 4f (its output 2h only where the
+      combine weights it: ``StoredActivations.probs_in_combine``);
       the router's fp32 logits and scores (8 bytes x experts per token) and top-k gates
       and indices (12 bytes x k). Full recomputation keeps only each layer's input.
     - ``load``: with a capacity factor, tokens beyond it are dropped and Megatron pads
@@ -512,22 +525,24 @@ def moe_memory_per_gpu(
       dispatch buffers of the layer in flight: the permuted tokens sent and received,
       2 x T x k x load x ETP x 2h bytes.
     - ``stored`` (``StoredActivations``): Megatron's ``--recompute-modules`` and fp8
-      activation storage, and DualPipe's two copies of the weights and gradients with
-      one more micro-batch in flight (DeepSeek-V3 Technical Report section 3.2.1, the
+      activation storage, and DualPipe's pairing of stages r and PP-1-r on rank r, with
+      PP + 1 micro-batches in flight (DeepSeek-V3 Technical Report section 3.2.1, the
       DualPipe table: parameters 2x, activations PP + 1).
     """
     edp = expert_data_parallel(spec, layout, ep, etp)
     opts = stored or StoredActivations()
     best: MoEMemory | None = None
     ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, capacity_factor, expert_load, opts)
-    copies = 2.0 if opts.dualpipe else 1.0
     for rank in ranks:
         w, g, o = model_state_gb(rank.dense_params, layout, a)
-        w, g = w * copies, g * copies
         zero = layout.zero
-        w += copies * rank.expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
-        g += copies * rank.expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
+        w += rank.expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
+        g += rank.expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
         o += rank.expert_params * a.optimizer_bytes / (edp if zero >= 1 else 1) / GB
+        if opts.dualpipe and layout.pp > 1:
+            # ASSUMED: each stage's optimizer states once per pipeline, split between the
+            # two ranks that hold the stage (DualPipe states "Parameter 2x" only)
+            o /= 2.0
         w += fp8_weight_cache_gb(rank.dense_params + rank.expert_params, layout, a)
         act_gb, logits, disp = rank.act / GB, rank.logits, rank.dispatch
         overhead = a.memory_overhead_fraction * (w + g + o + act_gb + logits + disp)
@@ -678,7 +693,7 @@ def _moe_ranks_at(
         moe.attention_params(spec) + 2 * spec.norm_params + moe.shared_expert_params(spec)
     )
     dense_one, router_one = moe.dense_layer_params(spec), moe.router_params(spec)
-    out = []
+    stages = []
     for r, (n_dense, n_moe) in enumerate(moe_rank_counts(spec, layout)):
         first, last = r == 0, r == layout.pp - 1
         mtp = layout.holds_mtp(r)
@@ -696,9 +711,6 @@ def _moe_ranks_at(
         dense_params /= tp
         dense_params += (n_moe + mtp_moe) * router_one  # replicated over TP
         expert_params = (n_moe + mtp_moe) * expert_one / (ep * etp)
-        held = in_flight_at_rank(r, layout.pp, layout.vp, layout.grad_accum)
-        if opts.dualpipe and layout.pp > 1:
-            held *= (layout.pp + 1) / layout.pp
         n_all_moe, n_all_dense = n_moe + mtp_moe, n_dense + mtp_dense
         if layout.recompute == "full":
             per_mb = (n_all_moe + n_all_dense) * layer_input
@@ -706,14 +718,56 @@ def _moe_ranks_at(
             working = dense_layer if n_all_dense else 0.0
             if n_all_moe:
                 working = max(working, moe_layer + routed_layer + router_layer)
-            act = per_mb * held + working
         else:
-            routed = n_all_moe * routed_layer * held
-            router = n_all_moe * router_layer * held
-            act = (n_all_dense * dense_layer + n_all_moe * moe_layer) * held + routed + router
+            routed, router, working = n_all_moe * routed_layer, n_all_moe * router_layer, 0.0
+            per_mb = n_all_dense * dense_layer + n_all_moe * moe_layer + routed + router
         logits = logits_gb(spec, layout, seq_len, "last" if last else "first")
         if last:
             logits *= 1 + spec.mtp_layers
         disp = dispatch if n_all_moe else 0.0
-        out.append(_MoERank(r, dense_params, expert_params, act, routed, router, logits, disp))
+        stage = _MoERank(r, dense_params, expert_params, per_mb, routed, router, logits, disp)
+        stages.append((stage, working))
+    if opts.dualpipe and layout.pp > 1:
+        return _dualpipe_ranks(stages, layout)
+    out = []
+    for stage, working in stages:
+        held = in_flight_at_rank(stage.rank, layout.pp, layout.vp, layout.grad_accum)
+        out.append(
+            stage._replace(
+                act=stage.act * held + working,
+                routed=stage.routed * held,
+                router=stage.router * held,
+            )
+        )
+    return tuple(out)
+
+
+def _dualpipe_ranks(stages: list, layout: Layout) -> tuple[_MoERank, ...]:
+    """DualPipe's ranks (deepseek-ai/DualPipe; DeepSeek-V3 Technical Report sections 3.2.1
+    and 3.2.3): rank r runs stage r of the forward-direction pipeline and stage PP-1-r of
+    the reverse one, so it holds both stages' parameters (the model twice over the
+    pipeline: "Parameter 2x"; rank 0 holds the embedding and the output head, the report's
+    "shallowest layers (including the embedding layer) and deepest layers (including the
+    output head) ... on the same PP rank"), and in each direction the micro-batches a
+    1F1B rank at that position holds: min(PP - r, m) of stage r and min(r + 1, m) of stage
+    PP-1-r, PP + 1 in all (the README's "Activation PP+1"). ``stages``: each stage's
+    (_MoERank with per-micro-batch activations, full recomputation's working set); one
+    micro-batch's logits and dispatch buffers at a time (the larger of the two)."""
+    p, m = layout.pp, layout.grad_accum
+    out = []
+    for (own, work_own), (other, work_other) in zip(stages, reversed(stages), strict=True):
+        r = own.rank
+        held_own, held_other = min(p - r, m), min(r + 1, m)
+        out.append(
+            _MoERank(
+                r,
+                own.dense_params + other.dense_params,
+                own.expert_params + other.expert_params,
+                own.act * held_own + other.act * held_other + max(work_own, work_other),
+                own.routed * held_own + other.routed * held_other,
+                own.router * held_own + other.router * held_other,
+                max(own.logits, other.logits),
+                max(own.dispatch, other.dispatch),
+            )
+        )
     return tuple(out)

@@ -322,11 +322,12 @@ def test_mixtral_memory_at_ep_8_by_hand():
     assert m.memory.optimizer == pytest.approx((dense * 12 / 8 + L * expert * 12) / gb)
     # activations of the one micro-batch in flight (PP 1): attention part (Korthikanti,
     # no TP: 10 + Q 2 + K, V 2 x 2/8 each + output 2) and the routed part: 4096 tokens
-    # x top-2, each with its input 2h, gated FFN 6f and output 2h; router fp32 logits
-    # and scores 8 x 8 bytes and gates with indices 12 x 2 bytes per token
+    # x top-2, each with its input 2h and gated FFN 6f (no output: Megatron-Core weights
+    # it before the second GEMM, so the combine keeps nothing); router fp32 logits and
+    # scores 8 x 8 bytes and gates with indices 12 x 2 bytes per token
     sbh = 4096 * h
     attn = sbh * (10 + 2 + 4 * 1024 / 4096 + 2)
-    routed = 4096 * 2 * (2 * h + 6 * f + 2 * h)
+    routed = 4096 * 2 * (2 * h + 6 * f)
     router = 4096 * (8 * 8 + 12 * 2)
     assert m.routed_activations_gb == pytest.approx(L * routed / gb)
     assert m.router_activations_gb == pytest.approx(L * router / gb)

@@ -25,6 +25,7 @@ def test_catalog_moe_evidence_is_the_bench_s():
         lines = "\n".join(blocks[gpu])
         assert f"runs: {e.runs}\n" in lines and f"mape_pct: {e.mape_pct}\n" in lines
         assert f"error_lo_pct: {e.error_lo_pct}\n" in lines
+        assert f'releases: "{e.releases}"' in lines  # the software releases measured
     # every usable row is scored: only the model the zoo does not hold is left out
     skipped = bench.score_independent(bench.independent_rows())[1]
     assert [r["model"] for r, _ in skipped] == ["qwen3-next-80b-a3b"]
@@ -46,7 +47,20 @@ def test_evaluate_of_a_moe_model_quotes_moe_runs(capsys):
                                      "--ep", "8", "--global-batch", "64"])  # fmt: skip
     line = next(x for x in out.splitlines() if x.startswith("evidence"))
     e = load_catalog().gpu("h100-sxm").moe_evidence
-    assert f"measured: {e.runs} MoE runs, mean error {e.mape_pct:.1f}%" in line
+    assert f"measured: {e.runs} MoE runs of releases {e.releases}, mean error" in line
+    assert e.releases.startswith("2024-08 to 2026-05 (") and "dgxc-benchmarking" in e.releases
+
+
+def test_moe_evidence_names_the_releases_its_rows_measured():
+    """Each scored row's release: the Grok-1 rows dgxc-benchmarking 24.11.1 (2024-11),
+    an independent row its source's date; a GPU's span runs oldest to newest."""
+    known = bench.row_releases()
+    rows = bench.all_scored()
+    grok = [r for r in rows if r[2] == "grok-1"]
+    assert grok and all(known[r[1]] == ("2024-11", "dgxc-benchmarking 24.11.1") for r in grok)
+    mixtral = [r for r in rows if r[1] == "mixtral-8x7b mcore-v0.8 64xH100 bf16"]
+    assert bench.release_span(mixtral) == "2024-08 to 2024-08 (Megatron-LM)"
+    assert bench.release_span([]) == ""
 
 
 def test_models_show_prints_total_and_active_parameters(capsys):

@@ -27,10 +27,11 @@ from models.expert import (
     moe_gemm_per_microbatch_s,
     moe_step_coefficients,
     permute_per_microbatch_s,
+    routed_elementwise_per_microbatch_s,
     tokens_per_gpu,
 )
 from models.layout import Assumptions, Layout
-from models.memory import GB, StoredActivations
+from models.memory import GB, StoredActivations, _moe_ranks
 from models.step import StageWork, work_gemm_s
 from models.zoo import moe_zoo
 
@@ -59,6 +60,24 @@ def test_permutation_passes_cost_their_hbm_bytes(hw):
     a, b = run(hw, on), run(hw, off)
     assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
     assert a.total - b.total == pytest.approx(8 * term, rel=1e-9)
+
+
+def test_routed_elementwise_traffic_counts_the_top_k_copies(hw):
+    """Mixtral's MoE layers run their SwiGLU over top-2 copies of width 14,336, the dense
+    formula over one: per layer T x 6 x (2 x 14336 - 14336) bytes more, at the profile's
+    element-wise passes per forward-equivalent; off: 0. DeepSeek-V3's k experts and
+    shared expert are as wide as its ffn: 0 either way."""
+    on, off = ExpertLayout(ep=8), ExpertLayout(ep=8, routed_elementwise=False)
+    cal = hw.gpu.calibration
+    passes = 3.0 * cal.elementwise_passes  # recompute selective: 3 forward-equivalents
+    term = 32 * 4096 * 6 * 14336 * passes / (hw.gpu.memory_bw_tb_per_s * 1e12)
+    assert routed_elementwise_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, on) == (
+        pytest.approx(term)
+    )
+    assert routed_elementwise_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off) == 0.0
+    a, b = run(hw, on), run(hw, off)
+    assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
+    assert routed_elementwise_per_microbatch_s(V3, FLAT, 4096, hw.gpu, on) == 0.0
 
 
 def test_fp8_dispatch_shrinks_the_dispatch_direction_only(hw):
@@ -105,7 +124,7 @@ def test_overlap_hides_the_all_to_all_at_its_sm_cost(hw):
 
 def test_dualpipe_bubble_overlap_and_weights(hw):
     """DualPipe: bubble (PP/2 - 1) 2 / (3 (PP - 1)) of 1F1B's, the all-to-alls hidden at
-    the SM cost, two copies of the weights and gradients."""
+    the SM cost, stages r and PP-1-r on rank r (the weights twice over the pipeline)."""
     assert dualpipe_bubble_scale(16) == pytest.approx(7 * 2 / (3 * 15))
     assert dualpipe_bubble_scale(2) == 1.0
     layout = Layout(tp=1, pp=8, dp=8, micro_batch=1, global_batch=256)
@@ -116,13 +135,25 @@ def test_dualpipe_bubble_overlap_and_weights(hw):
     cd = moe_step_coefficients(spec, layout, dual, 4096, hw.gpu, hw.network, a)
     assert cd.stage_mb_s == pytest.approx(cp.stage_mb_s, rel=1e-12)
     assert cd.bubble_s == pytest.approx(dualpipe_bubble_scale(8) * cp.bubble_s, rel=1e-12)
-    m1 = expert_memory(spec, layout, 4096, 80, a, plain).memory
-    m2 = expert_memory(spec, layout, 4096, 80, a, dual).memory
-    assert m2.weights == pytest.approx(2 * m1.weights) and m2.gradients == pytest.approx(
-        2 * m1.gradients
+    # rank r holds stages r and PP-1-r: both stages' parameters, and 1F1B's PP - r
+    # micro-batches of stage r with r + 1 of stage PP-1-r (1F1B's count at rank PP-1-r),
+    # PP + 1 in all
+    one = _moe_ranks(spec, layout, 4096, a, 8, 1, None, 1.0, StoredActivations())
+    two = _moe_ranks(spec, layout, 4096, a, 8, 1, None, 1.0, StoredActivations(dualpipe=True))
+    for r, (mine, paired) in enumerate(zip(one, reversed(one), strict=True)):
+        assert two[r].dense_params == pytest.approx(mine.dense_params + paired.dense_params)
+        assert two[r].expert_params == pytest.approx(mine.expert_params + paired.expert_params)
+        assert two[r].act == pytest.approx(mine.act + paired.act)
+    m2 = expert_memory(spec, layout, 4096, 80, a, dual)
+    both = two[m2.rank]
+    assert m2.memory.weights == pytest.approx(
+        (both.dense_params + both.expert_params) * a.weight_bytes / GB
     )
-    assert m2.optimizer == pytest.approx(m1.optimizer)
-    assert m2.activations == pytest.approx(m1.activations * 9 / 8)
+    # the optimizer states once per pipeline: half of the two stages' on each holder
+    dense_o = both.dense_params * a.optimizer_bytes / 8 / GB  # ZeRO-1 over DP 8
+    expert_o = both.expert_params * a.optimizer_bytes / GB  # expert-DP 1
+    assert m2.memory.optimizer == pytest.approx((dense_o + expert_o) / 2)
+    assert m2.memory.activations == pytest.approx(both.act / GB)
 
 
 def test_recompute_moe_reruns_the_layer_forward_and_its_all_to_alls(hw):
@@ -148,7 +179,8 @@ def test_recompute_moe_reruns_the_layer_forward_and_its_all_to_alls(hw):
 
 def test_stored_activation_options_drop_their_bytes():
     """layernorm: 4 sbh / TP; mla_up_proj: MLA's Q, K, V (4 qk + 2 v per token);
-    moe_act: 2 f per routed copy; fp8: routed inputs and SwiGLU inputs at 1 byte."""
+    moe_act: 2 f per routed copy; fp8: routed inputs and SwiGLU inputs at 1 byte;
+    probs_in_combine (off, as Megatron-Core) adds each copy's output, 2 h bytes."""
     layout = Layout(tp=1, pp=16, dp=128, micro_batch=1, global_batch=4096)
     a = Assumptions()
     ex = ExpertLayout(ep=64)
@@ -176,7 +208,14 @@ def test_stored_activation_options_drop_their_bytes():
     assert base - act(fp8_activations=True) == pytest.approx(
         layers * held * fp8_saved / GB, rel=1e-9
     )
-    assert StoredActivations().routed_bytes_per_copy(V3, 1) == 2 * 7168 + 6 * 2048 + 2 * 7168
+    assert StoredActivations().routed_bytes_per_copy(V3, 1) == 2 * 7168 + 6 * 2048
+    # a combine that weights the expert outputs keeps each of them: 2 h per routed copy
+    assert act(probs_in_combine=True) - base == pytest.approx(
+        layers * held * copies * 2 * 7168 / GB, rel=1e-9
+    )
+    assert StoredActivations(probs_in_combine=True).routed_bytes_per_copy(V3, 1) == (
+        2 * 7168 + 6 * 2048 + 2 * 7168
+    )
 
 
 DSV3_REPORT = [
@@ -202,10 +241,14 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
     assert code in (0, 1), err
     got = json.loads(out)
     layout = bench.report_layout()
-    ev = bench.predict(layout)
+    ev = bench.predict(layout, a=bench.MODERN_ASSUMPTIONS)  # the CLI's optimizer precision
     assert got["step_time_s"] == pytest.approx(float(ev.step_time_s), rel=1e-9)
-    hours = bench.gpu_hours_per_trillion(float(ev.step_time_s), layout)
+    report = bench.predict(layout)  # the report's bf16 moments and fp32 gradients
+    hours = bench.gpu_hours_per_trillion(float(report.step_time_s), layout)
     assert abs(hours / bench.REPORT_GPU_HOURS_PER_T - 1) < 0.15
+    assert report.memory.total <= bench.MEMORY_GB  # it ran on 80 GB H800s
+    assert ev.memory.total < report.memory.total  # fp32 gradients outweigh bf16 moments
+    assert got["feasible"] is True
     assert got["breakdown_s"]["ep_comm"] == 0.0  # DualPipe hides the all-to-alls
     assert got["moe_plan"][0].startswith("DualPipe") and "fp8 activations" in got["moe_plan"]
     plain = [a for a in DSV3_REPORT if a not in ("--fp8-dispatch", "--fp8-activations")]
