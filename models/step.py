@@ -349,6 +349,9 @@ class StepCoefficients:
     zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
     backward_mb_s: float  # backward share of one micro-batch (overlap window)
     grad_overlap_s: float = 0.0  # the stack's window hiding the distributed optimizer's traffic
+    # ZeRO-3 / FSDP: the part of each micro-batch's compute that hides its parameter
+    # all-gathers (prefetch: the next layer's gather runs under this layer's compute)
+    gather_overlap_s: float = 0.0
     # mixture-of-experts (models/expert.py; 0 for a dense model). Exposed token dispatch and
     # combine of one micro-batch: ep_mb_s + max(ep_up_mb_s, ep_nic_bytes / NIC share)
     # + ep_nic_extra_bytes / NIC share (the NIC parts only when the EP group leaves the
@@ -456,6 +459,9 @@ def step_coefficients(
         grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb)
         if layout.zero >= 1
         else 0.0,
+        gather_overlap_s=cal.param_gather_overlap_fraction * (compute_mb + tp_mb)
+        if layout.zero >= 3
+        else 0.0,
     )
 
 
@@ -538,6 +544,17 @@ def expert_reduce_s(c: StepCoefficients, dp, node_bw_gb_per_s):
     return group_reduce_s(ce, c.expert_dp_bytes, group, node_bw_gb_per_s)
 
 
+def zero3_gather_exposed_s(c: StepCoefficients, group, node_bw_gb_per_s):
+    """ZeRO-3 / FSDP parameter all-gathers of one micro-batch, forward and backward (one
+    all-reduce's traffic, ``zero3_gather_bytes``), less what prefetching hides behind the
+    micro-batch's own compute: max(0, gathers - gather_overlap_s). PyTorch FSDP issues the
+    next layer's all-gather while this layer computes (Zhao et al. 2023, "PyTorch FSDP",
+    section 3.3: forward and backward prefetching); Megatron-FSDP overlaps the parameter
+    gather the same way. The step's last-micro-batch window (dp_window_s) hides the rest."""
+    gathers = group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
+    return np.maximum(0.0, gathers - c.gather_overlap_s)
+
+
 def step_from_coefficients(
     c: StepCoefficients, dp, microbatches, node_bw_gb_per_s, dp_overlap: float
 ) -> StepBreakdown:
@@ -567,7 +584,7 @@ def step_from_coefficients(
     cp_nic = cp_nic_mb_s(c, share) if c.cp_crosses_nics else 0.0 * m
     bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
     if c.zero >= 3:
-        dp_time = dp_time + m * group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
+        dp_time = dp_time + m * zero3_gather_exposed_s(c, group, node_bw_gb_per_s)
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
     return StepBreakdown(
         compute=m * c.compute_mb_s,
