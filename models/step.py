@@ -574,7 +574,8 @@ def step_from_coefficients(
         one_server, c.pp_send_intra_s, c.pp_send_bytes / share + c.pp_latency_s
     )
     dp_time = group_reduce_s(c, c.dp_bytes, group, node_bw_gb_per_s)
-    ep_mb, bubble = c.ep_mb_s, c.bubble_s
+    ep_mb: Any = c.ep_mb_s  # floats, or arrays once a NIC-dependent term joins
+    bubble: Any = c.bubble_s
     if c.expert_dp_bytes > 0:
         dp_time = dp_time + expert_reduce_s(c, dp, node_bw_gb_per_s)
     if c.ep_crosses_nics:
