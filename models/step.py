@@ -16,11 +16,17 @@ step = m * stage                                micro-batches through the slowes
          g >= k: 2 B (k-1)/k / bw_up            inside the domain, then across domains
                + 2 (B/k) (1 - k/g) / (NIC share per GPU)
      + optimizer / g                            memory-bound Adam on the ZeRO-1 shard
+     + m * cp_nic                               ring attention across servers (CP beyond the
+                                                scale-up domain): max(0, bytes / NIC share
+                                                - attention window) each micro-batch, and
+                                                its (p-1)/v share of the bubble
 
 where stage = compute + TP + CP time of one micro-batch on the busiest pipeline rank
 (its layers as Megatron-LM splits them, plus the logits on the last rank:
 ``slowest_stage``), B the gradient bytes per GPU of the rank holding the most, and sends cross
-the NICs (NIC share) unless the whole job fits in one scale-up domain. bw_up is the
+the NICs (NIC share) unless the whole job fits in one scale-up domain. Under ZeRO-3
+the reduction adds m micro-batches' parameter all-gathers less what each hides
+behind its own compute (zero3_gather_exposed_s). bw_up is the
 bandwidth of a k-rank group on the platform's topology (models/scaleup.py: a mesh
 gives k - 1 links; a group smaller than k, only on clusters of one domain, is
 charged at the k-rank rate).
