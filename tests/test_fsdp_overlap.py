@@ -70,3 +70,12 @@ def test_bench_script_prints_both_columns(capsys):
     out = capsys.readouterr().out
     assert "param_gather_overlap_fraction 1 (on) vs 0 (off)" in out
     assert out.count("LLaMA-65B") == 4 and out.count("OPT-175B") == 4
+    assert "22 runs: mean absolute error" in out and "median bias taken out" in out
+
+
+def test_sweeps_zero3_rows_are_compared_with_and_without(catalog):
+    rows = fsdp.sweep_errors(catalog)
+    assert len(rows) == 22 and all("zero3" in layout for _, layout, *_ in rows)
+    # the term only removes time: never slower with it
+    assert all(on <= off + 1e-12 for *_, on, off in rows)
+    assert any(on < off * 0.99 for *_, on, off in rows)
