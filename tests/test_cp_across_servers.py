@@ -121,3 +121,18 @@ def test_a100_servers_take_four_nics(catalog):
     )  # fmt: skip
     # half the NICs: the gradient reduction over the NICs is no faster
     assert d["breakdown_s"]["dp_comm"] >= json.loads(eight.output)["breakdown_s"]["dp_comm"]
+
+
+def test_a_four_nic_h100_server_from_a_catalog_override(tmp_path):
+    """H100 servers ship with 8 NICs in the catalog; a --catalog file that lists 4 makes a
+    4-NIC server evaluate without a nic_slots violation, with slower NIC traffic."""
+    override = tmp_path / "h100_4nic.yaml"
+    override.write_text("gpus:\n  h100-sxm:\n    server:\n      nic_counts: [4, 8]\n")
+    args = ["evaluate", "--model", "llama2-70b", "--tp", "8", "--pp", "4", "--dp", "4",
+            "--global-batch", "1024", "--json"]  # fmt: skip
+    shipped = json.loads(run_cli([*args, "--nics-per-node", "4"]).output)
+    assert any(v["constraint"] == "nic_slots" for v in shipped["violations"])
+    four = json.loads(run_cli([*args, "--catalog", str(override), "--nics-per-node", "4"]).output)
+    eight = json.loads(run_cli([*args, "--catalog", str(override)]).output)
+    assert four["feasible"] and four["layout"]["nics_per_node"] == 4
+    assert four["breakdown_s"]["pp_comm"] > eight["breakdown_s"]["pp_comm"]
