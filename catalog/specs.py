@@ -221,6 +221,14 @@ class Calibration(_Strict):
         description="fraction of one micro-batch's forward + backward that hides the distributed "
         "optimizer's bucketed gradient reduce-scatter and parameter all-gather",
     )
+    param_gather_overlap_fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="fraction of each micro-batch's forward + backward that hides its ZeRO-3 / "
+        "FSDP parameter all-gathers (PyTorch FSDP forward and backward prefetch, Megatron-FSDP "
+        "overlapped parameter gather); 0: charged in full",
+    )
     note: str = Field(min_length=1, description="how the constants were fitted")
 
     @property

@@ -94,8 +94,23 @@ def evaluation_text(ev, evidence: dict[str, Any]) -> str:
         [("most loaded stage", *(getattr(m, k) for k in MEMORY_PARTS))],
     )
     parts = MOE_STEP_PARTS if ev.moe else STEP_PARTS
+    if ev.cp_ring:  # ring attention across servers: its NIC time is a term of its own
+        parts = (*parts[:4], "cp_nic_comm", *parts[4:])
     step = render.table(["step time (s)", *parts], [("exposed", *(getattr(b, k) for k in parts))])
-    return "\n".join([*_head(ev, evidence), "", memory, "", step, "", *_outcome(ev, evidence)])
+    ring = [_cp_ring_line(ev)] if ev.cp_ring else []
+    return "\n".join(
+        [*_head(ev, evidence), "", memory, "", step, *ring, "", *_outcome(ev, evidence)]
+    )
+
+
+def _cp_ring_line(ev) -> str:
+    """Ring attention's traffic over the NICs (models.step.cp_ring_on_nics), per step."""
+    r, lay = ev.cp_ring, ev.layout
+    return (
+        f"ring attention over the NICs: CP {lay.cp} spans servers; {r['nic_gb_per_gpu']:,.1f} GB "
+        f"per GPU a step, {r['nic_s']:.2f} s at its NIC share, hidden behind "
+        f"{r['hidden_behind_s']:.2f} s of attention; exposed {r['exposed_s']:.2f} s"
+    )
 
 
 def evaluate_text(answer) -> str:

@@ -21,7 +21,12 @@ from models.layout import Assumptions, Layout, Network
 from models.memory import MemoryBreakdown, memory_per_gpu
 from models.pipeline import stage_layers
 from models.spec import TransformerSpec
-from models.step import StepBreakdown, step_coefficients, step_from_coefficients
+from models.step import (
+    StepBreakdown,
+    cp_ring_on_nics,
+    step_coefficients,
+    step_from_coefficients,
+)
 from models.units import HOURS_PER_DAY, days_from_seconds
 
 
@@ -121,6 +126,8 @@ class Evaluation:
     moe_plan: tuple[str, ...] = ()  # the MoE mechanisms in effect (ExpertLayout.described)
     # failures, checkpoints and restarts (models/goodput.py); None: the ideal run
     failure_model: FailureModel | None = None
+    # ring attention across servers, per step (models.step.cp_ring_on_nics); None: none
+    cp_ring: dict[str, float] | None = None
 
     @property
     def feasible(self) -> bool:
@@ -238,6 +245,7 @@ class Evaluation:
             },
             "stage_layers": list(self.stage_layers),
             **({"moe_plan": list(self.moe_plan)} if self.moe else {}),
+            **({"cp_ring_nics": self.cp_ring} if self.cp_ring else {}),
             "feasible": self.feasible,
             "violations": [v.as_dict() for v in self.violations],
             "memory_gb": self.memory.as_dict(),
@@ -321,4 +329,5 @@ def evaluate(
         moe=spec.is_moe,
         moe_plan=ex.described() if spec.is_moe else (),
         failure_model=failures,
+        cp_ring=cp_ring_on_nics(coeffs, layout.grad_accum, net),
     )

@@ -602,5 +602,8 @@ def moe_step_coefficients(
         grad_overlap_s=gpu.calibration.grad_overlap_fraction * (compute + c.tp_mb_s)
         if layout.zero >= 1
         else 0.0,
+        gather_overlap_s=gpu.calibration.param_gather_overlap_fraction * (compute + c.tp_mb_s)
+        if layout.zero >= 3
+        else 0.0,
         bubble_scale=dualpipe_bubble_scale(layout.pp) if ex.dualpipe else 1.0,
     )

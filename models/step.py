@@ -16,11 +16,17 @@ step = m * stage                                micro-batches through the slowes
          g >= k: 2 B (k-1)/k / bw_up            inside the domain, then across domains
                + 2 (B/k) (1 - k/g) / (NIC share per GPU)
      + optimizer / g                            memory-bound Adam on the ZeRO-1 shard
+     + m * cp_nic                               ring attention across servers (CP beyond the
+                                                scale-up domain): max(0, bytes / NIC share
+                                                - attention window) each micro-batch, and
+                                                its (p-1)/v share of the bubble
 
 where stage = compute + TP + CP time of one micro-batch on the busiest pipeline rank
 (its layers as Megatron-LM splits them, plus the logits on the last rank:
 ``slowest_stage``), B the gradient bytes per GPU of the rank holding the most, and sends cross
-the NICs (NIC share) unless the whole job fits in one scale-up domain. bw_up is the
+the NICs (NIC share) unless the whole job fits in one scale-up domain. Under ZeRO-3
+the reduction adds m micro-batches' parameter all-gathers less what each hides
+behind its own compute (zero3_gather_exposed_s). bw_up is the
 bandwidth of a k-rank group on the platform's topology (models/scaleup.py: a mesh
 gives k - 1 links; a group smaller than k, only on clusters of one domain, is
 charged at the k-rank rate).
@@ -58,6 +64,7 @@ class StepBreakdown:
     dp_comm: Any
     optimizer: Any
     ep_comm: Any = 0.0  # expert-parallel token dispatch and combine (models/expert.py)
+    cp_nic_comm: Any = 0.0  # ring attention's exposed KV exchange over the NICs (CP across servers)
 
     @property
     def total(self) -> float:
@@ -66,6 +73,7 @@ class StepBreakdown:
             + self.bubble
             + self.tp_comm
             + self.cp_comm
+            + self.cp_nic_comm
             + self.pp_comm
             + self.dp_comm
             + self.optimizer
@@ -82,6 +90,7 @@ class StepBreakdown:
             "dp_comm": self.dp_comm,
             "optimizer": self.optimizer,
             "ep_comm": self.ep_comm,
+            "cp_nic_comm": self.cp_nic_comm,
         }
 
 
@@ -273,23 +282,51 @@ def tp_comm_per_microbatch_s(
     return slowest_stage(spec, layout, seq_len).layers * calls * per_call * exposed
 
 
-def cp_comm_per_microbatch_s(
-    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, compute_mb_s: float
-) -> float:
-    """Ring attention: each CP rank passes its K and V chunk (cp-1) times forward and
-    K, V, dK, dV backward (Liu et al. 2023, Ring Attention; Megatron-LM context
-    parallelism). Overlapped with the attention compute; only the excess is exposed."""
+def cp_crosses_nics(layout: Layout, gpu: GPUSpec) -> bool:
+    """Whether the context-parallel ring leaves the scale-up domain: its cp ranks sit tp
+    apart (Megatron-Core's rank order: TP innermost, then CP), so TP x CP GPUs beyond
+    the domain put ring hops on the NICs (Llama 3 ran CP 16 across servers, TP 8 inside:
+    Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.2 and table 4)."""
+    return layout.cp > 1 and layout.tp * layout.cp > scaleup.domain_gpus(gpu)
+
+
+def cp_ring_bytes_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> float:
+    """Bytes each CP rank sends per micro-batch on its slowest stage: its K and V chunk
+    (bf16, this TP rank's KV heads) passed (cp-1) times forward, and K, V plus dK, dV
+    backward, 3 (cp-1) chunks a layer (Liu et al. 2023, Ring Attention; Megatron-Core
+    context parallelism, cp_comm_type p2p). Llama 3's all-gather CP moves the same
+    (cp-1)/cp of the sequence's K and V per rank (Dubey et al. 2024, section 3.3.2)."""
     if layout.cp == 1:
         return 0.0
     chunk = (
         2.0 * 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.kv * spec.head_dim / layout.tp
     )
-    per_layer = 3.0 * (layout.cp - 1) * chunk / (_p2p_bw(gpu) * comm.GB)
     layers = slowest_stage(spec, layout, seq_len).layers
+    return layers * 3.0 * (layout.cp - 1) * chunk
+
+
+def cp_window_per_microbatch_s(spec: TransformerSpec, layout: Layout, seq_len: int, compute_mb_s):
+    """The attention compute that hides ring attention's sends: each step's send of the
+    next KV chunk overlaps the current chunk's attention (Megatron-Core's
+    attn-with-cp double buffering; Liu et al. 2023, section 3), the attention share of
+    the stage's compute."""
     attn_share = flops.attention_forward_flops_per_token(
         spec, seq_len
     ) / flops.layer_forward_flops_per_token(spec, seq_len)
-    return max(0.0, layers * per_layer - attn_share * compute_mb_s)
+    return attn_share * compute_mb_s
+
+
+def cp_comm_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, compute_mb_s: float
+) -> float:
+    """Ring attention inside the scale-up domain: the ring's 3 (cp-1) chunks a layer
+    (cp_ring_bytes_per_microbatch) at the peer link's bandwidth, overlapped with the
+    attention compute; only the excess is exposed. A ring that crosses servers is
+    charged over the NICs instead (cp_nic_mb_s: the NIC hop paces every ring step)."""
+    if layout.cp == 1 or cp_crosses_nics(layout, gpu):
+        return 0.0
+    total = cp_ring_bytes_per_microbatch(spec, layout, seq_len) / (_p2p_bw(gpu) * comm.GB)
+    return max(0.0, total - cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb_s))
 
 
 @dataclass(frozen=True)
@@ -318,6 +355,9 @@ class StepCoefficients:
     zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
     backward_mb_s: float  # backward share of one micro-batch (overlap window)
     grad_overlap_s: float = 0.0  # the stack's window hiding the distributed optimizer's traffic
+    # ZeRO-3 / FSDP: the part of each micro-batch's compute that hides its parameter
+    # all-gathers (prefetch: the next layer's gather runs under this layer's compute)
+    gather_overlap_s: float = 0.0
     # mixture-of-experts (models/expert.py; 0 for a dense model). Exposed token dispatch and
     # combine of one micro-batch: ep_mb_s + max(ep_up_mb_s, ep_nic_bytes / NIC share)
     # + ep_nic_extra_bytes / NIC share (the NIC parts only when the EP group leaves the
@@ -336,11 +376,20 @@ class StepCoefficients:
     # the pipeline schedule's bubble over 1F1B's (p-1)/v stage times: 1.0, or DualPipe's
     # (models.expert.dualpipe_bubble_scale; a MoE plan option, never chosen by the solvers)
     bubble_scale: float = 1.0
+    # ring attention across servers (cp_crosses_nics): the bytes each GPU sends over the
+    # NICs per micro-batch and the attention compute that hides them (cp_nic_mb_s)
+    cp_nic_bytes: float = 0.0
+    cp_window_s: float = 0.0
 
     @property
     def ep_crosses_nics(self) -> bool:
         """Whether the expert dispatch has a part that depends on the NICs (ep_nic_mb_s)."""
         return self.ep_nic_bytes > 0 or self.ep_nic_extra_bytes > 0 or self.ep_up_mb_s > 0
+
+    @property
+    def cp_crosses_nics(self) -> bool:
+        """Whether the context-parallel ring has hops on the NICs (cp_nic_mb_s)."""
+        return self.cp_nic_bytes > 0
 
     @property
     def stage_mb_s(self) -> float:
@@ -382,11 +431,16 @@ def step_coefficients(
         dp_bytes = grad_params * a.grad_bytes
     else:  # reduce-scatter of gradients + all-gather of weights = one all-reduce of their mean size
         dp_bytes = grad_params * (a.grad_bytes + a.weight_bytes) / 2.0
+    crosses = cp_crosses_nics(layout, gpu)
     return StepCoefficients(
         compute_mb_s=compute_mb,
         gemm_mb_s=gemm_mb,
         tp_mb_s=tp_mb,
         cp_mb_s=cp_comm_per_microbatch_s(spec, layout, seq_len, gpu, compute_mb),
+        cp_nic_bytes=cp_ring_bytes_per_microbatch(spec, layout, seq_len) if crosses else 0.0,
+        cp_window_s=cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb)
+        if crosses
+        else 0.0,
         pp=layout.pp,
         vp=layout.vp,
         cp=layout.cp,
@@ -410,6 +464,9 @@ def step_coefficients(
         backward_mb_s=compute_mb * 2.0 / forward_passes(layout.recompute),
         grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb)
         if layout.zero >= 1
+        else 0.0,
+        gather_overlap_s=cal.param_gather_overlap_fraction * (compute_mb + tp_mb)
+        if layout.zero >= 3
         else 0.0,
     )
 
@@ -443,6 +500,40 @@ def ep_nic_mb_s(c: StepCoefficients, share):
     return np.maximum(c.ep_up_mb_s, c.ep_nic_bytes / share) + c.ep_nic_extra_bytes / share
 
 
+def cp_nic_mb_s(c: StepCoefficients, share):
+    """Ring attention's exposed time per micro-batch when the ring crosses servers: its
+    bytes at the GPU's NIC share (``share``, bytes/s; each ring step waits on its NIC
+    hop) less the attention compute that hides them, max(0, bytes / share - window)."""
+    return np.maximum(0.0, c.cp_nic_bytes / share - c.cp_window_s)
+
+
+def cp_ring_on_nics(c: StepCoefficients, microbatches: float, node_bw_gb_per_s: float):
+    """Ring attention's traffic over the NICs in one step, for the breakdown's reader:
+    None when the ring stays in the scale-up domain; else the bytes each GPU sends
+    (GB), their time at its NIC share, the attention compute that hides them and the
+    exposed rest (``cp_nic_comm`` less its bubble share), all per step."""
+    if not c.cp_crosses_nics:
+        return None
+    share = comm.nic_share(node_bw_gb_per_s, c.gpus_per_node, c.network_efficiency)
+    return {
+        "nic_gb_per_gpu": microbatches * c.cp_nic_bytes / comm.GB,
+        "nic_s": microbatches * c.cp_nic_bytes / share,
+        "hidden_behind_s": microbatches * c.cp_window_s,
+        "exposed_s": microbatches * float(cp_nic_mb_s(c, share)),
+    }
+
+
+def nic_stage_mb_s(c: StepCoefficients, share):
+    """The NIC-dependent part of a micro-batch's stage time: the expert dispatch that
+    leaves the domain (ep_nic_mb_s) plus ring attention across servers (cp_nic_mb_s)."""
+    out = 0.0
+    if c.ep_crosses_nics:
+        out = out + ep_nic_mb_s(c, share)
+    if c.cp_crosses_nics:
+        out = out + cp_nic_mb_s(c, share)
+    return out
+
+
 def expert_reduce_s(c: StepCoefficients, dp, node_bw_gb_per_s):
     """The expert gradients' reduction over expert-DP (``group_reduce_s`` with the
     expert-DP group's ranks per scale-up domain and its bandwidth); 0 for a dense model."""
@@ -457,6 +548,17 @@ def expert_reduce_s(c: StepCoefficients, dp, node_bw_gb_per_s):
         scale_up_bw_gb_per_s=c.expert_scale_up_bw_gb_per_s,
     )
     return group_reduce_s(ce, c.expert_dp_bytes, group, node_bw_gb_per_s)
+
+
+def zero3_gather_exposed_s(c: StepCoefficients, group, node_bw_gb_per_s):
+    """ZeRO-3 / FSDP parameter all-gathers of one micro-batch, forward and backward (one
+    all-reduce's traffic, ``zero3_gather_bytes``), less what prefetching hides behind the
+    micro-batch's own compute: max(0, gathers - gather_overlap_s). PyTorch FSDP issues the
+    next layer's all-gather while this layer computes (Zhao et al. 2023, "PyTorch FSDP",
+    section 3.3: forward and backward prefetching); Megatron-FSDP overlaps the parameter
+    gather the same way. The step's last-micro-batch window (dp_window_s) hides the rest."""
+    gathers = group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
+    return np.maximum(0.0, gathers - c.gather_overlap_s)
 
 
 def step_from_coefficients(
@@ -478,15 +580,18 @@ def step_from_coefficients(
         one_server, c.pp_send_intra_s, c.pp_send_bytes / share + c.pp_latency_s
     )
     dp_time = group_reduce_s(c, c.dp_bytes, group, node_bw_gb_per_s)
-    ep_mb, bubble = c.ep_mb_s, c.bubble_s
+    ep_mb: Any = c.ep_mb_s  # floats, or arrays once a NIC-dependent term joins
+    bubble: Any = c.bubble_s
     if c.expert_dp_bytes > 0:
         dp_time = dp_time + expert_reduce_s(c, dp, node_bw_gb_per_s)
     if c.ep_crosses_nics:
         varying = ep_nic_mb_s(c, share)
         ep_mb = ep_mb + varying
         bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * varying
+    cp_nic = cp_nic_mb_s(c, share) if c.cp_crosses_nics else 0.0 * m
+    bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
     if c.zero >= 3:
-        dp_time = dp_time + m * group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
+        dp_time = dp_time + m * zero3_gather_exposed_s(c, group, node_bw_gb_per_s)
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
     return StepBreakdown(
         compute=m * c.compute_mb_s,
@@ -497,4 +602,5 @@ def step_from_coefficients(
         dp_comm=np.maximum(0.0, dp_time - c.dp_window_s(dp_overlap)),
         optimizer=optimizer,
         ep_comm=m * ep_mb,
+        cp_nic_comm=m * cp_nic,
     )

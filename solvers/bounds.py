@@ -28,7 +28,7 @@ from models.cost import (
 )
 from models.evaluate import cloud_usd
 from models.goodput import with_purchases
-from models.step import ep_nic_mb_s, group_reduce_s
+from models.step import group_reduce_s, nic_stage_mb_s
 from models.units import days_from_seconds, seconds_from_days
 from solvers.families import REGISTRY
 from solvers.intmath import down
@@ -187,15 +187,15 @@ def budget_gpu_limit(scenario: Scenario, gpu) -> int:
 def stage_time_lower(cand: Candidate, node_gb_s: float | None = None) -> float:
     """A micro-batch's time through the slowest stage, the cheaper of both send regimes;
     with ``node_gb_s`` (the most scale-out GB/s a server of the shape may have), also the
-    expert dispatch that crosses the NICs, at that bandwidth (models.step.ep_nic_mb_s:
-    it only falls as the bandwidth grows)."""
+    expert dispatch and ring attention that cross the NICs, at that bandwidth
+    (models.step.nic_stage_mb_s: it only falls as the bandwidth grows)."""
     c = cand.coeffs
     stage = min(
         c.stage_mb_s + 2 * c.vp * c.pp_send_intra_s, c.stage_mb_s + 2 * c.vp * c.pp_latency_s
     )
-    if node_gb_s and c.ep_crosses_nics:
+    if node_gb_s and (c.ep_crosses_nics or c.cp_crosses_nics):
         share = nic_share(node_gb_s, c.gpus_per_node, c.network_efficiency)
-        stage += float(ep_nic_mb_s(c, share))
+        stage += float(nic_stage_mb_s(c, share))
     return stage
 
 

@@ -11,6 +11,8 @@ shape's coefficients without expert terms) adds nothing to the model.
   ceil(extra_bits / node_bw)`` with the in-domain part ``up`` and the bits the shape's
   all-to-alls send over the NICs (at 1 Gbit/s per server, as the pipeline sends); it
   joins the stage time (each micro-batch, and the bubble's (p-1)/v stage times).
+  Ring attention across servers (a dense model's CP beyond the scale-up domain) adds the
+  same way: ``max(ceil(cp_bits / node_bw) - floor(window), 0)`` (models.step.cp_nic_mb_s).
 - Expert gradients: the hierarchical ring of models.step.group_reduce_s over
   g_e = d cp num / den ranks (num / den = TP / (EP ETP)), k_e of them per scale-up
   domain: inside one domain 2B/bw_up - 2B den / (bw_up num cp d); across domains
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.step import nic_stage_mb_s
 from solvers.cpsat_context import BuildContext, IntVar
 from solvers.intmath import ceil_div, down, floor_div, hi, pick, product, times
 
@@ -50,7 +53,9 @@ def add_folding(ctx: BuildContext, on: IntVar | None = None) -> None:
 
 
 def has_ep_nic_time(ctx: BuildContext) -> bool:
-    return any(c.ep_crosses_nics for c in ctx.cf)
+    """Whether some shape's stage time depends on the NICs (expert dispatch or ring
+    attention that leaves the scale-up domain: models.step.nic_stage_mb_s)."""
+    return any(c.ep_crosses_nics or c.cp_crosses_nics for c in ctx.cf)
 
 
 def has_expert_reduce(ctx: BuildContext) -> bool:
@@ -66,10 +71,10 @@ def _least_node_gbit(ctx: BuildContext) -> int:
 def worst_ep_s(ctx: BuildContext, c) -> float:
     """The NIC-dependent dispatch time of one micro-batch at the least NIC bandwidth (the
     time unit's scale)."""
-    if c.ep_nic_bytes <= 0 and c.ep_nic_extra_bytes <= 0 and c.ep_up_mb_s <= 0:
+    if not (c.ep_crosses_nics or c.cp_crosses_nics):
         return 0.0
     share = _least_node_gbit(ctx) / 8.0 * 1e9 / c.gpus_per_node * c.network_efficiency
-    return max(c.ep_up_mb_s, c.ep_nic_bytes / share) + c.ep_nic_extra_bytes / share
+    return float(nic_stage_mb_s(c, share))
 
 
 def add_ep_time(ctx: BuildContext, u) -> EpTime | None:
@@ -85,14 +90,27 @@ def add_ep_time(ctx: BuildContext, u) -> EpTime | None:
     nic_extra = ceil_div(md, "ep_extra_nic_time", extra, -(-hi(extra) // least), ctx.node_bw)
     most = md.new_int_var(0, max(hi(up_t), hi(nic)), "ep_time_max")
     md.add_max_equality(most, [up_t, nic])
-    per_mb = md.new_int_var(0, hi(most) + hi(nic_extra), "ep_time_per_microbatch")
-    md.add(per_mb == most + nic_extra)
+    ring = _ring_nic_time(ctx, u, least)
+    per_mb = md.new_int_var(0, hi(most) + hi(nic_extra) + hi(ring), "ep_time_per_microbatch")
+    md.add(per_mb == most + nic_extra + ring)
     stages_less_one = ctx.bounded("pp_less_one", (s.pp - 1 for s in ctx.shapes))
     chunks = md.new_int_var(1, max(s.vp for s in ctx.shapes), "virtual_stages")
     md.add(chunks == ctx.sel(s.vp for s in ctx.shapes))
     num = product(md, "ep_bubble_numerator", per_mb, stages_less_one)
     bubble = ceil_div(md, "ep_bubble_time", num, hi(num), chunks)
     return EpTime(per_mb, bubble)
+
+
+def _ring_nic_time(ctx: BuildContext, u, least: int) -> IntVar:
+    """Ring attention's exposed time over the NICs per micro-batch (module docstring): the
+    bits rounded up, the attention window that hides them rounded down."""
+    md, cf = ctx.md, ctx.cf
+    bits = ctx.bounded("cp_ring_bits", (u.bits(c, c.cp_nic_bytes) for c in cf))
+    window = ctx.bounded("cp_ring_window", (u.t_down(c.cp_window_s) for c in cf))
+    nic = ceil_div(md, "cp_ring_nic_time", bits, -(-hi(bits) // least), ctx.node_bw)
+    ring = md.new_int_var(0, hi(nic), "cp_ring_exposed")
+    md.add_max_equality(ring, [nic - window, 0])
+    return ring
 
 
 def gpu_time_ep(ctx: BuildContext, ep: EpTime, rep: IntVar, scale: int) -> IntVar:

@@ -9,14 +9,16 @@ Choices the space makes, by dominance or convention (README "Decision space"):
 sequence parallelism is on whenever TP > 1 (same traffic, less memory); the
 ZeRO stage is 1, Megatron-LM's distributed optimizer (stage 0 has the same
 traffic and more memory); TP is a power of two up to twice the scale-up domain
-(beyond the domain only when ``tp_domain`` is relaxed); PP takes every divisor
+(beyond the domain only when ``tp_domain`` is relaxed); CP may span servers (its ring
+over the NICs, models.step.cp_nic_mb_s), as TP x CP did not before; PP takes every divisor
 of the layer count and every power of two. When p x v does not divide the layers
 the shape carries the split Megatron-LM would run (models.pipeline.uneven_splits:
 the embedding/loss accounting when it makes the split even, else middle ranks at
 the rounded-up share with fewer layers on the first and last ranks; one per
 (p, v)), and the even split
 that does not divide stays only for a relaxed ``divisibility``; CP only for
-sequences of at least 8,192 tokens. Virtual stages: every count up to
+sequences of at least 8,192 tokens, at least 4,096 tokens to a rank (up to CP 32). Virtual
+stages: every count up to
 the question's max_virtual_stages with a Megatron-LM split (vp_options); micro-batches: powers of
 two up to the batch ceiling, stopping past the first size that fits at no DP degree.
 """
@@ -317,7 +319,7 @@ def tp_options(spec, gpu: GPUSpec) -> list[int]:
 
 
 def cp_options(seq_len: int) -> list[int]:
-    return [c for c in (1, 2, 4, 8) if c == 1 or seq_len >= 4096 * c]
+    return [c for c in (1, 2, 4, 8, 16, 32) if c == 1 or seq_len >= 4096 * c]
 
 
 def pp_options(layers: int) -> list[int]:
@@ -467,8 +469,6 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
         micro_batches = micro_batch_options(scenario)
         for tp in tp_options(spec, gpu):
             for cp in cp_options(scenario.seq_len):
-                if tp * cp > 2 * gpu.server.scale_up_domain_gpus:
-                    continue
                 for pp in pp_options(spec.layers):
                     vps = scenario.virtual_stages or vp_options(
                         spec.layers, pp, scenario.max_virtual_stages

@@ -174,9 +174,12 @@ def test_nic_counts_fit_the_slots_and_the_allowed_nics(cat):
         for count in s.allowed_nic_counts():
             assert 1 <= count <= s.nic_slots, name
         assert cat.nics_for(gpu), f"{name}: no NIC fits its server"
-    # 8-GPU NVLink servers ship one compute NIC per GPU (DGX / HGX 2-8-9)
-    for name in ("h100-sxm", "h200", "b200", "a100-40gb", "a100-80gb", "b300"):
+    # 8-GPU NVLink servers ship one compute NIC per GPU (DGX / HGX 2-8-9); A100 servers
+    # also with four (GPT-NeoX-20B's, Black et al. 2022)
+    for name in ("h100-sxm", "h200", "b200", "b300"):
         assert cat.gpu(name).server.nic_counts == (8,), name
+    for name in ("a100-40gb", "a100-80gb"):
+        assert cat.gpu(name).server.nic_counts == (4, 8), name
 
 
 def test_no_server_takes_a_nic_of_a_later_pcie_generation(cat):

@@ -35,6 +35,8 @@ class NicSlots(EvaluatorCheck):
         detail = f"{cfg.nics_per_node} of {slots} NIC slots per server"
         if plan.evaluation.breakdown.ep_comm and _ep_crosses_nics(s, plan):
             detail += "; EP traffic crosses the NICs"
+        if plan.evaluation.breakdown.cp_nic_comm:
+            detail += "; ring attention crosses the NICs"
         return slots - cfg.nics_per_node, "NICs", detail
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
