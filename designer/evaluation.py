@@ -74,7 +74,7 @@ def default_global_batch(micro_batch: int, dp: int, pp: int) -> int:
 
 def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     """The model, layout and sequence length the options give."""
-    spec = resolve_model(opts["model_name"], plan=False)  # evaluate reads MoE models too
+    spec = resolve_model(opts["model_name"])
     gb = opts["global_batch"]
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])

@@ -28,7 +28,6 @@ from designer.question import (
 )
 from models import Assumptions, TransformerSpec, resolve_model
 from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
-from models.moe import require_plannable
 from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_VIRTUAL_STAGES
 
@@ -392,7 +391,7 @@ def _model_from(option: str, value, base: Path) -> str | TransformerSpec:
     ``base``)."""
     if isinstance(value, dict):
         try:
-            return require_plannable(TransformerSpec.model_validate(value), option)
+            return TransformerSpec.model_validate(value)
         except ValidationError as err:
             first = err.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])

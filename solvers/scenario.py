@@ -10,10 +10,7 @@ from catalog.specs import DEFAULT_STACK, NICSpec
 from models.goodput import FailureModel, failure_model
 from models.layout import Assumptions
 from models.spec import TransformerSpec
-from solvers.families import BY_NAME, NAMES
 
-# the constraint families' names, in registry order (solvers/families/; --ignore choices)
-FAMILIES = NAMES
 OBJECTIVES = ("time", "cost")
 PRICINGS = ("capex", "cloud", "tco")
 DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch; Dubey et al. 2024)
@@ -94,27 +91,6 @@ class Scenario:
             raise ValueError(f"objective must be one of {OBJECTIVES}")
         if self.pricing not in PRICINGS:
             raise ValueError(f"pricing must be one of {PRICINGS}")
-        unknown = set(self.disabled) - set(FAMILIES)
-        if unknown:
-            raise ValueError(f"unknown constraint families {sorted(unknown)}")
-
-    def active(self, family: str) -> bool:
-        """Whether a constraint family is enforced (and has its limit set)."""
-        if family in self.enforced:
-            return True
-        if family not in BY_NAME:
-            raise KeyError(family)
-        return False
-
-    @property
-    def enforced(self) -> frozenset[str]:
-        """The names of the enforced families (computed once: the question is frozen)."""
-        names = self.memo.get("enforced")
-        if names is None:
-            names = self.memo["enforced"] = frozenset(
-                name for name, f in BY_NAME.items() if f.active(self)
-            )
-        return names
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
     budget = _limit("budget_usd", "budget")
@@ -173,7 +149,10 @@ class Scenario:
         """NICs per server a plan on ``gpu`` may take (the vendor's counts; relaxed nic_slots
         rule: extra slots, or up to twice the slots when not enforced)."""
         return self.catalog.gpu(gpu).server.allowed_nic_counts(
-            self.extra_nic_slots, self.active("nic_slots")
+            # the nic_slots family is on unless ignored (its field, extra_nic_slots, is never
+            # None: solvers.families.active, which imports this module, agrees; tests check)
+            self.extra_nic_slots,
+            "nic_slots" not in self.disabled,
         )
 
     def failure_model(self, gpu: str) -> FailureModel | None:
