@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from helpers import random_scenario
+from helpers import ideal_scenario, random_scenario
 from solvers.bounds import (
     budget_gpu_limit,
     dp_bounds,
@@ -175,11 +175,10 @@ def test_memory_shortcut_agrees_with_the_direct_bound(cat, model):
     """Enumeration marks a micro-batch as never fitting when a smaller one of the same
     shape does not: every shape's bound equals the direct computation."""
     from models.zoo import zoo
-    from solvers.scenario import Scenario
     from solvers.space import dp_min_for_memory
 
     spec = zoo()[model]
-    s = Scenario(
+    s = ideal_scenario(
         spec=spec,
         catalog=cat,
         tokens=1e12,

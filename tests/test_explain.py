@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from catalog import load_catalog
+from helpers import ideal_scenario
 from solvers import FAMILIES, SolveResult
 from solvers.cpsat import solve_cpsat
 from solvers.explain import Conflict, binding_constraints, explain_infeasible
@@ -32,7 +33,7 @@ def catalog_with(tmp_path_factory, name: str, text: str):
 
 def scenario(models, cat, model: str, gpus: tuple[str, ...], **kw) -> Scenario:
     spec = models[model]
-    return Scenario(
+    return ideal_scenario(
         spec=spec,
         catalog=cat,
         tokens=kw.pop("tokens", 2e12),
