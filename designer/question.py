@@ -483,6 +483,7 @@ def answer_question(s: "Scenario") -> dict[str, Any]:
         else:
             out[key] = list(value) if isinstance(value, tuple) else value
     out["unmeasured"] = sorted([g, p] for g, p in s.unmeasured)
+    # lazy: designer.saved_answer's schema (~10 ms) loads with the answer, not at start-up
     from designer.saved_answer import catalog_record  # the catalog files' paths and hashes
 
     out.update(catalog_record(s.catalog_files))

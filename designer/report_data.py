@@ -20,7 +20,9 @@ from catalog.files import MAX_RESULTS_BYTES, check_input
 from designer import render, report
 from designer.cells import read_row
 from designer.errors import UsageError
+from designer.questions import _from_answer, _saved_config
 from designer.report_catalog import catalog_entries
+from solvers.plan import build_plan
 
 PLAN_FIELDS = (
     *("rank", "gpu", "num_gpus", "nodes", "gpus_per_node", "tp", "pp", "dp", "cp", "vp"),
@@ -73,8 +75,6 @@ def plan_label(p: dict[str, Any]) -> str:
 
 
 def answer_scenario(path: Path, doc: dict[str, Any]):
-    from designer.questions import _from_answer
-
     scenario, _ = _from_answer(doc, str(path))
     return scenario
 
@@ -82,9 +82,6 @@ def answer_scenario(path: Path, doc: dict[str, Any]):
 def evaluated(scenario, plan: dict[str, Any], origin: str, where: str, csv: bool = False):
     """A saved plan entry re-evaluated on its question (as ``designer explain`` does), or
     None when it no longer fits it."""
-    from designer.questions import _saved_config
-    from solvers.plan import build_plan
-
     config = _saved_config(plan, f"{origin}: {where}", csv)
     built = build_plan(scenario, config)
     return built if built.feasible else None

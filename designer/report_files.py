@@ -10,8 +10,10 @@ from typing import Any
 
 from catalog.files import MAX_RESULTS_BYTES, check_input
 from designer import report
+from designer.answer import explain
 from designer.errors import UsageError
 from designer.outputs import atomic_path, write_atomic
+from designer.questions import _read_document, load_question_file
 from designer.report_data import (
     ReportData,
     answer_report,
@@ -19,7 +21,11 @@ from designer.report_data import (
     breakeven_report,
     compare_report,
 )
+from designer.report_html import page
 from designer.report_study import study_report
+from designer.report_xlsx import workbook
+from designer.saved_answer import check_plans
+from solvers import solve
 
 EXTRA = "pip install 'designer[report]'"
 
@@ -65,14 +71,10 @@ def write_report(
     data = load(file, study, time_limit_s)
     lines = []
     if html is not None:
-        from designer.report_html import page
-
         text = page(data)
         write_atomic(html, text, "--html")
         lines.append(f"page: {html} ({len(text.encode()) / 1e6:.2f} MB)")
     if xlsx is not None:
-        from designer.report_xlsx import workbook
-
         with atomic_path(xlsx, "--xlsx") as tmp:
             workbook(data).save(tmp)
         lines.append(f"workbook: {xlsx}")
@@ -92,16 +94,12 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
         return study_report(path, study_file)
     if study_file is not None:
         raise UsageError("only a sweep's results CSV takes a study file", "--study")
-    from designer.questions import _read_document
-
     doc = _read_document(path)
     if "breakeven_price_usd" in doc:
         return breakeven_report(path, doc)
     if "plans" not in doc or "question" not in doc:
         doc = _answered(path, time_limit_s)  # a question file: answered as explain would
     else:
-        from designer.saved_answer import check_plans
-
         check_plans(doc, str(path))  # every plan's fields, before any is shown
         answer_scenario(path, doc)  # and its question's (the title reads them)
     plans = doc.get("plans")
@@ -112,10 +110,6 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
 
 def _answered(path: Path, time_limit_s: float) -> dict[str, Any]:
     """``designer explain FILE --json``'s object for a question file."""
-    from designer.answer import explain
-    from designer.questions import load_question_file
-    from solvers import solve
-
     scenario, _ = load_question_file(path)
     res = solve(scenario, time_limit_s=time_limit_s)
     binding, conflict = explain(scenario, res, time_limit_s)
