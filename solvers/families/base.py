@@ -10,7 +10,7 @@ a plan, its relaxation step and its smallest-fix search. The registry
 lacks a hook fails tests/test_families.py.
 
 Nothing here imports numpy or OR-Tools at module level: the registry is loaded with
-solvers.scenario, which commands that never solve import too (bench/startup.py).
+the solvers package, which commands that never solve import too (bench/startup.py).
 """
 
 from __future__ import annotations
