@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from catalog import load_catalog  # noqa: E402
 from designer.questions import build_scenario  # noqa: E402
 from models import zoo  # noqa: E402
+from models.layout import Assumptions  # noqa: E402
 from models.spec import TransformerSpec  # noqa: E402
 from solvers import FAMILIES, Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
 from solvers.purchase_rule import idle_purchases  # noqa: E402
@@ -79,6 +80,11 @@ def question(seed: int, cat, models) -> Scenario:
         nics=tuple(cat.nics),
         objective=objective,
         pricing=r.choice(["capex", "capex", "cloud", "tco"]),
+        # the library's defaults before issue 32 (the CLI's since): the ideal model, hourly
+        # renting without terms, the seed's memory rules; kept so each seed asks what it did
+        no_failures=True,
+        cloud_terms=False,
+        assumptions=Assumptions(),
         **kw,
     )
 

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import load_catalog  # noqa: E402
+from models.layout import Assumptions  # noqa: E402
 from models.spec import TransformerSpec  # noqa: E402
 from models.zoo import resolve_model  # noqa: E402
 from solvers import Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
@@ -91,6 +92,10 @@ def scenario(row, failures: bool = True) -> Scenario:
         budget_usd=budget,
         deadline_days=deadline,
         no_failures=not failures,
+        # the suite's question as before issue 32 made the CLI's defaults the library's:
+        # hourly renting without terms, the seed's memory rules (nothing reserved, no headroom)
+        cloud_terms=False,
+        assumptions=Assumptions(),
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from designer import render
+from designer.questions import scenario_from_options
 from designer.report import gpu_label, layout_cell, plan_entry, with_range
 from models.evidence_rule import pair_evidence
 from solvers import Scenario, SolveResult, solve_cpsat
@@ -184,8 +185,6 @@ def beyond_evidence(
     were named, --evidence any searched every pair, or nothing fits."""
     if q.get("gpus") or scenario.evidence == "any" or res.best is None:
         return {"alternatives": []}, ()
-    from designer.questions import scenario_from_options
-
     wide = scenario_from_options({**q, "evidence": "any"})
     alts = alternatives(scenario, wide, res, time_limit_s)
     return {"alternatives": as_dicts(alts)}, (text(scenario, alts),)

@@ -8,12 +8,14 @@ from typing import Any
 
 from designer.errors import Infeasible, UsageError
 from designer.outputs import write_atomic
+from designer.questions import evaluate_config, load_question_file
 from solvers import Scenario, SolveResult
 
 
 def explain(scenario: Scenario, res: SolveResult, time_limit: float) -> tuple[Any, Any]:
     """(binding, conflict): every constraint's slack and price on the best plan, or the
     conflict that rules out every plan (None where neither applies)."""
+    # lazy: solvers.explain loads OR-Tools and numpy; commands that never solve do not
     from solvers.explain import binding_constraints, explain_infeasible  # OR-Tools: on use
 
     if res.best is not None:
@@ -54,8 +56,6 @@ def write_file(path: Path | None, text: str, option: str = "--csv") -> None:
 
 def saved_plan(path: Path) -> tuple[Scenario, SolveResult]:
     """A saved answer's question and its first plan, re-evaluated (export needs a plan)."""
-    from designer.questions import evaluate_config, load_question_file
-
     scenario, config = load_question_file(path)
     if config is None:
         raise UsageError(

@@ -35,8 +35,10 @@ from designer.errors import Infeasible, UsageError
 from designer.launch import FORMATS, Launch, emit, load_megatron
 from designer.numbers import Finite, check_ascii_numbers
 from designer.outputs import check_command_paths
+from designer.plots import compare_plot, study_plot
 from designer.question import question_options
-from designer.questions import scenario_from_options
+from designer.questions import evaluate_config, load_question_file, scenario_from_options
+from designer.render_breakeven import breakeven_csv, breakeven_dict, breakeven_text
 from models import resolve_model, zoo
 from solvers import solve
 
@@ -167,6 +169,7 @@ def catalog_show(catalog_files: tuple[Path, ...], name: str, as_json: bool) -> N
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, as_json: bool, **opts: Any) -> None:
     """Analyse one given layout, like a dry run of a training launch."""
+    # lazy: designer.evaluation loads numpy; commands that never solve do not
     from designer.evaluation import evaluate_options
     from designer.render_evaluate import evaluate_text
 
@@ -257,8 +260,10 @@ def _answer(
 @click.pass_context
 def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, bom_file, **q):
     """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
-    from designer.alternatives import beyond_evidence  # the solvers: on use
-    from designer.launch import diff as megatron_diff  # the performance model: on use
+    # lazy: the solvers (OR-Tools, numpy) and the performance model (numpy) load on use;
+    # commands that never solve do not load them
+    from designer.alternatives import beyond_evidence
+    from designer.launch import diff as megatron_diff
 
     time_limit, explain, as_json, csv_file = (q.pop(k) for k in ANSWER_KEYS)
     run = load_megatron(from_megatron) if from_megatron is not None else None
@@ -301,8 +306,6 @@ def export_cmd(plan_file: Path, fmt: str) -> None:
 @click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | None) -> None:
     """Explain a saved plan (optimize --json output) or a question file (YAML/JSON of optimize's options)."""
-    from designer.questions import evaluate_config, load_question_file
-
     scenario, config = load_question_file(file)
     if config is None:  # the runner-up too: how sure the ranking is (designer/confidence.py)
         res = solve(scenario, top_k=2, time_limit_s=time_limit)
@@ -322,14 +325,13 @@ def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | N
 )
 def compare_cmd(time_limit, explain, as_json, csv_file, plot_file, **question) -> None:
     """The same question once per GPU type: the best plan on each, best first."""
+    # lazy: designer.compare loads OR-Tools and numpy; commands that never solve do not
     from designer.compare import compare  # OR-Tools: on use
 
     scenario = scenario_from_options(question)
     rows = compare(scenario, explain=explain, time_limit_s=time_limit)
     write_file(csv_file, report.compare_csv(rows, scenario))
     if plot_file is not None:
-        from designer.plots import compare_plot
-
         compare_plot(rows, plot_file, scenario)
     if as_json:
         emit_json(report.compare_dict(scenario, rows))
@@ -347,8 +349,8 @@ def breakeven_cmd(time_limit, explain, as_json, csv_file, against, **question) -
     """The price at which --gpu (exactly one) starts to win the job against --against.
 
     --csv writes the two plans (the candidate at the break-even price, then the rival)."""
+    # lazy: designer.breakeven loads OR-Tools and numpy; commands that never solve do not
     from designer.breakeven import breakeven, breakeven_question
-    from designer.render_breakeven import breakeven_csv, breakeven_dict, breakeven_text
 
     scenario, candidate = breakeven_question(question, against)
     be = breakeven(scenario, candidate, against, time_limit_s=time_limit)
@@ -399,6 +401,7 @@ def sweep_cmd(
     max_scenarios,
 ) -> None:
     """Run a study: a base question and axes, the cross product, one CSV row per scenario."""
+    # lazy: the study schema (~75 ms of pydantic models) loads for designer sweep only
     from designer import sweep
 
     if show_schema:
@@ -418,8 +421,6 @@ def sweep_cmd(
     )
     stats = sweep.summary(out) if study.uncertainty is not None else None
     if plot_file is not None:
-        from designer.plots import study_plot
-
         study_plot(study, out, plot_file, stats)
     click.echo(f"{len(rows)} scenarios run, results in {out}")
     if stats is not None:
@@ -432,6 +433,7 @@ def sweep_cmd(
 def report_cmd(file, html_file, xlsx_file, open_page, study_file, time_limit) -> None:
     """Write a saved answer (optimize, explain, compare or breakeven --json) or a sweep's
     CSV as a page and a workbook."""
+    # lazy: designer.report_files loads numpy; commands that never solve do not
     from designer.report_files import write_report
 
     for line in write_report(file, html_file, xlsx_file, open_page, study_file, time_limit):

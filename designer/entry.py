@@ -27,6 +27,8 @@ def main() -> None:
     ignored = {s for s in _LINES if _signal.getsignal(s) == _signal.SIG_IGN}
     for signum in set(_LINES) - ignored:
         _signal.signal(signum, _early_exit)
+    # lazy: the handlers above go in before the command line and its imports load (a
+    # Ctrl-C during them exits quietly), and those imports keep the solver stack out
     from designer.cli import main as cli_main
 
     if _signal.SIGINT not in ignored:

@@ -12,9 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 from catalog import CatalogError
 from designer.errors import UsageError
+from designer.launch import load_megatron
+from designer.launch.pipeline_layout import layout_fields
 from designer.questions import stack_catalog
+from designer.report import _plain
 from models import Assumptions, Layout, resolve_model
+from models.evaluate import Hardware, evaluate
+from models.evidence import evaluation_evidence
+from models.expert import FP8_DISPATCH_BYTES, ExpertLayout
 from models.feasibility import divisibility_violations
+from models.goodput import failure_model
+from models.memory import MODULES
+from solvers.purchases import purchased
 
 if TYPE_CHECKING:
     from designer.launch.megatron_import import ImportedRun
@@ -74,7 +83,7 @@ def default_global_batch(micro_batch: int, dp: int, pp: int) -> int:
 
 def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     """The model, layout and sequence length the options give."""
-    spec = resolve_model(opts["model_name"], plan=False)  # evaluate reads MoE models too
+    spec = resolve_model(opts["model_name"])
     gb = opts["global_batch"]
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
@@ -89,8 +98,6 @@ def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
     """vp and the split of --pipeline-layout (designer.launch.pipeline_layout
     ``layout_fields``); a --vp that contradicts it, another split option, or a string
     Megatron-Core would refuse is a usage error."""
-    from designer.launch.pipeline_layout import layout_fields
-
     for key in SPLIT_OPTIONS[1:]:
         if opts.get(key):
             raise UsageError(
@@ -117,8 +124,6 @@ def expert_layout(spec, layout: Layout, ep: int, etp: int) -> ExpertLayout:
     """--ep and --etp checked against the model and the layout (Megatron-Core's parallel
     folding, models.memory.expert_data_parallel); bad values are usage errors naming the
     option."""
-    from models.expert import ExpertLayout
-
     if not spec.is_moe:
         for option, value in (("--ep", ep), ("--etp", etp)):
             if value != 1:
@@ -152,9 +157,6 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
     on a dense model any of them is a usage error naming it."""
     from dataclasses import replace
 
-    from models.expert import FP8_DISPATCH_BYTES
-    from models.memory import MODULES
-
     if not spec.is_moe:
         for key, (flag, default) in MOE_PLAN_OPTIONS.items():
             if opts.get(key, default) != default:
@@ -183,8 +185,6 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
 
 def hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
     """The GPU's server with its NICs; an unknown GPU blames --gpu, any other misfit --nic."""
-    from models.evaluate import Hardware
-
     try:
         return Hardware.from_catalog(cat, gpu, nic, nics_per_node)
     except CatalogError as err:
@@ -206,13 +206,6 @@ def _assumptions(opts: dict[str, Any], imported: ImportedRun | None) -> Assumpti
 
 def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     """evaluate's answer for its options (``given``: those set on the command line)."""
-    from designer.launch import load_megatron
-    from designer.report import _plain
-    from models.evaluate import evaluate
-    from models.evidence import evaluation_evidence
-    from models.goodput import failure_model
-    from solvers.purchases import purchased
-
     imported, tokens = None, opts["tokens"]
     if opts["from_megatron"] is not None:
         for name in sorted(given & set(IMPORTED_LAYOUT_OPTIONS)):

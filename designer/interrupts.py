@@ -41,6 +41,7 @@ def handled() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    # lazy: solvers.stop loads socket (~80 ms), which designer --help does not need
     from solvers.stop import watch
 
     previous = signal.signal(signal.SIGTERM, _terminate)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+from catalog.files import read_document
 from designer.errors import UsageError
 
 
@@ -192,8 +193,6 @@ def indirect_inputs(path: Path) -> list[Path]:
     answer's catalog files (relative to the working folder, as it was saved), a study's in
     its base and axes, and a results CSV's study file beside it (STUDY.yaml) with its files.
     A file that cannot be read names none: the command itself reports it."""
-    from catalog.files import read_document
-
     if path.suffix.lower() == ".csv":
         studies = [path.with_suffix(s) for s in (".yaml", ".yml") if _is_file(path.with_suffix(s))]
         return [*studies, *(p for s in studies for p in indirect_inputs(s))]

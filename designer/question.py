@@ -27,7 +27,7 @@ from designer.errors import UsageError
 from designer.numbers import Days, Finite, Quantity
 from models.layout import Assumptions
 from solvers import limits
-from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES
+from solvers.scenario import DEFAULT_HEADROOM, DEFAULT_MAX_VIRTUAL_STAGES, DEFAULT_RESERVED_GB
 
 if TYPE_CHECKING:
     from solvers import Scenario
@@ -35,21 +35,8 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "llama2-70b"
 DEFAULT_TOKENS = 2e12
 EVIDENCE_CHOICES = ("measured", "thin", "any")  # models.evidence_rule.LEVELS
-# Planning defaults for memory the tensors do not account for (README "Memory headroom").
-# Reserved: CUDA context and cuBLAS/Transformer Engine workspaces (~0.5-1 GB) plus NCCL's
-# buffers, measured at 544-688 MB per communicator on 4 x A100 (NVIDIA/nccl#964, 2023-08)
-# and 1.6 GB for one communicator, ~6 GB for three or more with default channels
-# (NVIDIA/nccl#864, 2023-06); a Megatron job holds TP, PP, DP and (with CP) CP groups.
-DEFAULT_RESERVED_GB = 3.0
-# Headroom: the PyTorch caching allocator's fragmentation (reserved but unallocated
-# blocks) and peaks outside the model's count; 5% of the GPU kept free. The evidence
-# (python bench/memory.py --published, issue 31 item 5): with the 3 GB reserved, the
-# memory model errs by a median 12.1% on the Megatron-Core runs with a measured peak (2
-# NeMo runs, +12.7% and -11.5%) and 45.6% on 26 PyTorch FSDP runs (a stack it does not
-# model); a margin refuses published runs that did run: 6 of 152 at 0%, 9 at 5%, 16 at
-# 12% (the margin that would cover both Megatron peaks). Two runs of one source do not
-# outweigh 152 that ran, so the margin stays 5% (HEADROOM_EVIDENCE, --headroom's help).
-DEFAULT_HEADROOM = 0.05
+# The planning defaults for memory the tensors do not account for (README "Memory
+# headroom") are the library's: solvers.scenario, where the Scenario takes them too.
 HEADROOM_EVIDENCE = (
     "model error on measured Megatron-Core peaks 12.1% median (2 runs); "
     "9 of 152 published runs that ran refused at 5%, 16 at 12%: bench/memory.py --published"
@@ -496,6 +483,7 @@ def answer_question(s: "Scenario") -> dict[str, Any]:
         else:
             out[key] = list(value) if isinstance(value, tuple) else value
     out["unmeasured"] = sorted([g, p] for g, p in s.unmeasured)
+    # lazy: designer.saved_answer's schema (~10 ms) loads with the answer, not at start-up
     from designer.saved_answer import catalog_record  # the catalog files' paths and hashes
 
     out.update(catalog_record(s.catalog_files))

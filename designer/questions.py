@@ -28,7 +28,6 @@ from designer.question import (
 )
 from models import Assumptions, TransformerSpec, resolve_model
 from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
-from models.moe import require_plannable
 from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_VIRTUAL_STAGES
 
@@ -350,6 +349,7 @@ def _with_fitting_racks(cat, chosen, explicit: bool) -> tuple[str, ...]:
     type's own rack, or the facility's: models.cost.servers_per_rack, which would otherwise
     put a server alone in a rack it overloads; issue 20, 21: 10 kW in a 1 W rack). A GPU the
     user named that does not fit, or none fitting, is an error naming --rack-power-kw."""
+    # lazy: models.cost loads numpy; commands that never solve do not
     from models.cost import server_power_w
 
     def limit_kw(g: str) -> float:
@@ -392,7 +392,7 @@ def _model_from(option: str, value, base: Path) -> str | TransformerSpec:
     ``base``)."""
     if isinstance(value, dict):
         try:
-            return require_plannable(TransformerSpec.model_validate(value), option)
+            return TransformerSpec.model_validate(value)
         except ValidationError as err:
             first = err.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
@@ -472,6 +472,7 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
     """A saved answer's Scenario (its question, with the GPU and precision pairs the search
     skipped, read with the catalog files it was made with) and its first plan, every plan
     validated (designer.saved_answer)."""
+    # lazy: designer.saved_answer's schema (~10 ms) loads with a saved answer, not at start-up
     from designer.saved_answer import check_plans, first_error, saved_catalogs
 
     q, plans = doc["question"], doc["plans"]
@@ -512,6 +513,8 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
 def _saved_config(p: dict[str, Any], where: str, csv: bool = False) -> Config:
     """A saved plan entry (validated: UsageError naming ``where`` and the field; ``csv``: a
     results CSV's row, its cells text) as a Config."""
+    # lazy: the plans (numpy) and the saved answer's schema load with a saved plan;
+    # commands that never solve do not load them
     from designer.saved_answer import saved_plan
     from solvers.plan import Config
     from solvers.space import Shape
@@ -548,6 +551,7 @@ def _saved_config(p: dict[str, Any], where: str, csv: bool = False) -> Config:
 
 def evaluate_config(scenario: Scenario, config: Config) -> SolveResult:
     """A given plan as a one-plan result, re-evaluated; violations make it 'infeasible'."""
+    # lazy: solvers.plan loads numpy; commands that never solve do not
     from solvers.plan import build_plan
 
     start = time.perf_counter()

@@ -8,6 +8,7 @@ from typing import Any
 from catalog.specs import Calibration, Evidence
 from designer import render
 from designer.errors import UsageError
+from models import moe
 
 MODEL_COLUMNS = (
     "model",
@@ -43,8 +44,6 @@ def model_dict(spec) -> dict[str, Any]:
     d["ffn_hidden"] = spec.ffn
     d["params"] = spec.params()
     if spec.is_moe:  # models/moe.py: the main model's total and the per-token active count
-        from models import moe
-
         d["active_params"] = moe.active_params(spec)
         d["active_params_no_embedding"] = moe.active_params(spec, include_embedding=False)
         if spec.mtp_layers:

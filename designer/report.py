@@ -10,6 +10,7 @@ from typing import Any
 from designer import render
 from designer.cells import read_row, text_row
 from designer.question import answer_question
+from models.goodput import goodput, with_purchases
 from models.pipeline import describe_stage_layers, split_options
 from solvers import Scenario, SolveResult
 from solvers.cloud_terms import rental_sentence
@@ -18,6 +19,7 @@ from solvers.columns import PLAN_COLUMNS
 
 def _evidence():
     """models.evidence, imported on first use (it loads the performance model)."""
+    # lazy: models.evidence loads numpy; commands that never solve do not
     from models import evidence
 
     return evidence
@@ -25,6 +27,7 @@ def _evidence():
 
 def _confidence():
     """designer.confidence (issue 35: how sure the ranking of the first two plans is)."""
+    # lazy: designer.confidence and models.ranking (~13 ms) load with an answer, not at start-up
     from designer import confidence
 
     return confidence
@@ -213,8 +216,6 @@ def spares_clause(ev) -> str:
     or the price of the options it does not buy (issue 18 item 4), or why one cannot help:
     '; it buys 41 hot spare servers (2 per 100, $11.97M), saving 4.7 days; not bought: 2
     GB/s of checkpoint storage per server (+$6.14M) would save 0.2 days'."""
-    from models.goodput import goodput, with_purchases
-
     c, run = ev.cluster, ev.goodput
     model = ev.extra.get("failure_model_before_purchases", ev.failure_model)
     if run is None or model is None or model.rate_per_gpu_s <= 0:
@@ -230,6 +231,7 @@ def spares_clause(ev) -> str:
 
 
 def _spares_part(c, days, have_k: float, have_b: float) -> str:
+    # lazy: models.cost loads numpy; commands that never solve do not
     from models.cost import server_usd, spare_servers
 
     fac, per_server = c.facility, server_usd(c.gpu)
@@ -256,6 +258,7 @@ def _spares_part(c, days, have_k: float, have_b: float) -> str:
 
 
 def _storage_part(c, days, have_k: float, have_b: float) -> str:
+    # lazy: models.cost loads numpy; commands that never solve do not
     from models.cost import storage_upgrade_usd
 
     fac = c.facility

@@ -20,7 +20,9 @@ from catalog.files import MAX_RESULTS_BYTES, check_input
 from designer import render, report
 from designer.cells import read_row
 from designer.errors import UsageError
+from designer.questions import _from_answer, _saved_config
 from designer.report_catalog import catalog_entries
+from solvers.plan import build_plan
 
 PLAN_FIELDS = (
     *("rank", "gpu", "num_gpus", "nodes", "gpus_per_node", "tp", "pp", "dp", "cp", "vp"),
@@ -56,49 +58,6 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
 
 
-def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0) -> ReportData:
-    """The report of ``path``: a results CSV (its study file beside it, or ``study_file``),
-    a ``compare --json`` result, a ``breakeven --json`` result, an ``optimize``/``explain
-    --json`` answer or a question."""
-    check_input(
-        path, UsageError, "a saved answer, compare result or CSV", MAX_RESULTS_BYTES, "FILE"
-    )
-    if path.suffix.lower() == ".csv":
-        from designer.report_study import study_report
-
-        return study_report(path, study_file)
-    if study_file is not None:
-        raise UsageError("only a sweep's results CSV takes a study file", "--study")
-    from designer.questions import _read_document
-
-    doc = _read_document(path)
-    if "breakeven_price_usd" in doc:
-        return breakeven_report(path, doc)
-    if "plans" not in doc or "question" not in doc:
-        doc = _answered(path, time_limit_s)  # a question file: answered as explain would
-    else:
-        from designer.saved_answer import check_plans
-
-        check_plans(doc, str(path))  # every plan's fields, before any is shown
-        _scenario(path, doc)  # and its question's (the title reads them)
-    plans = doc.get("plans")
-    if isinstance(plans, list) and plans and all("status" in p for p in plans):
-        return compare_report(path, doc)
-    return answer_report(path, doc)
-
-
-def _answered(path: Path, time_limit_s: float) -> dict[str, Any]:
-    """``designer explain FILE --json``'s object for a question file."""
-    from designer.answer import explain
-    from designer.questions import load_question_file
-    from solvers import solve
-
-    scenario, _ = load_question_file(path)
-    res = solve(scenario, time_limit_s=time_limit_s)
-    binding, conflict = explain(scenario, res, time_limit_s)
-    return report.result_dict(scenario, res, binding, conflict)
-
-
 def plan_label(p: dict[str, Any]) -> str:
     """The plan behind a point, one line: GPUs, servers, NICs, layout, days and cost."""
     if p.get("num_gpus") in (None, ""):
@@ -115,9 +74,7 @@ def plan_label(p: dict[str, Any]) -> str:
     )
 
 
-def _scenario(path: Path, doc: dict[str, Any]):
-    from designer.questions import _from_answer
-
+def answer_scenario(path: Path, doc: dict[str, Any]):
     scenario, _ = _from_answer(doc, str(path))
     return scenario
 
@@ -125,9 +82,6 @@ def _scenario(path: Path, doc: dict[str, Any]):
 def evaluated(scenario, plan: dict[str, Any], origin: str, where: str, csv: bool = False):
     """A saved plan entry re-evaluated on its question (as ``designer explain`` does), or
     None when it no longer fits it."""
-    from designer.questions import _saved_config
-    from solvers.plan import build_plan
-
     config = _saved_config(plan, f"{origin}: {where}", csv)
     built = build_plan(scenario, config)
     return built if built.feasible else None
@@ -158,7 +112,7 @@ def _title(question: dict[str, Any], what: str) -> str:
 def _plans_evaluated(path: Path, doc: dict[str, Any], data: ReportData) -> list:
     """Each plan re-evaluated (None where it has none, or no longer fits); a note when the
     model now predicts another step time than the saved one."""
-    scenario = _scenario(path, doc)
+    scenario = answer_scenario(path, doc)
     built = []
     for i, p in enumerate(data.plans):
         b = None

@@ -6,9 +6,26 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
+from catalog.files import MAX_RESULTS_BYTES, check_input
+from designer import report
+from designer.answer import explain
 from designer.errors import UsageError
 from designer.outputs import atomic_path, write_atomic
+from designer.questions import _read_document, load_question_file
+from designer.report_data import (
+    ReportData,
+    answer_report,
+    answer_scenario,
+    breakeven_report,
+    compare_report,
+)
+from designer.report_html import page
+from designer.report_study import study_report
+from designer.report_xlsx import workbook
+from designer.saved_answer import check_plans
+from solvers import solve
 
 EXTRA = "pip install 'designer[report]'"
 
@@ -51,22 +68,49 @@ def write_report(
         need("plotly", "--html")
     if xlsx is not None:
         need("openpyxl", "--xlsx")
-    from designer.report_data import load
-
     data = load(file, study, time_limit_s)
     lines = []
     if html is not None:
-        from designer.report_html import page
-
         text = page(data)
         write_atomic(html, text, "--html")
         lines.append(f"page: {html} ({len(text.encode()) / 1e6:.2f} MB)")
     if xlsx is not None:
-        from designer.report_xlsx import workbook
-
         with atomic_path(xlsx, "--xlsx") as tmp:
             workbook(data).save(tmp)
         lines.append(f"workbook: {xlsx}")
     if open_it and html is not None:
         lines.append(open_page(html))
     return lines
+
+
+def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0) -> ReportData:
+    """The report of ``path``: a results CSV (its study file beside it, or ``study_file``),
+    a ``compare --json`` result, a ``breakeven --json`` result, an ``optimize``/``explain
+    --json`` answer or a question."""
+    check_input(
+        path, UsageError, "a saved answer, compare result or CSV", MAX_RESULTS_BYTES, "FILE"
+    )
+    if path.suffix.lower() == ".csv":
+        return study_report(path, study_file)
+    if study_file is not None:
+        raise UsageError("only a sweep's results CSV takes a study file", "--study")
+    doc = _read_document(path)
+    if "breakeven_price_usd" in doc:
+        return breakeven_report(path, doc)
+    if "plans" not in doc or "question" not in doc:
+        doc = _answered(path, time_limit_s)  # a question file: answered as explain would
+    else:
+        check_plans(doc, str(path))  # every plan's fields, before any is shown
+        answer_scenario(path, doc)  # and its question's (the title reads them)
+    plans = doc.get("plans")
+    if isinstance(plans, list) and plans and all("status" in p for p in plans):
+        return compare_report(path, doc)
+    return answer_report(path, doc)
+
+
+def _answered(path: Path, time_limit_s: float) -> dict[str, Any]:
+    """``designer explain FILE --json``'s object for a question file."""
+    scenario, _ = load_question_file(path)
+    res = solve(scenario, time_limit_s=time_limit_s)
+    binding, conflict = explain(scenario, res, time_limit_s)
+    return report.result_dict(scenario, res, binding, conflict)

@@ -13,6 +13,7 @@ from designer import render
 from designer import report_tables as tables
 from designer.report_charts import CHARTS
 from designer.report_data import ReportData
+from designer.results import designer_version
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;
@@ -205,8 +206,6 @@ def _catalog(data: ReportData) -> str:
 def page(data: ReportData) -> str:
     """The whole page: Plotly's JavaScript once, then the sections."""
     from plotly.offline import get_plotlyjs
-
-    from designer.results import designer_version
 
     figs = charts(data)
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from designer import render, sweep
+from designer import render, report, sweep
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
 from designer.pricing import price_field
+from designer.questions import build_question
 from designer.report_catalog import catalog_entries
 from designer.report_data import (
     ReportData,
@@ -23,6 +24,7 @@ from designer.report_data import (
     plan_label,
     read_csv,
 )
+from designer.results import STUDY_COLUMN
 
 _INTS = {"rank", "num_gpus", "nodes", "gpus_per_node", "tp", "pp", "dp", "cp", "vp"}
 _INTS |= {"micro_batch", "grad_accum", "global_batch", "zero", "nics_per_node", "evidence_runs"}
@@ -157,8 +159,6 @@ def price_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _study(path: Path, given: Path | None, rows: list[dict[str, str]], notes: list[str]):
     """The study file that wrote the CSV (``given``, or STUDY.yaml/.yml beside it), or None."""
-    from designer.results import STUDY_COLUMN
-
     candidates = [given] if given else [path.with_suffix(s) for s in (".yaml", ".yml")]
     for cand in candidates:
         if cand is None or not cand.is_file():
@@ -187,8 +187,6 @@ def _study(path: Path, given: Path | None, rows: list[dict[str, str]], notes: li
 def study_scenario(study, origin: Path, row: dict[str, Any], ids: dict[str, dict[str, Any]]):
     """The scenario that produced ``row`` at catalog prices (designer.sweep.run_one then
     scales the prices by the row's ``price_scales``)."""
-    from designer.questions import build_question
-
     values = ids.get(row["scenario"])
     if values is None:
         return None
@@ -278,8 +276,6 @@ def _title(study, path: Path, n: int) -> str:
 
 def _with_study(data: ReportData, study, origin: Path, front, featured) -> None:
     """The question, catalog entries, BOM and breakdowns that need the study file."""
-    from designer import report
-
     ids = {sweep.scenario_id(v): v for v in sweep.scenarios(study)}
     data.question = {
         "study": str(origin),

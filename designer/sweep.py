@@ -34,7 +34,10 @@ from designer.errors import Interrupted, UsageError
 from designer.outputs import check_paths as check_paths_of
 from designer.pricing import gpu_price, with_prices
 from designer.question import QUESTION_FIELDS, Question
-from designer.questions import build_question
+from designer.questions import (
+    _read_document,  # one reader for every YAML/JSON input
+    build_question,
+)
 
 PRICE_AXIS = "price_scale"  # GPU or NIC name -> multiplier of its catalog price
 AXIS_FIELDS = (*QUESTION_FIELDS, PRICE_AXIS)  # a sweep's axes: the question's fields
@@ -120,8 +123,6 @@ def schema() -> dict[str, Any]:
 def load_study(path: Path, yes: bool = True, limit: int | None = None) -> Study:
     """The study file, validated: its schema, its size (``check_size``: over ``limit``
     scenarios it needs ``yes``), then the base and every axis value."""
-    from designer.questions import _read_document  # one reader for every YAML/JSON input
-
     doc = _read_document(path)
     try:
         study = Study.model_validate(doc)
@@ -291,6 +292,8 @@ def scenario_id(values: dict[str, Any]) -> str:
 
 def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, Any]:
     """Solve one scenario (in a worker process); returns its CSV row."""
+    # lazy: the solver stack (OR-Tools, numpy) loads in the workers that solve, not in
+    # designer report, which reads a sweep's CSV through this module without solving
     from designer.compare import compare  # noqa: F401  (imports warm the worker)
     from solvers import solve_cpsat
     from solvers.explain import binding_constraints

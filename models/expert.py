@@ -86,6 +86,9 @@ from models.step import (
     StageWork,
     StepCoefficients,
     forward_passes,
+    group_reduce_s,
+    host_issue_per_microbatch_s,
+    memory_bound_per_microbatch_s,
     nic_share_gb_per_s,
     step_coefficients,
     work_gemm_s,
@@ -535,8 +538,6 @@ def expert_dp_reduce_s(
 ) -> float:
     """The expert gradients' reduction over the expert-DP group (ranks EP x ETP apart):
     models.step.group_reduce_s with that group's ranks per scale-up domain."""
-    from models.step import group_reduce_s
-
     if edp <= 1 or expert_params <= 0:
         return 0.0
     k = scaleup.ranks_in_domain(gpu, ex.ep * ex.etp)
@@ -561,8 +562,6 @@ def moe_step_coefficients(
     step of the layers as they are (module docstring). ``gemm_s``: the
     moe_gemm_per_microbatch_s of these arguments, when the caller has it; ``dense``: the
     step_coefficients of these arguments (any DP degree), when the caller has it."""
-    from models.step import host_issue_per_microbatch_s, memory_bound_per_microbatch_s
-
     c = dense if dense is not None else step_coefficients(spec, layout, seq_len, gpu, network, a)
     mem = expert_memory(spec, layout, seq_len, gpu.memory_gb, a, ex)
     if gemm_s is None:

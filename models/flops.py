@@ -15,6 +15,7 @@ Sources:
 
 from __future__ import annotations
 
+from models import moe
 from models.spec import TransformerSpec
 
 
@@ -61,8 +62,6 @@ def megatron_flops_per_iteration(spec: TransformerSpec, batch: int, seq_len: int
 
 
 # ------------------------------------------------------------------ mixture-of-experts
-# Not yet called by the planner (issue 17 items 4-5 will): a MoE, MLA or MTP model is
-# refused for planning until then (models.moe.require_plannable).
 
 
 def moe_flops_terms_per_token(spec: TransformerSpec, seq_len: int) -> dict[str, float]:
@@ -91,8 +90,6 @@ def moe_flops_terms_per_token(spec: TransformerSpec, seq_len: int) -> dict[str, 
     commit leaves it out); ``total`` includes it. Biases and norms other than MTP's are
     not counted (nor does Megatron count them).
     """
-    from models import moe
-
     h, s = spec.hidden, seq_len
     m = spec.mlp_matrices
     pattern = moe.moe_layer_pattern(spec)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
+from models import moe
+from models.errors import ModelError
 from models.layout import Assumptions, Layout
 from models.pipeline import StageLoad, in_flight_at_rank, stage_layers, stage_loads
 from models.spec import TransformerSpec
@@ -289,8 +291,6 @@ def memory_terms(
 
 
 # ------------------------------------------------------------------ mixture-of-experts
-# Not yet called by the planner (issue 17 items 4-5 will): a MoE, MLA or MTP model is
-# refused for planning until then (models.moe.require_plannable).
 
 
 def expert_data_parallel(spec: TransformerSpec, layout: Layout, ep: int, etp: int = 1) -> int:
@@ -299,8 +299,6 @@ def expert_data_parallel(spec: TransformerSpec, layout: Layout, ep: int, etp: in
     ``parallel_state.initialize_model_parallel``): the TP x CP x DP ranks of a pipeline
     stage re-fold into ETP x EP x expert-DP, so EP x ETP must divide TP x CP x DP, and
     EP must divide the experts (each EP rank holds experts / EP whole experts)."""
-    from models.errors import ModelError
-
     group = layout.tp * layout.cp * layout.dp
     if ep < 1 or etp < 1 or group % (ep * etp):
         raise ModelError(
@@ -359,8 +357,6 @@ def _moe_rank_counts(
     loss: bool,
     counts: tuple[int, ...] | None = None,
 ) -> tuple[tuple[int, int], ...]:
-    from models import moe
-
     probe = Layout(
         tp=1, pp=pp, dp=1, micro_batch=1, global_batch=pp, vp=vp, first_stage_layers=first,
         last_stage_layers=last, embedding_in_split=emb, loss_in_split=loss, stage_counts=counts,
@@ -664,8 +660,6 @@ def _moe_ranks_at(
     opts: StoredActivations = StoredActivations(),
 ) -> tuple[_MoERank, ...]:
     """``_moe_ranks`` at the layout's own micro-batch."""
-    from models import moe
-
     tp, cp, sp = layout.tp, layout.cp, layout.sp
     h, k = spec.hidden, spec.experts_per_token or 0
     pattern = moe.moe_layer_pattern(spec)

@@ -1,14 +1,8 @@
-"""Mixture-of-experts and latent attention: parameter counts, and which models the
-designer can plan.
+"""Mixture-of-experts and latent attention: parameter counts.
 
-Issue 17 adds mixture-of-experts (MoE) models, multi-head latent attention (MLA) and
-multi-token prediction (MTP) to the designer in steps. Until the step time and the
-solvers model them end to end, a model that uses any of them is refused for planning
-(exit 2, one line naming the key and the file): ``require_plannable`` is the one place
-of that rule, and ``models.zoo`` applies it to every model the CLI plans (zoo names,
-spec files, config.json; ``resolve_model(..., plan=False)`` is evaluate's read, which
-prices one given layout with its EP and ETP, models/expert.py) and
-``designer/questions.py`` to a question's inline model.
+Issue 17 added mixture-of-experts (MoE) models, multi-head latent attention (MLA) and
+multi-token prediction (MTP); the optimizer plans them end to end (EP and ETP decided
+with the rest, solvers/space.py) and evaluate prices a given layout (models/expert.py).
 
 Parameter counts, per layer (each matrix counted from its shape, as the released
 checkpoints hold them; checked against DeepSeek-V3's 671,026,419,200):
@@ -41,11 +35,11 @@ does not know are refused as well, never silently ignored (``MOE_LOOKING``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from models.errors import ModelError
-from models.spec import TransformerSpec
+if TYPE_CHECKING:  # models.spec imports this module (TransformerSpec.params)
+    from models.spec import TransformerSpec
 
 # a config.json key that matches this and that the importer does not know is refused
 MOE_LOOKING = re.compile(
@@ -53,34 +47,6 @@ MOE_LOOKING = re.compile(
     r"|capacity_factor|dense_replace|interleave|intermediate_size_mlp|mlp_only",
     re.IGNORECASE,
 )
-
-# Keys a spec may carry that the planner does not model, with the reason: each refused
-# for planning naming the key. Every key of the contract is modelled end to end now
-# (issue 17: the optimizer chooses EP and ETP, solvers/space.py), so the set is empty;
-# ``designer evaluate`` reads every model whatever it holds.
-UNPLANNED: dict[str, str] = {}
-
-
-def planning_refusal(spec: TransformerSpec) -> str | None:
-    """The spec key that keeps this model out of planning (one of UNPLANNED that the spec
-    sets), or None."""
-    fields = spec.model_dump(exclude_none=True)
-    return next((key for key in UNPLANNED if fields.get(key)), None)
-
-
-def require_plannable(
-    spec: TransformerSpec, origin: str, keys: Mapping[str, str] | None = None
-) -> TransformerSpec:
-    """``spec`` when the designer can plan it; otherwise a one-line ModelError naming
-    ``origin`` and the key (``keys`` maps spec keys to the input's, e.g. config.json's).
-    The one place of that rule: models.zoo applies it to every model the CLI plans,
-    designer/questions.py to a question's inline model."""
-    key = planning_refusal(spec)
-    if key is None:
-        return spec
-    name = (keys or {}).get(key, key)
-    raise ModelError(f"{origin}: {name}: {UNPLANNED[key]}; the designer does not plan this model")
-
 
 # ------------------------------------------------------------------ parameter counts
 

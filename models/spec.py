@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from catalog.specs import NumbersNotBools
+from models.moe import total_params
 
 Activation = Literal["gelu", "gelu_tanh", "silu", "relu", "squared_relu"]
 PositionEmbedding = Literal["rope", "learned_absolute", "alibi", "none"]
@@ -279,8 +280,6 @@ class TransformerSpec(NumbersNotBools):
         """Total trainable parameters (for MoE / MLA models, of the main model without its
         multi-token-prediction modules, as the authors publish them: models.moe)."""
         if not self.is_dense:
-            from models.moe import total_params
-
             return total_params(self)
         return (
             self.layers * self.layer_params()

@@ -2,12 +2,10 @@
 
 File formats are those of ../shared/CLI-CONTRACT.md, "Model spec files".
 
-Mixture-of-experts models (models/data/moe_zoo.yaml, ``moe_zoo``) are catalogued with
-their parameter counts but kept out of ``zoo()``, the models the designer plans: a zoo
-name, spec file or config.json that uses experts, latent attention or multi-token
-prediction is refused by ``resolve_model`` / ``load_model_file`` (models.moe.
-require_plannable) for planning until issue 17 models them end to end; evaluate reads
-them (``resolve_model(..., plan=False)``) with its --ep and --etp (models/expert.py).
+Mixture-of-experts models (models/data/moe_zoo.yaml, ``moe_zoo``) are catalogued apart
+from ``zoo()``, the dense models; ``resolve_model`` reads both, and spec files and
+config.json files of either kind (the optimizer chooses EP and ETP, solvers/space.py;
+evaluate prices the given ones, models/expert.py).
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ from pydantic import ValidationError
 
 from catalog.files import read_document
 from models.errors import ModelError
-from models.hf_config import hf_fields, moe_keys
-from models.moe import require_plannable
+from models.hf_config import hf_fields
 from models.spec import TransformerSpec
 
 
@@ -74,15 +71,8 @@ def from_hf_config(cfg: dict[str, Any], origin: str) -> TransformerSpec:
     return _validate(hf_fields(cfg, origin), origin)
 
 
-def load_model_file(path: Path) -> TransformerSpec:
-    """Read a designer YAML/JSON spec or a Hugging Face config.json that the designer
-    can plan (a MoE, MLA or MTP model is refused naming its key: models.moe)."""
-    return read_model_file(path, plan=True)
-
-
-def read_model_file(path: Path, plan: bool = False) -> TransformerSpec:
-    """Read a designer YAML/JSON spec or a Hugging Face config.json; with ``plan``,
-    refuse a model the designer cannot plan yet."""
+def read_model_file(path: Path) -> TransformerSpec:
+    """Read a designer YAML/JSON spec or a Hugging Face config.json."""
     origin = str(path)
     doc = read_document(path, ModelError, "a zoo name, a YAML/JSON spec file or a config.json")
     if doc is None:
@@ -90,27 +80,27 @@ def read_model_file(path: Path, plan: bool = False) -> TransformerSpec:
     if not isinstance(doc, dict):
         raise ModelError(f"{origin}: top level must be a mapping of fields")
     if any(k in doc for k in ("num_hidden_layers", "n_layer", "hidden_size", "n_embd")):
-        spec = from_hf_config(doc, origin)
-        return require_plannable(spec, origin, moe_keys(doc)) if plan else spec
+        return from_hf_config(doc, origin)
     fields = dict(doc)
     fields.setdefault("name", path.stem)
-    spec = _validate(fields, origin)
-    return require_plannable(spec, origin) if plan else spec
+    return _validate(fields, origin)
 
 
-def resolve_model(name_or_path: str, option: str = "--model", plan: bool = True) -> TransformerSpec:
-    """A zoo name, or a path to a spec file; ``option`` names the input in errors. With
-    ``plan`` (the default) a model the designer cannot plan is refused
-    (models.moe.require_plannable); evaluate reads with ``plan=False``."""
+# the name the planners' callers and tests use (once the planning read, which refused MoE)
+load_model_file = read_model_file
+
+
+def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec:
+    """A zoo name (dense or MoE), or a path to a spec file; ``option`` names the input in
+    errors."""
     models = zoo()
     if name_or_path in models:
         return models[name_or_path]
     if name_or_path in _moe_zoo_raw():
-        spec = moe_zoo()[name_or_path]
-        return require_plannable(spec, f"{option} {name_or_path}") if plan else spec
+        return moe_zoo()[name_or_path]
     path = Path(name_or_path)
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
-        return read_model_file(path, plan=plan)
+        return read_model_file(path)
     raise ModelError(
         f"{option}: unknown model {name_or_path!r}; use a zoo name ({', '.join(sorted(models))}) "
         "or a YAML/JSON spec file"

@@ -11,8 +11,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from solvers.columns import PLAN_COLUMNS
+from solvers.families import NAMES as FAMILIES  # --ignore's choices, in registry order
 from solvers.result import SolveResult
-from solvers.scenario import FAMILIES, Scenario
+from solvers.scenario import Scenario
 
 if TYPE_CHECKING:
     from solvers.cpsat import solve_cpsat
@@ -40,6 +41,7 @@ def solve(
 ) -> SolveResult:
     """Answer the question with the chosen solver."""
     if solver == "cpsat":
+        # lazy: OR-Tools loads here, not in commands that never solve (module docstring)
         from solvers.cpsat import solve_cpsat
 
         res = solve_cpsat(scenario, top_k=top_k, time_limit_s=time_limit_s)
@@ -47,6 +49,7 @@ def solve(
             return replace(res, message=unproved_advice(scenario, res))
         return res
     if solver == "exhaustive":
+        # lazy: numpy and the plans load here, not in commands that never solve
         from solvers.exhaustive import solve_exhaustive
 
         return solve_exhaustive(scenario, top_k=top_k, time_limit_s=time_limit_s)
@@ -57,6 +60,7 @@ def unproved_advice(scenario: Scenario, res: SolveResult) -> str:
     """What to do when CP-SAT stopped before a proof: the exhaustive solver when it would
     take less than the search already spent (estimated on a sample of shapes), else a
     longer time limit."""
+    # lazy: numpy and the plans load here, not in commands that never solve
     from solvers.exhaustive import estimated_seconds
 
     estimate = estimated_seconds(scenario, res.candidates or None)

@@ -30,7 +30,7 @@ from models.evaluate import cloud_usd
 from models.goodput import with_purchases
 from models.step import group_reduce_s, nic_stage_mb_s
 from models.units import days_from_seconds, seconds_from_days
-from solvers.families import REGISTRY
+from solvers.families import REGISTRY, active
 from solvers.intmath import down
 from solvers.purchases import spare_options, storage_options
 from solvers.scenario import GPU_CAP, Scenario
@@ -245,19 +245,19 @@ def dp_limits(scenario: Scenario, gpu_name: str) -> tuple[float | None, int | No
     if key not in scenario.memo:
         g = scenario.catalog.gpu(gpu_name)
         per_day = None
-        if scenario.active("deadline"):
+        if active(scenario, "deadline"):
             per_day = scenario.sequences / seconds_from_days(scenario.deadline)
         ceiling = None
-        if scenario.active("batch_ceiling"):
+        if active(scenario, "batch_ceiling"):
             ceiling = down(scenario.ceiling_tokens / scenario.seq_len)
         gpu_hi = GPU_CAP
-        cap = scenario.gpu_cap(gpu_name) if scenario.active("max_gpus") else None
+        cap = scenario.gpu_cap(gpu_name) if active(scenario, "max_gpus") else None
         if cap is not None:
             gpu_hi = min(gpu_hi, cap)
-        if scenario.active("budget") and scenario.capex_charged_in_full:
+        if active(scenario, "budget") and scenario.capex_charged_in_full:
             gpu_hi = min(gpu_hi, budget_gpu_limit(scenario, g))
         gpu_hi = min(gpu_hi, site_gpu_limit(scenario, g))
-        scenario.memo[key] = (per_day, ceiling, scenario.active("pipeline_fill"), gpu_hi)
+        scenario.memo[key] = (per_day, ceiling, active(scenario, "pipeline_fill"), gpu_hi)
     return scenario.memo[key]
 
 
@@ -269,7 +269,7 @@ def site_gpu_limit(scenario: Scenario, gpu) -> int:
         limit = GPU_CAP
         for family in REGISTRY:
             if family.active(scenario):
-                found = family.gpu_limit(scenario, gpu)
+                found = family.gpu_limit(scenario, gpu, least_per_gpu)
                 if found is not None:
                     limit = min(limit, found)
         scenario.memo[key] = limit
@@ -292,7 +292,7 @@ def _time_terms(scenario: Scenario, gpu_name: str) -> _TimeTerms:
         node_gb_s = _most_node_gb_s(scenario, gpu_name) if fitting else None
         ceiling = (
             down(scenario.ceiling_tokens / scenario.seq_len)
-            if scenario.active("batch_ceiling")
+            if active(scenario, "batch_ceiling")
             else None
         )
         scenario.memo[key] = _TimeTerms(
@@ -410,7 +410,7 @@ def too_slow(scenario: Scenario, cand: Candidate, hi: int) -> bool:
 
     Within shared_bounds, the answer is shared by every question whose terms are the same
     (the key holds every input _too_slow_of reads)."""
-    if not scenario.active("deadline"):
+    if not active(scenario, "deadline"):
         return False
     key = ("too_slow", cand.shape, hi)
     if key not in scenario.memo:
@@ -566,7 +566,7 @@ def priced_out(scenario: Scenario, cand: Candidate, lo: int) -> bool:
     tested on (explanations test thousands, each time a family is dropped), and the
     CP-SAT model carries it anyway as a cut. Capex charged in full is bounded by
     budget_gpu_limit instead (dp_limits)."""
-    if not scenario.active("budget") or scenario.pricing == "capex":
+    if not active(scenario, "budget") or scenario.pricing == "capex":
         return False
     key = ("priced_out", cand.shape, lo)
     if key not in scenario.memo:
@@ -594,8 +594,8 @@ def ruled_out(
 ) -> list[bool]:
     """dp_bounds' last rule for many shapes (each with its DP range): priced_out or
     too_slow. Within shared_bounds, each GPU type's shared tables are found once."""
-    budget = scenario.active("budget") and scenario.pricing != "capex"
-    deadline = scenario.active("deadline")
+    budget = active(scenario, "budget") and scenario.pricing != "capex"
+    deadline = active(scenario, "deadline")
     priced: dict[str, dict | None] = {}
     slow: dict[str, dict | None] = {}
     out = []

@@ -15,6 +15,7 @@ from solvers.bounds import least_per_gpu
 from solvers.cpsat_cluster import add_cluster_terms, product_cents
 from solvers.cpsat_context import BuildContext, IntVar
 from solvers.cpsat_time import gpu_days_per_unit
+from solvers.families import active
 from solvers.intmath import down, hi, product
 from solvers.limits import TCO_UNITS_PER_CENT
 from solvers.scenario import GPU_CAP
@@ -120,7 +121,7 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
         * 100.0
     )
     cap: float | None = None
-    if scenario.active("budget"):
+    if active(scenario, "budget"):
         cap = scenario.budget * 100.0
     if ctx.cost_cap_usd is not None:
         cap = min(cap if cap is not None else math.inf, ctx.cost_cap_usd * 100.0)

@@ -37,21 +37,6 @@ class EpTime:
     bubble: IntVar
 
 
-def add_folding(ctx: BuildContext, on: IntVar | None = None) -> None:
-    """Megatron-Core's folding: d a multiple of the chosen shape's ``dp_step`` (EP x ETP
-    divides TP x CP x DP), enforced if ``on`` (the ep_domain family's literal), or always
-    (no MoE shape: nothing added)."""
-    steps: dict[int, list[IntVar]] = {}
-    for x, shape in zip(ctx.x, ctx.shapes, strict=True):
-        if shape.dp_step > 1:
-            steps.setdefault(shape.dp_step, []).append(x)
-    for step, lits in sorted(steps.items()):
-        chosen = ctx.md.new_bool_var(f"dp_step[{step}]")
-        ctx.md.add(chosen == sum(lits))
-        k = ctx.md.new_int_var(1, max(1, ctx.dp_max // step), f"dp_over_step[{step}]")
-        ctx.md.add(ctx.dp == step * k).only_enforce_if([chosen] if on is None else [on, chosen])
-
-
 def has_ep_nic_time(ctx: BuildContext) -> bool:
     """Whether some shape's stage time depends on the NICs (expert dispatch or ring
     attention that leaves the scale-up domain: models.step.nic_stage_mb_s)."""

@@ -34,10 +34,10 @@ from solvers.bounds import dp_bounds, objective_lower_bound
 from solvers.cpsat_cluster import ClusterTerms
 from solvers.cpsat_context import Bounds, BuildContext
 from solvers.cpsat_cost import TCO_UNITS_PER_CENT, add_cluster, add_cost
-from solvers.cpsat_expert import add_folding
 from solvers.cpsat_purchases import add_purchase_choices, add_purchase_cost
 from solvers.cpsat_time import add_time
 from solvers.families import REGISTRY, needs_cluster, nic_dominance
+from solvers.families.ep_domain import add_folding
 from solvers.intmath import down, up
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate, nic_specs

@@ -27,7 +27,7 @@ from models.pipeline import microbatch_step
 from models.step import step_from_coefficients
 from models.units import days_from_seconds
 from solvers import cloud_terms
-from solvers.families import REGISTRY, nic_dominance
+from solvers.families import REGISTRY, active, nic_dominance
 from solvers.families.base import Family, Grid
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, build_plan
@@ -42,15 +42,15 @@ MAX_PAIRS = 20_000_000
 
 def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int, vp: int = 1):
     """Largest and smallest micro-batches per step for each DP degree."""
-    if scenario.active("batch_ceiling"):
+    if active(scenario, "batch_ceiling"):
         ceiling_seq = math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL)
         m_hi = ceiling_seq // (micro_batch * dps)
     else:
         m_hi = np.full_like(dps, GPU_CAP)
     m_lo = np.ones_like(dps)
-    if (scenario.active("pipeline_fill") or vp > 1) and pp > 1:  # interleaving always needs m >= p
+    if (active(scenario, "pipeline_fill") or vp > 1) and pp > 1:  # interleaving always needs m >= p
         m_lo = np.maximum(m_lo, pp)
-    if scenario.active("batch_floor"):
+    if active(scenario, "batch_floor"):
         floor_seq = math.ceil(scenario.floor_tokens / scenario.seq_len - TOL)
         m_lo = np.maximum(m_lo, -(-floor_seq // (micro_batch * dps)))
     step = microbatch_step(pp, vp)  # the interleaved schedule: m a multiple of p
@@ -61,19 +61,21 @@ def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int,
 def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     shape = cand.shape
     hi = GPU_CAP // shape.replica_gpus
-    cap = scenario.gpu_cap(shape.gpu) if scenario.active("max_gpus") else None
+    cap = scenario.gpu_cap(shape.gpu) if active(scenario, "max_gpus") else None
     if cap is not None:
         hi = min(hi, cap // shape.replica_gpus)
-    if scenario.active("batch_ceiling"):
+    if active(scenario, "batch_ceiling"):
         m_min = (
-            shape.pp if ((scenario.active("pipeline_fill") or shape.vp > 1) and shape.pp > 1) else 1
+            shape.pp
+            if ((active(scenario, "pipeline_fill") or shape.vp > 1) and shape.pp > 1)
+            else 1
         )
         hi = min(
             hi,
             math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL)
             // (shape.micro_batch * m_min),
         )
-    if scenario.active("budget") and scenario.capex_charged_in_full:
+    if active(scenario, "budget") and scenario.capex_charged_in_full:
         hi = min(hi, int(scenario.budget * 100 // (gpu_price_cents * shape.replica_gpus)))
     return hi
 
@@ -227,7 +229,7 @@ def best_for_candidate(
     if not ok_batch.any():
         return None
     # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
-    every_m = every_m and scenario.active("batch_ceiling")
+    every_m = every_m and active(scenario, "batch_ceiling")
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     keep = m % microbatch_step(shape.pp, shape.vp) == 0  # every m enumerated: the multiples
     dps, m = dps[keep], m[keep]

@@ -29,7 +29,7 @@ from solvers.bounds import objective_lower_bound, shared_bounds
 from solvers.cpsat import _solver, solve_cpsat
 from solvers.cpsat_model import Formulation, build
 from solvers.exhaustive import best_for_candidate
-from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES
+from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES, active, enforced
 from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, Plan, build_plan
@@ -165,14 +165,14 @@ def _adds_shapes_only(family: Family, scenario: Scenario, relaxed: Scenario) -> 
     return (
         family.shape_rule
         and relaxed.memory_scale == scenario.memory_scale
-        and relaxed.enforced == scenario.enforced - {family.name}
+        and enforced(relaxed) == enforced(scenario) - {family.name}
     )
 
 
 # ----------------------------------------------------------------- conflicts
 def _only(scenario: Scenario, families: set[str]) -> Scenario:
     """The question with every active family outside ``families`` switched off."""
-    off = {f for f in NAMES if scenario.active(f) and f not in families}
+    off = {f for f in NAMES if active(scenario, f) and f not in families}
     return scenario.with_changes(disabled=scenario.disabled | off)
 
 
@@ -216,7 +216,7 @@ def _feasibility_model(s: Scenario, pre: Presolved) -> Formulation:
     1e-6 of itself (the cloud cut's margin: the model's integer cost may round below the
     float bound, and intmath.down forgives 1e-9 upward), so that it never rules out a
     plan the model without it admits."""
-    if s.pricing == "tco" and s.active("budget"):
+    if s.pricing == "tco" and active(s, "budget"):
         costed = s if s.objective == "cost" else s.with_changes(objective="cost")
         lbs = [
             objective_lower_bound(costed, cand, dp) * (1 - 1e-6)
@@ -253,7 +253,7 @@ def infeasible_core(
     with the families as literals, which this replaced, cost more on every question of
     bench/explain.py --random than the deletions it saved: its model had no bound to
     use.)"""
-    active = [f for f in NAMES if scenario.active(f)]
+    active = [f for f in NAMES if f in enforced(scenario)]
     known = _Outcomes()
     first = known.check(scenario, set(active), cands, time_limit_s)
     if first is not False:
@@ -334,7 +334,7 @@ class _Search:
         self.scenario = scenario
         self.cands = cands
         self.time_limit_s = time_limit_s
-        self.active = {f for f in NAMES if scenario.active(f)}
+        self.active = set(enforced(scenario))
 
     def ok(self, s: Scenario, fams: set[str] | None = None) -> bool:
         fams = self.active if fams is None else fams
@@ -345,13 +345,22 @@ class _Search:
             if s.memory_scale == self.scenario.memory_scale
             else with_memory_scale(s, self.cands)
         )
-        return self.feasible(s, {f for f in fams if s.active(f)}, space) is True
+        return self.feasible(s, {f for f in fams if active(s, f)}, space) is True
 
     def only(self, s: Scenario, fams: set[str]) -> Scenario:
         return _only(s, fams)
 
     def feasible(self, s: Scenario, fams: set[str], space: list[Candidate]) -> bool | None:
         return _feasible(s, fams, space, self.time_limit_s)
+
+    def solve(self, s: Scenario, candidates: list[Candidate] | None) -> SolveResult:
+        return solve_cpsat(s, time_limit_s=self.time_limit_s, candidates=candidates)
+
+    def presolve(self, s: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+        return presolve(s, candidates).candidates
+
+    def with_memory_scale(self, s: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+        return with_memory_scale(s, candidates)
 
 
 def smallest_fix(

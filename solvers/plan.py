@@ -9,7 +9,7 @@ from typing import Any
 from models.evaluate import Evaluation, Hardware, evaluate
 from models.feasibility import Violation
 from solvers.columns import PLAN_COLUMNS  # noqa: F401  (its home before solvers/columns.py)
-from solvers.families import REGISTRY
+from solvers.families import REGISTRY, active
 from solvers.purchases import purchase_columns, purchased
 from solvers.scenario import Scenario
 from solvers.space import Shape
@@ -134,7 +134,7 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
     # the evaluator's checks (models/feasibility.py), then the families it does not check
-    violations = [v for v in ev.violations if scenario.active(v.constraint)]
+    violations = [v for v in ev.violations if active(scenario, v.constraint)]
     for family in REGISTRY:
         if not family.in_evaluator and family.active(scenario):
             found = family.violation(scenario, ev, config)

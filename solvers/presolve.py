@@ -22,7 +22,7 @@ from solvers.bounds import (
     stage_time_lower,
     too_slow_by_gemm,
 )
-from solvers.families import SHAPE_RULES
+from solvers.families import SHAPE_RULES, enforced
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.space import Candidate
 
@@ -136,8 +136,8 @@ def presolve(
     if not candidates:
         return Presolved([], [])
     col = _columns(candidates)
-    enforced = scenario.enforced
-    blocked = sum(bit for name, bit in _RULE_BITS.items() if name in enforced)
+    on = enforced(scenario)
+    blocked = sum(bit for name, bit in _RULE_BITS.items() if name in on)
     ok = (col.rules & blocked) == 0
     if breaking is not None:
         ok &= (col.rules & _RULE_BITS[breaking]) != 0
@@ -153,7 +153,7 @@ def presolve(
     ok &= hi >= 1
     lo = np.ones(len(candidates))
     complete = True
-    if "memory" in enforced:
+    if "memory" in on:
         if cheap_only:
             cheap = col.memory_cheap(ok)
             complete = bool(cheap[ok].all())
@@ -167,7 +167,7 @@ def presolve(
         lo = np.where(ok, _deadline_low(lo, per_day, col.stage_times(ok), col.micro_batch), lo)
     lo = _whole_units(lo, col.dp_step)
     ok &= lo <= hi
-    if "deadline" in enforced or ("budget" in enforced and scenario.pricing != "capex"):
+    if "deadline" in on or ("budget" in on and scenario.pricing != "capex"):
         idx = np.flatnonzero(ok)  # bounds.dp_bounds' last rule, shape by shape
         out = ruled_out(scenario, [candidates[i] for i in idx], lo[idx].tolist(), hi[idx].tolist())
         ok[idx] = ~np.array(out, dtype=bool)

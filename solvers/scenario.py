@@ -10,16 +10,37 @@ from catalog.specs import DEFAULT_STACK, NICSpec
 from models.goodput import FailureModel, failure_model
 from models.layout import Assumptions
 from models.spec import TransformerSpec
-from solvers.families import BY_NAME, NAMES
 
-# the constraint families' names, in registry order (solvers/families/; --ignore choices)
-FAMILIES = NAMES
 OBJECTIVES = ("time", "cost")
 PRICINGS = ("capex", "cloud", "tco")
 DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch; Dubey et al. 2024)
 # virtual stages searched by default: the solve-time targets (README "What the space leaves out")
 DEFAULT_MAX_VIRTUAL_STAGES = 5
 GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
+# Planning defaults for memory the tensors do not account for (README "Memory headroom").
+# Reserved: CUDA context and cuBLAS/Transformer Engine workspaces (~0.5-1 GB) plus NCCL's
+# buffers, measured at 544-688 MB per communicator on 4 x A100 (NVIDIA/nccl#964, 2023-08)
+# and 1.6 GB for one communicator, ~6 GB for three or more with default channels
+# (NVIDIA/nccl#864, 2023-06); a Megatron job holds TP, PP, DP and (with CP) CP groups.
+DEFAULT_RESERVED_GB = 3.0
+# Headroom: the PyTorch caching allocator's fragmentation (reserved but unallocated
+# blocks) and peaks outside the model's count; 5% of the GPU kept free. The evidence
+# (python bench/memory.py --published, issue 31 item 5): with the 3 GB reserved, the
+# memory model errs by a median 12.1% on the Megatron-Core runs with a measured peak (2
+# NeMo runs, +12.7% and -11.5%) and 45.6% on 26 PyTorch FSDP runs (a stack it does not
+# model); a margin refuses published runs that did run: 6 of 152 at 0%, 9 at 5%, 16 at
+# 12% (the margin that would cover both Megatron peaks). Two runs of one source do not
+# outweigh 152 that ran, so the margin stays 5% (HEADROOM_EVIDENCE, --headroom's help).
+DEFAULT_HEADROOM = 0.05
+
+
+def planning_assumptions() -> Assumptions:
+    """The planning assumptions of a question that sets none: the seed's tensor rules
+    (models.layout.Assumptions) with DEFAULT_RESERVED_GB reserved and DEFAULT_HEADROOM kept
+    free (the CLI's --reserved-gb and --headroom defaults)."""
+    return Assumptions(
+        runtime_reserved_gb=DEFAULT_RESERVED_GB, memory_headroom_fraction=DEFAULT_HEADROOM
+    )
 
 
 def _required(value: float | None, family: str) -> float:
@@ -62,7 +83,7 @@ class Scenario:
     # the largest virtual-stage count searched (with virtual_stages None); README "What the
     # space leaves out": 8 and more find faster plans for 100+ layer models, at solve time
     max_virtual_stages: int = DEFAULT_MAX_VIRTUAL_STAGES
-    assumptions: Assumptions = field(default_factory=Assumptions)
+    assumptions: Assumptions = field(default_factory=planning_assumptions)
     disabled: frozenset[str] = frozenset()
     memory_scale: float = 1.0  # relaxation knob: capacity x scale
     extra_nic_slots: int = 0  # relaxation knob
@@ -72,18 +93,18 @@ class Scenario:
     # (GPU, precision) pairs the search skips: no measured run in that precision (--evidence)
     unmeasured: frozenset[tuple[str, str]] = frozenset()
     fabric: str = "any"  # scale-out fabric: "any", "infiniband" or "ethernet" (--fabric)
-    # failures, checkpoints and restarts (models/goodput.py). A Scenario built directly is the
-    # ideal model; the question (designer/question.py) turns failures on unless --no-failures
-    no_failures: bool = True
+    # failures, checkpoints and restarts (models/goodput.py): on, as in the CLI's question
+    # (designer/question.py) unless --no-failures; no_failures=True is the ideal model
+    no_failures: bool = False
     checkpoint_every_min: float | None = None  # --checkpoint-every; None: Young's optimum
     failure_scale: float = 1.0  # the catalog's interruption rates times this (a study axis)
     # a MoE plan's EP group inside one scale-up domain (--ep-in-domain; the ep_domain family)
     ep_in_domain: bool = False
     # rentable cloud plans (solvers/cloud_terms.py, issue 31 item 2): a rented plan is one
-    # block of the catalog's size (or cloud_max_gpus) paid under a term; a Scenario built
-    # directly rents without terms or blocks (the question, designer/question.py, turns
-    # them on); cloud_term: the term a split question is fixed to
-    cloud_terms: bool = False
+    # block of the catalog's size (or cloud_max_gpus) paid under a term, as in the CLI's
+    # question (designer/question.py); cloud_terms=False rents any GPU count by the hour
+    # without terms; cloud_term: the term a split question is fixed to
+    cloud_terms: bool = True
     cloud_max_gpus: int | None = None
     cloud_term: str | None = None
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
@@ -94,27 +115,6 @@ class Scenario:
             raise ValueError(f"objective must be one of {OBJECTIVES}")
         if self.pricing not in PRICINGS:
             raise ValueError(f"pricing must be one of {PRICINGS}")
-        unknown = set(self.disabled) - set(FAMILIES)
-        if unknown:
-            raise ValueError(f"unknown constraint families {sorted(unknown)}")
-
-    def active(self, family: str) -> bool:
-        """Whether a constraint family is enforced (and has its limit set)."""
-        if family in self.enforced:
-            return True
-        if family not in BY_NAME:
-            raise KeyError(family)
-        return False
-
-    @property
-    def enforced(self) -> frozenset[str]:
-        """The names of the enforced families (computed once: the question is frozen)."""
-        names = self.memo.get("enforced")
-        if names is None:
-            names = self.memo["enforced"] = frozenset(
-                name for name, f in BY_NAME.items() if f.active(self)
-            )
-        return names
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
     budget = _limit("budget_usd", "budget")
@@ -173,7 +173,10 @@ class Scenario:
         """NICs per server a plan on ``gpu`` may take (the vendor's counts; relaxed nic_slots
         rule: extra slots, or up to twice the slots when not enforced)."""
         return self.catalog.gpu(gpu).server.allowed_nic_counts(
-            self.extra_nic_slots, self.active("nic_slots")
+            # the nic_slots family is on unless ignored (its field, extra_nic_slots, is never
+            # None: solvers.families.active, which imports this module, agrees; tests check)
+            self.extra_nic_slots,
+            "nic_slots" not in self.disabled,
         )
 
     def failure_model(self, gpu: str) -> FailureModel | None:

@@ -39,7 +39,7 @@ from models.layout import Assumptions, Layout, Network
 from models.memory import memory_terms, moe_memory_terms, usable_memory_gb
 from models.pipeline import EVEN, Split, uneven_splits
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
-from solvers.families import SHAPE_RULES
+from solvers.families import SHAPE_RULES, active, enforced
 from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES, GPU_CAP, Scenario
 
 
@@ -135,7 +135,7 @@ def micro_batch_options(scenario: Scenario) -> tuple[int, ...]:
     if scenario.micro_batches is not None:
         return scenario.micro_batches
     limit = MICRO_BATCH_CAP
-    if scenario.active("batch_ceiling"):
+    if active(scenario, "batch_ceiling"):
         by_ceiling = int(scenario.ceiling_tokens // scenario.seq_len)
         limit = min(limit, max(STRUCTURAL_MICRO_BATCHES[-1], by_ceiling))
     return tuple(powers_of_two(limit))
@@ -294,14 +294,14 @@ class Candidate:
 
     def allowed(self, scenario: Scenario) -> bool:
         """Not excluded by an enforced structural family."""
-        enforced = scenario.enforced
-        if self.structural and not self.structural.isdisjoint(enforced):
+        on = enforced(scenario)
+        if self.structural and not self.structural.isdisjoint(on):
             return False
-        return not ("memory" in enforced and self.dp_min_memory is None)
+        return not ("memory" in on and self.dp_min_memory is None)
 
     def dp_floor(self, scenario: Scenario) -> int:
         """Smallest DP degree the enforced memory constraint admits."""
-        if "memory" in scenario.enforced:
+        if "memory" in enforced(scenario):
             return self.dp_min_memory or 1
         return 1
 
@@ -501,7 +501,7 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                                         if key not in structural:
                                             found = structural_violations(scenario, shape, gpu)
                                             structural[key] = found
-                                            blocked[key] = any(scenario.active(f) for f in found)
+                                            blocked[key] = any(active(scenario, f) for f in found)
                                         cand = Candidate(shape, structural[key], source)
                                         out.append(cand)
                                         if blocked[key]:

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from helpers import random_scenario
+from helpers import ideal_scenario, random_scenario
 from solvers.bounds import (
     budget_gpu_limit,
     dp_bounds,
@@ -24,6 +24,7 @@ from solvers.bounds import (
 )
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import best_for_candidate
+from solvers.families import enforced
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config
 from solvers.presolve import presolve
@@ -174,11 +175,10 @@ def test_memory_shortcut_agrees_with_the_direct_bound(cat, model):
     """Enumeration marks a micro-batch as never fitting when a smaller one of the same
     shape does not: every shape's bound equals the direct computation."""
     from models.zoo import zoo
-    from solvers.scenario import Scenario
     from solvers.space import dp_min_for_memory
 
     spec = zoo()[model]
-    s = Scenario(
+    s = ideal_scenario(
         spec=spec,
         catalog=cat,
         tokens=1e12,
@@ -207,7 +207,7 @@ def test_presolve_over_the_space_agrees_with_dp_bounds_shape_by_shape(cat, seed)
     base = random_scenario(seed, cat)
     base = base.with_changes(deadline_days=None if seed % 3 else 30.0)
     cands = enumerate_candidates(base)
-    for off in [frozenset(), *({f} for f in sorted(base.enforced))]:
+    for off in [frozenset(), *({f} for f in sorted(enforced(base)))]:
         s = base.with_changes(disabled=base.disabled | frozenset(off))
         got = presolve(s, cands)
         want = [(c, dp_bounds(s, c)) for c in cands if c.allowed(s)]

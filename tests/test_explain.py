@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from catalog import load_catalog
+from helpers import ideal_scenario
 from solvers import FAMILIES, SolveResult
 from solvers.cpsat import solve_cpsat
 from solvers.explain import Conflict, binding_constraints, explain_infeasible
-from solvers.families import BY_NAME, NAMES
+from solvers.families import BY_NAME, active, enforced
 from solvers.plan import build_plan
 from solvers.scenario import Scenario
 
@@ -32,7 +33,7 @@ def catalog_with(tmp_path_factory, name: str, text: str):
 
 def scenario(models, cat, model: str, gpus: tuple[str, ...], **kw) -> Scenario:
     spec = models[model]
-    return Scenario(
+    return ideal_scenario(
         spec=spec,
         catalog=cat,
         tokens=kw.pop("tokens", 2e12),
@@ -206,7 +207,7 @@ def test_deadline_bound(models):
 def test_binding_entries_are_consistent(models):
     s = scenario(models, load_catalog(), "llama2-7b", ("h100-sxm",), budget_usd=5e5)
     res, binding = ranking(s)
-    active = {f for f in NAMES if s.active(f)}
+    active = set(enforced(s))
     assert {b.constraint for b in binding} == active
     base = res.best.objective
     for b in binding:
@@ -221,7 +222,7 @@ def test_binding_entries_are_consistent(models):
 
 def only(s: Scenario, families: set[str]) -> Scenario:
     """The question with every active family outside ``families`` switched off."""
-    off = {f for f in FAMILIES if s.active(f) and f not in families}
+    off = {f for f in FAMILIES if active(s, f) and f not in families}
     return s.with_changes(disabled=s.disabled | off)
 
 
@@ -242,7 +243,7 @@ def check_conflict(
     assert res.status == "infeasible"  # (c) the full question
     core = conflict.constraints
     assert core, "(a) a non-empty core"
-    assert set(core) <= {f for f in FAMILIES if s.active(f)}
+    assert set(core) <= {f for f in FAMILIES if active(s, f)}
     # the core is a conflict on its own: the rest switched off, still nothing fits
     assert not feasible(only(s, set(core))), f"core {core} alone is feasible"
     assert must_include <= set(core), f"core {core}"

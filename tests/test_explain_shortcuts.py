@@ -36,7 +36,7 @@ from solvers.bounds import (
 )
 from solvers.cpsat import solve_cpsat
 from solvers.cpsat_model import build
-from solvers.families import NAMES
+from solvers.families import NAMES, active, enforced
 from solvers.presolve import presolve
 from solvers.space import enumerate_candidates, with_memory_scale
 
@@ -145,7 +145,7 @@ def derived_questions(s):
     out = []
     for change in changes:
         base = s.with_changes(**change)
-        active = [f for f in NAMES if base.active(f)]
+        active = [f for f in NAMES if f in enforced(base)]
         out.append(base)
         out.extend(explain._only(base, set(active) - {f}) for f in active)
         out.append(explain._only(base, {f for f in active if f in ("deadline", "budget")}))
@@ -197,12 +197,12 @@ def test_shared_keys_hold_every_input(seed, variant):
         for cand in space:
             gpu = cand.shape.gpu
             rows = []
-            if q.active("deadline"):
+            if active(q, "deadline"):
                 key = bounds._table_key("too_slow", q, gpu)
                 for hi in (1, 16, 4096):
                     value = (expected_time_lower_bound(q, cand, hi), too_slow(q, cand, hi))
                     rows.append(((key, *bounds._shape_key("too_slow", q, cand, hi)), value))
-            if q.active("budget") and q.pricing != "capex":
+            if active(q, "budget") and q.pricing != "capex":
                 key = bounds._table_key("priced_out", q, gpu)
                 for lo in (1, cand.dp_floor(q), 64):
                     value = (bounds._cost_gemm_lower_bound(q, cand, lo),)
@@ -304,7 +304,7 @@ def test_tco_budget_cuts_keep_the_models_answer(seed):
     budget fix's nudges, where the model's rounding decides) it answers as the model
     without cuts does."""
     s = small_question(seed).with_changes(pricing="tco")
-    active = {f for f in NAMES if s.active(f)}
+    active = set(enforced(s))
     cheapest = solve_cpsat(
         explain._only(s, active - {"budget"}).with_changes(objective="cost"), time_limit_s=60.0
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from helpers import ideal_scenario
 from models import zoo
 from models.spec import TransformerSpec
 from solvers import Scenario, solve_cpsat
@@ -10,7 +11,7 @@ from solvers import Scenario, solve_cpsat
 def question(cat, spec, **kw) -> Scenario:
     base = dict(spec=spec, catalog=cat, tokens=2e12, seq_len=spec.seq_len, nics=tuple(cat.nics))
     base.update(kw)
-    return Scenario(**base)
+    return ideal_scenario(**base)
 
 
 def check(res) -> None:

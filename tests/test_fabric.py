@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from catalog import load_catalog
-from helpers import run_cli, run_main
+from helpers import ideal_scenario, run_cli, run_main
 from models.cost import Cluster, cluster_totals, server_power_w, servers_per_rack
 from models.fabric import fabric_counts, size_fabric
 from models.zoo import zoo
@@ -152,7 +152,7 @@ def _question(cat, **kw) -> Scenario:
         max_batch_tokens=2**21,
     )
     base.update(kw)
-    return Scenario(**base)
+    return ideal_scenario(**base)
 
 
 def test_power_cap_binds_and_is_explained_first(cat):

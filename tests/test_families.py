@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from catalog import load_catalog
+from helpers import ideal_scenario
 from models.spec import TransformerSpec
 from solvers import FAMILIES
 from solvers.cpsat import solve_cpsat
@@ -81,7 +82,7 @@ def cat():
 def small(cat, **kw) -> Scenario:
     spec = kw.pop("spec", SPEC)
     fields = {**SMALL, **SMALL_SPACE, **kw}
-    return Scenario(spec=spec, catalog=cat, seq_len=spec.seq_len, **fields)
+    return ideal_scenario(spec=spec, catalog=cat, seq_len=spec.seq_len, **fields)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from solvers import SolveResult, solve_cpsat, unproved_advice
 from solvers.bounds import dp_bounds, least_per_gpu, objective_lower_bound, site_gpu_limit
 from solvers.exhaustive import best_for_candidate
 from solvers.explain import binding_constraints
+from solvers.families import active
 from solvers.presolve import presolve
 from solvers.space import enumerate_candidates, nic_specs
 
@@ -85,7 +86,7 @@ def test_power_and_rack_caps_bound_the_dp_degree(cat):
     checked = 0
     for seed in range(60):
         s = random_scenario(seed, cat)
-        if not (s.active("power") or s.active("max_racks")):
+        if not (active(s, "power") or active(s, "max_racks")):
             continue
         loose = s.with_changes(power_cap_mw=None, max_racks=None)
         nics = nic_specs(s)

@@ -17,7 +17,7 @@ from designer.launch import Launch, emit, load_megatron
 from designer.launch.nemo_recipe import choose_recipe, nemo_fields, split_settings
 from designer.launch.pipeline_layout import chunk_layers
 from designer.launch.torchtitan_config import torchtitan_sections
-from helpers import MEGATRON_CANNOT, ZOO, plan_of, random_plans, zoo_plan
+from helpers import MEGATRON_CANNOT, ZOO, ideal_scenario, plan_of, random_plans, zoo_plan
 from models import Hardware, evaluate
 from models.expert import ExpertLayout
 from models.zoo import zoo
@@ -187,12 +187,11 @@ MOE_PLANS = {  # model: (tp, pp, dp, ep, etp)
 def moe_plan(model: str, spec=None):
     from models.zoo import moe_zoo
     from solvers.plan import Config, build_plan
-    from solvers.scenario import Scenario
 
     spec = spec or moe_zoo()[model]
     tp, pp, dp, ep, etp = MOE_PLANS[model]
     cat = load_catalog()
-    s = Scenario(
+    s = ideal_scenario(
         spec=spec, catalog=cat, seq_len=spec.seq_len, tokens=1e12, gpus=("h100-sxm",),
         nics=tuple(cat.nics),
     )  # fmt: skip

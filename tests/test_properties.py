@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from catalog import load_catalog
 from designer.numbers import parse_days, parse_quantity
-from helpers import TINY, run_main
+from helpers import TINY, ideal_scenario, run_main
 from models import TransformerSpec, zoo
 from solvers import Scenario, SolveResult, solve_cpsat, solve_exhaustive
 
@@ -86,7 +86,7 @@ def questions(draw, objective: str | None = None, pricing: str | None = None) ->
         limits["budget_usd"] = round(10 ** draw(st.floats(low, high)), 2)
     else:
         limits["deadline_days"] = round(draw(st.floats(0.2, 60.0)), 3)
-    return Scenario(
+    return ideal_scenario(
         spec=spec,
         catalog=CAT,
         tokens=draw(st.sampled_from([1e10, 2e10, 5e10])),
@@ -235,7 +235,7 @@ def test_top_plans_in_order_cloud_cost(s):
 
 def test_top_plans_cloud_cost_example():
     """The smallest reproduction: the exhaustive oracle's 2nd and 3rd best cost $1,009 and $1,031."""
-    s = Scenario(
+    s = ideal_scenario(
         spec=SPECS["llama2-7b"],
         catalog=CAT,
         tokens=1e10,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from designer import sweep
-from designer.report_data import load
+from designer.report_files import load
 from helpers import REPO, SMALL_STUDY, one_line, run_cli, run_main
 
 pytest.importorskip(

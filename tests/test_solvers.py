@@ -8,7 +8,7 @@ import math
 import pytest
 
 from catalog import load_catalog
-from helpers import assert_solvers_agree, random_scenario
+from helpers import assert_solvers_agree, ideal_scenario, random_scenario
 from models.comm import tp_bandwidth_limit
 from models.spec import TransformerSpec
 from models.zoo import zoo
@@ -66,7 +66,7 @@ def test_cpsat_matches_exhaustive(seed, cat):
 
 def scenario(spec, cat, **kw) -> Scenario:
     kw.setdefault("nics", tuple(cat.nics))
-    return Scenario(spec=spec, catalog=cat, seq_len=spec.seq_len, **kw)
+    return ideal_scenario(spec=spec, catalog=cat, seq_len=spec.seq_len, **kw)
 
 
 def override(tmp_path, text: str):
@@ -212,7 +212,7 @@ def test_huge_question_never_raises(cat, question):
 @pytest.mark.parametrize("caps", [(("h200", 64),), (("h100-sxm", 40), ("h200", 24))])
 def test_availability_caps_agree_and_hold(cat, caps):
     spec = zoo()["llama2-7b"]
-    s = Scenario(
+    s = ideal_scenario(
         spec=spec,
         catalog=cat,
         tokens=5e10,

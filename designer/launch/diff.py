@@ -8,7 +8,9 @@ from typing import Any
 from designer import render
 from designer.errors import UsageError
 from designer.launch.megatron_import import OPTION, ImportedRun
+from designer.report import _plain
 from models import Evaluation, Hardware, evaluate
+from models.expert import ExpertLayout
 from solvers import PLAN_COLUMNS, Plan, Scenario
 from solvers.plan import cost_usd
 
@@ -71,8 +73,6 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
             "batch_floor_tokens": scenario.min_batch_tokens,
         }
     )
-    from models.expert import ExpertLayout
-
     ex = ExpertLayout(run.ep, run.etp)
     failures = scenario.failure_model(hw.gpu.name)
     ev = evaluate(
@@ -167,8 +167,6 @@ def _fmt(setting: str, value: Any) -> str:
 def report(scenario: Scenario, run: ImportedRun, best: Plan | None) -> tuple[dict[str, Any], str]:
     """optimize --from-megatron's additions: the JSON's ``from_megatron`` and the paragraph
     before the plan (the imported layout next to the plan, and what would change)."""
-    from designer.report import _plain
-
     imported = imported_evaluation(scenario, run)
     doc = {"from_megatron": _plain(as_dict(run, imported, best))}
     return doc, text(run, imported, best)

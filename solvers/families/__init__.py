@@ -4,14 +4,22 @@ Every module in this package that defines ``FAMILY`` (a solvers.families.base.Fa
 joins ``REGISTRY``, ordered by its ``position``: adding a family is adding a module
 (README "Adding a constraint family"). ``REGISTRY`` replaces the lists the solvers
 kept before (the family names, the structural tuples, the relaxations, the slack and
-fix if-chains, the plan's limit checks)."""
+fix if-chains, the plan's limit checks).
+
+``active(s, name)`` and ``enforced(s)`` say which families a question enforces; they
+live here, with the registry, so solvers.scenario imports no family (the families import
+the scenario, the solvers import both: tests/test_import_cycles.py)."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
 
 from solvers.families.base import Family
+
+if TYPE_CHECKING:
+    from solvers.scenario import Scenario
 
 
 def _discover() -> tuple[Family, ...]:
@@ -32,18 +40,39 @@ NAMES: tuple[str, ...] = tuple(f.name for f in REGISTRY)
 SHAPE_RULES: tuple[Family, ...] = tuple(f for f in REGISTRY if f.shape_rule)
 
 
+def enforced(s: Scenario) -> frozenset[str]:
+    """The names of the families question ``s`` enforces (computed once: the question is
+    frozen). A name in ``s.disabled`` that is no family is refused here."""
+    names = s.memo.get("enforced")
+    if names is None:
+        unknown = set(s.disabled) - set(NAMES)
+        if unknown:
+            raise ValueError(f"unknown constraint families {sorted(unknown)}")
+        names = s.memo["enforced"] = frozenset(f.name for f in REGISTRY if f.active(s))
+    return names
+
+
+def active(s: Scenario, family: str) -> bool:
+    """Whether question ``s`` enforces a constraint family (and has its limit set)."""
+    if family in enforced(s):
+        return True
+    if family not in BY_NAME:
+        raise KeyError(family)
+    return False
+
+
 def nic_dominance(scenario) -> bool:
     """Renting, and no active family breaks the fastest-NIC-in-every-slot dominance
     (rented GPU-hours do not charge for NICs, more bandwidth never slows a step)."""
     return scenario.pricing == "cloud" and all(
-        f.keeps_nic_dominance for f in REGISTRY if f.active(scenario)
+        f.keeps_nic_dominance for f in REGISTRY if f.name in enforced(scenario)
     )
 
 
 def needs_cluster(scenario) -> bool:
     """Whether CP-SAT needs the cluster's terms: a priced cluster or an active family on it."""
     return scenario.pricing != "cloud" or any(
-        f.needs_cluster for f in REGISTRY if f.active(scenario)
+        f.needs_cluster for f in REGISTRY if f.name in enforced(scenario)
     )
 
 
@@ -53,6 +82,8 @@ __all__ = [
     "REGISTRY",
     "SHAPE_RULES",
     "Family",
+    "active",
+    "enforced",
     "needs_cluster",
     "nic_dominance",
 ]

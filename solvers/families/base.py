@@ -10,7 +10,7 @@ a plan, its relaxation step and its smallest-fix search. The registry
 lacks a hook fails tests/test_families.py.
 
 Nothing here imports numpy or OR-Tools at module level: the registry is loaded with
-solvers.scenario, which commands that never solve import too (bench/startup.py).
+the solvers package, which commands that never solve import too (bench/startup.py).
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from models.feasibility import Violation
+from solvers.scenario import GPU_CAP
+
 if TYPE_CHECKING:
     from catalog.specs import GPUSpec
     from models.evaluate import Evaluation
-    from models.feasibility import Violation
     from solvers.cpsat_context import BuildContext
     from solvers.plan import Config, Plan
+    from solvers.result import SolveResult
     from solvers.scenario import Scenario
     from solvers.space import Candidate, Shape
 
@@ -60,7 +63,9 @@ class Grid:
 
 
 class FixSearch(Protocol):
-    """What a family's smallest-fix search may ask of the explanation (solvers/explain.py)."""
+    """What a family's smallest-fix search may ask of the explanation (solvers/explain.py),
+    the solver's parts included (``solve``, ``presolve``, ``with_memory_scale``): handed
+    in by the caller, so no family imports the solvers that import the registry."""
 
     scenario: Scenario
     cands: list[Candidate]
@@ -73,6 +78,22 @@ class FixSearch(Protocol):
 
     def feasible(self, s: Scenario, fams: set[str], space: list[Candidate]) -> bool | None: ...
 
+    def solve(self, s: Scenario, candidates: list[Candidate] | None) -> SolveResult:
+        """CP-SAT's answer to ``s`` within the search's time limit (solvers.cpsat.solve_cpsat)."""
+        ...
+
+    def presolve(self, s: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+        """The shapes presolve keeps (solvers.presolve.presolve)."""
+        ...
+
+    def with_memory_scale(self, s: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+        """The shapes with their memory bound at ``s.memory_scale`` (solvers.space)."""
+        ...
+
+
+# (least capex USD, least IT watts) per GPU of a type on question s: solvers.bounds
+# least_per_gpu, handed to ``Family.gpu_limit`` by the bounds that call it
+LeastPerGpu = Callable[["Scenario", "GPUSpec"], tuple[float, float]]
 
 # infeasible bracketing probes after which bisect asks its upper end (a fix that exists is
 # usually found by then; one that does not is known at once instead of after ~20 probes)
@@ -122,8 +143,6 @@ def bisect(
 
 
 def violation(name: str, detail: str) -> Violation:
-    from models.feasibility import Violation
-
     return Violation(name, detail)
 
 
@@ -197,10 +216,10 @@ class Family:
         """The least relaxation that makes the question feasible, the others unchanged."""
         raise NotImplementedError
 
-    def gpu_limit(self, s: Scenario, gpu: GPUSpec) -> int | None:
+    def gpu_limit(self, s: Scenario, gpu: GPUSpec, least: LeastPerGpu) -> int | None:
         """Optional: the most GPUs of this type any plan within the limit can use, a valid
-        bound that prunes DP degrees before the search (solvers/bounds.py dp_bounds).
-        None: no such bound."""
+        bound that prunes DP degrees before the search (solvers/bounds.py dp_bounds, which
+        hands in ``least``: its least_per_gpu). None: no such bound."""
         return None
 
 
@@ -263,8 +282,6 @@ def bisect_fix(
 def count_fix(search: FixSearch, name: str, field: str, start: int, what: str) -> Fix | None:
     """The least count (GPUs, racks) that makes the question feasible, by bisection from
     ``start`` up to the decision space's largest (solvers.scenario.GPU_CAP)."""
-    from solvers.scenario import GPU_CAP
-
     return bisect_fix(
         search,
         name,
@@ -278,22 +295,19 @@ def count_fix(search: FixSearch, name: str, field: str, start: int, what: str) -
 
 def other_objective_fix(
     search: FixSearch,
-    name: str,
+    family: Family,
     objective: str,
     amount: Callable[[Plan], float],
     words: Callable[[float], str],
 ) -> Fix | None:
     """The least budget (deadline): the optimum of the other objective with the limit off,
     nudged past the solver's rounding and verified (``amount``: the plan's cost or days)."""
-    from solvers.cpsat import solve_cpsat
-
     s = search.scenario
-    fam = _family_field(name)
+    name, fam = family.name, family.field
+    assert fam is not None, name
     relaxed = search.only(s, search.active - {name}).with_changes(objective=objective)
     same_space = relaxed.memory_scale == s.memory_scale
-    res = solve_cpsat(
-        relaxed, time_limit_s=search.time_limit_s, candidates=search.cands if same_space else None
-    )
+    res = search.solve(relaxed, search.cands if same_space else None)
     if res.best is None:
         return None
     base = amount(res.best)
@@ -303,11 +317,3 @@ def other_objective_fix(
         if search.ok(fixed):
             return Fix(name, words(x), fixed)
     return None
-
-
-def _family_field(name: str) -> str:
-    from solvers.families import BY_NAME
-
-    found = BY_NAME[name].field
-    assert found is not None, name
-    return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from models.feasibility import TOL
 from models.pipeline import microbatch_step
 from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
 
@@ -20,8 +21,6 @@ if TYPE_CHECKING:
 
 def ceiling_sequences(s: Scenario) -> int:
     """The ceiling in whole sequences, as the exhaustive solver counts it."""
-    from models.feasibility import TOL
-
     return math.floor(s.ceiling_tokens / s.seq_len + TOL)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from models.feasibility import TOL
 from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
 from solvers.intmath import up
 
@@ -28,8 +29,6 @@ class BatchFloor(EvaluatorCheck):
         )
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
-        from models.feasibility import TOL
-
         floor_seq = math.ceil(s.floor_tokens / s.seq_len - TOL)
         return grid.cand.shape.micro_batch * grid.m * grid.dps >= floor_seq
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from models.feasibility import TOL
 from solvers.families.base import Family, Fix, FixSearch, Grid, other_objective_fix, violation
 from solvers.intmath import down
 
@@ -37,8 +38,6 @@ class Budget(Family):
         return grid.cost_cents <= s.budget * 100.0 * (1 + 1e-12)
 
     def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
-        from models.feasibility import TOL
-
         cost = ev.extra["cost_usd"]
         if cost > s.budget * (1 + TOL):
             return violation(self.name, f"costs ${cost:,.0f}, budget ${s.budget:,.0f}")
@@ -51,7 +50,7 @@ class Budget(Family):
         # the least budget is the cost optimum with the budget off
         return other_objective_fix(
             search,
-            self.name,
+            self,
             "cost",
             lambda plan: plan.cost_usd,
             lambda x: f"budget must be at least ${x:,.0f}",

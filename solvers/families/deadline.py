@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
+from models.feasibility import TOL
 from solvers.families.base import Family, Fix, FixSearch, Grid, other_objective_fix, violation
 from solvers.intmath import down
 
@@ -30,15 +32,9 @@ class Deadline(Family):
         ctx.md.add(ctx.per_seq <= limit).only_enforce_if(ctx.enforce[self.name])
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
-        from models.feasibility import TOL
-
         return grid.days <= s.deadline * (1 + TOL)
 
     def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
-        import math
-
-        from models.feasibility import TOL
-
         days = ev.time_to_train_days or math.inf
         if days > s.deadline * (1 + TOL):
             return violation(self.name, f"takes {days:,.2f} days, deadline {s.deadline:,.2f}")
@@ -52,7 +48,7 @@ class Deadline(Family):
         # the least deadline is the time optimum with the deadline off
         return other_objective_fix(
             search,
-            self.name,
+            self,
             "time",
             lambda plan: _days(plan.evaluation),
             lambda x: f"deadline must be at least {x:,.2f} days",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from models.feasibility import divisibility_violations
 from solvers.families.base import ShapeRule
 
 if TYPE_CHECKING:
@@ -15,8 +16,6 @@ if TYPE_CHECKING:
 
 class Divisibility(ShapeRule):
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
-        from models.feasibility import divisibility_violations
-
         probe = shape.layout(1, max(1, shape.pp))
         return bool(divisibility_violations(s.spec, probe, s.seq_len))
 

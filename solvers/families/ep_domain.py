@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from catalog.specs import GPUSpec
     from models.evaluate import Evaluation
     from models.feasibility import Violation
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat_context import BuildContext, IntVar
     from solvers.plan import Config, Plan
     from solvers.scenario import Scenario
     from solvers.space import Shape
@@ -47,6 +47,7 @@ REQUEST_RELAXATION = "EP across scale-up domains allowed"
 
 def shape_ep_domains(shape: Shape, gpu: GPUSpec) -> int:
     """Scale-up domains one EP group of the shape spans on ``gpu`` (its members ETP apart)."""
+    # lazy: models.expert loads numpy, which commands that never solve do not load
     from models.expert import ep_ranks_in_domain
 
     return -(-shape.ep // ep_ranks_in_domain(gpu, shape.experts))
@@ -56,6 +57,21 @@ def ep_domains(plan: Plan, s: Scenario) -> int:
     """Scale-up domains one EP group spans (its members ETP apart)."""
     shape = plan.config.shape
     return shape_ep_domains(shape, s.catalog.gpu(shape.gpu))
+
+
+def add_folding(ctx: BuildContext, on: IntVar | None = None) -> None:
+    """Megatron-Core's folding in CP-SAT: d a multiple of the chosen shape's ``dp_step``
+    (EP x ETP divides TP x CP x DP), enforced if ``on`` (this family's literal), or always
+    (solvers/cpsat_model.py; no MoE shape: nothing added)."""
+    steps: dict[int, list[IntVar]] = {}
+    for x, shape in zip(ctx.x, ctx.shapes, strict=True):
+        if shape.dp_step > 1:
+            steps.setdefault(shape.dp_step, []).append(x)
+    for step, lits in sorted(steps.items()):
+        chosen = ctx.md.new_bool_var(f"dp_step[{step}]")
+        ctx.md.add(chosen == sum(lits))
+        k = ctx.md.new_int_var(1, max(1, ctx.dp_max // step), f"dp_over_step[{step}]")
+        ctx.md.add(ctx.dp == step * k).only_enforce_if([chosen] if on is None else [on, chosen])
 
 
 class EpDomain(Rule):
@@ -74,8 +90,6 @@ class EpDomain(Rule):
         return s.ep_in_domain and shape.ep > 1 and shape_ep_domains(shape, gpu) > 1
 
     def encode(self, ctx: BuildContext) -> None:
-        from solvers.cpsat_expert import add_folding
-
         on = ctx.enforce[self.name]
         add_folding(ctx, on)
         bad = [ctx.x[i] for i, c in enumerate(ctx.candidates) if self.name in c.structural]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from solvers.families.base import Family, Fix, FixSearch, Grid, count_fix, violation
+from solvers.families.base import Family, Fix, FixSearch, Grid, LeastPerGpu, count_fix, violation
 
 if TYPE_CHECKING:
     from catalog.specs import GPUSpec
@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 class MaxRacks(Family):
     needs_cluster = True  # the rack count is a cluster term, priced or not
 
-    def gpu_limit(self, s: Scenario, gpu: GPUSpec) -> int | None:
+    def gpu_limit(self, s: Scenario, gpu: GPUSpec, least: LeastPerGpu) -> int | None:
         """A rack holds at most servers_per_rack servers (with the least power-hungry NIC)."""
+        # lazy: models.cost loads numpy, which commands that never solve do not load
         from models.cost import nic_power_w, servers_per_rack
-        from solvers.space import nic_specs
 
-        nic_w = min(nic_power_w(n) for n in nic_specs(s))
+        nic_w = min(nic_power_w(s.catalog.nic(n)) for n in s.nics)
         spr = servers_per_rack(gpu, s.catalog.facility, nic_w)
         return s.rack_cap * spr * gpu.server.gpus_per_server
 

@@ -42,16 +42,13 @@ class Memory(EvaluatorCheck):
         )
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
-        from solvers.presolve import presolve
-        from solvers.space import with_memory_scale
-
         # a shape the other families rule out (memory off) stays out at any capacity: probe
         # only the others (a budget far too small leaves few)
-        pool = presolve(search.only(s, search.active - {self.name}), search.cands).candidates
+        pool = search.presolve(search.only(s, search.active - {self.name}), search.cands)
 
         def fits(v: float) -> bool:
             scaled = s.with_changes(memory_scale=v)
-            space = with_memory_scale(scaled, pool)
+            space = search.with_memory_scale(scaled, pool)
             return bool(pool) and search.feasible(scaled, search.active, space) is True
 
         x = bisect(fits, s.memory_scale, 64.0, False)

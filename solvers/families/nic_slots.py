@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect_fix
+from solvers.families.ep_domain import ep_domains
 
 if TYPE_CHECKING:
     from solvers.cpsat_context import BuildContext
@@ -53,8 +54,6 @@ class NicSlots(EvaluatorCheck):
 
 def _ep_crosses_nics(s: Scenario, plan: Plan) -> bool:
     """Whether the plan's EP group spans scale-up domains (solvers/families/ep_domain.py)."""
-    from solvers.families.ep_domain import ep_domains
-
     return ep_domains(plan, s) > 1
 
 

@@ -3,9 +3,11 @@ most the cap. Switches draw power, so renting's fastest-NIC dominance does not h
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
-from solvers.families.base import Family, Fix, FixSearch, Grid, bisect_fix, violation
+from models.feasibility import TOL
+from solvers.families.base import Family, Fix, FixSearch, Grid, LeastPerGpu, bisect_fix, violation
 from solvers.intmath import down
 
 if TYPE_CHECKING:
@@ -21,15 +23,13 @@ class Power(Family):
     needs_cluster = True
     keeps_nic_dominance = False
 
-    def gpu_limit(self, s: Scenario, gpu: GPUSpec) -> int | None:
-        """Each GPU draws at least its share of a server with one NIC (least_per_gpu), times
-        the PUE."""
-        import math
-
+    def gpu_limit(self, s: Scenario, gpu: GPUSpec, least: LeastPerGpu) -> int | None:
+        """Each GPU draws at least its share of a server with one NIC (``least``: the bounds'
+        least_per_gpu), times the PUE."""
+        # lazy: models.cost loads numpy, which commands that never solve do not load
         from models.cost import pue_milli
-        from solvers.bounds import least_per_gpu
 
-        _, watts = least_per_gpu(s, gpu)
+        _, watts = least(s, gpu)
         facility_w = watts * pue_milli(s.catalog.facility) / 1000.0
         return math.floor(s.power_cap_w * (1 + 1e-9) / facility_w)
 
@@ -37,6 +37,7 @@ class Power(Family):
         return s.with_changes(power_cap_mw=s.power_cap_w / 1e6 * 1.1)
 
     def encode(self, ctx: BuildContext) -> None:
+        # lazy: models.cost loads numpy, which commands that never solve do not load
         from models.cost import pue_milli
 
         s, cluster = ctx.scenario, ctx.cluster
@@ -47,15 +48,13 @@ class Power(Family):
         )
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
+        # lazy: models.cost loads numpy, which commands that never solve do not load
         from models.cost import facility_power_w
-        from models.feasibility import TOL
 
         drawn = facility_power_w(grid.cluster.it_power_w, s.catalog.facility)
         return drawn <= s.power_cap_w * (1 + TOL)
 
     def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
-        from models.feasibility import TOL
-
         drawn = ev.cluster.facility_power_w
         if drawn > s.power_cap_w * (1 + TOL):
             return violation(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from models.feasibility import TOL
+from models.scaleup import tp_limit
 from solvers.families.base import ShapeRule
 
 if TYPE_CHECKING:
@@ -17,17 +19,12 @@ if TYPE_CHECKING:
 
 class TpBandwidth(ShapeRule):
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
-        from models.feasibility import TOL
-        from models.scaleup import tp_limit
-
         return (
             shape.tp > 1
             and shape.tp > tp_limit(s.spec.hidden, gpu, shape.tp, shape.precision)[0] + TOL
         )
 
     def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
-        from models.scaleup import tp_limit
-
         lay = plan.evaluation.layout
         gpu = s.catalog.gpu(plan.config.shape.gpu)
         limit = tp_limit(s.spec.hidden, gpu, lay.tp, lay.precision)[0]

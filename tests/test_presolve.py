@@ -1,0 +1,82 @@
+"""solvers/presolve.py: the shapes the enforced families leave, with their DP ranges.
+
+Presolve may only drop a shape no feasible plan uses, and only cut DP degrees no feasible
+plan of that shape takes: checked against the exhaustive solver's best plan per shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import prime_scenario, random_scenario
+from solvers.exhaustive import best_for_candidate
+from solvers.presolve import presolve
+from solvers.space import enumerate_candidates, nic_specs
+
+
+def test_nothing_in_nothing_out(cat):
+    pre = presolve(prime_scenario(cat), [])
+    assert pre.candidates == [] and pre.dp_ranges == []
+
+
+@pytest.mark.parametrize("seed", [2, 3, 8, 11])
+def test_kept_shapes_are_allowed_with_ranges_in_whole_units(cat, seed):
+    s = random_scenario(seed, cat)
+    cands = enumerate_candidates(s)
+    pre = presolve(s, cands)
+    assert len(pre.candidates) == len(pre.dp_ranges) <= len(cands)
+    for c, (lo, hi) in zip(pre.candidates, pre.dp_ranges, strict=True):
+        assert c.allowed(s)
+        assert 1 <= lo <= hi
+        assert lo % c.shape.dp_step == 0 and hi % c.shape.dp_step == 0
+        assert lo >= c.dp_floor(s)
+
+
+@pytest.mark.parametrize("seed", [3, 4, 11, 17, 27])
+def test_presolve_drops_no_feasible_plan(cat, seed):
+    """Every allowed shape with a feasible plan (the exhaustive solver's best for that
+    shape) is kept, and that plan's DP degree lies in its range."""
+    s = random_scenario(seed, cat)
+    cands = enumerate_candidates(s)
+    pre = presolve(s, cands)
+    kept = dict(zip((c.shape for c in pre.candidates), pre.dp_ranges, strict=True))
+    nics = nic_specs(s)
+    checked = 0
+    allowed = [c for c in cands if c.allowed(s)]  # the exhaustive solver's shapes
+    for c in allowed[:: max(1, len(allowed) // 60)]:
+        best = best_for_candidate(s, c, nics, s.assumptions.dp_overlap)
+        if not best:
+            continue
+        checked += 1
+        config = best[1]
+        assert c.shape in kept, c.shape
+        lo, hi = kept[c.shape]
+        assert lo <= config.dp <= hi
+    assert checked > 0
+
+
+def test_switching_families_off_keeps_more(cat):
+    s = random_scenario(3, cat)
+    cands = enumerate_candidates(s)
+    full = {c.shape for c in presolve(s, cands).candidates}
+    loose = s.with_changes(disabled=frozenset({"memory", "tp_domain", "tp_bandwidth"}))
+    assert full <= {c.shape for c in presolve(loose, cands).candidates}
+
+
+def test_cheap_only_is_a_subset(cat):
+    s = random_scenario(2, cat)
+    cands = enumerate_candidates(s)
+    full = {c.shape for c in presolve(s, cands).candidates}
+    cheap = presolve(s, cands, cheap_only=True)
+    assert {c.shape for c in cheap.candidates} <= full
+    if cheap.complete:
+        assert {c.shape for c in cheap.candidates} == full
+
+
+@pytest.mark.parametrize("rule", ["tp_domain", "tp_bandwidth", "divisibility"])
+def test_breaking_keeps_only_the_shapes_that_break_the_rule(cat, rule):
+    s = prime_scenario(cat)
+    cands = enumerate_candidates(s)
+    off = s.with_changes(disabled=frozenset({rule}))
+    pre = presolve(off, cands, breaking=rule)
+    assert all(rule in c.structural for c in pre.candidates)
+    assert {c.shape for c in pre.candidates} <= {c.shape for c in presolve(off, cands).candidates}

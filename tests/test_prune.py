@@ -1,0 +1,68 @@
+"""solvers/prune.py: incumbents and pruning by bound before CP-SAT builds its model.
+
+Pruning may only drop shapes that cannot hold one of the k best plans: the optimum's
+shape (CP-SAT over the whole space) survives, every kept bound is valid, the incumbents
+are feasible plans, best first."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import random_scenario
+from solvers.cpsat import solve_cpsat
+from solvers.plan import build_plan
+from solvers.presolve import presolve
+from solvers.prune import PRUNE_MARGIN, may_beat, prune, prune_by_incumbent
+from solvers.space import enumerate_candidates
+
+
+def test_prune_by_incumbent_keeps_all_until_k_incumbents():
+    lbs = [1.0, 5.0, 9.0]
+    assert prune_by_incumbent(lbs, [], 1) == [0, 1, 2]
+    one = [(4.0, None)]
+    assert prune_by_incumbent(lbs, one, 2) == [0, 1, 2]  # fewer than k incumbents
+    assert prune_by_incumbent(lbs, one, 1) == [0]
+    two = [(4.0, None), (6.0, None)]
+    assert prune_by_incumbent(lbs, two, 2) == [0, 1]
+
+
+def test_prune_by_incumbent_allows_the_margin():
+    cutoff = 100.0
+    inside = cutoff * (1 + PRUNE_MARGIN / 2)
+    outside = cutoff * (1 + 2 * PRUNE_MARGIN)
+    assert prune_by_incumbent([inside, outside], [(cutoff, None)], 1) == [0]
+
+
+@pytest.mark.parametrize("seed", [3, 11, 16, 27])  # shapes pruned in each
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_prune_keeps_the_optimum_and_valid_bounds(cat, seed, top_k):
+    s = random_scenario(seed, cat)
+    pre = presolve(s, enumerate_candidates(s))
+    pruned = prune(s, pre, top_k=top_k)
+    kept = {c.shape for c in pruned.candidates}
+    assert kept <= {c.shape for c in pre.candidates}
+    objectives = [o for o, _ in pruned.incumbents]
+    assert objectives == sorted(objectives)
+    assert len({cfg.shape for _, cfg in pruned.incumbents}) == len(pruned.incumbents)
+    for objective, config in pruned.incumbents:
+        plan = build_plan(s, config)
+        assert plan.feasible and plan.objective == pytest.approx(objective, rel=1e-9)
+    res = solve_cpsat(s, top_k=top_k, time_limit_s=60.0)
+    assert res.best is not None
+    assert res.best.config.shape in kept or any(
+        cfg.shape == res.best.config.shape for _, cfg in pruned.incumbents
+    )
+    bounds = dict(zip((c.shape for c in pruned.candidates), pruned.lower_bounds, strict=True))
+    for plan in res.plans:
+        if plan.config.shape in bounds:
+            assert bounds[plan.config.shape] <= plan.objective * (1 + 1e-9)
+
+
+def test_may_beat_brackets_the_optimum(cat):
+    s = random_scenario(2, cat)
+    pre = presolve(s, enumerate_candidates(s))
+    res = solve_cpsat(s, time_limit_s=60.0)
+    assert res.best is not None
+    best = res.best.objective
+    assert may_beat(s, pre, best * 1.01)
+    assert not may_beat(s, pre, 0.0)

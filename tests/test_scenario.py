@@ -1,0 +1,162 @@
+"""solvers/scenario.py: the design question, its defaults (the CLI's, issue 32 item 4), its
+limits and derived values, and which families it enforces (solvers.families.active)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from designer.question import Question
+from designer.questions import build_question
+from helpers import IDEAL
+from models.layout import Assumptions
+from solvers import FAMILIES
+from solvers.families import BY_NAME, active, enforced
+from solvers.scenario import (
+    DEFAULT_HEADROOM,
+    DEFAULT_RESERVED_GB,
+    Scenario,
+    planning_assumptions,
+)
+
+QUESTION = {"model": "llama2-7b", "tokens": "100B", "budget": "1M"}
+
+
+def cli_question(**changes) -> Scenario:
+    """The Scenario the CLI builds for QUESTION (designer optimize's path from a question)."""
+    return build_question(Question.model_validate(QUESTION | changes), "q", Path())
+
+
+def direct(of: Scenario, **changes) -> Scenario:
+    """A Scenario built in code with the question's data (model, catalog, hardware, caps,
+    limits) and nothing else: every other field is the library's default."""
+    return Scenario(
+        spec=of.spec,
+        catalog=of.catalog,
+        tokens=of.tokens,
+        seq_len=of.seq_len,
+        gpus=of.gpus,
+        nics=of.nics,
+        gpu_caps=of.gpu_caps,
+        unmeasured=of.unmeasured,
+        budget_usd=of.budget_usd,
+        deadline_days=of.deadline_days,
+        objective=of.objective,
+        **changes,
+    )
+
+
+def test_scenario_and_the_cli_ask_the_same_question_on_their_defaults():
+    """Item 4: built in code or by the CLI from the same inputs, the question is the same,
+    every default included (failures on, rented blocks, the memory planning margins)."""
+    cli = cli_question()
+    code = direct(cli)
+    differ = [f.name for f in fields(Scenario) if getattr(cli, f.name) != getattr(code, f.name)]
+    assert differ == []
+    assert code == cli
+    assert not code.no_failures and code.cloud_terms
+    assert code.assumptions.runtime_reserved_gb == DEFAULT_RESERVED_GB
+    assert code.assumptions.memory_headroom_fraction == DEFAULT_HEADROOM
+
+
+def test_the_defaults_agree_on_a_deadline_question_too():
+    cli = cli_question(budget=None, deadline="90d")
+    assert cli.objective == "cost"
+    assert direct(cli) == cli
+
+
+def test_the_ideal_model_is_asked_explicitly():
+    """no_failures=True (--no-failures) is the ideal model: no failure model for any GPU;
+    with the default a GPU has one."""
+    cli = cli_question()
+    gpu = cli.gpus[0]
+    assert cli.failure_model(gpu) is not None
+    assert direct(cli, **IDEAL).failure_model(gpu) is None
+    assert cli_question(no_failures=True).failure_model(gpu) is None
+
+
+def test_planning_assumptions_are_the_seed_rules_with_the_margins():
+    a, seed = planning_assumptions(), Assumptions()
+    assert a == seed.model_copy(
+        update={"runtime_reserved_gb": DEFAULT_RESERVED_GB, "memory_headroom_fraction": 0.05}
+    )
+    assert planning_assumptions() is not planning_assumptions()  # no shared mutable default
+
+
+# --- which families a question enforces (solvers.families) -----------------------------------
+
+
+def test_enforced_families_follow_limits_and_ignores():
+    s = cli_question()
+    on = enforced(s)
+    assert "budget" in on and "deadline" not in on and "max_gpus" not in on
+    assert set(on) <= set(FAMILIES)
+    assert all(active(s, f) == (f in on) for f in FAMILIES)
+    off = s.with_changes(disabled=frozenset({"budget", "memory"}))
+    assert enforced(off) == on - {"budget", "memory"}
+    with pytest.raises(KeyError):
+        active(s, "no-such-family")
+
+
+def test_an_unknown_ignored_family_is_refused():
+    s = cli_question().with_changes(disabled=frozenset({"no-such-family"}))
+    with pytest.raises(ValueError, match="unknown constraint families"):
+        enforced(s)
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+def test_nic_counts_follow_the_nic_slots_family(ignored):
+    """Scenario.nic_counts reads the nic_slots rule without importing the registry; it
+    agrees with solvers.families.active (a field that is never None: on unless ignored)."""
+    s = cli_question()
+    if ignored:
+        s = s.with_changes(disabled=frozenset({"nic_slots"}))
+    assert BY_NAME["nic_slots"].field == "extra_nic_slots"
+    gpu = s.gpus[0]
+    server = s.catalog.gpu(gpu).server
+    assert s.nic_counts(gpu) == server.allowed_nic_counts(0, active(s, "nic_slots"))
+    assert active(s, "nic_slots") is not ignored
+
+
+# --- limits and derived values --------------------------------------------------------------
+
+
+def test_a_limit_read_when_unset_names_its_family():
+    s = cli_question()
+    assert s.budget == 1e6
+    with pytest.raises(ValueError, match="deadline limit is not set"):
+        _ = s.deadline
+    with pytest.raises(ValueError, match="power limit is not set"):
+        _ = s.power_cap_w
+
+
+def test_gpu_caps_take_the_least_and_scale_up():
+    s = cli_question().with_changes(max_gpus=100, gpu_caps=(("h100-sxm", 64), ("b200", 500)))
+    assert s.gpu_cap("h100-sxm") == 64
+    assert s.gpu_cap("b200") == 100
+    assert s.gpu_cap("mi300x") == 100
+    scaled = s.with_gpu_caps_scaled(1.1)
+    assert scaled.max_gpus == math.ceil(100 * 1.1)  # 111: 100 x 1.1 is 110.00000000000001
+    assert dict(scaled.gpu_caps) == {"h100-sxm": math.ceil(64 * 1.1), "b200": 550}
+    assert cli_question().with_changes(gpu_caps=()).gpu_cap("h100-sxm") is None
+
+
+def test_sequences_and_validation():
+    s = cli_question()
+    assert s.sequences == pytest.approx(s.tokens / s.seq_len)
+    with pytest.raises(ValueError, match="objective"):
+        s.with_changes(objective="speed")
+    with pytest.raises(ValueError, match="pricing"):
+        s.with_changes(pricing="free")
+
+
+def test_with_changes_starts_a_fresh_memo():
+    s = cli_question()
+    enforced(s)
+    assert "enforced" in s.memo
+    changed = s.with_changes(budget_usd=2e6)
+    assert changed.memo == {}
+    assert changed == s.with_changes(budget_usd=2e6)

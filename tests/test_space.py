@@ -1,0 +1,126 @@
+"""solvers/space.py: the decision space's options, shapes and memory bounds, module by
+module (tests/test_decision_space.py checks what the solvers choose from it)."""
+
+from __future__ import annotations
+
+from helpers import prime_scenario, wide_moe_scenario
+from solvers.families import SHAPE_RULES
+from solvers.space import (
+    EVEN,
+    Shape,
+    cp_options,
+    dp_min_from_terms,
+    enumerate_candidates,
+    expert_options,
+    micro_batch_options,
+    nic_specs,
+    pipeline_splits,
+    powers_of_two,
+    pp_options,
+    structural_violations,
+    tp_options,
+    vp_options,
+    with_memory_scale,
+)
+
+
+def test_option_lists():
+    assert powers_of_two(1) == [1]
+    assert powers_of_two(100) == [1, 2, 4, 8, 16, 32, 64]
+    assert cp_options(2048) == [1]
+    assert cp_options(8192) == [1, 2]
+    assert cp_options(32768) == [1, 2, 4, 8]
+    # every divisor of the layers, and the powers of two up to them (uneven splits)
+    assert pp_options(12) == [1, 2, 3, 4, 6, 8, 12]
+    assert pp_options(61) == [1, 2, 4, 8, 16, 32, 61]
+
+
+def test_tp_options_stay_within_twice_the_domain_and_the_heads(cat):
+    gpu = cat.gpu("h100-sxm")  # 8-GPU NVLink domain
+    spec = prime_scenario(cat).spec  # 64 heads
+    assert tp_options(spec, gpu) == [1, 2, 4, 8, 16]
+    assert max(tp_options(spec.model_copy(update={"heads": 4}), gpu)) == 4
+
+
+def test_expert_options_dense_and_moe(cat):
+    gpu = cat.gpu("rtx4090")
+    assert expert_options(prime_scenario(cat).spec, 4, gpu) == [(1, 1)]
+    moe = wide_moe_scenario(cat).spec  # 128 experts
+    pairs = expert_options(moe, 1, gpu)
+    assert pairs == [(e, 1) for e in powers_of_two(128)]
+    assert all(moe.experts % e == 0 for e, _ in pairs)
+
+
+def test_pipeline_splits_and_virtual_stages():
+    assert pipeline_splits(12, 1, 1) == (EVEN,)
+    assert pipeline_splits(12, 1, 2) == ()
+    assert pipeline_splits(12, 4, 3) == (EVEN,)
+    uneven = pipeline_splits(61, 4, 1)
+    assert uneven[0] == EVEN and len(uneven) > 1  # the even split breaks divisibility
+    assert EVEN not in pipeline_splits(61, 4, 2)
+    assert vp_options(12, 1) == [1]
+    assert vp_options(12, 4) == [1, 2, 3]  # v 2: an uneven split (8 does not divide 12)
+    assert EVEN not in pipeline_splits(12, 4, 2)
+    assert all(pipeline_splits(40, 8, v) for v in vp_options(40, 8, 5))
+    assert max(vp_options(128, 4, 8)) <= 8
+
+
+def test_shape_degrees():
+    dense = Shape("h100-sxm", 4, 2, 8, 1, 1, "none", "bf16")
+    assert dense.replica_gpus == 64 and dense.dp_step == 1
+    moe = dense._replace(tp=2, cp=1, ep=8, etp=1)
+    assert moe.dp_step == 4  # EP x ETP = 8 divides TP x CP x DP = 2 d when 4 | d
+    assert moe.layout(4, 16).global_batch == 4 * 16 * 1
+
+
+def test_dp_min_from_terms_is_the_least_fitting_degree():
+    terms = [(10.0, 300.0), (20.0, 100.0)]  # (fixed GB, sharded GB) per stage
+
+    def fits(d, cp, cap):
+        return max(f + s / (d * cp) for f, s in terms) <= cap + 1e-9
+
+    for cp, cap in [(1, 80.0), (2, 40.0), (1, 21.0), (4, 30.0)]:
+        d = dp_min_from_terms(terms, cp, cap)
+        assert d is not None and fits(d, cp, cap) and (d == 1 or not fits(d - 1, cp, cap))
+    assert dp_min_from_terms(terms, 1, 20.0) is None  # a stage's fixed part alone fills it
+    assert dp_min_from_terms([(0.0, 0.0)], 1, 1.0) == 1
+
+
+def test_micro_batch_options_follow_the_question_and_the_ceiling(cat):
+    s = prime_scenario(cat)
+    assert micro_batch_options(s) == (1, 2, 4)
+    free = s.with_changes(micro_batches=None, max_batch_tokens=4 * 2**20)
+    sizes = micro_batch_options(free)
+    assert sizes == tuple(powers_of_two(4 * 2**20 // s.seq_len))
+    off = free.with_changes(disabled=frozenset({"batch_ceiling"}))
+    assert max(micro_batch_options(off)) == 1024
+
+
+def test_candidates_carry_their_shape_rules(cat):
+    s = prime_scenario(cat)
+    cands = enumerate_candidates(s)
+    assert cands and len({c.shape for c in cands}) == len(cands)
+    for c in cands[:: max(1, len(cands) // 200)]:
+        gpu = cat.gpu(c.shape.gpu)
+        assert c.structural == structural_violations(s, c.shape, gpu)
+        assert c.structural <= {f.name for f in SHAPE_RULES}
+        assert c.allowed(s) == (not c.structural and c.dp_min_memory is not None)
+
+
+def test_with_memory_scale_recomputes_only_the_memory_bound(cat):
+    s = prime_scenario(cat)
+    cands = enumerate_candidates(s)
+    bigger = s.with_changes(memory_scale=1.5)
+    scaled = with_memory_scale(bigger, cands)
+    assert [c.shape for c in scaled] == [c.shape for c in cands]
+    fresh = {c.shape: c.dp_min_memory for c in enumerate_candidates(bigger)}
+    for old, new in zip(cands, scaled, strict=True):
+        assert new.structural == old.structural
+        assert new.dp_min_memory == fresh[new.shape]
+        if old.dp_min_memory is not None:
+            assert new.dp_min_memory is not None and new.dp_min_memory <= old.dp_min_memory
+
+
+def test_nic_specs_are_the_questions(cat):
+    s = prime_scenario(cat)
+    assert [n.name for n in nic_specs(s)] == list(s.nics)
