@@ -5,9 +5,10 @@ natural units on the chosen plan and is re-solved with that family relaxed by
 a stated step (capacity +10%, budget +10%, batch ceiling x2, one more NIC
 slot, rule switched off, ...), warm-started from the optimum, which stays
 feasible. A family is binding when relaxing it improves the objective. With the
-time objective a first solve only asks whether any plan beats the optimum (proving
-that none does is quick); a shape rule switched off re-solves only the shapes it
-admits (the others keep their plans, whose best is the proved optimum).
+time objective a re-solve that stops at its effort is followed by one that only asks
+whether any plan beats the optimum (proving that none does is usually quick); a shape
+rule switched off re-solves only the shapes it admits (the others keep their plans,
+whose best is the proved optimum).
 
 Conflict (nothing fits): the active families are shrunk to a minimal infeasible set
 by deletion, each step a feasibility test (presolve, a quick witness, or a CP-SAT
@@ -19,6 +20,7 @@ by bisection on its amount.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -131,13 +133,11 @@ def binding_constraints(
                 time_cap_days=cap,
             )
 
-        hint = plan.config
-        if relaxed.objective == "time":  # is any plan faster? (proving none is, is quick)
-            probe = run(None, base)
-            if probe.status == "infeasible":
+        res = run(plan.config, None)
+        if relaxed.objective == "time" and res.status != "optimal":
+            res = _probed(run, plan.config, base, res)
+            if res is None:
                 return base, True
-            hint = probe.best.config if probe.best else hint
-        res = run(hint, None)
         better = res.best.objective if res.best else base
         return min(base, better), res.status == "optimal"
 
@@ -156,6 +156,31 @@ def binding_constraints(
         out.append(Binding(family.name, slack, unit, detail, how, gain, pct, exact, decided))
     out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
+
+
+def _probed(
+    run: Callable[[Config | None, float | None], SolveResult],
+    start: Config,
+    base: float,
+    unproved: SolveResult,
+) -> SolveResult | None:
+    """A time question's relaxed re-solve when the one warm-started from the plan
+    (``unproved``) stopped at its effort: first ask whether any plan beats ``base``
+    (proving that none does is usually quick; None: none does), then re-solve from the
+    plan that question found, or keep ``unproved`` when it found none.
+
+    The probe comes second because it is the costly step when it cannot decide (its
+    capped objective makes CP-SAT's propagation crawl: GPT-OSS-120B's memory and
+    pipeline_fill probes overran their 0.3 effort to 5 units each), and a re-solve proved
+    optimal needs no probe: it gives the improvement the probe's route would give (none
+    when the probe would prove that no plan is faster), and with the probe undecided that
+    route is this very re-solve."""
+    probe = run(None, base)
+    if probe.status == "infeasible":
+        return None
+    if probe.best is None:
+        return unproved
+    return run(probe.best.config, None)
 
 
 def _adds_shapes_only(family: Family, scenario: Scenario, relaxed: Scenario) -> bool:
