@@ -123,7 +123,9 @@ def answers(rev: str, names: list[str], keep: Path | None, jobs: int) -> dict[st
     if todo:
         qs = questions()
         with worktree(commit) as tree, ThreadPoolExecutor(max_workers=jobs) as pool:
-            for name, ans in zip(todo, pool.map(lambda n: _answer(tree, n, qs[n]), todo)):
+            for name, ans in zip(
+                todo, pool.map(lambda n: _answer(tree, n, qs[n]), todo), strict=True
+            ):
                 have[name] = ans
                 print(f"  {commit[:7]} {name}: done", flush=True)
         if store is not None:
@@ -145,7 +147,11 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return [f"{path}: {len(a)} items against {len(b)}"]
-        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")]
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in differences(x, y, f"{path}[{i}]")
+        ]
     return [] if a == b else [f"{path}: {a!r} against {b!r}"]
 
 
