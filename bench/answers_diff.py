@@ -128,9 +128,11 @@ def answers(rev: str, names: list[str], keep: Path | None, jobs: int) -> dict[st
             ):
                 have[name] = ans
                 print(f"  {commit[:7]} {name}: done", flush=True)
-        if store is not None:
+        if store is not None:  # merged with what another run stored meanwhile
             store.mkdir(parents=True, exist_ok=True)
-            (store / "answers.json").write_text(json.dumps(have, sort_keys=True))
+            path = store / "answers.json"
+            stored = json.loads(path.read_text()) if path.exists() else {}
+            path.write_text(json.dumps(stored | have, sort_keys=True))
     return {n: have[n] for n in names}
 
 

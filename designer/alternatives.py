@@ -13,7 +13,6 @@ eligible (``PairEvidence.to_eligible``).
 
 from __future__ import annotations
 
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -84,13 +83,15 @@ class _Pair:
             for lb, c, r in zip(cheap, pre.candidates, pre.dp_ranges, strict=True)
         )
 
-    def cheapest(self) -> float:
-        """The least cheap bound of its shapes (a visiting order only)."""
-        if self.pre is None:
-            return -math.inf
-        if not self.pre.candidates:
-            return math.inf
-        return min(gemm_lower_bounds(self.scenario, self.pre.candidates, self.pre.dp_ranges))
+    def promise(self) -> float:
+        """How good its plans are likely to be, larger first (a visiting order only, so
+        that the best are solved before the rest are bounded against them): its peak
+        FLOP/s, per dollar when the objective is cost."""
+        gpu = self.scenario.catalog.gpu(self.gpu)
+        peak = max(gpu.peak_tflops(p) or 0.0 for p in self.scenario.precisions)
+        if self.scenario.objective == "cost":
+            return peak / gpu.price_usd
+        return peak
 
     def solve(self, time_limit_s: float) -> SolveResult:
         """The solve optimize would run (its shapes and presolve, already made, handed on)."""
@@ -121,9 +122,9 @@ def _solved(
     ``best``, or one that cannot be thin and whose shapes all lie above the
     MAX_ALTERNATIVES-th extrapolated alternative solved before it (it would be cut from
     the list). Solved a few at a time (CP-SAT releases the GIL while it searches), the
-    least bound first; the answer is the one solving every pair gives."""
+    most promising first; the answer is the one solving every pair gives."""
     workers = max(1, min(len(pairs), os.cpu_count() or 1))
-    order = sorted(pairs, key=lambda p: (p.cheapest(), p.gpu))
+    order = sorted(pairs, key=lambda p: (-p.promise(), p.gpu))
     done: list[tuple[_Pair, SolveResult]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while order:

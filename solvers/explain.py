@@ -133,11 +133,13 @@ def binding_constraints(
                 time_cap_days=cap,
             )
 
-        res = run(plan.config, None)
-        if relaxed.objective == "time" and res.status != "optimal":
-            res = _probed(run, plan.config, base, res)
-            if res is None:
+        first = run(plan.config, None)
+        res = first
+        if relaxed.objective == "time" and first.status != "optimal":
+            probed = _probed(run, base, first)
+            if probed is None:
                 return base, True
+            res = probed
         better = res.best.objective if res.best else base
         return min(base, better), res.status == "optimal"
 
@@ -160,7 +162,6 @@ def binding_constraints(
 
 def _probed(
     run: Callable[[Config | None, float | None], SolveResult],
-    start: Config,
     base: float,
     unproved: SolveResult,
 ) -> SolveResult | None:
