@@ -175,7 +175,9 @@ def _probed(
     pipeline_fill probes overran their 0.3 effort to 5 units each), and a re-solve proved
     optimal needs no probe: it gives the improvement the probe's route would give (none
     when the probe would prove that no plan is faster), and with the probe undecided that
-    route is this very re-solve."""
+    route is this very re-solve. (Both routes prove the same optimum of the model; two
+    plans tied in its integer objective could differ in the float's last digits, which
+    no benchmark question shows: bench/answers_diff.py, tests/test_explain_order.py.)"""
     probe = run(None, base)
     if probe.status == "infeasible":
         return None
