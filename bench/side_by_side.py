@@ -80,23 +80,35 @@ def compare(
     repeat: int,
     ok_codes: tuple[int, ...] = (0,),
 ) -> None:
-    """Run every command ``repeat`` times in each tree, interleaved; print medians and ratios."""
+    """Run every command ``repeat`` times in each tree, interleaved; print the medians of
+    the wall time and of the CPU time (user + system), and their ratios."""
     with contextlib.ExitStack() as stack:
         trees = {"this tree": ROOT}
         if against:
             trees[against] = stack.enter_context(worktree(against))
-        times: dict[tuple[str, str], list[float]] = {}
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for _ in range(repeat):
             for cmd in commands:
                 for name, tree in trees.items():
-                    took = run_once(tree, cmd, ok_codes)
+                    took = run_timed(tree, cmd, ok_codes)
                     times.setdefault((name, " ".join(cmd)), []).append(took)
-    print(f"median of {repeat} fresh processes each (s):")
+    print(f"median of {repeat} fresh processes each (s; wall, then CPU):")
     for cmd in commands:
         key = " ".join(cmd)
-        here = statistics.median(times[("this tree", key)])
-        line = f"designer {key}\n    this tree {here:.3f} (range {min(times[('this tree', key)]):.3f}-{max(times[('this tree', key)]):.3f})"
+        here = times[("this tree", key)]
+        wall = statistics.median(w for w, _ in here)
+        cpu = statistics.median(c for _, c in here)
+        walls = [w for w, _ in here]
+        line = (
+            f"designer {key}\n    this tree {wall:.3f} (range {min(walls):.3f}-{max(walls):.3f})"
+            f", CPU {cpu:.2f}"
+        )
         if against:
-            there = statistics.median(times[(against, key)])
-            line += f"  {against} {there:.3f}  ratio {here / there:.2f}"
+            there = times[(against, key)]
+            wall_b = statistics.median(w for w, _ in there)
+            cpu_b = statistics.median(c for _, c in there)
+            line += (
+                f"  {against} {wall_b:.3f}, CPU {cpu_b:.2f}"
+                f"  ratio {wall / wall_b:.2f} (CPU {cpu / cpu_b:.2f})"
+            )
         print(line)

@@ -21,8 +21,12 @@ from typing import Any
 from designer import render
 from designer.questions import scenario_from_options
 from designer.report import gpu_label, layout_cell, plan_entry, with_range
+from models.evidence import catalog_band
 from models.evidence_rule import pair_evidence
-from solvers import Scenario, SolveResult, solve_cpsat
+from solvers import Scenario, SolveResult, cloud_terms, solve_cpsat
+from solvers.bounds import gemm_lower_bounds, objective_lower_bound
+from solvers.presolve import Presolved, presolve
+from solvers.space import Candidate, enumerate_candidates
 
 MAX_ALTERNATIVES = 3
 """Extrapolated alternatives shown, best first (every thin pair that wins is shown too)."""
@@ -52,10 +56,103 @@ def excluded_pairs(scenario: Scenario, wide: Scenario) -> dict[str, tuple[str, .
     return out
 
 
-def _solve(wide: Scenario, gpu: str, precisions: tuple[str, ...], time_limit_s: float):
-    """``wide`` on one GPU in the given precisions: (gpu, scenario, result)."""
+@dataclass(frozen=True)
+class _Pair:
+    """An excluded GPU's question and its presolved shapes (None: not bounded here, a
+    question solved per rental term), and whether its plan may be called thin (the
+    evidence band of one of its precisions is)."""
+
+    gpu: str
+    scenario: Scenario
+    space: list[Candidate] | None
+    pre: Presolved | None
+    maybe_thin: bool
+
+    def reaches(self, limit: float, strict: bool) -> bool:
+        """Whether a plan's objective may lie below ``limit`` (``strict``) or at most at
+        it: some shape's valid lower bound (solvers.bounds, the cheap one first) does."""
+        if self.pre is None:
+            return True
+        s, pre = self.scenario, self.pre
+
+        def under(lb: float) -> bool:
+            return lb < limit if strict else lb <= limit
+
+        cheap = gemm_lower_bounds(s, pre.candidates, pre.dp_ranges)
+        return any(
+            under(lb) and under(objective_lower_bound(s, c, r))
+            for lb, c, r in zip(cheap, pre.candidates, pre.dp_ranges, strict=True)
+        )
+
+    def promise(self) -> float:
+        """How good its plans are likely to be, larger first (a visiting order only, so
+        that the best are solved before the rest are bounded against them): its peak
+        FLOP/s, per dollar when the objective is cost."""
+        gpu = self.scenario.catalog.gpu(self.gpu)
+        peak = max(gpu.peak_tflops(p) or 0.0 for p in self.scenario.precisions)
+        if self.scenario.objective == "cost":
+            return peak / gpu.price_usd
+        return peak
+
+    def solve(self, time_limit_s: float) -> SolveResult:
+        """The solve optimize would run (its shapes and presolve, already made, handed on)."""
+        return solve_cpsat(
+            self.scenario, time_limit_s=time_limit_s, candidates=self.space, alive=self.pre
+        )
+
+
+def _prepared(wide: Scenario, gpu: str, precisions: tuple[str, ...]) -> _Pair:
+    """``wide`` on one GPU in the given precisions, its shapes presolved."""
     s = wide.with_changes(gpus=(gpu,), precisions=precisions, unmeasured=frozenset())
-    return gpu, s, solve_cpsat(s, time_limit_s=time_limit_s)
+    maybe_thin = any(
+        catalog_band(s.catalog, gpu, p, family).status == "thin"
+        for p in precisions
+        for family in ("dense", "moe")
+    )
+    if cloud_terms.applies(s):
+        return _Pair(gpu, s, None, None, maybe_thin)
+    space = enumerate_candidates(s)
+    return _Pair(gpu, s, space, presolve(s, space), maybe_thin)
+
+
+def _solved(
+    pairs: list[_Pair], best: float, time_limit_s: float
+) -> list[tuple[_Pair, SolveResult]]:
+    """The pairs that may hold an alternative, solved; the others are skipped, each skip
+    implied by the valid lower bounds of its shapes: a pair none of whose shapes can beat
+    ``best``, or one that cannot be thin and whose shapes all lie above the
+    MAX_ALTERNATIVES-th extrapolated alternative solved before it (it would be cut from
+    the list). Solved a few at a time (CP-SAT releases the GIL while it searches), the
+    most promising first; the answer is the one solving every pair gives."""
+    workers = max(1, min(len(pairs), os.cpu_count() or 1))
+    order = sorted(pairs, key=lambda p: (-p.promise(), p.gpu))
+    done: list[tuple[_Pair, SolveResult]] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        while order:
+            wave: list[_Pair] = []
+            while order and len(wave) < workers:
+                pair = order.pop(0)
+                if pair.reaches(best, strict=True) and not _crowded_out(pair, done, best):
+                    wave.append(pair)
+            done += zip(wave, pool.map(lambda p: p.solve(time_limit_s), wave), strict=True)
+    return done
+
+
+def _crowded_out(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float) -> bool:
+    """Whether MAX_ALTERNATIVES extrapolated alternatives already solved all beat every
+    plan ``pair`` may have (a thin pair is always shown)."""
+    if pair.maybe_thin:
+        return False
+    wins = sorted(
+        r.best.objective
+        for p, r in done
+        if r.best is not None
+        and r.best.objective < best
+        and plan_entry(p.scenario, r.best, 1)["evidence"]["status"] != "thin"
+    )
+    return len(wins) >= MAX_ALTERNATIVES and not pair.reaches(
+        wins[MAX_ALTERNATIVES - 1], strict=False
+    )
 
 
 def alternatives(
@@ -68,12 +165,10 @@ def alternatives(
     excluded = excluded_pairs(scenario, wide)
     if best is None or not excluded:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(len(excluded), os.cpu_count() or 1))) as pool:
-        solved = list(
-            pool.map(lambda gp: _solve(wide, gp[0], gp[1], time_limit_s), excluded.items())
-        )
+    pairs = [_prepared(wide, gpu, precisions) for gpu, precisions in excluded.items()]
     out = []
-    for gpu, s, r in solved:
+    for pair, r in _solved(pairs, best.objective, time_limit_s):
+        gpu, s = pair.gpu, pair.scenario
         if r.best is None or r.best.objective >= best.objective:
             continue
         gain = 100.0 * (best.objective - r.best.objective) / best.objective

@@ -5,9 +5,10 @@ natural units on the chosen plan and is re-solved with that family relaxed by
 a stated step (capacity +10%, budget +10%, batch ceiling x2, one more NIC
 slot, rule switched off, ...), warm-started from the optimum, which stays
 feasible. A family is binding when relaxing it improves the objective. With the
-time objective a first solve only asks whether any plan beats the optimum (proving
-that none does is quick); a shape rule switched off re-solves only the shapes it
-admits (the others keep their plans, whose best is the proved optimum).
+time objective a re-solve that stops at its effort is followed by one that only asks
+whether any plan beats the optimum (proving that none does is usually quick); a shape
+rule switched off re-solves only the shapes it admits (the others keep their plans,
+whose best is the proved optimum).
 
 Conflict (nothing fits): the active families are shrunk to a minimal infeasible set
 by deletion, each step a feasibility test (presolve, a quick witness, or a CP-SAT
@@ -19,6 +20,7 @@ by bisection on its amount.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -131,13 +133,13 @@ def binding_constraints(
                 time_cap_days=cap,
             )
 
-        hint = plan.config
-        if relaxed.objective == "time":  # is any plan faster? (proving none is, is quick)
-            probe = run(None, base)
-            if probe.status == "infeasible":
+        first = run(plan.config, None)
+        res = first
+        if relaxed.objective == "time" and first.status != "optimal":
+            probed = _probed(run, base, first)
+            if probed is None:
                 return base, True
-            hint = probe.best.config if probe.best else hint
-        res = run(hint, None)
+            res = probed
         better = res.best.objective if res.best else base
         return min(base, better), res.status == "optimal"
 
@@ -156,6 +158,32 @@ def binding_constraints(
         out.append(Binding(family.name, slack, unit, detail, how, gain, pct, exact, decided))
     out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
+
+
+def _probed(
+    run: Callable[[Config | None, float | None], SolveResult],
+    base: float,
+    unproved: SolveResult,
+) -> SolveResult | None:
+    """A time question's relaxed re-solve when the one warm-started from the plan
+    (``unproved``) stopped at its effort: first ask whether any plan beats ``base``
+    (proving that none does is usually quick; None: none does), then re-solve from the
+    plan that question found, or keep ``unproved`` when it found none.
+
+    The probe comes second because it is the costly step when it cannot decide (its
+    capped objective makes CP-SAT's propagation crawl: GPT-OSS-120B's memory and
+    pipeline_fill probes overran their 0.3 effort to 5 units each), and a re-solve proved
+    optimal needs no probe: it gives the improvement the probe's route would give (none
+    when the probe would prove that no plan is faster), and with the probe undecided that
+    route is this very re-solve. (Both routes prove the same optimum of the model; two
+    plans tied in its integer objective could differ in the float's last digits, which
+    no benchmark question shows: bench/answers_diff.py, tests/test_explain_order.py.)"""
+    probe = run(None, base)
+    if probe.status == "infeasible":
+        return None
+    if probe.best is None:
+        return unproved
+    return run(probe.best.config, None)
 
 
 def _adds_shapes_only(family: Family, scenario: Scenario, relaxed: Scenario) -> bool:

@@ -434,10 +434,31 @@ def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
     return list(_SPACES[key])
 
 
+_TERMS: dict[tuple, dict] = {}
+
+
+def _terms_cache(scenario: Scenario) -> dict:
+    """The memory terms of the shapes of every question with this model, sequence length
+    and assumptions (shape_memory_terms reads nothing else; with_profile's FlashAttention,
+    the one thing it takes from the GPU, is in each key): the GPUs an explanation's
+    alternatives solve one at a time, and the precisions beside the answer's, share them
+    instead of recomputing them per question. The last few are kept."""
+    key = (
+        scenario.spec.model_dump_json(),
+        scenario.seq_len,
+        scenario.assumptions.model_dump_json(),
+    )
+    if key not in _TERMS:
+        if len(_TERMS) >= _SPACES_KEPT:
+            _TERMS.pop(next(iter(_TERMS)))
+        _TERMS[key] = {}
+    return _TERMS[key]
+
+
 def _enumerate(scenario: Scenario) -> list[Candidate]:
     spec = scenario.spec
     out: list[Candidate] = []
-    terms_cache: dict = {}
+    terms_cache = _terms_cache(scenario)
     for gpu_name in scenario.gpus:
         gpu = scenario.catalog.gpu(gpu_name)
         precisions = [

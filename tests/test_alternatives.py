@@ -1,0 +1,87 @@
+"""designer/alternatives.py: the pairs the evidence rule kept out, each solved only when
+its shapes' lower bounds leave it a chance to be shown (issue 34's speed target), with
+the list that solving every pair gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from designer import alternatives as alt_mod
+from designer.alternatives import MAX_ALTERNATIVES, alternatives, as_dicts
+from designer.questions import scenario_from_options
+from solvers import solve_cpsat
+
+
+def _question(**options):
+    """The question optimize asks (--evidence measured) and its --evidence any form."""
+    scenario = scenario_from_options(options)
+    wide = scenario_from_options({**options, "evidence": "any"})
+    return scenario, wide, solve_cpsat(scenario)
+
+
+def _solving_every_pair(monkeypatch, scenario, wide, res):
+    """The alternatives with no pair skipped (as before the skips), and how many pairs."""
+    with monkeypatch.context() as m:
+        m.setattr(alt_mod._Pair, "reaches", lambda self, limit, strict: True)
+        m.setattr(alt_mod, "_crowded_out", lambda pair, done, best: False)
+        return alternatives(scenario, wide, res)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"model": "gpt-oss-120b", "tokens": 15e12, "budget": 100e6},
+        {"model": "llama2-7b", "tokens": 1e12, "deadline": 30.0, "objective": "cost"},
+    ],
+)
+def test_skipped_pairs_leave_the_alternatives_unchanged(monkeypatch, options):
+    scenario, wide, res = _question(**options)
+    solved: list[str] = []
+    plain = alt_mod._Pair.solve
+
+    def counted(self, time_limit_s):
+        solved.append(self.gpu)
+        return plain(self, time_limit_s)
+
+    monkeypatch.setattr(alt_mod._Pair, "solve", counted)
+    fast = alternatives(scenario, wide, res)
+    skipped = len(alt_mod.excluded_pairs(scenario, wide)) - len(solved)
+    solved.clear()
+    every = _solving_every_pair(monkeypatch, scenario, wide, res)
+    assert skipped > 0, "the question should let some pair be skipped"
+    assert len(solved) == len(alt_mod.excluded_pairs(scenario, wide))
+    assert as_dicts(fast) == as_dicts(every)
+    assert [a.sentence for a in fast] == [a.sentence for a in every]
+
+
+def test_a_pair_is_crowded_out_only_by_enough_extrapolated_wins():
+    """Fewer than MAX_ALTERNATIVES wins, or a pair that may be thin: never crowded out."""
+    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e6)
+    pairs = [
+        alt_mod._prepared(wide, gpu, precs)
+        for gpu, precs in alt_mod.excluded_pairs(scenario, wide).items()
+    ]
+    assert pairs
+    assert not any(alt_mod._crowded_out(p, [], res.best.objective) for p in pairs)
+    thin = [p for p in pairs if p.maybe_thin]
+    done = [(p, p.solve(60.0)) for p in pairs[: MAX_ALTERNATIVES + 1]]
+    assert not any(alt_mod._crowded_out(p, done, res.best.objective) for p in thin)
+
+
+def test_a_pair_reaches_a_limit_only_through_a_valid_bound():
+    """``reaches``: a pair said not to reach a limit has no plan below it; every pair
+    reaches its own optimum (at most it) and anything above it."""
+    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e6)
+    checked = 0
+    for gpu, precs in alt_mod.excluded_pairs(scenario, wide).items():
+        pair = alt_mod._prepared(wide, gpu, precs)
+        got = pair.solve(60.0)
+        if got.best is None or got.status != "optimal":
+            continue
+        opt = got.best.objective
+        assert pair.reaches(opt, strict=False) and pair.reaches(opt * 1.01, strict=True)
+        for limit in (opt * 0.5, opt * 0.9, opt):
+            assert pair.reaches(limit, strict=True) or opt >= limit
+        checked += 1
+    assert checked
