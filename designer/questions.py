@@ -26,10 +26,12 @@ from designer.question import (
     Question,
     answer_key,
 )
-from models import Assumptions, TransformerSpec, resolve_model
+from models import Assumptions, TransformerSpec, batch_tokens, resolve_model
+from models.batch_tokens import DEFAULT_MODEL as DEFAULT_BATCH_TOKENS_MODEL
+from models.batch_tokens import critical_batch_tokens
 from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
 from models.moe import require_plannable
-from solvers import FAMILIES, Scenario, SolveResult
+from solvers import FAMILIES, Scenario, SolveResult, limits
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_VIRTUAL_STAGES
 
 if TYPE_CHECKING:
@@ -111,6 +113,7 @@ def build_scenario(
     checkpoint_every: float | None = None,
     failure_scale: float = 1.0,
     ep_in_domain: bool = False,
+    batch_tokens_model: str = DEFAULT_BATCH_TOKENS_MODEL,
     **facility: float | None,
 ) -> Scenario:
     """The Scenario a question asks (its fields, parsed; ``facility``: FACILITY_OPTIONS)."""
@@ -120,7 +123,10 @@ def build_scenario(
     _check_names(cat, gpus, gpu_caps, nics, ignore, evidence, fabric)
     _check_limits(power_cap, max_racks, headroom)
     objective = _objective(objective, budget, deadline, max_gpus, gpu_caps)
-    s, ceiling, precisions = _sequence(spec, seq_len, max_batch_tokens, min_batch_tokens, precision)
+    s = seq_len or spec.seq_len
+    default_ceiling = _model_ceiling(batch_tokens_model, spec, tokens, s)
+    ceiling = _batch_ceiling(max_batch_tokens, min_batch_tokens, s, default_ceiling)
+    precisions = ("bf16", "fp8") if precision == "any" else (precision,)
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
     chosen = _with_precision(cat, chosen, precision)
@@ -155,6 +161,7 @@ def build_scenario(
             max_virtual_stages=max_virtual_stages,
             **_goodput(no_failures, checkpoint_every, failure_scale),
             ep_in_domain=ep_in_domain,
+            batch_tokens_model=batch_tokens_model,
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err
@@ -170,11 +177,13 @@ def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: 
     )
 
 
-def _sequence(spec, seq_len, max_batch_tokens, min_batch_tokens, precision: str) -> tuple:
-    """The sequence length, the batch ceiling and the precisions searched."""
-    s = seq_len or spec.seq_len
-    ceiling = _batch_ceiling(max_batch_tokens, min_batch_tokens, s)
-    return s, ceiling, ("bf16", "fp8") if precision == "any" else (precision,)
+def _model_ceiling(model: str, spec: TransformerSpec, tokens: float, seq_len: int) -> float:
+    """The batch ceiling a question without --max-batch-tokens gets: the batch-tokens
+    model's largest batch (models/batch_tokens.py), or 16M with the model off."""
+    crit = critical_batch_tokens(model, spec, tokens)
+    if crit is None:
+        return DEFAULT_MAX_BATCH_TOKENS
+    return min(batch_tokens.max_batch_tokens(crit, seq_len), limits.MAX_BATCH_TOKENS)
 
 
 def _rented(cloud_max_gpus: int | None) -> dict[str, Any]:
@@ -262,10 +271,10 @@ def _objective(objective, budget, deadline, max_gpus, gpu_caps) -> str:
     return objective
 
 
-def _batch_ceiling(max_batch_tokens, min_batch_tokens, seq_len: int) -> float:
-    """The global batch ceiling in tokens (default 16M), checked against one sequence and the
-    floor."""
-    ceiling = DEFAULT_MAX_BATCH_TOKENS if max_batch_tokens is None else max_batch_tokens
+def _batch_ceiling(max_batch_tokens, min_batch_tokens, seq_len: int, default: float) -> float:
+    """The global batch ceiling in tokens (default: ``default``), checked against one
+    sequence and the floor."""
+    ceiling = default if max_batch_tokens is None else max_batch_tokens
     if ceiling < seq_len:
         raise UsageError(
             f"{ceiling:,.0f} is below one sequence of {seq_len:,} tokens", "--max-batch-tokens"

@@ -246,7 +246,9 @@ def best_for_candidate(
         cluster = cluster_totals(gpu, nic, cat.switch_for(nic), cat.facility, gpus, k)
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
-        ideal = days_from_seconds(tau / (shape.micro_batch * m * dps) * scenario.sequences)
+        batch = shape.micro_batch * m * dps
+        tokens_x = scenario.token_multiplier(batch)  # the batch's tokens (models/batch_tokens.py)
+        ideal = days_from_seconds(tau / batch * scenario.sequences * tokens_x)
         for spares, storage in _purchases(scenario, gpu.name):
             days, cost_cents, cost, totals = _expected(
                 scenario, gpu, gpus, ideal, cluster, spares, storage

@@ -7,6 +7,12 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import DEFAULT_STACK, NICSpec
+from models.batch_tokens import (
+    MODELS,
+    critical_batch_sequences,
+    critical_batch_tokens,
+    token_multiplier,
+)
 from models.goodput import FailureModel, failure_model
 from models.layout import Assumptions
 from models.spec import TransformerSpec
@@ -86,6 +92,9 @@ class Scenario:
     cloud_terms: bool = False
     cloud_max_gpus: int | None = None
     cloud_term: str | None = None
+    # tokens that depend on the batch (models/batch_tokens.py, issue 31 item 1): "off" (a
+    # Scenario built directly) or the critical-batch model the question names
+    batch_tokens_model: str = "off"
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
@@ -97,6 +106,8 @@ class Scenario:
         unknown = set(self.disabled) - set(FAMILIES)
         if unknown:
             raise ValueError(f"unknown constraint families {sorted(unknown)}")
+        if self.batch_tokens_model not in MODELS:
+            raise ValueError(f"batch_tokens_model must be one of {MODELS}")
 
     def active(self, family: str) -> bool:
         """Whether a constraint family is enforced (and has its limit set)."""
@@ -154,6 +165,23 @@ class Scenario:
 
     ceiling_tokens = _limit("max_batch_tokens", "batch_ceiling")
     floor_tokens = _limit("min_batch_tokens", "batch_floor")
+
+    @property
+    def critical_batch_seq(self) -> int | None:
+        """The critical batch in whole sequences (None: the tokens do not depend on it)."""
+        key = "critical_batch_seq"
+        if key not in self.memo:
+            crit = critical_batch_tokens(self.batch_tokens_model, self.spec, self.tokens)
+            self.memo[key] = None if crit is None else critical_batch_sequences(crit, self.seq_len)
+        return self.memo[key]
+
+    def token_multiplier(self, batch_sequences):
+        """Tokens to train at a global batch of ``batch_sequences`` per question token
+        (1 without the batch-tokens model; floats or numpy arrays)."""
+        crit = self.critical_batch_seq
+        if crit is None:
+            return batch_sequences * 0 + 1.0
+        return token_multiplier(batch_sequences, crit)
 
     @property
     def sequences(self) -> float:
