@@ -123,9 +123,9 @@ def build_scenario(
     _check_names(cat, gpus, gpu_caps, nics, ignore, evidence, fabric)
     _check_limits(power_cap, max_racks, headroom)
     objective = _objective(objective, budget, deadline, max_gpus, gpu_caps)
-    s = seq_len or spec.seq_len
-    default_ceiling = _model_ceiling(batch_tokens_model, spec, tokens, s)
-    ceiling = _batch_ceiling(max_batch_tokens, min_batch_tokens, s, default_ceiling)
+    s, ceiling = _sequence(spec, tokens, seq_len, batch_tokens_model, max_batch_tokens)
+    model_cap = _model_ceiling(batch_tokens_model, spec, tokens, s)
+    _check_floor(min_batch_tokens, ceiling, None if batch_tokens_model == "off" else model_cap)
     precisions = ("bf16", "fp8") if precision == "any" else (precision,)
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
@@ -175,6 +175,20 @@ def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: 
         runtime_reserved_gb=reserved_gb,
         memory_headroom_fraction=headroom,
     )
+
+
+def _sequence(spec, tokens, seq_len, model: str, max_batch_tokens) -> tuple[int, float]:
+    """The sequence length and the batch ceiling (--max-batch-tokens, or the default of
+    the batch-tokens model), checked against one sequence."""
+    s = seq_len or spec.seq_len
+    ceiling = max_batch_tokens
+    if ceiling is None:
+        ceiling = _model_ceiling(model, spec, tokens, s)
+    if ceiling < s:
+        raise UsageError(
+            f"{ceiling:,.0f} is below one sequence of {s:,} tokens", "--max-batch-tokens"
+        )
+    return s, ceiling
 
 
 def _model_ceiling(model: str, spec: TransformerSpec, tokens: float, seq_len: int) -> float:
@@ -271,19 +285,20 @@ def _objective(objective, budget, deadline, max_gpus, gpu_caps) -> str:
     return objective
 
 
-def _batch_ceiling(max_batch_tokens, min_batch_tokens, seq_len: int, default: float) -> float:
-    """The global batch ceiling in tokens (default: ``default``), checked against one
-    sequence and the floor."""
-    ceiling = default if max_batch_tokens is None else max_batch_tokens
-    if ceiling < seq_len:
-        raise UsageError(
-            f"{ceiling:,.0f} is below one sequence of {seq_len:,} tokens", "--max-batch-tokens"
-        )
-    if min_batch_tokens is not None and min_batch_tokens > ceiling:
+def _check_floor(min_batch_tokens, ceiling: float, model_cap: float | None) -> None:
+    """The batch floor at most the ceiling and the batch-tokens model's largest batch."""
+    if min_batch_tokens is None:
+        return
+    if min_batch_tokens > ceiling:
         raise UsageError(
             "the floor is above the ceiling (--max-batch-tokens)", "--min-batch-tokens"
         )
-    return ceiling
+    if model_cap is not None and min_batch_tokens > model_cap:
+        raise UsageError(
+            f"the floor is above the batch-tokens model's largest batch, {model_cap:,.0f} "
+            "tokens (3 critical batches); lower it or pass --batch-tokens-model off",
+            "--min-batch-tokens",
+        )
 
 
 def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):

@@ -12,6 +12,7 @@ from designer.cells import read_row, text_row
 from designer.question import answer_question
 from models.pipeline import describe_stage_layers, split_options
 from solvers import Scenario, SolveResult
+from solvers.batch_trade import batch_trade
 from solvers.cloud_terms import rental_sentence
 from solvers.columns import PLAN_COLUMNS
 
@@ -72,8 +73,15 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
         "conflict": _plain(conflict.as_dict()) if conflict is not None else None,
         "bom": bom_dict(best) if best is not None else None,
         "explanation": paragraph(s, res, binding, conflict),
+        "batch_tokens": _batch_tokens(s, best),
         "ranking": _confidence().ranking_dict(res),
     }
+
+
+def _batch_tokens(s: Scenario, best) -> dict[str, Any] | None:
+    """The best plan's batch priced in tokens (null without a plan or with the model off)."""
+    trade = None if best is None else batch_trade(s, best)
+    return None if trade is None else _plain(trade.as_dict())
 
 
 # ---------------------------------------------------------------- evidence
@@ -408,7 +416,9 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     )
     gp = goodput_sentence(ev)
     rent = rental_sentence(s, p)  # a rented plan's term and block (solvers/cloud_terms.py)
-    tail = (" " + gp if gp else "") + (" " + rent if rent else "") + " " + evidence_sentence(s, doc)
+    trade = batch_trade(s, p)  # the batch's tokens, priced (solvers/batch_trade.py)
+    tail = (" " + gp if gp else "") + (" " + rent if rent else "")
+    tail += (" " + trade.sentence() if trade else "") + " " + evidence_sentence(s, doc)
     binds = [b for b in binding or [] if b.binding]
     if not binding:
         return head + tail

@@ -175,8 +175,10 @@ def _scale(ctx: BuildContext) -> None:
         gpu_cap = min(gpu_cap, int(s.budget * 100 // cheapest))
     ctx.gpu_cap = max(1, gpu_cap)
     dp_max, m_max = ctx.gpu_cap, GPU_CAP
-    if ctx.ceiling_seq:
-        dp_max, m_max = min(dp_max, ctx.ceiling_seq), ctx.ceiling_seq
+    # the batch-tokens model's own cap holds with or without the ceiling (exhaustive.py)
+    caps = [c for c in (ctx.ceiling_seq, s.model_batch_cap_seq) if c]
+    if caps:
+        dp_max, m_max = min(dp_max, min(caps)), min(caps)
     ctx.dp_max, ctx.m_max = dp_max, max(1, m_max)
     ctx.dp = ctx.md.new_int_var(1, ctx.dp_max, "dp")
     ctx.m = ctx.md.new_int_var(1, ctx.m_max, "microbatches")
@@ -239,6 +241,8 @@ def _batch(ctx: BuildContext) -> None:
     gb_max = max(s.micro_batch for s in shapes) * ctx.dp_max * ctx.m_max
     if "batch_ceiling" in ctx.enforce and ctx.ceiling_seq:
         gb_max = min(gb_max, ctx.ceiling_seq)
+    if ctx.scenario.model_batch_cap_seq is not None:  # not relaxable: the model's range
+        gb_max = min(gb_max, ctx.scenario.model_batch_cap_seq)
     ctx.global_batch = md.new_int_var(1, gb_max, "global_batch")
     md.add_multiplication_equality(ctx.global_batch, [ctx.b_sel, ctx.w])
     # the interleaved schedule itself needs at least p micro-batches (Narayanan et al. SC'21,

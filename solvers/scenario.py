@@ -8,6 +8,7 @@ from typing import Any
 from catalog.catalog import Catalog
 from catalog.specs import DEFAULT_STACK, NICSpec
 from models.batch_tokens import (
+    MAX_CRITICAL_BATCHES,
     MODELS,
     critical_batch_sequences,
     critical_batch_tokens,
@@ -174,6 +175,13 @@ class Scenario:
             crit = critical_batch_tokens(self.batch_tokens_model, self.spec, self.tokens)
             self.memo[key] = None if crit is None else critical_batch_sequences(crit, self.seq_len)
         return self.memo[key]
+
+    @property
+    def model_batch_cap_seq(self) -> int | None:
+        """The largest global batch the batch-tokens model admits, in sequences, with or
+        without the ceiling family (models.batch_tokens.MAX_CRITICAL_BATCHES; None: off)."""
+        crit = self.critical_batch_seq
+        return None if crit is None else int(MAX_CRITICAL_BATCHES * crit)
 
     def token_multiplier(self, batch_sequences):
         """Tokens to train at a global batch of ``batch_sequences`` per question token
