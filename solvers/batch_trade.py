@@ -20,6 +20,7 @@ from solvers.scenario import Scenario
 class BatchTrade:
     """The plan's batch against twice the batch: tokens in tokens, times in days."""
 
+    tokens: float  # the question's
     critical_batch_tokens: float
     batch_tokens: float
     effective_tokens: float
@@ -41,8 +42,9 @@ class BatchTrade:
             f"Its batch of {_tokens(used)} tokens is {where} the critical batch of "
             f"{_tokens(crit)} (DeepSeek LLM's fit; --batch-tokens-model)"
         )
-        if need > 0 and used > crit:
-            head += f", so it trains on {_tokens(need)} tokens"
+        if used > crit:
+            extra = (need / self.tokens - 1.0) * 100
+            head += f", so it trains on {_tokens(need)} tokens (+{extra:.2g}%)"
         verdict = "slower" if self.net_days > 0 else "faster"
         return (
             f"{head}; a batch of {_tokens(self.larger_batch_tokens)} would save "
@@ -74,6 +76,7 @@ def batch_trade(scenario: Scenario, plan: Plan) -> BatchTrade | None:
     need, big_need = float(ev.tokens or 0.0), float(big.tokens or 0.0)
     seq = scenario.seq_len
     return BatchTrade(
+        tokens=scenario.tokens,
         critical_batch_tokens=float(crit * seq),
         batch_tokens=float(ev.layout.global_batch * seq),
         effective_tokens=need,
