@@ -119,14 +119,11 @@ def build_scenario(
     """The Scenario a question asks (its fields, parsed; ``facility``: FACILITY_OPTIONS)."""
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
     cat = _question_catalog(tuple(catalog_files), stack, facility)
-    gpu_caps = gpu_caps or {}
-    _check_names(cat, gpus, gpu_caps, nics, ignore, evidence, fabric)
+    gpu_caps = _check_names(cat, gpus, gpu_caps or {}, nics, ignore, evidence, fabric)
     _check_limits(power_cap, max_racks, headroom)
     objective = _objective(objective, budget, deadline, max_gpus, gpu_caps)
-    s, ceiling = _sequence(spec, tokens, seq_len, batch_tokens_model, max_batch_tokens)
-    model_cap = _model_ceiling(batch_tokens_model, spec, tokens, s)
-    _check_floor(min_batch_tokens, ceiling, None if batch_tokens_model == "off" else model_cap)
-    precisions = ("bf16", "fp8") if precision == "any" else (precision,)
+    limits_ = (max_batch_tokens, min_batch_tokens)
+    s, batch, precisions = _sequence(spec, tokens, seq_len, precision, batch_tokens_model, limits_)
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
     chosen = _with_precision(cat, chosen, precision)
@@ -148,10 +145,9 @@ def build_scenario(
             **_rented(cloud_max_gpus),
             power_cap_mw=power_cap,
             max_racks=max_racks,
-            max_batch_tokens=ceiling,
             precisions=precisions,
+            **batch,
             assumptions=_planning(dp_overlap, memory_overhead, reserved_gb, headroom),
-            min_batch_tokens=min_batch_tokens,
             fabric=FABRICS[fabric],
             disabled=frozenset(ignore),
             catalog_files=tuple(str(p) for p in catalog_files),
@@ -161,7 +157,6 @@ def build_scenario(
             max_virtual_stages=max_virtual_stages,
             **_goodput(no_failures, checkpoint_every, failure_scale),
             ep_in_domain=ep_in_domain,
-            batch_tokens_model=batch_tokens_model,
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err
@@ -177,18 +172,22 @@ def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: 
     )
 
 
-def _sequence(spec, tokens, seq_len, model: str, max_batch_tokens) -> tuple[int, float]:
-    """The sequence length and the batch ceiling (--max-batch-tokens, or the default of
-    the batch-tokens model), checked against one sequence."""
+def _sequence(spec, tokens, seq_len, precision: str, model: str, limits_: tuple) -> tuple:
+    """The sequence length, the Scenario's batch fields and the precisions searched: the
+    ceiling (--max-batch-tokens, or the default of the batch-tokens model) checked against
+    one sequence, the floor (--min-batch-tokens) against the ceiling and the model's cap."""
+    ceiling, floor = limits_
     s = seq_len or spec.seq_len
-    ceiling = max_batch_tokens
+    model_cap = _model_ceiling(model, spec, tokens, s)
     if ceiling is None:
-        ceiling = _model_ceiling(model, spec, tokens, s)
+        ceiling = model_cap
     if ceiling < s:
         raise UsageError(
             f"{ceiling:,.0f} is below one sequence of {s:,} tokens", "--max-batch-tokens"
         )
-    return s, ceiling
+    _check_floor(floor, ceiling, None if model == "off" else model_cap)
+    fields = dict(max_batch_tokens=ceiling, min_batch_tokens=floor, batch_tokens_model=model)
+    return s, fields, ("bf16", "fp8") if precision == "any" else (precision,)
 
 
 def _model_ceiling(model: str, spec: TransformerSpec, tokens: float, seq_len: int) -> float:
@@ -239,8 +238,8 @@ def _unknown(kind: str, name: str, known) -> str:
     return f"unknown {kind} {name!r}; choose from {', '.join(known)}"
 
 
-def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) -> None:
-    """Every name the question gives is in the catalog (or among the choices)."""
+def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) -> dict:
+    """Every name the question gives is in the catalog (or among the choices); the GPU caps."""
     if evidence not in EVIDENCE_CHOICES:
         raise UsageError(
             f"unknown value {evidence!r}; use {', '.join(EVIDENCE_CHOICES)}", "--evidence"
@@ -261,6 +260,7 @@ def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) 
             raise UsageError(_unknown("constraint", f, FAMILIES), "--ignore")
     if fabric not in FABRICS:
         raise UsageError(f"unknown fabric {fabric!r}; use one of {', '.join(FABRICS)}", "--fabric")
+    return gpu_caps
 
 
 def _check_limits(power_cap: float | None, max_racks: int | None, headroom: float) -> None:

@@ -176,9 +176,9 @@ def _scale(ctx: BuildContext) -> None:
     ctx.gpu_cap = max(1, gpu_cap)
     dp_max, m_max = ctx.gpu_cap, GPU_CAP
     # the batch-tokens model's own cap holds with or without the ceiling (exhaustive.py)
-    caps = [c for c in (ctx.ceiling_seq, s.model_batch_cap_seq) if c]
-    if caps:
-        dp_max, m_max = min(dp_max, min(caps)), min(caps)
+    batch_caps = [c for c in (ctx.ceiling_seq, s.model_batch_cap_seq) if c is not None and c > 0]
+    if batch_caps:
+        dp_max, m_max = min(dp_max, min(batch_caps)), min(batch_caps)
     ctx.dp_max, ctx.m_max = dp_max, max(1, m_max)
     ctx.dp = ctx.md.new_int_var(1, ctx.dp_max, "dp")
     ctx.m = ctx.md.new_int_var(1, ctx.m_max, "microbatches")

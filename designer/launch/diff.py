@@ -75,9 +75,9 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
 
     ex = ExpertLayout(run.ep, run.etp)
     failures = scenario.failure_model(hw.gpu.name)
-    ev = evaluate(
-        scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a, ex, failures=failures
-    )
+    # the tokens its batch needs (models/batch_tokens.py), as the optimized plan is charged
+    tokens = scenario.tokens * scenario.token_multiplier(run.layout.global_batch)
+    ev = evaluate(scenario.spec, hw, run.layout, scenario.seq_len, tokens, a, ex, failures=failures)
     ev.extra["cost_usd"] = cost_usd(ev, scenario.pricing)
     ev.extra["gpus_per_node"] = hw.gpu.server.gpus_per_server
     return ev
