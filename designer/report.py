@@ -12,7 +12,6 @@ from designer.cells import read_row, text_row
 from designer.question import answer_question
 from models.pipeline import describe_stage_layers, split_options
 from solvers import Scenario, SolveResult
-from solvers.batch_trade import batch_trade
 from solvers.cloud_terms import rental_sentence
 from solvers.columns import PLAN_COLUMNS
 
@@ -78,9 +77,17 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
     }
 
 
+def _batch_trade(s: Scenario, plan):
+    """solvers.batch_trade.batch_trade, imported when a plan is rendered (it loads the
+    performance model: commands that never solve stay light, tests/test_guarantees.py)."""
+    from solvers.batch_trade import batch_trade
+
+    return batch_trade(s, plan)
+
+
 def _batch_tokens(s: Scenario, best) -> dict[str, Any] | None:
     """The best plan's batch priced in tokens (null without a plan or with the model off)."""
-    trade = None if best is None else batch_trade(s, best)
+    trade = None if best is None else _batch_trade(s, best)
     return None if trade is None else _plain(trade.as_dict())
 
 
@@ -416,7 +423,7 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     )
     gp = goodput_sentence(ev)
     rent = rental_sentence(s, p)  # a rented plan's term and block (solvers/cloud_terms.py)
-    trade = batch_trade(s, p)  # the batch's tokens, priced (solvers/batch_trade.py)
+    trade = _batch_trade(s, p)  # the batch's tokens, priced (solvers/batch_trade.py)
     tail = (" " + gp if gp else "") + (" " + rent if rent else "")
     tail += (" " + trade.sentence() if trade else "") + " " + evidence_sentence(s, doc)
     binds = [b for b in binding or [] if b.binding]
