@@ -185,3 +185,20 @@ def test_scenario_refuses_an_unknown_model(cat):
     with pytest.raises(ValueError, match="batch_tokens_model"):
         _small(cat, batch_tokens_model="kaplan")
     assert math.isclose(bt.MAX_CRITICAL_BATCHES, 3.0)
+
+
+def test_option_off_gives_the_old_default_answer(capsys, tmp_path):
+    """`--batch-tokens-model off` is the answer before the model (README's buyer table before
+    issue 31 item 1: 768 H100 on a 16M batch, 25.2 days); the CSV carries the new columns."""
+    out_csv = tmp_path / "plans.csv"
+    args = ["optimize", "--budget", "30M", "--batch-tokens-model", "off", "--json"]
+    code, out, _ = run_main(capsys, [*args, "--csv", str(out_csv)])
+    assert code == 0
+    doc = json.loads(out)
+    plan = doc["plans"][0]
+    assert (plan["num_gpus"], plan["global_batch"]) == (768, 4080)
+    assert plan["time_to_train_days"] == pytest.approx(25.2, abs=0.05)
+    assert plan["effective_tokens"] == 2e12 and plan["critical_batch_tokens"] is None
+    assert doc["batch_tokens"] is None and "critical batch" not in doc["explanation"]
+    header = out_csv.read_text().splitlines()[0].split(",")
+    assert {"effective_tokens", "critical_batch_tokens"} <= set(header)
