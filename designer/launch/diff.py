@@ -29,10 +29,13 @@ GOODPUT = ("ideal_time_days", "goodput", "failures_expected", "checkpoint_interv
 PURCHASES = ("hot_spares_per_100", "hot_spare_servers", "checkpoint_storage_gb_per_s_per_server")
 # the rental term a cloud plan is paid under (solvers/cloud_terms.py): an outcome of renting
 RENTAL = ("cloud_term",)
+# the tokens the batch needs (models/batch_tokens.py): the command's batch is the plan's
+BATCH_TOKENS = ("effective_tokens", "critical_batch_tokens")
 SETTINGS = tuple(
     c
     for c in PLAN_COLUMNS
-    if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT, *PURCHASES, *RENTAL)
+    if c
+    not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT, *PURCHASES, *RENTAL, *BATCH_TOKENS)
 )
 
 
