@@ -190,6 +190,9 @@ def full_question(seed: int, small: bool = False) -> tuple[dict[str, Any], int]:
         kw["failure_scale"] = failures.choice([10.0, 100.0, 1000.0])
     if failures.random() < 0.15:
         kw["checkpoint_every"] = failures.choice([1.0, 10.0, 60.0])
+    # tokens that depend on the batch (issue 31; on by default): off in one question of five
+    if random.Random(f"{seed}:batch_tokens").random() < 0.2:
+        kw["batch_tokens_model"] = "off"
     return kw, top_k
 
 

@@ -2,6 +2,7 @@
 
 Usage: python bench/solver.py [--exhaustive-timeout S] [--no-exhaustive] [--explain] [--only NAME]
                               [--repeat N] [--no-failures] [--search-work] [--moe]
+                              [--batch-tokens]
 
 Twelve-plus questions from 7B to 1T parameters and $1M to $5B over the whole
 shipped catalog (``--moe``: seven mixture-of-experts questions instead, EP and ETP
@@ -28,10 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import load_catalog  # noqa: E402
 from models.layout import Assumptions  # noqa: E402
+from models import batch_tokens  # noqa: E402
 from models.spec import TransformerSpec  # noqa: E402
 from models.zoo import resolve_model  # noqa: E402
 from solvers import Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
 from solvers.explain import binding_constraints  # noqa: E402
+from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS  # noqa: E402
 
 GPT_1T = TransformerSpec(
     name="gpt-1t",
@@ -77,7 +80,8 @@ MOE_SUITE = [
 def scenario(row, failures: bool = True) -> Scenario:
     """The suite's question; with failures, checkpoints and restarts (the CLI's default,
     models/goodput.py) unless ``failures`` is false (--no-failures: the ideal model)."""
-    name, model, tokens, budget, deadline, objective, pricing = row
+    name, model, tokens, budget, deadline, objective, pricing, *batch_model = row
+    batch = batch_model[0] if batch_model else "off"  # --batch-tokens: the CLI's default
     cat = load_catalog()
     spec = GPT_1T if model == "gpt-1t" else resolve_model(model)
     return Scenario(
@@ -96,6 +100,13 @@ def scenario(row, failures: bool = True) -> Scenario:
         # hourly renting without terms, the seed's memory rules (nothing reserved, no headroom)
         cloud_terms=False,
         assumptions=Assumptions(),
+        batch_tokens_model=batch,
+        # with the model, its cap of 3 critical batches is the ceiling (the CLI's default)
+        max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS
+        if batch == "off"
+        else batch_tokens.max_batch_tokens(
+            batch_tokens.critical_batch_tokens(batch, spec, tokens), spec.seq_len
+        ),
     )
 
 
@@ -163,11 +174,18 @@ def main() -> None:
         help="the ideal model (before issue 18), not the expected run with failures",
     )
     parser.add_argument(
+        "--batch-tokens",
+        action="store_true",
+        help="tokens that depend on the batch (models/batch_tokens.py; the CLI's default)",
+    )
+    parser.add_argument(
         "--repeat", type=int, default=3, help="CP-SAT solves per question (the median is reported)"
     )
     args = parser.parse_args()
     suite = MOE_SUITE if args.moe else SUITE
     rows = [r for r in suite if args.only is None or r[0] == args.only]
+    if args.batch_tokens:
+        rows = [(*r, "deepseek") for r in rows]
     if args.search_work:
         search_work(rows, not args.no_failures)
         return

@@ -275,7 +275,10 @@ class Question(NumbersNotBools):
     max_batch_tokens: Annotated[
         SuffixNumber | None,
         Meta("--max-batch-tokens", "tokens", click_type=Quantity(maximum=limits.MAX_BATCH_TOKENS)),
-        Field(description="Global batch ceiling in tokens [default: 16M]."),
+        Field(
+            description="Global batch ceiling in tokens [default: 3 critical batches of "
+            "--batch-tokens-model; 16M with it off]."
+        ),
     ] = None
     min_batch_tokens: Annotated[
         SuffixNumber | None,
@@ -378,6 +381,18 @@ class Question(NumbersNotBools):
             "(the token all-to-all never crosses the NICs); a dense model is unchanged."
         ),
     ] = False
+
+    # tokens that depend on the batch (models/batch_tokens.py; README "Tokens that depend
+    # on the batch"); answers saved before it planned without (legacy: off)
+    batch_tokens_model: Annotated[
+        Literal["deepseek", "off"],  # models.batch_tokens.MODELS (a test checks)
+        Meta("--batch-tokens-model", legacy="off"),
+        Field(
+            description="Past the critical batch (DeepSeek LLM's fit of the compute) a plan "
+            "needs more tokens (McCandlish et al. 2018); 'off': the tokens do not depend on "
+            "the batch and the ceiling is 16M."
+        ),
+    ] = "deepseek"
 
     @field_validator(
         *("tokens", "budget", "deadline", "max_racks", "max_gpus", "cloud_max_gpus"),

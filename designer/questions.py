@@ -26,9 +26,11 @@ from designer.question import (
     Question,
     answer_key,
 )
-from models import Assumptions, TransformerSpec, resolve_model
+from models import Assumptions, TransformerSpec, batch_tokens, resolve_model
+from models.batch_tokens import DEFAULT_MODEL as DEFAULT_BATCH_TOKENS_MODEL
+from models.batch_tokens import critical_batch_tokens
 from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
-from solvers import FAMILIES, Scenario, SolveResult
+from solvers import FAMILIES, Scenario, SolveResult, limits
 from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_VIRTUAL_STAGES
 
 if TYPE_CHECKING:
@@ -110,16 +112,17 @@ def build_scenario(
     checkpoint_every: float | None = None,
     failure_scale: float = 1.0,
     ep_in_domain: bool = False,
+    batch_tokens_model: str = DEFAULT_BATCH_TOKENS_MODEL,
     **facility: float | None,
 ) -> Scenario:
     """The Scenario a question asks (its fields, parsed; ``facility``: FACILITY_OPTIONS)."""
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
     cat = _question_catalog(tuple(catalog_files), stack, facility)
-    gpu_caps = gpu_caps or {}
-    _check_names(cat, gpus, gpu_caps, nics, ignore, evidence, fabric)
+    gpu_caps = _check_names(cat, gpus, gpu_caps or {}, nics, ignore, evidence, fabric)
     _check_limits(power_cap, max_racks, headroom)
     objective = _objective(objective, budget, deadline, max_gpus, gpu_caps)
-    s, ceiling, precisions = _sequence(spec, seq_len, max_batch_tokens, min_batch_tokens, precision)
+    limits_ = (max_batch_tokens, min_batch_tokens)
+    s, batch, precisions = _sequence(spec, tokens, seq_len, precision, batch_tokens_model, limits_)
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
     chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
     chosen = _with_precision(cat, chosen, precision)
@@ -141,10 +144,9 @@ def build_scenario(
             **_rented(cloud_max_gpus),
             power_cap_mw=power_cap,
             max_racks=max_racks,
-            max_batch_tokens=ceiling,
             precisions=precisions,
+            **batch,
             assumptions=_planning(dp_overlap, memory_overhead, reserved_gb, headroom),
-            min_batch_tokens=min_batch_tokens,
             fabric=FABRICS[fabric],
             disabled=frozenset(ignore),
             catalog_files=tuple(str(p) for p in catalog_files),
@@ -169,11 +171,31 @@ def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: 
     )
 
 
-def _sequence(spec, seq_len, max_batch_tokens, min_batch_tokens, precision: str) -> tuple:
-    """The sequence length, the batch ceiling and the precisions searched."""
+def _sequence(spec, tokens, seq_len, precision: str, model: str, limits_: tuple) -> tuple:
+    """The sequence length, the Scenario's batch fields and the precisions searched: the
+    ceiling (--max-batch-tokens, or the default of the batch-tokens model) checked against
+    one sequence, the floor (--min-batch-tokens) against the ceiling and the model's cap."""
+    ceiling, floor = limits_
     s = seq_len or spec.seq_len
-    ceiling = _batch_ceiling(max_batch_tokens, min_batch_tokens, s)
-    return s, ceiling, ("bf16", "fp8") if precision == "any" else (precision,)
+    model_cap = _model_ceiling(model, spec, tokens, s)
+    if ceiling is None:
+        ceiling = model_cap
+    if ceiling < s:
+        raise UsageError(
+            f"{ceiling:,.0f} is below one sequence of {s:,} tokens", "--max-batch-tokens"
+        )
+    _check_floor(floor, ceiling, None if model == "off" else model_cap)
+    fields = dict(max_batch_tokens=ceiling, min_batch_tokens=floor, batch_tokens_model=model)
+    return s, fields, ("bf16", "fp8") if precision == "any" else (precision,)
+
+
+def _model_ceiling(model: str, spec: TransformerSpec, tokens: float, seq_len: int) -> float:
+    """The batch ceiling a question without --max-batch-tokens gets: the batch-tokens
+    model's largest batch (models/batch_tokens.py), or 16M with the model off."""
+    crit = critical_batch_tokens(model, spec, tokens)
+    if crit is None:
+        return DEFAULT_MAX_BATCH_TOKENS
+    return min(batch_tokens.max_batch_tokens(crit, seq_len), limits.MAX_BATCH_TOKENS)
 
 
 def _rented(cloud_max_gpus: int | None) -> dict[str, Any]:
@@ -215,8 +237,8 @@ def _unknown(kind: str, name: str, known) -> str:
     return f"unknown {kind} {name!r}; choose from {', '.join(known)}"
 
 
-def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) -> None:
-    """Every name the question gives is in the catalog (or among the choices)."""
+def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) -> dict:
+    """Every name the question gives is in the catalog (or among the choices); the GPU caps."""
     if evidence not in EVIDENCE_CHOICES:
         raise UsageError(
             f"unknown value {evidence!r}; use {', '.join(EVIDENCE_CHOICES)}", "--evidence"
@@ -237,6 +259,7 @@ def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) 
             raise UsageError(_unknown("constraint", f, FAMILIES), "--ignore")
     if fabric not in FABRICS:
         raise UsageError(f"unknown fabric {fabric!r}; use one of {', '.join(FABRICS)}", "--fabric")
+    return gpu_caps
 
 
 def _check_limits(power_cap: float | None, max_racks: int | None, headroom: float) -> None:
@@ -261,19 +284,20 @@ def _objective(objective, budget, deadline, max_gpus, gpu_caps) -> str:
     return objective
 
 
-def _batch_ceiling(max_batch_tokens, min_batch_tokens, seq_len: int) -> float:
-    """The global batch ceiling in tokens (default 16M), checked against one sequence and the
-    floor."""
-    ceiling = DEFAULT_MAX_BATCH_TOKENS if max_batch_tokens is None else max_batch_tokens
-    if ceiling < seq_len:
-        raise UsageError(
-            f"{ceiling:,.0f} is below one sequence of {seq_len:,} tokens", "--max-batch-tokens"
-        )
-    if min_batch_tokens is not None and min_batch_tokens > ceiling:
+def _check_floor(min_batch_tokens, ceiling: float, model_cap: float | None) -> None:
+    """The batch floor at most the ceiling and the batch-tokens model's largest batch."""
+    if min_batch_tokens is None:
+        return
+    if min_batch_tokens > ceiling:
         raise UsageError(
             "the floor is above the ceiling (--max-batch-tokens)", "--min-batch-tokens"
         )
-    return ceiling
+    if model_cap is not None and min_batch_tokens > model_cap:
+        raise UsageError(
+            f"the floor is above the batch-tokens model's largest batch, {model_cap:,.0f} "
+            "tokens (3 critical batches); lower it or pass --batch-tokens-model off",
+            "--min-batch-tokens",
+        )
 
 
 def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):

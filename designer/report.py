@@ -75,8 +75,23 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
         "conflict": _plain(conflict.as_dict()) if conflict is not None else None,
         "bom": bom_dict(best) if best is not None else None,
         "explanation": paragraph(s, res, binding, conflict),
+        "batch_tokens": _batch_tokens(s, best),
         "ranking": _confidence().ranking_dict(res),
     }
+
+
+def _batch_trade(s: Scenario, plan):
+    """solvers.batch_trade.batch_trade, imported when a plan is rendered (it loads the
+    performance model: commands that never solve stay light, tests/test_guarantees.py)."""
+    from solvers.batch_trade import batch_trade
+
+    return batch_trade(s, plan)
+
+
+def _batch_tokens(s: Scenario, best) -> dict[str, Any] | None:
+    """The best plan's batch priced in tokens (null without a plan or with the model off)."""
+    trade = None if best is None else _batch_trade(s, best)
+    return None if trade is None else _plain(trade.as_dict())
 
 
 # ---------------------------------------------------------------- evidence
@@ -411,7 +426,9 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     )
     gp = goodput_sentence(ev)
     rent = rental_sentence(s, p)  # a rented plan's term and block (solvers/cloud_terms.py)
-    tail = (" " + gp if gp else "") + (" " + rent if rent else "") + " " + evidence_sentence(s, doc)
+    trade = _batch_trade(s, p)  # the batch's tokens, priced (solvers/batch_trade.py)
+    tail = (" " + gp if gp else "") + (" " + rent if rent else "")
+    tail += (" " + trade.sentence() if trade else "") + " " + evidence_sentence(s, doc)
     binds = [b for b in binding or [] if b.binding]
     if not binding:
         return head + tail

@@ -46,4 +46,9 @@ PLAN_COLUMNS = [
     # issue 31 item 2 (solvers/cloud_terms.py): the rental term a cloud plan is paid under
     # (on-demand, 1-year or 3-year reserved; null when not rented under terms)
     "cloud_term",
+    # issue 31 item 1 (models/batch_tokens.py): the tokens the plan's batch needs (the
+    # question's tokens times max(1, (1 + B / B_crit) / 2)) and the critical batch in
+    # tokens (null with --batch-tokens-model off: effective_tokens is the question's)
+    "effective_tokens",
+    "critical_batch_tokens",
 ]

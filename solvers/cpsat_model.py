@@ -175,8 +175,10 @@ def _scale(ctx: BuildContext) -> None:
         gpu_cap = min(gpu_cap, int(s.budget * 100 // cheapest))
     ctx.gpu_cap = max(1, gpu_cap)
     dp_max, m_max = ctx.gpu_cap, GPU_CAP
-    if ctx.ceiling_seq:
-        dp_max, m_max = min(dp_max, ctx.ceiling_seq), ctx.ceiling_seq
+    # the batch-tokens model's own cap holds with or without the ceiling (exhaustive.py)
+    batch_caps = [c for c in (ctx.ceiling_seq, s.model_batch_cap_seq) if c is not None and c > 0]
+    if batch_caps:
+        dp_max, m_max = min(dp_max, min(batch_caps)), min(batch_caps)
     ctx.dp_max, ctx.m_max = dp_max, max(1, m_max)
     ctx.dp = ctx.md.new_int_var(1, ctx.dp_max, "dp")
     ctx.m = ctx.md.new_int_var(1, ctx.m_max, "microbatches")
@@ -239,6 +241,8 @@ def _batch(ctx: BuildContext) -> None:
     gb_max = max(s.micro_batch for s in shapes) * ctx.dp_max * ctx.m_max
     if "batch_ceiling" in ctx.enforce and ctx.ceiling_seq:
         gb_max = min(gb_max, ctx.ceiling_seq)
+    if ctx.scenario.model_batch_cap_seq is not None:  # not relaxable: the model's range
+        gb_max = min(gb_max, ctx.scenario.model_batch_cap_seq)
     ctx.global_batch = md.new_int_var(1, gb_max, "global_batch")
     md.add_multiplication_equality(ctx.global_batch, [ctx.b_sel, ctx.w])
     # the interleaved schedule itself needs at least p micro-batches (Narayanan et al. SC'21,
@@ -352,7 +356,14 @@ def _search_order(ctx: BuildContext) -> None:
         if ctx.scenario.objective == "time"
         else cp_model.SELECT_LOWER_HALF,
     )
-    md.add_decision_strategy([ctx.m], cp_model.CHOOSE_FIRST, cp_model.SELECT_UPPER_HALF)
+    # m: the largest first, or for the time with tokens that depend on the batch the
+    # smallest (the ceiling's dominance puts it at the critical batch; past it each step
+    # costs tokens): bench/solver.py --batch-tokens --search-work, 70b-30M 1.18 -> 0.015
+    # deterministic s (the cost objective keeps the largest first: 1.9 against 2.4)
+    m_order = cp_model.SELECT_UPPER_HALF
+    if ctx.scenario.critical_batch_seq is not None and ctx.scenario.objective == "time":
+        m_order = cp_model.SELECT_MIN_VALUE
+    md.add_decision_strategy([ctx.m], cp_model.CHOOSE_FIRST, m_order)
     if ctx.cluster is not None:  # then the smallest fabric and the fewest racks (the cheapest)
         md.add_decision_strategy(
             ctx.cluster.tier_literals, cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE

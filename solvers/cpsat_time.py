@@ -10,6 +10,7 @@ form of the same step)."""
 from __future__ import annotations
 
 from models.evaluate import days_from_seconds
+from solvers.cpsat_batch_tokens import add_batch_tokens, tokens_room
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
 from solvers.cpsat_expert import (
     EpTime,
@@ -60,7 +61,7 @@ class _Units:
 def add_time(ctx: BuildContext) -> None:
     """T' = K step / (b m d) in parts, the deadline's days per unit and G x T' (both
     expected, with failures: solvers/cpsat_goodput.py)."""
-    ctx.goodput_room = headroom(ctx)
+    ctx.goodput_room = headroom(ctx) * tokens_room(ctx)
     ctx.unit_s = time_unit(ctx)
     u = _Units(ctx.unit_s)
     cf = ctx.cf
@@ -114,6 +115,7 @@ def add_time(ctx: BuildContext) -> None:
     numer_hi = max(hi(a_sel), hi(a_net), hi(pb_m), hi(rest), 1)
     _per_sequence(ctx, a_sel, bd, pb_m, rest, numer_hi)
     ctx.gpu_time = _gpu_time_per_sequence(ctx, (a_in_v, a_net_v, pb_m_v), rest, numer_hi, ep)
+    add_batch_tokens(ctx)  # the batch's tokens (models/batch_tokens.py), then failures
     add_goodput(ctx)
 
 

@@ -7,8 +7,9 @@ GPUs, then the shape's order. It uses no dominance argument, so the
 differential tests also check the ones CP-SAT relies on (the largest m the
 ceiling allows is best, a multiple of PP under the interleaved schedule; renting
 makes the fastest NIC in every slot best).
-Only when no batch ceiling bounds m (the family switched off) does it take the
-largest m, since the space is then unbounded. Obviously correct, slow: the
+Only when no batch ceiling bounds m (the family switched off, and the batch-tokens
+model off: its own cap bounds the batch) does it take the largest m, since the space
+is then unbounded. Obviously correct, slow: the
 oracle of the differential tests and the baseline of bench/solver.py."""
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ MAX_PAIRS = 20_000_000
 
 def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int, vp: int = 1):
     """Largest and smallest micro-batches per step for each DP degree."""
-    if active(scenario, "batch_ceiling"):
-        ceiling_seq = math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL)
-        m_hi = ceiling_seq // (micro_batch * dps)
+    cap = batch_cap_seq(scenario)
+    if cap is not None:
+        m_hi = cap // (micro_batch * dps)
     else:
         m_hi = np.full_like(dps, GPU_CAP)
     m_lo = np.ones_like(dps)
@@ -58,23 +59,31 @@ def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int,
     return m_hi, m_lo
 
 
+def batch_cap_seq(scenario: Scenario) -> int | None:
+    """The largest global batch in sequences: the enforced ceiling's and the batch-tokens
+    model's (Scenario.model_batch_cap_seq), None without either."""
+    caps = []
+    if active(scenario, "batch_ceiling"):
+        caps.append(math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL))
+    if scenario.model_batch_cap_seq is not None:
+        caps.append(scenario.model_batch_cap_seq)
+    return min(caps) if caps else None
+
+
 def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
     shape = cand.shape
     hi = GPU_CAP // shape.replica_gpus
     cap = scenario.gpu_cap(shape.gpu) if active(scenario, "max_gpus") else None
     if cap is not None:
         hi = min(hi, cap // shape.replica_gpus)
-    if active(scenario, "batch_ceiling"):
+    cap_seq = batch_cap_seq(scenario)
+    if cap_seq is not None:
         m_min = (
             shape.pp
             if ((active(scenario, "pipeline_fill") or shape.vp > 1) and shape.pp > 1)
             else 1
         )
-        hi = min(
-            hi,
-            math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL)
-            // (shape.micro_batch * m_min),
-        )
+        hi = min(hi, cap_seq // (shape.micro_batch * m_min))
     if active(scenario, "budget") and scenario.capex_charged_in_full:
         hi = min(hi, int(scenario.budget * 100 // (gpu_price_cents * shape.replica_gpus)))
     return hi
@@ -229,7 +238,7 @@ def best_for_candidate(
     if not ok_batch.any():
         return None
     # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
-    every_m = every_m and active(scenario, "batch_ceiling")
+    every_m = every_m and batch_cap_seq(scenario) is not None
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     keep = m % microbatch_step(shape.pp, shape.vp) == 0  # every m enumerated: the multiples
     dps, m = dps[keep], m[keep]
@@ -248,7 +257,9 @@ def best_for_candidate(
         cluster = cluster_totals(gpu, nic, cat.switch_for(nic), cat.facility, gpus, k)
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
-        ideal = days_from_seconds(tau / (shape.micro_batch * m * dps) * scenario.sequences)
+        batch = shape.micro_batch * m * dps
+        tokens_x = scenario.token_multiplier(batch)  # the batch's tokens (models/batch_tokens.py)
+        ideal = days_from_seconds(tau / batch * scenario.sequences * tokens_x)
         for spares, storage in _purchases(scenario, gpu.name):
             days, cost_cents, cost, totals = _expected(
                 scenario, gpu, gpus, ideal, cluster, spares, storage

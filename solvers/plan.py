@@ -85,6 +85,8 @@ class Plan:
             **ev.goodput_dict(),
             **purchase_columns(ev, cfg),
             "cloud_term": ev.extra.get("cloud_term"),
+            "effective_tokens": ev.tokens,
+            "critical_batch_tokens": ev.extra.get("critical_batch_tokens"),
         }
 
 
@@ -124,7 +126,7 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         hw,
         layout,
         scenario.seq_len,
-        scenario.tokens,
+        scenario.tokens * scenario.token_multiplier(layout.global_batch),  # the batch's tokens
         a,
         failures=scenario.failure_model(gpu.name),
         experts=config.shape.experts,  # EP and ETP (1 and 1 for a dense model)
@@ -133,6 +135,8 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
+    crit = scenario.critical_batch_seq
+    ev.extra["critical_batch_tokens"] = None if crit is None else crit * scenario.seq_len
     # the evaluator's checks (models/feasibility.py), then the families it does not check
     violations = [v for v in ev.violations if active(scenario, v.constraint)]
     for family in REGISTRY:

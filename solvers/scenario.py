@@ -7,6 +7,13 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import DEFAULT_STACK, NICSpec
+from models.batch_tokens import (
+    MAX_CRITICAL_BATCHES,
+    MODELS,
+    critical_batch_sequences,
+    critical_batch_tokens,
+    token_multiplier,
+)
 from models.goodput import FailureModel, failure_model
 from models.layout import Assumptions
 from models.spec import TransformerSpec
@@ -107,6 +114,9 @@ class Scenario:
     cloud_terms: bool = True
     cloud_max_gpus: int | None = None
     cloud_term: str | None = None
+    # tokens that depend on the batch (models/batch_tokens.py, issue 31 item 1): "off" (a
+    # Scenario built directly) or the critical-batch model the question names
+    batch_tokens_model: str = "off"
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
@@ -115,6 +125,8 @@ class Scenario:
             raise ValueError(f"objective must be one of {OBJECTIVES}")
         if self.pricing not in PRICINGS:
             raise ValueError(f"pricing must be one of {PRICINGS}")
+        if self.batch_tokens_model not in MODELS:
+            raise ValueError(f"batch_tokens_model must be one of {MODELS}")
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
     budget = _limit("budget_usd", "budget")
@@ -154,6 +166,30 @@ class Scenario:
 
     ceiling_tokens = _limit("max_batch_tokens", "batch_ceiling")
     floor_tokens = _limit("min_batch_tokens", "batch_floor")
+
+    @property
+    def critical_batch_seq(self) -> int | None:
+        """The critical batch in whole sequences (None: the tokens do not depend on it)."""
+        key = "critical_batch_seq"
+        if key not in self.memo:
+            crit = critical_batch_tokens(self.batch_tokens_model, self.spec, self.tokens)
+            self.memo[key] = None if crit is None else critical_batch_sequences(crit, self.seq_len)
+        return self.memo[key]
+
+    @property
+    def model_batch_cap_seq(self) -> int | None:
+        """The largest global batch the batch-tokens model admits, in sequences, with or
+        without the ceiling family (models.batch_tokens.MAX_CRITICAL_BATCHES; None: off)."""
+        crit = self.critical_batch_seq
+        return None if crit is None else int(MAX_CRITICAL_BATCHES * crit)
+
+    def token_multiplier(self, batch_sequences):
+        """Tokens to train at a global batch of ``batch_sequences`` per question token
+        (1 without the batch-tokens model; floats or numpy arrays)."""
+        crit = self.critical_batch_seq
+        if crit is None:
+            return batch_sequences * 0 + 1.0
+        return token_multiplier(batch_sequences, crit)
 
     @property
     def sequences(self) -> float:

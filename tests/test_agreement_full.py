@@ -73,3 +73,23 @@ def test_generator_draws_every_option():
         except UsageError:  # e.g. fp8 on GPUs without it: the CLI refuses it too
             pass
     assert accepted >= 30
+
+
+def test_the_draws_plan_past_the_critical_batch():
+    """The small draws exercise the batch-tokens model where it charges (issue 31 item 1):
+    of the first 60 questions the CLI accepts, 10 have a CP-SAT plan past the critical
+    batch (README "Tokens that depend on the batch"), each within the model's cap."""
+    past = 0
+    for seed in range(N_SMALL):
+        kw, top_k = agreement.full_question(seed, small=True)
+        try:
+            s = build_scenario(**kw)
+        except UsageError:
+            continue
+        crit = s.critical_batch_seq
+        plans = solve_cpsat(s, top_k=top_k, time_limit_s=TIME_LIMIT_S).plans
+        batches = [p.evaluation.layout.global_batch for p in plans]
+        if crit is not None and any(b > crit for b in batches):
+            past += 1
+            assert max(batches) <= s.model_batch_cap_seq
+    assert past == 10

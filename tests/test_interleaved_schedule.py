@@ -43,8 +43,15 @@ def _vp2_shape(s):
 def test_both_solvers_take_the_largest_multiple_of_pp():
     """Under the 16M-token ceiling, DP 36 allows 113 micro-batches of 4,096 tokens; the
     interleaved shape takes 112 (CP-SAT's ceiling dominance steps by PP: it took DP 32 with
-    128 while the rule was a plain constraint, 12% slower)."""
-    s = build_scenario(model="llama2-13b", tokens=1e12, budget=3e6, gpus=("h100-sxm",))
+    128 while the rule was a plain constraint, 12% slower). The 16M ceiling is the default
+    with the batch-tokens model off (its own default ceiling is 3 critical batches)."""
+    s = build_scenario(
+        model="llama2-13b",
+        tokens=1e12,
+        budget=3e6,
+        gpus=("h100-sxm",),
+        batch_tokens_model="off",
+    )
     cands = _vp2_shape(s)
     assert len(cands) == 1
     ref = solve_exhaustive(s, candidates=cands)
@@ -52,6 +59,18 @@ def test_both_solvers_take_the_largest_multiple_of_pp():
     assert (ref.best.config.dp, ref.best.config.microbatches) == (36, 112)
     assert (got.best.config.dp, got.best.config.microbatches) == (36, 112)
     assert got.best.objective == pytest.approx(ref.best.objective, rel=1e-6)
+
+
+def test_both_solvers_agree_on_the_shape_with_the_batch_tokens_model():
+    """With the batch-tokens model on, the dominance holds up to the critical batch only
+    (solvers/families/batch_ceiling.py): both solvers still agree on the shape's best."""
+    s = build_scenario(model="llama2-13b", tokens=1e12, budget=3e6, gpus=("h100-sxm",))
+    cands = _vp2_shape(s)
+    ref = solve_exhaustive(s, candidates=cands)
+    got = solve_cpsat(s, candidates=cands)
+    assert got.status == ref.status == "optimal"
+    assert got.best.objective == pytest.approx(ref.best.objective, rel=1e-6)
+    assert got.best.config.microbatches % 2 == 0
 
 
 @pytest.mark.parametrize("budget", [3e6, 8e6])

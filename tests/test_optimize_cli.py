@@ -121,7 +121,11 @@ def test_optimize_json_plan_keys_and_invariants(base):
     assert plan["global_batch"] == plan["micro_batch"] * plan["grad_accum"] * plan["dp"]
     assert plan["nodes"] * plan["gpus_per_node"] >= plan["num_gpus"]
     assert (plan["nodes"] - 1) * plan["gpus_per_node"] < plan["num_gpus"]
-    assert plan["global_batch"] * 4096 <= 16 * 2**20  # default ceiling, llama2-70b's 4,096
+    # the default ceiling: 3 critical batches of the batch-tokens model (models/batch_tokens.py)
+    crit_seqs = plan["critical_batch_tokens"] // 4096  # llama2-70b's 4,096
+    assert plan["global_batch"] <= 3 * crit_seqs
+    need = max(1.0, (crit_seqs + plan["global_batch"]) / (2 * crit_seqs))
+    assert plan["effective_tokens"] == pytest.approx(2e12 * need, rel=1e-12)
     assert plan["time_to_train_days"] == pytest.approx(base["objective"]["value"], rel=1e-12)
     assert 0 < plan["mfu"] < 1
     assert 0 < plan["memory_gb_per_gpu"] <= 80.0

@@ -18,6 +18,7 @@ from designer.numbers import parse_quantity
 from designer.question import META, QUESTION_FIELDS, Question, answer_key, answer_question
 from designer.questions import _from_answer, build_scenario
 from designer.sweep import AXIS_FIELDS
+from models.batch_tokens import MODELS as BATCH_MODELS
 from solvers.scenario import PRICINGS
 
 
@@ -82,6 +83,7 @@ FIELD_VALUES = {
     "checkpoint_every": _optional(st.floats(0.01, 1e6)),
     "failure_scale": st.floats(0, 1e4),
     "ep_in_domain": st.booleans(),
+    "batch_tokens_model": _choice("batch_tokens_model"),
 }
 
 
@@ -96,6 +98,7 @@ def test_every_question_field_has_a_strategy_a_flag_and_an_axis():
     assert get_args(Question.model_fields["stack"].annotation) == STACKS
     assert get_args(Question.model_fields["fabric"].annotation) == tuple(FABRICS)
     assert get_args(Question.model_fields["pricing"].annotation) == PRICINGS
+    assert get_args(Question.model_fields["batch_tokens_model"].annotation) == BATCH_MODELS
 
 
 @settings(max_examples=200, deadline=None)

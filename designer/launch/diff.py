@@ -31,10 +31,13 @@ GOODPUT = ("ideal_time_days", "goodput", "failures_expected", "checkpoint_interv
 PURCHASES = ("hot_spares_per_100", "hot_spare_servers", "checkpoint_storage_gb_per_s_per_server")
 # the rental term a cloud plan is paid under (solvers/cloud_terms.py): an outcome of renting
 RENTAL = ("cloud_term",)
+# the tokens the batch needs (models/batch_tokens.py): the command's batch is the plan's
+BATCH_TOKENS = ("effective_tokens", "critical_batch_tokens")
 SETTINGS = tuple(
     c
     for c in PLAN_COLUMNS
-    if c not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT, *PURCHASES, *RENTAL)
+    if c
+    not in ("rank", "gpu", "gpus_per_node", *OUTCOMES, *GOODPUT, *PURCHASES, *RENTAL, *BATCH_TOKENS)
 )
 
 
@@ -75,9 +78,9 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
     )
     ex = ExpertLayout(run.ep, run.etp)
     failures = scenario.failure_model(hw.gpu.name)
-    ev = evaluate(
-        scenario.spec, hw, run.layout, scenario.seq_len, scenario.tokens, a, ex, failures=failures
-    )
+    # the tokens its batch needs (models/batch_tokens.py), as the optimized plan is charged
+    tokens = scenario.tokens * scenario.token_multiplier(run.layout.global_batch)
+    ev = evaluate(scenario.spec, hw, run.layout, scenario.seq_len, tokens, a, ex, failures=failures)
     ev.extra["cost_usd"] = cost_usd(ev, scenario.pricing)
     ev.extra["gpus_per_node"] = hw.gpu.server.gpus_per_server
     return ev

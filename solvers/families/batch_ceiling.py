@@ -2,7 +2,8 @@
 
 Checked by the performance model (models/feasibility.py check_layout, from
 Assumptions.batch_ceiling_tokens). In CP-SAT the largest micro-batch count the ceiling
-allows is always best (the dominance the exhaustive solver's docstring states)."""
+allows is always best (the dominance the exhaustive solver's docstring states); with
+tokens that depend on the batch, the largest up to the critical batch."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ class BatchCeiling(EvaluatorCheck):
     def encode(self, ctx: BuildContext) -> None:
         on, ceiling = ctx.enforce[self.name], ctx.ceiling_seq
         ctx.md.add(ctx.global_batch <= ceiling).only_enforce_if(on)
+        crit = ctx.scenario.critical_batch_seq
+        if ceiling and crit is not None:
+            # with tokens that depend on the batch, a larger m is best only up to the
+            # critical batch (past it each micro-batch costs tokens: cpsat_batch_tokens.py)
+            ceiling = min(ceiling, crit)
         if ceiling:
             # dominance: the largest m the ceiling allows is always best (exhaustive.py); under
             # the interleaved schedule m steps by p (cpsat_model._batch), so the largest is
