@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 
 from models.flops import training_flops_6nd
+from models.moe import active_params
 from models.spec import TransformerSpec
 
 MODELS = ("deepseek", "off")
@@ -59,8 +60,6 @@ def token_params(spec: TransformerSpec) -> float:
     """The parameters one token uses (all of a dense model; a MoE model's active ones)."""
     if spec.is_dense:
         return float(spec.params())
-    from models.moe import active_params
-
     return float(active_params(spec))
 
 

@@ -8,10 +8,12 @@ from typing import Any
 from catalog.catalog import Catalog
 from catalog.specs import DEFAULT_STACK, NICSpec
 from models.batch_tokens import (
+    DEFAULT_MODEL,
     MAX_CRITICAL_BATCHES,
     MODELS,
     critical_batch_sequences,
     critical_batch_tokens,
+    max_batch_tokens,
     token_multiplier,
 )
 from models.goodput import FailureModel, failure_model
@@ -22,6 +24,10 @@ OBJECTIVES = ("time", "cost")
 PRICINGS = ("capex", "cloud", "tco")
 DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch; Dubey et al. 2024)
 # virtual stages searched by default: the solve-time targets (README "What the space leaves out")
+# max_batch_tokens's default: the batch-tokens model's largest batch (3 critical batches,
+# models/batch_tokens.py), or DEFAULT_MAX_BATCH_TOKENS with the model off; resolved when the
+# Scenario is built, so code and the CLI (designer/questions.py) get the same ceiling
+MODEL_CEILING = -1.0
 DEFAULT_MAX_VIRTUAL_STAGES = 5
 GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
 # Planning defaults for memory the tensors do not account for (README "Memory headroom").
@@ -79,7 +85,7 @@ class Scenario:
     gpu_caps: tuple[tuple[str, int], ...] = ()  # availability: at most N GPUs of a type
     power_cap_mw: float | None = None  # facility power (IT x PUE, nameplate)
     max_racks: int | None = None
-    max_batch_tokens: float | None = DEFAULT_MAX_BATCH_TOKENS
+    max_batch_tokens: float | None = MODEL_CEILING
     min_batch_tokens: float | None = None
     precisions: tuple[str, ...] = ("bf16",)
     recompute_modes: tuple[str, ...] = ("none", "selective", "full")
@@ -114,9 +120,9 @@ class Scenario:
     cloud_terms: bool = True
     cloud_max_gpus: int | None = None
     cloud_term: str | None = None
-    # tokens that depend on the batch (models/batch_tokens.py, issue 31 item 1): "off" (a
-    # Scenario built directly) or the critical-batch model the question names
-    batch_tokens_model: str = "off"
+    # tokens that depend on the batch (models/batch_tokens.py, issue 31 item 1): the
+    # critical-batch model, on by default as in the CLI's question; "off": tokens are fixed
+    batch_tokens_model: str = DEFAULT_MODEL
     # values derived from this question alone (solvers/bounds.py); not copied by with_changes
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
@@ -127,6 +133,16 @@ class Scenario:
             raise ValueError(f"pricing must be one of {PRICINGS}")
         if self.batch_tokens_model not in MODELS:
             raise ValueError(f"batch_tokens_model must be one of {MODELS}")
+        if self.max_batch_tokens == MODEL_CEILING:
+            object.__setattr__(self, "max_batch_tokens", self.model_ceiling_tokens())
+
+    def model_ceiling_tokens(self) -> float:
+        """The batch ceiling of a question that names none: 3 critical batches under the
+        batch-tokens model (models.batch_tokens.max_batch_tokens), 16M tokens with it off."""
+        crit = critical_batch_tokens(self.batch_tokens_model, self.spec, self.tokens)
+        if crit is None:
+            return DEFAULT_MAX_BATCH_TOKENS
+        return max_batch_tokens(crit, self.seq_len)
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
     budget = _limit("budget_usd", "budget")

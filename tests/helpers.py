@@ -31,7 +31,12 @@ from solvers.space import EVEN, Shape, pipeline_splits
 # The library Scenario's defaults before issue 32 made them the CLI's (failures on, rented
 # blocks under terms, 3 GB reserved and 5% headroom): the ideal model, renting any GPU count
 # by the hour, the seed's memory rules. The tests written for those questions ask them so.
-IDEAL = {"no_failures": True, "cloud_terms": False, "assumptions": Assumptions()}
+IDEAL = {
+    "no_failures": True,
+    "cloud_terms": False,
+    "assumptions": Assumptions(),
+    "batch_tokens_model": "off",
+}
 
 
 def ideal_scenario(**fields) -> Scenario:

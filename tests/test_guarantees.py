@@ -247,6 +247,9 @@ def test_a_model_whose_domains_overflow_is_built_coarser():
         stack="vtrain-2022",
         failure_scale=1000,
         evidence="any",
+        # the overflow's subject; with the batch-tokens model on, the coarsened build's
+        # rounding excludes DP 14 at $791,639 of the $792,038 budget (README, "Not yet done")
+        batch_tokens_model="off",
     )
     got, ref = solve_cpsat(s), solve_exhaustive(s)
     assert got.status == "optimal"
