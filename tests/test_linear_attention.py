@@ -206,3 +206,46 @@ def test_evaluate_the_modelzoo_layout(capsys):
     assert code == 0
     assert "recompute modules layernorm,moe_act,shared_expert" in out
     assert "feasible: yes" in out
+
+
+# Qwen/Qwen3-Next-80B-A3B-Instruct config.json (the zoo's source), the keys the importer reads
+NEXT_CONFIG = {
+    "model_type": "qwen3_next", "num_hidden_layers": 48, "hidden_size": 2048,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+    "intermediate_size": 5120, "hidden_act": "silu", "vocab_size": 151936,
+    "tie_word_embeddings": False, "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+    "rms_norm_eps": 1e-06, "num_experts": 512, "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+    "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True,
+    "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "router_aux_loss_coef": 0.001, "output_router_logits": False,
+}  # fmt: skip
+
+
+def test_config_json_imports_as_the_zoo_model():
+    from models.zoo import from_hf_config
+
+    spec = from_hf_config(dict(NEXT_CONFIG), "config.json")
+    assert spec.architecture() == NEXT.architecture()
+    assert spec.params() == NEXT.params()
+    kinds = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(48)]
+    listed = {k: v for k, v in NEXT_CONFIG.items() if k != "full_attention_interval"}
+    assert from_hf_config({**listed, "layer_types": kinds}, "c").architecture() == (
+        NEXT.architecture()
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"layer_types": ["linear_attention", "full_attention"] * 24}, "layer_types"),
+        ({"linear_conv_kernel_dim": None}, "linear_conv_kernel_dim"),
+    ],
+)
+def test_config_json_names_the_key_it_cannot_read(change, key):
+    from models.errors import ModelError
+    from models.zoo import from_hf_config
+
+    with pytest.raises(ModelError, match=f"^c: {key}: "):
+        from_hf_config({**NEXT_CONFIG, **change}, "c")
