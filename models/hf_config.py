@@ -279,17 +279,21 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
         if cfg.get(hf_key) is not None:
             fields[ours] = float(cfg[hf_key])
     fields.update(moe_fields(cfg, origin, fields["seq_len"]))
-    fields.update(linear_attention_fields(cfg, origin, int(fields["layers"])))
+    fields.update(linear_attention_fields(cfg, origin, fields["layers"]))
     name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
     fields["name"] = str(name)
     return fields
 
 
-def linear_attention_fields(cfg: dict[str, Any], origin: str, layers: int) -> dict[str, Any]:
+def linear_attention_fields(cfg: dict[str, Any], origin: str, layers: Any) -> dict[str, Any]:
     """Qwen3-Next's per-layer attention types (models/linear_attention.py): every
     ``full_attention_interval``-th layer full attention, the others Gated DeltaNet of the
     ``linear_*`` widths; a ``layer_types`` list must be that pattern (ModelError naming the
-    key otherwise), and a gated family's attention has its output gate."""
+    key otherwise), and a gated family's attention has its output gate. ``layers`` is the
+    config's layer count, checked by the spec's validation (a pattern is compared with
+    it only when it is a whole number in the spec's range)."""
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= 100_000:
+        layers = None
     kinds = cfg.get("layer_types")
     linear = isinstance(kinds, list) and "linear_attention" in map(str, kinds)
     every = cfg.get("full_attention_interval")
@@ -299,9 +303,12 @@ def linear_attention_fields(cfg: dict[str, Any], origin: str, layers: int) -> di
         raise ModelError(f"{origin}: layer_types: sliding and linear attention together")
     if every is None:  # the pattern from the list: its first full-attention layer
         full = [i for i, k in enumerate(map(str, kinds or [])) if k == "full_attention"]
-        every = full[0] + 1 if full else layers + 1
-    every = int(every)
-    if isinstance(kinds, list):
+        every = full[0] + 1 if full else len(kinds or []) + 1
+    if isinstance(every, float) and every.is_integer():
+        every = int(every)
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise ModelError(f"{origin}: full_attention_interval: {every!r}; give a whole number")
+    if isinstance(kinds, list) and layers is not None:
         kind = ("linear_attention", "full_attention")
         want = [kind[(i + 1) % every == 0] for i in range(layers)]
         if list(map(str, kinds)) != want:

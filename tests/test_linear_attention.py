@@ -249,3 +249,20 @@ def test_config_json_names_the_key_it_cannot_read(change, key):
 
     with pytest.raises(ModelError, match=f"^c: {key}: "):
         from_hf_config({**NEXT_CONFIG, **change}, "c")
+
+
+HOSTILE = [0, -1, float("nan"), "x", "4", [], {}, True, 10**30, None, 1e308, 0.5]
+LINEAR_KEYS = [k for k in NEXT_CONFIG if k.startswith("linear_") or k == "full_attention_interval"]
+
+
+@pytest.mark.parametrize("key", [*LINEAR_KEYS, "layer_types"])
+def test_hostile_linear_attention_keys_exit_cleanly(tmp_path, capsys, key):
+    import json
+
+    for value in HOSTILE:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**NEXT_CONFIG, key: value}))
+        code, _, err = run_main(capsys, ["models", "show", str(path)])
+        assert code in (0, 1, 2), (key, value, err)
+        if code:
+            assert "internal error" not in err and err.count("\n") <= 1, (key, value, err)
