@@ -64,7 +64,9 @@ cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
 (``dualpipe_bubble_scale``; stages r and PP-1-r on rank r), ``recompute_modules`` and
 ``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations),
 ``routed_elementwise`` (the routed copies' element-wise HBM traffic,
-``routed_elementwise_per_microbatch_s``) and ``probs_in_combine`` (memory only).
+``routed_elementwise_per_microbatch_s``), ``probs_in_combine`` (memory only) and
+``linear_attention_chunk`` (Gated DeltaNet's convolution and chunked delta rule,
+``gdn_chunk_per_microbatch_s``; models/linear_attention.py).
 
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
