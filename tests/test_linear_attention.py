@@ -266,3 +266,41 @@ def test_hostile_linear_attention_keys_exit_cleanly(tmp_path, capsys, key):
         assert code in (0, 1, 2), (key, value, err)
         if code:
             assert "internal error" not in err and err.count("\n") <= 1, (key, value, err)
+
+
+ALL_FULL = NEXT.model_copy(
+    update={
+        "full_attention_every": 1, "linear_key_heads": None, "linear_value_heads": None,
+        "linear_key_head_dim": None, "linear_value_head_dim": None, "linear_conv_kernel": None,
+    }
+)  # fmt: skip
+
+
+def test_gdn_projections_replace_attention_gemms_and_the_core(hw):
+    """36 of 48 layers as Gated DeltaNet: per token and forward-equivalent 2 x (GDN
+    projection weights - full attention weights) more GEMM work per linear layer (the
+    small conv, A_log, dt_bias and norm weights counted with them, as the mean does), and
+    the quadratic core of those 36 layers gone (chunk term off on both sides)."""
+    from models.expert import attention_core_forward_per_token
+    from models.step import StageWork, work_gemm_s
+
+    ex = ExpertLayout(ep=32, linear_attention_chunk=False)
+    a = moe_gemm_per_microbatch_s(NEXT, FLAT, 4096, hw.gpu, ex)
+    b = moe_gemm_per_microbatch_s(ALL_FULL, FLAT, 4096, hw.gpu, ex)
+    t, fwd = 4096, forward_passes(FLAT.recompute)
+    linear = t * fwd * 36 * 2.0 * (la.gdn_params(NEXT) - moe.attention_params(NEXT))
+    assert hw.gpu.calibration.flash_attention and FLAT.recompute != "full"
+    core_passes = 3.5  # FlashAttention's passes (models/expert.py)
+    core = -t * 36 * attention_core_forward_per_token(NEXT, 4096) * core_passes
+    want = work_gemm_s(StageWork(linear, core, 0.0), H, FLAT, hw.gpu)
+    assert a - b == pytest.approx(want, rel=1e-9)
+
+
+def test_gdn_activations_switched_to_full_attention_by_their_formula():
+    layout = Layout(tp=1, pp=1, dp=32, micro_batch=1, global_batch=32)  # 1 micro-batch
+    a = Assumptions()
+    gdn = _moe_ranks(NEXT, layout, 4096, a, 32, 1, None, 1.0)[0].act
+    full = _moe_ranks(ALL_FULL, layout, 4096, a, 32, 1, None, 1.0)[0].act
+    coeff = (2 * (2 * D_QK + 2 * D_V + 2 * N_V) + 2 * (2 * D_QK + D_V) + 4 * D_V) / H
+    full_coeff = 2.0 + 4.0 * 2 / 16 + 2.0 + 2.0 * Q_WIDTH / H
+    assert gdn - full == pytest.approx(36 * 4096 * H * (coeff - full_coeff))
