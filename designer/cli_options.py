@@ -109,7 +109,7 @@ EVALUATE_OPTIONS = [
         "--recompute-modules",
         default="",
         help="Mixture-of-experts: Megatron-LM --recompute-modules that the model prices, "
-        "comma-separated: layernorm, mla_up_proj, moe_act, moe.",
+        "comma-separated: layernorm, mla_up_proj, moe_act, moe, shared_expert.",
     ),
     click.option(
         "--fp8-activations",

@@ -64,7 +64,9 @@ cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
 (``dualpipe_bubble_scale``; stages r and PP-1-r on rank r), ``recompute_modules`` and
 ``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations),
 ``routed_elementwise`` (the routed copies' element-wise HBM traffic,
-``routed_elementwise_per_microbatch_s``) and ``probs_in_combine`` (memory only).
+``routed_elementwise_per_microbatch_s``), ``probs_in_combine`` (memory only) and
+``linear_attention_chunk`` (Gated DeltaNet's convolution and chunked delta rule,
+``gdn_chunk_per_microbatch_s``; models/linear_attention.py).
 
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
@@ -79,6 +81,7 @@ from functools import lru_cache
 
 from catalog.specs import GPUSpec
 from models import comm, flops, moe, scaleup
+from models import linear_attention as la
 from models.layout import Assumptions, Layout, Network
 from models.memory import MoEMemory, StoredActivations, moe_memory_per_gpu, moe_rank_counts
 from models.spec import TransformerSpec
@@ -88,6 +91,7 @@ from models.step import (
     forward_passes,
     group_reduce_s,
     host_issue_per_microbatch_s,
+    matmul_efficiency,
     memory_bound_per_microbatch_s,
     nic_share_gb_per_s,
     step_coefficients,
@@ -146,6 +150,9 @@ class ExpertLayout:
     # tokens of expert width) and the shared experts, not over the dense formula's one
     # ``ffn`` (``routed_elementwise_per_microbatch_s``); False leaves the dense formula's
     routed_elementwise: bool = True
+    # the Gated DeltaNet layers' convolution and chunked delta rule as their own kernels
+    # (``gdn_chunk_per_microbatch_s``); False leaves them out (their projections stay GEMMs)
+    linear_attention_chunk: bool = True
 
     @property
     def load(self) -> float:
@@ -361,12 +368,13 @@ def _per_token_forward(spec: TransformerSpec, seq_len: int) -> tuple[float, ...]
     and shared experts, of its top-k routed experts (balanced), of the attention core, and
     of the logits (the parts moe_gemm_per_microbatch_s prices)."""
     h, m = spec.hidden, spec.mlp_matrices
-    attn = moe.attention_params(spec)
+    attn = moe.mean_attention_params(spec)
     dense_fwd = 2.0 * (attn + m * h * spec.ffn)
     moe_fwd = 2.0 * (attn + m * h * spec.shared_experts * spec.shared_expert_ffn)
     moe_fwd += 2.0 * h * (spec.experts or 0)  # the router (replicated over TP)
     routed = 2.0 * (spec.experts_per_token or 0) * m * h * spec.expert_ffn
-    core = attention_core_forward_per_token(spec, seq_len)
+    # the quadratic core of the full-attention layers only, at the mean over the layers
+    core = attention_core_forward_per_token(spec, seq_len) * (1.0 - la.linear_share(spec))
     return dense_fwd, moe_fwd, routed, core, flops.logit_forward_flops_per_token(spec)
 
 
@@ -377,19 +385,48 @@ def recompute_module_forwards(
     extra forward FLOPs per token of its MLA up-projections) that ``recompute_modules``
     re-run (Megatron-Core's --recompute-modules: ``moe`` checkpoints the whole MoE layer,
     ``mla_up_proj`` the q_b and kv_b projections); 0 under full recomputation, which
-    already re-runs the layer."""
+    already re-runs the layer. ``shared_expert`` re-runs the shared experts' forward GEMMs
+    (counted with the up-projections' FLOPs; nothing more under ``moe``)."""
     if layout.recompute == "full":
         return 0.0, 0.0
     again = 1.0 if "moe" in ex.recompute_modules else 0.0
     up = 0.0
+    if "shared_expert" in ex.recompute_modules and not again:
+        width = spec.shared_experts * spec.shared_expert_ffn
+        up += 2.0 * spec.mlp_matrices * spec.hidden * width
     if spec.is_mla and "mla_up_proj" in ex.recompute_modules:
         assert spec.kv_lora_rank and spec.qk_head_dim and spec.qk_rope_head_dim
         assert spec.v_head_dim
         qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
         q_in = spec.q_lora_rank or 0
         kv = spec.kv_lora_rank * spec.heads * (spec.qk_head_dim + spec.v_head_dim)
-        up = 2.0 * (q_in * qk + kv)
+        up += 2.0 * (q_in * qk + kv)
     return again, up
+
+
+def gdn_chunk_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout, layers: int
+) -> float:
+    """The Gated DeltaNet layers' convolution and chunked delta rule on a rank of
+    ``layers`` layers (their linear share of them, models.linear_attention): T x
+    (2 k_c (2 d_qk + d_v') + 8 n_v d_v^2) FLOPs per layer and forward (Megatron-LM
+    ``gdn_layer_flops``), three forward-equivalents (four under full recomputation), at
+    the attention kernels' efficiency of the bf16 peak (flash-linear-attention's chunk
+    kernels are Triton kernels like the attention core, not cuBLAS GEMMs; the catalog's
+    ``attention_efficiency``, no causal half: the formula counts only what runs), or the
+    GEMM efficiency where the GPU has none. 0 without linear attention or with
+    ``linear_attention_chunk`` off."""
+    if not spec.has_linear_attention or not ex.linear_attention_chunk:
+        return 0.0
+    per_token = la.gdn_conv_forward_per_token(spec) + la.gdn_chunk_forward_per_token(spec)
+    passes = 3.0 + (1.0 if layout.recompute == "full" else 0.0)
+    work = tokens_per_gpu(layout, seq_len) * passes * layers * la.linear_share(spec)
+    work *= per_token
+    cal = gpu.calibration
+    if cal.attention_efficiency is None:
+        peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
+        return work / (peak * 1e12 * matmul_efficiency(gpu, spec.hidden, layout.tp))
+    return work / (gpu.dense_bf16_tflops * 1e12 * cal.attention_efficiency)
 
 
 def permute_per_microbatch_s(
@@ -496,7 +533,7 @@ def moe_gemm_per_microbatch_s(
     h = spec.hidden
     t = tokens_per_gpu(layout, seq_len)
     dense_fwd, moe_fwd, routed_one, core, logit_fwd = _per_token_forward(spec, seq_len)
-    attn_fwd = 2.0 * moe.attention_params(spec)
+    attn_fwd = 2.0 * moe.mean_attention_params(spec)
     routed_fwd = routed_one * ex.load
     forwards = forward_passes(layout.recompute)
     if gpu.calibration.flash_attention:
@@ -522,6 +559,7 @@ def moe_gemm_per_microbatch_s(
         routed_passes = forwards + moe_forwards
         routed = StageWork(t * routed_passes * n_moe * routed_fwd / gg, 0.0, 0.0)
         seconds = work_gemm_s(work, h, layout, gpu) + work_gemm_s(routed, h, layout, gpu)
+        seconds += gdn_chunk_per_microbatch_s(spec, layout, seq_len, gpu, ex, n_dense + n_moe)
         worst = max(worst, seconds)
     return worst
 

@@ -15,6 +15,7 @@ Sources:
 
 from __future__ import annotations
 
+from models import linear_attention as la
 from models import moe
 from models.spec import TransformerSpec
 
@@ -84,7 +85,13 @@ def moe_flops_terms_per_token(spec: TransformerSpec, seq_len: int) -> dict[str, 
       (s x Q width / 2 + s x V width / 2) per token and layer (at this commit Megatron
       halves the square; the dense planner's ``model_flops_per_token`` counts the full
       square of Narayanan et al. SC'21 and is unchanged);
-    - logits: 6 x h x vocab per pass.
+    - logits: 6 x h x vocab per pass;
+    - Gated DeltaNet layers (``full_attention_every`` > 1, models/linear_attention.py) as
+      Megatron-LM's ``gdn_layer_flops`` at d98e8a64dd counts them: their projections in
+      ``attention_projections``, no attention core, and the terms ``gdn_conv`` and
+      ``gdn_chunk``; a gated attention's output gate (``attention_output_gate``: h x
+      heads x head_dim more query projection, Megatron's ``gate_projection_size``) is
+      ``attention_output_gate``.
 
     ``router`` (6 x h x experts per MoE layer) is reported but not in ``megatron`` (the
     commit leaves it out); ``total`` includes it. Biases and norms other than MTP's are
@@ -112,12 +119,18 @@ def moe_flops_terms_per_token(spec: TransformerSpec, seq_len: int) -> dict[str, 
         kv_width = spec.kv * spec.head_dim
         projections = 2 * h * spec.q_width + 2 * h * kv_width
         core = s * spec.q_width  # (s x q / 2) for the scores and (s x q / 2) for A V
+    n_linear = la.linear_layers(spec) if spec.has_linear_attention else 0
+    n_full = n_layers - n_linear
     terms = {
         "dense_mlp": 6.0 * dense_n * m * h * spec.ffn,
         "routed_experts": 6.0 * moe_n * k * m * h * spec.expert_ffn,
         "shared_experts": 6.0 * moe_n * spec.shared_experts * m * h * spec.shared_expert_ffn,
-        "attention_projections": 6.0 * n_layers * projections,
-        "attention_core": 6.0 * n_layers * core,
+        "attention_projections": 6.0 * (n_full * projections)
+        + 6.0 * n_linear * la.gdn_projection_params(spec),
+        "attention_core": 6.0 * n_full * core,
+        "attention_output_gate": 3.0 * n_full * la.output_gate_params(spec) * 2,
+        "gdn_conv": 3.0 * n_linear * la.gdn_conv_forward_per_token(spec),
+        "gdn_chunk": 3.0 * n_linear * la.gdn_chunk_forward_per_token(spec),
         "mtp_projection": 6.0 * mtp * (3 * h + 2 * h * h),
         "logits": 6.0 * h * spec.vocab * (mtp + 1),
         "router": 6.0 * moe_n * h * (spec.experts or 0),

@@ -78,7 +78,18 @@ GATED_TYPES = {
 QKV_BIAS_TYPES = {"qwen2"}
 # families whose attention normalises each query and key head (head_dim weights each):
 # transformers' Qwen3Attention / Qwen3MoeAttention q_norm and k_norm
-QK_NORM_TYPES = {"qwen3", "qwen3_moe"}
+QK_NORM_TYPES = {"qwen3", "qwen3_moe", "qwen3_next"}
+# families whose full-attention layers gate their output (transformers' Qwen3NextAttention:
+# q_proj twice the query width, half of it a sigmoid gate)
+OUTPUT_GATE_TYPES = {"qwen3_next"}
+# Qwen3-Next's linear-attention keys -> the spec's (models/linear_attention.py)
+_LINEAR_KEYS = {
+    "linear_num_key_heads": "linear_key_heads",
+    "linear_num_value_heads": "linear_value_heads",
+    "linear_key_head_dim": "linear_key_head_dim",
+    "linear_value_head_dim": "linear_value_head_dim",
+    "linear_conv_kernel_dim": "linear_conv_kernel",
+}
 
 
 @cache
@@ -151,6 +162,7 @@ _NUMBER_KEYS = (
     *("rope_theta", "partial_rotary_factor", "rms_norm_eps", "layer_norm_eps"),
     *("layer_norm_epsilon", "attention_dropout", "attn_pdrop", "hidden_dropout"),
     *("resid_pdrop", "n_positions", "experts_per_token", *_WINDOW_KEYS_READ),
+    *("full_attention_interval", *_LINEAR_KEYS),
 )
 # keys whose value may not be null: the FFN width (null would silently take the default)
 _NOT_NULL = ("intermediate_size",)
@@ -159,9 +171,9 @@ _NOT_ZERO = (
     *("num_local_experts", "n_routed_experts", "num_experts", "num_experts_per_tok"),
     *("moe_intermediate_size", "moe_layer_freq", "decoder_sparse_step"),
 )
-# layer_types values the designer reads (GPT-OSS): others (Qwen3-Next's linear attention)
-# are another model
-_LAYER_TYPES = {"full_attention", "sliding_attention"}
+# layer_types values the designer reads (GPT-OSS's sliding attention, Qwen3-Next's linear
+# attention: ``linear_attention_fields``); others are another model
+_LAYER_TYPES = {"full_attention", "sliding_attention", "linear_attention"}
 
 
 def check_values(cfg: dict[str, Any], origin: str) -> None:
@@ -193,8 +205,9 @@ def check_values(cfg: dict[str, Any], origin: str) -> None:
     if isinstance(kinds, list) and set(map(str, kinds)) - _LAYER_TYPES:
         other = sorted(set(map(str, kinds)) - _LAYER_TYPES)
         raise ModelError(
-            f"{origin}: layer_types: {', '.join(other)} layers are not modelled (only full "
-            "and sliding attention); the designer refuses it rather than read another model"
+            f"{origin}: layer_types: {', '.join(other)} layers are not modelled (only full, "
+            "sliding and linear attention); the designer refuses it rather than read another "
+            "model"
         )
 
 
@@ -266,9 +279,52 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
         if cfg.get(hf_key) is not None:
             fields[ours] = float(cfg[hf_key])
     fields.update(moe_fields(cfg, origin, fields["seq_len"]))
+    fields.update(linear_attention_fields(cfg, origin, fields["layers"]))
     name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
     fields["name"] = str(name)
     return fields
+
+
+def linear_attention_fields(cfg: dict[str, Any], origin: str, layers: Any) -> dict[str, Any]:
+    """Qwen3-Next's per-layer attention types (models/linear_attention.py): every
+    ``full_attention_interval``-th layer full attention, the others Gated DeltaNet of the
+    ``linear_*`` widths; a ``layer_types`` list must be that pattern (ModelError naming the
+    key otherwise), and a gated family's attention has its output gate. ``layers`` is the
+    config's layer count, checked by the spec's validation (a pattern is compared with
+    it only when it is a whole number in the spec's range)."""
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= 100_000:
+        layers = None
+    kinds = cfg.get("layer_types")
+    linear = isinstance(kinds, list) and "linear_attention" in map(str, kinds)
+    every = cfg.get("full_attention_interval")
+    if not linear and every is None:
+        return {}
+    if isinstance(kinds, list) and "sliding_attention" in map(str, kinds):
+        raise ModelError(f"{origin}: layer_types: sliding and linear attention together")
+    if every is None:  # the pattern from the list: its first full-attention layer
+        full = [i for i, k in enumerate(map(str, kinds or [])) if k == "full_attention"]
+        every = full[0] + 1 if full else len(kinds or []) + 1
+    if isinstance(every, float) and every.is_integer():
+        every = int(every)
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise ModelError(f"{origin}: full_attention_interval: {every!r}; give a whole number")
+    if isinstance(kinds, list) and layers is not None:
+        kind = ("linear_attention", "full_attention")
+        want = [kind[(i + 1) % every == 0] for i in range(layers)]
+        if list(map(str, kinds)) != want:
+            raise ModelError(
+                f"{origin}: layer_types: only every n-th layer full attention and the others "
+                f"linear attention is modelled ({len(kinds)} entries for {layers} layers, "
+                f"full_attention_interval {every})"
+            )
+    out: dict[str, Any] = {"full_attention_every": every}
+    for key, ours in _LINEAR_KEYS.items():
+        if cfg.get(key) is None:
+            raise ModelError(f"{origin}: {key}: linear attention needs it; add it")
+        out[ours] = cfg[key]
+    if cfg.get("model_type") in OUTPUT_GATE_TYPES:
+        out["attention_output_gate"] = True
+    return out
 
 
 # ------------------------------------------------------------- mixture-of-experts keys

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
+from models import linear_attention as la
 from models import moe
 from models.errors import ModelError
 from models.layout import Assumptions, Layout
@@ -373,10 +374,16 @@ def _moe_rank_counts(
 def moe_attention_activation_coeff(spec: TransformerSpec) -> float:
     """The attention part of Korthikanti's TP-split s*b*h coefficient (Q 2, K and V, the
     attention output 2, in bytes per hidden channel), for MLA from its widths: Q and K
-    heads x (qk + rope), V and the output heads x v, and the latent inputs."""
+    heads x (qk + rope), V and the output heads x v, and the latent inputs; with an
+    attention output gate its stored gate, and with Gated DeltaNet layers the mean over
+    the layers of theirs and the full-attention layers' (models.linear_attention)."""
     h = spec.hidden
     if not spec.is_mla:
-        return 2.0 + 4.0 * spec.kv_ratio + 2.0
+        full = 2.0 + 4.0 * spec.kv_ratio + 2.0 + la.output_gate_activation_coeff(spec)
+        if not spec.has_linear_attention:
+            return full
+        share = la.linear_share(spec)  # the mean over the layers (models.linear_attention)
+        return full + share * (la.gdn_activation_coeff(spec) - full)
     assert spec.kv_lora_rank and spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
     qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
     v = spec.heads * spec.v_head_dim
@@ -396,7 +403,8 @@ def _stored_bytes(sbh: float, split: float, tp: int, sp: bool, recompute: str, e
     return sbh * (unsplit + split / tp + extra)
 
 
-MODULES = ("layernorm", "mla_up_proj", "moe_act", "moe")  # recompute modules modelled
+# recompute modules modelled
+MODULES = ("layernorm", "mla_up_proj", "moe_act", "moe", "shared_expert")
 
 
 @dataclass(frozen=True)
@@ -410,7 +418,10 @@ class StoredActivations:
       up-projected Q, K and V (their bytes in ``moe_attention_activation_coeff``, the
       latents and the attention output kept); ``moe_act`` drops the routed experts'
       activation output (2 f of the gated 6 f); ``moe`` re-runs the whole MoE layer,
-      keeping its input only (the step time re-runs its forward: models/expert.py).
+      keeping its input only (the step time re-runs its forward: models/expert.py);
+      ``shared_expert`` drops the shared experts' activations (6 f gated, 4 f plain, per
+      token: their input is the norm output kept for the router) and re-runs their
+      forward GEMMs (models/expert.py ``recompute_module_forwards``).
     - ``fp8``: activations cached in fp8 (DeepSeek-V3 Technical Report section 3.3.3,
       "Low-Precision Storage"): the routed experts' inputs and SwiGLU inputs and the
       attention output projection's input at 1 byte.
@@ -434,6 +445,14 @@ class StoredActivations:
 
     def recomputes(self, module: str) -> bool:
         return module in self.modules
+
+    def shared_width(self, spec: TransformerSpec) -> int:
+        """The shared experts' width whose activations stay stored (0 when recomputed)."""
+        return (
+            0
+            if self.recomputes("shared_expert")
+            else spec.shared_experts * (spec.shared_expert_ffn)
+        )
 
     def norm_saved(self, tp: int, sp: bool) -> float:
         """Korthikanti's unsplit coefficient the ``layernorm`` module drops."""
@@ -671,7 +690,7 @@ def _moe_ranks_at(
         scores = 5.0 * spec.heads * s / (h * tp)
     att = moe_attention_activation_coeff(spec) - opts.attention_saved(spec)
     dense_coeff = att + _mlp_activation_coeff(spec, spec.ffn)
-    shared_coeff = att + _mlp_activation_coeff(spec, spec.shared_experts * spec.shared_expert_ffn)
+    shared_coeff = att + _mlp_activation_coeff(spec, opts.shared_width(spec))
     routed_layer = tokens * k * load * opts.routed_bytes_per_copy(spec, etp)
     router_layer = tokens * (8.0 * (spec.experts or 0) + 12.0 * k)
     extra = scores - opts.norm_saved(tp, sp)
@@ -683,10 +702,12 @@ def _moe_ranks_at(
         routed_layer = router_layer = 0.0
     dispatch = 2.0 * tokens * k * load * etp * 2.0 * h / GB if spec.is_moe else 0.0
     expert_one = moe.expert_params(spec) * (spec.experts or 0)
+    # attention at the mean over the layers (Gated DeltaNet layers: models.linear_attention)
+    attn_mean = moe.mean_attention_params(spec) - moe.attention_params(spec)
     moe_non_expert = (
-        moe.attention_params(spec) + 2 * spec.norm_params + moe.shared_expert_params(spec)
+        moe.mean_attention_params(spec) + 2 * spec.norm_params + moe.shared_expert_params(spec)
     )
-    dense_one, router_one = moe.dense_layer_params(spec), moe.router_params(spec)
+    dense_one, router_one = moe.dense_layer_params(spec) + attn_mean, moe.router_params(spec)
     stages = []
     for r, (n_dense, n_moe) in enumerate(moe_rank_counts(spec, layout)):
         first, last = r == 0, r == layout.pp - 1

@@ -24,7 +24,8 @@ checkpoints hold them; checked against DeepSeek-V3's 671,026,419,200):
   last and a final norm; it shares the embedding and the output head. ``params()`` is
   the main model's (what the authors publish: DeepSeek-V3's 671B excludes the MTP
   module's 14B); ``mtp_params`` is the rest that training holds.
-Qwen 3's query/key norms (qk_norm) are counted with the attention. Not counted:
+Qwen 3's query/key norms (qk_norm) are counted with the attention; Qwen3-Next's Gated
+DeltaNet layers and its attention output gate as models/linear_attention.py counts them. Not counted:
 DeepSeek-V3's per-expert router score bias (a buffer Megatron-LM does not train),
 GPT-OSS's per-head attention sinks (under 0.001%).
 
@@ -37,6 +38,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from models import linear_attention
 
 if TYPE_CHECKING:  # models.spec imports this module (TransformerSpec.params)
     from models.spec import TransformerSpec
@@ -66,7 +69,8 @@ def attention_params(spec: TransformerSpec) -> int:
         weights = 2 * h * spec.q_width + 2 * h * kv_width
         qkv = spec.q_width + 2 * kv_width
         biases = qkv + h if spec.linear_bias else qkv if spec.qkv_bias else 0
-        return weights + biases + spec.qk_norm_params
+        gate = linear_attention.output_gate_params(spec)
+        return weights + biases + spec.qk_norm_params + gate
     assert spec.kv_lora_rank and spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
     qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
     if spec.q_lora_rank is None:
@@ -77,6 +81,17 @@ def attention_params(spec: TransformerSpec) -> int:
     kv_b = spec.kv_lora_rank * spec.heads * (spec.qk_head_dim + spec.v_head_dim)
     out = spec.heads * spec.v_head_dim * h
     return q + kv_a + kv_b + out
+
+
+def mean_attention_params(spec: TransformerSpec) -> float:
+    """One layer's attention at the model's mean over its layers: the full-attention
+    layers' ``attention_params`` and the Gated DeltaNet layers' (models.linear_attention);
+    ``attention_params`` for every model without linear attention."""
+    full = attention_params(spec)
+    if not spec.has_linear_attention:
+        return float(full)
+    share = linear_attention.linear_share(spec)
+    return full + share * (linear_attention.gdn_params(spec) - full)
 
 
 def router_params(spec: TransformerSpec) -> int:
@@ -132,7 +147,9 @@ def moe_layer_params(spec: TransformerSpec, active: bool = False) -> int:
 def _layers_params(spec: TransformerSpec, active: bool) -> int:
     moe = moe_layers(spec)
     dense = spec.layers - moe
-    return dense * dense_layer_params(spec) + moe * moe_layer_params(spec, active)
+    out = dense * dense_layer_params(spec) + moe * moe_layer_params(spec, active)
+    n_linear = linear_attention.linear_layers(spec) if spec.has_linear_attention else 0
+    return out + n_linear * (linear_attention.gdn_params(spec) - attention_params(spec))
 
 
 def total_params(spec: TransformerSpec) -> int:

@@ -117,6 +117,19 @@ class TransformerSpec(NumbersNotBools):
     qk_rope_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
     v_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
     mtp_layers: int = Field(default=0, ge=0, le=1_000, description="multi-token prediction")
+    # per-layer attention types (Qwen3-Next config.json full_attention_interval, layer_types;
+    # models/linear_attention.py): layer i (from 0) is full attention when (i + 1) is a
+    # multiple of full_attention_every, the others Gated DeltaNet linear attention of the
+    # linear_* widths; 1 (the default): every layer full attention, as every other model
+    full_attention_every: int = Field(default=1, ge=1, le=100_000)
+    linear_key_heads: int | None = Field(default=None, ge=1, le=100_000)
+    linear_value_heads: int | None = Field(default=None, ge=1, le=100_000)
+    linear_key_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
+    linear_value_head_dim: int | None = Field(default=None, ge=1, le=1_000_000)
+    linear_conv_kernel: int | None = Field(default=None, ge=1, le=1_000)
+    attention_output_gate: bool = Field(
+        default=False, description="a sigmoid gate of the attention output (Qwen3-Next)"
+    )
     # the router (DeepSeek-V3 config.json scoring_func, topk_method noaux_tc, n_group,
     # topk_group, routed_scaling_factor): softmax or sigmoid scores, a per-expert score
     # bias for load balancing (a buffer, not a trained parameter), the routed output's
@@ -161,6 +174,7 @@ class TransformerSpec(NumbersNotBools):
         if self.heads % self.kv:
             raise ValueError(f"heads ({self.heads}) must be divisible by kv_heads ({self.kv})")
         _check_moe(self)
+        _check_linear_attention(self)
         return self
 
     @property
@@ -175,9 +189,15 @@ class TransformerSpec(NumbersNotBools):
 
     @property
     def is_dense(self) -> bool:
-        """Neither experts, latent attention nor multi-token prediction: the model every
-        planning formula of the designer covers."""
-        return not self.is_moe and not self.is_mla and self.mtp_layers == 0
+        """Neither experts, latent attention, multi-token prediction, linear attention nor
+        an attention output gate: the model every planning formula of the designer covers."""
+        plain_attention = not self.has_linear_attention and not self.attention_output_gate
+        return not self.is_moe and not self.is_mla and self.mtp_layers == 0 and plain_attention
+
+    @property
+    def has_linear_attention(self) -> bool:
+        """Whether some layers are Gated DeltaNet linear attention (full_attention_every)."""
+        return self.full_attention_every > 1
 
     @property
     def kv(self) -> int:
@@ -286,6 +306,44 @@ class TransformerSpec(NumbersNotBools):
             + self.embedding_params()
             + self.output_params()
             + self.norm_params  # final norm
+        )
+
+
+_LINEAR_REQUIRED = (
+    "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+    "linear_conv_kernel",
+)  # fmt: skip
+
+
+def _check_linear_attention(spec: TransformerSpec) -> None:
+    """Linear attention's widths all given with full_attention_every > 1, none without;
+    the full-attention layers not fewer than one; key heads dividing the value heads."""
+    given = [k for k in _LINEAR_REQUIRED if getattr(spec, k) is not None]
+    if spec.full_attention_every == 1:
+        if given:
+            raise ValueError(
+                f"{given[0]} needs full_attention_every > 1 (the layers between full-attention "
+                "layers are linear attention)"
+            )
+        return
+    if len(given) < len(_LINEAR_REQUIRED):
+        missing = next(k for k in _LINEAR_REQUIRED if getattr(spec, k) is None)
+        raise ValueError(
+            f"{missing}: linear attention (full_attention_every > 1) needs all of "
+            f"{', '.join(_LINEAR_REQUIRED)}"
+        )
+    if spec.full_attention_every > spec.layers:
+        raise ValueError(
+            f"full_attention_every ({spec.full_attention_every}) leaves no full-attention layer "
+            f"in {spec.layers} layers"
+        )
+    if spec.is_mla:
+        raise ValueError("full_attention_every: linear attention with latent attention")
+    assert spec.linear_key_heads and spec.linear_value_heads
+    if spec.linear_value_heads % spec.linear_key_heads:
+        raise ValueError(
+            f"linear_value_heads ({spec.linear_value_heads}) must be a multiple of "
+            f"linear_key_heads ({spec.linear_key_heads})"
         )
 
 

@@ -60,6 +60,12 @@ def default(setting: str) -> Any:
 
 def unsupported(spec: TransformerSpec) -> str | None:
     """Why Megatron-LM's pretrain_gpt.py flags cannot build this model, or None."""
+    if spec.has_linear_attention or spec.attention_output_gate:
+        return (
+            "Gated DeltaNet linear-attention layers and the gated attention's output gate "
+            "(Qwen3-Next) are not written by the designer's Megatron-LM flags: a launch would "
+            "train a different model"
+        )
     if spec.position_embedding == "alibi":
         return (
             "ALiBi positions (BLOOM) have no Megatron-LM flag (--position-embedding-type takes "
