@@ -20,7 +20,7 @@ from typing import Any
 
 from designer import render
 from designer.questions import scenario_from_options
-from designer.report import gpu_label, layout_cell, plan_entry, with_range
+from designer.report import layout_cell, plan_entry, with_range
 from models.evidence import catalog_band
 from models.evidence_rule import pair_evidence
 from solvers import Scenario, SolveResult, cloud_terms, solve_cpsat
@@ -173,7 +173,11 @@ def alternatives(
             continue
         gain = 100.0 * (best.objective - r.best.objective) / best.objective
         doc = plan_entry(s, r.best, 1)["evidence"]
-        alt = Alternative(gpu, s, r, doc["status"], gain, "")
+        # the rule's tier that kept the pair out (its sentence says the same), not the
+        # plan's evidence status: a MoE plan's band may rest on MoE runs the rule does not count
+        precision = r.best.evaluation.layout.precision
+        tier = pair_evidence(gpu, s.catalog.gpu(gpu).evidence, precision).tier
+        alt = Alternative(gpu, s, r, tier, gain, "")
         out.append(replace(alt, sentence=sentence(scenario, res, alt, doc)))
     out.sort(key=lambda a: (a.result.best.objective, a.gpu))  # type: ignore[union-attr]
     thin = [a for a in out if a.tier == "thin"]
@@ -253,7 +257,7 @@ def text(scenario: Scenario, alts: list[Alternative]) -> str:
         rows.append(
             (
                 i + 1,
-                gpu_label(a.gpu, doc),
+                a.gpu if a.tier == "measured" else f"{a.gpu} ({a.tier})",
                 ev.layout.precision,
                 ev.layout.num_gpus,
                 layout_cell(ev),

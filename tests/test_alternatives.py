@@ -85,3 +85,19 @@ def test_a_pair_reaches_a_limit_only_through_a_valid_bound():
             assert pair.reaches(limit, strict=True) or opt >= limit
         checked += 1
     assert checked
+
+
+@pytest.mark.slow
+def test_a_moe_alternatives_tier_is_the_rules_in_its_row_and_its_sentence():
+    """GB200's MoE band rests on 4 MoE runs, but the rule counts no BF16 run on GB200: its
+    row, its JSON tier and its sentence all say extrapolated (they disagreed before)."""
+    scenario, wide, res = _question(model="deepseek-v3", tokens=15e12, budget=100e6)
+    alts = alternatives(scenario, wide, res)
+    assert alts, "the question should have alternatives"
+    table = alt_mod.text(scenario, alts)
+    for a in alts:
+        assert f"({a.tier}:" in a.sentence
+    gb200 = [a for a in alts if a.gpu == "gb200"]
+    assert gb200 and gb200[0].tier == "extrapolated"
+    assert "gb200 (extrapolated)" in table
+    assert {d["tier"] for d in as_dicts(gb200)} == {"extrapolated"}
