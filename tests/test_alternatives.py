@@ -24,6 +24,7 @@ def _solving_every_pair(monkeypatch, scenario, wide, res):
     with monkeypatch.context() as m:
         m.setattr(alt_mod._Pair, "reaches", lambda self, limit, strict: True)
         m.setattr(alt_mod, "_crowded_out", lambda pair, done, best: False)
+        m.setattr(alt_mod, "_cap", lambda pair, done, best: None)
         return alternatives(scenario, wide, res)
 
 
@@ -40,9 +41,9 @@ def test_skipped_pairs_leave_the_alternatives_unchanged(monkeypatch, options):
     solved: list[str] = []
     plain = alt_mod._Pair.solve
 
-    def counted(self, time_limit_s):
+    def counted(self, time_limit_s, cap=None):
         solved.append(self.gpu)
-        return plain(self, time_limit_s)
+        return plain(self, time_limit_s, cap)
 
     monkeypatch.setattr(alt_mod._Pair, "solve", counted)
     fast = alternatives(scenario, wide, res)
@@ -83,5 +84,24 @@ def test_a_pair_reaches_a_limit_only_through_a_valid_bound():
         assert pair.reaches(opt, strict=False) and pair.reaches(opt * 1.01, strict=True)
         for limit in (opt * 0.5, opt * 0.9, opt):
             assert pair.reaches(limit, strict=True) or opt >= limit
+        checked += 1
+    assert checked
+
+
+def test_a_capped_pair_is_infeasible_only_when_no_plan_reaches_the_cap():
+    """``_Pair.solve`` with a cap: "infeasible" when the pair's optimum is slower than the
+    cap (it cannot enter the list), else the uncapped solve's answer."""
+    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e6)
+    checked = 0
+    for gpu, precs in alt_mod.excluded_pairs(scenario, wide).items():
+        pair = alt_mod._prepared(wide, gpu, precs)
+        got = pair.solve(60.0)
+        if got.best is None or got.status != "optimal" or pair.pre is None:
+            continue
+        opt = got.best.objective
+        assert pair.solve(60.0, cap=opt * 0.9).status == "infeasible"
+        above = pair.solve(60.0, cap=opt * 1.01)
+        assert above.status == "optimal" and above.best is not None
+        assert above.best.objective == opt
         checked += 1
     assert checked
