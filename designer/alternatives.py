@@ -94,8 +94,21 @@ class _Pair:
             return peak / gpu.price_usd
         return peak
 
-    def solve(self, time_limit_s: float) -> SolveResult:
-        """The solve optimize would run (its shapes and presolve, already made, handed on)."""
+    def solve(self, time_limit_s: float, cap: float | None = None) -> SolveResult:
+        """The solve optimize would run (its shapes and presolve, already made, handed on).
+        ``cap`` (time objective): first whether any plan is at most that fast (solve_cpsat's
+        ``time_cap_days``); when none is, that probe's "infeasible" answers, since such a
+        pair cannot enter the list, else the full solve."""
+        if cap is not None:
+            probe = solve_cpsat(
+                self.scenario,
+                time_limit_s=time_limit_s,
+                candidates=self.space,
+                alive=self.pre,
+                time_cap_days=cap,
+            )
+            if probe.status == "infeasible":
+                return probe
         return solve_cpsat(
             self.scenario, time_limit_s=time_limit_s, candidates=self.space, alive=self.pre
         )
@@ -123,19 +136,44 @@ def _solved(
     ``best``, or one that cannot be thin and whose shapes all lie above the
     MAX_ALTERNATIVES-th extrapolated alternative solved before it (it would be cut from
     the list). Solved a few at a time (CP-SAT releases the GIL while it searches), the
-    most promising first; the answer is the one solving every pair gives."""
+    most promising first; the answer is the one solving every pair gives. A time
+    question's pair that cannot be thin, visited once MAX_ALTERNATIVES extrapolated
+    alternatives are known, is first asked whether any plan beats the last of them
+    (_Pair.solve's ``cap``): a pair none of whose plans does is cut from the list."""
     workers = max(1, min(len(pairs), os.cpu_count() or 1))
     order = sorted(pairs, key=lambda p: (-p.promise(), p.gpu))
     done: list[tuple[_Pair, SolveResult]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while order:
-            wave: list[_Pair] = []
+            wave: list[tuple[_Pair, float | None]] = []
             while order and len(wave) < workers:
                 pair = order.pop(0)
                 if pair.reaches(best, strict=True) and not _crowded_out(pair, done, best):
-                    wave.append(pair)
-            done += zip(wave, pool.map(lambda p: p.solve(time_limit_s), wave), strict=True)
+                    wave.append((pair, _cap(pair, done, best)))
+            solved = pool.map(lambda pc: pc[0].solve(time_limit_s, pc[1]), wave)
+            done += zip([p for p, _ in wave], solved, strict=True)
     return done
+
+
+def _wins(done: list[tuple[_Pair, SolveResult]], best: float) -> list[float]:
+    """The objectives of the extrapolated (not thin) alternatives solved so far, best first."""
+    return sorted(
+        r.best.objective
+        for p, r in done
+        if r.best is not None
+        and r.best.objective < best
+        and plan_entry(p.scenario, r.best, 1)["evidence"]["status"] != "thin"
+    )
+
+
+def _cap(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float) -> float | None:
+    """The time a pair's plan must reach to enter the list (the MAX_ALTERNATIVES-th
+    extrapolated alternative solved so far), for a time question's pair that cannot be
+    thin; None otherwise (solved in full)."""
+    if pair.maybe_thin or pair.pre is None or pair.scenario.objective != "time":
+        return None
+    wins = _wins(done, best)
+    return wins[MAX_ALTERNATIVES - 1] if len(wins) >= MAX_ALTERNATIVES else None
 
 
 def _crowded_out(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float) -> bool:
@@ -143,13 +181,7 @@ def _crowded_out(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float
     plan ``pair`` may have (a thin pair is always shown)."""
     if pair.maybe_thin:
         return False
-    wins = sorted(
-        r.best.objective
-        for p, r in done
-        if r.best is not None
-        and r.best.objective < best
-        and plan_entry(p.scenario, r.best, 1)["evidence"]["status"] != "thin"
-    )
+    wins = _wins(done, best)
     return len(wins) >= MAX_ALTERNATIVES and not pair.reaches(
         wins[MAX_ALTERNATIVES - 1], strict=False
     )

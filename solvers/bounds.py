@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from models.batch_tokens import token_multiplier
 from models.comm import nic_share
 from models.cost import (
     cluster_totals,
@@ -283,6 +284,15 @@ class _TimeTerms(NamedTuple):
     ceiling_seqs: int | None  # the enforced batch ceiling in sequences; None: none
     node_gb_s: float | None  # every NIC slot of the fastest NIC the server takes (None: no NIC)
     dp_overlap: float
+    critical_seqs: int | None = None  # the batch-tokens model's critical batch (None: off)
+
+    def tokens_x(self, batch_seqs):
+        """f(B): tokens per question token at a global batch of B sequences
+        (models.batch_tokens.token_multiplier; 1 with the model off). f(B) / B does not
+        increase with B, which is what makes the time bounds' products valid."""
+        if self.critical_seqs is None:
+            return batch_seqs * 0 + 1.0
+        return token_multiplier(batch_seqs, self.critical_seqs)
 
 
 def _time_terms(scenario: Scenario, gpu_name: str) -> _TimeTerms:
@@ -296,7 +306,11 @@ def _time_terms(scenario: Scenario, gpu_name: str) -> _TimeTerms:
             else None
         )
         scenario.memo[key] = _TimeTerms(
-            scenario.sequences, ceiling, node_gb_s, scenario.assumptions.dp_overlap
+            scenario.sequences,
+            ceiling,
+            node_gb_s,
+            scenario.assumptions.dp_overlap,
+            scenario.critical_batch_seq,
         )
     return scenario.memo[key]
 
@@ -369,8 +383,10 @@ def objective_lower_bound(
 ) -> float:
     """A value the objective cannot beat with this shape (days, or USD), whatever d, m and NICs are.
 
-    Time: T = sequences x (m A + C + D + O/g) / (b m d) >= sequences x (A / (b d_max) +
-    (C + D_min + O / g_max) / (b W_max)), with D_min the gradient reduction at the
+    Time: T = sequences x f(b m d) x (m A + C + D + O/g) / (b m d) >= sequences x
+    (A f(b d_max) / (b d_max) + (C + D_min + O / g_max) f(b W_max) / (b W_max)), f the
+    batch's token multiplier (_TimeTerms.tokens_x: f(B) >= f(b d) and f(B) / B does not
+    increase), with D_min the gradient reduction at the
     smallest DP degree over every NIC slot of the fastest NIC. Cost: the least
     capex at the smallest DP degree (least_capex_cents); cloud: sequences x
     gpu_seconds_per_sequence at the GPU's hourly price; TCO: tco_lower_bound."""
@@ -397,7 +413,8 @@ def _time_lower(cand: Candidate, hi: int, floor: int, terms: _TimeTerms) -> floa
     b = cand.shape.micro_batch
     fixed, opt, w_hi = _fixed_lower(cand, floor, terms)
     stage = stage_time_lower(cand, terms.node_gb_s)
-    per_seq = stage / (b * hi) + (fixed + opt / (hi * cand.coeffs.cp)) / (b * w_hi)
+    rest = (fixed + opt / (hi * cand.coeffs.cp)) / (b * w_hi) * terms.tokens_x(b * w_hi)
+    per_seq = stage / (b * hi) * terms.tokens_x(b * hi) + rest
     return days_from_seconds(per_seq * terms.sequences)
 
 
@@ -717,7 +734,7 @@ def gemm_lower_bound(
     """A weaker bound than objective_lower_bound, and cheaper: it needs only the shape's
     GEMM time G, not its step coefficients.
 
-    Time: sequences x G / (b d_max). Every other term of objective_lower_bound
+    Time: sequences x G f(b d_max) / (b d_max) (f: _TimeTerms.tokens_x). Every other term of objective_lower_bound
     is non-negative and its stage time A >= G, so this never exceeds it (the
     same floating-point operations on smaller operands). Cloud: replica x
     sequences x G / b GPU-seconds; TCO: tco_lower_bound with G for the stage
@@ -725,7 +742,8 @@ def gemm_lower_bound(
     s = cand.shape
     if scenario.objective == "time":
         lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)
-        return _gemm_days(cand.gemm_mb_s, s.micro_batch, max(1, hi), scenario.sequences)
+        f = _time_terms(scenario, s.gpu).tokens_x(s.micro_batch * max(1, hi))
+        return _gemm_days(cand.gemm_mb_s, s.micro_batch, max(1, hi), f, scenario.sequences)
     lo, _ = bounds if bounds is not None else dp_bounds(scenario, cand)
     return _cost_gemm_lower_bound(scenario, cand, lo)
 
@@ -741,13 +759,16 @@ def gemm_lower_bounds(
     gemm = np.fromiter((c.gemm_mb_s for c in cands), dtype=float, count=len(cands))
     b = np.fromiter((c.shape.micro_batch for c in cands), dtype=float, count=len(cands))
     hi = np.fromiter((max(1, r[1]) for r in ranges), dtype=float, count=len(cands))
-    return _gemm_days(gemm, b, hi, scenario.sequences).tolist()
+    crit = scenario.critical_batch_seq  # gemm_lower_bound's _TimeTerms.tokens_x
+    f = 1.0 if crit is None else token_multiplier(b * hi, crit)
+    return _gemm_days(gemm, b, hi, f, scenario.sequences).tolist()
 
 
-def _gemm_days(gemm_mb_s, micro_batch, hi, sequences):
-    """sequences x G / (b d_max) in days (gemm_lower_bound's time; element-wise on numpy
-    arrays, the same operations in the same order on numbers)."""
-    return days_from_seconds(gemm_mb_s / (micro_batch * hi) * sequences)
+def _gemm_days(gemm_mb_s, micro_batch, hi, tokens_x, sequences):
+    """sequences x G f(b d_max) / (b d_max) in days (gemm_lower_bound's time; element-wise
+    on numpy arrays, the same operations in the same order on numbers, and in the order
+    _time_lower multiplies its stage term, so that this never exceeds it)."""
+    return days_from_seconds(gemm_mb_s / (micro_batch * hi) * tokens_x * sequences)
 
 
 def _cost_gemm_lower_bound(scenario: Scenario, cand: Candidate, lo: int) -> float:

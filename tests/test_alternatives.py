@@ -24,6 +24,7 @@ def _solving_every_pair(monkeypatch, scenario, wide, res):
     with monkeypatch.context() as m:
         m.setattr(alt_mod._Pair, "reaches", lambda self, limit, strict: True)
         m.setattr(alt_mod, "_crowded_out", lambda pair, done, best: False)
+        m.setattr(alt_mod, "_cap", lambda pair, done, best: None)
         return alternatives(scenario, wide, res)
 
 
@@ -40,9 +41,9 @@ def test_skipped_pairs_leave_the_alternatives_unchanged(monkeypatch, options):
     solved: list[str] = []
     plain = alt_mod._Pair.solve
 
-    def counted(self, time_limit_s):
+    def counted(self, time_limit_s, cap=None):
         solved.append(self.gpu)
-        return plain(self, time_limit_s)
+        return plain(self, time_limit_s, cap)
 
     monkeypatch.setattr(alt_mod._Pair, "solve", counted)
     fast = alternatives(scenario, wide, res)
@@ -101,3 +102,22 @@ def test_a_moe_alternatives_tier_is_the_rules_in_its_row_and_its_sentence():
     assert gb200 and gb200[0].tier == "extrapolated"
     assert "gb200 (extrapolated)" in table
     assert {d["tier"] for d in as_dicts(gb200)} == {"extrapolated"}
+
+
+def test_a_capped_pair_is_infeasible_only_when_no_plan_reaches_the_cap():
+    """``_Pair.solve`` with a cap: "infeasible" when the pair's optimum is slower than the
+    cap (it cannot enter the list), else the uncapped solve's answer."""
+    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e6)
+    checked = 0
+    for gpu, precs in alt_mod.excluded_pairs(scenario, wide).items():
+        pair = alt_mod._prepared(wide, gpu, precs)
+        got = pair.solve(60.0)
+        if got.best is None or got.status != "optimal" or pair.pre is None:
+            continue
+        opt = got.best.objective
+        assert pair.solve(60.0, cap=opt * 0.9).status == "infeasible"
+        above = pair.solve(60.0, cap=opt * 1.01)
+        assert above.status == "optimal" and above.best is not None
+        assert above.best.objective == opt
+        checked += 1
+    assert checked

@@ -77,15 +77,27 @@ def _sampled_shapes(s):
             yield cand, (lo, hi), best
 
 
+def _tokens_model(s, on: bool):
+    """The question with the batch-tokens model on (models/batch_tokens.py: the tokens grow
+    past the critical batch), at a tenth of its critical batch so that small clusters
+    pass it, or as it is."""
+    if not on:
+        return s
+    s = s.with_changes(batch_tokens_model="deepseek", max_batch_tokens=None)
+    return s.with_changes(tokens=s.tokens / 10.0, max_batch_tokens=None)
+
+
+@pytest.mark.parametrize("tokens_model", [False, True], ids=["tokens", "batch-tokens"])
 @pytest.mark.parametrize("failures", [False, True], ids=["ideal", "failures"])
-def test_bounds_never_exceed_a_shapes_best_plan(cat, failures):
+def test_bounds_never_exceed_a_shapes_best_plan(cat, failures, tokens_model):
     """gemm_lower_bound <= objective_lower_bound <= the shape's best plan (the reference
     solver's per-shape search, every micro-batch count and NIC option), on shapes of
     40 random questions; with failures (x 1,000 the catalog's rates, so that small
-    clusters feel them) the ideal bounds stay below the expected objective."""
+    clusters feel them) the ideal bounds stay below the expected objective; with the
+    batch-tokens model the bounds' token multiplier stays below the plan's."""
     checked = 0
     for seed in range(40):
-        s = random_scenario(seed, cat)
+        s = _tokens_model(random_scenario(seed, cat), tokens_model)
         if failures:
             s = s.with_changes(no_failures=False, failure_scale=1000.0)
         for cand, dp_range, best in _sampled_shapes(s):
@@ -98,15 +110,16 @@ def test_bounds_never_exceed_a_shapes_best_plan(cat, failures):
     assert checked >= 500, checked  # the comparisons above did happen
 
 
+@pytest.mark.parametrize("tokens_model", [False, True], ids=["tokens", "batch-tokens"])
 @pytest.mark.parametrize("scale", [1.0, 1000.0], ids=["catalog-rates", "x1000"])
-def test_expected_time_bound_never_exceeds_a_shapes_fastest_plan(cat, scale):
+def test_expected_time_bound_never_exceeds_a_shapes_fastest_plan(cat, scale, tokens_model):
     """bounds.expected_time_lower_bound (what a deadline rules shapes out by, too_slow)
     stays at or below the expected days of the shape's fastest plan (the reference
     solver's per-shape search with the time objective, hot spares and storage bought
     as it finds best), with failures on."""
     checked = 0
     for seed in range(40):
-        s = random_scenario(seed, cat).with_changes(
+        s = _tokens_model(random_scenario(seed, cat), tokens_model).with_changes(
             no_failures=False, failure_scale=scale, objective="time", deadline_days=None
         )
         for cand, (_, hi), best in _sampled_shapes(s):
@@ -216,7 +229,8 @@ def test_presolve_over_the_space_agrees_with_dp_bounds_shape_by_shape(cat, seed)
         assert got.dp_ranges == [r for _, r in want]
 
 
-def test_vectorised_gemm_bounds_equal_the_scalar_ones(cat):
+@pytest.mark.parametrize("tokens_model", [False, True], ids=["tokens", "batch-tokens"])
+def test_vectorised_gemm_bounds_equal_the_scalar_ones(cat, tokens_model):
     """bounds.gemm_lower_bounds (prune's cheap bound over all shapes at once) equals
     gemm_lower_bound shape by shape, to the last bit, for every objective."""
     from solvers.bounds import gemm_lower_bounds
@@ -225,7 +239,7 @@ def test_vectorised_gemm_bounds_equal_the_scalar_ones(cat):
 
     checked = 0
     for seed in range(12):
-        s = random_scenario(seed, cat)
+        s = _tokens_model(random_scenario(seed, cat), tokens_model)
         pre = presolve(s, enumerate_candidates(s))
         many = gemm_lower_bounds(s, pre.candidates, pre.dp_ranges)
         one = [
