@@ -84,35 +84,11 @@ def _scaled(
     return total
 
 
-def _restart_gpu_time(ctx: BuildContext, name: str, gt: IntVar, rates: dict[str, float], lits):
-    """c G (G T') for the chosen row's rate c, rounded up: G x ceil(c 2^s (G T')) / 2^s.
-
-    The rate multiplies the GPU-time per sequence G T' (nearly fixed once the shape is)
-    before the product with G, and 2^s is the most that keeps G x ceil(c 2^s G T') within
-    int64: the product's rounding is one part in c 2^s G T' of the term. Coarsening the
-    product G x G T' to 2^40 steps of its upper end instead (the earlier form) rounded the
-    term up by 1.6% on tests/test_guarantees.py's seed-44 question, whose upper ends (1M
-    GPUs, G T' at its widest) are 10^10 times the plan's: that excluded a plan at
-    $791,639 of a $792,038 budget."""
-    top = max(rates.values(), default=0.0)
-    if top <= 0:
-        return 0
-    room = 2.0 ** (_FIT_BITS - 1) / (hi(ctx.num_gpus) * top * max(1, hi(gt)))
-    s = math.floor(math.log2(room))
-    per_gpu = _scaled(
-        ctx, f"{name}_per_gpu", gt, {k: c * 2.0**s for k, c in rates.items()}, lits=lits
-    )
-    if isinstance(per_gpu, int):  # every rate is zero
-        return per_gpu
-    prod = product(ctx.md, f"{name}_x_gpus", ctx.num_gpus, per_gpu)
-    if s >= 0:
-        return ceil_by(ctx.md, name, prod, hi(prod), 2**s)
-    top_var = hi(prod) << -s
-    if top_var >= INT_LIMIT:
-        raise OverflowError(f"{name}: goodput term exceeds int64")
-    var = ctx.md.new_int_var(0, top_var, name)
-    ctx.md.add(var == prod * 2 ** (-s))
-    return var
+def _times_gpus(ctx: BuildContext, name: str, var: IntVar) -> tuple[IntVar, int]:
+    """G x var, var coarsened so that the product fits: (the product, var's step)."""
+    step = max(1, -(-hi(ctx.num_gpus) * hi(var) // 2**61))
+    coarse = var if step == 1 else ceil_by(ctx.md, f"{name}_coarse", var, hi(var), step)
+    return product(ctx.md, name, ctx.num_gpus, coarse), step
 
 
 def _expected(ctx: BuildContext, name: str, base: IntVar, terms: list[IntVar | int]) -> IntVar:
@@ -159,10 +135,15 @@ def add_goodput(ctx: BuildContext) -> None:
     ctx.per_seq = _expected(ctx, "expected_time_per_sequence", p, terms)
     if s.pricing not in ("cloud", "tco"):
         return
+    ggt, g_step = _times_gpus(ctx, "gpus_x_gpu_time", gt.var)
     gt_terms: list[IntVar | int] = [
         _scaled(ctx, "goodput_constant_gpu_time", gt.var, a_s, lits=a_lits),
-        _restart_gpu_time(
-            ctx, "goodput_restart_gpu_time", gt.var, {k: v[0] for k, v in c_rows.items()}, c_lits
+        _scaled(
+            ctx,
+            "goodput_restart_gpu_time",
+            ggt,
+            {key: v[0] * g_step for key, v in c_rows.items()},
+            lits=c_lits,
         ),
         _scaled(ctx, "snapshot_gpu_time", p, {g: x / to_time for g, x in xs.items()}, bits=10),
     ]

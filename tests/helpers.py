@@ -238,26 +238,6 @@ def wide_moe_scenario(cat, **changes) -> Scenario:
     return s.with_changes(**changes)
 
 
-def seed44_scenario(**changes) -> Scenario:
-    """bench/agreement.py --full seed 44 (TCO, failures x 1,000, spares and storage decided;
-    the batch-tokens model on, its critical batch 221 sequences): the CP-SAT build overflows
-    at the finest time unit and is coarsened (test_guarantees, test_goodput)."""
-    return build_scenario(
-        model="llama3-70b",
-        tokens=8.0178e11,
-        seq_len=65536,
-        gpus=("b200",),
-        budget=792038,
-        objective="time",
-        pricing="tco",
-        lifetime_years=3,
-        stack="vtrain-2022",
-        failure_scale=1000,
-        evidence="any",
-        **changes,
-    )
-
-
 # --- plans to launch (test_launch_round_trip, test_launch_flags) -----------------------------
 
 

