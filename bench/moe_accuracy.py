@@ -54,6 +54,13 @@ columns map onto the model as follows:
   domain, models/expert.py), alltoall without; ``--dispatch alltoall`` scores every row
   as alltoall (the model before that mechanism). ``routing`` (dropless, forced-balance,
   not stated) is reported, not modelled: ``expert_load`` stays 1.0 (balanced).
+- ``attention_kernels``: ``fused`` for the Megatron-MoE-ModelZoo runs on Hopper (its
+  model configs run ``--transformer-impl transformer_engine`` in 2025-26 containers, whose
+  attention on Hopper is Transformer Engine's cuDNN fused attention), priced at
+  ExpertLayout.attention_kernel_speedup = models.expert.HOPPER_FUSED_ATTENTION_SPEEDUP
+  (1.61, the FlashAttention-3 paper's cuDNN / FlashAttention-2 rates on H100; not fitted
+  to these rows); ``profile`` (1.0) for the 2024 Megatron-LM README rows (the releases of
+  the H100 profile's fit) and the Blackwell rows (their profile was fitted on 2025 runs).
 
 Errors are reported per row and as the mean absolute error per model, GPU and precision.
 """
@@ -75,7 +82,7 @@ from catalog import load_catalog  # noqa: E402
 from designer.launch.pipeline_layout import layout_fields  # noqa: E402
 from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from models import Hardware, Layout, TransformerSpec, evaluate, flops  # noqa: E402
-from models.expert import ExpertLayout  # noqa: E402
+from models.expert import HOPPER_FUSED_ATTENTION_SPEEDUP, ExpertLayout  # noqa: E402
 from models.memory import MODULES  # noqa: E402
 from models.zoo import moe_zoo  # noqa: E402
 
@@ -85,6 +92,9 @@ RECOMPUTE = {"none": "none", "selective": "selective", "full": "full", "elementw
 CONVENTIONS = ("megatron-causal-half", "megatron-full-square")
 MIN_MOE_RUNS = 3  # a GPU's MoE band needs at least this many scored rows (else extrapolated)
 PER_DOMAIN_DISPATCHERS = ("deepep", "hybridep")  # Megatron's flex dispatcher backends
+# ``attention_kernels``: the profile's fitted attention rate, or Hopper's fused attention
+# (models.expert.HOPPER_FUSED_ATTENTION_SPEEDUP; module docstring)
+ATTENTION_KERNELS = {"profile": 1.0, "fused": HOPPER_FUSED_ATTENTION_SPEEDUP}
 GROK1 = {  # xai-org/grok-1 run.py / model.py (module docstring)
     "hidden": 6144,
     "heads": 48,
@@ -224,6 +234,7 @@ def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout
         ep_overlap=overlap,
         dispatch_per_domain=per_domain,
         recompute_modules=modules,
+        attention_kernel_speedup=ATTENTION_KERNELS[row["attention_kernels"]],
     )
     return layout, ex
 

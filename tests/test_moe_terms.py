@@ -19,6 +19,7 @@ from models.evaluate import Hardware, evaluate
 from models.expert import (
     DISPATCH_BYTES,
     FP8_DISPATCH_BYTES,
+    HOPPER_FUSED_ATTENTION_SPEEDUP,
     OVERLAP_SM_FRACTION,
     ExpertLayout,
     dualpipe_bubble_scale,
@@ -78,6 +79,29 @@ def test_routed_elementwise_traffic_counts_the_top_k_copies(hw):
     a, b = run(hw, on), run(hw, off)
     assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
     assert routed_elementwise_per_microbatch_s(V3, FLAT, 4096, hw.gpu, on) == 0.0
+
+
+def test_fused_attention_kernels_divide_the_attention_core_time(hw):
+    """attention_kernel_speedup S: the attention core (Q K^T and A V over the causal half,
+    3.5 forward-equivalents at the profile's attention efficiency of the bf16 peak) takes
+    1/S of its seconds, so the step falls by m x core x (1 - 1/S); 1.0 is the profile's.
+    The constant is the FlashAttention-3 paper's cuDNN / FlashAttention-2 ratio on H100."""
+    assert HOPPER_FUSED_ATTENTION_SPEEDUP == pytest.approx(1.61)
+    off, on = ExpertLayout(ep=8), ExpertLayout(ep=8, attention_kernel_speedup=1.61)
+    cal = hw.gpu.calibration
+    assert cal.flash_attention and cal.causal_attention_skip
+    flops = 4096 * 32 * 4.0 * 4096 * MIXTRAL.q_width * 3.5  # tokens x layers x core x passes
+    core_s = 0.5 * flops / (hw.gpu.dense_bf16_tflops * 1e12 * cal.attention_efficiency)
+    a = moe_gemm_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off)
+    b = moe_gemm_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, on)
+    assert a - b == pytest.approx(core_s * (1 - 1 / 1.61), rel=1e-9)
+    assert run(hw, off).total - run(hw, on).total == pytest.approx(
+        8 * core_s * (1 - 1 / 1.61), rel=1e-9
+    )
+    long = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64)
+    assert evaluate(MIXTRAL, hw, long, 32768, experts=on).step_time_s < (
+        evaluate(MIXTRAL, hw, long, 32768, experts=off).step_time_s
+    )
 
 
 def test_fp8_dispatch_shrinks_the_dispatch_direction_only(hw):
