@@ -207,6 +207,8 @@ class ExpertLayout:
             out.append("recompute modules " + ",".join(sorted(self.recompute_modules)))
         if self.fp8_activations:
             out.append("fp8 activations")
+        if self.attention_kernel_speedup != 1.0:
+            out.append(f"fused attention (x{self.attention_kernel_speedup:g} the profile's)")
         return tuple(out)
 
     @property

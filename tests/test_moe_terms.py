@@ -285,6 +285,7 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
     [
         (["--model", "llama2-7b", "--fp8-dispatch"], "--fp8-dispatch"),
         (["--model", "llama2-7b", "--moe-overlap", "a2a"], "--moe-overlap"),
+        (["--model", "llama2-7b", "--fused-attention"], "--fused-attention"),
         (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
          "--recompute-modules"),
     ],
@@ -307,3 +308,24 @@ def test_h800_is_evaluated_but_not_searched_unless_named():
     h800, h100 = cat.gpu("h800"), cat.gpu("h100-sxm")
     assert h800.dense_fp8_tflops == h100.dense_fp8_tflops
     assert h800.scale_up_bw_gb_per_s_per_direction == 200
+
+
+def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
+    """--fused-attention: ExpertLayout.attention_kernel_speedup = 1.61, named in the plan's
+    moe line; the step falls by the attention core's share (test above)."""
+    import json
+
+    from helpers import run_main
+
+    args = ["evaluate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--tp", "1", "--pp",
+            "1", "--dp", "8", "--ep", "8", "--global-batch", "64", "--json"]  # fmt: skip
+    code, out, err = run_main(capsys, args)
+    assert code in (0, 1), err
+    plain = json.loads(out)
+    code, out, err = run_main(capsys, [*args, "--fused-attention"])
+    assert code in (0, 1), err
+    fused = json.loads(out)
+    assert any(p.startswith("fused attention (x1.61") for p in fused["moe_plan"])
+    assert not any(p.startswith("fused attention") for p in plain["moe_plan"])
+    assert fused["step_time_s"] < plain["step_time_s"]
+    assert fused["breakdown_s"]["ep_comm"] == plain["breakdown_s"]["ep_comm"]
