@@ -52,8 +52,26 @@ columns map onto the model as follows:
 - ``dispatcher``: deepep and hybridep (Megatron's flex dispatcher) run with
   ExpertLayout.dispatch_per_domain (a token crosses the NICs once per remote scale-up
   domain, models/expert.py), alltoall without; ``--dispatch alltoall`` scores every row
-  as alltoall (the model before that mechanism). ``routing`` (dropless, forced-balance,
-  not stated) is reported, not modelled: ``expert_load`` stays 1.0 (balanced).
+  as alltoall (the model before that mechanism).
+- ``routing``: forced-balance (``--moe-router-force-load-balancing``) and not stated run at
+  ``expert_load`` 1.0 (balanced). A dropless run makes every EP rank wait for the busiest
+  one's routed tokens (its routed GEMMs, dispatch bytes and permutation: ExpertLayout's
+  ``expert_load``, models/expert.py). No published statistic gives that load, so it is
+  FITTED, on the runs measured both ways: for each dropless row with a forced-balance twin
+  (same model, GPU, layout, batch and sequence) the implied load is the one at which the
+  model's dropless / forced step ratio equals the measured ratio (``dropless_pairs``), and a
+  dropless row is predicted at the mean implied load of the OTHER pairs of its model
+  (leave-one-out, at least MIN_OTHER_PAIRS of them; ``dropless_loads``), else 1.0. Only
+  Qwen3-235B-A22B has such pairs (its four long-context ones, 16K to 128K, implied loads
+  1.57-1.61); Mixtral 8x22B's single pair (1.07) cannot be predicted from others, and
+  the Mixtral 8x7B rows have no twin: both keep 1.0.
+- ``attention_kernels``: ``fused`` for the Megatron-MoE-ModelZoo runs on Hopper (its
+  model configs run ``--transformer-impl transformer_engine`` in 2025-26 containers, whose
+  attention on Hopper is Transformer Engine's cuDNN fused attention), priced at
+  ExpertLayout.attention_kernel_speedup = models.expert.HOPPER_FUSED_ATTENTION_SPEEDUP
+  (1.61, the FlashAttention-3 paper's cuDNN / FlashAttention-2 rates on H100; not fitted
+  to these rows); ``profile`` (1.0) for the 2024 Megatron-LM README rows (the releases of
+  the H100 profile's fit) and the Blackwell rows (their profile was fitted on 2025 runs).
 
 Errors are reported per row and as the mean absolute error per model, GPU and precision.
 """
@@ -75,7 +93,7 @@ from catalog import load_catalog  # noqa: E402
 from designer.launch.pipeline_layout import layout_fields  # noqa: E402
 from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from models import Hardware, Layout, TransformerSpec, evaluate, flops  # noqa: E402
-from models.expert import ExpertLayout  # noqa: E402
+from models.expert import HOPPER_FUSED_ATTENTION_SPEEDUP, ExpertLayout  # noqa: E402
 from models.memory import MODULES  # noqa: E402
 from models.zoo import moe_zoo  # noqa: E402
 
@@ -85,6 +103,12 @@ RECOMPUTE = {"none": "none", "selective": "selective", "full": "full", "elementw
 CONVENTIONS = ("megatron-causal-half", "megatron-full-square")
 MIN_MOE_RUNS = 3  # a GPU's MoE band needs at least this many scored rows (else extrapolated)
 PER_DOMAIN_DISPATCHERS = ("deepep", "hybridep")  # Megatron's flex dispatcher backends
+# ``attention_kernels``: the profile's fitted attention rate, or Hopper's fused attention
+# (models.expert.HOPPER_FUSED_ATTENTION_SPEEDUP; module docstring)
+ATTENTION_KERNELS = {"profile": 1.0, "fused": HOPPER_FUSED_ATTENTION_SPEEDUP}
+# a dropless row's load is fitted on at least this many OTHER forced / dropless pairs of its
+# model (``dropless_loads``): never on one row, never on its own
+MIN_OTHER_PAIRS = 2
 GROK1 = {  # xai-org/grok-1 run.py / model.py (module docstring)
     "hidden": 6144,
     "heads": 48,
@@ -190,10 +214,13 @@ def independent_spec(row: dict[str, str]) -> TransformerSpec:
     return moe_zoo()[row["model"]].model_copy(update=update)
 
 
-def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout, ExpertLayout]:
+def independent_layout(
+    row: dict[str, str], as_run: bool = True, expert_load: float = 1.0
+) -> tuple[Layout, ExpertLayout]:
     """The row's Layout and ExpertLayout (module docstring); its DP must fill its GPUs.
     ``as_run`` False: the alltoall dispatcher whatever the row ran. A ``pipeline_layout``
-    (Megatron-Core's string) sets the split as ``designer evaluate --pipeline-layout``."""
+    (Megatron-Core's string) sets the split as ``designer evaluate --pipeline-layout``.
+    ``expert_load``: ExpertLayout.expert_load (``dropless_loads``)."""
     n = {k: int(row[k]) for k in ("tp", "pp", "dp", "cp", "vp", "ep", "etp", "num_gpus")}
     split = row["embedding_loss_in_split"] == "yes"
     recompute, modules = recompute_of(row)
@@ -224,31 +251,95 @@ def independent_layout(row: dict[str, str], as_run: bool = True) -> tuple[Layout
         ep_overlap=overlap,
         dispatch_per_domain=per_domain,
         recompute_modules=modules,
+        expert_load=expert_load,
+        attention_kernel_speedup=ATTENTION_KERNELS[row["attention_kernels"]],
     )
     return layout, ex
 
 
-def predict_independent(row: dict[str, str], as_run: bool = True) -> tuple[float, float, dict]:
+def predict_independent(
+    row: dict[str, str], as_run: bool = True, expert_load: float = 1.0
+) -> tuple[float, float, dict]:
     """(predicted, measured step seconds, breakdown) of one scorable independent row."""
     seq = int(row["seq_len"])
     spec = independent_spec(row)
-    layout, ex = independent_layout(row, as_run)
+    layout, ex = independent_layout(row, as_run, expert_load)
     hw = Hardware.from_catalog(load_catalog().with_stack(MODERN_STACK), row["gpu"])
     ev = evaluate(spec, hw, layout, seq, assumptions=MODERN_ASSUMPTIONS, experts=ex)
     return float(ev.step_time_s), measured_step_s(row, spec), ev.breakdown.as_dict()
 
 
+def _twin_key(row: dict[str, str]) -> tuple[str, ...]:
+    """What a forced-balance run and its dropless twin share: model, GPU, layout, batch."""
+    keys = ("model", "gpu", "tp", "pp", "ep", "cp", "vp", "dp", "micro_batch", "global_batch")
+    return tuple(row[k] for k in (*keys, "seq_len", "precision", "recompute", "dispatcher"))
+
+
+_IMPLIED: dict[tuple, float] = {}  # implied_dropless_load's answers by the rows' fields
+
+
+def implied_dropless_load(dropless: dict[str, str], forced: dict[str, str]) -> float:
+    """The expert_load at which the model's dropless / forced step ratio is the measured one
+    (forced balancing: load 1.0; bisection on [1, 4], the step rising with the load)."""
+    key = (tuple(dropless.items()), tuple(forced.items()))
+    if key not in _IMPLIED:
+        _IMPLIED[key] = _bisect_load(dropless, forced)
+    return _IMPLIED[key]
+
+
+def _bisect_load(dropless: dict[str, str], forced: dict[str, str]) -> float:
+    spec = independent_spec(dropless)
+    target = measured_step_s(dropless, spec) / measured_step_s(forced, spec)
+    base = predict_independent(dropless)[0]
+    lo, hi = 1.0, 4.0
+    for _ in range(32):
+        mid = (lo + hi) / 2
+        lo, hi = (
+            (mid, hi) if predict_independent(dropless, True, mid)[0] / base < target else (lo, mid)
+        )
+    return (lo + hi) / 2
+
+
+def dropless_pairs(rows: list[dict[str, str]]) -> list[tuple[dict[str, str], float]]:
+    """(dropless row, implied load) of every scorable dropless row with a forced-balance
+    twin (``implied_dropless_load``)."""
+    forced = {_twin_key(r): r for r in rows if r["routing"] == "forced-balance"}
+    return [
+        (r, implied_dropless_load(r, forced[_twin_key(r)]))
+        for r in rows
+        if r["routing"] == "dropless" and _twin_key(r) in forced and not skip_reason(r)
+    ]
+
+
+def dropless_loads(rows: list[dict[str, str]]) -> dict[str, float]:
+    """Each dropless row's expert_load, leave-one-out: the mean implied load of the OTHER
+    forced / dropless pairs of its model (``dropless_pairs``), where it has at least
+    MIN_OTHER_PAIRS of them; a dropless row without them keeps 1.0 (balanced). FITTED:
+    the loads come from the measured pairs, never from the row being predicted."""
+    pairs = dropless_pairs(rows)
+    out = {}
+    for row, _ in pairs:
+        others = [load for r, load in pairs if r["model"] == row["model"] and r is not row]
+        if len(others) >= MIN_OTHER_PAIRS:
+            out[row["name"]] = statistics.mean(others)
+    return out
+
+
 def score_independent(
     rows: list[dict[str, str]], as_run: bool = True
 ) -> tuple[list[tuple[dict[str, str], float, float, dict]], list[tuple[dict[str, str], str]]]:
-    """(scored rows with predicted, measured and breakdown; skipped rows with the reason)."""
+    """(scored rows with predicted, measured and breakdown; skipped rows with the reason).
+    Dropless rows with enough forced / dropless pairs of their model run at their
+    leave-one-out load (``dropless_loads``)."""
     scored, skipped = [], []
+    loads = dropless_loads(rows)
     for row in rows:
         reason = skip_reason(row)
         if reason:
             skipped.append((row, reason))
         else:
-            scored.append((row, *predict_independent(row, as_run)))
+            load = loads.get(row["name"], 1.0)
+            scored.append((row, *predict_independent(row, as_run, load)))
     return scored, skipped
 
 
@@ -274,6 +365,12 @@ def report_independent(
         layout = "/".join(row[k] for k in ("tp", "pp", "ep", "cp", "vp"))
         print(f"  {row['name'][:44]:44} {layout:>14} {meas:9.2f} {pred:9.2f} "
               f"{100 * err:+6.1f}%  {_top_parts(parts)}")  # fmt: skip
+    print("  dropless rows' expert_load (implied by their forced-balance twin; used: the mean")
+    print("  of the other pairs of the model, leave-one-out; else 1.0):")
+    loads = dropless_loads(rows)
+    for row, implied in dropless_pairs(rows):
+        used = loads.get(row["name"], 1.0)
+        print(f"    {row['name'][:44]:44} implied {implied:.3f}  used {used:.3f}")
     print("  per model, GPU and precision (mean absolute error, worst):")
     for (model, gpu, prec), errs in sorted(groups.items()):
         print(f"    {model:16} {gpu:9} {prec:5} {len(errs):2} rows  "

@@ -19,7 +19,7 @@ from designer.report import _plain
 from models import Assumptions, Layout, resolve_model
 from models.evaluate import Hardware, evaluate
 from models.evidence import evaluation_evidence
-from models.expert import FP8_DISPATCH_BYTES, ExpertLayout
+from models.expert import FP8_DISPATCH_BYTES, HOPPER_FUSED_ATTENTION_SPEEDUP, ExpertLayout
 from models.feasibility import divisibility_violations
 from models.goodput import failure_model
 from models.memory import MODULES
@@ -149,6 +149,7 @@ MOE_PLAN_OPTIONS = {  # option key: (flag, its default)
     "recompute_modules": ("--recompute-modules", ""),
     "fp8_activations": ("--fp8-activations", False),
     "capacity_factor": ("--capacity-factor", None),
+    "fused_attention": ("--fused-attention", False),
 }
 
 
@@ -180,6 +181,9 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
         recompute_modules=modules,
         fp8_activations=bool(opts.get("fp8_activations")),
         capacity_factor=opts.get("capacity_factor"),
+        attention_kernel_speedup=HOPPER_FUSED_ATTENTION_SPEEDUP
+        if opts.get("fused_attention")
+        else ex.attention_kernel_speedup,
     )
 
 

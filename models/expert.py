@@ -66,7 +66,20 @@ cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
 ``routed_elementwise`` (the routed copies' element-wise HBM traffic,
 ``routed_elementwise_per_microbatch_s``), ``probs_in_combine`` (memory only) and
 ``linear_attention_chunk`` (Gated DeltaNet's convolution and chunked delta rule,
-``gdn_chunk_per_microbatch_s``; models/linear_attention.py).
+``gdn_chunk_per_microbatch_s``; models/linear_attention.py) and
+``attention_kernel_speedup`` (the attention core's kernel generation, in
+``moe_gemm_per_microbatch_s``).
+
+**Attention kernels** ``attention_kernel_speedup`` (default 1.0, the profile's): the H100
+profile's attention efficiency was fitted on 2024 NeMo / Megatron-Core runs (0.3172 of the
+bf16 peak, 314 TFLOP/s over the 3.5 forward-equivalents of FlashAttention's forward and
+backward), which is FlashAttention-2's H100 rate in the FlashAttention-3 paper's benchmark
+(312-326 TFLOP/s for a forward and its backward at 4K-16K, head dim 128), where cuDNN's
+fused attention, the kernel Transformer Engine's ``FusedAttention`` backend runs on Hopper,
+reaches 504-522 (HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61; FlashAttention-3's own 552-576).
+A run of a release whose attention runs those kernels prices its attention core at the
+profile's seconds / the speedup; nothing else moves. It is a per-run option, not the
+profile's: the dense calibration runs keep the fitted rate.
 
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
@@ -110,6 +123,16 @@ FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
 # DeepSeek-V3 Technical Report section 3.2.2: 20 of the H800's 132 SMs run the
 # communication that DualPipe overlaps with compute
 OVERLAP_SM_FRACTION = 20.0 / 132.0
+# Hopper's fused attention kernels over FlashAttention-2 on the same H100 SXM5, bf16, head
+# dim 128 (Shah et al. 2024, "FlashAttention-3", arXiv 2407.08608, figures 5-6: causal
+# forward FA2 319 / 333 / 335 and cuDNN 518 / 529 / 539 TFLOP/s at 4K / 8K / 16K;
+# backward FA2 310 / 318 / 322 and cuDNN 499 / 518 / 516): one forward and a 2.5 x heavier
+# backward (models.step's 3.5 forward-equivalents) give 312 / 322 / 326 TFLOP/s for FA2 and
+# 504 / 521 / 522 for cuDNN, x 1.614 / 1.618 / 1.604; the mean, 1.61. FlashAttention-3's
+# own kernels give x 1.77 (552 / 571 / 576): cuDNN, Transformer Engine's FusedAttention
+# backend, is the lower of the two. The H100 profile's fitted attention rate, 0.3172 x 989
+# = 314 TFLOP/s, is FA2's (catalog/data/gpus.yaml; models.expert module docstring)
+HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61
 
 
 @dataclass(frozen=True)
@@ -153,6 +176,11 @@ class ExpertLayout:
     # the Gated DeltaNet layers' convolution and chunked delta rule as their own kernels
     # (``gdn_chunk_per_microbatch_s``); False leaves them out (their projections stay GEMMs)
     linear_attention_chunk: bool = True
+    # the attention core's kernels run this many times the profile's fitted attention rate
+    # (a ratio; ``moe_gemm_per_microbatch_s``): 1.0 the profile's; HOPPER_FUSED_ATTENTION_SPEEDUP for a
+    # Megatron-Core release that runs Transformer Engine's fused attention on Hopper where
+    # the profile's fit is FlashAttention-2's rate (module docstring)
+    attention_kernel_speedup: float = 1.0
 
     @property
     def load(self) -> float:
@@ -179,6 +207,8 @@ class ExpertLayout:
             out.append("recompute modules " + ",".join(sorted(self.recompute_modules)))
         if self.fp8_activations:
             out.append("fp8 activations")
+        if self.attention_kernel_speedup != 1.0:
+            out.append(f"fused attention (x{self.attention_kernel_speedup:g} the profile's)")
         return tuple(out)
 
     @property
@@ -529,7 +559,8 @@ def moe_gemm_per_microbatch_s(
 ) -> float:
     """Tensor-core time of one micro-batch on the slowest pipeline rank of a MoE / MLA /
     MTP model: its layers' active GEMMs (routed ones at the grouped-GEMM efficiency and
-    ``expert_load``), attention cores and, on the last rank, logits (models.step rules)."""
+    ``expert_load``), attention cores (at ``attention_kernel_speedup`` x the profile's rate)
+    and, on the last rank, logits (models.step rules)."""
     h = spec.hidden
     t = tokens_per_gpu(layout, seq_len)
     dense_fwd, moe_fwd, routed_one, core, logit_fwd = _per_token_forward(spec, seq_len)
@@ -555,7 +586,8 @@ def moe_gemm_per_microbatch_s(
             linear += t * forwards * spec.mtp_layers * 2.0 * 2 * h * h
         logits = t * 3.0 * logit_fwd if last else 0.0
         logits *= 1 + (spec.mtp_layers if last else 0)
-        work = StageWork(linear, t * (n_dense + n_moe) * core * core_passes, logits)
+        attention = t * (n_dense + n_moe) * core * core_passes / ex.attention_kernel_speedup
+        work = StageWork(linear, attention, logits)
         routed_passes = forwards + moe_forwards
         routed = StageWork(t * routed_passes * n_moe * routed_fwd / gg, 0.0, 0.0)
         seconds = work_gemm_s(work, h, layout, gpu) + work_gemm_s(routed, h, layout, gpu)

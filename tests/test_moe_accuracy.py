@@ -80,3 +80,46 @@ def test_a_layout_that_does_not_fill_its_gpus_is_refused():
     row["num_gpus"] = str(int(row["num_gpus"]) * 2)
     with pytest.raises(ValueError, match="not the GPUs"):
         bench.independent_layout(row)
+
+
+def test_fused_attention_only_on_hopper_rows_of_the_modelzoo():
+    """``attention_kernels``: fused (models.expert.HOPPER_FUSED_ATTENTION_SPEEDUP) for the
+    Megatron-MoE-ModelZoo runs on Hopper, the profile's rate for the others."""
+    assert bench.ATTENTION_KERNELS == {"profile": 1.0, "fused": 1.61}
+    for r in ROWS:
+        fused = r["gpu"] in ("h100-sxm", "h800", "h200") and "ModelZoo" in r["source"]
+        assert r["attention_kernels"] == ("fused" if fused else "profile"), r["name"]
+        assert (
+            bench.independent_layout(r)[1].attention_kernel_speedup
+            == (bench.ATTENTION_KERNELS[r["attention_kernels"]])
+        )
+
+
+def test_dropless_load_is_implied_by_the_twin_and_used_leave_one_out():
+    """Each dropless row with a forced-balance twin implies the load at which the model's
+    step ratio is the measured one; a row is predicted at the mean of its model's OTHER
+    pairs, so changing its own measurement leaves its load unchanged and moves the
+    others'; a model without two other pairs keeps 1.0."""
+    pairs = bench.dropless_pairs(ROWS)
+    loads = bench.dropless_loads(ROWS)
+    qwen = [(r, load) for r, load in pairs if r["model"] == "qwen3-235b-a22b"]
+    assert len(qwen) == 4
+    for row, implied in qwen:
+        forced = next(
+            f
+            for f in ROWS
+            if f["routing"] == "forced-balance" and bench._twin_key(f) == bench._twin_key(row)
+        )
+        spec = bench.independent_spec(row)
+        ratio = bench.measured_step_s(row, spec) / bench.measured_step_s(forced, spec)
+        at = bench.predict_independent(row, True, implied)[0]
+        assert at / bench.predict_independent(row)[0] == pytest.approx(ratio, rel=1e-6)
+        others = [load for r, load in qwen if r is not row]
+        assert loads[row["name"]] == pytest.approx(sum(others) / 3)
+    assert "mixtral-8x22b dropless 128xH100 bf16" not in loads  # one pair: nothing to fit on
+    changed = [dict(r) for r in ROWS]
+    first = next(r for r in changed if r["name"] == qwen[0][0]["name"])
+    first["tflops_per_gpu"] = str(float(first["tflops_per_gpu"]) * 0.9)
+    moved = bench.dropless_loads(changed)
+    assert moved[first["name"]] == pytest.approx(loads[first["name"]], rel=1e-9)
+    assert moved[qwen[1][0]["name"]] != pytest.approx(loads[qwen[1][0]["name"]], rel=1e-6)

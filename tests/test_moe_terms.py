@@ -19,6 +19,7 @@ from models.evaluate import Hardware, evaluate
 from models.expert import (
     DISPATCH_BYTES,
     FP8_DISPATCH_BYTES,
+    HOPPER_FUSED_ATTENTION_SPEEDUP,
     OVERLAP_SM_FRACTION,
     ExpertLayout,
     dualpipe_bubble_scale,
@@ -78,6 +79,29 @@ def test_routed_elementwise_traffic_counts_the_top_k_copies(hw):
     a, b = run(hw, on), run(hw, off)
     assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
     assert routed_elementwise_per_microbatch_s(V3, FLAT, 4096, hw.gpu, on) == 0.0
+
+
+def test_fused_attention_kernels_divide_the_attention_core_time(hw):
+    """attention_kernel_speedup S: the attention core (Q K^T and A V over the causal half,
+    3.5 forward-equivalents at the profile's attention efficiency of the bf16 peak) takes
+    1/S of its seconds, so the step falls by m x core x (1 - 1/S); 1.0 is the profile's.
+    The constant is the FlashAttention-3 paper's cuDNN / FlashAttention-2 ratio on H100."""
+    assert HOPPER_FUSED_ATTENTION_SPEEDUP == pytest.approx(1.61)
+    off, on = ExpertLayout(ep=8), ExpertLayout(ep=8, attention_kernel_speedup=1.61)
+    cal = hw.gpu.calibration
+    assert cal.flash_attention and cal.causal_attention_skip
+    flops = 4096 * 32 * 4.0 * 4096 * MIXTRAL.q_width * 3.5  # tokens x layers x core x passes
+    core_s = 0.5 * flops / (hw.gpu.dense_bf16_tflops * 1e12 * cal.attention_efficiency)
+    a = moe_gemm_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off)
+    b = moe_gemm_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, on)
+    assert a - b == pytest.approx(core_s * (1 - 1 / 1.61), rel=1e-9)
+    assert run(hw, off).total - run(hw, on).total == pytest.approx(
+        8 * core_s * (1 - 1 / 1.61), rel=1e-9
+    )
+    long = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64)
+    assert evaluate(MIXTRAL, hw, long, 32768, experts=on).step_time_s < (
+        evaluate(MIXTRAL, hw, long, 32768, experts=off).step_time_s
+    )
 
 
 def test_fp8_dispatch_shrinks_the_dispatch_direction_only(hw):
@@ -261,6 +285,7 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
     [
         (["--model", "llama2-7b", "--fp8-dispatch"], "--fp8-dispatch"),
         (["--model", "llama2-7b", "--moe-overlap", "a2a"], "--moe-overlap"),
+        (["--model", "llama2-7b", "--fused-attention"], "--fused-attention"),
         (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
          "--recompute-modules"),
     ],
@@ -283,3 +308,24 @@ def test_h800_is_evaluated_but_not_searched_unless_named():
     h800, h100 = cat.gpu("h800"), cat.gpu("h100-sxm")
     assert h800.dense_fp8_tflops == h100.dense_fp8_tflops
     assert h800.scale_up_bw_gb_per_s_per_direction == 200
+
+
+def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
+    """--fused-attention: ExpertLayout.attention_kernel_speedup = 1.61, named in the plan's
+    moe line; the step falls by the attention core's share (test above)."""
+    import json
+
+    from helpers import run_main
+
+    args = ["evaluate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--tp", "1", "--pp",
+            "1", "--dp", "8", "--ep", "8", "--global-batch", "64", "--json"]  # fmt: skip
+    code, out, err = run_main(capsys, args)
+    assert code in (0, 1), err
+    plain = json.loads(out)
+    code, out, err = run_main(capsys, [*args, "--fused-attention"])
+    assert code in (0, 1), err
+    fused = json.loads(out)
+    assert any(p.startswith("fused attention (x1.61") for p in fused["moe_plan"])
+    assert not any(p.startswith("fused attention") for p in plain["moe_plan"])
+    assert fused["step_time_s"] < plain["step_time_s"]
+    assert fused["breakdown_s"]["ep_comm"] == plain["breakdown_s"]["ep_comm"]
