@@ -9,9 +9,15 @@ explanation code (solvers/explain.py) passes them as assumptions or leaves
 them out. Products of two variables use AddMultiplicationEquality.
 
 The model is built in parts over one BuildContext (solvers/cpsat_context.py):
-the choices, scale, NICs, servers, time (solvers/cpsat_time.py), the cluster
-and the cost (solvers/cpsat_cost.py), then every active family's own encoding
-(solvers/families/), the redundant cuts, the objective and the search order.
+the choices, scale, NICs, servers, time (solvers/cpsat_time.py, with its MoE terms from
+solvers/cpsat_expert.py), the batch's tokens (solvers/cpsat_batch_tokens.py), failures
+(solvers/cpsat_goodput.py), the purchases (solvers/cpsat_purchases.py), the cluster and
+the cost (solvers/cpsat_cost.py), then every active family's own encoding
+(solvers/families/), the redundant cuts, the objective and the search order. The parts
+are siblings: each imports only the context and the bottom floors, never another part
+(cpsat_expert aside, the time part's own MoE terms), and this module calls them in
+order, handing each what an earlier one or the bounds computed through the context
+(issue 32: solvers/ in at most 7 import floors, tests/test_import_cycles.py).
 
 Units: time in ``unit_s`` seconds (ns or coarser, chosen so that the largest
 step fits in ~1e12 units); usage is rounded up and capacity down, so a plan
@@ -30,10 +36,12 @@ from ortools.sat.python import cp_model
 from models.cost import usd_to_cents_up
 from models.pipeline import microbatch_step
 from models.units import seconds_from_days
-from solvers.bounds import dp_bounds, objective_lower_bound
+from solvers.bounds import dp_bounds, least_per_gpu, objective_lower_bound
+from solvers.cpsat_batch_tokens import add_batch_tokens, tokens_room
 from solvers.cpsat_cluster import ClusterTerms
 from solvers.cpsat_context import Bounds, BuildContext
-from solvers.cpsat_cost import TCO_UNITS_PER_CENT, add_cluster, add_cost
+from solvers.cpsat_cost import TCO_UNITS_PER_CENT, add_cluster, add_cost, charges_tco
+from solvers.cpsat_goodput import add_goodput, headroom
 from solvers.cpsat_purchases import add_purchase_choices, add_purchase_cost
 from solvers.cpsat_time import add_time
 from solvers.families import REGISTRY, needs_cluster, nic_dominance
@@ -110,10 +118,12 @@ def _build(
     _nics(ctx)
     _batch(ctx)
     _servers(ctx)
-    add_time(ctx)
+    _time(ctx)
     if needs_cluster(scenario):
         add_cluster(ctx)
         add_purchase_cost(ctx)
+    if charges_tco(ctx):
+        ctx.least_per_gpu = [least_per_gpu(scenario, g) for g in ctx.gpus.values()]
     add_cost(ctx)
     for family in REGISTRY:
         if family.name in ctx.enforce:
@@ -137,6 +147,18 @@ def _build(
     )
     _search_order(ctx)
     return form
+
+
+def _time(ctx: BuildContext) -> None:
+    """The time parts, in this order (each reads what the one before set): the headroom the
+    batch's tokens and the failures leave in int64 (``goodput_room``), T' and G x T'
+    (solvers/cpsat_time.py), their inflation by the batch's tokens
+    (solvers/cpsat_batch_tokens.py), then their expected values with failures
+    (solvers/cpsat_goodput.py)."""
+    ctx.goodput_room = headroom(ctx) * tokens_room(ctx)
+    add_time(ctx)
+    add_batch_tokens(ctx)
+    add_goodput(ctx)
 
 
 def _choices(ctx: BuildContext) -> None:

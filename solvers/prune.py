@@ -12,13 +12,16 @@ building"; bench/solver.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from solvers.bounds import gemm_lower_bounds, objective_lower_bound, warm_least_capex
-from solvers.exhaustive import best_for_candidate  # here a heuristic, not the oracle
+from solvers.grid_search import best_for_candidate  # here a heuristic, not the oracle
 from solvers.plan import Config, build_plan
-from solvers.presolve import Presolved
-from solvers.scenario import Scenario
-from solvers.space import Candidate, Shape, nic_specs
+from solvers.scenario import Scenario, nic_specs
+
+if TYPE_CHECKING:
+    from solvers.presolve import Presolved
+    from solvers.space import Candidate, Shape
 
 WARM_SHAPES = 12  # shapes the warm start tries (bench/solver.py: the fastest of 8, 12, 16, 24)
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from models.evaluate import Evaluation
 from models.goodput import absorbed_fraction, with_purchases
-from solvers.scenario import Scenario
 
 if TYPE_CHECKING:
-    from solvers.plan import Config
+    from solvers.decisions import Config
+    from solvers.scenario import Scenario
 
 
 def decides_purchases(scenario: Scenario, gpu: str) -> bool:

@@ -251,3 +251,8 @@ class Scenario:
 
     def with_changes(self, **changes) -> Scenario:
         return replace(self, **changes)
+
+
+def nic_specs(scenario: Scenario) -> list[NICSpec]:
+    """The question's NIC types (the catalog's specs of ``scenario.nics``)."""
+    return [scenario.catalog.nic(n) for n in scenario.nics]
