@@ -28,6 +28,12 @@ DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch;
 # models/batch_tokens.py), or DEFAULT_MAX_BATCH_TOKENS with the model off; resolved when the
 # Scenario is built, so code and the CLI (designer/questions.py) get the same ceiling
 MODEL_CEILING = -1.0
+# the largest batch ceiling the CP-SAT model holds, in tokens: sequences (at least one token
+# each) times the DP degree (at most GPU_CAP) in int64 with room for sums of four terms,
+# INT_LIMIT / 4 / GPU_CAP rounded down to a power of ten (1e12; solvers/limits.py says how
+# each limit is derived, tests/test_scenario.py checks this one). Here, on the scenario's
+# floor, so that the default ceiling is clamped to it in one place (model_ceiling_tokens)
+MAX_BATCH_TOKENS = 1e12
 DEFAULT_MAX_VIRTUAL_STAGES = 5
 GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
 # Planning defaults for memory the tensors do not account for (README "Memory headroom").
@@ -137,12 +143,8 @@ class Scenario:
             object.__setattr__(self, "max_batch_tokens", self.model_ceiling_tokens())
 
     def model_ceiling_tokens(self) -> float:
-        """The batch ceiling of a question that names none: 3 critical batches under the
-        batch-tokens model (models.batch_tokens.max_batch_tokens), 16M tokens with it off."""
-        crit = critical_batch_tokens(self.batch_tokens_model, self.spec, self.tokens)
-        if crit is None:
-            return DEFAULT_MAX_BATCH_TOKENS
-        return max_batch_tokens(crit, self.seq_len)
+        """The batch ceiling of a question that names none (module function)."""
+        return model_ceiling_tokens(self.batch_tokens_model, self.spec, self.tokens, self.seq_len)
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
     budget = _limit("budget_usd", "budget")
@@ -256,3 +258,13 @@ class Scenario:
 def nic_specs(scenario: Scenario) -> list[NICSpec]:
     """The question's NIC types (the catalog's specs of ``scenario.nics``)."""
     return [scenario.catalog.nic(n) for n in scenario.nics]
+
+
+def model_ceiling_tokens(model: str, spec: TransformerSpec, tokens: float, seq_len: int) -> float:
+    """The batch ceiling of a question that names none (max_batch_tokens=MODEL_CEILING, the
+    CLI's without --max-batch-tokens): 3 critical batches under the batch-tokens model
+    (models.batch_tokens.max_batch_tokens), at most MAX_BATCH_TOKENS; 16M tokens with it off."""
+    crit = critical_batch_tokens(model, spec, tokens)
+    if crit is None:
+        return DEFAULT_MAX_BATCH_TOKENS
+    return min(max_batch_tokens(crit, seq_len), MAX_BATCH_TOKENS)
