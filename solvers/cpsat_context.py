@@ -20,7 +20,7 @@ from solvers.intmath import hi, selected
 if TYPE_CHECKING:  # read by the annotations only: the context stays on the second floor
     from solvers.cpsat_cluster import ClusterTerms
     from solvers.decisions import Shape
-    from solvers.scenario import Scenario
+    from solvers.scenario import PreparedQuestion, Scenario
     from solvers.space import Candidate
 
 IntVar = cp_model.IntVar
@@ -47,6 +47,8 @@ class BuildContext:
     coarsen: float  # the time unit's coarsening (build retries coarser on overflow)
     cost_cap_usd: float | None
     given_bounds: Bounds | None
+    # what the parts ask the scenario, computed once per solve (Scenario.prepare)
+    prepared: PreparedQuestion
     # Each part sets its fields (the part named in each comment; solvers/cpsat_model.py);
     # fields of one part may sit in another's group, so that like declarations stay apart.
     # _choices: a literal per shape, GPU type and NIC type offered, the families' literals
@@ -126,4 +128,4 @@ class BuildContext:
 
 def gpu_days_per_unit(ctx: BuildContext) -> float:
     """GPU-days to train per unit of the GPU-time per sequence (add_time's unit and scale)."""
-    return days_from_seconds(ctx.unit_s / ctx.gpu_time.scale * ctx.scenario.sequences)
+    return days_from_seconds(ctx.unit_s / ctx.gpu_time.scale * ctx.prepared.sequences)

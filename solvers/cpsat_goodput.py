@@ -35,7 +35,7 @@ def headroom(ctx: BuildContext) -> int:
         return 1
     worst = 0.0
     for g in ctx.gpu_names:
-        model = s.failure_model(g)
+        model = ctx.prepared.failure_models[g]
         if model is not None:
             x, a, c = model.coefficients()
             worst = max(worst, x + a + c * ctx.gpu_cap)
@@ -52,13 +52,13 @@ def _both(ctx: BuildContext, name: str, a: IntVar, b: IntVar) -> IntVar:
 def goodput_rows(ctx: BuildContext) -> tuple[dict[str, tuple[float, float, float]], dict, dict]:
     """The goodput coefficients per GPU type (x) and per (GPU type, option) rows: returns
     ({g: (x, a, c)} of the plain model, {key: (a, literal)}, {key: (c, literal)})."""
-    s, fac = ctx.scenario, ctx.scenario.catalog.facility
+    fac = ctx.scenario.catalog.facility
     plain: dict[str, tuple[float, float, float]] = {}
     a_rows: dict[str, tuple[float, IntVar]] = {}
     c_rows: dict[str, tuple[float, IntVar]] = {}
     base = fac.checkpoint_storage_gb_per_s_per_server
     for g in ctx.gpu_names:
-        model = s.failure_model(g)
+        model = ctx.prepared.failure_models[g]
         plain[g] = model.coefficients() if model is not None else (0.0, 0.0, 0.0)
         if model is None or not ctx.spare_lits:
             a_rows[g] = (plain[g][1], ctx.gpu_lit[g])

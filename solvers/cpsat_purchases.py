@@ -18,27 +18,26 @@ from __future__ import annotations
 from models.cost import server_usd, storage_upgrade_usd, usd_to_cents_up
 from solvers.cpsat_context import BuildContext, IntVar
 from solvers.intmath import hi
-from solvers.purchases import decides_purchases, spare_options, storage_options
 
 _MILLI = 100_000  # spares per 100 in thousandths: ceil(servers x milli / 100,000)
 
 
 def add_purchase_choices(ctx: BuildContext) -> None:
     """The option literals (none when no GPU type of the question decides purchases)."""
-    md, s = ctx.md, ctx.scenario
-    deciding = [g for g in ctx.gpu_names if decides_purchases(s, g)]
+    md, q = ctx.md, ctx.prepared
+    deciding = [g for g in ctx.gpu_names if q.decides_purchases[g]]
     ctx.spare_lits, ctx.storage_lits = {}, {}
     if not deciding:
         return
-    spares = sorted({k for g in deciding for k in spare_options(s, g)})
-    storage = sorted({b for g in deciding for b in storage_options(s, g)})
+    spares = sorted({k for g in deciding for k in q.spare_options[g]})
+    storage = sorted({b for g in deciding for b in q.storage_options[g]})
     ctx.spare_lits = {k: md.new_bool_var(f"spares_per_100[{k:g}]") for k in spares}
     ctx.storage_lits = {b: md.new_bool_var(f"storage_gb_s[{b:g}]") for b in storage}
     md.add_exactly_one(ctx.spare_lits.values())
     md.add_exactly_one(ctx.storage_lits.values())
     for g in ctx.gpu_names:  # a GPU type takes only its own options (no decision: 0, base)
-        ks = spare_options(s, g) if g in deciding else [0.0]
-        bs = storage_options(s, g) if g in deciding else [min(storage)]
+        ks = q.spare_options[g] if g in deciding else (0.0,)
+        bs = q.storage_options[g] if g in deciding else (min(storage),)
         for k, lit in ctx.spare_lits.items():
             if k not in ks:
                 md.add_bool_or([~ctx.gpu_lit[g], ~lit])

@@ -186,7 +186,7 @@ def _per_sequence(
     per_seq = md.new_int_var(0, hi(q_stage) + hi(q_sends) + hi(q_rest), "time_per_sequence")
     md.add(per_seq == q_stage + q_sends + q_rest)
     ctx.k_scale, ctx.per_seq = k_scale, per_seq
-    ctx.days_per_unit = days_from_seconds(ctx.unit_s / k_scale * ctx.scenario.sequences)
+    ctx.days_per_unit = days_from_seconds(ctx.unit_s / k_scale * ctx.prepared.sequences)
 
 
 def _gpu_time_per_sequence(

@@ -24,7 +24,7 @@ from solvers.plan import Config, build_plan
 from solvers.purchase_rule import settle
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
-from solvers.space import Candidate, enumerate_candidates, nic_specs
+from solvers.space import Candidate, enumerate_candidates
 
 
 @without_gc_pauses
@@ -42,7 +42,8 @@ def solve_exhaustive(
         )
     start = time.perf_counter()
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
-    nics = nic_specs(scenario)
+    q = scenario.prepare()  # once per solve (solvers/scenario.py PreparedQuestion)
+    nics = list(q.nic_specs)
     a = scenario.assumptions
     per_shape: list[tuple[tuple, Config]] = []
     complete = True
@@ -52,12 +53,12 @@ def solve_exhaustive(
             break
         if not cand.allowed(scenario):
             continue
-        best = best_for_candidate(scenario, cand, nics, a.dp_overlap, every_m=True)
+        best = best_for_candidate(scenario, cand, nics, a.dp_overlap, every_m=True, prepared=q)
         if best is not None:
             per_shape.append(best)
     per_shape.sort(key=lambda kv: kv[0])
     # phase two: the cheapest purchases within the tolerance (solvers/purchase_rule.py)
-    plans = settle(scenario, [build_plan(scenario, cfg) for _, cfg in per_shape[:top_k]])
+    plans = settle(scenario, [build_plan(scenario, cfg, q) for _, cfg in per_shape[:top_k]], q)
     if complete:
         status = "optimal" if plans else "infeasible"
     else:
@@ -85,8 +86,11 @@ def estimated_seconds(
     if not allowed:
         return 0.0
     picked = allowed[:: max(1, len(allowed) // sample)][:sample]
-    nics = nic_specs(scenario)
+    q = scenario.prepare()  # once per solve (solvers/scenario.py PreparedQuestion)
+    nics = list(q.nic_specs)
     start = time.perf_counter()
     for cand in picked:
-        best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap, every_m=True)
+        best_for_candidate(
+            scenario, cand, nics, scenario.assumptions.dp_overlap, every_m=True, prepared=q
+        )
     return (time.perf_counter() - start) / len(picked) * len(allowed)

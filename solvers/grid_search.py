@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.batch_tokens import token_multiplier
 from models.cost import bought_gpus, cluster_totals, purchases_cents, tco_usd, usd_to_cents_up
 from models.evaluate import cloud_usd
 from models.feasibility import TOL
@@ -25,8 +26,7 @@ from models.units import days_from_seconds
 from solvers.decisions import Config
 from solvers.families import REGISTRY, active, nic_dominance
 from solvers.families.base import Family, Grid
-from solvers.purchases import decides_purchases, spare_options, storage_options
-from solvers.scenario import GPU_CAP, Scenario
+from solvers.scenario import GPU_CAP, PreparedQuestion, Scenario
 
 if TYPE_CHECKING:
     from solvers.space import Candidate
@@ -34,9 +34,16 @@ if TYPE_CHECKING:
 MAX_PAIRS = 20_000_000
 
 
-def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int, vp: int = 1):
+def batch_bounds(
+    scenario: Scenario,
+    q: PreparedQuestion,
+    micro_batch: int,
+    dps: np.ndarray,
+    pp: int,
+    vp: int = 1,
+):
     """Largest and smallest micro-batches per step for each DP degree."""
-    cap = batch_cap_seq(scenario)
+    cap = batch_cap_seq(scenario, q)
     if cap is not None:
         m_hi = cap // (micro_batch * dps)
     else:
@@ -52,24 +59,24 @@ def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int,
     return m_hi, m_lo
 
 
-def batch_cap_seq(scenario: Scenario) -> int | None:
+def batch_cap_seq(scenario: Scenario, q: PreparedQuestion) -> int | None:
     """The largest global batch in sequences: the enforced ceiling's and the batch-tokens
     model's (Scenario.model_batch_cap_seq), None without either."""
     caps = []
     if active(scenario, "batch_ceiling"):
         caps.append(math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL))
-    if scenario.model_batch_cap_seq is not None:
-        caps.append(scenario.model_batch_cap_seq)
+    if q.model_batch_cap_seq is not None:
+        caps.append(q.model_batch_cap_seq)
     return min(caps) if caps else None
 
 
-def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
+def dp_upper(scenario: Scenario, q: PreparedQuestion, cand: Candidate, gpu_price_cents: int) -> int:
     shape = cand.shape
     hi = GPU_CAP // shape.replica_gpus
-    cap = scenario.gpu_cap(shape.gpu) if active(scenario, "max_gpus") else None
+    cap = q.gpu_caps[shape.gpu] if active(scenario, "max_gpus") else None
     if cap is not None:
         hi = min(hi, cap // shape.replica_gpus)
-    cap_seq = batch_cap_seq(scenario)
+    cap_seq = batch_cap_seq(scenario, q)
     if cap_seq is not None:
         m_min = (
             shape.pp
@@ -77,7 +84,7 @@ def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
             else 1
         )
         hi = min(hi, cap_seq // (shape.micro_batch * m_min))
-    if active(scenario, "budget") and scenario.capex_charged_in_full:
+    if active(scenario, "budget") and q.capex_charged_in_full:
         hi = min(hi, int(scenario.budget * 100 // (gpu_price_cents * shape.replica_gpus)))
     return hi
 
@@ -102,20 +109,22 @@ def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
     return d_rep, m
 
 
-def _purchases(scenario: Scenario, gpu: str) -> list[tuple[float, float | None]]:
+def _purchases(q: PreparedQuestion, gpu: str) -> list[tuple[float, float | None]]:
     """(spares per 100, storage GB/s or None: the facility's) pairs a plan may buy
     (solvers/purchases.py); only (0, None) when the question does not decide them."""
-    if not decides_purchases(scenario, gpu):
+    if not q.decides_purchases[gpu]:
         return [(0.0, None)]
-    return [(k, b) for k in spare_options(scenario, gpu) for b in storage_options(scenario, gpu)]
+    return [(k, b) for k in q.spare_options[gpu] for b in q.storage_options[gpu]]
 
 
-def _expected(scenario: Scenario, gpu, gpus, ideal_days, cluster, spares, storage):
+def _expected(
+    scenario: Scenario, q: PreparedQuestion, gpu, gpus, ideal_days, cluster, spares, storage
+):
     """Expected days, cost (cents and USD) and the cluster totals with the purchases, for
     every (d, m) pair: the days times 1 + overhead(G) of the failure model with them
     (models/goodput.py), the capex plus their price (models/cost.py purchases_cents)."""
     fac = scenario.catalog.facility
-    failures = scenario.failure_model(gpu.name)
+    failures = q.failure_models[gpu.name]
     totals = cluster
     if failures is not None and storage is not None:
         failures = with_purchases(failures, fac, spares, storage)
@@ -141,23 +150,30 @@ def _expected(scenario: Scenario, gpu, gpus, ideal_days, cluster, spares, storag
 
 
 def best_for_candidate(
-    scenario: Scenario, cand: Candidate, nics, dp_overlap: float, every_m: bool = False
+    scenario: Scenario,
+    cand: Candidate,
+    nics,
+    dp_overlap: float,
+    every_m: bool = False,
+    prepared: PreparedQuestion | None = None,
 ):
     """The best (d, m, NIC type, NICs) for one shape, or None if none is feasible.
 
     ``every_m`` enumerates every micro-batch count and every NIC option (the
     reference solver); otherwise the largest m and, when renting, only the
     fastest NIC in every slot are tried (the dominance arguments; the CP-SAT
-    warm start uses this fast form)."""
+    warm start uses this fast form). ``prepared``: ``scenario.prepare()``, when the
+    caller has it (once per solve)."""
+    q = prepared if prepared is not None else scenario.prepare()
     shape, c = cand.shape, cand.coeffs
     gpu = scenario.catalog.gpu(shape.gpu)
     gpu_cents = usd_to_cents_up(gpu.price_usd)
     lo = cand.dp_floor(scenario)
-    hi = dp_upper(scenario, cand, gpu_cents)
+    hi = dp_upper(scenario, q, cand, gpu_cents)
     if hi < lo:
         return None
     dps = np.arange(lo, hi + 1, dtype=np.int64)
-    m_hi, m_lo = batch_bounds(scenario, shape.micro_batch, dps, shape.pp, shape.vp)
+    m_hi, m_lo = batch_bounds(scenario, q, shape.micro_batch, dps, shape.pp, shape.vp)
     m_lo = np.maximum(m_lo, 1)
     # GPUs come in whole purchase units (servers, or NVL72 racks)
     ok_batch = (m_hi >= m_lo) & ((shape.replica_gpus * dps) % gpu.server.purchase_unit_gpus == 0)
@@ -166,14 +182,14 @@ def best_for_candidate(
     if not ok_batch.any():
         return None
     # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
-    every_m = every_m and batch_cap_seq(scenario) is not None
+    every_m = every_m and batch_cap_seq(scenario, q) is not None
     dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     keep = m % microbatch_step(shape.pp, shape.vp) == 0  # every m enumerated: the multiples
     dps, m = dps[keep], m[keep]
     gpus = shape.replica_gpus * dps
-    takes = {n.name for n in scenario.nics_for(gpu.name)}
+    takes = {n.name for n in q.nics_for[gpu.name]}
     fitting = [nic for nic in nics if nic.name in takes]
-    counts = scenario.nic_counts(gpu.name)
+    counts = q.nic_counts[gpu.name]
     options = [(nic, k) for nic in fitting for k in counts]
     if nic_dominance(scenario) and not every_m and fitting:
         fastest = max(fitting, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
@@ -186,11 +202,13 @@ def best_for_candidate(
         parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
         tau = sum(parts.as_dict().values())
         batch = shape.micro_batch * m * dps
-        tokens_x = scenario.token_multiplier(batch)  # the batch's tokens (models/batch_tokens.py)
-        ideal = days_from_seconds(tau / batch * scenario.sequences * tokens_x)
-        for spares, storage in _purchases(scenario, gpu.name):
+        tokens_x = token_multiplier(
+            batch, q.critical_batch_seq
+        )  # the batch's tokens (models/batch_tokens.py)
+        ideal = days_from_seconds(tau / batch * q.sequences * tokens_x)
+        for spares, storage in _purchases(q, gpu.name):
             days, cost_cents, cost, totals = _expected(
-                scenario, gpu, gpus, ideal, cluster, spares, storage
+                scenario, q, gpu, gpus, ideal, cluster, spares, storage
             )
             grid = Grid(cand, gpu, k, dps, m, gpus, days, cost_cents, totals)
             ok = np.ones_like(dps, dtype=bool)

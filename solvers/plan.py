@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from models.batch_tokens import token_multiplier
 from models.evaluate import Evaluation, Hardware, evaluate
 from solvers.columns import PLAN_COLUMNS  # noqa: F401  (its home before solvers/columns.py)
 from solvers.decisions import Config, Plan, Shape  # noqa: F401  (their home before decisions.py)
 from solvers.families import REGISTRY, active
 from solvers.purchases import purchased
-from solvers.scenario import Scenario
+from solvers.scenario import PreparedQuestion, Scenario
 
 
 def cost_usd(ev: Evaluation, pricing: str) -> float:
@@ -21,8 +22,14 @@ def cost_usd(ev: Evaluation, pricing: str) -> float:
     return float(ev.cloud_cost or 0.0)
 
 
-def build_plan(scenario: Scenario, config: Config) -> Plan:
-    """Re-evaluate a configuration with the float model and check every enforced family."""
+def build_plan(
+    scenario: Scenario, config: Config, prepared: PreparedQuestion | None = None
+) -> Plan:
+    """Re-evaluate a configuration with the float model and check every enforced family.
+    ``prepared``: ``scenario.prepare()``, when the caller has it (its GPU types hold the
+    configuration's)."""
+    q: Scenario | PreparedQuestion = scenario if prepared is None else prepared
+    crit = q.critical_batch_seq
     cat = scenario.catalog
     hw = Hardware.from_catalog(cat, config.shape.gpu, config.nic, config.nics_per_node)
     layout = config.shape.layout(config.dp, config.microbatches)
@@ -49,16 +56,19 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         hw,
         layout,
         scenario.seq_len,
-        scenario.tokens * scenario.token_multiplier(layout.global_batch),  # the batch's tokens
+        scenario.tokens * token_multiplier(layout.global_batch, crit),  # the batch's tokens
         a,
-        failures=scenario.failure_model(gpu.name),
+        failures=(
+            scenario.failure_model(gpu.name)
+            if prepared is None
+            else prepared.failure_models[gpu.name]
+        ),
         experts=config.shape.experts,  # EP and ETP (1 and 1 for a dense model)
     )
     ev = purchased(ev, config.spares_per_100, config.storage_gb_per_s)
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
-    crit = scenario.critical_batch_seq
     ev.extra["critical_batch_tokens"] = None if crit is None else crit * scenario.seq_len
     # the evaluator's checks (models/feasibility.py), then the families it does not check
     violations = [v for v in ev.violations if active(scenario, v.constraint)]

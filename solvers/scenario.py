@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,7 +17,7 @@ from models.batch_tokens import (
     max_batch_tokens,
     token_multiplier,
 )
-from models.goodput import FailureModel, failure_model
+from models.goodput import FailureModel, absorbed_fraction, failure_model
 from models.layout import Assumptions
 from models.spec import TransformerSpec
 
@@ -204,10 +205,7 @@ class Scenario:
     def token_multiplier(self, batch_sequences):
         """Tokens to train at a global batch of ``batch_sequences`` per question token
         (1 without the batch-tokens model; floats or numpy arrays)."""
-        crit = self.critical_batch_seq
-        if crit is None:
-            return batch_sequences * 0 + 1.0
-        return token_multiplier(batch_sequences, crit)
+        return token_multiplier(batch_sequences, self.critical_batch_seq)
 
     @property
     def sequences(self) -> float:
@@ -251,8 +249,88 @@ class Scenario:
             )
         return found
 
+    # the purchase options (solvers/purchases.py, issue 18 item 4: its module docstring says
+    # which options are left out and why)
+    def decides_purchases(self, gpu: str) -> bool:
+        """Whether the plan on ``gpu`` chooses spares and storage (failures on, purchased)."""
+        model = self.failure_model(gpu)
+        return model is not None and model.rate_per_gpu_s > 0 and self.pricing != "cloud"
+
+    def spare_options(self, gpu: str) -> list[float]:
+        """Spares per 100 servers a plan on ``gpu`` may buy, 0 first."""
+        fac = self.catalog.facility
+        model = self.failure_model(gpu)
+        if model is None or not self.decides_purchases(gpu):
+            return [0.0]
+        if fac.hot_spare_restart_min * 60.0 >= model.restart_s:
+            return [0.0]
+        kept: list[float] = []
+        seen: set[float] = set()
+        for k in sorted({0.0, *fac.hot_spare_options_per_100_servers}):
+            f = absorbed_fraction(k, fac.hot_spares_per_100_servers)
+            if f not in seen:
+                seen.add(f)
+                kept.append(float(k))
+        return kept
+
+    def storage_options(self, gpu: str) -> list[float]:
+        """Checkpoint storage GB/s per server a plan on ``gpu`` may have, the facility's first."""
+        fac = self.catalog.facility
+        base = fac.checkpoint_storage_gb_per_s_per_server
+        if not self.decides_purchases(gpu):
+            return [base]
+        faster = sorted(b for b in fac.checkpoint_storage_options_gb_per_s_per_server if b > base)
+        return [base, *faster]
+
     def with_changes(self, **changes) -> Scenario:
         return replace(self, **changes)
+
+    def prepare(self) -> PreparedQuestion:
+        """What the stages of one solve ask, computed once (PreparedQuestion)."""
+        relaxed = self.with_changes(disabled=self.disabled | {"nic_slots"})
+        return PreparedQuestion(
+            nic_specs=tuple(nic_specs(self)),
+            nics_for={g: tuple(self.nics_for(g)) for g in self.gpus},
+            nic_counts={g: self.nic_counts(g) for g in self.gpus},
+            relaxed_nic_counts={g: relaxed.nic_counts(g) for g in self.gpus},
+            failure_models={g: self.failure_model(g) for g in self.gpus},
+            decides_purchases={g: self.decides_purchases(g) for g in self.gpus},
+            spare_options={g: tuple(self.spare_options(g)) for g in self.gpus},
+            storage_options={g: tuple(self.storage_options(g)) for g in self.gpus},
+            gpu_caps={g: self.gpu_cap(g) for g in self.gpus},
+            sequences=self.sequences,
+            critical_batch_seq=self.critical_batch_seq,
+            model_batch_cap_seq=self.model_batch_cap_seq,
+            capex_charged_in_full=self.capex_charged_in_full,
+        )
+
+
+@dataclass(frozen=True)
+class PreparedQuestion:
+    """What the stages of one solve ask the scenario, computed once at its top
+    (Scenario.prepare; issue 32 item 2, a first step): the NIC types on offer and, per GPU
+    type of the question, its NIC options, its NIC counts (the vendor's, and the relaxed
+    rule's that bound CP-SAT's domain), its failure model, its purchase options and its GPU
+    cap; the training
+    sequences and the batch-tokens model's terms. The CP-SAT build (BuildContext.prepared)
+    and the one-shape grid search (solvers/grid_search.py: the warm start, the exhaustive
+    solver) read it instead of asking the scenario again; the bounds, the presolve, the
+    plans and the purchase options still ask the scenario (README "Not yet done")."""
+
+    nic_specs: tuple[NICSpec, ...]
+    nics_for: Mapping[str, tuple[NICSpec, ...]]
+    nic_counts: Mapping[str, tuple[int, ...]]
+    relaxed_nic_counts: Mapping[str, tuple[int, ...]]  # nic_slots ignored (extra slots)
+    failure_models: Mapping[str, FailureModel | None]
+    # the purchase options (Scenario.decides_purchases, spare_options, storage_options)
+    decides_purchases: Mapping[str, bool]
+    spare_options: Mapping[str, tuple[float, ...]]
+    storage_options: Mapping[str, tuple[float, ...]]
+    gpu_caps: Mapping[str, int | None]
+    sequences: float
+    critical_batch_seq: int | None
+    model_batch_cap_seq: int | None
+    capex_charged_in_full: bool
 
 
 def nic_specs(scenario: Scenario) -> list[NICSpec]:
