@@ -311,11 +311,11 @@ class PreparedQuestion:
     (Scenario.prepare; issue 32 item 2, a first step): the NIC types on offer and, per GPU
     type of the question, its NIC options, its NIC counts (the vendor's, and the relaxed
     rule's that bound CP-SAT's domain), its failure model, its purchase options and its GPU
-    cap; the training
-    sequences and the batch-tokens model's terms. The CP-SAT build (BuildContext.prepared)
-    and the one-shape grid search (solvers/grid_search.py: the warm start, the exhaustive
-    solver) read it instead of asking the scenario again; the bounds, the presolve, the
-    plans and the purchase options still ask the scenario (README "Not yet done")."""
+    cap; the training sequences and the batch-tokens model's terms. Read by the CP-SAT build
+    (BuildContext.prepared), the one-shape grid search (solvers/grid_search.py: the warm
+    start and the exhaustive solver), the purchase rule and the plans it settles
+    (build_plan's ``prepared``); the bounds, the presolve, the space and the families' hooks
+    still ask the scenario (README "Not yet done")."""
 
     nic_specs: tuple[NICSpec, ...]
     nics_for: Mapping[str, tuple[NICSpec, ...]]
