@@ -26,12 +26,11 @@ from designer.question import (
     Question,
     answer_key,
 )
-from models import Assumptions, TransformerSpec, batch_tokens, resolve_model
+from models import Assumptions, TransformerSpec, resolve_model
 from models.batch_tokens import DEFAULT_MODEL as DEFAULT_BATCH_TOKENS_MODEL
-from models.batch_tokens import critical_batch_tokens
 from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
-from solvers import FAMILIES, Scenario, SolveResult, limits
-from solvers.scenario import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_VIRTUAL_STAGES
+from solvers import FAMILIES, Scenario, SolveResult
+from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES, MODEL_CEILING, model_ceiling_tokens
 
 if TYPE_CHECKING:
     from catalog import Catalog
@@ -177,25 +176,21 @@ def _sequence(spec, tokens, seq_len, precision: str, model: str, limits_: tuple)
     one sequence, the floor (--min-batch-tokens) against the ceiling and the model's cap."""
     ceiling, floor = limits_
     s = seq_len or spec.seq_len
-    model_cap = _model_ceiling(model, spec, tokens, s)
-    if ceiling is None:
-        ceiling = model_cap
-    if ceiling < s:
+    # the default is the Scenario's (solvers.scenario.model_ceiling_tokens, clamped to the
+    # CP-SAT model's limit): the CLI checks against it and hands on the sentinel
+    model_cap = model_ceiling_tokens(model, spec, tokens, s)
+    resolved = model_cap if ceiling is None else ceiling
+    if resolved < s:
         raise UsageError(
-            f"{ceiling:,.0f} is below one sequence of {s:,} tokens", "--max-batch-tokens"
+            f"{resolved:,.0f} is below one sequence of {s:,} tokens", "--max-batch-tokens"
         )
-    _check_floor(floor, ceiling, None if model == "off" else model_cap)
-    fields = dict(max_batch_tokens=ceiling, min_batch_tokens=floor, batch_tokens_model=model)
+    _check_floor(floor, resolved, None if model == "off" else model_cap)
+    fields = dict(
+        max_batch_tokens=MODEL_CEILING if ceiling is None else ceiling,
+        min_batch_tokens=floor,
+        batch_tokens_model=model,
+    )
     return s, fields, ("bf16", "fp8") if precision == "any" else (precision,)
-
-
-def _model_ceiling(model: str, spec: TransformerSpec, tokens: float, seq_len: int) -> float:
-    """The batch ceiling a question without --max-batch-tokens gets: the batch-tokens
-    model's largest batch (models/batch_tokens.py), or 16M with the model off."""
-    crit = critical_batch_tokens(model, spec, tokens)
-    if crit is None:
-        return DEFAULT_MAX_BATCH_TOKENS
-    return min(batch_tokens.max_batch_tokens(crit, seq_len), limits.MAX_BATCH_TOKENS)
 
 
 def _rented(cloud_max_gpus: int | None) -> dict[str, Any]:

@@ -77,10 +77,12 @@ def critical_batch_sequences(critical_tokens: float, seq_len: int) -> int:
     return max(1, math.floor(critical_tokens / seq_len + 1e-9))
 
 
-def token_multiplier(batch_sequences, critical_sequences: int):
+def token_multiplier(batch_sequences, critical_sequences: int | None):
     """Tokens needed at a batch of ``batch_sequences`` per question token:
-    max(1, (1 + B / B_crit) / 2) (McCandlish et al.'s E(B) normalised at B_crit).
-    Works on floats and numpy arrays alike."""
+    max(1, (1 + B / B_crit) / 2) (McCandlish et al.'s E(B) normalised at B_crit); 1 without
+    a critical batch (None: the model off). Works on floats and numpy arrays alike."""
+    if critical_sequences is None:
+        return batch_sequences * 0 + 1.0
     ratio = (critical_sequences + batch_sequences) / (2.0 * critical_sequences)
     if hasattr(ratio, "clip"):
         return ratio.clip(min=1.0)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -34,8 +34,10 @@ from models.units import days_from_seconds, seconds_from_days
 from solvers.families import REGISTRY, active
 from solvers.intmath import down
 from solvers.purchases import spare_options, storage_options
-from solvers.scenario import GPU_CAP, Scenario
-from solvers.space import Candidate, nic_specs
+from solvers.scenario import GPU_CAP, Scenario, nic_specs
+
+if TYPE_CHECKING:
+    from solvers.space import Candidate
 
 
 def least_capex_cents(scenario: Scenario, gpu, num_gpus) -> np.ndarray:

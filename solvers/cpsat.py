@@ -24,7 +24,7 @@ from solvers.presolve import Presolved, presolve
 from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, prune
 from solvers.purchase_rule import settle
 from solvers.result import SolveResult
-from solvers.scenario import Scenario
+from solvers.scenario import PreparedQuestion, Scenario
 from solvers.space import Candidate, enumerate_candidates
 from solvers.stop import stoppable_solver
 
@@ -182,7 +182,8 @@ def solve_cpsat(
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
         )
-    kept = prune(scenario, pre, top_k, hint, warm_shapes)
+    prepared = scenario.prepare()  # what the stages ask the scenario, once (PreparedQuestion)
+    kept = prune(scenario, pre, top_k, hint, warm_shapes, prepared)
     incumbents = kept.incumbents
     cap = None
     if scenario.pricing == "tco" and scenario.objective == "cost" and len(incumbents) >= top_k:
@@ -190,12 +191,12 @@ def solve_cpsat(
     warm = [cfg for _, cfg in incumbents]
     bounds = (kept.dp_ranges, kept.lower_bounds)
     args = (scenario, kept.candidates, space, top_k, time_limit_s, workers, warm, effort, bounds)
-    result = _solve_built(*args, cap, time_cap_days)
+    result = _solve_built(*args, cap, time_cap_days, prepared)
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding
-        result = _solve_built(*args)
+        result = _solve_built(*args, prepared=prepared)
     # phase two: the cheapest purchases within the tolerance of each plan's time
-    plans = settle(scenario, result.plans)  # (solvers/purchase_rule.py, as the exhaustive)
+    plans = settle(scenario, result.plans, prepared)  # (solvers/purchase_rule.py, as exhaustive)
     return replace(result, plans=plans, wall_s=time.perf_counter() - start)
 
 
@@ -211,10 +212,11 @@ def _solve_built(
     bounds: tuple[list[tuple[int, int]], list[float]],
     cost_cap_usd: float | None = None,
     time_cap_days: float | None = None,
+    prepared: PreparedQuestion | None = None,
 ) -> SolveResult:
     """``warm``: incumbents of distinct shapes, best first (the first is the hint)."""
     start = time.perf_counter()
-    form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds)
+    form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds, prepared=prepared)
     md = form.model
     md.minimize(form.objective)
     first_only = time_cap_days is not None and form.days_per_unit is not None
@@ -243,7 +245,7 @@ def _solve_built(
             status = "optimal" if code == cp_model.OPTIMAL else "feasible"
             best, bound = solver.objective_value, solver.best_objective_bound
             gap = 0.0 if code == cp_model.OPTIMAL else abs(best - bound) / max(abs(best), 1e-12)
-            plans.append(build_plan(scenario, _config(form, solver)))
+            plans.append(build_plan(scenario, _config(form, solver), prepared))
         elif code == cp_model.UNKNOWN:
             status = "unknown"
     return SolveResult(

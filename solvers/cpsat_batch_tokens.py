@@ -21,7 +21,7 @@ from solvers.intmath import INT_LIMIT, ceil_by, hi, times
 def tokens_room(ctx: BuildContext) -> int:
     """How many times the ideal time the batch's tokens can make it (the most f reaches
     on the admissible batches, rounded up; 1 with the model off), for the int64 room."""
-    crit = ctx.scenario.critical_batch_seq
+    crit = ctx.prepared.critical_batch_seq
     if crit is None:
         return 1
     return -(-(crit + hi(ctx.global_batch)) // (2 * crit))
@@ -30,7 +30,7 @@ def tokens_room(ctx: BuildContext) -> int:
 def add_batch_tokens(ctx: BuildContext) -> None:
     """Replace the ideal T' (``per_seq``) and G x T' (``gpu_time``) by their values for
     the tokens the plan's batch needs (before goodput, which scales with them)."""
-    crit = ctx.scenario.critical_batch_seq
+    crit = ctx.prepared.critical_batch_seq
     if crit is None:
         return
     md = ctx.md

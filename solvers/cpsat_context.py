@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
 from catalog.specs import GPUSpec, NICSpec
 from models.step import StepCoefficients
-from solvers.cpsat_cluster import ClusterTerms
+from models.units import days_from_seconds
 from solvers.intmath import hi, selected
-from solvers.scenario import Scenario
-from solvers.space import Candidate, Shape
+
+if TYPE_CHECKING:  # read by the annotations only: the context stays on the second floor
+    from solvers.cpsat_cluster import ClusterTerms
+    from solvers.decisions import Shape
+    from solvers.scenario import PreparedQuestion, Scenario
+    from solvers.space import Candidate
 
 IntVar = cp_model.IntVar
 Bounds = tuple[list[tuple[int, int]], list[float]]
@@ -43,6 +47,8 @@ class BuildContext:
     coarsen: float  # the time unit's coarsening (build retries coarser on overflow)
     cost_cap_usd: float | None
     given_bounds: Bounds | None
+    # what the parts ask the scenario, computed once per solve (Scenario.prepare)
+    prepared: PreparedQuestion
     # Each part sets its fields (the part named in each comment; solvers/cpsat_model.py);
     # fields of one part may sit in another's group, so that like declarations stay apart.
     # _choices: a literal per shape, GPU type and NIC type offered, the families' literals
@@ -100,6 +106,9 @@ class BuildContext:
     coef: dict[str, float] = field(default_factory=dict)  # cloud: cents per GPU-time unit
     gt_of: dict[str, IntVar] = field(default_factory=dict)  # cloud: GPU-time per GPU type
     lbs: list[float] = field(default_factory=list)  # per candidate, objective lower bounds
+    # solvers/cpsat_model.py, for add_cost's TCO: the least capex (USD) and IT power (W) per
+    # GPU of each type (solvers/bounds.py least_per_gpu), in the order of ``gpus``
+    least_per_gpu: list[tuple[float, float]] = field(default_factory=list)
 
     def sel(self, values: Iterable[Any]) -> cp_model.LinearExpr:
         """The chosen candidate's value: sum_i x_i * value_i."""
@@ -115,3 +124,8 @@ class BuildContext:
         var = self.md.new_int_var(min(0, min(vals)), max(0, max(vals)), name)
         self.md.add(var == self.sel(vals))
         return var
+
+
+def gpu_days_per_unit(ctx: BuildContext) -> float:
+    """GPU-days to train per unit of the GPU-time per sequence (add_time's unit and scale)."""
+    return days_from_seconds(ctx.unit_s / ctx.gpu_time.scale * ctx.prepared.sequences)

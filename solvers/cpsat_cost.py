@@ -11,10 +11,8 @@ from ortools.sat.python import cp_model
 from models.cost import pue_milli, usd_to_cents_up
 from models.evaluate import cloud_usd
 from models.units import HOURS_PER_DAY
-from solvers.bounds import least_per_gpu
 from solvers.cpsat_cluster import add_cluster_terms, product_cents
-from solvers.cpsat_context import BuildContext, IntVar
-from solvers.cpsat_time import gpu_days_per_unit
+from solvers.cpsat_context import BuildContext, IntVar, gpu_days_per_unit
 from solvers.families import active
 from solvers.intmath import down, hi, product
 from solvers.limits import TCO_UNITS_PER_CENT
@@ -55,13 +53,20 @@ def add_cluster(ctx: BuildContext) -> None:
     ctx.cluster, ctx.nics_total = cluster, nn
 
 
+def charges_tco(ctx: BuildContext) -> bool:
+    """Whether the model carries the TCO (the objective, or a budget on it): then add_cost
+    reads ``ctx.least_per_gpu``, which the model sets before."""
+    s = ctx.scenario
+    return s.pricing == "tco" and (s.objective == "cost" or "budget" in ctx.enforce)
+
+
 def add_cost(ctx: BuildContext) -> None:
     """The cost expression of the question's pricing (its budget: solvers/families/budget.py)."""
     s = ctx.scenario
     ctx.per_cent = TCO_UNITS_PER_CENT if s.pricing == "tco" else 1
     if s.pricing == "capex":
         ctx.cost_expr = ctx.capex_expr
-    elif s.pricing == "tco" and (s.objective == "cost" or "budget" in ctx.enforce):
+    elif charges_tco(ctx):
         ctx.cost_expr = _tco_cost(ctx)
     elif s.pricing == "cloud":
         _cloud_gpu_time(ctx)
@@ -109,7 +114,7 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
     one product carries both. Both factors, a per-GPU rate (rounded up) and the
     GPU-time per sequence, are nearly fixed once the shape is, so the product's
     bounds are tight; their ranges come from the least rate per GPU (solvers/bounds.py
-    least_per_gpu), the least GPU-time of any shape, and the budget or the
+    least_per_gpu, handed in by the model), the least GPU-time of any shape, and the budget or the
     incumbent's cost, which keeps their rounding near 2^-20."""
     md, scenario, gpu_time, cluster = ctx.md, ctx.scenario, ctx.gpu_time, ctx.cluster
     assert cluster is not None
@@ -125,7 +130,7 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
         cap = scenario.budget * 100.0
     if ctx.cost_cap_usd is not None:
         cap = min(cap if cap is not None else math.inf, ctx.cost_cap_usd * 100.0)
-    per_gpu = [least_per_gpu(scenario, g) for g in ctx.gpus.values()]
+    per_gpu = ctx.least_per_gpu
     t_lo, t_hi = gpu_time.lo, hi(gpu_time.var)
     p_lo = max(1, math.floor(min(w for _, w in per_gpu)))
     per_cent = TCO_UNITS_PER_CENT

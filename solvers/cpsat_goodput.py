@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
+from models.goodput import with_purchases
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
-from solvers.cpsat_purchases import goodput_rows
 from solvers.intmath import INT_LIMIT, ceil_by, ceil_div, hi, product
 
 _COEF_BITS = 20  # a coefficient is a fraction num / 2^k with num about 2^20 (2^10: coarse)
@@ -35,11 +35,44 @@ def headroom(ctx: BuildContext) -> int:
         return 1
     worst = 0.0
     for g in ctx.gpu_names:
-        model = s.failure_model(g)
+        model = ctx.prepared.failure_models[g]
         if model is not None:
             x, a, c = model.coefficients()
             worst = max(worst, x + a + c * ctx.gpu_cap)
     return 2 * math.ceil(1.0 + worst)
+
+
+def _both(ctx: BuildContext, name: str, a: IntVar, b: IntVar) -> IntVar:
+    lit = ctx.md.new_bool_var(name)
+    ctx.md.add_bool_and([a, b]).only_enforce_if(lit)
+    ctx.md.add_bool_or([~a, ~b]).only_enforce_if(~lit)
+    return lit
+
+
+def goodput_rows(ctx: BuildContext) -> tuple[dict[str, tuple[float, float, float]], dict, dict]:
+    """The goodput coefficients per GPU type (x) and per (GPU type, option) rows: returns
+    ({g: (x, a, c)} of the plain model, {key: (a, literal)}, {key: (c, literal)})."""
+    fac = ctx.scenario.catalog.facility
+    plain: dict[str, tuple[float, float, float]] = {}
+    a_rows: dict[str, tuple[float, IntVar]] = {}
+    c_rows: dict[str, tuple[float, IntVar]] = {}
+    base = fac.checkpoint_storage_gb_per_s_per_server
+    for g in ctx.gpu_names:
+        model = ctx.prepared.failure_models[g]
+        plain[g] = model.coefficients() if model is not None else (0.0, 0.0, 0.0)
+        if model is None or not ctx.spare_lits:
+            a_rows[g] = (plain[g][1], ctx.gpu_lit[g])
+            c_rows[g] = (plain[g][2], ctx.gpu_lit[g])
+            continue
+        for b, lit in ctx.storage_lits.items():
+            key = f"{g},storage={b:g}"
+            coef = with_purchases(model, fac, 0.0, b).coefficients()[1]
+            a_rows[key] = (coef, _both(ctx, f"gpu_storage[{key}]", ctx.gpu_lit[g], lit))
+        for k, lit in ctx.spare_lits.items():
+            key = f"{g},spares={k:g}"
+            coef = with_purchases(model, fac, k, base).coefficients()[2]
+            c_rows[key] = (coef, _both(ctx, f"gpu_spares[{key}]", ctx.gpu_lit[g], lit))
+    return plain, a_rows, c_rows
 
 
 def _scaled(

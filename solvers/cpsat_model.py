@@ -9,9 +9,15 @@ explanation code (solvers/explain.py) passes them as assumptions or leaves
 them out. Products of two variables use AddMultiplicationEquality.
 
 The model is built in parts over one BuildContext (solvers/cpsat_context.py):
-the choices, scale, NICs, servers, time (solvers/cpsat_time.py), the cluster
-and the cost (solvers/cpsat_cost.py), then every active family's own encoding
-(solvers/families/), the redundant cuts, the objective and the search order.
+the choices, scale, NICs, servers, time (solvers/cpsat_time.py, with its MoE terms from
+solvers/cpsat_expert.py), the batch's tokens (solvers/cpsat_batch_tokens.py), failures
+(solvers/cpsat_goodput.py), the purchases (solvers/cpsat_purchases.py), the cluster and
+the cost (solvers/cpsat_cost.py), then every active family's own encoding
+(solvers/families/), the redundant cuts, the objective and the search order. The parts
+are siblings: each imports only the context and the bottom floors, never another part
+(cpsat_expert aside, the time part's own MoE terms), and this module calls them in
+order, handing each what an earlier one or the bounds computed through the context
+(issue 32: solvers/ in at most 7 import floors, tests/test_import_cycles.py).
 
 Units: time in ``unit_s`` seconds (ns or coarser, chosen so that the largest
 step fits in ~1e12 units); usage is rounded up and capacity down, so a plan
@@ -30,17 +36,19 @@ from ortools.sat.python import cp_model
 from models.cost import usd_to_cents_up
 from models.pipeline import microbatch_step
 from models.units import seconds_from_days
-from solvers.bounds import dp_bounds, objective_lower_bound
+from solvers.bounds import dp_bounds, least_per_gpu, objective_lower_bound
+from solvers.cpsat_batch_tokens import add_batch_tokens, tokens_room
 from solvers.cpsat_cluster import ClusterTerms
 from solvers.cpsat_context import Bounds, BuildContext
-from solvers.cpsat_cost import TCO_UNITS_PER_CENT, add_cluster, add_cost
+from solvers.cpsat_cost import TCO_UNITS_PER_CENT, add_cluster, add_cost, charges_tco
+from solvers.cpsat_goodput import add_goodput, headroom
 from solvers.cpsat_purchases import add_purchase_choices, add_purchase_cost
 from solvers.cpsat_time import add_time
 from solvers.families import REGISTRY, needs_cluster, nic_dominance
 from solvers.families.ep_domain import add_folding
 from solvers.intmath import down, up
-from solvers.scenario import GPU_CAP, Scenario
-from solvers.space import Candidate, nic_specs
+from solvers.scenario import GPU_CAP, PreparedQuestion, Scenario
+from solvers.space import Candidate
 
 __all__ = ["TCO_UNITS_PER_CENT", "BuildContext", "Formulation", "build"]
 
@@ -69,17 +77,19 @@ def build(
     candidates: list[Candidate],
     cost_cap_usd: float | None = None,
     bounds: Bounds | None = None,
+    prepared: PreparedQuestion | None = None,
 ) -> Formulation:
     """The CP-SAT model of ``scenario`` over ``candidates``, with the finest time unit that fits int64.
 
     ``cost_cap_usd``: no plan that matters costs more (an incumbent's cost with a margin);
     it tightens the bounds of the TCO products, so their rounding is finer. ``bounds``:
     each candidate's DP range and objective lower bound (solvers/bounds.py), when the
-    caller has them."""
+    caller has them. ``prepared``: ``scenario.prepare()``, when the caller has it."""
+    prepared = prepared if prepared is not None else scenario.prepare()
     coarsen = 1.0
     for _ in range(8):
         try:
-            form = _build(scenario, candidates, coarsen, cost_cap_usd, bounds)
+            form = _build(scenario, prepared, candidates, coarsen, cost_cap_usd, bounds)
         except OverflowError:
             coarsen *= 1000.0
             continue
@@ -95,6 +105,7 @@ def build(
 
 def _build(
     scenario: Scenario,
+    prepared: PreparedQuestion,
     candidates: list[Candidate],
     coarsen: float,
     cost_cap_usd: float | None = None,
@@ -103,17 +114,21 @@ def _build(
     if not candidates:
         raise ValueError("no candidate shapes")
     md = cp_model.CpModel()
-    ctx = BuildContext(md, scenario, list(candidates), coarsen, cost_cap_usd, given_bounds)
+    ctx = BuildContext(
+        md, scenario, list(candidates), coarsen, cost_cap_usd, given_bounds, prepared
+    )
     _choices(ctx)
     add_purchase_choices(ctx)
     _scale(ctx)
     _nics(ctx)
     _batch(ctx)
     _servers(ctx)
-    add_time(ctx)
+    _time(ctx)
     if needs_cluster(scenario):
         add_cluster(ctx)
         add_purchase_cost(ctx)
+    if charges_tco(ctx):
+        ctx.least_per_gpu = [least_per_gpu(scenario, g) for g in ctx.gpus.values()]
     add_cost(ctx)
     for family in REGISTRY:
         if family.name in ctx.enforce:
@@ -139,12 +154,25 @@ def _build(
     return form
 
 
+def _time(ctx: BuildContext) -> None:
+    """The time parts, in this order (each reads what the one before set): the headroom the
+    batch's tokens and the failures leave in int64 (``goodput_room``), T' and G x T'
+    (solvers/cpsat_time.py), their inflation by the batch's tokens
+    (solvers/cpsat_batch_tokens.py), then their expected values with failures
+    (solvers/cpsat_goodput.py)."""
+    ctx.goodput_room = headroom(ctx) * tokens_room(ctx)
+    add_time(ctx)
+    add_batch_tokens(ctx)
+    add_goodput(ctx)
+
+
 def _choices(ctx: BuildContext) -> None:
     """One literal per shape, per GPU type and per active family; the NIC types on offer."""
     md, s, cands = ctx.md, ctx.scenario, ctx.candidates
     # only NIC types some GPU of the question takes (each brings its own fabric terms)
-    usable = {nc.name for g in {c.shape.gpu for c in cands} for nc in s.nics_for(g)}
-    ctx.nics = [nc for nc in nic_specs(s) if nc.name in usable] or nic_specs(s)
+    q = ctx.prepared
+    usable = {nc.name for g in {c.shape.gpu for c in cands} for nc in q.nics_for[g]}
+    ctx.nics = [nc for nc in q.nic_specs if nc.name in usable] or list(q.nic_specs)
     ctx.x = [md.new_bool_var(f"shape[{i}]") for i in range(len(cands))]
     md.add_exactly_one(ctx.x)
     ctx.enforce = {}
@@ -167,16 +195,17 @@ def _scale(ctx: BuildContext) -> None:
     ctx.ceiling_seq = down(s.ceiling_tokens / s.seq_len) if "batch_ceiling" in enforce else None
     gpu_cap = GPU_CAP
     if "max_gpus" in enforce:
-        caps = [s.gpu_cap(g) for g in ctx.gpus]
+        caps = [ctx.prepared.gpu_caps[g] for g in ctx.gpus]
         if all(c is not None for c in caps):
             gpu_cap = min(gpu_cap, max(c for c in caps if c is not None))
-    if "budget" in enforce and s.capex_charged_in_full:
+    if "budget" in enforce and ctx.prepared.capex_charged_in_full:
         cheapest = min(usd_to_cents_up(g.price_usd) for g in ctx.gpus.values())
         gpu_cap = min(gpu_cap, int(s.budget * 100 // cheapest))
     ctx.gpu_cap = max(1, gpu_cap)
     dp_max, m_max = ctx.gpu_cap, GPU_CAP
     # the batch-tokens model's own cap holds with or without the ceiling (exhaustive.py)
-    batch_caps = [c for c in (ctx.ceiling_seq, s.model_batch_cap_seq) if c is not None and c > 0]
+    model_cap = ctx.prepared.model_batch_cap_seq
+    batch_caps = [c for c in (ctx.ceiling_seq, model_cap) if c is not None and c > 0]
     if batch_caps:
         dp_max, m_max = min(dp_max, min(batch_caps)), min(batch_caps)
     ctx.dp_max, ctx.m_max = dp_max, max(1, m_max)
@@ -188,8 +217,9 @@ def _nics(ctx: BuildContext) -> None:
     """One NIC type the chosen GPU's server takes, a count its design allows (the vendor's
     counts: solvers/families/nic_slots.py; here the relaxed rule's)."""
     md, s, nics = ctx.md, ctx.scenario, ctx.nics
-    ctx.counts_of = {name: s.nic_counts(name) for name in ctx.gpus}
-    ctx.fits_of = {name: {nc.name for nc in s.nics_for(name)} for name in ctx.gpus}
+    q = ctx.prepared
+    ctx.counts_of = {name: q.nic_counts[name] for name in ctx.gpus}
+    ctx.fits_of = {name: {nc.name for nc in q.nics_for[name]} for name in ctx.gpus}
     max_count = max(max(c) for c in ctx.counts_of.values())
     ctx.nic_lits = {nc.name: md.new_bool_var(f"nic[{nc.name}]") for nc in nics}
     md.add_exactly_one(ctx.nic_lits.values())
@@ -204,7 +234,6 @@ def _nics(ctx: BuildContext) -> None:
         1, max_count * max(up(nc.speed_gbit_per_s) for nc in nics), "node_gbit_s"
     )
     md.add(ctx.node_bw == sum(down(nc.speed_gbit_per_s) * ctx.nic_count[nc.name] for nc in nics))
-    relaxed = s.with_changes(disabled=s.disabled | {"nic_slots"})
     for name in ctx.gpus:
         for nc in nics:
             if nc.name not in ctx.fits_of[name]:  # PCIe generation or the vendor's design
@@ -212,7 +241,7 @@ def _nics(ctx: BuildContext) -> None:
         if not ctx.fits_of[name]:
             md.add(ctx.gpu_lit[name] == 0)
         md.add_linear_expression_in_domain(
-            ctx.nics_per_node, cp_model.Domain.from_values(relaxed.nic_counts(name))
+            ctx.nics_per_node, cp_model.Domain.from_values(q.relaxed_nic_counts[name])
         ).only_enforce_if(ctx.gpu_lit[name])
     if nic_dominance(s):
         _fastest_nics(ctx)
@@ -241,8 +270,9 @@ def _batch(ctx: BuildContext) -> None:
     gb_max = max(s.micro_batch for s in shapes) * ctx.dp_max * ctx.m_max
     if "batch_ceiling" in ctx.enforce and ctx.ceiling_seq:
         gb_max = min(gb_max, ctx.ceiling_seq)
-    if ctx.scenario.model_batch_cap_seq is not None:  # not relaxable: the model's range
-        gb_max = min(gb_max, ctx.scenario.model_batch_cap_seq)
+    model_cap = ctx.prepared.model_batch_cap_seq
+    if model_cap is not None:  # not relaxable: the model's range
+        gb_max = min(gb_max, model_cap)
     ctx.global_batch = md.new_int_var(1, gb_max, "global_batch")
     md.add_multiplication_equality(ctx.global_batch, [ctx.b_sel, ctx.w])
     # the interleaved schedule itself needs at least p micro-batches (Narayanan et al. SC'21,
@@ -306,7 +336,12 @@ def _cuts(ctx: BuildContext) -> None:
     md.add(ctx.dp <= ctx.sel(max(1, min(hi, ctx.dp_max)) for _, hi in bounds))
     md.add(ctx.dp >= ctx.sel(min(lo, ctx.dp_max) for lo, _ in bounds))
     if s.objective == "time":
-        to_units = ctx.k_scale * seconds_from_days(1.0) / (s.sequences * ctx.unit_s) * (1 - 1e-9)
+        to_units = (
+            ctx.k_scale
+            * seconds_from_days(1.0)
+            / (ctx.prepared.sequences * ctx.unit_s)
+            * (1 - 1e-9)
+        )
         md.add(ctx.per_seq >= ctx.sel(max(0, math.floor(lb * to_units) - 1) for lb in ctx.lbs))
     elif s.pricing != "cloud":
         per_cent = ctx.per_cent
@@ -361,7 +396,7 @@ def _search_order(ctx: BuildContext) -> None:
     # costs tokens): bench/solver.py --batch-tokens --search-work, 70b-30M 1.18 -> 0.015
     # deterministic s (the cost objective keeps the largest first: 1.9 against 2.4)
     m_order = cp_model.SELECT_UPPER_HALF
-    if ctx.scenario.critical_batch_seq is not None and ctx.scenario.objective == "time":
+    if ctx.prepared.critical_batch_seq is not None and ctx.scenario.objective == "time":
         m_order = cp_model.SELECT_MIN_VALUE
     md.add_decision_strategy([ctx.m], cp_model.CHOOSE_FIRST, m_order)
     if ctx.cluster is not None:  # then the smallest fabric and the fewest racks (the cheapest)

@@ -16,69 +16,34 @@ bounds it below) and only add cost (every capex lower bound stays one)."""
 from __future__ import annotations
 
 from models.cost import server_usd, storage_upgrade_usd, usd_to_cents_up
-from models.goodput import with_purchases
 from solvers.cpsat_context import BuildContext, IntVar
 from solvers.intmath import hi
-from solvers.purchases import decides_purchases, spare_options, storage_options
 
 _MILLI = 100_000  # spares per 100 in thousandths: ceil(servers x milli / 100,000)
 
 
 def add_purchase_choices(ctx: BuildContext) -> None:
     """The option literals (none when no GPU type of the question decides purchases)."""
-    md, s = ctx.md, ctx.scenario
-    deciding = [g for g in ctx.gpu_names if decides_purchases(s, g)]
+    md, q = ctx.md, ctx.prepared
+    deciding = [g for g in ctx.gpu_names if q.decides_purchases[g]]
     ctx.spare_lits, ctx.storage_lits = {}, {}
     if not deciding:
         return
-    spares = sorted({k for g in deciding for k in spare_options(s, g)})
-    storage = sorted({b for g in deciding for b in storage_options(s, g)})
+    spares = sorted({k for g in deciding for k in q.spare_options[g]})
+    storage = sorted({b for g in deciding for b in q.storage_options[g]})
     ctx.spare_lits = {k: md.new_bool_var(f"spares_per_100[{k:g}]") for k in spares}
     ctx.storage_lits = {b: md.new_bool_var(f"storage_gb_s[{b:g}]") for b in storage}
     md.add_exactly_one(ctx.spare_lits.values())
     md.add_exactly_one(ctx.storage_lits.values())
     for g in ctx.gpu_names:  # a GPU type takes only its own options (no decision: 0, base)
-        ks = spare_options(s, g) if g in deciding else [0.0]
-        bs = storage_options(s, g) if g in deciding else [min(storage)]
+        ks = q.spare_options[g] if g in deciding else (0.0,)
+        bs = q.storage_options[g] if g in deciding else (min(storage),)
         for k, lit in ctx.spare_lits.items():
             if k not in ks:
                 md.add_bool_or([~ctx.gpu_lit[g], ~lit])
         for b, lit in ctx.storage_lits.items():
             if b not in bs:
                 md.add_bool_or([~ctx.gpu_lit[g], ~lit])
-
-
-def _both(ctx: BuildContext, name: str, a: IntVar, b: IntVar) -> IntVar:
-    lit = ctx.md.new_bool_var(name)
-    ctx.md.add_bool_and([a, b]).only_enforce_if(lit)
-    ctx.md.add_bool_or([~a, ~b]).only_enforce_if(~lit)
-    return lit
-
-
-def goodput_rows(ctx: BuildContext) -> tuple[dict[str, tuple[float, float, float]], dict, dict]:
-    """The goodput coefficients per GPU type (x) and per (GPU type, option) rows: returns
-    ({g: (x, a, c)} of the plain model, {key: (a, literal)}, {key: (c, literal)})."""
-    s, fac = ctx.scenario, ctx.scenario.catalog.facility
-    plain: dict[str, tuple[float, float, float]] = {}
-    a_rows: dict[str, tuple[float, IntVar]] = {}
-    c_rows: dict[str, tuple[float, IntVar]] = {}
-    base = fac.checkpoint_storage_gb_per_s_per_server
-    for g in ctx.gpu_names:
-        model = s.failure_model(g)
-        plain[g] = model.coefficients() if model is not None else (0.0, 0.0, 0.0)
-        if model is None or not ctx.spare_lits:
-            a_rows[g] = (plain[g][1], ctx.gpu_lit[g])
-            c_rows[g] = (plain[g][2], ctx.gpu_lit[g])
-            continue
-        for b, lit in ctx.storage_lits.items():
-            key = f"{g},storage={b:g}"
-            coef = with_purchases(model, fac, 0.0, b).coefficients()[1]
-            a_rows[key] = (coef, _both(ctx, f"gpu_storage[{key}]", ctx.gpu_lit[g], lit))
-        for k, lit in ctx.spare_lits.items():
-            key = f"{g},spares={k:g}"
-            coef = with_purchases(model, fac, k, base).coefficients()[2]
-            c_rows[key] = (coef, _both(ctx, f"gpu_spares[{key}]", ctx.gpu_lit[g], lit))
-    return plain, a_rows, c_rows
 
 
 def _chosen(ctx: BuildContext, name: str, top: int, value, lit) -> IntVar:

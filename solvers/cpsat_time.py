@@ -10,7 +10,6 @@ form of the same step)."""
 from __future__ import annotations
 
 from models.evaluate import days_from_seconds
-from solvers.cpsat_batch_tokens import add_batch_tokens, tokens_room
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
 from solvers.cpsat_expert import (
     EpTime,
@@ -19,7 +18,6 @@ from solvers.cpsat_expert import (
     gpu_time_ep,
     worst_ep_s,
 )
-from solvers.cpsat_goodput import add_goodput, headroom
 from solvers.intmath import INT_LIMIT, ceil_div, down, floor_div, hi, pick, product, up
 
 
@@ -59,9 +57,10 @@ class _Units:
 
 
 def add_time(ctx: BuildContext) -> None:
-    """T' = K step / (b m d) in parts, the deadline's days per unit and G x T' (both
-    expected, with failures: solvers/cpsat_goodput.py)."""
-    ctx.goodput_room = headroom(ctx) * tokens_room(ctx)
+    """T' = K step / (b m d) in parts, the deadline's days per unit and G x T' (ideal: the
+    model then inflates both by the batch's tokens, solvers/cpsat_batch_tokens.py, and makes
+    them expected with failures, solvers/cpsat_goodput.py). Reads ``goodput_room``, which
+    the model sets first (the headroom both of those need)."""
     ctx.unit_s = time_unit(ctx)
     u = _Units(ctx.unit_s)
     cf = ctx.cf
@@ -115,8 +114,6 @@ def add_time(ctx: BuildContext) -> None:
     numer_hi = max(hi(a_sel), hi(a_net), hi(pb_m), hi(rest), 1)
     _per_sequence(ctx, a_sel, bd, pb_m, rest, numer_hi)
     ctx.gpu_time = _gpu_time_per_sequence(ctx, (a_in_v, a_net_v, pb_m_v), rest, numer_hi, ep)
-    add_batch_tokens(ctx)  # the batch's tokens (models/batch_tokens.py), then failures
-    add_goodput(ctx)
 
 
 def _gradient_reduction(ctx: BuildContext, u: _Units) -> IntVar:
@@ -189,7 +186,7 @@ def _per_sequence(
     per_seq = md.new_int_var(0, hi(q_stage) + hi(q_sends) + hi(q_rest), "time_per_sequence")
     md.add(per_seq == q_stage + q_sends + q_rest)
     ctx.k_scale, ctx.per_seq = k_scale, per_seq
-    ctx.days_per_unit = days_from_seconds(ctx.unit_s / k_scale * ctx.scenario.sequences)
+    ctx.days_per_unit = days_from_seconds(ctx.unit_s / k_scale * ctx.prepared.sequences)
 
 
 def _gpu_time_per_sequence(
@@ -255,8 +252,3 @@ def _gpu_time_per_sequence(
         for r, a, b, s in zip(reps, a_in_v, a_net_v, shapes, strict=True)
     )
     return GpuTime(total, scale, max(1, lo_all))
-
-
-def gpu_days_per_unit(ctx: BuildContext) -> float:
-    """GPU-days to train per unit of the GPU-time per sequence."""
-    return days_from_seconds(ctx.unit_s / ctx.gpu_time.scale * ctx.scenario.sequences)

@@ -10,89 +10,21 @@ makes the fastest NIC in every slot best).
 Only when no batch ceiling bounds m (the family switched off, and the batch-tokens
 model off: its own cap bounds the batch) does it take the largest m, since the space
 is then unbounded. Obviously correct, slow: the
-oracle of the differential tests and the baseline of bench/solver.py."""
+oracle of the differential tests and the baseline of bench/solver.py. One shape's grid is
+searched by solvers/grid_search.py (best_for_candidate), which the CP-SAT warm start uses too."""
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import replace
 
-import numpy as np
-
-from models.cost import bought_gpus, cluster_totals, purchases_cents, tco_usd, usd_to_cents_up
-from models.evaluate import cloud_usd
-from models.feasibility import TOL
-from models.goodput import with_purchases
-from models.pipeline import microbatch_step
-from models.step import step_from_coefficients
-from models.units import days_from_seconds
 from solvers import cloud_terms
-from solvers.families import REGISTRY, active, nic_dominance
-from solvers.families.base import Family, Grid
 from solvers.gc_pause import without_gc_pauses
+from solvers.grid_search import best_for_candidate  # noqa: F401  (imported from here before)
 from solvers.plan import Config, build_plan
 from solvers.purchase_rule import settle
-from solvers.purchases import decides_purchases, spare_options, storage_options
 from solvers.result import SolveResult
-from solvers.scenario import GPU_CAP, Scenario
-from solvers.space import Candidate, enumerate_candidates, nic_specs
-
-MAX_PAIRS = 20_000_000
-
-
-def batch_bounds(scenario: Scenario, micro_batch: int, dps: np.ndarray, pp: int, vp: int = 1):
-    """Largest and smallest micro-batches per step for each DP degree."""
-    cap = batch_cap_seq(scenario)
-    if cap is not None:
-        m_hi = cap // (micro_batch * dps)
-    else:
-        m_hi = np.full_like(dps, GPU_CAP)
-    m_lo = np.ones_like(dps)
-    if (active(scenario, "pipeline_fill") or vp > 1) and pp > 1:  # interleaving always needs m >= p
-        m_lo = np.maximum(m_lo, pp)
-    if active(scenario, "batch_floor"):
-        floor_seq = math.ceil(scenario.floor_tokens / scenario.seq_len - TOL)
-        m_lo = np.maximum(m_lo, -(-floor_seq // (micro_batch * dps)))
-    step = microbatch_step(pp, vp)  # the interleaved schedule: m a multiple of p
-    m_hi, m_lo = m_hi // step * step, -(-m_lo // step) * step
-    return m_hi, m_lo
-
-
-def batch_cap_seq(scenario: Scenario) -> int | None:
-    """The largest global batch in sequences: the enforced ceiling's and the batch-tokens
-    model's (Scenario.model_batch_cap_seq), None without either."""
-    caps = []
-    if active(scenario, "batch_ceiling"):
-        caps.append(math.floor(scenario.ceiling_tokens / scenario.seq_len + TOL))
-    if scenario.model_batch_cap_seq is not None:
-        caps.append(scenario.model_batch_cap_seq)
-    return min(caps) if caps else None
-
-
-def dp_upper(scenario: Scenario, cand: Candidate, gpu_price_cents: int) -> int:
-    shape = cand.shape
-    hi = GPU_CAP // shape.replica_gpus
-    cap = scenario.gpu_cap(shape.gpu) if active(scenario, "max_gpus") else None
-    if cap is not None:
-        hi = min(hi, cap // shape.replica_gpus)
-    cap_seq = batch_cap_seq(scenario)
-    if cap_seq is not None:
-        m_min = (
-            shape.pp
-            if ((active(scenario, "pipeline_fill") or shape.vp > 1) and shape.pp > 1)
-            else 1
-        )
-        hi = min(hi, cap_seq // (shape.micro_batch * m_min))
-    if active(scenario, "budget") and scenario.capex_charged_in_full:
-        hi = min(hi, int(scenario.budget * 100 // (gpu_price_cents * shape.replica_gpus)))
-    return hi
-
-
-def checked_families(scenario: Scenario) -> list[Family]:
-    """The active families whose ``admits`` the search applies to its pairs: those its
-    enumeration does not already keep within (Family.enumerated)."""
-    return [f for f in REGISTRY if f.active(scenario) and not f.enumerated]
+from solvers.scenario import Scenario
+from solvers.space import Candidate, enumerate_candidates
 
 
 @without_gc_pauses
@@ -110,7 +42,8 @@ def solve_exhaustive(
         )
     start = time.perf_counter()
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
-    nics = nic_specs(scenario)
+    q = scenario.prepare()  # once per solve (solvers/scenario.py PreparedQuestion)
+    nics = list(q.nic_specs)
     a = scenario.assumptions
     per_shape: list[tuple[tuple, Config]] = []
     complete = True
@@ -120,12 +53,12 @@ def solve_exhaustive(
             break
         if not cand.allowed(scenario):
             continue
-        best = best_for_candidate(scenario, cand, nics, a.dp_overlap, every_m=True)
+        best = best_for_candidate(scenario, cand, nics, a.dp_overlap, every_m=True, prepared=q)
         if best is not None:
             per_shape.append(best)
     per_shape.sort(key=lambda kv: kv[0])
     # phase two: the cheapest purchases within the tolerance (solvers/purchase_rule.py)
-    plans = settle(scenario, [build_plan(scenario, cfg) for _, cfg in per_shape[:top_k]])
+    plans = settle(scenario, [build_plan(scenario, cfg, q) for _, cfg in per_shape[:top_k]], q)
     if complete:
         status = "optimal" if plans else "infeasible"
     else:
@@ -153,131 +86,11 @@ def estimated_seconds(
     if not allowed:
         return 0.0
     picked = allowed[:: max(1, len(allowed) // sample)][:sample]
-    nics = nic_specs(scenario)
+    q = scenario.prepare()  # once per solve (solvers/scenario.py PreparedQuestion)
+    nics = list(q.nic_specs)
     start = time.perf_counter()
     for cand in picked:
-        best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap, every_m=True)
+        best_for_candidate(
+            scenario, cand, nics, scenario.assumptions.dp_overlap, every_m=True, prepared=q
+        )
     return (time.perf_counter() - start) / len(picked) * len(allowed)
-
-
-def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
-    """(d, m) pairs to evaluate: every admissible m for each d, or only the largest."""
-    if not every_m:
-        return dps, m_hi
-    counts = np.maximum(0, m_hi - m_lo + 1)
-    total = int(counts.sum())
-    if total > MAX_PAIRS:  # a ceiling too high to enumerate under: the largest m, as above
-        return dps, m_hi
-    d_rep = np.repeat(dps, counts)
-    starts = np.repeat(np.cumsum(counts) - counts, counts)
-    m = np.repeat(m_lo, counts) + (np.arange(total) - starts)
-    return d_rep, m
-
-
-def _purchases(scenario: Scenario, gpu: str) -> list[tuple[float, float | None]]:
-    """(spares per 100, storage GB/s or None: the facility's) pairs a plan may buy
-    (solvers/purchases.py); only (0, None) when the question does not decide them."""
-    if not decides_purchases(scenario, gpu):
-        return [(0.0, None)]
-    return [(k, b) for k in spare_options(scenario, gpu) for b in storage_options(scenario, gpu)]
-
-
-def _expected(scenario: Scenario, gpu, gpus, ideal_days, cluster, spares, storage):
-    """Expected days, cost (cents and USD) and the cluster totals with the purchases, for
-    every (d, m) pair: the days times 1 + overhead(G) of the failure model with them
-    (models/goodput.py), the capex plus their price (models/cost.py purchases_cents)."""
-    fac = scenario.catalog.facility
-    failures = scenario.failure_model(gpu.name)
-    totals = cluster
-    if failures is not None and storage is not None:
-        failures = with_purchases(failures, fac, spares, storage)
-        servers = -(-bought_gpus(gpu, gpus) // gpu.server.gpus_per_server)
-        extra = purchases_cents(gpu, fac, servers, spares, storage)
-        totals = replace(cluster, capex_cents=cluster.capex_cents + extra)
-    # expected wall time per ideal time: checkpoints, lost work, restarts (models/goodput.py)
-    days = (
-        ideal_days
-        if failures is None
-        else ideal_days * (1.0 + failures.overhead(gpus.astype(float)))
-    )
-    if scenario.pricing == "capex":
-        cost_cents = totals.capex_cents
-        cost = cost_cents / 100.0
-    elif scenario.pricing == "tco":
-        cost = tco_usd(totals.capex_cents / 100.0, totals.it_power_w, fac, days)
-        cost_cents = cost * 100.0
-    else:
-        cost = cloud_usd(gpus, days, gpu)
-        cost_cents = cost * 100.0
-    return days, cost_cents, cost, totals
-
-
-def best_for_candidate(
-    scenario: Scenario, cand: Candidate, nics, dp_overlap: float, every_m: bool = False
-):
-    """The best (d, m, NIC type, NICs) for one shape, or None if none is feasible.
-
-    ``every_m`` enumerates every micro-batch count and every NIC option (the
-    reference solver); otherwise the largest m and, when renting, only the
-    fastest NIC in every slot are tried (the dominance arguments; the CP-SAT
-    warm start uses this fast form)."""
-    shape, c = cand.shape, cand.coeffs
-    gpu = scenario.catalog.gpu(shape.gpu)
-    gpu_cents = usd_to_cents_up(gpu.price_usd)
-    lo = cand.dp_floor(scenario)
-    hi = dp_upper(scenario, cand, gpu_cents)
-    if hi < lo:
-        return None
-    dps = np.arange(lo, hi + 1, dtype=np.int64)
-    m_hi, m_lo = batch_bounds(scenario, shape.micro_batch, dps, shape.pp, shape.vp)
-    m_lo = np.maximum(m_lo, 1)
-    # GPUs come in whole purchase units (servers, or NVL72 racks)
-    ok_batch = (m_hi >= m_lo) & ((shape.replica_gpus * dps) % gpu.server.purchase_unit_gpus == 0)
-    if shape.dp_step > 1:  # Megatron-Core's folding: EP x ETP divides TP x CP x DP (ep_domain)
-        ok_batch &= dps % shape.dp_step == 0
-    if not ok_batch.any():
-        return None
-    # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
-    every_m = every_m and batch_cap_seq(scenario) is not None
-    dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
-    keep = m % microbatch_step(shape.pp, shape.vp) == 0  # every m enumerated: the multiples
-    dps, m = dps[keep], m[keep]
-    gpus = shape.replica_gpus * dps
-    takes = {n.name for n in scenario.nics_for(gpu.name)}
-    fitting = [nic for nic in nics if nic.name in takes]
-    counts = scenario.nic_counts(gpu.name)
-    options = [(nic, k) for nic in fitting for k in counts]
-    if nic_dominance(scenario) and not every_m and fitting:
-        fastest = max(fitting, key=lambda nc: (nc.speed_gbit_per_s, nc.name))
-        options = [(fastest, max(counts))]
-    cat = scenario.catalog
-    families = checked_families(scenario)
-    best = None
-    for nic, k in options:
-        cluster = cluster_totals(gpu, nic, cat.switch_for(nic), cat.facility, gpus, k)
-        parts = step_from_coefficients(c, dps, m, k * nic.bw_gb_per_s_per_direction, dp_overlap)
-        tau = sum(parts.as_dict().values())
-        batch = shape.micro_batch * m * dps
-        tokens_x = scenario.token_multiplier(batch)  # the batch's tokens (models/batch_tokens.py)
-        ideal = days_from_seconds(tau / batch * scenario.sequences * tokens_x)
-        for spares, storage in _purchases(scenario, gpu.name):
-            days, cost_cents, cost, totals = _expected(
-                scenario, gpu, gpus, ideal, cluster, spares, storage
-            )
-            grid = Grid(cand, gpu, k, dps, m, gpus, days, cost_cents, totals)
-            ok = np.ones_like(dps, dtype=bool)
-            for family in families:  # every enforced family, each by its own check
-                ok &= family.admits(scenario, grid)
-            if not ok.any():
-                continue
-            objective = days if scenario.objective == "time" else cost
-            secondary = cost if scenario.objective == "time" else days
-            idx = np.flatnonzero(ok)
-            order = np.lexsort((gpus[idx], secondary[idx], objective[idx]))
-            i = idx[order[0]]
-            buys = (spares, storage or 0.0)
-            key = (float(objective[i]), float(secondary[i]), int(gpus[i]), buys, shape, nic.name, k)
-            if best is None or key < best[0]:
-                cfg = Config(shape, nic.name, k, int(dps[i]), int(m[i]), spares, storage)
-                best = (key, cfg)
-    return best

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from solvers.intmath import INT_LIMIT
-from solvers.scenario import GPU_CAP
+from solvers.scenario import GPU_CAP, MAX_BATCH_TOKENS
 
 TCO_UNITS_PER_CENT = 1000  # energy and capex shares are fractions of a cent per unit of time
 _SUM_ROOM = 4  # sums of a few terms stay under INT_LIMIT
@@ -44,8 +44,11 @@ MAX_RACKS = GPU_CAP
 """--max-racks: a rack holds at least one GPU."""
 MAX_BUDGET_USD = _power_of_ten_below(INT_LIMIT / _SUM_ROOM / (100 * TCO_UNITS_PER_CENT))
 """--budget: cents x TCO units in int64 (1e13 USD)."""
-MAX_BATCH_TOKENS = _power_of_ten_below(INT_LIMIT / _SUM_ROOM / GPU_CAP)
-"""--max-batch-tokens and --min-batch-tokens: sequences x DP degree in int64 (1e12 tokens)."""
+__all__ = ["MAX_BATCH_TOKENS"]
+# MAX_BATCH_TOKENS, --max-batch-tokens and --min-batch-tokens: sequences x DP degree in int64,
+# _power_of_ten_below(INT_LIMIT / _SUM_ROOM / GPU_CAP) = 1e12 tokens; its value lives in
+# solvers/scenario.py, which clamps the default ceiling to it (tests/test_scenario.py checks
+# the two agree)
 MAX_POWER_CAP_MW = _power_of_ten_below(INT_LIMIT / _SUM_ROOM / 1000 / 1e6)
 """--power-cap: thousandths of a watt in int64 (1e9 MW)."""
 MAX_DEADLINE_DAYS = 1e6

@@ -3,91 +3,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
+from models.batch_tokens import token_multiplier
 from models.evaluate import Evaluation, Hardware, evaluate
-from models.feasibility import Violation
 from solvers.columns import PLAN_COLUMNS  # noqa: F401  (its home before solvers/columns.py)
+from solvers.decisions import Config, Plan, Shape  # noqa: F401  (their home before decisions.py)
 from solvers.families import REGISTRY, active
-from solvers.purchases import purchase_columns, purchased
-from solvers.scenario import Scenario
-from solvers.space import Shape
-
-
-@dataclass(frozen=True)
-class Config:
-    """What a solver decides: a shape plus DP degree, micro-batches per step and NICs."""
-
-    shape: Shape
-    nic: str
-    nics_per_node: int
-    dp: int
-    microbatches: int
-    # issue 18 item 4 (solvers/purchases.py): hot spares per 100 servers and checkpoint
-    # storage GB/s per server bought; None: the facility's storage (nothing bought)
-    spares_per_100: float = 0.0
-    storage_gb_per_s: float | None = None
-
-
-@dataclass(frozen=True)
-class Plan:
-    config: Config
-    evaluation: Evaluation
-    violations: tuple[Violation, ...]  # everything violated, evaluator and scenario limits
-    objective: float  # days (time) or USD (cost)
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
-
-    @property
-    def cost_usd(self) -> float:
-        return self.evaluation.extra["cost_usd"]
-
-    @property
-    def num_gpus(self) -> int:
-        return self.evaluation.layout.num_gpus
-
-    def as_dict(self, rank: int) -> dict[str, Any]:
-        ev, lay, cfg = self.evaluation, self.evaluation.layout, self.config
-        return {
-            "rank": rank,
-            "gpu": ev.gpu,
-            "num_gpus": lay.num_gpus,
-            "nodes": ev.nodes,
-            "gpus_per_node": ev.extra["gpus_per_node"],
-            "tp": lay.tp,
-            "pp": lay.pp,
-            "dp": lay.dp,
-            "cp": lay.cp,
-            "vp": lay.vp,
-            "ep": ev.ep,
-            "etp": ev.etp,
-            "micro_batch": lay.micro_batch,
-            "grad_accum": cfg.microbatches,
-            "global_batch": lay.global_batch,
-            "recompute": lay.recompute,
-            "sequence_parallel": lay.sp,
-            "zero": lay.zero,
-            "precision": lay.precision,
-            "nic": cfg.nic,
-            "nics_per_node": cfg.nics_per_node,
-            "memory_gb_per_gpu": ev.memory.total,
-            "step_time_s": ev.step_time_s,
-            "time_to_train_days": ev.time_to_train_days,
-            "cost_usd": self.cost_usd,
-            "mfu": ev.mfu,
-            "first_stage_layers": lay.first_stage_layers,
-            "last_stage_layers": lay.last_stage_layers,
-            "embedding_in_split": lay.embedding_in_split,
-            "loss_in_split": lay.loss_in_split,
-            **ev.goodput_dict(),
-            **purchase_columns(ev, cfg),
-            "cloud_term": ev.extra.get("cloud_term"),
-            "effective_tokens": ev.tokens,
-            "critical_batch_tokens": ev.extra.get("critical_batch_tokens"),
-        }
+from solvers.purchases import purchased
+from solvers.scenario import PreparedQuestion, Scenario
 
 
 def cost_usd(ev: Evaluation, pricing: str) -> float:
@@ -98,8 +22,14 @@ def cost_usd(ev: Evaluation, pricing: str) -> float:
     return float(ev.cloud_cost or 0.0)
 
 
-def build_plan(scenario: Scenario, config: Config) -> Plan:
-    """Re-evaluate a configuration with the float model and check every enforced family."""
+def build_plan(
+    scenario: Scenario, config: Config, prepared: PreparedQuestion | None = None
+) -> Plan:
+    """Re-evaluate a configuration with the float model and check every enforced family.
+    ``prepared``: ``scenario.prepare()``, when the caller has it (its GPU types hold the
+    configuration's)."""
+    q: Scenario | PreparedQuestion = scenario if prepared is None else prepared
+    crit = q.critical_batch_seq
     cat = scenario.catalog
     hw = Hardware.from_catalog(cat, config.shape.gpu, config.nic, config.nics_per_node)
     layout = config.shape.layout(config.dp, config.microbatches)
@@ -126,16 +56,19 @@ def build_plan(scenario: Scenario, config: Config) -> Plan:
         hw,
         layout,
         scenario.seq_len,
-        scenario.tokens * scenario.token_multiplier(layout.global_batch),  # the batch's tokens
+        scenario.tokens * token_multiplier(layout.global_batch, crit),  # the batch's tokens
         a,
-        failures=scenario.failure_model(gpu.name),
+        failures=(
+            scenario.failure_model(gpu.name)
+            if prepared is None
+            else prepared.failure_models[gpu.name]
+        ),
         experts=config.shape.experts,  # EP and ETP (1 and 1 for a dense model)
     )
     ev = purchased(ev, config.spares_per_100, config.storage_gb_per_s)
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
-    crit = scenario.critical_batch_seq
     ev.extra["critical_batch_tokens"] = None if crit is None else crit * scenario.seq_len
     # the evaluator's checks (models/feasibility.py), then the families it does not check
     violations = [v for v in ev.violations if active(scenario, v.constraint)]

@@ -12,13 +12,16 @@ building"; bench/solver.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from solvers.bounds import gemm_lower_bounds, objective_lower_bound, warm_least_capex
-from solvers.exhaustive import best_for_candidate  # here a heuristic, not the oracle
+from solvers.grid_search import best_for_candidate  # here a heuristic, not the oracle
 from solvers.plan import Config, build_plan
-from solvers.presolve import Presolved
-from solvers.scenario import Scenario
-from solvers.space import Candidate, Shape, nic_specs
+from solvers.scenario import PreparedQuestion, Scenario
+
+if TYPE_CHECKING:
+    from solvers.presolve import Presolved
+    from solvers.space import Candidate, Shape
 
 WARM_SHAPES = 12  # shapes the warm start tries (bench/solver.py: the fastest of 8, 12, 16, 24)
 
@@ -55,12 +58,14 @@ def prune(
     top_k: int = 1,
     hint: Config | None = None,
     warm_shapes: int = WARM_SHAPES,
+    prepared: PreparedQuestion | None = None,
 ) -> Pruned:
     """The presolved candidates that may hold one of the ``top_k`` best plans.
 
     Incumbents: ``hint`` if it is feasible here, and the best plan of each of up
     to ``warm_shapes`` shapes, the most promising first. Two bounds then prune:
-    the cheap GEMM-only bound first (most shapes), the full bound on the rest."""
+    the cheap GEMM-only bound first (most shapes), the full bound on the rest.
+    ``prepared``: ``scenario.prepare()``, when the caller has it."""
     cands, ranges = pre.candidates, pre.dp_ranges
     if scenario.objective != "time":  # the cost bounds' least capex, all sizes at once
         warm_least_capex(
@@ -86,8 +91,9 @@ def prune(
     tries = max(warm_shapes, top_k)
     head = sorted(range(len(cands)), key=lambda i: (cheap[i], i))[: 10 * tries]
     head.sort(key=lambda i: (bound(i), i))
+    q = prepared if prepared is not None else scenario.prepare()
     add_incumbents(
-        scenario, [cands[i] for i in head], [bound(i) for i in head], tries, top_k, found
+        scenario, [cands[i] for i in head], [bound(i) for i in head], tries, top_k, found, q
     )
     incumbents = sorted(found.values(), key=lambda f: (f[0], f[1].shape))
     keep = prune_by_incumbent(cheap, incumbents, top_k)
@@ -107,19 +113,21 @@ def add_incumbents(
     shapes_tried: int,
     top_k: int,
     found: dict[Shape, tuple[float, Config]],
+    prepared: PreparedQuestion | None = None,
 ) -> None:
     """Add to ``found`` (objective and configuration by shape) the best plan of each of
     the first ``shapes_tried`` feasible shapes among ``cands`` (sorted by their
     objective bounds ``lbs``). Stops early once the next bound exceeds the k-th best
     plan found: no later shape can beat it."""
-    nics = nic_specs(scenario)
+    q = prepared if prepared is not None else scenario.prepare()
+    nics = list(q.nic_specs)
     tried = 0
     for cand, lb in zip(cands, lbs, strict=True):
         if len(found) >= top_k:
             kth = sorted(v[0] for v in found.values())[top_k - 1]
             if lb > kth + PRUNE_MARGIN * abs(kth):
                 break
-        best = best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap)
+        best = best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap, prepared=q)
         if best:
             old = found.get(cand.shape)
             if old is None or best[0][0] < old[0]:

@@ -22,11 +22,12 @@ in phase two, not the layout: a cheaper layout within the tolerance is not searc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from solvers.plan import Plan, build_plan
-from solvers.purchases import decides_purchases, spare_options, storage_options
-from solvers.scenario import Scenario
+from solvers.purchases import decides_purchases
+from solvers.scenario import PreparedQuestion, Scenario
 
 PURCHASE_TOLERANCE = 1e-3  # a purchase step must save more than this share of the time
 
@@ -35,21 +36,34 @@ def _days(plan: Plan) -> float:
     return float(plan.evaluation.time_to_train_days or float("inf"))
 
 
-def _options(scenario: Scenario, gpu: str) -> tuple[list[float], list[float]]:
-    return spare_options(scenario, gpu), storage_options(scenario, gpu)
+def _prepared_for(
+    scenario: Scenario, gpu: str, prepared: PreparedQuestion | None
+) -> PreparedQuestion:
+    """``prepared`` (else the scenario's) when it holds ``gpu``; a plan on a GPU type the
+    question does not offer (one evaluated from elsewhere) gets that type's own."""
+    q = prepared if prepared is not None else scenario.prepare()
+    if gpu in q.decides_purchases:
+        return q
+    return scenario.with_changes(gpus=(gpu,)).prepare()
 
 
-def _lower(levels: list[float], level: float) -> float | None:
+def _options(q: PreparedQuestion, gpu: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    return q.spare_options[gpu], q.storage_options[gpu]
+
+
+def _lower(levels: Sequence[float], level: float) -> float | None:
     """The next cheaper level of an option list (None: the cheapest)."""
     below = [v for v in levels if v < level]
     return max(below) if below else None
 
 
-def _with(scenario: Scenario, plan: Plan, spares: float, storage: float) -> Plan:
+def _with(
+    scenario: Scenario, q: PreparedQuestion, plan: Plan, spares: float, storage: float
+) -> Plan:
     if (spares, storage) == _own(scenario, plan):
         return plan
     return build_plan(
-        scenario, replace(plan.config, spares_per_100=spares, storage_gb_per_s=storage)
+        scenario, replace(plan.config, spares_per_100=spares, storage_gb_per_s=storage), q
     )
 
 
@@ -58,10 +72,12 @@ def _own(scenario: Scenario, plan: Plan) -> tuple[float, float]:
     return plan.config.spares_per_100, plan.config.storage_gb_per_s or base
 
 
-def _idle_steps(scenario: Scenario, plan: Plan, days_of) -> list[tuple[str, float]]:
+def _idle_steps(
+    scenario: Scenario, q: PreparedQuestion, plan: Plan, days_of
+) -> list[tuple[str, float]]:
     """The plan's purchase steps (each option against the next cheaper level of the same
     option) that save no more than PURCHASE_TOLERANCE of its time, with the days saved."""
-    spares, storages = _options(scenario, plan.config.shape.gpu)
+    spares, storages = _options(q, plan.config.shape.gpu)
     k, b = _own(scenario, plan)
     days = days_of(k, b)
     idle = []
@@ -77,31 +93,43 @@ def _idle_steps(scenario: Scenario, plan: Plan, days_of) -> list[tuple[str, floa
     return idle
 
 
-def purchases_that_pay(scenario: Scenario, plan: Plan) -> Plan:
+def purchases_that_pay(
+    scenario: Scenario, plan: Plan, prepared: PreparedQuestion | None = None
+) -> Plan:
     """The plan's layout with the fastest purchases of which every step pays (then the
-    cheapest): the plan itself when it buys nothing idle or the question decides nothing."""
+    cheapest): the plan itself when it buys nothing idle or the question decides nothing.
+    ``prepared``: ``scenario.prepare()``, when the caller has it."""
     gpu = plan.config.shape.gpu
-    if scenario.objective != "time" or not decides_purchases(scenario, gpu):
+    if scenario.objective != "time":
         return plan
-    spares, storages = _options(scenario, gpu)
-    plans = {(k, b): _with(scenario, plan, k, b) for k in spares for b in storages}
+    q = _prepared_for(scenario, gpu, prepared)
+    if not q.decides_purchases[gpu]:
+        return plan
+    spares, storages = _options(q, gpu)
+    plans = {(k, b): _with(scenario, q, plan, k, b) for k in spares for b in storages}
 
     def days_of(k: float, b: float) -> float:
         return _days(plans[(k, b)])
 
-    if not _idle_steps(scenario, plan, days_of):
+    if not _idle_steps(scenario, q, plan, days_of):
         return plan
     paying = [
         (days_of(k, b), p.cost_usd, k, b)
         for (k, b), p in plans.items()
-        if p.feasible and not _idle_steps(scenario, p, days_of)
+        if p.feasible and not _idle_steps(scenario, q, p, days_of)
     ]
     return plans[min(paying)[2:]] if paying else plan
 
 
-def settle(scenario: Scenario, plans: list[Plan]) -> list[Plan]:
-    """Every plan with its purchases that pay (purchases_that_pay), in objective order."""
-    settled = [purchases_that_pay(scenario, p) for p in plans]
+def settle(
+    scenario: Scenario, plans: list[Plan], prepared: PreparedQuestion | None = None
+) -> list[Plan]:
+    """Every plan with its purchases that pay (purchases_that_pay), in objective order.
+    ``prepared``: ``scenario.prepare()``, when the caller has it (once per solve)."""
+    if not plans:
+        return plans
+    q = prepared if prepared is not None else scenario.prepare()
+    settled = [purchases_that_pay(scenario, p, q) for p in plans]
     if all(a is b for a, b in zip(settled, plans, strict=True)):
         return plans
     return sorted(settled, key=lambda p: p.objective)
@@ -113,11 +141,12 @@ def idle_purchases(scenario: Scenario, plan: Plan) -> list[tuple[str, float]]:
     and for the cost objective (a purchase there pays in cost or meets the deadline)."""
     if scenario.objective != "time" or not decides_purchases(scenario, plan.config.shape.gpu):
         return []
+    q = _prepared_for(scenario, plan.config.shape.gpu, None)
     cache: dict[tuple[float, float], float] = {}
 
     def days_of(k: float, b: float) -> float:
         if (k, b) not in cache:
-            cache[(k, b)] = _days(_with(scenario, plan, k, b))
+            cache[(k, b)] = _days(_with(scenario, q, plan, k, b))
         return cache[(k, b)]
 
-    return _idle_steps(scenario, plan, days_of)
+    return _idle_steps(scenario, q, plan, days_of)

@@ -18,45 +18,28 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from models.evaluate import Evaluation
-from models.goodput import absorbed_fraction, with_purchases
-from solvers.scenario import Scenario
+from models.goodput import with_purchases
 
 if TYPE_CHECKING:
-    from solvers.plan import Config
+    from solvers.decisions import Config
+    from solvers.scenario import Scenario
 
 
 def decides_purchases(scenario: Scenario, gpu: str) -> bool:
-    """Whether the plan on ``gpu`` chooses spares and storage (failures on, purchased)."""
-    model = scenario.failure_model(gpu)
-    return model is not None and model.rate_per_gpu_s > 0 and scenario.pricing != "cloud"
+    """Whether the plan on ``gpu`` chooses spares and storage (failures on, purchased;
+    Scenario.decides_purchases)."""
+    return scenario.decides_purchases(gpu)
 
 
 def spare_options(scenario: Scenario, gpu: str) -> list[float]:
-    """Spares per 100 servers a plan on ``gpu`` may buy, 0 first."""
-    fac = scenario.catalog.facility
-    model = scenario.failure_model(gpu)
-    if model is None or not decides_purchases(scenario, gpu):
-        return [0.0]
-    if fac.hot_spare_restart_min * 60.0 >= model.restart_s:
-        return [0.0]
-    kept: list[float] = []
-    seen: set[float] = set()
-    for k in sorted({0.0, *fac.hot_spare_options_per_100_servers}):
-        f = absorbed_fraction(k, fac.hot_spares_per_100_servers)
-        if f not in seen:
-            seen.add(f)
-            kept.append(float(k))
-    return kept
+    """Spares per 100 servers a plan on ``gpu`` may buy, 0 first (Scenario.spare_options)."""
+    return scenario.spare_options(gpu)
 
 
 def storage_options(scenario: Scenario, gpu: str) -> list[float]:
-    """Checkpoint storage GB/s per server a plan on ``gpu`` may have, the facility's first."""
-    fac = scenario.catalog.facility
-    base = fac.checkpoint_storage_gb_per_s_per_server
-    if not decides_purchases(scenario, gpu):
-        return [base]
-    faster = sorted(b for b in fac.checkpoint_storage_options_gb_per_s_per_server if b > base)
-    return [base, *faster]
+    """Checkpoint storage GB/s per server a plan on ``gpu`` may have, the facility's first
+    (Scenario.storage_options)."""
+    return scenario.storage_options(gpu)
 
 
 def purchased(ev: Evaluation, spares_per_100: float, storage_gb_per_s: float | None) -> Evaluation:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,7 +17,7 @@ from models.batch_tokens import (
     max_batch_tokens,
     token_multiplier,
 )
-from models.goodput import FailureModel, failure_model
+from models.goodput import FailureModel, absorbed_fraction, failure_model
 from models.layout import Assumptions
 from models.spec import TransformerSpec
 
@@ -28,6 +29,12 @@ DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch;
 # models/batch_tokens.py), or DEFAULT_MAX_BATCH_TOKENS with the model off; resolved when the
 # Scenario is built, so code and the CLI (designer/questions.py) get the same ceiling
 MODEL_CEILING = -1.0
+# the largest batch ceiling the CP-SAT model holds, in tokens: sequences (at least one token
+# each) times the DP degree (at most GPU_CAP) in int64 with room for sums of four terms,
+# INT_LIMIT / 4 / GPU_CAP rounded down to a power of ten (1e12; solvers/limits.py says how
+# each limit is derived, tests/test_scenario.py checks this one). Here, on the scenario's
+# floor, so that the default ceiling is clamped to it in one place (model_ceiling_tokens)
+MAX_BATCH_TOKENS = 1e12
 DEFAULT_MAX_VIRTUAL_STAGES = 5
 GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
 # Planning defaults for memory the tensors do not account for (README "Memory headroom").
@@ -137,12 +144,8 @@ class Scenario:
             object.__setattr__(self, "max_batch_tokens", self.model_ceiling_tokens())
 
     def model_ceiling_tokens(self) -> float:
-        """The batch ceiling of a question that names none: 3 critical batches under the
-        batch-tokens model (models.batch_tokens.max_batch_tokens), 16M tokens with it off."""
-        crit = critical_batch_tokens(self.batch_tokens_model, self.spec, self.tokens)
-        if crit is None:
-            return DEFAULT_MAX_BATCH_TOKENS
-        return max_batch_tokens(crit, self.seq_len)
+        """The batch ceiling of a question that names none (module function)."""
+        return model_ceiling_tokens(self.batch_tokens_model, self.spec, self.tokens, self.seq_len)
 
     # Limits of active families (callers check ``active`` first; None would be a bug).
     budget = _limit("budget_usd", "budget")
@@ -202,10 +205,7 @@ class Scenario:
     def token_multiplier(self, batch_sequences):
         """Tokens to train at a global batch of ``batch_sequences`` per question token
         (1 without the batch-tokens model; floats or numpy arrays)."""
-        crit = self.critical_batch_seq
-        if crit is None:
-            return batch_sequences * 0 + 1.0
-        return token_multiplier(batch_sequences, crit)
+        return token_multiplier(batch_sequences, self.critical_batch_seq)
 
     @property
     def sequences(self) -> float:
@@ -249,5 +249,100 @@ class Scenario:
             )
         return found
 
+    # the purchase options (solvers/purchases.py, issue 18 item 4: its module docstring says
+    # which options are left out and why)
+    def decides_purchases(self, gpu: str) -> bool:
+        """Whether the plan on ``gpu`` chooses spares and storage (failures on, purchased)."""
+        model = self.failure_model(gpu)
+        return model is not None and model.rate_per_gpu_s > 0 and self.pricing != "cloud"
+
+    def spare_options(self, gpu: str) -> list[float]:
+        """Spares per 100 servers a plan on ``gpu`` may buy, 0 first."""
+        fac = self.catalog.facility
+        model = self.failure_model(gpu)
+        if model is None or not self.decides_purchases(gpu):
+            return [0.0]
+        if fac.hot_spare_restart_min * 60.0 >= model.restart_s:
+            return [0.0]
+        kept: list[float] = []
+        seen: set[float] = set()
+        for k in sorted({0.0, *fac.hot_spare_options_per_100_servers}):
+            f = absorbed_fraction(k, fac.hot_spares_per_100_servers)
+            if f not in seen:
+                seen.add(f)
+                kept.append(float(k))
+        return kept
+
+    def storage_options(self, gpu: str) -> list[float]:
+        """Checkpoint storage GB/s per server a plan on ``gpu`` may have, the facility's first."""
+        fac = self.catalog.facility
+        base = fac.checkpoint_storage_gb_per_s_per_server
+        if not self.decides_purchases(gpu):
+            return [base]
+        faster = sorted(b for b in fac.checkpoint_storage_options_gb_per_s_per_server if b > base)
+        return [base, *faster]
+
     def with_changes(self, **changes) -> Scenario:
         return replace(self, **changes)
+
+    def prepare(self) -> PreparedQuestion:
+        """What the stages of one solve ask, computed once (PreparedQuestion)."""
+        relaxed = self.with_changes(disabled=self.disabled | {"nic_slots"})
+        return PreparedQuestion(
+            nic_specs=tuple(nic_specs(self)),
+            nics_for={g: tuple(self.nics_for(g)) for g in self.gpus},
+            nic_counts={g: self.nic_counts(g) for g in self.gpus},
+            relaxed_nic_counts={g: relaxed.nic_counts(g) for g in self.gpus},
+            failure_models={g: self.failure_model(g) for g in self.gpus},
+            decides_purchases={g: self.decides_purchases(g) for g in self.gpus},
+            spare_options={g: tuple(self.spare_options(g)) for g in self.gpus},
+            storage_options={g: tuple(self.storage_options(g)) for g in self.gpus},
+            gpu_caps={g: self.gpu_cap(g) for g in self.gpus},
+            sequences=self.sequences,
+            critical_batch_seq=self.critical_batch_seq,
+            model_batch_cap_seq=self.model_batch_cap_seq,
+            capex_charged_in_full=self.capex_charged_in_full,
+        )
+
+
+@dataclass(frozen=True)
+class PreparedQuestion:
+    """What the stages of one solve ask the scenario, computed once at its top
+    (Scenario.prepare; issue 32 item 2, a first step): the NIC types on offer and, per GPU
+    type of the question, its NIC options, its NIC counts (the vendor's, and the relaxed
+    rule's that bound CP-SAT's domain), its failure model, its purchase options and its GPU
+    cap; the training sequences and the batch-tokens model's terms. Read by the CP-SAT build
+    (BuildContext.prepared), the one-shape grid search (solvers/grid_search.py: the warm
+    start and the exhaustive solver), the purchase rule and the plans it settles
+    (build_plan's ``prepared``); the bounds, the presolve, the space and the families' hooks
+    still ask the scenario (README "Not yet done")."""
+
+    nic_specs: tuple[NICSpec, ...]
+    nics_for: Mapping[str, tuple[NICSpec, ...]]
+    nic_counts: Mapping[str, tuple[int, ...]]
+    relaxed_nic_counts: Mapping[str, tuple[int, ...]]  # nic_slots ignored (extra slots)
+    failure_models: Mapping[str, FailureModel | None]
+    # the purchase options (Scenario.decides_purchases, spare_options, storage_options)
+    decides_purchases: Mapping[str, bool]
+    spare_options: Mapping[str, tuple[float, ...]]
+    storage_options: Mapping[str, tuple[float, ...]]
+    gpu_caps: Mapping[str, int | None]
+    sequences: float
+    critical_batch_seq: int | None
+    model_batch_cap_seq: int | None
+    capex_charged_in_full: bool
+
+
+def nic_specs(scenario: Scenario) -> list[NICSpec]:
+    """The question's NIC types (the catalog's specs of ``scenario.nics``)."""
+    return [scenario.catalog.nic(n) for n in scenario.nics]
+
+
+def model_ceiling_tokens(model: str, spec: TransformerSpec, tokens: float, seq_len: int) -> float:
+    """The batch ceiling of a question that names none (max_batch_tokens=MODEL_CEILING, the
+    CLI's without --max-batch-tokens): 3 critical batches under the batch-tokens model
+    (models.batch_tokens.max_batch_tokens), at most MAX_BATCH_TOKENS; 16M tokens with it off."""
+    crit = critical_batch_tokens(model, spec, tokens)
+    if crit is None:
+        return DEFAULT_MAX_BATCH_TOKENS
+    return min(max_batch_tokens(crit, seq_len), MAX_BATCH_TOKENS)

@@ -29,74 +29,24 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
-from catalog.specs import GPUSpec, NICSpec
+from catalog.specs import GPUSpec
 from models.evaluate import with_profile
-from models.expert import ExpertLayout, moe_gemm_per_microbatch_s, moe_step_coefficients
+from models.expert import moe_gemm_per_microbatch_s, moe_step_coefficients
 from models.feasibility import TOL
-from models.layout import Assumptions, Layout, Network
+from models.layout import Assumptions, Network
 from models.memory import memory_terms, moe_memory_terms, usable_memory_gb
 from models.pipeline import EVEN, Split, uneven_splits
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
+from solvers.decisions import Shape
 from solvers.families import SHAPE_RULES, active, enforced
-from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES, GPU_CAP, Scenario
-
-
-class Shape(NamedTuple):
-    """A tuple (cheap to create: the space has tens of thousands), ordered field by field."""
-
-    gpu: str
-    tp: int
-    cp: int
-    pp: int
-    vp: int
-    micro_batch: int
-    recompute: str
-    precision: str
-    split: Split = EVEN  # Megatron-LM's pipeline split (models.pipeline)
-    ep: int = 1  # expert parallelism (mixture-of-experts models only; models/expert.py)
-    etp: int = 1  # expert tensor parallelism
-
-    @property
-    def replica_gpus(self) -> int:
-        return self.tp * self.cp * self.pp
-
-    @property
-    def dp_step(self) -> int:
-        """The DP degrees Megatron-Core's folding allows are the multiples of this: EP x ETP
-        divides TP x CP x DP (models.memory.expert_data_parallel); 1 for a dense model."""
-        folded = self.ep * self.etp
-        return folded // math.gcd(folded, self.tp * self.cp)
-
-    @property
-    def experts(self) -> ExpertLayout:
-        return ExpertLayout(self.ep, self.etp)
-
-    def probe_layout(self) -> Layout:
-        """A layout of the shape at its smallest DP degree and full pipelines (m = p), for
-        the coefficients and memory terms that do not depend on d and m."""
-        return self.layout(self.dp_step, max(1, self.pp))
-
-    def layout(self, dp: int, microbatches: int) -> Layout:
-        first, last, emb, loss = self.split
-        return Layout(
-            tp=self.tp,
-            pp=self.pp,
-            dp=dp,
-            cp=self.cp,
-            vp=self.vp,
-            micro_batch=self.micro_batch,
-            global_batch=self.micro_batch * microbatches * dp,
-            recompute=self.recompute,
-            sequence_parallel=None,
-            zero=1,
-            precision=self.precision,
-            first_stage_layers=first or None,
-            last_stage_layers=last or None,
-            embedding_in_split=emb,
-            loss_in_split=loss,
-        )
+from solvers.scenario import (  # noqa: F401  (nic_specs: its home before scenario.py)
+    DEFAULT_MAX_VIRTUAL_STAGES,
+    GPU_CAP,
+    Scenario,
+    nic_specs,
+)
 
 
 @lru_cache(maxsize=4096)
@@ -533,10 +483,6 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
                                         elif cand.dp_min_memory is None:
                                             never_fits[rc, prec] = min(mb, smallest or mb)
     return out
-
-
-def nic_specs(scenario: Scenario) -> list[NICSpec]:
-    return [scenario.catalog.nic(n) for n in scenario.nics]
 
 
 def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:

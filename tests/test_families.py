@@ -265,12 +265,12 @@ def test_solvers_and_violation_agree_at_the_limit(name, cat):
 def test_enumerated_families_cut_nothing_the_enumeration_keeps(name, cat, monkeypatch):
     """The exhaustive solver skips ``admits`` of the families its enumeration keeps within
     (Family.enumerated); applying every family's check there changes no answer."""
-    import solvers.exhaustive as exhaustive
+    import solvers.grid_search as grid_search
 
     s = small(cat, min_batch_tokens=2**12, **LIMITS[name][0])
     plain = solve_exhaustive(s, top_k=3)
     every = [f for f in REGISTRY if f.active(s)]
     assert any(f.enumerated for f in every)
-    monkeypatch.setattr(exhaustive, "checked_families", lambda q: every)
+    monkeypatch.setattr(grid_search, "checked_families", lambda q: every)
     checked = solve_exhaustive(s, top_k=3)
     assert [p.config for p in checked.plans] == [p.config for p in plain.plans]

@@ -35,15 +35,19 @@ def test_the_facility_storage_and_no_spares_are_always_options(cat):
     from types import SimpleNamespace
 
     from solvers.purchases import spare_options, storage_options
+    from solvers.scenario import Scenario
 
     raw = cat.facility.model_dump()
     raw["checkpoint_storage_options_gb_per_s_per_server"] = [2.0, 4.0]
     raw["hot_spare_options_per_100_servers"] = [2.0]
     fac = Facility(**raw)
     # the parts of a Scenario the options read: the facility, the failure model, the pricing
+    # (the options are Scenario's methods, solvers/purchases.py hands them on)
     s = SimpleNamespace(
         catalog=SimpleNamespace(facility=fac), failure_model=lambda g: _model(cat), pricing="capex"
     )
+    for name in ("decides_purchases", "spare_options", "storage_options"):
+        setattr(s, name, getattr(Scenario, name).__get__(s))
     assert storage_options(s, "h100-sxm") == [1.0, 2.0, 4.0]
     assert spare_options(s, "h100-sxm") == [0.0, 2.0]
     raw["hot_spare_options_per_100_servers"] = [-1.0]

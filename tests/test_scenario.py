@@ -13,11 +13,16 @@ from designer.question import Question
 from designer.questions import build_question
 from helpers import IDEAL
 from models.layout import Assumptions
-from solvers import FAMILIES
+from solvers import FAMILIES, limits
 from solvers.families import BY_NAME, active, enforced
+from solvers.intmath import INT_LIMIT
 from solvers.scenario import (
     DEFAULT_HEADROOM,
+    DEFAULT_MAX_BATCH_TOKENS,
     DEFAULT_RESERVED_GB,
+    GPU_CAP,
+    MAX_BATCH_TOKENS,
+    MODEL_CEILING,
     Scenario,
     planning_assumptions,
 )
@@ -84,6 +89,50 @@ def test_planning_assumptions_are_the_seed_rules_with_the_margins():
         update={"runtime_reserved_gb": DEFAULT_RESERVED_GB, "memory_headroom_fraction": 0.05}
     )
     assert planning_assumptions() is not planning_assumptions()  # no shared mutable default
+
+
+# --- the default batch ceiling, resolved in one place ---------------------------------------
+
+
+def test_the_batch_limit_is_the_int64_derivation():
+    """solvers/scenario.py holds the CP-SAT model's largest batch ceiling (below
+    solvers/limits.py, which imports the scenario): sequences x DP degree in int64 with room
+    for four terms, rounded down to a power of ten; limits.py hands on the same value."""
+    assert MAX_BATCH_TOKENS == 10.0 ** math.floor(math.log10(INT_LIMIT / 4 / GPU_CAP)) == 1e12
+    assert limits.MAX_BATCH_TOKENS is MAX_BATCH_TOKENS
+
+
+def test_the_cli_hands_on_the_sentinel_and_the_scenario_resolves_it(monkeypatch):
+    """Without --max-batch-tokens the CLI passes MODEL_CEILING; the Scenario resolves it
+    (3 critical batches, clamped to MAX_BATCH_TOKENS) as it does for a question built in
+    code, so both ask the same ceiling, also where the clamp binds."""
+    built = []
+    real_init = Scenario.__init__
+
+    def spy(self, *args, **kwargs):
+        built.append(kwargs.get("max_batch_tokens"))
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Scenario, "__init__", spy)
+    cli = cli_question()
+    assert built == [MODEL_CEILING]
+    monkeypatch.setattr(Scenario, "__init__", real_init)
+    assert cli.max_batch_tokens == direct(cli).max_batch_tokens == cli.model_ceiling_tokens()
+    assert cli.max_batch_tokens not in (DEFAULT_MAX_BATCH_TOKENS, MAX_BATCH_TOKENS)
+    # a critical batch past the int64 limit: both clamp it
+    monkeypatch.setattr("solvers.scenario.critical_batch_tokens", lambda *a: 1e13)
+    assert cli_question().max_batch_tokens == MAX_BATCH_TOKENS
+    assert direct(cli).max_batch_tokens == MAX_BATCH_TOKENS
+
+
+def test_with_the_model_off_both_take_16m_tokens():
+    cli = cli_question(batch_tokens_model="off")
+    assert cli.max_batch_tokens == DEFAULT_MAX_BATCH_TOKENS
+    assert direct(cli, batch_tokens_model="off").max_batch_tokens == DEFAULT_MAX_BATCH_TOKENS
+
+
+def test_a_named_ceiling_is_kept():
+    assert cli_question(max_batch_tokens="8M").max_batch_tokens == 8e6
 
 
 # --- which families a question enforces (solvers.families) -----------------------------------

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from models.feasibility import Violation
-from solvers.scenario import GPU_CAP
 
 if TYPE_CHECKING:
     from catalog.specs import GPUSpec
@@ -279,15 +278,18 @@ def bisect_fix(
     return Fix(name, words(x), change(x))
 
 
-def count_fix(search: FixSearch, name: str, field: str, start: int, what: str) -> Fix | None:
+def count_fix(
+    search: FixSearch, name: str, field: str, start: int, what: str, most: int
+) -> Fix | None:
     """The least count (GPUs, racks) that makes the question feasible, by bisection from
-    ``start`` up to the decision space's largest (solvers.scenario.GPU_CAP)."""
+    ``start`` up to ``most`` (the decision space's largest, solvers.scenario.GPU_CAP: the
+    caller hands it in, so that this bottom floor imports nothing of solvers/)."""
     return bisect_fix(
         search,
         name,
         lambda v: search.scenario.with_changes(**{field: int(v)}),
         start,
-        GPU_CAP,
+        most,
         True,
         lambda x: f"allow at least {int(x):,} {what}",
     )
@@ -317,3 +319,19 @@ def other_objective_fix(
         if search.ok(fixed):
             return Fix(name, words(x), fixed)
     return None
+
+
+# the EP group's scale-up domains: ep_domain's rule and nic_slots's price read them (here, on
+# the bottom floor, so that no family module imports another)
+def shape_ep_domains(shape: Shape, gpu: GPUSpec) -> int:
+    """Scale-up domains one EP group of the shape spans on ``gpu`` (its members ETP apart)."""
+    # lazy: models.expert loads numpy, which commands that never solve do not load
+    from models.expert import ep_ranks_in_domain
+
+    return -(-shape.ep // ep_ranks_in_domain(gpu, shape.experts))
+
+
+def ep_domains(plan: Plan, s: Scenario) -> int:
+    """Scale-up domains one EP group spans (its members ETP apart)."""
+    shape = plan.config.shape
+    return shape_ep_domains(shape, s.catalog.gpu(shape.gpu))

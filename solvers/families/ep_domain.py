@@ -30,7 +30,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from solvers.families.base import Fix, FixSearch, Grid, Rule, violation
+from solvers.families.base import (  # noqa: F401  (ep_domains: its home before base.py)
+    Fix,
+    FixSearch,
+    Grid,
+    Rule,
+    ep_domains,
+    shape_ep_domains,
+    violation,
+)
 
 if TYPE_CHECKING:
     from catalog.specs import GPUSpec
@@ -43,20 +51,6 @@ if TYPE_CHECKING:
 
 # the relaxation with the request on: the family off lets the EP group leave the domain
 REQUEST_RELAXATION = "EP across scale-up domains allowed"
-
-
-def shape_ep_domains(shape: Shape, gpu: GPUSpec) -> int:
-    """Scale-up domains one EP group of the shape spans on ``gpu`` (its members ETP apart)."""
-    # lazy: models.expert loads numpy, which commands that never solve do not load
-    from models.expert import ep_ranks_in_domain
-
-    return -(-shape.ep // ep_ranks_in_domain(gpu, shape.experts))
-
-
-def ep_domains(plan: Plan, s: Scenario) -> int:
-    """Scale-up domains one EP group spans (its members ETP apart)."""
-    shape = plan.config.shape
-    return shape_ep_domains(shape, s.catalog.gpu(shape.gpu))
 
 
 def add_folding(ctx: BuildContext, on: IntVar | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from solvers.families.base import Family, Fix, FixSearch, Grid, bisect, count_fix, violation
+from solvers.scenario import GPU_CAP
 
 if TYPE_CHECKING:
     from models.evaluate import Evaluation
@@ -50,7 +51,7 @@ class MaxGpus(Family):
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
         if not s.gpu_caps and s.max_gpus is not None:  # one overall cap: the exact count
-            return count_fix(search, self.name, "max_gpus", s.max_gpus, "GPUs")
+            return count_fix(search, self.name, "max_gpus", s.max_gpus, "GPUs", GPU_CAP)
         factor = bisect(lambda v: search.ok(s.with_gpu_caps_scaled(v)), 1.0, 2.0**20, False)
         if factor is None:
             return None

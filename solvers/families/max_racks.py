@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from solvers.families.base import Family, Fix, FixSearch, Grid, LeastPerGpu, count_fix, violation
+from solvers.scenario import GPU_CAP
 
 if TYPE_CHECKING:
     from catalog.specs import GPUSpec
@@ -52,7 +53,7 @@ class MaxRacks(Family):
         return s.rack_cap - racks, "racks", f"{racks:,} of {s.rack_cap:,} racks"
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
-        return count_fix(search, self.name, "max_racks", s.rack_cap, "racks")
+        return count_fix(search, self.name, "max_racks", s.rack_cap, "racks", GPU_CAP)
 
 
 FAMILY = MaxRacks("max_racks", 130, "racks +10%", field="max_racks")

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect_fix
-from solvers.families.ep_domain import ep_domains
+from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect_fix, ep_domains
 
 if TYPE_CHECKING:
     from solvers.cpsat_context import BuildContext
