@@ -594,14 +594,19 @@ def moe_step_coefficients(
     a: Assumptions,
     gemm_s: float | None = None,
     dense: StepCoefficients | None = None,
+    mem: MoEMemory | None = None,
 ) -> StepCoefficients:
     """A MoE / MLA / MTP model's step coefficients: models.step's for the dense parts,
     with the compute, the expert-parallel all-to-alls, the gradient bytes and the Adam
     step of the layers as they are (module docstring). ``gemm_s``: the
     moe_gemm_per_microbatch_s of these arguments, when the caller has it; ``dense``: the
-    step_coefficients of these arguments (any DP degree), when the caller has it."""
+    step_coefficients of these arguments (any DP degree), when the caller has it; ``mem``:
+    the expert_memory of these arguments at any GPU capacity (only its parameter counts
+    and expert-DP degree are read, and the most loaded rank they come from is chosen by
+    the total, which the capacity does not enter), when the caller has it."""
     c = dense if dense is not None else step_coefficients(spec, layout, seq_len, gpu, network, a)
-    mem = expert_memory(spec, layout, seq_len, gpu.memory_gb, a, ex)
+    if mem is None:
+        mem = expert_memory(spec, layout, seq_len, gpu.memory_gb, a, ex)
     if gemm_s is None:
         gemm_s = moe_gemm_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     gemm = gemm_s
