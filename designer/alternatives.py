@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from designer import render
@@ -67,6 +67,8 @@ class _Pair:
     space: list[Candidate] | None
     pre: Presolved | None
     maybe_thin: bool
+    # reaches' shape bounds, filled on first use: [cheap bounds, {index: full bound}]
+    bounds: list = field(default_factory=list, compare=False, repr=False)
 
     def reaches(self, limit: float, strict: bool) -> bool:
         """Whether a plan's objective may lie below ``limit`` (``strict``) or at most at
@@ -78,21 +80,31 @@ class _Pair:
         def under(lb: float) -> bool:
             return lb < limit if strict else lb <= limit
 
-        cheap = gemm_lower_bounds(s, pre.candidates, pre.dp_ranges)
-        return any(
-            under(lb) and under(objective_lower_bound(s, c, r))
-            for lb, c, r in zip(cheap, pre.candidates, pre.dp_ranges, strict=True)
-        )
+        # the bounds do not depend on the limit: computed once per pair, the full one only
+        # for the shapes whose cheap bound a limit let through
+        if not self.bounds:
+            self.bounds.append(gemm_lower_bounds(s, pre.candidates, pre.dp_ranges))
+            self.bounds.append({})
+        cheap, full = self.bounds
 
-    def promise(self) -> float:
+        def bound(i: int) -> float:
+            if i not in full:
+                full[i] = objective_lower_bound(s, pre.candidates[i], pre.dp_ranges[i])
+            return full[i]
+
+        return any(under(lb) and under(bound(i)) for i, lb in enumerate(cheap))
+
+    def promise(self) -> tuple[float, float]:
         """How good its plans are likely to be, larger first (a visiting order only, so
         that the best are solved before the rest are bounded against them): its peak
-        FLOP/s, per dollar when the objective is cost."""
+        FLOP/s, per dollar when the objective is cost; between equal peaks, the larger
+        memory (B300 before B200: more room for the same compute fits faster layouts, and
+        solved first it lets B200 be bounded against it)."""
         gpu = self.scenario.catalog.gpu(self.gpu)
         peak = max(gpu.peak_tflops(p) or 0.0 for p in self.scenario.precisions)
         if self.scenario.objective == "cost":
-            return peak / gpu.price_usd
-        return peak
+            return peak / gpu.price_usd, gpu.memory_gb
+        return peak, gpu.memory_gb
 
     def solve(self, time_limit_s: float, cap: float | None = None) -> SolveResult:
         """The solve optimize would run (its shapes and presolve, already made, handed on).
@@ -141,7 +153,7 @@ def _solved(
     alternatives are known, is first asked whether any plan beats the last of them
     (_Pair.solve's ``cap``): a pair none of whose plans does is cut from the list."""
     workers = max(1, min(len(pairs), os.cpu_count() or 1))
-    order = sorted(pairs, key=lambda p: (-p.promise(), p.gpu))
+    order = sorted(pairs, key=lambda p: (*(-x for x in p.promise()), p.gpu))
     done: list[tuple[_Pair, SolveResult]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while order:

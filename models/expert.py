@@ -562,23 +562,42 @@ def moe_gemm_per_microbatch_s(
     ``expert_load``), attention cores (at ``attention_kernel_speedup`` x the profile's rate)
     and, on the last rank, logits (models.step rules)."""
     h = spec.hidden
+    gg = grouped_gemm_efficiency(spec, layout, seq_len, gpu, ex)
+    worst = 0.0
+    stages = _stage_flops(spec, layout, seq_len, gpu.calibration.flash_attention, ex)
+    for work, routed_flops, layers in stages:
+        routed = StageWork(routed_flops / gg, 0.0, 0.0)
+        seconds = work_gemm_s(work, h, layout, gpu) + work_gemm_s(routed, h, layout, gpu)
+        seconds += gdn_chunk_per_microbatch_s(spec, layout, seq_len, gpu, ex, layers)
+        worst = max(worst, seconds)
+    return worst
+
+
+@lru_cache(maxsize=1 << 16)
+def _stage_flops(
+    spec: TransformerSpec, layout: Layout, seq_len: int, flash_attention: bool, ex: ExpertLayout
+) -> tuple[tuple[StageWork, float, int], ...]:
+    """moe_gemm_per_microbatch_s's FLOPs of each kind of pipeline rank, which depend on the
+    GPU only through FlashAttention (cached: the solvers ask for every shape on every GPU):
+    (the work but the routed experts', the routed experts' FLOPs before the grouped-GEMM
+    efficiency divides them, the rank's layers)."""
+    h = spec.hidden
     t = tokens_per_gpu(layout, seq_len)
     dense_fwd, moe_fwd, routed_one, core, logit_fwd = _per_token_forward(spec, seq_len)
     attn_fwd = 2.0 * moe.mean_attention_params(spec)
     routed_fwd = routed_one * ex.load
     forwards = forward_passes(layout.recompute)
-    if gpu.calibration.flash_attention:
+    if flash_attention:
         core_passes = 3.5 + (1.0 if layout.recompute == "full" else 0.0)
     else:
         core_passes = 4.0 if layout.recompute in ("full", "selective") else 3.0
-    gg = grouped_gemm_efficiency(spec, layout, seq_len, gpu, ex)
     moe_forwards, attn_again = recompute_module_forwards(spec, layout, ex)
-    worst = 0.0
     ranks = rank_layers(spec, layout)
     kinds = {
         (n_dense, n_moe, r == layout.pp - 1, layout.holds_mtp(r))
         for r, (n_dense, n_moe) in enumerate(ranks)
     }
+    out = []
     for n_dense, n_moe, last, mtp in sorted(kinds):
         linear = t * forwards * (n_dense * dense_fwd + n_moe * moe_fwd)
         linear += t * n_moe * (moe_forwards * (moe_fwd - attn_fwd) + attn_again)
@@ -589,11 +608,8 @@ def moe_gemm_per_microbatch_s(
         attention = t * (n_dense + n_moe) * core * core_passes / ex.attention_kernel_speedup
         work = StageWork(linear, attention, logits)
         routed_passes = forwards + moe_forwards
-        routed = StageWork(t * routed_passes * n_moe * routed_fwd / gg, 0.0, 0.0)
-        seconds = work_gemm_s(work, h, layout, gpu) + work_gemm_s(routed, h, layout, gpu)
-        seconds += gdn_chunk_per_microbatch_s(spec, layout, seq_len, gpu, ex, n_dense + n_moe)
-        worst = max(worst, seconds)
-    return worst
+        out.append((work, t * routed_passes * n_moe * routed_fwd, n_dense + n_moe))
+    return tuple(out)
 
 
 def expert_dp_group(layout: Layout, ex: ExpertLayout) -> tuple[int, int]:
@@ -626,14 +642,19 @@ def moe_step_coefficients(
     a: Assumptions,
     gemm_s: float | None = None,
     dense: StepCoefficients | None = None,
+    mem: MoEMemory | None = None,
 ) -> StepCoefficients:
     """A MoE / MLA / MTP model's step coefficients: models.step's for the dense parts,
     with the compute, the expert-parallel all-to-alls, the gradient bytes and the Adam
     step of the layers as they are (module docstring). ``gemm_s``: the
     moe_gemm_per_microbatch_s of these arguments, when the caller has it; ``dense``: the
-    step_coefficients of these arguments (any DP degree), when the caller has it."""
+    step_coefficients of these arguments (any DP degree), when the caller has it; ``mem``:
+    the expert_memory of these arguments at any GPU capacity (only its parameter counts
+    and expert-DP degree are read, and the most loaded rank they come from is chosen by
+    the total, which the capacity does not enter), when the caller has it."""
     c = dense if dense is not None else step_coefficients(spec, layout, seq_len, gpu, network, a)
-    mem = expert_memory(spec, layout, seq_len, gpu.memory_gb, a, ex)
+    if mem is None:
+        mem = expert_memory(spec, layout, seq_len, gpu.memory_gb, a, ex)
     if gemm_s is None:
         gemm_s = moe_gemm_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     gemm = gemm_s

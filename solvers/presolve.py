@@ -107,13 +107,25 @@ def _gather(cands: list[Candidate]) -> _Columns:
     shapes = [c.shape for c in cands]
     pp = np.array([s.pp for s in shapes], dtype=np.int64)
     vp = np.array([s.vp for s in shapes], dtype=np.int64)
+    # bounds.dp_step reads the GPU's purchase unit, the replica and the expert folding
+    # only: once per (question, GPU, TP, CP, PP, EP, ETP), not per shape
+    steps: dict[tuple, int] = {}
+
+    def step_of(c: Candidate) -> int:
+        sh = c.shape
+        key = (id(c._source.scenario), sh.gpu, sh.tp, sh.cp, sh.pp, sh.ep, sh.etp)
+        got = steps.get(key)
+        if got is None:
+            got = steps[key] = dp_step(c._source.scenario, c)
+        return got
+
     col = _Columns(
         cands=cands,
         rules=np.array([sum(_RULE_BITS[r] for r in c.structural) for c in cands], dtype=np.int64),
         gpu=np.array([index[s.gpu] for s in shapes], dtype=np.int64),
         gpu_names=names,
         replica=np.array([s.replica_gpus for s in shapes], dtype=np.int64),
-        dp_step=np.array([dp_step(c._source.scenario, c) for c in cands], dtype=np.int64),
+        dp_step=np.array([step_of(c) for c in cands], dtype=np.int64),
         micro_batch=np.array([s.micro_batch for s in shapes], dtype=np.int64),
         m_min=np.where(pp > 1, pp, 1),
         interleaved=(vp > 1) & (pp > 1),

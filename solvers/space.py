@@ -33,7 +33,11 @@ from typing import Any
 
 from catalog.specs import GPUSpec
 from models.evaluate import with_profile
-from models.expert import moe_gemm_per_microbatch_s, moe_step_coefficients
+from models.expert import (
+    expert_memory,
+    moe_gemm_per_microbatch_s,
+    moe_step_coefficients,
+)
 from models.feasibility import TOL
 from models.layout import Assumptions, Network
 from models.memory import memory_terms, moe_memory_terms, usable_memory_gb
@@ -174,16 +178,17 @@ class Candidate:
                         dense = src.dense_cache[key] = step_coefficients(
                             spec, key.probe_layout(), seq, src.gpu, src.network, a
                         )
+                    layout, ex = shape.probe_layout(), shape.experts
+                    # its parameter counts do not depend on the GPU but through the
+                    # profile's FlashAttention (as the memory terms): shared across GPUs
+                    mkey = ("moe", a.flash_attention, *shape[1:])
+                    mem = src.terms_cache.get(mkey)
+                    if mem is None:
+                        mem = src.terms_cache[mkey] = expert_memory(
+                            spec, layout, seq, src.gpu.memory_gb, a, ex
+                        )
                     self._coeffs = moe_step_coefficients(
-                        spec,
-                        shape.probe_layout(),
-                        shape.experts,
-                        seq,
-                        src.gpu,
-                        src.network,
-                        a,
-                        self._gemm,
-                        dense,
+                        spec, layout, ex, seq, src.gpu, src.network, a, self._gemm, dense, mem
                     )
         return self._coeffs
 

@@ -217,3 +217,41 @@ def test_cpsat_matches_exhaustive_with_the_ep_group_in_one_domain(seed, cat):
         off = solve_exhaustive(s.with_changes(ep_in_domain=False))
         assert ep_domains(off.best, s) > 1
         assert off.best.objective < ref.best.objective
+
+
+def test_moe_numbers_shared_across_gpus_equal_their_own(cat):
+    """A shape's expert memory and rank FLOPs are computed once for every GPU of the same
+    FlashAttention (solvers/space.py Candidate.coeffs, models.expert._stage_flops): the
+    coefficients of a shape on H200 (141 GB), computed after H100's (80 GB) filled both
+    caches, equal those computed from scratch on H200."""
+    from dataclasses import asdict
+
+    from models.evaluate import with_profile
+    from models.expert import _stage_flops, moe_step_coefficients
+
+    s = random_moe_scenario(1, cat).with_changes(gpus=("h100-sxm", "h200"))
+    cands = enumerate_candidates(s)
+    by_gpu = {g: {c.shape[1:]: c for c in cands if c.shape.gpu == g} for g in s.gpus}
+    common = sorted(set(by_gpu["h100-sxm"]) & set(by_gpu["h200"]))
+    assert common
+    picked = random.Random(1).sample(common, min(40, len(common)))
+    for key in picked:
+        assert by_gpu["h100-sxm"][key].coeffs is not None  # fills the shared caches
+    for key in picked:
+        cand = by_gpu["h200"][key]
+        got = asdict(cand.coeffs)
+        _stage_flops.cache_clear()
+        src, shape = cand._source, cand.shape
+        a = with_profile(s.assumptions, src.gpu)
+        ref = moe_step_coefficients(
+            s.spec, shape.probe_layout(), shape.experts, s.seq_len, src.gpu, src.network, a
+        )
+        assert got == asdict(ref), shape
+    # the one GPU property the rank FLOPs read: the cache keys on it (no GPU of the
+    # catalog runs without FlashAttention, so the flag is flipped here)
+    shape = by_gpu["h200"][picked[0]].shape
+    layout, ex = shape.probe_layout(), shape.experts
+    on = _stage_flops(s.spec, layout, s.seq_len, True, ex)
+    assert on != _stage_flops(s.spec, layout, s.seq_len, False, ex)
+    flash = cat.gpu("h200").calibration.flash_attention
+    assert _stage_flops(s.spec, layout, s.seq_len, flash, ex) == on
