@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
+from solvers.cpsat_gpu_time_cap import gpu_time_cap
 from solvers.cpsat_purchases import goodput_rows
 from solvers.intmath import INT_LIMIT, ceil_by, ceil_div, hi, product
 
@@ -85,9 +86,20 @@ def _scaled(
 
 
 def _times_gpus(ctx: BuildContext, name: str, var: IntVar) -> tuple[IntVar, int]:
-    """G x var, var coarsened so that the product fits: (the product, var's step)."""
-    step = max(1, -(-hi(ctx.num_gpus) * hi(var) // 2**61))
-    coarse = var if step == 1 else ceil_by(ctx.md, f"{name}_coarse", var, hi(var), step)
+    """G x var, var coarsened so that the product fits: (the product, var's step).
+
+    var (the GPU-time per sequence before failures) is at most the expected GPU-time, which
+    the cost bounds by the budget or the cost cap (solvers/cpsat_gpu_time_cap.py): the
+    product's range, and so the restart term's steps of 2^-40 of it, come from that bound
+    when there is one (no plan is excluded: the cost enforces the bound on every plan)."""
+    top = hi(var)
+    cap = gpu_time_cap(ctx)
+    if cap is not None:
+        top = max(1, min(top, cap))
+    step = max(1, -(-hi(ctx.num_gpus) * top // 2**61))
+    if step == 1 and top == hi(var):
+        return product(ctx.md, name, ctx.num_gpus, var), step
+    coarse = ceil_by(ctx.md, f"{name}_coarse", var, top, step)
     return product(ctx.md, name, ctx.num_gpus, coarse), step
 
 

@@ -255,8 +255,3 @@ def _gpu_time_per_sequence(
         for r, a, b, s in zip(reps, a_in_v, a_net_v, shapes, strict=True)
     )
     return GpuTime(total, scale, max(1, lo_all))
-
-
-def gpu_days_per_unit(ctx: BuildContext) -> float:
-    """GPU-days to train per unit of the GPU-time per sequence."""
-    return days_from_seconds(ctx.unit_s / ctx.gpu_time.scale * ctx.scenario.sequences)
