@@ -38,8 +38,9 @@ def headroom(ctx: BuildContext) -> int:
     for g in ctx.gpu_names:
         model = s.failure_model(g)
         if model is not None:
-            x, a, c = model.coefficients()
-            worst = max(worst, x + a + c * ctx.gpu_cap)
+            for floored in (False, True):  # the interval's two pieces (models/goodput.py)
+                x, a, c = model.coefficients(floored)
+                worst = max(worst, x + a + c * ctx.gpu_cap)
     return 2 * math.ceil(1.0 + worst)
 
 
@@ -123,14 +124,16 @@ def add_goodput(ctx: BuildContext) -> None:
     if s.no_failures:
         return
     # per GPU type (x) and per (GPU type, purchase option) rows (a: storage, c: spares)
-    coefs, a_rows, c_rows = goodput_rows(ctx)
-    xs = {g: v[0] for g, v in coefs.items()}
+    # (each in two pieces where the interval's floor can bind: below and from G*)
+    x_rows, a_rows, c_rows = goodput_rows(ctx)
+    xs = {key: v[0] for key, v in x_rows.items()}
+    x_lits = {key: v[1] for key, v in x_rows.items()}
     a_s = {key: v[0] for key, v in a_rows.items()}
     a_lits = {key: v[1] for key, v in a_rows.items()}
     c_lits = {key: v[1] for key, v in c_rows.items()}
     p, gt = ctx.per_seq, ctx.gpu_time
     to_time = ctx.k_scale / gt.scale  # GPU-time units to T' units, per GPU
-    x_part = _scaled(ctx, "snapshot_time_x_gpus", p, xs, bits=10)
+    x_part = _scaled(ctx, "snapshot_time_x_gpus", p, xs, bits=10, lits=x_lits)
     terms: list[IntVar | int] = [
         _scaled(ctx, "goodput_constant_time", p, a_s, bits=10, lits=a_lits),
         _scaled(
@@ -157,7 +160,14 @@ def add_goodput(ctx: BuildContext) -> None:
             {key: v[0] * g_step for key, v in c_rows.items()},
             lits=c_lits,
         ),
-        _scaled(ctx, "snapshot_gpu_time", p, {g: x / to_time for g, x in xs.items()}, bits=10),
+        _scaled(
+            ctx,
+            "snapshot_gpu_time",
+            p,
+            {key: x / to_time for key, x in xs.items()},
+            bits=10,
+            lits=x_lits,
+        ),
     ]
     var = _expected(ctx, "expected_gpu_time_per_sequence", gt.var, gt_terms)
     ctx.gpu_time = GpuTime(var, gt.scale, gt.lo)

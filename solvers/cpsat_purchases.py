@@ -15,6 +15,8 @@ bounds it below) and only add cost (every capex lower bound stays one)."""
 
 from __future__ import annotations
 
+import math
+
 from models.cost import server_usd, storage_upgrade_usd, usd_to_cents_up
 from models.goodput import with_purchases
 from solvers.cpsat_context import BuildContext, IntVar
@@ -55,30 +57,79 @@ def _both(ctx: BuildContext, name: str, a: IntVar, b: IntVar) -> IntVar:
     return lit
 
 
-def goodput_rows(ctx: BuildContext) -> tuple[dict[str, tuple[float, float, float]], dict, dict]:
-    """The goodput coefficients per GPU type (x) and per (GPU type, option) rows: returns
-    ({g: (x, a, c)} of the plain model, {key: (a, literal)}, {key: (c, literal)})."""
+Rows = dict[str, tuple[float, IntVar]]  # key: (coefficient, the literal enforcing the row)
+
+
+def goodput_rows(ctx: BuildContext) -> tuple[Rows, Rows, Rows]:
+    """The goodput coefficients as rows ({key: (coef, literal)}) of x (per GPU type), a
+    (per GPU type and storage option) and c (per GPU type and spare option), each row in
+    two pieces where the interval's floor can bind (models/goodput.py floor_gpus): Young's
+    below G* GPUs, the floor's from G* up, chosen by one literal tied to G per row."""
     s, fac = ctx.scenario, ctx.scenario.catalog.facility
-    plain: dict[str, tuple[float, float, float]] = {}
-    a_rows: dict[str, tuple[float, IntVar]] = {}
-    c_rows: dict[str, tuple[float, IntVar]] = {}
+    x_rows: Rows = {}
+    a_rows: Rows = {}
+    c_rows: Rows = {}
     base = fac.checkpoint_storage_gb_per_s_per_server
+    floored = ctx.md.new_bool_var("checkpoint_interval_floored")
     for g in ctx.gpu_names:
         model = s.failure_model(g)
-        plain[g] = model.coefficients() if model is not None else (0.0, 0.0, 0.0)
-        if model is None or not ctx.spare_lits:
-            a_rows[g] = (plain[g][1], ctx.gpu_lit[g])
-            c_rows[g] = (plain[g][2], ctx.gpu_lit[g])
+        gl = ctx.gpu_lit[g]
+        if model is None:
+            ctx.md.add(floored == 0).only_enforce_if(gl)
+            x_rows[g], a_rows[g], c_rows[g] = (0.0, gl), (0.0, gl), (0.0, gl)
             continue
-        for b, lit in ctx.storage_lits.items():
-            key = f"{g},storage={b:g}"
-            coef = with_purchases(model, fac, 0.0, b).coefficients()[1]
-            a_rows[key] = (coef, _both(ctx, f"gpu_storage[{key}]", ctx.gpu_lit[g], lit))
-        for k, lit in ctx.spare_lits.items():
-            key = f"{g},spares={k:g}"
-            coef = with_purchases(model, fac, k, base).coefficients()[2]
-            c_rows[key] = (coef, _both(ctx, f"gpu_spares[{key}]", ctx.gpu_lit[g], lit))
-    return plain, a_rows, c_rows
+        storage = ctx.storage_lits if ctx.spare_lits else {base: gl}
+        spares = ctx.spare_lits if ctx.spare_lits else {0.0: gl}
+        by_storage = {b: with_purchases(model, fac, 0.0, b) for b in storage}
+        stars = {b: m.floor_gpus() for b, m in by_storage.items()}
+        cuts = {b: None if v is None else math.ceil(v) for b, v in stars.items()}
+        pieces = [False]
+        if any(n is not None and n <= ctx.gpu_cap for n in cuts.values()):
+            pieces.append(True)
+        for b, lit in storage.items():
+            key = f"{g},storage={b:g}" if ctx.spare_lits else g
+            row = lit if not ctx.spare_lits else _both(ctx, f"gpu_storage[{key}]", gl, lit)
+            _tie_floor(ctx, floored, row, cuts[b] if len(pieces) == 2 else None)
+            for f in pieces:
+                coef = by_storage[b].coefficients(f)[1]
+                a_rows[_piece(key, f)] = (coef, _piece_lit(ctx, key, row, floored, f, pieces))
+        plain = with_purchases(model, fac, 0.0, base) if ctx.spare_lits else model
+        for f in pieces:
+            x_rows[_piece(g, f)] = (
+                plain.coefficients(f)[0],
+                _piece_lit(ctx, g, gl, floored, f, pieces),
+            )
+        for k, lit in spares.items():
+            key = f"{g},spares={k:g}" if ctx.spare_lits else g
+            row = lit if not ctx.spare_lits else _both(ctx, f"gpu_spares[{key}]", gl, lit)
+            for f in pieces:
+                coef = (
+                    with_purchases(model, fac, k, base).coefficients(f)[2]
+                    if ctx.spare_lits
+                    else model.coefficients(f)[2]
+                )
+                c_rows[_piece(key, f)] = (coef, _piece_lit(ctx, key, row, floored, f, pieces))
+    return x_rows, a_rows, c_rows
+
+
+def _piece(key: str, floored: bool) -> str:
+    return f"{key},floored" if floored else key
+
+
+def _piece_lit(ctx: BuildContext, key: str, row, floored, f: bool, pieces: list[bool]) -> IntVar:
+    """The row's literal, with the floor's (or its negation) when the row has two pieces."""
+    if len(pieces) == 1:
+        return row
+    return _both(ctx, f"goodput_row[{_piece(key, f)}]", row, floored if f else ~floored)
+
+
+def _tie_floor(ctx: BuildContext, floored, row, cut: int | None) -> None:
+    """Under the row's literal: floored <=> G >= cut (never floored without a cut)."""
+    if cut is None:
+        ctx.md.add(floored == 0).only_enforce_if(row)
+        return
+    ctx.md.add(ctx.num_gpus >= cut).only_enforce_if([row, floored])
+    ctx.md.add(ctx.num_gpus <= cut - 1).only_enforce_if([row, ~floored])
 
 
 def _chosen(ctx: BuildContext, name: str, top: int, value, lit) -> IntVar:
