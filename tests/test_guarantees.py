@@ -226,7 +226,7 @@ def test_json_answer_carries_the_proof(capsys):
     assert cli is not None
 
 
-def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch):
+def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch, tmp_path):
     """bench/agreement.py --full seed 44 (TCO, failures x 1,000, spares and storage
     decided): the model passed every bound but CP-SAT's own check that the sum of the
     variables' domains fits int64, and the solve ended in an internal error; the build now
@@ -237,13 +237,17 @@ def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch):
     (1.6% of the term too high on the coarsened build), which excluded DP 14 (CP-SAT found
     DP 13, 17.39 days); its range now comes from the budget (solvers/cpsat_gpu_time_cap.py),
     so the question no longer overflows, and a build forced one step coarser (the check
-    made to fail once) still finds DP 14 (its time unit rounds the cost up $92)."""
+    made to fail once) still finds DP 14 (its time unit rounds the cost up $92). Asked
+    without the checkpoint interval's floor, as it was found (with it, failures x 1,000
+    make both solvers choose DP 12 at $773,202, far from the budget's edge)."""
     from ortools.sat.python import cp_model
 
     from designer.questions import build_scenario
     from solvers.cpsat import solve_cpsat
     from solvers.exhaustive import solve_exhaustive
 
+    no_floor = tmp_path / "no-floor.yaml"
+    no_floor.write_text("facility:\n  checkpoint_interval_floor_min: 0\n", encoding="utf-8")
     s = build_scenario(
         model="llama3-70b",
         tokens=8.0178e11,
@@ -256,6 +260,7 @@ def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch):
         stack="vtrain-2022",
         failure_scale=1000,
         evidence="any",
+        catalog_files=(no_floor,),
     )
     assert s.critical_batch_seq is not None  # the batch-tokens model is on
     ref = solve_exhaustive(s)
