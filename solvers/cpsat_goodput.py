@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from models.errors import ModelError
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
 from solvers.cpsat_gpu_time_cap import gpu_time_cap
 from solvers.cpsat_purchases import goodput_rows
@@ -26,6 +27,9 @@ from solvers.intmath import INT_LIMIT, ceil_by, ceil_div, hi, product
 
 _COEF_BITS = 20  # a coefficient is a fraction num / 2^k with num about 2^20 (2^10: coarse)
 _FIT_BITS = 61  # num x the coarsened factor's upper end stays under 2^61
+# a lost time this many times the training time is no plan (the first-order model holds for
+# a few tens of percent); beyond it the time units would leave int64 whatever the coarsening
+_MOST_OVERHEAD = 1e12
 
 
 def headroom(ctx: BuildContext) -> int:
@@ -38,9 +42,17 @@ def headroom(ctx: BuildContext) -> int:
     for g in ctx.gpu_names:
         model = s.failure_model(g)
         if model is not None:
-            for floored in (False, True):  # the interval's two pieces (models/goodput.py)
+            g_star = model.floor_gpus()  # the floor's piece where it can bind (G >= G*)
+            floors = (False, True) if g_star is not None and g_star <= ctx.gpu_cap else (False,)
+            for floored in floors:
                 x, a, c = model.coefficients(floored)
                 worst = max(worst, x + a + c * ctx.gpu_cap)
+    if not worst <= _MOST_OVERHEAD:
+        raise ModelError(
+            f"failures: the catalog's failure and checkpoint constants lose {worst:.3g} times "
+            "the training time on some plan (a checkpoint bandwidth near 0?); check the "
+            "facility's checkpoint_* fields and the failure rates, or plan --no-failures"
+        )
     return 2 * math.ceil(1.0 + worst)
 
 
