@@ -20,10 +20,12 @@ from __future__ import annotations
 import math
 
 from models.errors import ModelError
+from models.goodput import with_purchases
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
 from solvers.cpsat_gpu_time_cap import gpu_time_cap
 from solvers.cpsat_purchases import goodput_rows
 from solvers.intmath import INT_LIMIT, ceil_by, ceil_div, hi, product
+from solvers.purchases import storage_options
 
 _COEF_BITS = 20  # a coefficient is a fraction num / 2^k with num about 2^20 (2^10: coarse)
 _FIT_BITS = 61  # num x the coarsened factor's upper end stays under 2^61
@@ -39,14 +41,20 @@ def headroom(ctx: BuildContext) -> int:
     if s.no_failures:
         return 1
     worst = 0.0
+    fac = s.catalog.facility
     for g in ctx.gpu_names:
         model = s.failure_model(g)
-        if model is not None:
-            g_star = model.floor_gpus()  # the floor's piece where it can bind (G >= G*)
-            floors = (False, True) if g_star is not None and g_star <= ctx.gpu_cap else (False,)
-            for floored in floors:
-                x, a, c = model.coefficients(floored)
-                worst = max(worst, x + a + c * ctx.gpu_cap)
+        if model is None:
+            continue
+        x, a, c = model.coefficients()
+        worst = max(worst, x + a + c * ctx.gpu_cap)
+        # the floor's piece from G* GPUs up (x' / G <= x' / G*), G* the least over the
+        # storage options (faster storage can only shorten t1)
+        for b in storage_options(s, g):
+            g_star = with_purchases(model, fac, 0.0, b).floor_gpus()
+            if g_star is not None and g_star <= ctx.gpu_cap:
+                x, a, c = model.coefficients(floored=True)
+                worst = max(worst, x / max(1.0, g_star) + a + c * ctx.gpu_cap)
     if not worst <= _MOST_OVERHEAD:
         raise ModelError(
             f"failures: the catalog's failure and checkpoint constants lose {worst:.3g} times "
