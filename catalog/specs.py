@@ -661,6 +661,13 @@ class Facility(_Strict):
         1.0, "checkpoint storage write (and read) bandwidth per training server"
     )
     checkpoint_storage_source: str = Field("[assumed] not given", min_length=1)
+    checkpoint_interval_floor_min: float = Field(
+        1.0,
+        ge=0,
+        le=10_000,
+        description="the shortest checkpoint interval Young's optimum is raised to (0: none)",
+    )
+    checkpoint_interval_floor_source: str = Field("[assumed] not given", min_length=1)
     lifetime_years: float | None = Field(
         None,
         gt=0,

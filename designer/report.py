@@ -295,7 +295,7 @@ def _storage_part(c, days, have_k: float, have_b: float) -> str:
     if fast is None or fast[0] < 0.05:
         return (
             f"; checkpoint storage faster than {base:g} GB/s per server would save under 0.1 "
-            "days (the snapshot, not the write, sets the interval, and the reload is short)"
+            "days (the write does not set the interval, and the reload is short)"
         )
     return (
         f"; not bought: {fast[2]:g} GB/s of checkpoint storage per server instead of {base:g} "

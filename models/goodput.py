@@ -29,7 +29,18 @@ lambda tau / 2 are constants of the platform and the overhead is
     overhead(G) = x / G + a + c x G
 
 (``Coefficients``): x = 0 with Young's interval; the CP-SAT model encodes exactly this
-form (solvers/cpsat_goodput.py). Valid while the overhead is small (first order)."""
+form (solvers/cpsat_goodput.py). Valid while the overhead is small (first order).
+
+The interval has a floor F (catalog ``checkpoint_interval_floor_min``): a run saves at
+iteration boundaries (Megatron-LM ``--save-interval`` and torchtitan
+``checkpoint.interval`` count steps), so the interval is at least one step and at least
+the snapshot and the storage write; Young's t1 / G falls below any such floor on large
+plans (4-48 s on this catalog's). The interval is max(t1 / G, F), and since the lost
+fraction is convex in tau with its minimum at Young's, the floored run loses the fixed
+interval's x' / G + a' + c' G (tau = F) from G* = t1 / F GPUs up, Young's a + c G below:
+two pieces of the same form, the second never below the first (so Young's form stays a
+lower bound of both; solvers/bounds.py reads it), both solvers read them from
+``coefficients(floored)`` and ``floor_gpus()``."""
 
 from __future__ import annotations
 
@@ -68,6 +79,7 @@ class FailureModel:
     snapshot_bytes_per_s_per_gpu: float
     storage_bytes_per_s_per_server: float
     fixed_interval_s: float | None = None  # --checkpoint-every; None: Young's optimum
+    interval_floor_s: float = 0.0  # the least interval Young's optimum is raised to
 
     @property
     def rate_per_gpu_s(self) -> float:
@@ -78,40 +90,64 @@ class FailureModel:
         """G x (the time to write or reload the state at N x the storage bandwidth)."""
         return self.checkpoint_bytes * self.gpus_per_server / self.storage_bytes_per_s_per_server
 
-    def interval_s(self, num_gpus: Any) -> Any:
-        """The checkpoint interval (seconds of training): --checkpoint-every, or Young's
-        optimum, but never shorter than the storage write of the last checkpoint."""
-        if self.fixed_interval_s is not None:
-            return self.fixed_interval_s + 0.0 * num_gpus
-        r = self.rate_per_gpu_s
-        if r <= 0:
-            return math.inf + 0.0 * num_gpus
+    def _young_s_times_g(self) -> float:
+        """G x Young's interval, never shorter than the storage write (t1: tau = t1 / G)."""
         # sqrt(2 S / (B r)) taken as sqrt(2 S / B) / sqrt(r): a tiny rate (a study's
         # failure scale near 0) would overflow the quotient to infinity
         young_g = math.sqrt(2.0 * self.checkpoint_bytes / self.snapshot_bytes_per_s_per_gpu)
-        young_g /= math.sqrt(r)
-        return max(young_g, self.storage_s_times_g()) / num_gpus
+        young_g /= math.sqrt(self.rate_per_gpu_s)
+        return max(young_g, self.storage_s_times_g())
 
-    def coefficients(self) -> tuple[float, float, float]:
-        """(x, a, c) of overhead(G) = x / G + a + c G (module docstring)."""
+    def interval_s(self, num_gpus: Any) -> Any:
+        """The checkpoint interval (seconds of training): --checkpoint-every, or Young's
+        optimum, never shorter than the storage write of the last checkpoint nor than the
+        floor (module docstring)."""
+        if self.fixed_interval_s is not None:
+            return self.fixed_interval_s + 0.0 * num_gpus
+        if self.rate_per_gpu_s <= 0:
+            return math.inf + 0.0 * num_gpus
+        young = self._young_s_times_g() / num_gpus
+        floored = young < self.interval_floor_s  # scalars and arrays alike (no numpy here)
+        return young + floored * (self.interval_floor_s - young)
+
+    def floor_gpus(self) -> float | None:
+        """G* = t1 / F: from this many GPUs up the floor sets the interval (None: never, with
+        a fixed interval, no failures or no floor)."""
+        if self.fixed_interval_s is not None or self.rate_per_gpu_s <= 0:
+            return None
+        if self.interval_floor_s <= 0:
+            return None
+        return self._young_s_times_g() / self.interval_floor_s
+
+    def coefficients(self, floored: bool = False) -> tuple[float, float, float]:
+        """(x, a, c) of overhead(G) = x / G + a + c G (module docstring): Young's interval
+        (t1 / G), or with ``floored`` the floor's (valid from floor_gpus() GPUs up)."""
         r, s = self.rate_per_gpu_s, self.checkpoint_bytes
         reload_g = self.storage_s_times_g()  # G x reload time
         if r <= 0:
             return 0.0, 0.0, 0.0
-        if self.fixed_interval_s is not None:
-            tau = self.fixed_interval_s
+        tau = self.fixed_interval_s
+        if tau is None and floored and self.floor_gpus() is not None:
+            tau = self.interval_floor_s
+        if tau is not None:
             x = s / (self.snapshot_bytes_per_s_per_gpu * tau)
             return x, r * reload_g, r * (tau / 2.0 + self.restart_s)
-        t1 = self.interval_s(1.0)  # tau = t1 / G
+        t1 = self._young_s_times_g()  # tau = t1 / G
         a = s / (self.snapshot_bytes_per_s_per_gpu * t1) + r * t1 / 2.0 + r * reload_g
         return 0.0, a, r * self.restart_s
 
     def overhead(self, num_gpus: Any) -> Any:
         """Wall time lost per second of training on ``num_gpus`` GPUs (arrays too); equal to
-        lost_fraction with delta = S / (G snapshot bandwidth), lambda = r G and the restart
-        plus the reload."""
+        lost_fraction with delta = S / (G snapshot bandwidth), lambda = r G, the restart
+        plus the reload and the interval of interval_s."""
         x, a, c = self.coefficients()
-        return x / num_gpus + a + c * num_gpus
+        young = x / num_gpus + a + c * num_gpus
+        g_star = self.floor_gpus()
+        if g_star is None:
+            return young
+        xf, af, cf = self.coefficients(floored=True)
+        at_floor = xf / num_gpus + af + cf * num_gpus
+        return young + (num_gpus >= g_star) * (at_floor - young)
 
 
 @dataclass(frozen=True)
@@ -199,4 +235,5 @@ def failure_model(
         snapshot_bytes_per_s_per_gpu=facility.checkpoint_snapshot_gb_per_s_per_gpu * 1e9,
         storage_bytes_per_s_per_server=facility.checkpoint_storage_gb_per_s_per_server * 1e9,
         fixed_interval_s=None if interval_min is None else interval_min * 60.0,
+        interval_floor_s=facility.checkpoint_interval_floor_min * 60.0,
     )

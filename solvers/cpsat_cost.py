@@ -4,16 +4,12 @@ capex in cents, TCO in 1/TCO_UNITS_PER_CENT cents, cloud rent as GPU-time per GP
 
 from __future__ import annotations
 
-import math
-
 from ortools.sat.python import cp_model
 
-from models.cost import pue_milli, usd_to_cents_up
-from models.evaluate import cloud_usd
-from models.units import HOURS_PER_DAY
+from models.cost import usd_to_cents_up
 from solvers.cpsat_cluster import add_cluster_terms, product_cents
-from solvers.cpsat_context import BuildContext, IntVar, gpu_days_per_unit
-from solvers.families import active
+from solvers.cpsat_context import BuildContext, IntVar
+from solvers.cpsat_gpu_time_cap import cloud_cents_per_unit, gpu_time_cap, tco_rates
 from solvers.intmath import down, hi, product
 from solvers.limits import TCO_UNITS_PER_CENT
 from solvers.scenario import GPU_CAP
@@ -76,11 +72,12 @@ def _cloud_gpu_time(ctx: BuildContext) -> None:
     """Cost = hourly price x GPU-time, G x T' built from per-shape factors (GpuTime: tight
     once the shape is chosen), in cents per GPU-time unit of each GPU type."""
     md, s, gpu_time = ctx.md, ctx.scenario, ctx.gpu_time
-    ctx.coef = {g: cloud_usd(1, gpu_days_per_unit(ctx), ctx.gpus[g]) * 100 for g in ctx.gpu_names}
+    ctx.coef = cloud_cents_per_unit(ctx)
     budget = "budget" in ctx.enforce
     gt_hi = hi(gpu_time.var)
-    if budget:
-        gt_hi = min(gt_hi, down(s.budget * 100 / min(ctx.coef.values())))
+    cap = gpu_time_cap(ctx)
+    if cap is not None:
+        gt_hi = min(gt_hi, cap)
         md.add(gpu_time.var <= gt_hi)
     for g in ctx.gpu_names:
         cap = gt_hi
@@ -116,23 +113,14 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
     bounds are tight; their ranges come from the least rate per GPU (solvers/bounds.py
     least_per_gpu, handed in by the model), the least GPU-time of any shape, and the budget or the
     incumbent's cost, which keeps their rounding near 2^-20."""
-    md, scenario, gpu_time, cluster = ctx.md, ctx.scenario, ctx.gpu_time, ctx.cluster
+    md, gpu_time, cluster = ctx.md, ctx.gpu_time, ctx.cluster
     assert cluster is not None
-    fac = scenario.catalog.facility
-    days_per_unit = gpu_days_per_unit(ctx)
-    eps = (
-        (pue_milli(fac) / 1000.0 * fac.power_draw_fraction * days_per_unit * HOURS_PER_DAY / 1000.0)
-        * fac.usd_per_kwh
-        * 100.0
-    )
-    cap: float | None = None
-    if active(scenario, "budget"):
-        cap = scenario.budget * 100.0
-    if ctx.cost_cap_usd is not None:
-        cap = min(cap if cap is not None else math.inf, ctx.cost_cap_usd * 100.0)
-    per_gpu = ctx.least_per_gpu
+    r = tco_rates(ctx)
+    cap, eps, p_lo = r.cap, r.eps, r.p_lo
     t_lo, t_hi = gpu_time.lo, hi(gpu_time.var)
-    p_lo = max(1, math.floor(min(w for _, w in per_gpu)))
+    t_cap = gpu_time_cap(ctx)
+    if t_cap is not None:
+        t_hi = min(t_hi, t_cap)
     per_cent = TCO_UNITS_PER_CENT
 
     def per_gpu_of(name: str, amount, amount_hi: int, lo: int) -> IntVar:
@@ -140,12 +128,11 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
         md.add_division_equality(var, amount + ctx.num_gpus - 1, ctx.num_gpus)
         return var
 
-    if fac.lifetime_years is None:
+    if r.sigma is None:  # no lifetime: capex + energy
         p_hi = hi(cluster.it_power_w)
         if cap is not None:
             md.add(ctx.capex_expr <= down(cap))  # capex alone is within the cost
             if eps > 0:
-                t_hi = min(t_hi, down(cap / (eps * p_lo)))
                 p_hi = min(p_hi, down(cap / (eps * t_lo)))
         md.add(gpu_time.var <= t_hi)
         watts = per_gpu_of("power_per_gpu_w", cluster.it_power_w, hi(cluster.it_power_w), p_lo)
@@ -155,12 +142,10 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
         )
         return per_cent * ctx.capex_expr + energy
     capex_hi = _capex_hi(ctx)
-    sigma = days_per_unit / (365.0 * fac.lifetime_years)  # capex share per GPU-time unit
-    kappa = math.ceil(1024 * eps / sigma)  # 1024 x cents per W, rounded up
-    q_lo = max(1, math.floor(min(1024 * 100 * usd + kappa * w for usd, w in per_gpu)))
+    sigma, kappa, q_lo = r.sigma, r.kappa, r.q_lo
+    assert sigma is not None
     q_hi = 1024 * capex_hi + kappa * hi(cluster.it_power_w)
     if cap is not None:
-        t_hi = min(t_hi, down(cap * 1024 / (sigma * q_lo)))
         q_hi = min(q_hi, down(cap * 1024 / (sigma * t_lo)))
     weighted = md.new_int_var(0, 1024 * capex_hi + kappa * hi(cluster.it_power_w), "tco_weight")
     md.add(weighted == 1024 * ctx.capex_expr + kappa * cluster.it_power_w)

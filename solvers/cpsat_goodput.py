@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import math
 
+from models.errors import ModelError
 from models.goodput import with_purchases
 from solvers.cpsat_context import BuildContext, GpuTime, IntVar
+from solvers.cpsat_gpu_time_cap import gpu_time_cap
 from solvers.intmath import INT_LIMIT, ceil_by, ceil_div, hi, product
 
 _COEF_BITS = 20  # a coefficient is a fraction num / 2^k with num about 2^20 (2^10: coarse)
 _FIT_BITS = 61  # num x the coarsened factor's upper end stays under 2^61
+# a lost time this many times the training time is no plan (the first-order model holds for
+# a few tens of percent); beyond it the time units would leave int64 whatever the coarsening
+_MOST_OVERHEAD = 1e12
 
 
 def headroom(ctx: BuildContext) -> int:
@@ -34,11 +39,26 @@ def headroom(ctx: BuildContext) -> int:
     if s.no_failures:
         return 1
     worst = 0.0
+    fac = s.catalog.facility
     for g in ctx.gpu_names:
         model = ctx.prepared.failure_models[g]
-        if model is not None:
-            x, a, c = model.coefficients()
-            worst = max(worst, x + a + c * ctx.gpu_cap)
+        if model is None:
+            continue
+        x, a, c = model.coefficients()
+        worst = max(worst, x + a + c * ctx.gpu_cap)
+        # the floor's piece from G* GPUs up (x' / G <= x' / G*), G* the least over the
+        # storage options (faster storage can only shorten t1)
+        for b in ctx.prepared.storage_options[g]:
+            g_star = with_purchases(model, fac, 0.0, b).floor_gpus()
+            if g_star is not None and g_star <= ctx.gpu_cap:
+                x, a, c = model.coefficients(floored=True)
+                worst = max(worst, x / max(1.0, g_star) + a + c * ctx.gpu_cap)
+    if not worst <= _MOST_OVERHEAD:
+        raise ModelError(
+            f"failures: the catalog's failure and checkpoint constants lose {worst:.3g} times "
+            "the training time on some plan (a checkpoint bandwidth near 0?); check the "
+            "facility's checkpoint_* fields and the failure rates, or plan --no-failures"
+        )
     return 2 * math.ceil(1.0 + worst)
 
 
@@ -49,30 +69,79 @@ def _both(ctx: BuildContext, name: str, a: IntVar, b: IntVar) -> IntVar:
     return lit
 
 
-def goodput_rows(ctx: BuildContext) -> tuple[dict[str, tuple[float, float, float]], dict, dict]:
-    """The goodput coefficients per GPU type (x) and per (GPU type, option) rows: returns
-    ({g: (x, a, c)} of the plain model, {key: (a, literal)}, {key: (c, literal)})."""
+Rows = dict[str, tuple[float, IntVar]]  # key: (coefficient, the literal enforcing the row)
+
+
+def goodput_rows(ctx: BuildContext) -> tuple[Rows, Rows, Rows]:
+    """The goodput coefficients as rows ({key: (coef, literal)}) of x (per GPU type), a
+    (per GPU type and storage option) and c (per GPU type and spare option), each row in
+    two pieces where the interval's floor can bind (models/goodput.py floor_gpus): Young's
+    below G* GPUs, the floor's from G* up, chosen by one literal tied to G per row."""
     fac = ctx.scenario.catalog.facility
-    plain: dict[str, tuple[float, float, float]] = {}
-    a_rows: dict[str, tuple[float, IntVar]] = {}
-    c_rows: dict[str, tuple[float, IntVar]] = {}
+    x_rows: Rows = {}
+    a_rows: Rows = {}
+    c_rows: Rows = {}
     base = fac.checkpoint_storage_gb_per_s_per_server
+    floored = ctx.md.new_bool_var("checkpoint_interval_floored")
     for g in ctx.gpu_names:
         model = ctx.prepared.failure_models[g]
-        plain[g] = model.coefficients() if model is not None else (0.0, 0.0, 0.0)
-        if model is None or not ctx.spare_lits:
-            a_rows[g] = (plain[g][1], ctx.gpu_lit[g])
-            c_rows[g] = (plain[g][2], ctx.gpu_lit[g])
+        gl = ctx.gpu_lit[g]
+        if model is None:
+            ctx.md.add(floored == 0).only_enforce_if(gl)
+            x_rows[g], a_rows[g], c_rows[g] = (0.0, gl), (0.0, gl), (0.0, gl)
             continue
-        for b, lit in ctx.storage_lits.items():
-            key = f"{g},storage={b:g}"
-            coef = with_purchases(model, fac, 0.0, b).coefficients()[1]
-            a_rows[key] = (coef, _both(ctx, f"gpu_storage[{key}]", ctx.gpu_lit[g], lit))
-        for k, lit in ctx.spare_lits.items():
-            key = f"{g},spares={k:g}"
-            coef = with_purchases(model, fac, k, base).coefficients()[2]
-            c_rows[key] = (coef, _both(ctx, f"gpu_spares[{key}]", ctx.gpu_lit[g], lit))
-    return plain, a_rows, c_rows
+        storage = ctx.storage_lits if ctx.spare_lits else {base: gl}
+        spares = ctx.spare_lits if ctx.spare_lits else {0.0: gl}
+        by_storage = {b: with_purchases(model, fac, 0.0, b) for b in storage}
+        stars = {b: m.floor_gpus() for b, m in by_storage.items()}
+        cuts = {b: None if v is None else math.ceil(v) for b, v in stars.items()}
+        pieces = [False]
+        if any(n is not None and n <= ctx.gpu_cap for n in cuts.values()):
+            pieces.append(True)
+        for b, lit in storage.items():
+            key = f"{g},storage={b:g}" if ctx.spare_lits else g
+            row = lit if not ctx.spare_lits else _both(ctx, f"gpu_storage[{key}]", gl, lit)
+            _tie_floor(ctx, floored, row, cuts[b] if len(pieces) == 2 else None)
+            for f in pieces:
+                coef = by_storage[b].coefficients(f)[1]
+                a_rows[_piece(key, f)] = (coef, _piece_lit(ctx, key, row, floored, f, pieces))
+        plain = with_purchases(model, fac, 0.0, base) if ctx.spare_lits else model
+        for f in pieces:
+            x_rows[_piece(g, f)] = (
+                plain.coefficients(f)[0],
+                _piece_lit(ctx, g, gl, floored, f, pieces),
+            )
+        for k, lit in spares.items():
+            key = f"{g},spares={k:g}" if ctx.spare_lits else g
+            row = lit if not ctx.spare_lits else _both(ctx, f"gpu_spares[{key}]", gl, lit)
+            for f in pieces:
+                coef = (
+                    with_purchases(model, fac, k, base).coefficients(f)[2]
+                    if ctx.spare_lits
+                    else model.coefficients(f)[2]
+                )
+                c_rows[_piece(key, f)] = (coef, _piece_lit(ctx, key, row, floored, f, pieces))
+    return x_rows, a_rows, c_rows
+
+
+def _piece(key: str, floored: bool) -> str:
+    return f"{key},floored" if floored else key
+
+
+def _piece_lit(ctx: BuildContext, key: str, row, floored, f: bool, pieces: list[bool]) -> IntVar:
+    """The row's literal, with the floor's (or its negation) when the row has two pieces."""
+    if len(pieces) == 1:
+        return row
+    return _both(ctx, f"goodput_row[{_piece(key, f)}]", row, floored if f else ~floored)
+
+
+def _tie_floor(ctx: BuildContext, floored, row, cut: int | None) -> None:
+    """Under the row's literal: floored <=> G >= cut (never floored without a cut)."""
+    if cut is None:
+        ctx.md.add(floored == 0).only_enforce_if(row)
+        return
+    ctx.md.add(ctx.num_gpus >= cut).only_enforce_if([row, floored])
+    ctx.md.add(ctx.num_gpus <= cut - 1).only_enforce_if([row, ~floored])
 
 
 def _scaled(
@@ -118,9 +187,20 @@ def _scaled(
 
 
 def _times_gpus(ctx: BuildContext, name: str, var: IntVar) -> tuple[IntVar, int]:
-    """G x var, var coarsened so that the product fits: (the product, var's step)."""
-    step = max(1, -(-hi(ctx.num_gpus) * hi(var) // 2**61))
-    coarse = var if step == 1 else ceil_by(ctx.md, f"{name}_coarse", var, hi(var), step)
+    """G x var, var coarsened so that the product fits: (the product, var's step).
+
+    var (the GPU-time per sequence before failures) is at most the expected GPU-time, which
+    the cost bounds by the budget or the cost cap (solvers/cpsat_gpu_time_cap.py): the
+    product's range, and so the restart term's steps of 2^-40 of it, come from that bound
+    when there is one (no plan is excluded: the cost enforces the bound on every plan)."""
+    top = hi(var)
+    cap = gpu_time_cap(ctx)
+    if cap is not None:
+        top = max(1, min(top, cap))
+    step = max(1, -(-hi(ctx.num_gpus) * top // 2**61))
+    if step == 1 and top == hi(var):
+        return product(ctx.md, name, ctx.num_gpus, var), step
+    coarse = ceil_by(ctx.md, f"{name}_coarse", var, top, step)
     return product(ctx.md, name, ctx.num_gpus, coarse), step
 
 
@@ -144,14 +224,16 @@ def add_goodput(ctx: BuildContext) -> None:
     if s.no_failures:
         return
     # per GPU type (x) and per (GPU type, purchase option) rows (a: storage, c: spares)
-    coefs, a_rows, c_rows = goodput_rows(ctx)
-    xs = {g: v[0] for g, v in coefs.items()}
+    # (each in two pieces where the interval's floor can bind: below and from G*)
+    x_rows, a_rows, c_rows = goodput_rows(ctx)
+    xs = {key: v[0] for key, v in x_rows.items()}
+    x_lits = {key: v[1] for key, v in x_rows.items()}
     a_s = {key: v[0] for key, v in a_rows.items()}
     a_lits = {key: v[1] for key, v in a_rows.items()}
     c_lits = {key: v[1] for key, v in c_rows.items()}
     p, gt = ctx.per_seq, ctx.gpu_time
     to_time = ctx.k_scale / gt.scale  # GPU-time units to T' units, per GPU
-    x_part = _scaled(ctx, "snapshot_time_x_gpus", p, xs, bits=10)
+    x_part = _scaled(ctx, "snapshot_time_x_gpus", p, xs, bits=10, lits=x_lits)
     terms: list[IntVar | int] = [
         _scaled(ctx, "goodput_constant_time", p, a_s, bits=10, lits=a_lits),
         _scaled(
@@ -178,7 +260,14 @@ def add_goodput(ctx: BuildContext) -> None:
             {key: v[0] * g_step for key, v in c_rows.items()},
             lits=c_lits,
         ),
-        _scaled(ctx, "snapshot_gpu_time", p, {g: x / to_time for g, x in xs.items()}, bits=10),
+        _scaled(
+            ctx,
+            "snapshot_gpu_time",
+            p,
+            {key: x / to_time for key, x in xs.items()},
+            bits=10,
+            lits=x_lits,
+        ),
     ]
     var = _expected(ctx, "expected_gpu_time_per_sequence", gt.var, gt_terms)
     ctx.gpu_time = GpuTime(var, gt.scale, gt.lo)

@@ -123,12 +123,12 @@ def _build(
     _nics(ctx)
     _batch(ctx)
     _servers(ctx)
+    if charges_tco(ctx):  # read by the goodput's and the cost's GPU-time cap
+        ctx.least_per_gpu = [least_per_gpu(scenario, g) for g in ctx.gpus.values()]
     _time(ctx)
     if needs_cluster(scenario):
         add_cluster(ctx)
         add_purchase_cost(ctx)
-    if charges_tco(ctx):
-        ctx.least_per_gpu = [least_per_gpu(scenario, g) for g in ctx.gpus.values()]
     add_cost(ctx)
     for family in REGISTRY:
         if family.name in ctx.enforce:

@@ -52,17 +52,52 @@ def test_llama3_405b_via_evaluate(capsys):
 def test_young_interval_is_the_optimum(cat):
     """Young's interval minimises the first-order lost time, and the model uses it."""
     model = failure_model(cat.gpu("h100-sxm"), cat.facility, 70e9, 14.0)
-    g = 4096
+    g = 1024
     delta = model.checkpoint_bytes / (g * model.snapshot_bytes_per_s_per_gpu)
     mtbf = 1.0 / (model.rate_per_gpu_s * g)
     tau = young_interval_s(delta, mtbf)
-    assert model.interval_s(g) == pytest.approx(max(tau, model.storage_s_times_g() / g))
+    floor_s = model.interval_floor_s
+    assert model.interval_s(g) == pytest.approx(max(tau, model.storage_s_times_g() / g, floor_s))
+    assert tau > floor_s  # Young's optimum itself at 1,024 GPUs (below the floor from ~4,000)
     fixed = [
         failure_model(cat.gpu("h100-sxm"), cat.facility, 70e9, 14.0, interval_min=tau * f / 60)
         for f in (0.5, 0.9, 1.1, 2.0)
     ]
     best = model.overhead(g)
     assert all(m.overhead(g) >= best - 1e-12 for m in fixed)
+
+
+def test_the_interval_has_a_floor(cat):
+    """Young's optimum falls below a minute on large plans (about 18 s for 405B on 16,384
+    H100); the interval is raised to the catalog's floor (a run saves at iteration
+    boundaries), and the run loses what the fixed interval at the floor loses, the least
+    lost time of any interval at or above it, continuous at G* where the floor starts."""
+    floor_s = cat.facility.checkpoint_interval_floor_min * 60.0
+    assert floor_s == 60.0
+    model = failure_model(cat.gpu("h100-sxm"), cat.facility, 405e9, 14.0)
+    g = 16_384
+    young_s = math.sqrt(2.0 * model.checkpoint_bytes / model.snapshot_bytes_per_s_per_gpu)
+    young_s /= math.sqrt(model.rate_per_gpu_s) * g
+    assert young_s < 30.0 and model.interval_s(g) == floor_s
+    run = goodput(model, g, 54.0)
+    assert run.checkpoint_interval_min == pytest.approx(1.0)
+    fixed = [
+        failure_model(cat.gpu("h100-sxm"), cat.facility, 405e9, 14.0, interval_min=f)
+        for f in (1.0, 1.1, 2.0, 30.0)
+    ]
+    assert model.overhead(g) == pytest.approx(fixed[0].overhead(g), rel=1e-12)
+    assert all(m.overhead(g) >= model.overhead(g) - 1e-15 for m in fixed)
+    g_star = model.floor_gpus()
+    assert g_star is not None and 1_000 < g_star < g
+    below, above = model.overhead(g_star * (1 - 1e-9)), model.overhead(g_star)
+    assert float(below) == pytest.approx(float(above), rel=1e-6)
+    none = failure_model(
+        cat.gpu("h100-sxm"),
+        cat.facility.model_copy(update={"checkpoint_interval_floor_min": 0.0}),
+        405e9,
+        14.0,
+    )
+    assert none.floor_gpus() is None and none.interval_s(g) == pytest.approx(young_s)
 
 
 @settings(max_examples=200, deadline=None)
