@@ -19,7 +19,6 @@ from models.cost import pue_milli
 from models.evaluate import cloud_usd
 from models.units import HOURS_PER_DAY
 from solvers.cpsat_context import BuildContext, gpu_days_per_unit
-from solvers.families import active
 from solvers.intmath import down
 
 
@@ -47,7 +46,7 @@ def tco_rates(ctx: BuildContext) -> TcoRates:
         * 100.0
     )
     cap: float | None = None
-    if active(s, "budget"):
+    if "budget" in ctx.enforce:  # the active families (solvers.families.active)
         cap = s.budget * 100.0
     if ctx.cost_cap_usd is not None:
         cap = min(cap if cap is not None else math.inf, ctx.cost_cap_usd * 100.0)
