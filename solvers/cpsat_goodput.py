@@ -181,7 +181,10 @@ def _scaled(
         md.add(den * part <= num * coarse + den - 1).only_enforce_if(lit)
         md.add(part == 0).only_enforce_if(~lit)
         parts.append(part)
-    total = md.new_int_var(0, sum(hi(p) for p in parts), name)
+    top_total = sum(hi(p) for p in parts)
+    if top_total >= INT_LIMIT:  # the caller rebuilds coarser (as for one part's overflow)
+        raise OverflowError(f"{name}: goodput term exceeds int64")
+    total = md.new_int_var(0, top_total, name)
     md.add(total == sum(parts))
     return total
 
