@@ -26,6 +26,22 @@ Then the measured ZeRO-3 runs in the repo: the FSDP2 rows of the layout sweeps
 (bench/data/ranking/layout_sweeps.csv: torchtitan on 8 GB200 of one NVL72 rack, Llama 3.1
 8B and Qwen3-32B; measured layouts, predicted as bench/ranking.py does), with the mean
 absolute error of the step time with the term on and off.
+
+Then OLMo-core's published throughput table (allenai/OLMo-core README.md at e27ba74550f1,
+2024-11-05, "Update throughput numbers" #81: https://github.com/allenai/OLMo-core/blob/
+e27ba74550f12a685b95aded46c88f845a7e2d6d/README.md): tokens per second per device of its
+official training scripts on "a cluster with NVIDIA H100 GPUs", 4,096-token sequences, BF16
+and BF16/FP8 (torchao float8 matmuls). The layouts are the scripts' at that commit
+(src/scripts/train/*.py): FSDP2 over every rank (DataParallelType.fsdp, no TP/PP/CP),
+bf16 parameters, fp32 reduction, reshard after forward (every micro-batch gathers again:
+nn/transformer/model.py apply_fsdp), no activation checkpointing; global batch
+1,024 x 4,096 tokens (13B: 2,048 x 4,096) and rank micro-batch 8 / 2 / 2 / 1 sequences
+(1B / 7B / Llama-8B / 13B). The models are the scripts' configs (nn/transformer/config.py:
+olmo_1B = llama2_1B at 18 layers, olmo_7B, llama3_8B, olmo_13B; FFN int(8 h / 3) rounded
+up to 256, Llama 3 x 1.3 to 1,024; dolma2 vocabulary 100,278 padded to 100,352).
+The GPU count is not stated: [assumed] one node of 8 (internal/experiment.py launches
+num_nodes=1, num_gpus=8 unless overridden), and, as a bound on a multi-node run, 8 nodes
+of 8 (64 GPUs, gathers over the NICs).
 """
 
 from __future__ import annotations
@@ -75,6 +91,157 @@ RUNS = [
         for mb in (8, 4, 2, 1)
     ),
 ]
+
+# OLMo-core's official scripts at e27ba74550f1 (the module docstring): the throughput
+# table's models at 4,096 tokens.
+OLMO_CORE_URL = (
+    "https://github.com/allenai/OLMo-core/blob/e27ba74550f12a685b95aded46c88f845a7e2d6d/README.md"
+)
+OLMO_CORE_COMMIT = "e27ba74550f12a685b95aded46c88f845a7e2d6d"
+OLMO_CORE_DATE = "2024-11-05"
+_DOLMA2_PADDED_VOCAB = 100_352  # 100,278 padded to a multiple of 128
+_OLMO = dict(
+    vocab=_DOLMA2_PADDED_VOCAB, seq_len=4096, gated_mlp=True, rope_base=500_000.0,
+    norm_eps=1e-6,
+)  # fmt: skip
+OLMO_CORE_SPECS = {
+    "1B": TransformerSpec(
+        name="olmo-core-1b", layers=18, hidden=2048, heads=16, ffn_hidden=5632, qk_norm=True,
+        **_OLMO,
+    ),
+    "7B": TransformerSpec(
+        name="olmo-core-7b", layers=32, hidden=4096, heads=32, ffn_hidden=11008, qk_norm=True,
+        **_OLMO,
+    ),
+    "8B": TransformerSpec(
+        name="olmo-core-llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8,
+        ffn_hidden=14336, **_OLMO,
+    ),
+    "13B": TransformerSpec(
+        name="olmo-core-13b", layers=40, hidden=5120, heads=40, ffn_hidden=13824, qk_norm=True,
+        **_OLMO,
+    ),
+}  # fmt: skip
+# (size, script, rank micro-batch in sequences, global batch in sequences,
+#  {precision: tokens/s/device}) as the README table and the scripts give them
+OLMO_CORE_TABLE = [
+    ("1B", "OLMo-1B.py", 8, 1024, {"bf16": 55_000.0, "fp8": 65_000.0}),
+    ("7B", "OLMo-7B.py", 2, 1024, {"bf16": 10_000.0, "fp8": 13_000.0}),
+    ("8B", "Llama-8B.py", 2, 1024, {"bf16": 9_500.0, "fp8": 12_500.0}),
+    ("13B", "OLMo-13B.py", 1, 2048, {"bf16": 4_600.0, "fp8": 5_500.0}),
+]
+OLMO_CORE_GPU_COUNTS = (8, 64)  # [assumed]: one node (the launch default), eight nodes
+
+
+def olmo_core_runs() -> list[tuple[str, TransformerSpec, Layout, float, str]]:
+    """The OLMo-core table's rows on H100 as (label, spec, layout, reported, unit): FSDP2
+    (ZeRO-3) over every GPU, no recomputation, at each assumed GPU count."""
+    out = []
+    for size, script, mb, gbs, reported in OLMO_CORE_TABLE:
+        for precision, tps in reported.items():
+            for gpus in OLMO_CORE_GPU_COUNTS:
+                lay = Layout(
+                    tp=1, pp=1, dp=gpus, micro_batch=mb, global_batch=gbs, zero=3,
+                    recompute="none", precision=precision,
+                )  # fmt: skip
+                label = f"OLMo-core {size} {precision} ({script}), {gpus} H100, {int(lay.grad_accum)} x {mb}"
+                out.append((label, OLMO_CORE_SPECS[size], lay, tps, "tokens/s/GPU"))
+    return out
+
+
+def with_gather_overlap(hw: Hardware, fraction: float) -> Hardware:
+    """The hardware with its profile's param_gather_overlap_fraction at ``fraction`` (0: the
+    charge before issue 31)."""
+    cal = hw.gpu.calibration.model_copy(update={"param_gather_overlap_fraction": fraction})
+    return Hardware(hw.gpu.with_calibration(cal), hw.nic, hw.nics_per_node, hw.switch, hw.facility)
+
+
+def compare(hw: Hardware, runs) -> list[tuple[str, float, float, float, str]]:
+    """(label, reported, predicted off, predicted on, unit) for each run on ``hw``."""
+    off = with_gather_overlap(hw, 0.0)
+    return [
+        (label, reported, predicted(off, spec, lay, unit), predicted(hw, spec, lay, unit), unit)
+        for label, spec, lay, reported, unit in runs
+    ]
+
+
+def print_comparison(rows) -> None:
+    w = max(len(r[0]) for r in rows)
+    print(f"{'run':{w}} {'reported':>9} {'off':>8} {'err':>7} {'on':>8} {'err':>7}")
+    for label, reported, before, after, unit in rows:
+        print(
+            f"{label:{w}} {reported:9.0f} {before:8.0f} {before / reported - 1:+7.1%} "
+            f"{after:8.0f} {after / reported - 1:+7.1%}  ({unit})"
+        )
+    mape_off = statistics.mean(abs(r[2] / r[1] - 1) for r in rows)
+    mape_on = statistics.mean(abs(r[3] / r[1] - 1) for r in rows)
+    print(f"{len(rows)} rows: mean absolute error {mape_off:.1%} off, {mape_on:.1%} on")
+
+
+def olmo_groups(rows) -> dict[str, list[tuple[str, float, float, float, str]]]:
+    """The OLMo-core rows by assumed GPU count and precision (one group: the four model
+    sizes of one table column on one cluster size)."""
+    groups: dict[str, list] = {}
+    for row in rows:
+        gpus = row[0].split(", ")[1].split(" ")[0]
+        precision = row[0].split(" ")[2]
+        groups.setdefault(f"{gpus} H100 {precision}", []).append(row)
+    return groups
+
+
+def print_olmo_groups(rows) -> None:
+    """Per group: mean signed and absolute error off and on, and the absolute error once
+    the group's median ratio (the stack's level: OLMo-core's FSDP2 + torch.compile against
+    the megatron-core profile) is taken out, which is what the term can move."""
+    print(
+        f"{'group':18} {'bias off':>9} {'bias on':>8} {'MAE off':>8} {'MAE on':>7} "
+        f"{'level-free off':>15} {'on':>6}"
+    )
+    for name, grp in olmo_groups(rows).items():
+        off = [r[2] / r[1] - 1 for r in grp]
+        on = [r[3] / r[1] - 1 for r in grp]
+        keyed = [(name, r[0], r[1], r[3], r[2]) for r in grp]
+        print(
+            f"{name:18} {statistics.mean(off):+9.1%} {statistics.mean(on):+8.1%} "
+            f"{statistics.mean(map(abs, off)):8.1%} {statistics.mean(map(abs, on)):7.1%} "
+            f"{_within_group_error(keyed, 4):15.1%} {_within_group_error(keyed, 3):6.1%}"
+        )
+
+
+SWEEP_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def fraction_sweep(a100: Hardware, h100: Hardware) -> list[tuple[float, float, float, float]]:
+    """(fraction, OLMo-core 8-GPU level-free error, OLMo-core 8-GPU mean absolute error,
+    LLaMA/OPT rows' mean absolute error) at each SWEEP_FRACTIONS value: what a calibrated
+    fraction would trade (the LLaMA/OPT layouts are assumed, the OLMo-core GPU count too)."""
+    runs = [r for r in olmo_core_runs() if r[2].num_gpus == OLMO_CORE_GPU_COUNTS[0]]
+    out = []
+    for f in SWEEP_FRACTIONS:
+        olmo = compare(with_gather_overlap(h100, f), runs)
+        paper = compare(with_gather_overlap(a100, f), RUNS)
+        level_free = statistics.mean(
+            _within_group_error([(name, r[0], r[1], r[3], r[2]) for r in grp], 3)
+            for name, grp in olmo_groups(olmo).items()
+        )
+        out.append(
+            (
+                f,
+                level_free,
+                statistics.mean(abs(r[3] / r[1] - 1) for r in olmo),
+                statistics.mean(abs(r[3] / r[1] - 1) for r in paper),
+            )
+        )
+    return out
+
+
+def print_fraction_sweep(a100: Hardware, h100: Hardware) -> None:
+    print(
+        f"\n{'fraction':>8} {'OLMo-core 8 H100 level-free':>28} {'MAE':>6} "
+        f"{'LLaMA/OPT rows MAE':>19}"
+    )
+    for f, level_free, mae, paper in fraction_sweep(a100, h100):
+        print(f"{f:8.2f} {level_free:28.1%} {mae:6.1%} {paper:19.1%}")
 
 
 def predicted(hw: Hardware, spec: TransformerSpec, layout: Layout, unit: str) -> float:
@@ -172,26 +339,21 @@ def print_sweeps(cat: Catalog) -> None:
 def main() -> None:
     cat = load_catalog()
     hw = Hardware.from_catalog(cat, "a100-80gb")
-    cal = hw.gpu.calibration
-    off = Hardware(
-        hw.gpu.with_calibration(cal.model_copy(update={"param_gather_overlap_fraction": 0.0})),
-        hw.nic,
-        hw.nics_per_node,
-        hw.switch,
-        hw.facility,
-    )
     print(
         f"a100-80gb megatron-core profile, param_gather_overlap_fraction "
-        f"{cal.param_gather_overlap_fraction:g} (on) vs 0 (off)"
+        f"{hw.gpu.calibration.param_gather_overlap_fraction:g} (on) vs 0 (off)"
     )
-    print(f"{'run':58} {'reported':>9} {'off':>8} {'err':>7} {'on':>8} {'err':>7}")
-    for label, spec, layout, reported, unit in RUNS:
-        before = predicted(off, spec, layout, unit)
-        after = predicted(hw, spec, layout, unit)
-        print(
-            f"{label:58} {reported:9.0f} {before:8.0f} {before / reported - 1:+7.1%} "
-            f"{after:8.0f} {after / reported - 1:+7.1%}  ({unit})"
-        )
+    print_comparison(compare(hw, RUNS))
+    h100 = Hardware.from_catalog(cat, "h100-sxm")
+    print(
+        f"\nOLMo-core README throughput table ({OLMO_CORE_COMMIT[:12]}, {OLMO_CORE_DATE}), "
+        f"h100-sxm megatron-core profile, fraction "
+        f"{h100.gpu.calibration.param_gather_overlap_fraction:g} (on) vs 0 (off)"
+    )
+    olmo = compare(h100, olmo_core_runs())
+    print_comparison(olmo)
+    print_olmo_groups(olmo)
+    print_fraction_sweep(hw, h100)
     print_sweeps(cat)
 
 

@@ -70,6 +70,7 @@ def test_bench_script_prints_both_columns(capsys):
     out = capsys.readouterr().out
     assert "param_gather_overlap_fraction 1 (on) vs 0 (off)" in out
     assert out.count("LLaMA-65B") == 4 and out.count("OPT-175B") == 4
+    assert out.count("(tokens/s/GPU)") == 4 + 16 and "level-free" in out
     assert "22 runs: mean absolute error" in out and "median bias taken out" in out
 
 
@@ -79,3 +80,46 @@ def test_sweeps_zero3_rows_are_compared_with_and_without(catalog):
     # the term only removes time: never slower with it
     assert all(on <= off + 1e-12 for *_, on, off in rows)
     assert any(on < off * 0.99 for *_, on, off in rows)
+
+
+def test_olmo_core_rows_pin_the_readme_table_and_scripts():
+    """allenai/OLMo-core README.md at e27ba74550f1 (2024-11-05): tokens/s per H100 of the
+    official scripts (src/scripts/train/*.py at that commit: rank micro-batch 8/2/2/1 x
+    4,096 tokens, global batch 1,024 x 4,096, 13B 2,048 x 4,096; FSDP, no TP)."""
+    assert fsdp.OLMO_CORE_COMMIT == "e27ba74550f12a685b95aded46c88f845a7e2d6d"
+    assert fsdp.OLMO_CORE_COMMIT in fsdp.OLMO_CORE_URL
+    table = {size: (mb, gbs, tps) for size, _, mb, gbs, tps in fsdp.OLMO_CORE_TABLE}
+    assert table == {
+        "1B": (8, 1024, {"bf16": 55_000, "fp8": 65_000}),
+        "7B": (2, 1024, {"bf16": 10_000, "fp8": 13_000}),
+        "8B": (2, 1024, {"bf16": 9_500, "fp8": 12_500}),
+        "13B": (1, 2048, {"bf16": 4_600, "fp8": 5_500}),
+    }
+    specs = fsdp.OLMO_CORE_SPECS
+    assert (specs["7B"].layers, specs["7B"].hidden, specs["7B"].ffn_hidden) == (32, 4096, 11008)
+    assert (specs["13B"].layers, specs["13B"].hidden, specs["13B"].ffn_hidden) == (40, 5120, 13824)
+    assert (specs["8B"].kv_heads, specs["8B"].ffn_hidden) == (8, 14336)
+    assert (specs["1B"].layers, specs["1B"].ffn_hidden) == (18, 5632)
+    assert {s.vocab for s in specs.values()} == {100_352} and {
+        s.seq_len for s in specs.values()
+    } == {4096}
+    runs = fsdp.olmo_core_runs()
+    assert len(runs) == 4 * 2 * len(fsdp.OLMO_CORE_GPU_COUNTS)
+    for _, _spec, lay, _, unit in runs:
+        assert (lay.tp, lay.pp, lay.zero, lay.recompute) == (1, 1, 3, "none")
+        assert lay.num_gpus in fsdp.OLMO_CORE_GPU_COUNTS and unit == "tokens/s/GPU"
+
+
+def test_olmo_core_rows_are_compared_with_and_without_the_term(catalog):
+    h100 = Hardware.from_catalog(catalog, "h100-sxm")
+    rows = fsdp.compare(h100, fsdp.olmo_core_runs())
+    assert len(rows) == 16
+    # the term only hides time: never slower with it, and it moves the 7B-13B rows
+    assert all(on >= off - 1e-9 for _, _, off, on, _ in rows)
+    assert any(on > off * 1.05 for _, _, off, on, _ in rows)
+    # the 1B rows' gathers are hidden by the last micro-batch's window either way
+    assert all(on == pytest.approx(off) for label, _, off, on, _ in rows if " 1B " in label)
+    sweep = fsdp.fraction_sweep(Hardware.from_catalog(catalog, "a100-80gb"), h100)
+    assert [f for f, *_ in sweep] == list(fsdp.SWEEP_FRACTIONS)
+    # the level-free error on the OLMo-core rows grows with the fraction (README figures)
+    assert sweep[0][1] < sweep[-1][1]
