@@ -51,7 +51,16 @@ divisibility). This module prices, per micro-batch on the busiest pipeline rank:
   m = T k load EP ETP / experts the rows of one local expert: the additive roofline
   (Williams, Waterman & Patterson 2009, "Roofline") of a GEMM that reads its weights
   once, m_half = the precision's peak / HBM bandwidth x weight bytes / 2 (about 295
-  rows for an H100 in bf16) unless ``grouped_gemm_half_tokens`` is given.
+  rows for an H100 in bf16) unless ``grouped_gemm_half_tokens`` is given. The weight
+  bytes are the mean over the routed GEMM's passes (``weight_bytes_per_pass``): the
+  forward, any recomputed forward and the data gradient read the weight (2 bytes, 1 in
+  fp8); the weight gradient, under Megatron-Core's gradient-accumulation fusion
+  (``--gradient-accumulation-fusion``, on by default; megatron/core/extensions/
+  transformer_engine.py ``TEGroupedLinear`` passes ``fuse_wgrad_accumulation`` to
+  Transformer Engine's GroupedLinear), is a GEMM with beta = 1 into the fp32
+  ``main_grad`` buffer, so it reads and writes 4 bytes per weight element
+  (``wgrad_accumulation_bytes`` = 8): (2 + 2 + 8) / 3 = 4 bytes in bf16 without
+  recomputation, twice the weight read, and m_half about 590 rows on an H100.
 - **Expert gradients** reduce over the expert-DP group (ranks EP x ETP apart), the other
   parameters over DP x CP as a dense model's; the Adam step shards expert states over
   expert-DP (Megatron-Core's distributed optimizer).
@@ -133,6 +142,12 @@ OVERLAP_SM_FRACTION = 20.0 / 132.0
 # backend, is the lower of the two. The H100 profile's fitted attention rate, 0.3172 x 989
 # = 314 TFLOP/s, is FA2's (catalog/data/gpus.yaml; models.expert module docstring)
 HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61
+# Megatron-Core's gradient-accumulation fusion (--gradient-accumulation-fusion, on by
+# default; Transformer Engine's fuse_wgrad_accumulation in its grouped linear layers) runs
+# each micro-batch's weight-gradient GEMM with beta = 1 into the fp32 main_grad buffer
+# (bf16 runs keep their gradient buffers in fp32: accumulate_allreduce_grads_in_fp32):
+# the GEMM reads and writes 4 bytes per weight element (module docstring)
+WGRAD_ACCUMULATION_BYTES = 8.0
 
 
 @dataclass(frozen=True)
@@ -181,6 +196,10 @@ class ExpertLayout:
     # Megatron-Core release that runs Transformer Engine's fused attention on Hopper where
     # the profile's fit is FlashAttention-2's rate (module docstring)
     attention_kernel_speedup: float = 1.0
+    # HBM bytes per expert-weight element that the weight-gradient GEMM moves: Megatron-Core
+    # accumulates it into the fp32 main_grad buffer (read and write, 4 + 4 bytes; module
+    # docstring); None: priced as one weight read, as the other passes (the term off)
+    wgrad_accumulation_bytes: float | None = WGRAD_ACCUMULATION_BYTES
 
     @property
     def load(self) -> float:
@@ -377,9 +396,22 @@ def grouped_gemm_efficiency(
     half = ex.grouped_gemm_half_tokens
     if half is None:
         peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
-        bytes_per_weight = 1.0 if layout.precision == "fp8" else 2.0
-        half = peak / gpu.memory_bw_tb_per_s * bytes_per_weight / 2.0
+        half = peak / gpu.memory_bw_tb_per_s * weight_bytes_per_pass(spec, layout, ex) / 2.0
     return rows / (rows + half)
+
+
+def weight_bytes_per_pass(spec: TransformerSpec, layout: Layout, ex: ExpertLayout) -> float:
+    """Mean HBM bytes per expert-weight element of one routed GEMM pass (the roofline's
+    m_half, module docstring): the forward-equivalent passes (forward, recomputed forwards,
+    data gradient) read the weight once at its precision's width (1 byte fp8, else 2),
+    and the weight-gradient pass, with ``wgrad_accumulation_bytes`` set, reads and writes
+    the gradient buffer instead: (w (passes - 1) + wgrad bytes) / passes. None: every
+    pass reads the weight once (the roofline before the term)."""
+    w = 1.0 if layout.precision == "fp8" else 2.0
+    if ex.wgrad_accumulation_bytes is None:
+        return w
+    passes = forward_passes(layout.recompute) + recompute_module_forwards(spec, layout, ex)[0]
+    return (w * (passes - 1.0) + ex.wgrad_accumulation_bytes) / passes
 
 
 def attention_core_forward_per_token(spec: TransformerSpec, seq_len: int) -> float:

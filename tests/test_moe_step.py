@@ -151,9 +151,18 @@ def test_grouped_gemm_efficiency_rises_with_rows_per_expert(hw):
     small = grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, ExpertLayout(ep=8))
     large = grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, ExpertLayout(ep=64))
     assert 0 < small < large < 1
-    # 1,024 rows per local expert at EP 8 against the roofline's peak / HBM bandwidth
-    half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+    # 1,024 rows per local expert at EP 8 against the roofline's peak / HBM bandwidth x
+    # the mean bytes per weight element of a pass / 2: forward and data gradient read 2,
+    # the weight gradient reads and writes the fp32 main_grad (8): (2 + 2 + 8) / 3 = 4
+    assert V3_LAYOUT.recompute != "full" and V3_LAYOUT.precision == "bf16"
+    half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s * 4.0 / 2.0
     assert small == pytest.approx(1024 / (1024 + half))
+    # without the weight-gradient term, one weight read a pass (2 bytes): peak / bandwidth
+    old = ExpertLayout(ep=8, wgrad_accumulation_bytes=None)
+    half_read = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+    assert grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, old) == pytest.approx(
+        1024 / (1024 + half_read)
+    )
     named = ExpertLayout(ep=8, grouped_gemm_half_tokens=1024)
     assert grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, named) == pytest.approx(0.5)
 

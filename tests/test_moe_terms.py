@@ -30,6 +30,7 @@ from models.expert import (
     permute_per_microbatch_s,
     routed_elementwise_per_microbatch_s,
     tokens_per_gpu,
+    weight_bytes_per_pass,
 )
 from models.layout import Assumptions, Layout
 from models.memory import GB, StoredActivations, _moe_ranks
@@ -125,12 +126,49 @@ def test_capacity_factor_pads_every_expert_to_it(hw):
     )
     rows = tokens_per_gpu(FLAT, 4096) * 2 * 1.25 * 8 / 8
     gg = grouped_gemm_efficiency(MIXTRAL, FLAT, 4096, hw.gpu, cap)
-    half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+    # the roofline's m_half at the mean bytes per weight element of the three passes,
+    # (2 + 2 + 8) / 3 = 4 (the weight-gradient term): peak / bandwidth x 4 / 2
+    half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s * 2.0
     assert gg == pytest.approx(rows / (rows + half))
     a = Assumptions()
     mem_cap = expert_memory(MIXTRAL, FLAT, 4096, 80, a, cap)
     mem_one = expert_memory(MIXTRAL, FLAT, 4096, 80, a, ExpertLayout(ep=8))
     assert mem_cap.routed_activations_gb == pytest.approx(1.25 * mem_one.routed_activations_gb)
+
+
+@pytest.mark.parametrize(("precision", "recompute"), [("bf16", "none"), ("fp8", "full")])
+def test_wgrad_accumulation_bytes_raise_the_routed_gemms_m_half(hw, precision, recompute):
+    """The weight-gradient GEMM reads and writes the fp32 main_grad (8 bytes a weight
+    element) where the other passes read the weight (2 bytes, fp8 1): m_half = peak /
+    bandwidth x (w (passes - 1) + 8) / passes / 2; off (None), w / 2. The step moves by
+    m x the routed GEMMs' seconds at the two efficiencies (PP 1)."""
+    lay = replace(FLAT, precision=precision, recompute=recompute)
+    on, off = ExpertLayout(ep=8), ExpertLayout(ep=8, wgrad_accumulation_bytes=None)
+    w = 1.0 if precision == "fp8" else 2.0
+    passes = 4.0 if recompute == "full" else 3.0
+    assert weight_bytes_per_pass(MIXTRAL, lay, on) == pytest.approx((w * (passes - 1) + 8) / passes)
+    assert weight_bytes_per_pass(MIXTRAL, lay, off) == w
+    ridge = hw.gpu.peak_tflops(precision) / hw.gpu.memory_bw_tb_per_s
+    rows = tokens_per_gpu(lay, 4096) * 2 * 8 / 8
+    gg_on = grouped_gemm_efficiency(MIXTRAL, lay, 4096, hw.gpu, on)
+    gg_off = grouped_gemm_efficiency(MIXTRAL, lay, 4096, hw.gpu, off)
+    assert gg_on == pytest.approx(rows / (rows + ridge * (w * (passes - 1) + 8) / passes / 2))
+    assert gg_off == pytest.approx(rows / (rows + ridge * w / 2))
+    # the routed GEMMs' seconds R at efficiency 1 (grouped_gemm_half_tokens 0) take R / gg
+    gemm = {
+        name: moe_gemm_per_microbatch_s(MIXTRAL, lay, 4096, hw.gpu, ex)
+        for name, ex in (("on", on), ("off", off))
+    }
+    full = moe_gemm_per_microbatch_s(
+        MIXTRAL, lay, 4096, hw.gpu, ExpertLayout(ep=8, grouped_gemm_half_tokens=0.0)
+    )
+    routed_s = (gemm["off"] - full) / (1 / gg_off - 1)
+    assert gemm["on"] == pytest.approx(full + routed_s * (1 / gg_on - 1))
+    # the step: x the 8 micro-batches
+    step_on = evaluate(MIXTRAL, hw, lay, 4096, experts=on).breakdown.compute
+    step_off = evaluate(MIXTRAL, hw, lay, 4096, experts=off).breakdown.compute
+    assert step_on - step_off == pytest.approx(8 * routed_s * (1 / gg_on - 1 / gg_off))
+    assert step_on > step_off
 
 
 def test_overlap_hides_the_all_to_all_at_its_sm_cost(hw):
