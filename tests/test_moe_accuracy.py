@@ -123,3 +123,16 @@ def test_dropless_load_is_implied_by_the_twin_and_used_leave_one_out():
     moved = bench.dropless_loads(changed)
     assert moved[first["name"]] == pytest.approx(loads[first["name"]], rel=1e-9)
     assert moved[qwen[1][0]["name"]] != pytest.approx(loads[qwen[1][0]["name"]], rel=1e-6)
+
+
+def test_qwen3_next_row_runs_its_configs_mtp_layer():
+    """The ModelZoo's Qwen3-Next row (b0b92ff3) runs model_configs/benchmarking/
+    Qwen3-Next-80B-A3B.yaml of the same commit, which sets --mtp-num-layers 1: the row
+    carries it, and the MTP layer (a layer and a second logits on the last rank) slows
+    the prediction."""
+    (row,) = [r for r in ROWS if r["model"] == "qwen3-next-80b-a3b"]
+    assert row["mtp_layers"] == "1" and "--mtp-num-layers 1" in row["notes"]
+    assert "b0b92ff329df45050e1978fe66d3b626d78d613b" in row["url"]
+    with_mtp, measured, _ = bench.predict_independent(row)
+    without, _, _ = bench.predict_independent(dict(row, mtp_layers=""))
+    assert measured == 2.2 and without < with_mtp < measured
