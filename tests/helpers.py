@@ -6,9 +6,15 @@ one test module draws from."""
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import importlib.util
+import os
 import random
+import signal
+import subprocess
 import sys
+import time
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -329,3 +335,68 @@ def assert_solvers_agree(ref, got, rel_tol: float = 1e-3) -> list:
     for plan in got.plans + ref.plans:
         assert plan.feasible, plan.violations
     return got.plans + ref.plans
+
+
+# Issue 20's sweep and CLI questions (tests/test_sweep.py, test_outputs.py, test_interrupts.py,
+# test_limits.py and others): a two-scenario study, a small optimize question, refusals.
+SMALL = (
+    "base:\n  model: {model}\n  tokens: 100B\n  max_batch_tokens: 1M\n  gpus: [h100-sxm]\n"
+    "axes:\n  budget: [1M, 2M]\n"
+)
+OPTIMIZE = ["optimize", "--gpu", "h100-sxm", "--tokens", "20B", "--budget", "1M"]
+OPTIMIZE += ["--max-batch-tokens", "1M", "--no-explain"]
+SPEC = '{"layers": 2, "hidden": 256, "heads": 8, "vocab": 1000, "seq_len": 512}'
+
+
+def study(tmp_path: Path, name: str = "small.yaml", model: str = "llama2-7b") -> Path:
+    path = tmp_path / name
+    path.write_text(SMALL.format(model=model))
+    return path
+
+
+def sweep(capsys, study_file: Path, out: Path, *more: str) -> tuple[int, str, str]:
+    return run_main(capsys, ["sweep", str(study_file), "--csv", str(out), "--workers", "1", *more])
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def refused(capsys, args: list[str], *words: str) -> str:
+    """The command exits 2 with one line naming every word."""
+    code, _, err = run_main(capsys, args)
+    line = one_line(err)
+    assert code == 2, err
+    for w in words:
+        assert w in line, line
+    assert "internal error" not in line
+    return line
+
+
+def _sweep_process(study_file: Path, out: Path, workers: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "designer", "sweep", str(study_file), "--csv", str(out)]
+    cmd += ["--resume", "--workers", str(workers)]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+def _started_sweep(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen]:
+    """A 30-scenario study swept on two workers (its own session), once 2 rows are written."""
+    s, out = tmp_path / "med.yaml", tmp_path / "c.csv"
+    budgets = ", ".join(f"{b}M" for b in range(1, 31))
+    s.write_text(SMALL.format(model="llama2-7b").replace("[1M, 2M]", f"[{budgets}]"))
+    proc = _sweep_process(s, out, 2)
+    deadline = time.time() + 120
+    while len(out.read_text().splitlines() if out.exists() else []) < 3:
+        if time.time() > deadline or proc.poll() is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"the sweep wrote no rows: {proc.communicate()[1]}")
+        time.sleep(0.02)
+    return s, out, proc
+
+
+OPTIMIZE_SLOW = ["optimize", "--deadline", "60d", "--pricing", "tco", "--model", "llama3-405b"]
+OPTIMIZE_SLOW += ["--evidence", "any", "--precision", "any", "--top", "20", "--no-explain"]

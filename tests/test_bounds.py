@@ -6,7 +6,6 @@ here against what it bounds."""
 
 from __future__ import annotations
 
-import gc
 from dataclasses import replace
 
 import numpy as np
@@ -25,7 +24,6 @@ from solvers.bounds import (
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import best_for_candidate
 from solvers.families import enforced
-from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config
 from solvers.presolve import presolve
 from solvers.prune import prune_by_incumbent
@@ -153,32 +151,6 @@ def test_pruned_solve_finds_the_same_top_plans_as_the_reference(cat):
     assert len(got.plans) == len(ref.plans) == 4
     for a, b in zip(got.plans, ref.plans, strict=True):
         assert a.objective == pytest.approx(b.objective, rel=1e-3)
-
-
-def test_gc_is_paused_only_while_solving():
-    seen = []
-
-    @without_gc_pauses
-    def inner():
-        seen.append(gc.isenabled())
-
-    @without_gc_pauses
-    def outer():
-        inner()
-        seen.append(gc.isenabled())
-        raise ValueError("boom")
-
-    assert gc.isenabled()
-    with pytest.raises(ValueError):
-        outer()
-    assert seen == [False, False]
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        inner()
-        assert not gc.isenabled()  # a caller's choice is kept
-    finally:
-        gc.enable()
 
 
 @pytest.mark.parametrize(
