@@ -400,3 +400,80 @@ def _started_sweep(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen]:
 
 OPTIMIZE_SLOW = ["optimize", "--deadline", "60d", "--pricing", "tco", "--model", "llama3-405b"]
 OPTIMIZE_SLOW += ["--evidence", "any", "--precision", "any", "--top", "20", "--no-explain"]
+
+
+# --- one plan in the CP-SAT model (test_cpsat_time, test_cpsat_cost, test_cpsat_cluster, ...)
+
+
+def solve_at(scenario: Scenario, cfg: Config, **build_kw):
+    """CP-SAT's model of ``scenario`` over ``cfg``'s shape with every decision fixed to
+    ``cfg`` (NICs, DP degree, micro-batches, purchases), solved: the model's values for one
+    plan, to compare with the float model's (solvers/plan.py build_plan). Returns the status,
+    the solver, the formulation and ``value(name)`` of a variable named in the model."""
+    from ortools.sat.python import cp_model
+
+    from solvers.cpsat_model import build
+    from solvers.space import enumerate_candidates
+
+    cands = [c for c in enumerate_candidates(scenario) if c.shape == cfg.shape]
+    form = build(scenario, cands, **build_kw)
+    md = form.model
+    md.add(form.x[0] == 1)
+    md.add(form.nic_lits[cfg.nic] == 1)
+    md.add(form.nics == cfg.nics_per_node)
+    md.add(form.dp == cfg.dp)
+    md.add(form.m == cfg.microbatches)
+    if form.spare_lits:
+        md.add(form.spare_lits[cfg.spares_per_100] == 1)
+    if form.storage_lits:
+        base = scenario.catalog.facility.checkpoint_storage_gb_per_s_per_server
+        md.add(form.storage_lits[cfg.storage_gb_per_s or base] == 1)
+    md.minimize(form.objective)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    status = solver.solve(md)
+    names = [v.name for v in md.proto.variables]
+
+    def value(name: str) -> int:
+        return int(solver.value(md.get_int_var_from_proto_index(names.index(name))))
+
+    return status, solver, form, value
+
+
+# A 6-layer model with a critical batch of 163 sequences at 1B tokens (DeepSeek's fit), cheap
+# enough that the exhaustive solver answers in a fraction of a second (test_cpsat_batch_tokens,
+# test_cpsat_purchases)
+SMALL_BATCH = TransformerSpec(
+    name="small-batch", layers=6, hidden=768, heads=12, kv_heads=12, vocab=16000, seq_len=1024
+)
+
+
+def small_batch_scenario(cat, **changes) -> Scenario:
+    """SMALL_BATCH's question: the fastest plan under $1M of H100s, the ideal model."""
+    base = dict(
+        spec=SMALL_BATCH,
+        catalog=cat,
+        tokens=1e9,
+        seq_len=1024,
+        gpus=("h100-sxm",),
+        nics=("cx7-400g",),
+        budget_usd=1e6,
+        max_batch_tokens=2**22,
+    )
+    return ideal_scenario(**{**base, **changes})
+
+
+def variants(scenario: Scenario, plan, dps=(0.5, 2.0), ms=(0.5, 2.0)) -> list:
+    """``plan`` and plans of its shape at other DP degrees and micro-batch counts (rebuilt by
+    the float model; some break a limit): the points where CP-SAT's model and the float
+    model are compared."""
+    cfg = plan.config
+    out = [plan]
+    for f in dps:
+        dp = max(cfg.shape.dp_step, int(cfg.dp * f) // cfg.shape.dp_step * cfg.shape.dp_step)
+        out.append(build_plan(scenario, replace(cfg, dp=dp)))
+    for f in ms:
+        out.append(
+            build_plan(scenario, replace(cfg, microbatches=max(1, int(cfg.microbatches * f))))
+        )
+    return out
