@@ -266,3 +266,30 @@ def test_candidates_equal_a_direct_computation(cat, models):
     for c, b in list(zip(cands, with_memory_scale(bigger, cands), strict=True))[::97]:
         assert b.coeffs == c.coeffs
         assert b.dp_min_memory == dp_min_for_memory(bigger, c.shape, cat.gpu(c.shape.gpu))
+
+
+# ---------------------------------------------------------------- solvers.solve (__init__.py)
+def test_solve_dispatches_by_solver_name(cat):
+    from helpers import prime_scenario
+    from solvers import solve
+
+    s = prime_scenario(cat)
+    assert solve(s).solver == "cpsat" and solve(s, "exhaustive").solver == "exhaustive"
+    with pytest.raises(ValueError, match="unknown solver 'gurobi'"):
+        solve(s, "gurobi")
+
+
+def test_unproved_advice_names_the_faster_way_to_a_proof(cat):
+    from dataclasses import replace as changed
+
+    from helpers import prime_scenario
+    from solvers import solve, unproved_advice
+
+    s = prime_scenario(cat)
+    res = solve(s)
+    slow = changed(res, status="feasible", wall_s=1e6)  # searched longer than exhaustive takes
+    text = unproved_advice(s, slow)
+    assert text.startswith("not proved optimal in 1000000.0 s") and "--solver exhaustive" in text
+    quick = changed(res, status="unknown", wall_s=0.0, plans=[])
+    text = unproved_advice(s, quick)
+    assert text.startswith("no plan found in 0.0 s") and "raise --time-limit" in text
