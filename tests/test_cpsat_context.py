@@ -1,0 +1,43 @@
+"""solvers/cpsat_context.py: what the parts of the CP-SAT model share while it is built. The
+chosen candidate's value (``sel``) and a variable bounded by the candidates' values
+(``bounded``), solved on a context over three shapes. (The fields each part fills are
+checked through the built model: tests/test_cpsat_model.py and the test_cpsat_* files.)"""
+
+from __future__ import annotations
+
+import pytest
+from ortools.sat.python import cp_model
+
+from helpers import prime_scenario
+from solvers.cpsat_context import BuildContext
+from solvers.space import enumerate_candidates
+
+
+def _context(cat) -> BuildContext:
+    s = prime_scenario(cat)
+    md = cp_model.CpModel()
+    ctx = BuildContext(md, s, enumerate_candidates(s)[:3], 1.0, None, None, s.prepare())
+    ctx.x = [md.new_bool_var(f"x{i}") for i in range(3)]
+    md.add_exactly_one(ctx.x)
+    return ctx
+
+
+@pytest.mark.parametrize("chosen", [0, 1, 2])
+def test_sel_and_bounded_are_the_chosen_candidates_value(cat, chosen):
+    ctx = _context(cat)
+    values = [7, -3, 12]
+    var = ctx.bounded("v", values)
+    assert (ctx.hi(var), var.proto.domain[0]) == (12, -3)
+    total = ctx.md.new_int_var(-100, 100, "total")
+    ctx.md.add(total == ctx.sel([1, 10, 100]))
+    ctx.md.add(ctx.x[chosen] == 1)
+    solver = cp_model.CpSolver()
+    assert solver.solve(ctx.md) == cp_model.OPTIMAL
+    assert solver.value(var) == values[chosen]
+    assert solver.value(total) == [1, 10, 100][chosen]
+
+
+def test_bounded_keeps_zero_in_its_domain(cat):
+    ctx = _context(cat)
+    var = ctx.bounded("pos", [5, 6, 9])
+    assert (var.proto.domain[0], ctx.hi(var)) == (0, 9)
