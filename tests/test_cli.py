@@ -497,3 +497,23 @@ def test_json_output_is_standard_json_and_tiny_peaks_are_refused(tmp_path, capsy
     capsys.readouterr()
     emit_json({"days": float("inf"), "rows": [float("nan"), 1.5], "n": 2})
     assert json.loads(capsys.readouterr().out) == {"days": None, "rows": [None, 1.5], "n": 2}
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("args", [["--help"], ["catalog"], ["models"]])
+def test_commands_that_never_solve_do_not_import_the_solvers(args):
+    code = (
+        "import sys, atexit\n"
+        "heavy = ('ortools', 'pandas', 'numpy')\n"
+        "atexit.register(lambda: print('HEAVY ' + ' '.join(sorted({m.split('.')[0] for m in "
+        "sys.modules if m.split('.')[0] in heavy})), file=sys.stderr))\n"
+        "from designer.cli import main\n"
+        f"main({args!r})\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "HEAVY", proc.stderr

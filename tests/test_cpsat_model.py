@@ -65,3 +65,63 @@ def test_only_one_shape_is_chosen(cat):
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     assert solver.solve(form.model) == cp_model.INFEASIBLE
+
+
+def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch, tmp_path):
+    """bench/agreement.py --full seed 44 (TCO, failures x 1,000, spares and storage
+    decided): the model passed every bound but CP-SAT's own check that the sum of the
+    variables' domains fits int64, and the solve ended in an internal error; the build now
+    retries with a coarser time unit, as it does for any other overflow.
+
+    With the batch-tokens model on, the exhaustive solver's DP 14 costs $791,639 of the
+    $792,038 budget. The restart term's G x G T' was coarsened to 2^-40 of its widest range
+    (1.6% of the term too high on the coarsened build), which excluded DP 14 (CP-SAT found
+    DP 13, 17.39 days); its range now comes from the budget (solvers/cpsat_gpu_time_cap.py),
+    so the question no longer overflows, and a build forced one step coarser (the check
+    made to fail once) still finds DP 14 (its time unit rounds the cost up $92). Asked
+    without the checkpoint interval's floor, as it was found (with it, failures x 1,000
+    make both solvers choose DP 12 at $773,202, far from the budget's edge)."""
+    from ortools.sat.python import cp_model
+
+    from designer.questions import build_scenario
+    from solvers.cpsat import solve_cpsat
+    from solvers.exhaustive import solve_exhaustive
+
+    no_floor = tmp_path / "no-floor.yaml"
+    no_floor.write_text("facility:\n  checkpoint_interval_floor_min: 0\n", encoding="utf-8")
+    s = build_scenario(
+        model="llama3-70b",
+        tokens=8.0178e11,
+        seq_len=65536,
+        gpus=("b200",),
+        budget=792038,
+        objective="time",
+        pricing="tco",
+        lifetime_years=3,
+        stack="vtrain-2022",
+        failure_scale=1000,
+        evidence="any",
+        catalog_files=(no_floor,),
+    )
+    assert s.critical_batch_seq is not None  # the batch-tokens model is on
+    ref = solve_exhaustive(s)
+    assert ref.plans[0].config.dp == 14
+    got = solve_cpsat(s)
+    assert got.status == "optimal" and got.plans[0].config.dp == 14
+    assert got.plans[0].objective == pytest.approx(ref.plans[0].objective, rel=1e-3)
+    checks: list[str] = []
+    real = cp_model.CpModel.validate
+
+    def validate(self):  # the first build fails CP-SAT's domain-sum check
+        checks.append("checked")
+        return (
+            "The sum of all variable domains do not fit on an int64_t"
+            if len(checks) == 1
+            else real(self)
+        )
+
+    monkeypatch.setattr(cp_model.CpModel, "validate", validate)
+    coarse = solve_cpsat(s)
+    assert len(checks) >= 2  # rebuilt coarser
+    assert coarse.status == "optimal" and coarse.plans[0].config.dp == 14
+    assert coarse.plans[0].objective == pytest.approx(ref.plans[0].objective, rel=1e-3)

@@ -3,6 +3,9 @@ needs). From issue 20's checklist (reproduction 21)."""
 
 from __future__ import annotations
 
+import time
+
+from designer.questions import cached_catalog
 from helpers import OPTIMIZE, refused, run_main
 
 
@@ -21,3 +24,14 @@ def test_a_rack_smaller_than_one_server_is_refused(tmp_path, capsys):
     s = tmp_path / "s.yaml"
     s.write_text("base:\n  model: llama2-7b\n  budget: 1M\naxes:\n  rack_power_kw: [42, 0.001]\n")
     refused(capsys, ["sweep", str(s), "--csv", str(tmp_path / "s.csv")], "axes.rack_power_kw")
+
+
+def test_catalog_is_parsed_once_per_process_for_unchanged_files(tmp_path):
+    path = tmp_path / "extra.yaml"
+    path.write_text("facility:\n  pue: 1.3\n", encoding="utf-8")
+    first = cached_catalog((path,))
+    assert cached_catalog((path,)) is first
+    time.sleep(0.01)
+    path.write_text("facility:\n  pue: 1.4\n", encoding="utf-8")
+    again = cached_catalog((path,))
+    assert again is not first and again.facility.pue == 1.4

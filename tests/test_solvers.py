@@ -4,6 +4,7 @@ realistic questions, and overflow safety on an absurdly large one."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from helpers import assert_solvers_agree, ideal_scenario, random_scenario
 from models.comm import tp_bandwidth_limit
 from models.spec import TransformerSpec
 from models.zoo import zoo
+from solvers import unproved_advice
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.scenario import Scenario
@@ -283,7 +285,7 @@ def test_unproved_advice_names_the_faster_way_to_a_proof(cat):
     from dataclasses import replace as changed
 
     from helpers import prime_scenario
-    from solvers import solve, unproved_advice
+    from solvers import solve
 
     s = prime_scenario(cat)
     res = solve(s)
@@ -293,3 +295,12 @@ def test_unproved_advice_names_the_faster_way_to_a_proof(cat):
     quick = changed(res, status="unknown", wall_s=0.0, plans=[])
     text = unproved_advice(s, quick)
     assert text.startswith("no plan found in 0.0 s") and "raise --time-limit" in text
+
+
+def test_advice_names_the_exhaustive_solver_when_it_would_be_faster(tco):
+    res = solve_cpsat(tco)
+    slow = replace(res, status="feasible", gap=0.5, wall_s=1e6)
+    assert "--solver exhaustive" in unproved_advice(tco, slow)
+    quick = replace(res, status="feasible", gap=0.5, wall_s=1e-6)
+    advice = unproved_advice(tco, quick)
+    assert "--time-limit" in advice and "--solver exhaustive" not in advice
