@@ -3,9 +3,15 @@ needs). From issue 20's checklist (reproduction 21)."""
 
 from __future__ import annotations
 
+import json
 import time
 
-from designer.questions import cached_catalog
+import pytest
+from click.testing import CliRunner
+
+from catalog import load_catalog
+from designer.cli import cli
+from designer.questions import DEFAULT_HEADROOM, DEFAULT_RESERVED_GB, cached_catalog
 from helpers import OPTIMIZE, refused, run_main
 
 
@@ -35,3 +41,32 @@ def test_catalog_is_parsed_once_per_process_for_unchanged_files(tmp_path):
     path.write_text("facility:\n  pue: 1.4\n", encoding="utf-8")
     again = cached_catalog((path,))
     assert again is not first and again.facility.pue == 1.4
+
+
+# ------------------------------------------------------------------ memory headroom
+def test_default_plans_keep_the_documented_headroom():
+    result = CliRunner().invoke(cli, ["optimize", "--budget", "30M", "--json", "--no-explain"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["question"]["headroom"] == DEFAULT_HEADROOM
+    assert doc["question"]["reserved_gb"] == DEFAULT_RESERVED_GB
+    cat = load_catalog()
+    for plan in doc["plans"]:
+        physical = cat.gpu(plan["gpu"]).memory_gb
+        assert plan["memory_gb_per_gpu"] <= physical * (1 - DEFAULT_HEADROOM) + 1e-6
+
+
+def test_headroom_shrinks_the_usable_memory():
+    base = ["evaluate", "--gpu", "h100-sxm", "--tp", "8", "--pp", "4", "--json"]
+    seed = json.loads(
+        CliRunner().invoke(cli, [*base, "--headroom", "0", "--reserved-gb", "0"]).output
+    )
+    planned = json.loads(CliRunner().invoke(cli, base).output)
+    assert seed["memory_gb"]["capacity"] == planned["memory_gb"]["capacity"] == 80.0
+    assert seed["memory_gb"]["usable"] == 80.0
+    assert planned["memory_gb"]["usable"] == pytest.approx(80.0 * (1 - DEFAULT_HEADROOM))
+    assert planned["memory_gb"]["other"] == pytest.approx(
+        seed["memory_gb"]["other"] + DEFAULT_RESERVED_GB
+    )
+    bad = CliRunner().invoke(cli, [*base, "--headroom", "1"])
+    assert bad.exit_code == 2 and "--headroom" in bad.output  # click's own usage error
