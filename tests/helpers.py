@@ -410,10 +410,10 @@ def solve_at(scenario: Scenario, cfg: Config, **build_kw):
     ``cfg`` (NICs, DP degree, micro-batches, purchases), solved: the model's values for one
     plan, to compare with the float model's (solvers/plan.py build_plan). Returns the status,
     the solver, the formulation and ``value(name)`` of a variable named in the model."""
-    from ortools.sat.python import cp_model
 
     from solvers.cpsat_model import build
     from solvers.space import enumerate_candidates
+    from solvers.stop import stoppable_solver
 
     cands = [c for c in enumerate_candidates(scenario) if c.shape == cfg.shape]
     form = build(scenario, cands, **build_kw)
@@ -429,7 +429,7 @@ def solve_at(scenario: Scenario, cfg: Config, **build_kw):
         base = scenario.catalog.facility.checkpoint_storage_gb_per_s_per_server
         md.add(form.storage_lits[cfg.storage_gb_per_s or base] == 1)
     md.minimize(form.objective)
-    solver = cp_model.CpSolver()
+    solver = stoppable_solver()  # never CP-SAT's own SIGINT handler
     solver.parameters.num_workers = 1
     status = solver.solve(md)
     names = [v.name for v in md.proto.variables]

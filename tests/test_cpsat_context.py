@@ -11,6 +11,7 @@ from ortools.sat.python import cp_model
 from helpers import prime_scenario
 from solvers.cpsat_context import BuildContext
 from solvers.space import enumerate_candidates
+from solvers.stop import stoppable_solver
 
 
 def _context(cat) -> BuildContext:
@@ -31,7 +32,7 @@ def test_sel_and_bounded_are_the_chosen_candidates_value(cat, chosen):
     total = ctx.md.new_int_var(-100, 100, "total")
     ctx.md.add(total == ctx.sel([1, 10, 100]))
     ctx.md.add(ctx.x[chosen] == 1)
-    solver = cp_model.CpSolver()
+    solver = stoppable_solver()  # never CP-SAT's own SIGINT handler
     assert solver.solve(ctx.md) == cp_model.OPTIMAL
     assert solver.value(var) == values[chosen]
     assert solver.value(total) == [1, 10, 100][chosen]

@@ -13,6 +13,7 @@ from solvers.cpsat_model import build
 from solvers.exhaustive import solve_exhaustive
 from solvers.families import enforced
 from solvers.space import enumerate_candidates
+from solvers.stop import stoppable_solver
 
 
 def test_no_candidate_is_refused(cat):
@@ -62,7 +63,7 @@ def test_only_one_shape_is_chosen(cat):
     form = build(s, cands)
     form.model.add(form.x[0] == 1)
     form.model.add(form.x[1] == 1)
-    solver = cp_model.CpSolver()
+    solver = stoppable_solver()  # never CP-SAT's own SIGINT handler
     solver.parameters.num_workers = 1
     assert solver.solve(form.model) == cp_model.INFEASIBLE
 

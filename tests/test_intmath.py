@@ -24,10 +24,11 @@ from solvers.intmath import (
     times,
     up,
 )
+from solvers.stop import stoppable_solver
 
 
 def _solve(md: cp_model.CpModel) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
+    solver = stoppable_solver()  # never CP-SAT's own SIGINT handler
     solver.parameters.num_workers = 1
     assert solver.solve(md) == cp_model.OPTIMAL
     return solver
@@ -91,7 +92,7 @@ def test_ceil_div_keeps_its_lower_end():
     md = cp_model.CpModel()
     var = ceil_div(md, "c", md.new_int_var(0, 0, "n"), 10, md.new_int_var(2, 2, "d"), low=1)
     assert lo(var) == 1
-    solver = cp_model.CpSolver()
+    solver = stoppable_solver()  # never CP-SAT's own SIGINT handler
     assert solver.solve(md) == cp_model.INFEASIBLE  # ceil(0 / 2) = 0 is below the floor of 1
 
 
