@@ -1,23 +1,24 @@
-"""solvers/cpsat_context.py: what the parts of the CP-SAT model share while it is built. The
-chosen candidate's value (``sel``) and a variable bounded by the candidates' values
-(``bounded``), solved on a context over three shapes. (The fields each part fills are
-checked through the built model: tests/test_cpsat_model.py and the test_cpsat_* files.)"""
+"""solvers/cpsat_context.py's selection helpers: the chosen candidate's value (``sel``) and a
+variable bounded by the candidates' values (``bounded``), solved on a context over three
+shapes. A file of its own beside tests/test_cpsat_context.py (which checks the build
+stages, issue 32); the fields each part fills are checked through the built model
+(tests/test_cpsat_model.py and the test_cpsat_* files)."""
 
 from __future__ import annotations
 
 import pytest
 from ortools.sat.python import cp_model
 
-from helpers import prime_scenario
 from solvers.cpsat_context import BuildContext
-from solvers.space import enumerate_candidates
 from solvers.stop import stoppable_solver
 
 
 def _context(cat) -> BuildContext:
-    s = prime_scenario(cat)
+    """A context holding only what ``sel`` and ``bounded`` read (the model and the shape
+    literals), whatever the inputs the build hands the constructor."""
     md = cp_model.CpModel()
-    ctx = BuildContext(md, s, enumerate_candidates(s)[:3], 1.0, None, None, s.prepare())
+    ctx = object.__new__(BuildContext)
+    ctx.md = md
     ctx.x = [md.new_bool_var(f"x{i}") for i in range(3)]
     md.add_exactly_one(ctx.x)
     return ctx
