@@ -82,7 +82,7 @@ def result_dict(s: Scenario, res: SolveResult, binding: list | None, conflict) -
 
 def _batch_trade(s: Scenario, plan):
     """solvers.batch_trade.batch_trade, imported when a plan is rendered (it loads the
-    performance model: commands that never solve stay light, tests/test_guarantees.py)."""
+    performance model: commands that never solve stay light, tests/test_cli.py)."""
     # lazy: loads the performance model; commands that never solve stay light
     from solvers.batch_trade import batch_trade
 

@@ -8,7 +8,7 @@ without one at least the energy eps x W x G T' with W >= p_lo watts per GPU, clo
 the hourly price x G T'. So G T' <= cap / least rate on every plan that matters: the cost
 bounds its product's range with it, and goodput (solvers/cpsat_goodput.py) the range of the
 restart term's G x G T', whose rounding is in steps of 2^-40 of its upper end (with G T'
-at its widest instead, 1.6% of the term on tests/test_guarantees.py's seed-44 question)."""
+at its widest instead, 1.6% of the term on tests/test_cpsat_model.py's seed-44 question)."""
 
 from __future__ import annotations
 

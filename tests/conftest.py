@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from catalog import Catalog, load_catalog
+from designer.questions import build_scenario
 from models.spec import TransformerSpec
 from models.zoo import zoo
 
@@ -55,3 +56,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+TCO_QUESTION = dict(
+    model="llama2-70b", tokens=2e12, deadline=90.0, pricing="tco", lifetime_years=4.0
+)
+
+
+@pytest.fixture(scope="module")
+def tco():
+    return build_scenario(**TCO_QUESTION)

@@ -6,9 +6,15 @@ one test module draws from."""
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import importlib.util
+import os
 import random
+import signal
+import subprocess
 import sys
+import time
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -329,3 +335,145 @@ def assert_solvers_agree(ref, got, rel_tol: float = 1e-3) -> list:
     for plan in got.plans + ref.plans:
         assert plan.feasible, plan.violations
     return got.plans + ref.plans
+
+
+# Issue 20's sweep and CLI questions (tests/test_sweep.py, test_outputs.py, test_interrupts.py,
+# test_limits.py and others): a two-scenario study, a small optimize question, refusals.
+SMALL = (
+    "base:\n  model: {model}\n  tokens: 100B\n  max_batch_tokens: 1M\n  gpus: [h100-sxm]\n"
+    "axes:\n  budget: [1M, 2M]\n"
+)
+OPTIMIZE = ["optimize", "--gpu", "h100-sxm", "--tokens", "20B", "--budget", "1M"]
+OPTIMIZE += ["--max-batch-tokens", "1M", "--no-explain"]
+SPEC = '{"layers": 2, "hidden": 256, "heads": 8, "vocab": 1000, "seq_len": 512}'
+
+
+def study(tmp_path: Path, name: str = "small.yaml", model: str = "llama2-7b") -> Path:
+    path = tmp_path / name
+    path.write_text(SMALL.format(model=model))
+    return path
+
+
+def sweep(capsys, study_file: Path, out: Path, *more: str) -> tuple[int, str, str]:
+    return run_main(capsys, ["sweep", str(study_file), "--csv", str(out), "--workers", "1", *more])
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def refused(capsys, args: list[str], *words: str) -> str:
+    """The command exits 2 with one line naming every word."""
+    code, _, err = run_main(capsys, args)
+    line = one_line(err)
+    assert code == 2, err
+    for w in words:
+        assert w in line, line
+    assert "internal error" not in line
+    return line
+
+
+def _sweep_process(study_file: Path, out: Path, workers: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "designer", "sweep", str(study_file), "--csv", str(out)]
+    cmd += ["--resume", "--workers", str(workers)]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+def _started_sweep(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen]:
+    """A 30-scenario study swept on two workers (its own session), once 2 rows are written."""
+    s, out = tmp_path / "med.yaml", tmp_path / "c.csv"
+    budgets = ", ".join(f"{b}M" for b in range(1, 31))
+    s.write_text(SMALL.format(model="llama2-7b").replace("[1M, 2M]", f"[{budgets}]"))
+    proc = _sweep_process(s, out, 2)
+    deadline = time.time() + 120
+    while len(out.read_text().splitlines() if out.exists() else []) < 3:
+        if time.time() > deadline or proc.poll() is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"the sweep wrote no rows: {proc.communicate()[1]}")
+        time.sleep(0.02)
+    return s, out, proc
+
+
+OPTIMIZE_SLOW = ["optimize", "--deadline", "60d", "--pricing", "tco", "--model", "llama3-405b"]
+OPTIMIZE_SLOW += ["--evidence", "any", "--precision", "any", "--top", "20", "--no-explain"]
+
+
+# --- one plan in the CP-SAT model (test_cpsat_time, test_cpsat_cost, test_cpsat_cluster, ...)
+
+
+def solve_at(scenario: Scenario, cfg: Config, **build_kw):
+    """CP-SAT's model of ``scenario`` over ``cfg``'s shape with every decision fixed to
+    ``cfg`` (NICs, DP degree, micro-batches, purchases), solved: the model's values for one
+    plan, to compare with the float model's (solvers/plan.py build_plan). Returns the status,
+    the solver, the formulation and ``value(name)`` of a variable named in the model."""
+
+    from solvers.cpsat_model import build
+    from solvers.space import enumerate_candidates
+    from solvers.stop import stoppable_solver
+
+    cands = [c for c in enumerate_candidates(scenario) if c.shape == cfg.shape]
+    form = build(scenario, cands, **build_kw)
+    md = form.model
+    md.add(form.x[0] == 1)
+    md.add(form.nic_lits[cfg.nic] == 1)
+    md.add(form.nics == cfg.nics_per_node)
+    md.add(form.dp == cfg.dp)
+    md.add(form.m == cfg.microbatches)
+    if form.spare_lits:
+        md.add(form.spare_lits[cfg.spares_per_100] == 1)
+    if form.storage_lits:
+        base = scenario.catalog.facility.checkpoint_storage_gb_per_s_per_server
+        md.add(form.storage_lits[cfg.storage_gb_per_s or base] == 1)
+    md.minimize(form.objective)
+    solver = stoppable_solver()  # never CP-SAT's own SIGINT handler
+    solver.parameters.num_workers = 1
+    status = solver.solve(md)
+    names = [v.name for v in md.proto.variables]
+
+    def value(name: str) -> int:
+        return int(solver.value(md.get_int_var_from_proto_index(names.index(name))))
+
+    return status, solver, form, value
+
+
+# A 6-layer model with a critical batch of 163 sequences at 1B tokens (DeepSeek's fit), cheap
+# enough that the exhaustive solver answers in a fraction of a second (test_cpsat_batch_tokens,
+# test_cpsat_purchases)
+SMALL_BATCH = TransformerSpec(
+    name="small-batch", layers=6, hidden=768, heads=12, kv_heads=12, vocab=16000, seq_len=1024
+)
+
+
+def small_batch_scenario(cat, **changes) -> Scenario:
+    """SMALL_BATCH's question: the fastest plan under $1M of H100s, the ideal model."""
+    base = dict(
+        spec=SMALL_BATCH,
+        catalog=cat,
+        tokens=1e9,
+        seq_len=1024,
+        gpus=("h100-sxm",),
+        nics=("cx7-400g",),
+        budget_usd=1e6,
+        max_batch_tokens=2**22,
+    )
+    return ideal_scenario(**{**base, **changes})
+
+
+def variants(scenario: Scenario, plan, dps=(0.5, 2.0), ms=(0.5, 2.0)) -> list:
+    """``plan`` and plans of its shape at other DP degrees and micro-batch counts (rebuilt by
+    the float model; some break a limit): the points where CP-SAT's model and the float
+    model are compared."""
+    cfg = plan.config
+    out = [plan]
+    for f in dps:
+        dp = max(cfg.shape.dp_step, int(cfg.dp * f) // cfg.shape.dp_step * cfg.shape.dp_step)
+        out.append(build_plan(scenario, replace(cfg, dp=dp)))
+    for f in ms:
+        out.append(
+            build_plan(scenario, replace(cfg, microbatches=max(1, int(cfg.microbatches * f))))
+        )
+    return out

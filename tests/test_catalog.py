@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from catalog import CatalogError, load_catalog
+from helpers import OPTIMIZE, refused
 
 EXPECTED_GPUS = {
     "h100-sxm",
@@ -297,3 +298,34 @@ def test_missing_file(tmp_path):
     message = _error([path])
     assert str(path) in message
     assert "not found" in message
+
+
+# ---------------------------------------------------------------- 14: large catalog values
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "gpus:\n  h100-sxm:\n    server:\n      overhead_usd: 1e300\n",
+        "gpus:\n  h100-sxm:\n    server:\n      host_power_w: 1e300\n",
+        "nics:\n  cx7-400g:\n    price_usd: 1e300\n",
+        "switches:\n  qm9700:\n    price_usd: 1e300\n",
+        "nics:\n  cx7-400g:\n    transceiver_usd: 1e300\n",
+        "gpus:\n  h100-sxm:\n    calibration:\n      collective_latency_us: 1e300\n",
+    ],
+    ids=["overhead", "host-power", "nic-price", "switch-price", "transceiver", "latency"],
+)
+def test_huge_catalog_values_are_refused_naming_file_and_field(tmp_path, capsys, entry):
+    """Reproduction 14: 1e300 in a catalog override crashed the solvers (OverflowError);
+    catalog fields have physical upper bounds, exit 2 naming the file and the field."""
+    cat = tmp_path / "big.yaml"
+    cat.write_text(entry)
+    field = entry.split(":")[-2].strip()
+    refused(capsys, [*OPTIMIZE, "--model", "llama2-7b", "--catalog", str(cat)], "big.yaml", field)
+
+
+def test_bool_numbers_are_refused_in_questions_and_catalogs(tmp_path, capsys):
+    q = tmp_path / "q.yaml"
+    q.write_text("model: llama2-7b\nbudget: 1M\nseq_len: true\n")
+    refused(capsys, ["explain", str(q)], "seq_len", "not a number")
+    cat = tmp_path / "c.yaml"
+    cat.write_text("gpus:\n  h100-sxm:\n    tdp_w: true\n")
+    refused(capsys, ["catalog", "--catalog", str(cat)], "gpus.h100-sxm.tdp_w", "not a number")

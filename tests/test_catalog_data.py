@@ -8,11 +8,15 @@ breaks it must say why.
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
 
 from catalog.specs import GPUSpec, NICSpec, ServerSpec, SwitchSpec
+from designer.questions import build_scenario
+from helpers import run_main
+from solvers.cpsat import solve_cpsat
 
 NEW_GPUS = ("b300", "gb300", "mi325x", "mi355x")
 NVL72 = ("gb200", "gb300")
@@ -316,3 +320,68 @@ def test_new_platform_prices_are_dated_and_flag_their_assumptions(cat):
     # no public purchase price: the entry must say how its number was made
     for name in ("gb300", "mi325x", "mi355x"):
         assert "[assumed]" in cat.gpu(name).price_source, name
+
+
+# ------------------------------------------------------------------ NICs that fit
+def test_no_server_takes_a_nic_its_pcie_slots_cannot_host(cat):
+    for gpu in cat.gpus.values():
+        for nic in cat.nics_for(gpu):
+            if gpu.server.nics is None:
+                assert nic.pcie_gen <= gpu.host_pcie_gen and not nic.integrated
+            else:
+                assert nic.name in gpu.server.nics
+
+
+def test_published_runs_are_evaluated_on_nics_their_servers_take(cat):
+    from designer.published import GPU_NAMES
+
+    for printed, (gpu, nic, count) in GPU_NAMES.items():
+        server = cat.gpu(gpu)
+        assert cat.nic_fits(server, cat.nic(nic)), printed
+        assert count in server.server.allowed_nic_counts(), printed
+
+
+@pytest.mark.slow
+def test_random_questions_never_pair_a_nic_with_a_server_that_cannot_host_it(cat):
+    rng = random.Random(15)
+    gpus = sorted(cat.gpus_for_sale())
+    for _ in range(12):
+        chosen = tuple(rng.sample(gpus, rng.randint(1, 3)))
+        fabric = rng.choice(["any", "ib", "ethernet"])
+        try:
+            scenario = build_scenario(
+                budget=rng.choice([3e6, 30e6, 300e6]),
+                gpus=chosen,
+                fabric=fabric,
+                pricing=rng.choice(["capex", "cloud"]),
+                evidence="any",
+            )
+        except Exception as err:  # a named GPU without a NIC on that fabric: a usage error
+            assert "--fabric" in str(err) or "--nic" in str(err)
+            continue
+        res = solve_cpsat(scenario)
+        for plan in res.plans:
+            cfg = plan.config
+            gpu, nic = cat.gpu(cfg.shape.gpu), cat.nic(cfg.nic)
+            assert cat.nic_fits(gpu, nic), (gpu.name, nic.name)
+            assert cfg.nics_per_node in scenario.nic_counts(gpu.name)
+            if fabric != "any":
+                assert cat.fabric_of(nic) == {"ib": "infiniband", "ethernet": "ethernet"}[fabric]
+
+
+def test_gaudi3_uses_its_own_ports_and_an_ethernet_fabric(cat):
+    res = solve_cpsat(build_scenario(budget=30e6, gpus=("gaudi3",), evidence="any"))
+    plan = res.plans[0]
+    nic = cat.nic(plan.config.nic)
+    assert nic.integrated and cat.fabric_of(nic) == "ethernet"
+    items = [line.item for line in plan.evaluation.cluster.bom()]
+    assert not any(item.startswith("NIC ") for item in items)
+    assert any(cat.switch_for(nic).name in item for item in items)
+
+
+def test_evaluate_refuses_a_nic_the_server_cannot_host(capsys):
+    code, _, err = run_main(
+        capsys, ["evaluate", "--gpu", "h100-sxm", "--nic", "cx8-800g", "--tp", "8", "--pp", "4"]
+    )
+    assert code == 2
+    assert err.count("\n") == 1 and "--nic" in err and "PCIe Gen 6" in err

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from designer.cli import cli
 from designer.numbers import parse_days, parse_quantity
-from helpers import run_main
+from helpers import one_line, run_main
 from models import zoo
 
 EVALUATE_70B = [
@@ -479,3 +479,41 @@ def test_python_m_designer_bad_input():
     )
     assert proc.returncode == 2
     assert_one_line_error(proc.stderr, "--tp")
+
+
+def test_json_output_is_standard_json_and_tiny_peaks_are_refused(tmp_path, capsys):
+    """Reproductions 14 and 19: a catalog override of 1e-300 TFLOPS (or a $1e-300 GPU) is
+    refused naming the field; and a quantity that is not finite prints as null in --json,
+    never the invalid Infinity."""
+    import json
+
+    from designer.cli import emit_json
+
+    tiny = tmp_path / "tiny.yaml"
+    for field in ("dense_bf16_tflops", "price_usd"):
+        tiny.write_text(f"gpus:\n  h100-sxm:\n    {field}: 1e-300\n")
+        code, _, err = run_main(capsys, ["evaluate", "--catalog", str(tiny)])
+        assert code == 2 and f"gpus.h100-sxm.{field}" in one_line(err)
+    capsys.readouterr()
+    emit_json({"days": float("inf"), "rows": [float("nan"), 1.5], "n": 2})
+    assert json.loads(capsys.readouterr().out) == {"days": None, "rows": [None, 1.5], "n": 2}
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("args", [["--help"], ["catalog"], ["models"]])
+def test_commands_that_never_solve_do_not_import_the_solvers(args):
+    code = (
+        "import sys, atexit\n"
+        "heavy = ('ortools', 'pandas', 'numpy')\n"
+        "atexit.register(lambda: print('HEAVY ' + ' '.join(sorted({m.split('.')[0] for m in "
+        "sys.modules if m.split('.')[0] in heavy})), file=sys.stderr))\n"
+        "from designer.cli import main\n"
+        f"main({args!r})\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "HEAVY", proc.stderr

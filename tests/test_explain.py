@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from catalog import load_catalog
+from designer.questions import build_scenario
 from helpers import ideal_scenario
 from solvers import FAMILIES, SolveResult
 from solvers.cpsat import solve_cpsat
@@ -415,3 +416,16 @@ def test_presolve_of_a_rule_off_keeps_only_the_shapes_it_admits(cat):
             assert list(zip([c.shape for c in got.candidates], got.dp_ranges, strict=True)) == new
             checked += len(new)
     assert checked > 0
+
+
+def test_unproved_plan_is_never_called_bound_by_an_unproved_relaxation():
+    s = build_scenario(model="llama2-7b", tokens=1e12, budget=2e6, gpus=("h100-sxm",))
+    res = solve_cpsat(s)
+    assert res.best is not None
+    out = binding_constraints(s, res.best, res.candidates, effort=1e-9, plan_proved=False)
+    for b in out:
+        assert b.decided == b.exact
+        if b.binding:
+            assert b.exact
+    proved = binding_constraints(s, res.best, res.candidates, effort=1e-9)
+    assert all(b.decided for b in proved)

@@ -9,8 +9,10 @@ import math
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from catalog import load_catalog
+from designer.cli import cli
 from helpers import ideal_scenario, run_cli, run_main
 from models.cost import Cluster, cluster_totals, server_power_w, servers_per_rack
 from models.fabric import fabric_counts, size_fabric
@@ -337,3 +339,20 @@ def test_tco_without_a_budget_and_tco_conflicts_never_overflow(capsys, lifetime)
     assert code == 1, err
     assert "budget conflict (budget must be at least $" in err
     assert "internal error" not in err
+
+
+def test_fabric_option_is_validated(capsys):
+    code, _, err = run_main(capsys, ["optimize", "--budget", "30M", "--fabric", "token-ring"])
+    assert code == 2 and "--fabric" in err
+
+
+def test_fabric_option_is_recorded():
+    good = CliRunner().invoke(
+        cli, ["optimize", "--budget", "30M", "--fabric", "ib", "--json", "--no-explain"]
+    )
+    assert good.exit_code == 0, good.output
+    doc = json.loads(good.output)
+    assert doc["question"]["fabric"] == "ib"
+    cat = load_catalog()
+    for plan in doc["plans"]:
+        assert cat.fabric_of(cat.nic(plan["nic"])) == "infiniband"

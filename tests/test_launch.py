@@ -759,3 +759,41 @@ def test_slurm_saves_in_the_background_as_the_goodput_model_charges():
     assert "--async-save" not in emit(job, "megatron")
     run = load_megatron(emit(job, "slurm"))  # the importer still reads the script
     assert run.world_size == plan.num_gpus
+
+
+# ------------------------------------------------------------------ launch matches memory
+def test_emitted_megatron_launch_sets_the_gradient_precision_the_plan_counts(tmp_path, capsys):
+    """The plan counts 2-byte gradients; its Megatron command says --grad-reduce-in-bf16 and
+    imports to the same memory. Without the flag Megatron keeps fp32 gradients: the import
+    counts 4 bytes, so the dropped flag shows up as more memory."""
+    script = tmp_path / "train.sh"
+    code, text, err = run_main(
+        capsys,
+        [
+            "optimize",
+            "--model",
+            "llama2-7b",
+            "--tokens",
+            "100B",
+            "--gpu",
+            "h100-sxm",
+            "--budget",
+            "2M",
+            "--no-explain",
+            "--emit",
+            "megatron",
+        ],
+    )
+    assert code == 0, err
+    script.write_text(text)
+    assert "--grad-reduce-in-bf16" in text
+    plan_code, plan_out, _ = run_main(
+        capsys, ["evaluate", "--from-megatron", str(script), "--json"]
+    )
+    assert plan_code in (0, 1)
+    with_flag = json.loads(plan_out)["memory_gb"]
+    fp32 = tmp_path / "fp32.sh"
+    fp32.write_text(text.replace("--grad-reduce-in-bf16", ""))
+    _, out, _ = run_main(capsys, ["evaluate", "--from-megatron", str(fp32), "--json"])
+    without = json.loads(out)["memory_gb"]
+    assert without["gradients"] == pytest.approx(2 * with_flag["gradients"])

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from helpers import refused
 from models import (
     Assumptions,
     Hardware,
@@ -763,3 +764,34 @@ def test_group_reduce_on_numbers_equals_the_array_form():
                 one = group_reduce_s(c, nbytes, g, bw)
                 assert isinstance(one, float)
                 assert one == table[i, j]
+
+
+@pytest.mark.parametrize(
+    "name,text,words",
+    [
+        ("bool.yaml", "layers: true\nhidden: 256\nheads: 8\nvocab: 1000\nseq_len: 512\n", ()),
+        (
+            "dup.yaml",
+            "layers: 2\nlayers: 4\nhidden: 256\nheads: 8\nvocab: 1000\nseq_len: 512\n",
+            (),
+        ),
+        ("dup.json", '{"layers": 2, "layers": 4, "hidden": 256, "heads": 8, "vocab": 1000}', ()),
+        (
+            "ctl.yaml",
+            'name: "x\\e[31mred\\a"\nlayers: 2\nhidden: 256\nheads: 8\nvocab: 1000\nseq_len: 64\n',
+            ("name", "control character"),
+        ),
+    ],
+    ids=["layers-true", "duplicate-yaml-key", "duplicate-json-key", "control-characters"],
+)
+def test_model_files_that_were_misread_are_refused(tmp_path, capsys, name, text, words):
+    """Reproduction 22: `layers: true` read as 1, a duplicate key won silently, and escape
+    sequences in a model name reached the terminal."""
+    path = tmp_path / name
+    path.write_text(text)
+    line = refused(capsys, ["evaluate", "--model", str(path)], name, *words)
+    assert "\x1b" not in line and "\x07" not in line
+    if name.startswith("dup"):
+        assert "'layers' given twice" in line
+    if name == "bool.yaml":
+        assert "layers: true is not a number" in line

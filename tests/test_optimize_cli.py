@@ -422,3 +422,34 @@ def test_memory_overhead_and_reserved_memory_reach_the_optimizer():
     keys = ("tp", "pp", "dp", "micro_batch", "recompute")
     assert [p1[k] for k in keys] == [p0[k] for k in keys]
     assert p1["memory_gb_per_gpu"] == pytest.approx(p0["memory_gb_per_gpu"] * 1.1 + 5)
+
+
+def test_cli_says_not_proved_when_the_time_limit_stops_the_search(capsys):
+    from helpers import run_main
+
+    args = ["optimize", "--model", "llama2-70b", "--deadline", "90d", "--pricing", "tco"]
+    args += ["--lifetime-years", "4", "--time-limit", "0.05", "--no-explain"]
+    code, out, err = run_main(capsys, args)
+    assert "Traceback" not in out + err
+    if "cpsat: optimal" in out:
+        pytest.skip("proved within 0.05 s on this machine")
+    if code == 0:
+        assert "not proved" in out
+        assert "cpsat: feasible (not proved; gap" in out
+        assert "--time-limit" in out or "--solver exhaustive" in out
+    else:
+        assert code == 1 and "time limit" in err
+
+
+def test_json_answer_carries_the_proof(capsys):
+    from helpers import run_main
+
+    code, out, _ = run_main(
+        capsys,
+        ["optimize", "--model", "llama2-7b", "--budget", "2M", "--gpu", "h100-sxm", "--json"],
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["status"] == "optimal" and doc["status_text"] == "optimal"
+    assert doc["solve"]["proved"] is True
+    assert cli is not None

@@ -8,6 +8,7 @@ import json
 from typing import Literal, get_args, get_origin
 
 import click
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from designer.numbers import parse_quantity
 from designer.question import META, QUESTION_FIELDS, Question, answer_key, answer_question
 from designer.questions import _from_answer, build_scenario
 from designer.sweep import AXIS_FIELDS
+from helpers import OPTIMIZE, refused
 from models.batch_tokens import MODELS as BATCH_MODELS
 from solvers.scenario import PRICINGS
 
@@ -213,3 +215,19 @@ def test_question_file_errors_name_the_field(tmp_path, capsys):
         assert ex.code == 2
     err = capsys.readouterr().err
     assert f"{f}: gpu_caps: unknown GPU 'nope'" in err and "--gpu-cap" not in err
+
+
+# ---------------------------------------------------------------- 12: NaN and infinities
+@pytest.mark.parametrize(
+    "option",
+    ["--power-cap", "--memory-overhead", "--dp-overlap", "--reserved-gb", "--time-limit"],
+)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_float_options_refuse_nan_and_infinities(capsys, option, value):
+    """Reproduction 12: exit 2 naming the option, before any solve."""
+    refused(capsys, [*OPTIMIZE, "--model", "llama2-7b", option, value], option)
+
+
+@pytest.mark.parametrize("option", ["--memory-overhead", "--dp-overlap", "--reserved-gb"])
+def test_evaluate_float_options_refuse_nan(capsys, option):
+    refused(capsys, ["evaluate", "--model", "llama2-7b", option, "nan"], option)

@@ -295,7 +295,7 @@ def test_the_workbook_holds_the_plans_study_rows_and_binding(inputs, tmp_path):
 def test_the_quick_start_works(tmp_path):
     """README's quick start, as a shell runs it: optimize --budget 30M --json, then report
     it (fresh processes: the default question solved in this process would warm caches that
-    tests/test_reliability.py's time-limit test needs cold)."""
+    tests/test_exhaustive.py's time-limit test needs cold)."""
     answer = tmp_path / "a.json"
     with open(answer, "w", encoding="utf-8") as fh:
         proc = subprocess.run(

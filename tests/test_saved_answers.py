@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from designer.questions import build_scenario
 from helpers import one_line, run_main
 
 QUESTION = ["--model", "llama2-7b", "--tokens", "1e11", "--budget", "4e7", "--gpu", "h100-sxm"]
@@ -196,3 +197,19 @@ def test_tampered_catalog_hashes_are_refused(answer, tmp_path, capsys, monkeypat
     code, _, err = _run(capsys, tmp_path, "export", path)
     assert code == 2
     assert "catalog" in one_line(err)
+
+
+def test_saved_answers_keep_headroom_fabric_and_gpu_caps():
+    from designer.questions import _from_answer
+    from designer.report import question_dict
+
+    s = build_scenario(
+        budget=30e6, headroom=0.1, fabric="ib", gpu_caps={"h100-sxm": 512}, evidence="any"
+    )
+    q = question_dict(s)
+    # a whole-catalog search also caps a consumer card at its max_cluster_gpus (issue 30)
+    caps = {"h100-sxm": 512, "rtx4090": s.catalog.gpu("rtx4090").max_cluster_gpus}
+    assert q["headroom"] == 0.1 and q["fabric"] == "ib" and q["gpu_caps"] == caps
+    back, _ = _from_answer(json.loads(json.dumps({"question": q, "plans": []})), "answer.json")
+    assert back.assumptions.memory_headroom_fraction == 0.1
+    assert back.fabric == "infiniband" and back.gpu_caps == tuple(sorted(caps.items()))

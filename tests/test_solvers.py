@@ -4,6 +4,7 @@ realistic questions, and overflow safety on an absurdly large one."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from helpers import assert_solvers_agree, ideal_scenario, random_scenario
 from models.comm import tp_bandwidth_limit
 from models.spec import TransformerSpec
 from models.zoo import zoo
+from solvers import unproved_advice
 from solvers.cpsat import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.scenario import Scenario
@@ -266,3 +268,39 @@ def test_candidates_equal_a_direct_computation(cat, models):
     for c, b in list(zip(cands, with_memory_scale(bigger, cands), strict=True))[::97]:
         assert b.coeffs == c.coeffs
         assert b.dp_min_memory == dp_min_for_memory(bigger, c.shape, cat.gpu(c.shape.gpu))
+
+
+# ---------------------------------------------------------------- solvers.solve (__init__.py)
+def test_solve_dispatches_by_solver_name(cat):
+    from helpers import prime_scenario
+    from solvers import solve
+
+    s = prime_scenario(cat)
+    assert solve(s).solver == "cpsat" and solve(s, "exhaustive").solver == "exhaustive"
+    with pytest.raises(ValueError, match="unknown solver 'gurobi'"):
+        solve(s, "gurobi")
+
+
+def test_unproved_advice_names_the_faster_way_to_a_proof(cat):
+    from dataclasses import replace as changed
+
+    from helpers import prime_scenario
+    from solvers import solve
+
+    s = prime_scenario(cat)
+    res = solve(s)
+    slow = changed(res, status="feasible", wall_s=1e6)  # searched longer than exhaustive takes
+    text = unproved_advice(s, slow)
+    assert text.startswith("not proved optimal in 1000000.0 s") and "--solver exhaustive" in text
+    quick = changed(res, status="unknown", wall_s=0.0, plans=[])
+    text = unproved_advice(s, quick)
+    assert text.startswith("no plan found in 0.0 s") and "raise --time-limit" in text
+
+
+def test_advice_names_the_exhaustive_solver_when_it_would_be_faster(tco):
+    res = solve_cpsat(tco)
+    slow = replace(res, status="feasible", gap=0.5, wall_s=1e6)
+    assert "--solver exhaustive" in unproved_advice(tco, slow)
+    quick = replace(res, status="feasible", gap=0.5, wall_s=1e-6)
+    advice = unproved_advice(tco, quick)
+    assert "--time-limit" in advice and "--solver exhaustive" not in advice

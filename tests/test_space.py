@@ -3,6 +3,7 @@ module (tests/test_decision_space.py checks what the solvers choose from it)."""
 
 from __future__ import annotations
 
+from designer.questions import build_scenario
 from helpers import prime_scenario, wide_moe_scenario
 from solvers.families import SHAPE_RULES
 from solvers.space import (
@@ -124,3 +125,12 @@ def test_with_memory_scale_recomputes_only_the_memory_bound(cat):
 def test_nic_specs_are_the_questions(cat):
     s = prime_scenario(cat)
     assert [n.name for n in nic_specs(s)] == list(s.nics)
+
+
+def test_space_is_shared_by_questions_that_differ_only_in_limits():
+    s = build_scenario(model="llama2-7b", tokens=1e12, budget=2e6, gpus=("h100-sxm",))
+    a = enumerate_candidates(s)
+    b = enumerate_candidates(s.with_changes(budget_usd=5e6, tokens=2e12))
+    assert all(x is y for x, y in zip(a, b, strict=True)) and len(a) == len(b)
+    c = enumerate_candidates(s.with_changes(memory_scale=0.5))
+    assert c[0] is not a[0]

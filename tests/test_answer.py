@@ -1,0 +1,102 @@
+"""designer/answer.py: what optimize, explain and export do with a solve. The binding
+constraints of the best plan or the conflict of an infeasible question, the one-line error
+for no plan (the conflict and its fixes, or the time limit), files written whole, and a
+saved answer's plan read back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from designer.answer import explain, no_plan, saved_plan, write_file
+from designer.errors import Infeasible, UsageError
+from helpers import prime_scenario, run_main
+from solvers.cpsat import solve_cpsat
+from solvers.families import enforced
+from solvers.result import SolveResult
+
+
+@dataclass
+class _Fix:
+    change: str
+
+
+@dataclass
+class _Conflict:
+    constraints: list[str]
+    fixes: list[_Fix] = field(default_factory=list)
+
+
+def _res(status: str) -> SolveResult:
+    return SolveResult(status=status, solver="cpsat", wall_s=1.0, gap=None)
+
+
+@pytest.mark.parametrize(
+    "status,conflict,line",
+    [
+        ("unknown", None, "no plan found within the time limit; raise --time-limit"),
+        ("infeasible", None, "no plan satisfies the question"),
+        ("infeasible", _Conflict([]), "no plan satisfies the question"),
+        (
+            "infeasible",
+            _Conflict(["budget", "deadline"]),
+            "no plan satisfies the question: budget and deadline conflict",
+        ),
+        (
+            "infeasible",
+            _Conflict(["budget", "deadline"], [_Fix("budget >= $2M"), _Fix("deadline >= 30 d")]),
+            "no plan satisfies the question: budget and deadline conflict "
+            "(budget >= $2M; or deadline >= 30 d)",
+        ),
+    ],
+)
+def test_no_plan_says_the_conflict_and_its_fixes_or_the_time_limit(status, conflict, line):
+    err = no_plan(_res(status), conflict)
+    assert isinstance(err, Infeasible) and str(err) == line
+
+
+def test_explain_prices_the_best_plan_or_explains_the_conflict(cat):
+    s = prime_scenario(cat)
+    res = solve_cpsat(s)
+    binding, conflict = explain(s, res, 30.0)
+    assert conflict is None and binding
+    assert {b.constraint for b in binding} <= set(enforced(s))  # the question's families
+    broke = s.with_changes(budget_usd=1e3)
+    none = solve_cpsat(broke)
+    binding, conflict = explain(broke, none, 30.0)
+    assert binding is None and "budget" in conflict.constraints
+    assert explain(s, _res("unknown"), 1.0) == (None, None)
+
+
+def test_write_file_writes_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "a.csv"
+    write_file(None, "ignored")  # no option: nothing written
+    write_file(out, "x,y\n1,2\n")
+    assert out.read_text() == "x,y\n1,2\n"
+    with pytest.raises(UsageError, match="--bom"):
+        write_file(tmp_path / "missing" / "b.csv", "text", "--bom")
+
+
+def test_saved_plan_reads_a_saved_answer_and_refuses_one_without_a_plan(tmp_path, capsys):
+    args = ["optimize", "--model", "llama2-7b", "--tokens", "20B", "--budget", "1M"]
+    args += ["--gpu", "h100-sxm", "--max-batch-tokens", "1M", "--no-explain", "--json"]
+    code, out, _ = run_main(capsys, args)
+    assert code == 0
+    path = tmp_path / "answer.json"
+    path.write_text(out)
+    scenario, res = saved_plan(path)
+    doc = json.loads(out)["plans"][0]
+    plan = res.best
+    assert (plan.config.dp, plan.config.shape.tp, plan.config.shape.pp) == (
+        doc["dp"],
+        doc["tp"],
+        doc["pp"],
+    )
+    assert plan.evaluation.time_to_train_days == pytest.approx(doc["time_to_train_days"])
+    empty = json.loads(out)
+    empty["plans"] = []
+    path.write_text(json.dumps(empty))
+    with pytest.raises(UsageError, match="holds no plan"):
+        saved_plan(path)

@@ -1,0 +1,64 @@
+"""solvers/cpsat_cluster.py: the cluster around the GPUs in the CP-SAT model (servers,
+fabric switches and links, racks, IT power). At one plan (every decision fixed) the servers
+are the float model's (models/cost.py Cluster); a larger fabric tree, more racks or more
+power are admitted (they only add cost, so no optimum takes them): the time objective
+leaves them at or above the float model's, and an objective that pays for them brings
+each to the float model's exactly (models/fabric.py size_fabric, models/cost.py)."""
+
+from __future__ import annotations
+
+import pytest
+from ortools.sat.python import cp_model
+
+from helpers import prime_scenario, solve_at, wide_moe_scenario
+from solvers.exhaustive import solve_exhaustive
+
+QUESTIONS = {
+    "prime-3M": lambda cat: prime_scenario(cat),
+    "prime-30M": lambda cat: prime_scenario(cat).with_changes(budget_usd=3e7, tokens=1e12),
+    "wide-moe": lambda cat: wide_moe_scenario(cat),
+}
+
+
+def _counts(value, nic: str) -> tuple[int, int, int, int]:
+    return (
+        value("racks"),
+        value("it_power_w"),
+        value(f"switches[{nic}]"),
+        value(f"links[{nic}]"),
+    )
+
+
+def _float_counts(plan) -> tuple[int, int, int, int]:
+    cl = plan.evaluation.cluster
+    return cl.racks, cl.it_power_w, cl.fabric.switches, cl.fabric.links
+
+
+@pytest.mark.parametrize("question", list(QUESTIONS))
+def test_under_the_time_objective_the_cluster_is_at_least_the_float_models(cat, question):
+    s = QUESTIONS[question](cat)
+    for plan in solve_exhaustive(s, top_k=2).plans:
+        status, _, form, value = solve_at(s, plan.config)
+        assert status == cp_model.OPTIMAL and form.cluster is not None
+        nic = plan.config.nic
+        assert value("servers") == plan.evaluation.cluster.servers
+        got, want = _counts(value, nic), _float_counts(plan)
+        assert all(g >= w for g, w in zip(got, want, strict=True)), (got, want)
+        assert plan.evaluation.cluster.fabric.tiers in form.cluster.tiers[nic]
+
+
+@pytest.mark.parametrize("question", list(QUESTIONS))
+def test_under_tco_every_count_is_the_float_models(cat, question):
+    s = QUESTIONS[question](cat).with_changes(objective="cost", pricing="tco")
+    for plan in solve_exhaustive(s, top_k=2).plans:
+        status, _, _, value = solve_at(s, plan.config)
+        assert status == cp_model.OPTIMAL
+        assert value("servers") == plan.evaluation.cluster.servers
+        assert _counts(value, plan.config.nic) == _float_counts(plan)
+
+
+def test_a_rented_question_models_no_cluster(cat):
+    s = prime_scenario(cat).with_changes(pricing="cloud")
+    plan = solve_exhaustive(s).plans[0]
+    status, _, form, _ = solve_at(s, plan.config)
+    assert status == cp_model.OPTIMAL and form.cluster is None

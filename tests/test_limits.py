@@ -1,0 +1,104 @@
+"""solvers/limits.py: the largest question values the CP-SAT model holds. Past them a value
+is refused naming the option and the largest allowed (designer/question.py declares them
+as the fields' bounds); at them the model builds and solves. From issue 20's checklist
+(reproduction 13)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import refused, run_main
+from solvers.intmath import INT_LIMIT
+from solvers.limits import (
+    MAX_BATCH_TOKENS,
+    MAX_BUDGET_USD,
+    MAX_DEADLINE_DAYS,
+    MAX_GPUS,
+    MAX_POWER_CAP_MW,
+    MAX_RACKS,
+    MAX_TOKENS,
+    MIN_TOKENS,
+    TCO_UNITS_PER_CENT,
+)
+from solvers.scenario import GPU_CAP
+
+ROOM = INT_LIMIT // 4  # the limits leave a factor of 4 for sums of terms
+
+
+@pytest.mark.parametrize(
+    "largest,units_each,want",
+    [
+        (MAX_BUDGET_USD, 100 * TCO_UNITS_PER_CENT, 1e13),  # USD -> cents -> TCO units
+        (MAX_BATCH_TOKENS, GPU_CAP, 1e12),  # sequences x DP degree
+        (MAX_POWER_CAP_MW, 1e6 * 1000, 1e9),  # MW -> thousandths of a watt
+    ],
+    ids=["budget", "batch-tokens", "power-cap"],
+)
+def test_each_limit_is_the_largest_power_of_ten_that_fits_int64(largest, units_each, want):
+    assert largest == want
+    assert largest * units_each <= ROOM  # it fits with room for sums
+    assert 10 * largest * units_each > ROOM  # ten times it would not: the largest
+
+
+def test_the_counts_and_the_physical_bounds():
+    assert MAX_GPUS == MAX_RACKS == GPU_CAP == 2**20
+    assert MAX_DEADLINE_DAYS == 1e6 and (MIN_TOKENS, MAX_TOKENS) == (1.0, 1e18)
+    assert MAX_TOKENS / 36e12 > 1e4  # far past the largest runs published (15T-36T tokens)
+
+
+# ---------------------------------------------------------------- 13: the integer range
+RANGE_CASES = [
+    (["optimize", "--budget", "1e17"], "--budget", "1e13"),
+    (["optimize", "--max-gpus", "1e19"], "--max-gpus", "1,048,576"),
+    (["optimize", "--deadline", "1e9d"], "--deadline", "1,000,000"),
+    (["optimize", "--gpu-cap", "h100-sxm=1e30"], "--gpu-cap", "1,048,576"),
+    (["optimize", "--max-racks", "1e30"], "--max-racks", "1,048,576"),
+    (["optimize", "--max-batch-tokens", "1e30"], "--max-batch-tokens", "1e12"),
+    (["optimize", "--min-batch-tokens", "1e30"], "--min-batch-tokens", "1e12"),
+    (["optimize", "--tokens", "1e30"], "--tokens", "1e18"),
+    (["optimize", "--power-cap", "1e300"], "--power-cap", "1000000000"),
+    (["evaluate", "--dp", "1e20"], "--dp", "1e20"),
+    (["evaluate", "--dp", "100000000000000000000"], "--dp", "1048576"),
+    (["evaluate", "--nics-per-node", "100000000000000000000"], "--nics-per-node", "1048576"),
+    (["compare", "--budget", "1e308"], "--budget", "1e13"),
+]
+
+
+@pytest.mark.parametrize("args,option,largest", RANGE_CASES, ids=[c[1] for c in RANGE_CASES])
+def test_values_past_the_integer_range_are_refused_naming_the_largest(
+    capsys, args, option, largest
+):
+    """Reproduction 13: these overflowed CP-SAT's 64-bit integers (internal error); each
+    now exits 2 naming the option and the largest value allowed (solvers/limits.py), before
+    any work. --power-cap 1e300 no longer advises lowering the GPU cap."""
+    line = refused(capsys, args, option, largest)
+    assert "GPU cap or batch ceiling" not in line
+
+
+def test_a_question_file_past_the_range_names_its_field(tmp_path, capsys):
+    q = tmp_path / "q.yaml"
+    q.write_text("model: llama2-7b\nbudget: 1e17\n")
+    refused(capsys, ["explain", str(q)], "budget", "1e13")
+    s = tmp_path / "s.yaml"
+    s.write_text("base:\n  model: llama2-7b\naxes:\n  max_gpus: [8, 1e19]\n")
+    refused(capsys, ["sweep", str(s), "--csv", str(tmp_path / "s.csv")], "axes.max_gpus")
+
+
+AT_THE_LIMITS = [
+    ["--budget", "1e13", "--pricing", "tco"],
+    ["--budget", "1e13", "--pricing", "cloud"],
+    ["--budget", "1M", "--max-batch-tokens", "1e12", "--seq-len", "1"],
+    ["--budget", "1M", "--power-cap", "1e9", "--max-racks", "1048576"],
+    ["--deadline", "1e6", "--tokens", "1"],
+    ["--deadline", "1e6", "--pricing", "cloud", "--tokens", "1e18"],
+    ["--budget", "1M", "--max-gpus", "1048576", "--gpu-cap", "h100-sxm=1048576"],
+]
+
+
+@pytest.mark.parametrize("limits", AT_THE_LIMITS, ids=range(len(AT_THE_LIMITS)))
+def test_the_largest_values_allowed_are_solved(capsys, limits):
+    """The bounds are the model's: at them, the model builds and solves (exit 0)."""
+    args = ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--no-explain"]
+    code, out, err = run_main(capsys, [*args, *limits])
+    assert code == 0, err
+    assert "optimal" in out

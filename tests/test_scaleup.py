@@ -1,0 +1,74 @@
+"""models/scaleup.py: the scale-up domain's bandwidth by topology. A mesh gives a group one link per
+peer, a switched fabric its whole bandwidth; the TP collectives and the TP bandwidth rule read
+the group's links; a mesh entry needs its link bandwidth. From issue 15's checklist."""
+
+from __future__ import annotations
+
+import pytest
+
+from models import Layout, comm, zoo
+from models.layout import Network
+from models.scaleup import group_bw_gb_per_s, p2p_bw_gb_per_s, tp_limit
+from models.step import tp_comm_per_microbatch_s
+
+
+def _mesh(cat, name="mi300x", link=64.0):
+    gpu = cat.gpu(name)
+    return gpu.model_copy(
+        update={"scale_up_topology": "mesh", "scale_up_link_gb_per_s_per_direction": link}
+    )
+
+
+# ------------------------------------------------------------------ scale-up topology
+def test_mesh_group_gets_one_link_per_peer(cat):
+    gpu = _mesh(cat)
+    whole = gpu.scale_up_bw_gb_per_s_per_direction
+    assert group_bw_gb_per_s(gpu, 2) == 64.0
+    assert group_bw_gb_per_s(gpu, 4) == 3 * 64.0
+    assert group_bw_gb_per_s(gpu, 8) == min(whole, 7 * 64.0)
+    assert p2p_bw_gb_per_s(gpu) == 64.0
+    switched = cat.gpu("h100-sxm")
+    assert group_bw_gb_per_s(switched, 2) == switched.scale_up_bw_gb_per_s_per_direction
+    assert p2p_bw_gb_per_s(switched) == switched.scale_up_bw_gb_per_s_per_direction
+
+
+def test_tp_collectives_on_four_mesh_gpus_use_three_links(cat):
+    """TP 4 on an MI300X-class mesh: each all-reduce runs over the 3 links to the peers."""
+    gpu = _mesh(cat)
+    spec = zoo()["llama2-70b"]
+    layout = Layout(tp=4, pp=1, dp=1, micro_batch=1, global_batch=1, recompute="none")
+    cal = gpu.calibration
+    nbytes = 2.0 * spec.seq_len * spec.hidden
+    per_call = comm.ring_allreduce_s(
+        nbytes, 4, 3 * 64.0 * cal.scale_up_bus_efficiency, cal.collective_latency_us * 1e-6
+    )
+    expected = spec.layers * 4 * per_call * (1 - cal.tp_overlap_fraction)
+    got = tp_comm_per_microbatch_s(spec, layout, spec.seq_len, gpu, Network("-", 8, 50.0))
+    assert got == pytest.approx(expected, rel=1e-12)
+    # the same group on a switched fabric of equal aggregate bandwidth is faster
+    switched = gpu.model_copy(
+        update={"scale_up_topology": "switched", "scale_up_link_gb_per_s_per_direction": None}
+    )
+    assert (
+        tp_comm_per_microbatch_s(spec, layout, spec.seq_len, switched, Network("-", 8, 50.0))
+        < expected
+    )
+
+
+def test_tp_bandwidth_rule_uses_the_groups_links(cat):
+    gpu = _mesh(cat, "gaudi3", 75.0)
+    limit2, bw2 = tp_limit(8192, gpu, 2, "bf16")
+    limit8, bw8 = tp_limit(8192, gpu, 8, "bf16")
+    assert bw2 == 75.0 and bw8 == min(gpu.scale_up_bw_gb_per_s_per_direction, 7 * 75.0)
+    assert limit8 == pytest.approx(limit2 * bw8 / bw2)
+
+
+def test_mesh_entry_needs_its_link_bandwidth(cat):
+    gpu = cat.gpu("mi300x")
+    data = gpu.model_dump(exclude={"calibration"})
+    data.update(scale_up_topology="mesh", scale_up_link_gb_per_s_per_direction=None)
+    with pytest.raises(ValueError, match="per-peer link"):
+        type(gpu).model_validate(data)
+    data.update(scale_up_topology="switched", scale_up_link_gb_per_s_per_direction=64.0)
+    with pytest.raises(ValueError, match="only a mesh"):
+        type(gpu).model_validate(data)
