@@ -129,12 +129,10 @@ def binding_constraints(
         if not may_beat(relaxed, alive, base):
             return base, True
 
-        def run(
-            hint: Config | None, cap: float | None, wall_s: float = time_limit_s
-        ) -> SolveResult:
+        def run(hint: Config | None, cap: float | None, wall_s: float | None = None) -> SolveResult:
             return solve_cpsat(
                 relaxed,
-                time_limit_s=min(time_limit_s, wall_s),
+                time_limit_s=time_limit_s if wall_s is None else min(time_limit_s, wall_s),
                 candidates=space,
                 hint=hint,
                 effort=effort,
@@ -143,7 +141,7 @@ def binding_constraints(
                 time_cap_days=cap,
             )
 
-        first = run(plan.config, None)
+        first = run(plan.config, None, None)
         res = first
         if relaxed.objective == "time" and first.status != "optimal":
             probed = _probed(run, base, first)
@@ -171,7 +169,7 @@ def binding_constraints(
 
 
 def _probed(
-    run: Callable[[Config | None, float | None, float], SolveResult],
+    run: Callable[[Config | None, float | None, float | None], SolveResult],
     base: float,
     unproved: SolveResult,
 ) -> SolveResult | None:
@@ -197,7 +195,7 @@ def _probed(
         return None
     if probe.best is None:
         return unproved
-    return run(probe.best.config, None)
+    return run(probe.best.config, None, None)
 
 
 def _adds_shapes_only(family: Family, scenario: Scenario, relaxed: Scenario) -> bool:

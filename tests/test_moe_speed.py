@@ -61,7 +61,7 @@ def test_a_probe_stops_at_its_wall_backstop_and_then_decides_nothing():
     calls: list[tuple] = []
     unproved = _result("feasible", 2.0)
 
-    def run(hint: Config | None, cap: float | None, wall_s: float = 60.0) -> SolveResult:
+    def run(hint: Config | None, cap: float | None, wall_s: float | None) -> SolveResult:
         calls.append((hint, cap, wall_s))
         return _result("unknown", wall_s)
 
@@ -69,7 +69,7 @@ def test_a_probe_stops_at_its_wall_backstop_and_then_decides_nothing():
     assert calls == [(None, 10.0, explain.PROBE_WALL_FACTOR * 2.0)]
     calls.clear()
 
-    def infeasible(hint, cap, wall_s=60.0):
+    def infeasible(hint, cap, wall_s):
         calls.append((hint, cap, wall_s))
         return _result("infeasible", 0.1)
 
