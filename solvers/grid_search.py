@@ -183,13 +183,7 @@ def best_for_candidate(
         return None
     # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
     every_m = every_m and batch_cap_seq(scenario, q) is not None
-    # with the batch-tokens model the largest m is not the best either (a larger batch
-    # needs more tokens: GPT-OSS-120B's optimum runs 1 micro-batch where 2 fit, 11.6
-    # days against 17.6), so the fast form tries every m too, with the NIC dominance
-    each_m = every_m or (
-        q.critical_batch_seq is not None and batch_cap_seq(scenario, q) is not None
-    )
-    dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], each_m)
+    dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
     keep = m % microbatch_step(shape.pp, shape.vp) == 0  # every m enumerated: the multiples
     dps, m = dps[keep], m[keep]
     gpus = shape.replica_gpus * dps
