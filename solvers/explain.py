@@ -42,6 +42,14 @@ from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
 
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
+# A capped probe's wall-clock backstop, in multiples of the wall time its re-solve from the
+# plan took to spend the same effort (so, nearly machine-independent): CP-SAT checks its
+# deterministic-time limit between propagations, and the probe's capped objective can make
+# one propagation creep on (GPT-OSS-120B's memory and batch_ceiling probes: 752 conflicts
+# within 0.15 units, then one propagation of 50M integer steps to 5.7 units, 20-30 s,
+# ending "unknown", measured with CP-SAT 9.15). ASSUMED: a probe that decides does so well
+# within 3x its re-solve's wall time (the 27 benchmark answers are unchanged by it)
+PROBE_WALL_FACTOR = 3.0
 # Shapes each re-solve's warm start tries besides the plan being explained, which is
 # already a good incumbent for its relaxed question
 EXPLAIN_WARM_SHAPES = 6
@@ -121,10 +129,10 @@ def binding_constraints(
         if not may_beat(relaxed, alive, base):
             return base, True
 
-        def run(hint: Config | None, cap: float | None) -> SolveResult:
+        def run(hint: Config | None, cap: float | None, wall_s: float | None = None) -> SolveResult:
             return solve_cpsat(
                 relaxed,
-                time_limit_s=time_limit_s,
+                time_limit_s=time_limit_s if wall_s is None else min(time_limit_s, wall_s),
                 candidates=space,
                 hint=hint,
                 effort=effort,
@@ -133,7 +141,7 @@ def binding_constraints(
                 time_cap_days=cap,
             )
 
-        first = run(plan.config, None)
+        first = run(plan.config, None, None)
         res = first
         if relaxed.objective == "time" and first.status != "optimal":
             probed = _probed(run, base, first)
@@ -161,7 +169,7 @@ def binding_constraints(
 
 
 def _probed(
-    run: Callable[[Config | None, float | None], SolveResult],
+    run: Callable[[Config | None, float | None, float | None], SolveResult],
     base: float,
     unproved: SolveResult,
 ) -> SolveResult | None:
@@ -177,13 +185,17 @@ def _probed(
     when the probe would prove that no plan is faster), and with the probe undecided that
     route is this very re-solve. (Both routes prove the same optimum of the model; two
     plans tied in its integer objective could differ in the float's last digits, which
-    no benchmark question shows: bench/answers_diff.py, tests/test_explain_order.py.)"""
-    probe = run(None, base)
+    no benchmark question shows: bench/answers_diff.py, tests/test_explain_order.py.)
+
+    The probe stops at PROBE_WALL_FACTOR times the wall time ``unproved`` took as well as
+    at its effort (CP-SAT overruns the effort inside one creeping propagation); stopped
+    there it is undecided, as it is when it stops at its effort."""
+    probe = run(None, base, PROBE_WALL_FACTOR * unproved.wall_s)
     if probe.status == "infeasible":
         return None
     if probe.best is None:
         return unproved
-    return run(probe.best.config, None)
+    return run(probe.best.config, None, None)
 
 
 def _adds_shapes_only(family: Family, scenario: Scenario, relaxed: Scenario) -> bool:
