@@ -393,16 +393,11 @@ def _top_k_by_shape(
             break
         _set_domain(md, form.x[i], 1, 1)
         kth = sorted(f[0] for f in found)[top_k - 1] if len(found) >= top_k else 2**61
-        solver, code = _solve_shape(
-            scenario,
-            form,
-            (cut, at_zero, int(kth)),
-            hints.get(form.candidates[i].shape),
-            prepared,
-            time.perf_counter() + left,
-            workers,
-            None if effort is None else effort / top_k,
-        )
+        share = None if effort is None else effort / top_k
+        hint = hints.get(form.candidates[i].shape)
+        deadline = time.perf_counter() + left
+        args = (scenario, form, (cut, at_zero, int(kth)), hint, prepared, deadline)
+        solver, code = _solve_shape(*args, workers, share)
         _set_domain(md, form.x[i], 0, 0)
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             found.append((solver.objective_value, rank, _config(form, solver)))
