@@ -304,7 +304,7 @@ def _first_plan(
 def _solve_shape(
     scenario: Scenario,
     form: Formulation,
-    cutoff: tuple[int, int, int],
+    cutoff: tuple[int, int, int, float | None],
     hint: Config | None,
     prepared: PreparedQuestion,
     deadline: float,
@@ -312,28 +312,38 @@ def _solve_shape(
     effort: float | None,
 ) -> tuple[cp_model.CpSolver, Any]:
     """The chosen shape's best plan with an objective at most ``cutoff``'s (constraint
-    index, its constant, the k-th plan's objective): a first plan (the hint's: the warm
-    start's incumbent, or for a shape it did not try the same heuristic's,
-    grid_search.best_for_candidate, about 10 ms), whose objective then cuts from the root
-    of the search that proves the shape.
+    index, its constant, the k-th plan's model objective and float objective, None before
+    k plans): when the hint (the warm start's incumbent; under the time objective, for a
+    shape it did not try, the same heuristic's, grid_search.best_for_candidate, about
+    10 ms) beats the k-th plan, its plan is found first and its objective then cuts from
+    the root of the search that proves the shape.
 
     Left to CP-SAT's own objective bound, which tightens only after the search has started
     (one worker, fixed search, no restarts), the proof visited DP degrees one by one
     (agreement seed 189, Llama 3 8B at a failure rate x 100: 29-43 s for one shape with its
-    optimal plan as the hint, 1.4 s with its objective as the cutoff)."""
+    optimal plan as the hint, 1.4 s with its objective as the cutoff). The time objective
+    alone takes the heuristic: its search tries the largest DP degree first, far from a
+    plan past the critical batch; a cost's tries the smallest."""
     md = form.model
-    cut, at_zero, kth = cutoff
+    cut, at_zero, kth, kth_plan = cutoff
     _set_cutoff(md, cut, kth + at_zero)
     md.clear_hints()
-    if hint is None:  # the warm start's heuristic for this shape (prune.add_incumbents')
+    own: float | None = None  # the hint's objective (float model), when known
+    if hint is None and scenario.objective == "time":
         cand = next(c for c, v in zip(form.candidates, form.x, strict=True) if _fixed_one(md, v))
         found = best_for_candidate(
             scenario, cand, list(prepared.nic_specs), scenario.assumptions.dp_overlap,
             prepared=prepared,
         )  # fmt: skip
-        hint = found[1] if found is not None else None
+        own, hint = (found[0][0], found[1]) if found is not None else (None, None)
     if hint is not None:
         _hint(scenario, form, hint)
+        if kth_plan is not None and own is None:
+            own = build_plan(scenario, hint, prepared).objective
+    if hint is None or (kth_plan is not None and own is not None and own >= kth_plan):
+        solver = _solver(deadline - time.perf_counter(), workers, effort)  # the k-th cuts
+        _tune(scenario, solver)
+        return solver, _checked_solve(solver, md)
     first, code = _first_plan(scenario, md, deadline, workers, effort)
     if code != cp_model.FEASIBLE:  # none under the cutoff, proved optimal, or out of time
         return first, code
@@ -396,7 +406,7 @@ def _top_k_by_shape(
         share = None if effort is None else effort / top_k
         hint = hints.get(form.candidates[i].shape)
         deadline = time.perf_counter() + left
-        args = (scenario, form, (cut, at_zero, int(kth)), hint, prepared, deadline)
+        args = (scenario, form, (cut, at_zero, int(kth), kth_plan), hint, prepared, deadline)
         solver, code = _solve_shape(*args, workers, share)
         _set_domain(md, form.x[i], 0, 0)
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
