@@ -77,8 +77,11 @@ def test_generator_draws_every_option():
 
 def test_the_draws_plan_past_the_critical_batch():
     """The small draws exercise the batch-tokens model where it charges (issue 31 item 1):
-    of the first 60 questions the CLI accepts, 10 have a CP-SAT plan past the critical
-    batch (README "Tokens that depend on the batch"), each within the model's cap."""
+    of the first 60 questions the CLI accepts, 7 have a CP-SAT plan past the critical
+    batch (README "Tokens that depend on the batch"), each within the model's cap. (10
+    before the warm start tried the micro-batch counts at the critical batch: among plans
+    of equal objective, every value still the reference's, CP-SAT now keeps more of those
+    at or below it.)"""
     past = 0
     for seed in range(N_SMALL):
         kw, top_k = agreement.full_question(seed, small=True)
@@ -92,7 +95,7 @@ def test_the_draws_plan_past_the_critical_batch():
         if crit is not None and any(b > crit for b in batches):
             past += 1
             assert max(batches) <= s.model_batch_cap_seq
-    assert past == 10
+    assert past == 7
 
 
 def test_seed_189_top_7_proved_and_agreeing():
