@@ -389,7 +389,9 @@ def objective_lower_bound(
     (A f(b d_max) / (b d_max) + (C + D_min + O / g_max) f(b W_max) / (b W_max)), f the
     batch's token multiplier (_TimeTerms.tokens_x: f(B) >= f(b d) and f(B) / B does not
     increase), with D_min the gradient reduction at the
-    smallest DP degree over every NIC slot of the fastest NIC. Cost: the least
+    smallest DP degree over every NIC slot of the fastest NIC; with failures, the
+    expected time's (expected_time_lower_bound: the objective is the expected time, and
+    the failures' overhead can be several times the ideal time). Cost: the least
     capex at the smallest DP degree (least_capex_cents); cloud: sequences x
     gpu_seconds_per_sequence at the GPU's hourly price; TCO: tco_lower_bound."""
     lo, hi = bounds if bounds is not None else dp_bounds(scenario, cand)  # bounds: dp_bounds'
@@ -397,7 +399,7 @@ def objective_lower_bound(
     key = ("objective_lower_bound", cand.shape, lo, hi)  # a probe and its re-solve share it
     if key not in scenario.memo:
         if scenario.objective == "time":
-            scenario.memo[key] = time_lower_bound(scenario, cand, hi)
+            scenario.memo[key] = expected_time_lower_bound(scenario, cand, hi)
         else:
             scenario.memo[key] = cost_lower_bound(scenario, cand, lo)
     return scenario.memo[key]

@@ -103,7 +103,12 @@ class BuildContext:
     nics_total: IntVar | None = None
     cost_expr: Any = None
     per_cent: int = 1  # cost units per cent
-    coef: dict[str, float] = field(default_factory=dict)  # cloud: cents per GPU-time unit
+    # cloud: cents per GPU-time unit (solvers/cpsat_gpu_time_cap.py cloud_cents_per_unit,
+    # once per build: the goodput's GPU-time cap and the cost read it)
+    coef: dict[str, float] = field(default_factory=dict)
+    # TCO: the rates per GPU-time unit (solvers/cpsat_gpu_time_cap.py tco_rates), once per
+    # build, read by the goodput's GPU-time cap and by the cost; None until first asked
+    tco: Any = None
     gt_of: dict[str, IntVar] = field(default_factory=dict)  # cloud: GPU-time per GPU type
     lbs: list[float] = field(default_factory=list)  # per candidate, objective lower bounds
     # solvers/cpsat_model.py, for add_cost's TCO: the least capex (USD) and IT power (W) per

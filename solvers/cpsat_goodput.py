@@ -69,7 +69,9 @@ def _both(ctx: BuildContext, name: str, a: IntVar, b: IntVar) -> IntVar:
     return lit
 
 
-Rows = dict[str, tuple[float, IntVar]]  # key: (coefficient, the literal enforcing the row)
+# key: (coefficient, the literal enforcing the row, the GPU type whose literal the row's
+# implies: exactly one of a GPU type's rows holds when it is chosen)
+Rows = dict[str, tuple[float, IntVar, str]]
 
 
 def goodput_rows(ctx: BuildContext) -> tuple[Rows, Rows, Rows]:
@@ -88,7 +90,7 @@ def goodput_rows(ctx: BuildContext) -> tuple[Rows, Rows, Rows]:
         gl = ctx.gpu_lit[g]
         if model is None:
             ctx.md.add(floored == 0).only_enforce_if(gl)
-            x_rows[g], a_rows[g], c_rows[g] = (0.0, gl), (0.0, gl), (0.0, gl)
+            x_rows[g], a_rows[g], c_rows[g] = (0.0, gl, g), (0.0, gl, g), (0.0, gl, g)
             continue
         storage = ctx.storage_lits if ctx.spare_lits else {base: gl}
         spares = ctx.spare_lits if ctx.spare_lits else {0.0: gl}
@@ -104,12 +106,13 @@ def goodput_rows(ctx: BuildContext) -> tuple[Rows, Rows, Rows]:
             _tie_floor(ctx, floored, row, cuts[b] if len(pieces) == 2 else None)
             for f in pieces:
                 coef = by_storage[b].coefficients(f)[1]
-                a_rows[_piece(key, f)] = (coef, _piece_lit(ctx, key, row, floored, f, pieces))
+                a_rows[_piece(key, f)] = (coef, _piece_lit(ctx, key, row, floored, f, pieces), g)
         plain = with_purchases(model, fac, 0.0, base) if ctx.spare_lits else model
         for f in pieces:
             x_rows[_piece(g, f)] = (
                 plain.coefficients(f)[0],
                 _piece_lit(ctx, g, gl, floored, f, pieces),
+                g,
             )
         for k, lit in spares.items():
             key = f"{g},spares={k:g}" if ctx.spare_lits else g
@@ -120,7 +123,7 @@ def goodput_rows(ctx: BuildContext) -> tuple[Rows, Rows, Rows]:
                     if ctx.spare_lits
                     else model.coefficients(f)[2]
                 )
-                c_rows[_piece(key, f)] = (coef, _piece_lit(ctx, key, row, floored, f, pieces))
+                c_rows[_piece(key, f)] = (coef, _piece_lit(ctx, key, row, floored, f, pieces), g)
     return x_rows, a_rows, c_rows
 
 
@@ -151,10 +154,12 @@ def _scaled(
     coefs: dict[str, float],
     bits: int = _COEF_BITS,
     lits: dict[str, IntVar] | None = None,
+    owners: dict[str, str] | None = None,
 ) -> IntVar | int:
     """ceil(coef_g x var) for the chosen GPU type g: each coefficient rounded up to about
     ``bits`` bits, var rounded up to steps of 2^-(61 - bits) of its upper end. Factors whose
-    range is wide (T', from d = 1 up) take 10-bit coefficients, kept for the small terms."""
+    range is wide (T', from d = 1 up) take 10-bit coefficients, kept for the small terms.
+    ``owners``: each row's GPU type, when rows are per (GPU type, option): see _least_rows."""
     md = ctx.md
     if max(coefs.values(), default=0.0) <= 0:
         return 0
@@ -186,7 +191,40 @@ def _scaled(
         raise OverflowError(f"{name}: goodput term exceeds int64")
     total = md.new_int_var(0, top_total, name)
     md.add(total == sum(parts))
+    if owners is not None:
+        _least_rows(ctx, total, coarse, {key: c * step for key, c in coefs.items()}, owners, bits)
     return total
+
+
+def _least_rows(
+    ctx: BuildContext,
+    total: IntVar,
+    coarse: IntVar,
+    qs: dict[str, float],
+    owners: dict[str, str],
+    bits: int,
+) -> None:
+    """A redundant cut per GPU type: the term is at least its least row's coefficient (in
+    ``coarse``'s steps, rounded down) times ``coarse``, under the GPU type's literal alone.
+
+    The rows are enforced by (GPU type, purchase option, interval piece) literals, so that
+    until the search fixes the option no row bounds the term and it propagates 0: the
+    expected time's bound is the ideal time's, and a proof over d visits every degree once
+    per option (agreement seed 189: a goodput overhead of 3x the ideal time at a failure
+    rate x 100, not proved in 60 s). Valid: exactly one row of the chosen GPU type holds,
+    and its part is at least its coefficient times ``coarse`` (rounded up) >= the least's."""
+    md = ctx.md
+    for g in sorted(set(owners.values())):
+        q = min(qs[key] for key, owner in owners.items() if owner == g)
+        if q * hi(coarse) < 1:
+            continue  # no row of this type adds a whole unit: nothing to cut
+        den = 2 ** max(0, bits - math.floor(math.log2(q)))
+        while den > 1 and den * hi(total) >= INT_LIMIT:
+            den //= 2
+        num = math.floor(q * den)
+        if num < 1 or den * hi(total) >= INT_LIMIT:
+            continue
+        md.add(den * total >= num * coarse).only_enforce_if(ctx.gpu_lit[g])
 
 
 def _times_gpus(ctx: BuildContext, name: str, var: IntVar) -> tuple[IntVar, int]:
@@ -234,17 +272,19 @@ def add_goodput(ctx: BuildContext) -> None:
     a_s = {key: v[0] for key, v in a_rows.items()}
     a_lits = {key: v[1] for key, v in a_rows.items()}
     c_lits = {key: v[1] for key, v in c_rows.items()}
+    x_own, a_own, c_own = ({k: v[2] for k, v in r.items()} for r in (x_rows, a_rows, c_rows))
     p, gt = ctx.per_seq, ctx.gpu_time
     to_time = ctx.k_scale / gt.scale  # GPU-time units to T' units, per GPU
-    x_part = _scaled(ctx, "snapshot_time_x_gpus", p, xs, bits=10, lits=x_lits)
+    x_part = _scaled(ctx, "snapshot_time_x_gpus", p, xs, bits=10, lits=x_lits, owners=x_own)
     terms: list[IntVar | int] = [
-        _scaled(ctx, "goodput_constant_time", p, a_s, bits=10, lits=a_lits),
+        _scaled(ctx, "goodput_constant_time", p, a_s, bits=10, lits=a_lits, owners=a_own),
         _scaled(
             ctx,
             "goodput_restart_time",
             gt.var,
             {key: v[0] * to_time for key, v in c_rows.items()},
             lits=c_lits,
+            owners=c_own,
         ),
     ]
     if not isinstance(x_part, int):
@@ -255,13 +295,14 @@ def add_goodput(ctx: BuildContext) -> None:
         return
     ggt, g_step = _times_gpus(ctx, "gpus_x_gpu_time", gt.var)
     gt_terms: list[IntVar | int] = [
-        _scaled(ctx, "goodput_constant_gpu_time", gt.var, a_s, lits=a_lits),
+        _scaled(ctx, "goodput_constant_gpu_time", gt.var, a_s, lits=a_lits, owners=a_own),
         _scaled(
             ctx,
             "goodput_restart_gpu_time",
             ggt,
             {key: v[0] * g_step for key, v in c_rows.items()},
             lits=c_lits,
+            owners=c_own,
         ),
         _scaled(
             ctx,
@@ -270,6 +311,7 @@ def add_goodput(ctx: BuildContext) -> None:
             {key: x / to_time for key, x in xs.items()},
             bits=10,
             lits=x_lits,
+            owners=x_own,
         ),
     ]
     var = _expected(ctx, "expected_gpu_time_per_sequence", gt.var, gt_terms)

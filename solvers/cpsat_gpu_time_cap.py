@@ -37,6 +37,14 @@ class TcoRates:
 
 
 def tco_rates(ctx: BuildContext) -> TcoRates:
+    """The question's TCO rates, computed once per build (after the time part, whose unit
+    and GPU-time scale they read) and kept on the context."""
+    if ctx.tco is None:
+        ctx.tco = _tco_rates(ctx)
+    return ctx.tco
+
+
+def _tco_rates(ctx: BuildContext) -> TcoRates:
     s = ctx.scenario
     fac = s.catalog.facility
     days_per_unit = gpu_days_per_unit(ctx)
@@ -61,8 +69,12 @@ def tco_rates(ctx: BuildContext) -> TcoRates:
 
 
 def cloud_cents_per_unit(ctx: BuildContext) -> dict[str, float]:
-    """Cloud rent in cents per GPU-time unit, per GPU type (the on-demand price)."""
-    return {g: cloud_usd(1, gpu_days_per_unit(ctx), ctx.gpus[g]) * 100 for g in ctx.gpu_names}
+    """Cloud rent in cents per GPU-time unit, per GPU type (the on-demand price), computed
+    once per build and kept on the context (``ctx.coef``)."""
+    if not ctx.coef:
+        days = gpu_days_per_unit(ctx)
+        ctx.coef = {g: cloud_usd(1, days, ctx.gpus[g]) * 100 for g in ctx.gpu_names}
+    return ctx.coef
 
 
 def gpu_time_cap(ctx: BuildContext) -> int | None:

@@ -95,10 +95,22 @@ def checked_families(scenario: Scenario) -> list[Family]:
     return [f for f in REGISTRY if f.active(scenario) and not f.enumerated]
 
 
-def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
-    """(d, m) pairs to evaluate: every admissible m for each d, or only the largest."""
+def _pairs(
+    dps: np.ndarray,
+    m_lo: np.ndarray,
+    m_hi: np.ndarray,
+    every_m: bool,
+    at_critical: tuple[np.ndarray, ...] = (),
+):
+    """(d, m) pairs to evaluate: every admissible m for each d, or only the largest, and
+    those of ``at_critical`` (_critical_m) where admissible and not the largest."""
     if not every_m:
-        return dps, m_hi
+        ds, ms = [dps], [m_hi]
+        for near in at_critical:
+            other = (near != m_hi) & (near >= m_lo) & (near <= m_hi)
+            ds.append(dps[other])
+            ms.append(near[other])
+        return np.concatenate(ds), np.concatenate(ms)
     counts = np.maximum(0, m_hi - m_lo + 1)
     total = int(counts.sum())
     if total > MAX_PAIRS:  # a ceiling too high to enumerate under: the largest m, as above
@@ -107,6 +119,25 @@ def _pairs(dps: np.ndarray, m_lo: np.ndarray, m_hi: np.ndarray, every_m: bool):
     starts = np.repeat(np.cumsum(counts) - counts, counts)
     m = np.repeat(m_lo, counts) + (np.arange(total) - starts)
     return d_rep, m
+
+
+def _critical_m(
+    q: PreparedQuestion, micro_batch: int, dps: np.ndarray, step: int
+) -> tuple[np.ndarray, ...]:
+    """For each d, the m (multiples of ``step``) on either side of the batch-tokens model's
+    critical batch: the largest whose batch b m d stays within it (0 where none does) and
+    the next (none with the model off).
+
+    With the model on, the largest m is no longer the best: past the critical batch each
+    step trains tokens the question does not need (models/batch_tokens.py), and with
+    failures the restarts' share grows with the GPU-time that the extra tokens take. The
+    warm start tries this m too, so that its incumbent is near the shape's best plan
+    (agreement seed 189: 1.593 days with the largest m against the shape's 1.473, and a
+    loose incumbent leaves CP-SAT's per-shape proof slow, solvers/cpsat.py)."""
+    if q.critical_batch_seq is None:
+        return ()
+    within = q.critical_batch_seq // (micro_batch * dps) // step * step
+    return within, within + step
 
 
 def _purchases(q: PreparedQuestion, gpu: str) -> list[tuple[float, float | None]]:
@@ -183,7 +214,9 @@ def best_for_candidate(
         return None
     # no ceiling: m runs to GPU_CAP, and the largest is best (module docstring)
     every_m = every_m and batch_cap_seq(scenario, q) is not None
-    dps, m = _pairs(dps[ok_batch], m_lo[ok_batch], m_hi[ok_batch], every_m)
+    dps = dps[ok_batch]
+    at_crit = _critical_m(q, shape.micro_batch, dps, microbatch_step(shape.pp, shape.vp))
+    dps, m = _pairs(dps, m_lo[ok_batch], m_hi[ok_batch], every_m, at_crit)
     keep = m % microbatch_step(shape.pp, shape.vp) == 0  # every m enumerated: the multiples
     dps, m = dps[keep], m[keep]
     gpus = shape.replica_gpus * dps

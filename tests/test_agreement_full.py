@@ -77,8 +77,11 @@ def test_generator_draws_every_option():
 
 def test_the_draws_plan_past_the_critical_batch():
     """The small draws exercise the batch-tokens model where it charges (issue 31 item 1):
-    of the first 60 questions the CLI accepts, 10 have a CP-SAT plan past the critical
-    batch (README "Tokens that depend on the batch"), each within the model's cap."""
+    of the first 60 questions the CLI accepts, 7 have a CP-SAT plan past the critical
+    batch (README "Tokens that depend on the batch"), each within the model's cap. (10
+    before the warm start tried the micro-batch counts at the critical batch: among plans
+    of equal objective, every value still the reference's, CP-SAT now keeps more of those
+    at or below it.)"""
     past = 0
     for seed in range(N_SMALL):
         kw, top_k = agreement.full_question(seed, small=True)
@@ -92,4 +95,22 @@ def test_the_draws_plan_past_the_critical_batch():
         if crit is not None and any(b > crit for b in batches):
             past += 1
             assert max(batches) <= s.model_batch_cap_seq
-    assert past == 10
+    assert past == 7
+
+
+def test_seed_189_top_7_proved_and_agreeing():
+    """Full-size seed 189 (Llama 3 8B at 8K, time objective, TCO, failures x 100, top 7):
+    CP-SAT did not prove its top 7 within 60 s and its 5th-7th plans differed from the
+    exhaustive solver's. The warm start's largest micro-batch count was far past the
+    critical batch (an incumbent 8% off), and each shape's sub-solve left the incumbent to
+    CP-SAT's objective bound, which a one-worker fixed search applies only after its start
+    (solvers/cpsat.py _solve_shape). CP-SAT's deterministic effort bounds the solve (40,
+    each shape's sub-solve a seventh; the slowest take about 2), so that the answer does
+    not depend on the machine's load: 46 s of wall time alone on 2 shared cores, and
+    about 110 s for the reference."""
+    kw, top_k = agreement.full_question(189)
+    s = build_scenario(**kw)
+    got = solve_cpsat(s, top_k=top_k, time_limit_s=600.0, effort=40.0)
+    ref = solve_exhaustive(s, top_k=top_k)
+    assert got.status == "optimal", (got.status, got.gap)
+    assert agreement.agree([p.objective for p in got.plans], [p.objective for p in ref.plans])

@@ -8,9 +8,13 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
+import solvers.cpsat_gpu_time_cap as cap
+from designer.questions import build_scenario
 from helpers import prime_scenario, solve_at
+from solvers.cpsat_model import build
 from solvers.exhaustive import solve_exhaustive
 from solvers.limits import TCO_UNITS_PER_CENT
+from solvers.space import enumerate_candidates
 
 
 @pytest.mark.parametrize("objective", ["time", "cost"])
@@ -52,3 +56,33 @@ def test_a_rented_plans_cap_is_the_budgets_not_the_incumbents(cat):
     plan = solve_exhaustive(s).plans[0]
     status, _, _, _ = solve_at(s, plan.config, cost_cap_usd=plan.cost_usd * 0.01)
     assert status == cp_model.OPTIMAL
+
+
+@pytest.mark.parametrize("pricing", ["tco", "cloud"])
+def test_rates_are_computed_once_per_build(monkeypatch, pricing):
+    """The goodput's GPU-time cap (solvers/cpsat_goodput.py) and the cost
+    (solvers/cpsat_cost.py) both read the rates; the build computes them once and both
+    get the same object."""
+    s = build_scenario(
+        model="llama2-7b",
+        gpus=("h100-sxm",),
+        tokens=1e11,
+        budget=2e6,
+        pricing=pricing,
+        **({"lifetime_years": 4.0} if pricing == "tco" else {}),
+    )
+    calls = {"tco": 0, "days": 0}
+    real_tco, real_days = cap._tco_rates, cap.gpu_days_per_unit
+
+    def tco_once(ctx):
+        calls["tco"] += 1
+        return real_tco(ctx)
+
+    def days_once(ctx):  # each computation of the rates reads it once
+        calls["days"] += 1
+        return real_days(ctx)
+
+    monkeypatch.setattr(cap, "_tco_rates", tco_once)
+    monkeypatch.setattr(cap, "gpu_days_per_unit", days_once)
+    build(s, enumerate_candidates(s)[:20])
+    assert calls == {"tco": 1 if pricing == "tco" else 0, "days": 1}
