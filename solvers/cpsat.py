@@ -16,6 +16,7 @@ from ortools.sat.python import cp_model
 
 from models.cost import Cluster
 from solvers import cloud_terms
+from solvers.bounds import BoundTerms, prepare_bounds
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
 from solvers.intmath import up
@@ -24,7 +25,7 @@ from solvers.presolve import Presolved, presolve
 from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, prune
 from solvers.purchase_rule import settle
 from solvers.result import SolveResult
-from solvers.scenario import PreparedQuestion, Scenario
+from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates
 from solvers.stop import stoppable_solver
 
@@ -176,14 +177,16 @@ def solve_cpsat(
             warm_shapes=warm_shapes,
         )
     start = time.perf_counter()
-    space = candidates if candidates is not None else enumerate_candidates(scenario)
-    pre = alive if alive is not None else presolve(scenario, space)
+    # what the stages read of the question, computed once (PreparedQuestion, BoundTerms)
+    prepared = scenario.prepare()
+    terms = prepare_bounds(scenario, prepared)
+    space = candidates if candidates is not None else enumerate_candidates(scenario, prepared)
+    pre = alive if alive is not None else presolve(scenario, space, terms=terms)
     if not pre.candidates:
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
         )
-    prepared = scenario.prepare()  # what the stages ask the scenario, once (PreparedQuestion)
-    kept = prune(scenario, pre, top_k, hint, warm_shapes, prepared)
+    kept = prune(scenario, pre, top_k, hint, warm_shapes, terms)
     incumbents = kept.incumbents
     cap = None
     if scenario.pricing == "tco" and scenario.objective == "cost" and len(incumbents) >= top_k:
@@ -191,10 +194,10 @@ def solve_cpsat(
     warm = [cfg for _, cfg in incumbents]
     bounds = (kept.dp_ranges, kept.lower_bounds)
     args = (scenario, kept.candidates, space, top_k, time_limit_s, workers, warm, effort, bounds)
-    result = _solve_built(*args, cap, time_cap_days, prepared)
+    result = _solve_built(*args, cap, time_cap_days, terms)
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding
-        result = _solve_built(*args, prepared=prepared)
+        result = _solve_built(*args, terms=terms)
     # phase two: the cheapest purchases within the tolerance of each plan's time
     plans = settle(scenario, result.plans, prepared)  # (solvers/purchase_rule.py, as exhaustive)
     return replace(result, plans=plans, wall_s=time.perf_counter() - start)
@@ -212,11 +215,12 @@ def _solve_built(
     bounds: tuple[list[tuple[int, int]], list[float]],
     cost_cap_usd: float | None = None,
     time_cap_days: float | None = None,
-    prepared: PreparedQuestion | None = None,
+    terms: BoundTerms | None = None,
 ) -> SolveResult:
     """``warm``: incumbents of distinct shapes, best first (the first is the hint)."""
     start = time.perf_counter()
-    form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds, prepared=prepared)
+    form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds, terms=terms)
+    prepared = form.prepared
     md = form.model
     md.minimize(form.objective)
     first_only = time_cap_days is not None and form.days_per_unit is not None
@@ -230,7 +234,7 @@ def _solve_built(
     if top_k > 1:
         plans, status, gap = _top_k_by_shape(
             scenario, form, top_k, time_limit_s, workers, effort, bounds[1], warm
-        )
+        )  # (its plans read form.prepared)
     else:
         if warm:
             _hint(scenario, form, warm[0])
@@ -349,13 +353,13 @@ def _top_k_by_shape(
         if len(found) >= top_k:
             found.sort(key=lambda f: (f[0], f[1]))
             del found[top_k:]
-            kth_plan = build_plan(scenario, found[-1][2]).objective
+            kth_plan = build_plan(scenario, found[-1][2], form.prepared).objective
     for v in form.x:
         _set_domain(md, v, 0, 1)
     _set_cutoff(md, cut, 2**61 + at_zero)
     md.clear_hints()
     found.sort(key=lambda f: (f[0], f[1]))
-    plans = [build_plan(scenario, cfg) for _, _, cfg in found[:top_k]]
+    plans = [build_plan(scenario, cfg, form.prepared) for _, _, cfg in found[:top_k]]
     if not plans:
         return [], "unknown" if unproved else "infeasible", None
     if not unproved:

@@ -18,6 +18,7 @@ from models.units import days_from_seconds
 from solvers.intmath import hi, selected
 
 if TYPE_CHECKING:  # read by the annotations only: the context stays on the second floor
+    from solvers.bounds import BoundTerms
     from solvers.cpsat_cluster import ClusterTerms
     from solvers.decisions import Shape
     from solvers.scenario import PreparedQuestion, Scenario
@@ -47,8 +48,10 @@ class BuildContext:
     coarsen: float  # the time unit's coarsening (build retries coarser on overflow)
     cost_cap_usd: float | None
     given_bounds: Bounds | None
-    # what the parts ask the scenario, computed once per solve (Scenario.prepare)
+    # what the parts read of the question, computed once per solve (Scenario.prepare), and
+    # the bounds' terms (bounds.prepare_bounds: least rates per GPU, DP limits)
     prepared: PreparedQuestion
+    terms: BoundTerms
     # Each part sets its fields (the part named in each comment; solvers/cpsat_model.py);
     # fields of one part may sit in another's group, so that like declarations stay apart.
     # _choices: a literal per shape, GPU type and NIC type offered, the families' literals

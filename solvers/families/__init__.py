@@ -38,18 +38,15 @@ REGISTRY: tuple[Family, ...] = _discover()
 BY_NAME: dict[str, Family] = {f.name: f for f in REGISTRY}
 NAMES: tuple[str, ...] = tuple(f.name for f in REGISTRY)
 SHAPE_RULES: tuple[Family, ...] = tuple(f for f in REGISTRY if f.shape_rule)
+_NAME_SET = frozenset(NAMES)
 
 
 def enforced(s: Scenario) -> frozenset[str]:
-    """The names of the families question ``s`` enforces (computed once: the question is
-    frozen). A name in ``s.disabled`` that is no family is refused here."""
-    names = s.memo.get("enforced")
-    if names is None:
-        unknown = set(s.disabled) - set(NAMES)
-        if unknown:
-            raise ValueError(f"unknown constraint families {sorted(unknown)}")
-        names = s.memo["enforced"] = frozenset(f.name for f in REGISTRY if f.active(s))
-    return names
+    """The names of the families question ``s`` enforces. A name in ``s.disabled`` that is
+    no family is refused here."""
+    if not s.disabled <= _NAME_SET:
+        raise ValueError(f"unknown constraint families {sorted(set(s.disabled) - _NAME_SET)}")
+    return frozenset([f.name for f in REGISTRY if f.active(s)])
 
 
 def active(s: Scenario, family: str) -> bool:
