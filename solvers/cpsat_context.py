@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ortools.sat.python import cp_model
 
@@ -25,7 +25,13 @@ if TYPE_CHECKING:  # read by the annotations only: the context stays on the seco
     from solvers.space import Candidate
 
 IntVar = cp_model.IntVar
-Bounds = tuple[list[tuple[int, int]], list[float]]
+
+
+class Bounds(NamedTuple):
+    """Each candidate's DP range and objective lower bound (solvers/bounds.py; prune's)."""
+
+    dp_ranges: list[tuple[int, int]]
+    lower_bounds: list[float]
 
 
 @dataclass

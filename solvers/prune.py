@@ -47,11 +47,14 @@ class Pruned:
     incumbents: list[tuple[float, Config]]
 
 
-def may_beat(scenario: Scenario, pre: Presolved, objective: float) -> bool:
+def may_beat(
+    scenario: Scenario, pre: Presolved, objective: float, terms: BoundTerms | None = None
+) -> bool:
     """Whether any presolved shape's objective bound lies below ``objective``: the cheap
-    bound first, the full one only where the cheap one does not settle it."""
+    bound first, the full one only where the cheap one does not settle it (``terms``:
+    ``bounds.prepare_bounds(scenario)``, when the caller has it)."""
     limit = objective * (1 - 1e-9)
-    t = prepare_bounds(scenario)
+    t = terms if terms is not None else prepare_bounds(scenario)
     cheap = gemm_lower_bounds(t, pre.candidates, pre.dp_ranges)
     return any(
         lb < limit and objective_lower_bounds(t, [c], [r])[0] < limit
