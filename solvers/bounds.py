@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -133,26 +133,17 @@ def _gpu_bounds(s: Scenario, q: PreparedQuestion, gpu_name: str) -> GpuBounds:
     time_terms = _TimeTerms(
         s.sequences, ceiling, most, s.assumptions.dp_overlap, s.critical_batch_seq
     )
-    partial = GpuBounds(
-        gpu, tuple(fitting), min(counts), MappingProxyType(rates), least, time_terms,
-        (None, None, False, GPU_CAP), None, (),
-    )  # fmt: skip
     cost_terms: tuple = (_Same(s.catalog), s.pricing, s.sequences)
     if s.pricing == "tco":
         cost_terms += (least,)
         if s.catalog.facility.lifetime_years is None:
             cost_terms += (tuple(n.name for n in fitting), min(counts))
-    return GpuBounds(
-        gpu,
-        partial.fitting,
-        partial.fewest_nics,
-        partial.rates,
-        least,
-        time_terms,
-        _dp_limits(s, q, partial),
-        _least_overhead_of(s, q, gpu_name),
-        cost_terms,
-    )
+    # the DP limits read the rates and NIC options: set once those are
+    terms = GpuBounds(
+        gpu, tuple(fitting), min(counts), MappingProxyType(rates), least, time_terms,
+        (None, None, False, GPU_CAP), _least_overhead_of(s, q, gpu_name), cost_terms,
+    )  # fmt: skip
+    return replace(terms, dp_limits=_dp_limits(s, q, terms))
 
 
 def least_capex_cents(question: Scenario | BoundTerms, gpu, num_gpus) -> np.ndarray:
