@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Any
 
 from catalog.catalog import Catalog
@@ -193,7 +192,7 @@ class Scenario(_Derived):
             "model_batch_cap_seq": None
             if crit_seq is None
             else int(MAX_CRITICAL_BATCHES * crit_seq),
-            "gpu_cap_by_type": MappingProxyType(caps),
+            "gpu_cap_by_type": caps,  # a plain dict: a Scenario pickles (study workers)
             "capex_charged_in_full": self.pricing == "capex"
             or (self.pricing == "tco" and self.catalog.facility.lifetime_years is None),
         }

@@ -4,6 +4,7 @@ limits and derived values, and which families it enforces (solvers.families.acti
 from __future__ import annotations
 
 import math
+import pickle
 from dataclasses import fields
 from pathlib import Path
 
@@ -213,6 +214,14 @@ def test_derived_values_are_plain_attributes_that_with_changes_recomputes():
     assert (changed.budget, changed.sequences) == (2e6, 2 * s.sequences)
     assert changed == s.with_changes(budget_usd=2e6, tokens=2 * s.tokens)
     assert enforced(changed) == enforced(s)
+
+
+def test_a_scenario_pickles_with_its_derived_values():
+    """A study's workers receive their questions pickled: the derived values travel too."""
+    s = cli_question().with_changes(gpu_caps=(("h100-sxm", 64),))
+    back = pickle.loads(pickle.dumps(s))
+    assert back == s
+    assert (back.budget, back.gpu_cap("h100-sxm"), back.sequences) == (1e6, 64, s.sequences)
 
 
 def test_a_solve_writes_nothing_on_the_scenario():
