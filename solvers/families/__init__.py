@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import weakref
 from typing import TYPE_CHECKING
 
 from solvers.families.base import Family
@@ -43,10 +44,23 @@ _NAME_SET = frozenset(NAMES)
 
 def enforced(s: Scenario) -> frozenset[str]:
     """The names of the families question ``s`` enforces. A name in ``s.disabled`` that is
-    no family is refused here."""
+    no family is refused here. A pure function of the frozen question, asked hundreds of
+    times per solve (every ``active``): kept by the question's identity while it lives
+    (_ENFORCED), never written on the question."""
+    found = _ENFORCED.get(id(s))
+    if found is not None and found[0]() is s:
+        return found[1]
     if not s.disabled <= _NAME_SET:
         raise ValueError(f"unknown constraint families {sorted(set(s.disabled) - _NAME_SET)}")
-    return frozenset([f.name for f in REGISTRY if f.active(s)])
+    names = frozenset([f.name for f in REGISTRY if f.active(s)])
+    key = id(s)
+    _ENFORCED[key] = (weakref.ref(s, lambda _, k=key: _ENFORCED.pop(k, None)), names)
+    return names
+
+
+# enforced's answers by the question's id, each with a weak reference that drops it when the
+# question is collected (so an id reused by a later question never finds a stale answer)
+_ENFORCED: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
 
 
 def active(s: Scenario, family: str) -> bool:
