@@ -54,7 +54,11 @@ def enforced(s: Scenario) -> frozenset[str]:
         raise ValueError(f"unknown constraint families {sorted(set(s.disabled) - _NAME_SET)}")
     names = frozenset([f.name for f in REGISTRY if f.active(s)])
     key = id(s)
-    _ENFORCED[key] = (weakref.ref(s, lambda _, k=key: _ENFORCED.pop(k, None)), names)
+
+    def forget(_: object) -> None:
+        _ENFORCED.pop(key, None)
+
+    _ENFORCED[key] = (weakref.ref(s, forget), names)
     return names
 
 
