@@ -23,8 +23,9 @@ from designer.questions import scenario_from_options
 from designer.report import layout_cell, plan_entry, with_range
 from models.evidence import catalog_band
 from models.evidence_rule import pair_evidence
-from solvers import Scenario, SolveResult, cloud_terms, solve_cpsat
-from solvers.bounds import gemm_lower_bounds, objective_lower_bound
+from solvers import Scenario, SolveResult, cloud_terms
+from solvers.bounds import gemm_lower_bounds, objective_lower_bound, prepare_bounds
+from solvers.cpsat import Resolve, resolve_cpsat
 from solvers.presolve import Presolved, presolve
 from solvers.space import Candidate, enumerate_candidates
 
@@ -67,7 +68,7 @@ class _Pair:
     space: list[Candidate] | None
     pre: Presolved | None
     maybe_thin: bool
-    # reaches' shape bounds, filled on first use: [cheap bounds, {index: full bound}]
+    # reaches' shape bounds, filled on first use: [cheap bounds, {index: full bound}, terms]
     bounds: list = field(default_factory=list, compare=False, repr=False)
 
     def reaches(self, limit: float, strict: bool) -> bool:
@@ -82,14 +83,16 @@ class _Pair:
 
         # the bounds do not depend on the limit: computed once per pair, the full one only
         # for the shapes whose cheap bound a limit let through
-        if not self.bounds:
-            self.bounds.append(gemm_lower_bounds(s, pre.candidates, pre.dp_ranges))
+        if not self.bounds:  # the question's bound terms, prepared once (prepare_bounds)
+            terms = prepare_bounds(s)
+            self.bounds.append(gemm_lower_bounds(terms, pre.candidates, pre.dp_ranges))
             self.bounds.append({})
-        cheap, full = self.bounds
+            self.bounds.append(terms)
+        cheap, full, terms = self.bounds
 
         def bound(i: int) -> float:
             if i not in full:
-                full[i] = objective_lower_bound(s, pre.candidates[i], pre.dp_ranges[i])
+                full[i] = objective_lower_bound(terms, pre.candidates[i], pre.dp_ranges[i])
             return full[i]
 
         return any(under(lb) and under(bound(i)) for i, lb in enumerate(cheap))
@@ -112,17 +115,16 @@ class _Pair:
         ``time_cap_days``); when none is, that probe's "infeasible" answers, since such a
         pair cannot enter the list, else the full solve."""
         if cap is not None:
-            probe = solve_cpsat(
+            probe = resolve_cpsat(
                 self.scenario,
+                Resolve(alive=self.pre, time_cap_days=cap),
                 time_limit_s=time_limit_s,
                 candidates=self.space,
-                alive=self.pre,
-                time_cap_days=cap,
             )
             if probe.status == "infeasible":
                 return probe
-        return solve_cpsat(
-            self.scenario, time_limit_s=time_limit_s, candidates=self.space, alive=self.pre
+        return resolve_cpsat(
+            self.scenario, Resolve(alive=self.pre), time_limit_s=time_limit_s, candidates=self.space
         )
 
 

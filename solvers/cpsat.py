@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 from ortools.sat.python import cp_model
 
 from models.cost import Cluster
 from solvers import cloud_terms
+from solvers.bounds import BoundTerms, prepare_bounds
+from solvers.cpsat_context import Bounds
 from solvers.cpsat_model import Formulation, build
 from solvers.gc_pause import without_gc_pauses
 from solvers.grid_search import best_for_candidate
 from solvers.intmath import up
-from solvers.plan import Config, build_plan
+from solvers.plan import Config, Plan, build_plan
 from solvers.presolve import Presolved, presolve
 from solvers.prune import PRUNE_MARGIN, WARM_SHAPES, prune
 from solvers.purchase_rule import settle
@@ -97,18 +99,75 @@ def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> c
     return solver
 
 
+@dataclass(frozen=True)
+class Resolve:
+    """What a caller that re-solves questions it derived knows about one of them
+    (resolve_cpsat; the explanation, solvers/explain.py, and the alternatives,
+    designer/alternatives.py): not part of the public solve_cpsat.
+
+    ``hint`` warm-starts the search (e.g. the optimum of a tighter question); ``effort``:
+    CP-SAT's deterministic time (machine-independent answers); ``alive``:
+    ``presolve(scenario, candidates)``; ``warm_shapes``: how many shapes the warm start
+    tries (fewer will do when ``hint`` is a good plan); ``time_cap_days`` (time
+    objective): whether any plan is faster than this (a relaxed question against the
+    plan it explains): "infeasible" says none is; otherwise the search stops at the
+    first one it finds ("feasible"); ``terms``: ``bounds.prepare_bounds(scenario)``. Each
+    of ``alive`` and ``terms`` belongs to the question it is handed in with: a solve
+    split by rental term or GPU type drops them (and the time cap with the GPU types,
+    the cost objective's)."""
+
+    hint: Config | None = None
+    effort: float | None = None
+    alive: Presolved | None = None
+    warm_shapes: int = WARM_SHAPES
+    time_cap_days: float | None = None
+    terms: BoundTerms | None = None
+
+
+class _Found(NamedTuple):
+    """A search's plans (best first), its status and its relative gap (None: no plan)."""
+
+    plans: list[Plan]
+    status: str
+    gap: float | None
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One CP-SAT search over the pruned shapes (_solve_built): the question, the shapes
+    and their bounds, the whole space (reported with the result), the incumbents to warm
+    start from (distinct shapes, best first: the first is the hint) and the limits."""
+
+    scenario: Scenario
+    cands: list[Candidate]
+    space: list[Candidate]
+    bounds: Bounds
+    warm: list[Config]
+    top_k: int
+    time_limit_s: float
+    workers: int
+    effort: float | None
+
+
 def _solve_cloud_cost_by_gpu(
-    scenario: Scenario, top_k: int, time_limit_s: float, space: list[Candidate], **kwargs
+    scenario: Scenario,
+    how: Resolve,
+    top_k: int,
+    time_limit_s: float,
+    workers: int,
+    space: list[Candidate],
 ) -> SolveResult:
     """Cheapest rented plan: one solve per GPU type (each with an integer objective), merged."""
     start = time.perf_counter()
+    each = replace(how, alive=None, terms=None, time_cap_days=None)
     results = [
-        solve_cpsat(
+        resolve_cpsat(
             scenario.with_changes(gpus=(g,)),
+            each,
             top_k=top_k,
             time_limit_s=time_limit_s,
+            workers=workers,
             candidates=[c for c in space if c.shape.gpu == g],
-            **kwargs,
         )
         for g in scenario.gpus
     ]
@@ -137,87 +196,83 @@ def _solve_cloud_cost_by_gpu(
     )
 
 
-@without_gc_pauses
 def solve_cpsat(
     scenario: Scenario,
     top_k: int = 1,
     time_limit_s: float = 60.0,
     workers: int = 1,
     candidates: list[Candidate] | None = None,
-    hint: Config | None = None,
-    effort: float | None = None,
-    alive: Presolved | None = None,
-    warm_shapes: int = WARM_SHAPES,
-    time_cap_days: float | None = None,
 ) -> SolveResult:
-    """Minimise the objective; ``top_k`` best plans with distinct shapes.
+    """Minimise the objective; ``top_k`` best plans with distinct shapes (``candidates``:
+    the question's space, when the caller has it). A caller that re-solves questions it
+    derived hands in what it knows through resolve_cpsat."""
+    return resolve_cpsat(scenario, Resolve(), top_k, time_limit_s, workers, candidates)
 
-    ``hint`` warm-starts the search (e.g. the optimum of a tighter question);
-    ``alive``: ``presolve(scenario, candidates)`` when the caller has it. ``warm_shapes``:
-    how many shapes the warm start tries (fewer will do when ``hint`` is a good plan).
-    ``time_cap_days`` (time objective): whether any plan is faster than this (a relaxed
-    question against the plan it explains): "infeasible" says none is; otherwise the
-    search stops at the first one it finds ("feasible")."""
+
+@without_gc_pauses
+def resolve_cpsat(
+    scenario: Scenario,
+    how: Resolve,
+    top_k: int = 1,
+    time_limit_s: float = 60.0,
+    workers: int = 1,
+    candidates: list[Candidate] | None = None,
+) -> SolveResult:
+    """solve_cpsat with what the caller knows of the question (Resolve)."""
     if cloud_terms.applies(scenario):  # one solve per rental term (solvers/cloud_terms.py)
+        each = replace(how, alive=None, terms=None)
         return cloud_terms.solve_by_term(
-            solve_cpsat, scenario, top_k, time_limit_s=time_limit_s, workers=workers,
-            candidates=candidates, hint=hint, effort=effort, warm_shapes=warm_shapes,
-            time_cap_days=time_cap_days,
+            resolve_cpsat, scenario, top_k, how=each, time_limit_s=time_limit_s,
+            workers=workers, candidates=candidates,
         )  # fmt: skip
     if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
         space = candidates if candidates is not None else enumerate_candidates(scenario)
-        return _solve_cloud_cost_by_gpu(
-            scenario,
-            top_k,
-            time_limit_s,
-            space,
-            workers=workers,
-            hint=hint,
-            effort=effort,
-            warm_shapes=warm_shapes,
-        )
+        return _solve_cloud_cost_by_gpu(scenario, how, top_k, time_limit_s, workers, space)
     start = time.perf_counter()
-    space = candidates if candidates is not None else enumerate_candidates(scenario)
-    pre = alive if alive is not None else presolve(scenario, space)
+    # what the stages read of the question, computed once (PreparedQuestion, BoundTerms)
+    terms = how.terms if how.terms is not None else prepare_bounds(scenario)
+    space = candidates if candidates is not None else enumerate_candidates(scenario, terms.prepared)
+    pre = how.alive if how.alive is not None else presolve(scenario, space, terms=terms)
     if not pre.candidates:
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
         )
-    prepared = scenario.prepare()  # what the stages ask the scenario, once (PreparedQuestion)
-    kept = prune(scenario, pre, top_k, hint, warm_shapes, prepared)
+    kept = prune(scenario, pre, top_k, how.hint, how.warm_shapes, terms)
     incumbents = kept.incumbents
     cap = None
     if scenario.pricing == "tco" and scenario.objective == "cost" and len(incumbents) >= top_k:
         cap = incumbents[top_k - 1][0] * 1.05 + 1.0  # no plan among the top k costs more
-    warm = [cfg for _, cfg in incumbents]
-    bounds = (kept.dp_ranges, kept.lower_bounds)
-    args = (scenario, kept.candidates, space, top_k, time_limit_s, workers, warm, effort, bounds)
-    result = _solve_built(*args, cap, time_cap_days, prepared)
+    search = _Search(
+        scenario,
+        kept.candidates,
+        space,
+        Bounds(kept.dp_ranges, kept.lower_bounds),
+        [cfg for _, cfg in incumbents],
+        top_k,
+        time_limit_s,
+        workers,
+        how.effort,
+    )
+    result = _solve_built(search, terms, cap, how.time_cap_days)
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding
-        result = _solve_built(*args, prepared=prepared)
+        result = _solve_built(search, terms)
     # phase two: the cheapest purchases within the tolerance of each plan's time
-    plans = settle(scenario, result.plans, prepared)  # (solvers/purchase_rule.py, as exhaustive)
+    plans = settle(scenario, result.plans, terms.prepared)  # (solvers/purchase_rule.py)
     return replace(result, plans=plans, wall_s=time.perf_counter() - start)
 
 
 def _solve_built(
-    scenario: Scenario,
-    cands: list[Candidate],
-    space: list[Candidate],
-    top_k: int,
-    time_limit_s: float,
-    workers: int,
-    warm: list[Config],
-    effort: float | None,
-    bounds: tuple[list[tuple[int, int]], list[float]],
+    search: _Search,
+    terms: BoundTerms,
     cost_cap_usd: float | None = None,
     time_cap_days: float | None = None,
-    prepared: PreparedQuestion | None = None,
 ) -> SolveResult:
-    """``warm``: incumbents of distinct shapes, best first (the first is the hint)."""
+    """One CP-SAT search (``cost_cap_usd``: no plan that matters costs more;
+    ``time_cap_days``: Resolve's)."""
     start = time.perf_counter()
-    form = build(scenario, cands, cost_cap_usd=cost_cap_usd, bounds=bounds, prepared=prepared)
+    scenario = search.scenario
+    form = build(scenario, search.cands, cost_cap_usd, search.bounds, terms)
     md = form.model
     md.minimize(form.objective)
     first_only = time_cap_days is not None and form.days_per_unit is not None
@@ -228,38 +283,41 @@ def _solve_built(
         dom = md.proto.variables[var.index].domain
         cap = up(time_cap_days * (1 + TIME_CAP_MARGIN) / form.days_per_unit)
         _set_domain(md, var, dom[0], min(dom[len(dom) - 1], max(dom[0], cap)))
-    if top_k > 1:
-        q = prepared if prepared is not None else scenario.prepare()
-        plans, status, gap = _top_k_by_shape(
-            scenario, form, top_k, time_limit_s, workers, effort, bounds[1], warm, q
-        )
+    if search.top_k > 1:
+        found = _top_k_by_shape(search, form)
     else:
-        if warm:
-            _hint(scenario, form, warm[0])
-        solver = _solver(time_limit_s, workers, effort)
-        _tune(scenario, solver)
-        # proving the optimum under a cap can make CP-SAT's bound propagation crawl through
-        # the step's products (minutes for a relaxed 671B model): the first plan answers
-        solver.parameters.stop_after_first_solution = first_only
-        code = _checked_solve(solver, md)
-        plans, status, gap = [], "infeasible", None
-        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            status = "optimal" if code == cp_model.OPTIMAL else "feasible"
-            best, bound = solver.objective_value, solver.best_objective_bound
-            gap = 0.0 if code == cp_model.OPTIMAL else abs(best - bound) / max(abs(best), 1e-12)
-            plans.append(build_plan(scenario, _config(form, solver), prepared))
-        elif code == cp_model.UNKNOWN:
-            status = "unknown"
+        found = _best(search, form, first_only)
     return SolveResult(
-        status=status,
+        status=found.status,
         solver="cpsat",
         wall_s=time.perf_counter() - start,
-        gap=gap,
-        plans=plans,
+        gap=found.gap,
+        plans=found.plans,
         objective_name="time_to_train" if scenario.objective == "time" else "cost",
         objective_unit="days" if scenario.objective == "time" else "USD",
-        candidates=space,
+        candidates=search.space,
     )
+
+
+def _best(search: _Search, form: Formulation, first_only: bool) -> _Found:
+    """The best plan, warm-started from the first incumbent (``first_only``: the first plan
+    found under the time cap)."""
+    md = form.model
+    if search.warm:
+        _hint(search.scenario, form, search.warm[0])
+    solver = _solver(search.time_limit_s, search.workers, search.effort)
+    _tune(search.scenario, solver)
+    # proving the optimum under a cap can make CP-SAT's bound propagation crawl through
+    # the step's products (minutes for a relaxed 671B model): the first plan answers
+    solver.parameters.stop_after_first_solution = first_only
+    code = _checked_solve(solver, md)
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        status = "optimal" if code == cp_model.OPTIMAL else "feasible"
+        best, bound = solver.objective_value, solver.best_objective_bound
+        gap = 0.0 if code == cp_model.OPTIMAL else abs(best - bound) / max(abs(best), 1e-12)
+        plan = build_plan(search.scenario, _config(form, solver), form.prepared)
+        return _Found([plan], status, gap)
+    return _Found([], "unknown" if code == cp_model.UNKNOWN else "infeasible", None)
 
 
 def _tune(scenario: Scenario, solver: cp_model.CpSolver) -> None:
@@ -360,17 +418,7 @@ def _fixed_one(md: cp_model.CpModel, var: cp_model.IntVar) -> bool:
     return md.proto.variables[var.index].domain[0] == 1
 
 
-def _top_k_by_shape(
-    scenario: Scenario,
-    form: Formulation,
-    top_k: int,
-    time_limit_s: float,
-    workers: int,
-    effort: float | None,
-    lbs: list[float],
-    warm: list[Config],
-    prepared: PreparedQuestion,
-) -> tuple[list, str, float | None]:
+def _top_k_by_shape(search: _Search, form: Formulation) -> _Found:
     """The ``top_k`` best plans of distinct shapes, each shape solved once.
 
     Shapes are visited by their objective lower bound; each is solved alone (its
@@ -380,6 +428,8 @@ def _top_k_by_shape(
     enter the top k). Every shape is proved once, instead of the whole space K
     times; ties are broken by the bound order. With ``effort``, each sub-solve gets
     an equal share of it."""
+    scenario, top_k, effort = search.scenario, search.top_k, search.effort
+    lbs, warm = search.bounds.lower_bounds, search.warm
     start = time.perf_counter()
     md = form.model
     # the cutoff is the upper end of one linear constraint's domain, rewritten per shape: a
@@ -397,7 +447,7 @@ def _top_k_by_shape(
     for rank, i in enumerate(order):
         if kth_plan is not None and lbs[i] > kth_plan * (1 + PRUNE_MARGIN):
             break
-        left = time_limit_s - (time.perf_counter() - start)
+        left = search.time_limit_s - (time.perf_counter() - start)
         if left <= 0:
             unproved.append(-math.inf)
             break
@@ -406,8 +456,9 @@ def _top_k_by_shape(
         share = None if effort is None else effort / top_k
         hint = hints.get(form.candidates[i].shape)
         deadline = time.perf_counter() + left
-        args = (scenario, form, (cut, at_zero, int(kth), kth_plan), hint, prepared, deadline)
-        solver, code = _solve_shape(*args, workers, share)
+        q = form.prepared if form.prepared is not None else scenario.prepare()
+        args = (scenario, form, (cut, at_zero, int(kth), kth_plan), hint, q, deadline)
+        solver, code = _solve_shape(*args, search.workers, share)
         _set_domain(md, form.x[i], 0, 0)
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             found.append((solver.objective_value, rank, _config(form, solver)))
@@ -418,21 +469,21 @@ def _top_k_by_shape(
         if len(found) >= top_k:
             found.sort(key=lambda f: (f[0], f[1]))
             del found[top_k:]
-            kth_plan = build_plan(scenario, found[-1][2]).objective
+            kth_plan = build_plan(scenario, found[-1][2], form.prepared).objective
     for v in form.x:
         _set_domain(md, v, 0, 1)
     _set_cutoff(md, cut, 2**61 + at_zero)
     md.clear_hints()
     found.sort(key=lambda f: (f[0], f[1]))
-    plans = [build_plan(scenario, cfg) for _, _, cfg in found[:top_k]]
+    plans = [build_plan(scenario, cfg, form.prepared) for _, _, cfg in found[:top_k]]
     if not plans:
-        return [], "unknown" if unproved else "infeasible", None
+        return _Found([], "unknown" if unproved else "infeasible", None)
     if not unproved:
-        return plans, "optimal", 0.0
+        return _Found(plans, "optimal", 0.0)
     best = found[0][0]
     gap = (
         max(0.0, (best - min(unproved)) / max(abs(best), 1e-12))
         if min(unproved) > -math.inf
         else 1.0
     )
-    return plans, "feasible", min(1.0, gap)
+    return _Found(plans, "feasible", min(1.0, gap))

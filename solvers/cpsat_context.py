@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ortools.sat.python import cp_model
 
@@ -18,13 +18,20 @@ from models.units import days_from_seconds
 from solvers.intmath import hi, selected
 
 if TYPE_CHECKING:  # read by the annotations only: the context stays on the second floor
+    from solvers.bounds import BoundTerms
     from solvers.cpsat_cluster import ClusterTerms
     from solvers.decisions import Shape
     from solvers.scenario import PreparedQuestion, Scenario
     from solvers.space import Candidate
 
 IntVar = cp_model.IntVar
-Bounds = tuple[list[tuple[int, int]], list[float]]
+
+
+class Bounds(NamedTuple):
+    """Each candidate's DP range and objective lower bound (solvers/bounds.py; prune's)."""
+
+    dp_ranges: list[tuple[int, int]]
+    lower_bounds: list[float]
 
 
 @dataclass
@@ -37,9 +44,36 @@ class GpuTime:
     lo: int
 
 
+# The build's stages in the order solvers/cpsat_model.py runs them, each with the fields of
+# BuildContext it sets first (a later stage may rewrite one: add_batch_tokens and add_goodput
+# inflate per_seq and gpu_time, add_purchase_cost adds to capex_expr). A stage reads only the
+# inputs and the fields of the stages before it; tests/test_cpsat_context.py checks that each
+# named function sets its fields and that every field is named once.
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("cpsat_model._choices", ("x", "shapes", "enforce", "gpus", "gpu_names", "gpu_lit", "nics")),
+    ("cpsat_purchases.add_purchase_choices", ("spare_lits", "storage_lits")),
+    ("cpsat_model._scale", ("ceiling_seq", "gpu_cap", "dp_max", "m_max", "dp", "m")),
+    (
+        "cpsat_model._nics",
+        ("counts_of", "fits_of", "nic_lits", "nics_per_node", "nic_count", "node_bw"),
+    ),
+    ("cpsat_model._batch", ("w", "b_sel", "global_batch")),
+    ("cpsat_model._servers", ("num_gpus", "nodes", "cf", "r_dp", "r_pp")),
+    ("cpsat_model._build", ("least_per_gpu",)),  # TCO: bounds.prepare_bounds' least rates
+    ("cpsat_model._time", ("goodput_room",)),
+    ("cpsat_time.add_time", ("unit_s", "k_scale", "per_seq", "days_per_unit", "gpu_time")),
+    ("cpsat_goodput.add_goodput", ("ideal_per_seq",)),
+    ("cpsat_cost.add_cluster", ("cluster", "nics_total", "capex_expr")),
+    ("cpsat_purchases.add_purchase_cost", ("purchase_hi_cents",)),
+    ("cpsat_cost.add_cost", ("cost_expr", "per_cent", "coef", "gt_of")),
+    ("cpsat_model._cuts", ("lbs",)),
+)
+
+
 @dataclass
 class BuildContext:
-    """The model under construction and the variables its parts have defined so far."""
+    """The model under construction and the variables its parts have defined so far: the
+    inputs (the fields up to ``terms``), then what each stage sets (STAGES says which)."""
 
     md: cp_model.CpModel
     scenario: Scenario
@@ -47,8 +81,10 @@ class BuildContext:
     coarsen: float  # the time unit's coarsening (build retries coarser on overflow)
     cost_cap_usd: float | None
     given_bounds: Bounds | None
-    # what the parts ask the scenario, computed once per solve (Scenario.prepare)
+    # what the parts read of the question, computed once per solve (Scenario.prepare), and
+    # the bounds' terms (bounds.prepare_bounds: least rates per GPU, DP limits)
     prepared: PreparedQuestion
+    terms: BoundTerms
     # Each part sets its fields (the part named in each comment; solvers/cpsat_model.py);
     # fields of one part may sit in another's group, so that like declarations stay apart.
     # _choices: a literal per shape, GPU type and NIC type offered, the families' literals

@@ -36,7 +36,7 @@ from ortools.sat.python import cp_model
 from models.cost import usd_to_cents_up
 from models.pipeline import microbatch_step
 from models.units import seconds_from_days
-from solvers.bounds import dp_bounds, least_per_gpu, objective_lower_bound
+from solvers.bounds import BoundTerms, dp_bounds, objective_lower_bounds, prepare_bounds
 from solvers.cpsat_batch_tokens import add_batch_tokens, tokens_room
 from solvers.cpsat_cluster import ClusterTerms
 from solvers.cpsat_context import Bounds, BuildContext
@@ -70,6 +70,8 @@ class Formulation:
     spare_lits: dict[float, cp_model.IntVar] = field(default_factory=dict)
     storage_lits: dict[float, cp_model.IntVar] = field(default_factory=dict)
     days_per_unit: float | None = None  # the time objective's days per unit (None: cost)
+    # what the build read of the question (Scenario.prepare): the plans read it too
+    prepared: PreparedQuestion | None = None
 
 
 def build(
@@ -77,19 +79,20 @@ def build(
     candidates: list[Candidate],
     cost_cap_usd: float | None = None,
     bounds: Bounds | None = None,
-    prepared: PreparedQuestion | None = None,
+    terms: BoundTerms | None = None,
 ) -> Formulation:
     """The CP-SAT model of ``scenario`` over ``candidates``, with the finest time unit that fits int64.
 
     ``cost_cap_usd``: no plan that matters costs more (an incumbent's cost with a margin);
     it tightens the bounds of the TCO products, so their rounding is finer. ``bounds``:
     each candidate's DP range and objective lower bound (solvers/bounds.py), when the
-    caller has them. ``prepared``: ``scenario.prepare()``, when the caller has it."""
-    prepared = prepared if prepared is not None else scenario.prepare()
+    caller has them. ``terms``: ``bounds.prepare_bounds(scenario)`` (with what the scenario
+    prepared), when the caller has it (once per solve)."""
+    terms = terms if terms is not None else prepare_bounds(scenario)
     coarsen = 1.0
     for _ in range(8):
         try:
-            form = _build(scenario, prepared, candidates, coarsen, cost_cap_usd, bounds)
+            form = _build(scenario, terms, candidates, coarsen, cost_cap_usd, bounds)
         except OverflowError:
             coarsen *= 1000.0
             continue
@@ -105,7 +108,7 @@ def build(
 
 def _build(
     scenario: Scenario,
-    prepared: PreparedQuestion,
+    terms: BoundTerms,
     candidates: list[Candidate],
     coarsen: float,
     cost_cap_usd: float | None = None,
@@ -115,7 +118,7 @@ def _build(
         raise ValueError("no candidate shapes")
     md = cp_model.CpModel()
     ctx = BuildContext(
-        md, scenario, list(candidates), coarsen, cost_cap_usd, given_bounds, prepared
+        md, scenario, list(candidates), coarsen, cost_cap_usd, given_bounds, terms.prepared, terms
     )
     _choices(ctx)
     add_purchase_choices(ctx)
@@ -124,7 +127,7 @@ def _build(
     _batch(ctx)
     _servers(ctx)
     if charges_tco(ctx):  # read by the goodput's and the cost's GPU-time cap
-        ctx.least_per_gpu = [least_per_gpu(scenario, g) for g in ctx.gpus.values()]
+        ctx.least_per_gpu = [terms.per_gpu[g].least_per_gpu for g in ctx.gpus]
     _time(ctx)
     if needs_cluster(scenario):
         add_cluster(ctx)
@@ -149,6 +152,7 @@ def _build(
         ctx.spare_lits,
         ctx.storage_lits,
         ctx.days_per_unit if scenario.objective == "time" else None,
+        terms.prepared,
     )
     _search_order(ctx)
     return form
@@ -331,8 +335,8 @@ def _cuts(ctx: BuildContext) -> None:
     if ctx.given_bounds is not None:
         bounds, ctx.lbs = ctx.given_bounds
     else:
-        bounds = [dp_bounds(s, cand) for cand in cands]
-        ctx.lbs = [objective_lower_bound(s, c, b) for c, b in zip(cands, bounds, strict=True)]
+        bounds = [dp_bounds(ctx.terms, cand) for cand in cands]
+        ctx.lbs = objective_lower_bounds(ctx.terms, cands, bounds)
     md.add(ctx.dp <= ctx.sel(max(1, min(hi, ctx.dp_max)) for _, hi in bounds))
     md.add(ctx.dp >= ctx.sel(min(lo, ctx.dp_max) for lo, _ in bounds))
     if s.objective == "time":

@@ -27,8 +27,9 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from solvers.bounds import objective_lower_bound, shared_bounds
-from solvers.cpsat import _solver, solve_cpsat
+from solvers.bounds import objective_lower_bounds, prepare_bounds, shared_bounds
+from solvers.cpsat import Resolve, _solver, resolve_cpsat, solve_cpsat
+from solvers.cpsat_context import Bounds
 from solvers.cpsat_model import Formulation, build
 from solvers.exhaustive import best_for_candidate
 from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES, active, enforced
@@ -124,22 +125,16 @@ def binding_constraints(
         # a shape rule off: the shapes the question already had keep their plans, the
         # best of which is the proved optimum; only the shapes it kept out can improve
         admits = plan_proved and _adds_shapes_only(family, scenario, relaxed)
-        alive = presolve(relaxed, space, breaking=family.name if admits else None)
+        terms = prepare_bounds(relaxed)  # once for its presolve, bound and re-solves
+        alive = presolve(relaxed, space, breaking=family.name if admits else None, terms=terms)
         # no shape of the relaxed question can beat the plan: nothing to re-solve
-        if not may_beat(relaxed, alive, base):
+        if not may_beat(relaxed, alive, base, terms):
             return base, True
 
         def run(hint: Config | None, cap: float | None, wall_s: float | None = None) -> SolveResult:
-            return solve_cpsat(
-                relaxed,
-                time_limit_s=time_limit_s if wall_s is None else min(time_limit_s, wall_s),
-                candidates=space,
-                hint=hint,
-                effort=effort,
-                alive=alive,
-                warm_shapes=EXPLAIN_WARM_SHAPES,
-                time_cap_days=cap,
-            )
+            how = Resolve(hint, effort, alive, EXPLAIN_WARM_SHAPES, cap, terms)
+            limit_s = time_limit_s if wall_s is None else min(time_limit_s, wall_s)
+            return resolve_cpsat(relaxed, how, time_limit_s=limit_s, candidates=space)
 
         first = run(plan.config, None, None)
         res = first
@@ -259,12 +254,12 @@ def _feasibility_model(s: Scenario, pre: Presolved) -> Formulation:
     if s.pricing == "tco" and active(s, "budget"):
         costed = s if s.objective == "cost" else s.with_changes(objective="cost")
         lbs = [
-            objective_lower_bound(costed, cand, dp) * (1 - 1e-6)
-            for cand, dp in zip(pre.candidates, pre.dp_ranges, strict=True)
+            lb * (1 - 1e-6) for lb in objective_lower_bounds(costed, pre.candidates, pre.dp_ranges)
         ]
-        return build(costed, pre.candidates, bounds=(pre.dp_ranges, lbs))
+        return build(costed, pre.candidates, bounds=Bounds(pre.dp_ranges, lbs))
     timed = s if s.objective == "time" else s.with_changes(objective="time")
-    return build(timed, pre.candidates, bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)))
+    zero = [0.0] * len(pre.candidates)
+    return build(timed, pre.candidates, bounds=Bounds(pre.dp_ranges, zero))
 
 
 def _witness(s: Scenario, pre: Presolved, tries: int = 4) -> bool:

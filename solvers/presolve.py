@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solvers.bounds import (
+    BoundTerms,
     dp_limits,
-    dp_step,
+    prepare_bounds,
     ruled_out,
-    stage_time_lower,
+    stage_times_lower,
     too_slow_by_gemm,
 )
 from solvers.families import SHAPE_RULES, enforced
@@ -81,8 +82,9 @@ class _Columns:
         return self.gemm
 
     def stage_times(self, ok: np.ndarray) -> np.ndarray:
-        for i in np.flatnonzero(ok & np.isnan(self.stage_lower)):
-            self.stage_lower[i] = stage_time_lower(self.cands[i])
+        missing = np.flatnonzero(ok & np.isnan(self.stage_lower))
+        if len(missing):  # bounds.stage_time_lower of each, in one call
+            self.stage_lower[missing] = stage_times_lower([self.cands[i] for i in missing])
         return self.stage_lower
 
 
@@ -107,25 +109,20 @@ def _gather(cands: list[Candidate]) -> _Columns:
     shapes = [c.shape for c in cands]
     pp = np.array([s.pp for s in shapes], dtype=np.int64)
     vp = np.array([s.vp for s in shapes], dtype=np.int64)
-    # bounds.dp_step reads the GPU's purchase unit, the replica and the expert folding
-    # only: once per (question, GPU, TP, CP, PP, EP, ETP), not per shape
-    steps: dict[tuple, int] = {}
-
-    def step_of(c: Candidate) -> int:
-        sh = c.shape
-        key = (id(c._source.scenario), sh.gpu, sh.tp, sh.cp, sh.pp, sh.ep, sh.etp)
-        got = steps.get(key)
-        if got is None:
-            got = steps[key] = dp_step(c._source.scenario, c)
-        return got
-
+    gpu = np.array([index[s.gpu] for s in shapes], dtype=np.int64)
+    replica = np.array([s.replica_gpus for s in shapes], dtype=np.int64)
+    # bounds.dp_step on arrays: whole purchase units of the GPU (the candidates' own spec),
+    # and the expert folding's step (Shape.dp_step)
+    units = {c.shape.gpu: c._source.gpu.server.purchase_unit_gpus for c in cands}
+    unit = np.array([units[g] for g in names], dtype=np.int64)[gpu]
+    folding = np.array([s.dp_step for s in shapes], dtype=np.int64)
     col = _Columns(
         cands=cands,
         rules=np.array([sum(_RULE_BITS[r] for r in c.structural) for c in cands], dtype=np.int64),
-        gpu=np.array([index[s.gpu] for s in shapes], dtype=np.int64),
+        gpu=gpu,
         gpu_names=names,
-        replica=np.array([s.replica_gpus for s in shapes], dtype=np.int64),
-        dp_step=np.array([step_of(c) for c in cands], dtype=np.int64),
+        replica=replica,
+        dp_step=np.lcm(unit // np.gcd(replica, unit), folding),
         micro_batch=np.array([s.micro_batch for s in shapes], dtype=np.int64),
         m_min=np.where(pp > 1, pp, 1),
         interleaved=(vp > 1) & (pp > 1),
@@ -138,15 +135,18 @@ def presolve(
     candidates: list[Candidate],
     cheap_only: bool = False,
     breaking: str | None = None,
+    terms: BoundTerms | None = None,
 ) -> Presolved:
     """The candidates the enforced shape rules and memory allow and whose DP range
     (bounds.dp_bounds) is not empty, with that range. ``cheap_only``: only among the
     shapes whose memory bound needs no performance-model call (a quick subset, for a
     witness of feasibility before the whole space is bounded). ``breaking``: only among
     the shapes that break that shape rule (switched off in ``scenario``: the shapes it
-    admits; every other shape presolves as it did with the rule on)."""
+    admits; every other shape presolves as it did with the rule on). ``terms``:
+    ``bounds.prepare_bounds(scenario)``, when the caller has it (once per solve)."""
     if not candidates:
         return Presolved([], [])
+    t = terms if terms is not None else prepare_bounds(scenario)
     col = _columns(candidates)
     on = enforced(scenario)
     blocked = sum(bit for name, bit in _RULE_BITS.items() if name in on)
@@ -155,7 +155,7 @@ def presolve(
         ok &= (col.rules & _RULE_BITS[breaking]) != 0
     # the upper end first (cheap, per GPU type): a shape it empties needs no memory bound
     # or stage time (each computed lazily), and those only raise the lower end
-    limits = [dp_limits(scenario, g) for g in col.gpu_names]
+    limits = [t.per_gpu[g].dp_limits if g in t.per_gpu else dp_limits(t, g) for g in col.gpu_names]
     per_day, ceiling, fill = limits[0][:3]
     hi = np.array([lim[3] for lim in limits], dtype=np.int64)[col.gpu] // col.replica
     if ceiling is not None:
@@ -175,13 +175,13 @@ def presolve(
         lo = np.where(ok, floor, 1).astype(float)
         ok &= lo <= hi
     if per_day is not None:
-        ok &= ~_gemm_screen(scenario, col, ok, lo, hi, per_day)
+        ok &= ~_gemm_screen(t, col, ok, lo, hi, per_day)
         lo = np.where(ok, _deadline_low(lo, per_day, col.stage_times(ok), col.micro_batch), lo)
     lo = _whole_units(lo, col.dp_step)
     ok &= lo <= hi
     if "deadline" in on or ("budget" in on and scenario.pricing != "capex"):
         idx = np.flatnonzero(ok)  # bounds.dp_bounds' last rule, shape by shape
-        out = ruled_out(scenario, [candidates[i] for i in idx], lo[idx].tolist(), hi[idx].tolist())
+        out = ruled_out(t, [candidates[i] for i in idx], lo[idx].tolist(), hi[idx].tolist())
         ok[idx] = ~np.array(out, dtype=bool)
     keep = np.flatnonzero(ok)
     ranges = [(int(lo[i]), int(hi[i])) for i in keep]
@@ -189,7 +189,7 @@ def presolve(
 
 
 def _gemm_screen(
-    scenario: Scenario,
+    t: BoundTerms,
     col: _Columns,
     ok: np.ndarray,
     lo: np.ndarray,
@@ -212,9 +212,7 @@ def _gemm_screen(
     for g, name in enumerate(col.gpu_names):
         on = col.gpu[idx] == g
         if on.any():
-            slow = too_slow_by_gemm(
-                scenario, name, gemm[on], b[on], col.replica[idx][on], hi[idx][on]
-            )
+            slow = too_slow_by_gemm(t, name, gemm[on], b[on], col.replica[idx][on], hi[idx][on])
             out[idx[on]] |= slow
     return out
 

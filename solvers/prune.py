@@ -14,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from solvers.bounds import gemm_lower_bounds, objective_lower_bound, warm_least_capex
+from solvers.bounds import (
+    BoundTerms,
+    gemm_lower_bounds,
+    objective_lower_bounds,
+    prepare_bounds,
+    screen_bounds,
+)
 from solvers.grid_search import best_for_candidate  # here a heuristic, not the oracle
 from solvers.plan import Config, build_plan
 from solvers.scenario import PreparedQuestion, Scenario
@@ -41,13 +47,17 @@ class Pruned:
     incumbents: list[tuple[float, Config]]
 
 
-def may_beat(scenario: Scenario, pre: Presolved, objective: float) -> bool:
+def may_beat(
+    scenario: Scenario, pre: Presolved, objective: float, terms: BoundTerms | None = None
+) -> bool:
     """Whether any presolved shape's objective bound lies below ``objective``: the cheap
-    bound first, the full one only where the cheap one does not settle it."""
+    bound first, the full one only where the cheap one does not settle it (``terms``:
+    ``bounds.prepare_bounds(scenario)``, when the caller has it)."""
     limit = objective * (1 - 1e-9)
-    cheap = gemm_lower_bounds(scenario, pre.candidates, pre.dp_ranges)
+    t = terms if terms is not None else prepare_bounds(scenario)
+    cheap = gemm_lower_bounds(t, pre.candidates, pre.dp_ranges)
     return any(
-        lb < limit and objective_lower_bound(scenario, c, r) < limit
+        lb < limit and objective_lower_bounds(t, [c], [r])[0] < limit
         for lb, c, r in zip(cheap, pre.candidates, pre.dp_ranges, strict=True)
     )
 
@@ -58,50 +68,42 @@ def prune(
     top_k: int = 1,
     hint: Config | None = None,
     warm_shapes: int = WARM_SHAPES,
-    prepared: PreparedQuestion | None = None,
+    terms: BoundTerms | None = None,
 ) -> Pruned:
     """The presolved candidates that may hold one of the ``top_k`` best plans.
 
     Incumbents: ``hint`` if it is feasible here, and the best plan of each of up
     to ``warm_shapes`` shapes, the most promising first. Two bounds then prune:
     the cheap GEMM-only bound first (most shapes), the full bound on the rest.
-    ``prepared``: ``scenario.prepare()``, when the caller has it."""
+    ``terms``: ``bounds.prepare_bounds(scenario)``, when the caller has it (once per solve):
+    the bounds come in two calls, the cheap ones and the head's full ones first
+    (bounds.screen_bounds), then the full ones of the shapes the incumbents leave."""
+    t = terms if terms is not None else prepare_bounds(scenario)
+    q = t.prepared
     cands, ranges = pre.candidates, pre.dp_ranges
-    if scenario.objective != "time":  # the cost bounds' least capex, all sizes at once
-        warm_least_capex(
-            scenario,
-            [
-                (c.shape.gpu, r[0] * c.shape.replica_gpus)
-                for c, r in zip(cands, ranges, strict=True)
-            ],
-        )
-    cheap = gemm_lower_bounds(scenario, cands, ranges)
-    full: dict[int, float] = {}
-
-    def bound(i: int) -> float:
-        if i not in full:
-            full[i] = objective_lower_bound(scenario, cands[i], ranges[i])
-        return full[i]
-
+    tries = max(warm_shapes, top_k)
+    cheap, head, head_full = screen_bounds(t, cands, ranges, 10 * tries)
+    full = dict(zip(head, head_full, strict=True))
     found: dict[Shape, tuple[float, Config]] = {}
     if hint is not None and any(c.shape == hint.shape for c in cands):
-        plan = build_plan(scenario, hint)  # e.g. the optimum of a tighter question
+        plan = build_plan(scenario, hint, q)  # e.g. the optimum of a tighter question
         if plan.feasible:
             found[hint.shape] = (plan.objective, hint)
-    tries = max(warm_shapes, top_k)
-    head = sorted(range(len(cands)), key=lambda i: (cheap[i], i))[: 10 * tries]
-    head.sort(key=lambda i: (bound(i), i))
-    q = prepared if prepared is not None else scenario.prepare()
+    head.sort(key=lambda i: (full[i], i))
     add_incumbents(
-        scenario, [cands[i] for i in head], [bound(i) for i in head], tries, top_k, found, q
+        scenario, [cands[i] for i in head], [full[i] for i in head], tries, top_k, found, q
     )
     incumbents = sorted(found.values(), key=lambda f: (f[0], f[1].shape))
     keep = prune_by_incumbent(cheap, incumbents, top_k)
-    keep = [keep[j] for j in prune_by_incumbent([bound(i) for i in keep], incumbents, top_k)]
+    rest = [i for i in keep if i not in full]
+    if rest:
+        got = objective_lower_bounds(t, [cands[i] for i in rest], [ranges[i] for i in rest])
+        full.update(zip(rest, got, strict=True))
+    keep = [keep[j] for j in prune_by_incumbent([full[i] for i in keep], incumbents, top_k)]
     return Pruned(
         [cands[i] for i in keep],
         [ranges[i] for i in keep],
-        [bound(i) for i in keep],
+        [full[i] for i in keep],
         incumbents,
     )
 

@@ -63,19 +63,47 @@ def planning_assumptions() -> Assumptions:
     )
 
 
-def _required(value: float | None, family: str) -> float:
-    if value is None:
-        raise ValueError(f"the {family} limit is not set")
-    return value
+# the limits an active family sets (callers check ``active`` first): read while unset, each
+# names its family (Scenario.__getattr__)
+_LIMITS = {
+    "budget": "budget",
+    "deadline": "deadline",
+    "power_cap_w": "power",
+    "rack_cap": "max_racks",
+    "ceiling_tokens": "batch_ceiling",
+    "floor_tokens": "batch_floor",
+}
 
 
-def _limit(attr: str, family: str) -> Any:
-    """A read-only property: the limit in ``attr``, which an active family has set."""
-    return property(lambda self: _required(getattr(self, attr), family))
+class _Derived:
+    """The values a Scenario derives from its fields, computed once when it is built (it is
+    frozen) and then read as plain attributes, never asked again: the limits of its active
+    families (unset: reading one raises, naming the family), the training sequences, the
+    batch-tokens model's critical batch and cap, the GPU caps by type and whether the cost
+    holds the whole capex. Not dataclass fields: ``replace`` recomputes them."""
+
+    budget: float  # USD
+    deadline: float  # days
+    power_cap_w: float  # facility power (IT x PUE, nameplate), W
+    rack_cap: int
+    ceiling_tokens: float
+    floor_tokens: float
+    sequences: float  # training sequences: tokens / seq_len
+    # the critical batch in whole sequences (None: the tokens do not depend on it)
+    critical_batch_seq: int | None
+    # the largest global batch the batch-tokens model admits, in sequences, with or without
+    # the ceiling family (models.batch_tokens.MAX_CRITICAL_BATCHES; None: off)
+    model_batch_cap_seq: int | None
+    # the most GPUs of a type a plan may use (the least of its caps in ``gpu_caps`` and
+    # max_gpus), by the types ``gpu_caps`` names: any other type's is max_gpus
+    # (Scenario.gpu_cap)
+    gpu_cap_by_type: Mapping[str, int | None]
+    # whether the cost includes the whole capex (capex, or TCO without a lifetime)
+    capex_charged_in_full: bool
 
 
 @dataclass(frozen=True)
-class Scenario:
+class Scenario(_Derived):
     """Everything the solvers need. Quantities in tokens, USD, days."""
 
     spec: TransformerSpec
@@ -130,8 +158,6 @@ class Scenario:
     # tokens that depend on the batch (models/batch_tokens.py, issue 31 item 1): the
     # critical-batch model, on by default as in the CLI's question; "off": tokens are fixed
     batch_tokens_model: str = DEFAULT_MODEL
-    # values derived from this question alone (solvers/bounds.py); not copied by with_changes
-    memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -142,36 +168,53 @@ class Scenario:
             raise ValueError(f"batch_tokens_model must be one of {MODELS}")
         if self.max_batch_tokens == MODEL_CEILING:
             object.__setattr__(self, "max_batch_tokens", self.model_ceiling_tokens())
+        self._derive()
+
+    def _derive(self) -> None:
+        """Set the derived values (_Derived), once."""
+        limits = {
+            "budget": self.budget_usd,
+            "deadline": self.deadline_days,
+            "power_cap_w": None if self.power_cap_mw is None else self.power_cap_mw * 1e6,
+            "rack_cap": None if self.max_racks is None else int(self.max_racks),
+            "ceiling_tokens": self.max_batch_tokens,
+            "floor_tokens": self.min_batch_tokens,
+        }
+        crit = critical_batch_tokens(self.batch_tokens_model, self.spec, self.tokens)
+        crit_seq = None if crit is None else critical_batch_sequences(crit, self.seq_len)
+        caps: dict[str, int | None] = {}
+        for name, cap in self.gpu_caps:  # the least of a type's caps and the overall one
+            caps[name] = min(c for c in (cap, caps.get(name), self.max_gpus) if c is not None)
+        derived = {
+            **{k: v for k, v in limits.items() if v is not None},
+            "sequences": self.tokens / self.seq_len,
+            "critical_batch_seq": crit_seq,
+            "model_batch_cap_seq": None
+            if crit_seq is None
+            else int(MAX_CRITICAL_BATCHES * crit_seq),
+            "gpu_cap_by_type": caps,  # a plain dict: a Scenario pickles (study workers)
+            "capex_charged_in_full": self.pricing == "capex"
+            or (self.pricing == "tco" and self.catalog.facility.lifetime_years is None),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for an unset limit (a set one, like every derived value, is a plain
+        attribute): the error names its family."""
+        family = _LIMITS.get(name)
+        if family is None:
+            raise AttributeError(name)
+        raise ValueError(f"the {family} limit is not set")
 
     def model_ceiling_tokens(self) -> float:
         """The batch ceiling of a question that names none (module function)."""
         return model_ceiling_tokens(self.batch_tokens_model, self.spec, self.tokens, self.seq_len)
 
-    # Limits of active families (callers check ``active`` first; None would be a bug).
-    budget = _limit("budget_usd", "budget")
-    deadline = _limit("deadline_days", "deadline")
-
-    @property
-    def power_cap_w(self) -> float:
-        return _required(self.power_cap_mw, "power") * 1e6
-
-    @property
-    def rack_cap(self) -> int:
-        return int(_required(self.max_racks, "max_racks"))
-
-    @property
-    def capex_charged_in_full(self) -> bool:
-        """Whether the cost includes the whole capex (capex, or TCO without a lifetime)."""
-        return self.pricing == "capex" or (
-            self.pricing == "tco" and self.catalog.facility.lifetime_years is None
-        )
-
     def gpu_cap(self, gpu: str) -> int | None:
-        """The most GPUs of this type a plan may use: the overall cap and its availability."""
-        caps = [c for name, c in self.gpu_caps if name == gpu]
-        if self.max_gpus is not None:
-            caps.append(self.max_gpus)
-        return min(caps) if caps else None
+        """The most GPUs of this type a plan may use: the overall cap and its availability
+        (gpu_cap_by_type, else max_gpus)."""
+        return self.gpu_cap_by_type.get(gpu, self.max_gpus)
 
     def with_gpu_caps_scaled(self, factor: float) -> Scenario:
         """Every GPU cap (overall and per type) times ``factor``, rounded up."""
@@ -183,34 +226,10 @@ class Scenario:
             gpu_caps=tuple((g, math.ceil(c * factor)) for g, c in self.gpu_caps),
         )
 
-    ceiling_tokens = _limit("max_batch_tokens", "batch_ceiling")
-    floor_tokens = _limit("min_batch_tokens", "batch_floor")
-
-    @property
-    def critical_batch_seq(self) -> int | None:
-        """The critical batch in whole sequences (None: the tokens do not depend on it)."""
-        key = "critical_batch_seq"
-        if key not in self.memo:
-            crit = critical_batch_tokens(self.batch_tokens_model, self.spec, self.tokens)
-            self.memo[key] = None if crit is None else critical_batch_sequences(crit, self.seq_len)
-        return self.memo[key]
-
-    @property
-    def model_batch_cap_seq(self) -> int | None:
-        """The largest global batch the batch-tokens model admits, in sequences, with or
-        without the ceiling family (models.batch_tokens.MAX_CRITICAL_BATCHES; None: off)."""
-        crit = self.critical_batch_seq
-        return None if crit is None else int(MAX_CRITICAL_BATCHES * crit)
-
     def token_multiplier(self, batch_sequences):
         """Tokens to train at a global batch of ``batch_sequences`` per question token
         (1 without the batch-tokens model; floats or numpy arrays)."""
         return token_multiplier(batch_sequences, self.critical_batch_seq)
-
-    @property
-    def sequences(self) -> float:
-        """Training sequences: tokens / seq_len."""
-        return self.tokens / self.seq_len
 
     def nics_for(self, gpu: str) -> list[NICSpec]:
         """The question's NICs that ``gpu``'s server can take, on the question's fabric
@@ -232,35 +251,36 @@ class Scenario:
         )
 
     def failure_model(self, gpu: str) -> FailureModel | None:
-        """The failure and checkpoint model of a plan on ``gpu`` (None: the ideal model)."""
+        """The failure and checkpoint model of a plan on ``gpu`` (None: the ideal model);
+        computed afresh: a solve reads its models from ``prepare()``."""
         if self.no_failures:
             return None
-        key = ("failure_model", gpu)
-        found = self.memo.get(key)
-        if found is None:
-            a = self.assumptions
-            found = self.memo[key] = failure_model(
-                self.catalog.gpu(gpu),
-                self.catalog.facility,
-                float(self.spec.params()),
-                a.weight_bytes + a.optimizer_bytes,
-                self.failure_scale,
-                self.checkpoint_every_min,
-            )
-        return found
+        a = self.assumptions
+        return failure_model(
+            self.catalog.gpu(gpu),
+            self.catalog.facility,
+            float(self.spec.params()),
+            a.weight_bytes + a.optimizer_bytes,
+            self.failure_scale,
+            self.checkpoint_every_min,
+        )
 
     # the purchase options (solvers/purchases.py, issue 18 item 4: its module docstring says
     # which options are left out and why)
     def decides_purchases(self, gpu: str) -> bool:
         """Whether the plan on ``gpu`` chooses spares and storage (failures on, purchased)."""
-        model = self.failure_model(gpu)
+        return self._decides(self.failure_model(gpu))
+
+    def _decides(self, model: FailureModel | None) -> bool:
         return model is not None and model.rate_per_gpu_s > 0 and self.pricing != "cloud"
 
     def spare_options(self, gpu: str) -> list[float]:
         """Spares per 100 servers a plan on ``gpu`` may buy, 0 first."""
+        return self._spare_options(self.failure_model(gpu))
+
+    def _spare_options(self, model: FailureModel | None) -> list[float]:
         fac = self.catalog.facility
-        model = self.failure_model(gpu)
-        if model is None or not self.decides_purchases(gpu):
+        if model is None or not self._decides(model):
             return [0.0]
         if fac.hot_spare_restart_min * 60.0 >= model.restart_s:
             return [0.0]
@@ -275,9 +295,12 @@ class Scenario:
 
     def storage_options(self, gpu: str) -> list[float]:
         """Checkpoint storage GB/s per server a plan on ``gpu`` may have, the facility's first."""
+        return self._storage_options(self.failure_model(gpu))
+
+    def _storage_options(self, model: FailureModel | None) -> list[float]:
         fac = self.catalog.facility
         base = fac.checkpoint_storage_gb_per_s_per_server
-        if not self.decides_purchases(gpu):
+        if not self._decides(model):
             return [base]
         faster = sorted(b for b in fac.checkpoint_storage_options_gb_per_s_per_server if b > base)
         return [base, *faster]
@@ -286,17 +309,21 @@ class Scenario:
         return replace(self, **changes)
 
     def prepare(self) -> PreparedQuestion:
-        """What the stages of one solve ask, computed once (PreparedQuestion)."""
-        relaxed = self.with_changes(disabled=self.disabled | {"nic_slots"})
+        """What the stages of one solve read, computed once (PreparedQuestion)."""
+        models = {g: self.failure_model(g) for g in self.gpus}
+        servers = {g: self.catalog.gpu(g).server for g in self.gpus}
         return PreparedQuestion(
             nic_specs=tuple(nic_specs(self)),
             nics_for={g: tuple(self.nics_for(g)) for g in self.gpus},
             nic_counts={g: self.nic_counts(g) for g in self.gpus},
-            relaxed_nic_counts={g: relaxed.nic_counts(g) for g in self.gpus},
-            failure_models={g: self.failure_model(g) for g in self.gpus},
-            decides_purchases={g: self.decides_purchases(g) for g in self.gpus},
-            spare_options={g: tuple(self.spare_options(g)) for g in self.gpus},
-            storage_options={g: tuple(self.storage_options(g)) for g in self.gpus},
+            # the nic_slots rule ignored: the relaxation's extra slots, or twice the slots
+            relaxed_nic_counts={
+                g: servers[g].allowed_nic_counts(self.extra_nic_slots, False) for g in self.gpus
+            },
+            failure_models=models,
+            decides_purchases={g: self._decides(models[g]) for g in self.gpus},
+            spare_options={g: tuple(self._spare_options(models[g])) for g in self.gpus},
+            storage_options={g: tuple(self._storage_options(models[g])) for g in self.gpus},
             gpu_caps={g: self.gpu_cap(g) for g in self.gpus},
             sequences=self.sequences,
             critical_batch_seq=self.critical_batch_seq,

@@ -48,6 +48,7 @@ from solvers.families import SHAPE_RULES, active, enforced
 from solvers.scenario import (  # noqa: F401  (nic_specs: its home before scenario.py)
     DEFAULT_MAX_VIRTUAL_STAGES,
     GPU_CAP,
+    PreparedQuestion,
     Scenario,
     nic_specs,
 )
@@ -373,19 +374,23 @@ def _space_key(scenario: Scenario) -> tuple:
     )
 
 
-def enumerate_candidates(scenario: Scenario) -> list[Candidate]:
+def enumerate_candidates(
+    scenario: Scenario, prepared: PreparedQuestion | None = None
+) -> list[Candidate]:
     """Every shape of the decision space, in a fixed order.
 
     The memory bound of every shape the enforced structural families allow is
     computed here (presolve needs each one), skipping the micro-batches above one
     that never fits; the step coefficients wait until a solver asks. The last few
     spaces are kept: questions that differ only in their limits, tokens or prices
-    (a sweep) share one space and its computed coefficients."""
+    (a sweep) share one space and its computed coefficients. ``prepared``:
+    ``scenario.prepare()``, when the caller has it (the NIC options per GPU type)."""
     key = _space_key(scenario)
     if key not in _SPACES:
         if len(_SPACES) >= _SPACES_KEPT:
             _SPACES.pop(next(iter(_SPACES)))
-        _SPACES[key] = _enumerate(scenario)
+        q = prepared if prepared is not None else scenario.prepare()
+        _SPACES[key] = _enumerate(scenario, q)
     return list(_SPACES[key])
 
 
@@ -410,7 +415,7 @@ def _terms_cache(scenario: Scenario) -> dict:
     return _TERMS[key]
 
 
-def _enumerate(scenario: Scenario) -> list[Candidate]:
+def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:
     spec = scenario.spec
     out: list[Candidate] = []
     terms_cache = _terms_cache(scenario)
@@ -421,12 +426,12 @@ def _enumerate(scenario: Scenario) -> list[Candidate]:
             for p in scenario.precisions
             if gpu.peak_tflops(p) is not None and (gpu_name, p) not in scenario.unmeasured
         ]
-        fitting = scenario.nics_for(gpu_name)
+        fitting = q.nics_for[gpu_name]
         if not fitting:  # no NIC of the question fits this server (PCIe, design, fabric)
             continue
         nominal = Network(
             "-",
-            max(scenario.nic_counts(gpu_name)),
+            max(q.nic_counts[gpu_name]),
             max(n.bw_gb_per_s_per_direction for n in fitting),
         )
         source = _Source(scenario, gpu, nominal, terms_cache)

@@ -13,6 +13,7 @@ from designer.errors import UsageError
 from designer.questions import build_scenario
 from helpers import load_bench
 from solvers import FAMILIES, solve_cpsat, solve_exhaustive
+from solvers.cpsat import Resolve, resolve_cpsat
 from solvers.purchase_rule import idle_purchases
 
 # the heavy differential test: skipped unless --run-slow (CI runs it)
@@ -110,7 +111,7 @@ def test_seed_189_top_7_proved_and_agreeing():
     about 110 s for the reference."""
     kw, top_k = agreement.full_question(189)
     s = build_scenario(**kw)
-    got = solve_cpsat(s, top_k=top_k, time_limit_s=600.0, effort=40.0)
+    got = resolve_cpsat(s, Resolve(effort=40.0), top_k=top_k, time_limit_s=600.0)
     ref = solve_exhaustive(s, top_k=top_k)
     assert got.status == "optimal", (got.status, got.gap)
     assert agreement.agree([p.objective for p in got.plans], [p.objective for p in ref.plans])

@@ -9,7 +9,7 @@ import pytest
 
 import solvers.explain as explain
 from designer.questions import scenario_from_options
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat import Resolve, resolve_cpsat, solve_cpsat
 from solvers.families import REGISTRY
 from solvers.presolve import presolve
 from solvers.prune import may_beat
@@ -32,16 +32,14 @@ def _probe_first(scenario, plan, cands, family) -> tuple[float, bool]:
         return 0.0, True
 
     def run(hint, cap):
-        return solve_cpsat(
-            relaxed,
-            time_limit_s=30.0,
-            candidates=space,
+        how = Resolve(
             hint=hint,
             effort=explain.EXPLAIN_EFFORT,
             alive=alive,
             warm_shapes=explain.EXPLAIN_WARM_SHAPES,
             time_cap_days=cap,
         )
+        return resolve_cpsat(relaxed, how, time_limit_s=30.0, candidates=space)
 
     hint = plan.config
     if relaxed.objective == "time":

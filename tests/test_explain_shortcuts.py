@@ -35,6 +35,7 @@ from solvers.bounds import (
     too_slow_by_gemm,
 )
 from solvers.cpsat import solve_cpsat
+from solvers.cpsat_context import Bounds
 from solvers.cpsat_model import build
 from solvers.families import NAMES, active, enforced
 from solvers.presolve import presolve
@@ -320,7 +321,7 @@ def test_tco_budget_cuts_keep_the_models_answer(seed):
         plain = build(
             q.with_changes(objective="time"),
             pre.candidates,
-            bounds=(pre.dp_ranges, [0.0] * len(pre.candidates)),
+            bounds=Bounds(pre.dp_ranges, [0.0] * len(pre.candidates)),
         )
         cut = explain._feasibility_model(q, pre)
         answers.add(_model_feasible(cut))

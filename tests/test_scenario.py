@@ -4,6 +4,7 @@ limits and derived values, and which families it enforces (solvers.families.acti
 from __future__ import annotations
 
 import math
+import pickle
 from dataclasses import fields
 from pathlib import Path
 
@@ -202,10 +203,35 @@ def test_sequences_and_validation():
         s.with_changes(pricing="free")
 
 
-def test_with_changes_starts_a_fresh_memo():
+def test_derived_values_are_plain_attributes_that_with_changes_recomputes():
+    """Issue 32 item 2: the scenario keeps no memo; its derived values (the limits, the
+    sequences, the critical batch, the GPU caps) are set once when it is built and then
+    read as attributes, and a changed question derives its own."""
     s = cli_question()
-    enforced(s)
-    assert "enforced" in s.memo
-    changed = s.with_changes(budget_usd=2e6)
-    assert changed.memo == {}
-    assert changed == s.with_changes(budget_usd=2e6)
+    assert not hasattr(s, "memo")
+    assert {"budget", "sequences", "critical_batch_seq", "gpu_cap_by_type"} <= set(vars(s))
+    changed = s.with_changes(budget_usd=2e6, tokens=2 * s.tokens)
+    assert (changed.budget, changed.sequences) == (2e6, 2 * s.sequences)
+    assert changed == s.with_changes(budget_usd=2e6, tokens=2 * s.tokens)
+    assert enforced(changed) == enforced(s)
+
+
+def test_a_scenario_pickles_with_its_derived_values():
+    """A study's workers receive their questions pickled: the derived values travel too."""
+    s = cli_question().with_changes(gpu_caps=(("h100-sxm", 64),))
+    back = pickle.loads(pickle.dumps(s))
+    assert back == s
+    assert (back.budget, back.gpu_cap("h100-sxm"), back.sequences) == (1e6, 64, s.sequences)
+
+
+def test_a_solve_writes_nothing_on_the_scenario():
+    """Every stage of a solve reads the prepared question (Scenario.prepare,
+    bounds.prepare_bounds): the scenario's attributes are the same after it."""
+    from solvers.cpsat import solve_cpsat  # lazy: the one test here that solves
+
+    s = cli_question().with_changes(
+        gpus=("h100-sxm",), micro_batches=(1,), recompute_modes=("none",), max_gpus=64
+    )
+    before = dict(vars(s))
+    assert solve_cpsat(s).status == "optimal"
+    assert vars(s) == before

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import weakref
 from typing import TYPE_CHECKING
 
 from solvers.families.base import Family
@@ -38,18 +39,32 @@ REGISTRY: tuple[Family, ...] = _discover()
 BY_NAME: dict[str, Family] = {f.name: f for f in REGISTRY}
 NAMES: tuple[str, ...] = tuple(f.name for f in REGISTRY)
 SHAPE_RULES: tuple[Family, ...] = tuple(f for f in REGISTRY if f.shape_rule)
+_NAME_SET = frozenset(NAMES)
 
 
 def enforced(s: Scenario) -> frozenset[str]:
-    """The names of the families question ``s`` enforces (computed once: the question is
-    frozen). A name in ``s.disabled`` that is no family is refused here."""
-    names = s.memo.get("enforced")
-    if names is None:
-        unknown = set(s.disabled) - set(NAMES)
-        if unknown:
-            raise ValueError(f"unknown constraint families {sorted(unknown)}")
-        names = s.memo["enforced"] = frozenset(f.name for f in REGISTRY if f.active(s))
+    """The names of the families question ``s`` enforces. A name in ``s.disabled`` that is
+    no family is refused here. A pure function of the frozen question, asked hundreds of
+    times per solve (every ``active``): kept by the question's identity while it lives
+    (_ENFORCED), never written on the question."""
+    found = _ENFORCED.get(id(s))
+    if found is not None and found[0]() is s:
+        return found[1]
+    if not s.disabled <= _NAME_SET:
+        raise ValueError(f"unknown constraint families {sorted(set(s.disabled) - _NAME_SET)}")
+    names = frozenset([f.name for f in REGISTRY if f.active(s)])
+    key = id(s)
+
+    def forget(_: object) -> None:
+        _ENFORCED.pop(key, None)
+
+    _ENFORCED[key] = (weakref.ref(s, forget), names)
     return names
+
+
+# enforced's answers by the question's id, each with a weak reference that drops it when the
+# question is collected (so an id reused by a later question never finds a stale answer)
+_ENFORCED: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
 
 
 def active(s: Scenario, family: str) -> bool:

@@ -26,25 +26,25 @@ class MaxGpus(Family):
 
     def encode(self, ctx: BuildContext) -> None:
         for name in ctx.gpu_names:
-            cap = ctx.scenario.gpu_cap(name)
+            cap = ctx.prepared.gpu_caps[name]
             if cap is not None:
                 ctx.md.add(ctx.num_gpus <= cap).only_enforce_if(
                     [ctx.enforce[self.name], ctx.gpu_lit[name]]
                 )
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
-        cap = s.gpu_cap(grid.gpu.name)
+        cap = _cap(s, grid.gpu.name)
         return True if cap is None else grid.gpus <= cap
 
     def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
-        cap, used = s.gpu_cap(config.shape.gpu), ev.layout.num_gpus
+        cap, used = _cap(s, config.shape.gpu), ev.layout.num_gpus
         if cap is not None and used > cap:
             return violation(self.name, f"uses {used:,} GPUs, limit {cap:,}")
         return None
 
     def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
         gpu, used = plan.config.shape.gpu, plan.evaluation.layout.num_gpus
-        allowed = s.gpu_cap(gpu)
+        allowed = _cap(s, gpu)
         if allowed is None:
             return None, "GPUs", f"no cap on {gpu}"
         return allowed - used, "GPUs", f"{used:,} of {allowed:,} {gpu} GPUs allowed"
@@ -60,6 +60,12 @@ class MaxGpus(Family):
             f"raise the GPU caps by {100 * (factor - 1):.0f}%",
             s.with_gpu_caps_scaled(factor),
         )
+
+
+def _cap(s: Scenario, gpu: str) -> int | None:
+    """The question's cap on ``gpu`` (Scenario.gpu_cap), read from the caps it derived when
+    it was built: a type its ``gpu_caps`` do not name has the overall cap."""
+    return s.gpu_cap_by_type.get(gpu, s.max_gpus)
 
 
 # the overall cap; gpu_caps adds a cap per GPU type (availability)
