@@ -66,6 +66,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cpsat_cost.add_cluster", ("cluster", "nics_total", "capex_expr")),
     ("cpsat_purchases.add_purchase_cost", ("purchase_hi_cents",)),
     ("cpsat_cost.add_cost", ("cost_expr", "per_cent", "coef", "gt_of")),
+    ("cpsat_gpu_time_cap.tco_rates", ("tco",)),  # TCO: on first ask (goodput or cost)
     ("cpsat_model._cuts", ("lbs",)),
 )
 
