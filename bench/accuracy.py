@@ -5,7 +5,7 @@ Usage: python bench/accuracy.py [--set multi|single|both|published|all] [--worst
 vTrain (multi, single; 2022 Megatron on A100) under the vtrain-2022 profile:
 the mean absolute percentage error, the worst rows and the error by model size,
 GPU count and parallel layout; with --twins, the time ratios of twin runs
-(designer.validation.twin_pairs). Published runs (designer/published.py) under
+(calibration.vtrain.twin_pairs). Published runs (calibration/published.py) under
 the megatron-core profile: the error per platform and precision, the worst rows,
 and the rows that cannot be evaluated with their reasons (--skipped lists each).
 --evidence prints the catalog's `measured:` blocks (catalog/data/gpus.yaml) that
@@ -26,15 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration import published  # noqa: E402
+from calibration.vtrain import mape, predict, read_rows, twin_pairs, vtrain_evidence
 from catalog import load_catalog  # noqa: E402
-from designer import published  # noqa: E402
-from designer.validation import (  # noqa: E402
-    mape,
-    predict,
-    read_rows,
-    twin_pairs,
-    vtrain_evidence,  # noqa: E402
-)
 
 
 def group_report(title: str, preds, key) -> None:
@@ -83,7 +77,7 @@ def main() -> None:
         "--plot", default=None, help="write a predicted-vs-measured scatter plot (PNG/SVG)"
     )
     parser.add_argument(
-        "--twins", action="store_true", help="also compare twin runs (designer.validation)"
+        "--twins", action="store_true", help="also compare twin runs (calibration.vtrain)"
     )
     parser.add_argument("--skipped", action="store_true", help="list every skipped row")
     parser.add_argument(

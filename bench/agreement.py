@@ -48,10 +48,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import load_catalog  # noqa: E402
-from designer.questions import build_scenario  # noqa: E402
+from designer.question.build import build_scenario  # noqa: E402
 from models import zoo  # noqa: E402
 from models.layout import Assumptions  # noqa: E402
-from models.spec import TransformerSpec  # noqa: E402
+from models.transformer import TransformerSpec  # noqa: E402
 from solvers import FAMILIES, Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
 from solvers.purchase_rule import idle_purchases  # noqa: E402
 
@@ -104,7 +104,7 @@ def _small_spec(r: random.Random, seed: int) -> TransformerSpec:
 
 
 def full_question(seed: int, small: bool = False) -> tuple[dict[str, Any], int]:
-    """The keyword arguments of designer.questions.build_scenario for one random question
+    """The keyword arguments of designer.question.build.build_scenario for one random question
     over every option the CLI accepts, and its top K; a pure function of ``seed``.
 
     ``small``: a small random model (layers up to 16, hidden up to 2,048), one or two GPU

@@ -4,8 +4,8 @@ Usage: python bench/bands.py [--by run|source] [--min-runs N]
 
 Every plan is read with the band of its platform, precision and model family: the 10th
 and 90th percentiles of the signed step-time errors of those runs (the extremes under
-10 runs), widened to contain zero (models/evidence.py, catalog Evidence.bands). Here each
-published run the model evaluates (designer/published.py) is left out in turn, the band
+10 runs), widened to contain zero (models/evidence_range.py, catalog Evidence.bands). Here each
+published run the model evaluates (calibration/published.py) is left out in turn, the band
 is rebuilt from the others of its group the same way, and the run counts as covered when
 its own error falls inside: its measured step lies in the range that band would have
 printed for it. ``--by source`` leaves out every run of the run's organisation at once
@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration import published  # noqa: E402
+from calibration.vtrain import error_band_pct  # noqa: E402
 from catalog import load_catalog  # noqa: E402
-from designer import published  # noqa: E402
-from designer.validation import error_band_pct  # noqa: E402
 
 
 @dataclass(frozen=True)

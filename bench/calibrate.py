@@ -6,7 +6,7 @@ Usage:
       and single-server MAPE;
   python bench/calibrate.py --set published --gpu GPU [--fields F,F,...] [--iterations N]
       the megatron-core profile of GPU on its published runs
-      (bench/data/published, designer/published.py): their MAPE plus the excess
+      (bench/data/published, calibration/published.py): their MAPE plus the excess
       over 25% of the worst row of the shared calibration set;
       --fields limits the fit to some constants (the others stay as shipped, e.g.
       the software mechanisms fitted on H100 when a platform has few runs).
@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration.vtrain import mape, predict, read_rows, vtrain_hardware  # noqa: E402
 from catalog import load_catalog  # noqa: E402
-from designer.validation import mape, predict, read_rows, vtrain_hardware  # noqa: E402
 
 FIELDS = (
     "matmul_efficiency",
@@ -105,9 +105,9 @@ def start_point(start: np.ndarray, seed: str) -> np.ndarray:
 
 def published_objective_factory(gpu_name: str, fields: tuple[str, ...]):
     """Objective on the published runs of one GPU under the megatron-core profile."""
-    from designer.published import MODERN_STACK, read_runs
-    from designer.published import predict as pub_predict
-    from designer.validation import mape as pub_mape
+    from calibration.published import MODERN_STACK, read_runs
+    from calibration.published import predict as pub_predict
+    from calibration.vtrain import mape as pub_mape
 
     catalog = load_catalog().with_stack(MODERN_STACK)
     runs = [r for r in read_runs(catalog)[0] if r.gpu == gpu_name]

@@ -52,8 +52,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from catalog import load_catalog  # noqa: E402
-from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from models import Hardware, Layout, evaluate  # noqa: E402
 from models.expert import FP8_DISPATCH_BYTES, ExpertLayout  # noqa: E402
 from models.zoo import moe_zoo  # noqa: E402

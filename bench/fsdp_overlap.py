@@ -53,12 +53,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration import published  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 from catalog.catalog import Catalog  # noqa: E402
-from designer import published  # noqa: E402
 from models.evaluate import Hardware, evaluate  # noqa: E402
 from models.layout import Layout  # noqa: E402
-from models.spec import TransformerSpec  # noqa: E402
+from models.transformer import TransformerSpec  # noqa: E402
 
 LLAMA_65B = TransformerSpec(
     name="llama-65b", layers=80, hidden=8192, heads=64, ffn_hidden=22016, vocab=32000,

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from designer.errors import Infeasible, UsageError  # noqa: E402
 from designer.launch import Launch, emit  # noqa: E402
 from designer.launch.emit import FORMATS  # noqa: E402
-from designer.questions import build_scenario  # noqa: E402
+from designer.question.build import build_scenario  # noqa: E402
 from models.moe import training_params  # noqa: E402
 from solvers import Config, solve  # noqa: E402
 from solvers.plan import build_plan  # noqa: E402

@@ -30,18 +30,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration import published  # noqa: E402
+from calibration.vtrain import VTRAIN_GPU, VTRAIN_STACK, Row, predict, read_rows
 from catalog import load_catalog  # noqa: E402
 from catalog.catalog import Catalog  # noqa: E402
-from designer import published  # noqa: E402
-from designer.validation import (  # noqa: E402
-    VTRAIN_GPU,
-    VTRAIN_STACK,
-    Row,
-    predict,
-    read_rows,
-)
 from models import flops  # noqa: E402
-from models.spec import TransformerSpec  # noqa: E402
+from models.transformer import TransformerSpec  # noqa: E402
 
 Key = tuple[str, str, str]  # (stack, catalog GPU, precision)
 

@@ -14,7 +14,7 @@ published-runs set; none of its held-out sources is read) has two kinds of MoE r
   (model.py ffn_size), 131,072 vocabulary). DP is GPUs / (TP x PP x CP): the printed
   DP column is inconsistent with the GPU count (the set's README says so).
   Recomputation and micro-batch are not given: none and 1 (Megatron-Core's defaults,
-  as designer/published.py assumes for the dense rows).
+  as calibration/published.py assumes for the dense rows).
 - DeepSeek-V3: the report's 180K H800 GPU-hours per trillion tokens (2,048 H800, PP 16,
   EP 64) is scored as bench/deepseek_v3.py prices it (issue 34: the H800 is in the
   catalog); Megatron-LM's 970 TFLOP/s per GB200 with MXFP8 is scored among the
@@ -89,9 +89,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/deepseek_v3.py
 
 from accuracy import write_catalog_evidence  # noqa: E402
 
+from calibration.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 from designer.launch.pipeline_layout import layout_fields  # noqa: E402
-from designer.published import MODERN_ASSUMPTIONS, MODERN_STACK  # noqa: E402
 from models import Hardware, Layout, TransformerSpec, evaluate, flops  # noqa: E402
 from models.expert import HOPPER_FUSED_ATTENTION_SPEEDUP, ExpertLayout  # noqa: E402
 from models.memory import MODULES  # noqa: E402
@@ -456,7 +456,7 @@ def release_span(rows) -> str:
 
 def moe_evidence_blocks(rows) -> dict[str, list[str]]:
     """Per GPU, the YAML lines of its catalog ``measured_moe:`` block (megatron-core)."""
-    from designer.validation import evidence_record
+    from calibration.vtrain import evidence_record
 
     by_gpu: dict[str, list] = {}
     for r in rows:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import solvers.cpsat as cpsat  # noqa: E402
+import solvers.cpsat.solve as cpsat  # noqa: E402
 from bench.solver import MOE_SUITE, SUITE, scenario  # noqa: E402
 from solvers import solve_cpsat  # noqa: E402
 from solvers.purchase_rule import idle_purchases  # noqa: E402

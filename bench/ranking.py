@@ -14,8 +14,8 @@ independent sets already in the repo (bench/data/ranking/README.md lists the sou
 - the published dense runs (bench/data/published): per model, GPU, precision, GPU count,
   batch and sequence (today no such group has 3 layouts: the rows are tuned recipes).
 
-Each run is predicted by designer as the accuracy benchmarks do (designer.validation for
-vTrain under vtrain-2022, bench/moe_accuracy.py for the MoE rows, designer.published for
+Each run is predicted by designer as the accuracy benchmarks do (calibration.vtrain for
+vTrain under vtrain-2022, bench/moe_accuracy.py for the MoE rows, calibration.published for
 the dense published rows, megatron-core) and by the constant-MFU baseline
 (bench/mfu_baseline.py: one efficiency per stack, GPU and precision, fitted on the
 calibration sets). Per group: Kendall's tau-b, top-1 regret, measured best in the top 3
@@ -47,10 +47,10 @@ sys.path.insert(0, str(BENCH))
 import mfu_baseline  # noqa: E402
 import moe_accuracy  # noqa: E402
 
+from calibration import published  # noqa: E402
+from calibration.vtrain import VTRAIN_STACK, Row, predict, read_rows  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 from catalog.catalog import Catalog  # noqa: E402
-from designer import published  # noqa: E402
-from designer.validation import VTRAIN_STACK, Row, predict, read_rows  # noqa: E402
 from models import flops  # noqa: E402
 from models.evaluate import Hardware, evaluate  # noqa: E402
 from models.layout import Layout  # noqa: E402
@@ -62,7 +62,7 @@ from models.ranking import (  # noqa: E402
     pair_margins,
     top1_regret,
 )
-from models.spec import TransformerSpec  # noqa: E402
+from models.transformer import TransformerSpec  # noqa: E402
 from models.zoo import moe_zoo  # noqa: E402
 
 GROUPS_CSV = BENCH / "data" / "ranking" / "groups.csv"

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from catalog import load_catalog  # noqa: E402
 from models import batch_tokens  # noqa: E402
 from models.layout import Assumptions  # noqa: E402
-from models.spec import TransformerSpec  # noqa: E402
+from models.transformer import TransformerSpec  # noqa: E402
 from models.zoo import resolve_model  # noqa: E402
 from solvers import Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
 from solvers.explain import binding_constraints  # noqa: E402

@@ -100,7 +100,7 @@ class Evidence(_Strict):
         default_factory=dict,
         description="per model family and precision ('dense bf16'), the 10th and 90th "
         "percentiles of the signed errors of those runs alone (extremes under 10 runs), "
-        "percent; a plan of that family and precision is read with it (models/evidence.py)",
+        "percent; a plan of that family and precision is read with it (models/evidence_range.py)",
     )
     sources: dict[str, dict[str, int]] = Field(
         default_factory=dict,

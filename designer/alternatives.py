@@ -18,15 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from designer import render
-from designer.questions import scenario_from_options
-from designer.report import layout_cell, plan_entry, with_range
-from models.evidence import catalog_band
+from designer.output import text as render
+from designer.output.formats import layout_cell, plan_entry, with_range
+from designer.question.build import scenario_from_options
+from models.evidence_range import catalog_band
 from models.evidence_rule import pair_evidence
 from solvers import Scenario, SolveResult, cloud_terms
-from solvers.bounds import gemm_lower_bounds, objective_lower_bound, prepare_bounds
-from solvers.cpsat import Resolve, resolve_cpsat
-from solvers.presolve import Presolved, presolve
+from solvers.cpsat.solve import Resolve, resolve_cpsat
+from solvers.screen.bounds import gemm_lower_bounds, objective_lower_bound, prepare_bounds
+from solvers.screen.presolve import Presolved, presolve
 from solvers.space import Candidate, enumerate_candidates
 
 MAX_ALTERNATIVES = 3
@@ -73,7 +73,7 @@ class _Pair:
 
     def reaches(self, limit: float, strict: bool) -> bool:
         """Whether a plan's objective may lie below ``limit`` (``strict``) or at most at
-        it: some shape's valid lower bound (solvers.bounds, the cheap one first) does."""
+        it: some shape's valid lower bound (solvers.screen.bounds, the cheap one first) does."""
         if self.pre is None:
             return True
         s, pre = self.scenario, self.pre

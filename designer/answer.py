@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from designer.errors import Infeasible, UsageError
-from designer.outputs import write_atomic
-from designer.questions import evaluate_config, load_question_file
+from designer.output.files import write_atomic
+from designer.question.build import evaluate_config, load_question_file
 from solvers import Scenario, SolveResult
 
 

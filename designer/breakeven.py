@@ -13,7 +13,7 @@ from typing import Any
 
 from designer.errors import Infeasible, UsageError
 from designer.pricing import gpu_price, with_prices
-from designer.questions import scenario_from_options
+from designer.question.build import scenario_from_options
 from solvers import Scenario, SolveResult, solve_cpsat
 
 
@@ -80,7 +80,7 @@ def breakeven(
 
 def breakeven_question(question: dict[str, Any], against: str) -> tuple[Scenario, str]:
     """The question's Scenario over the candidate (its one --gpu) and the rival, and the
-    candidate's name; click's parameters in (designer.question)."""
+    candidate's name; click's parameters in (designer.question.fields)."""
     gpus = tuple(question.get("gpus") or ())
     if len(gpus) != 1:
         raise UsageError(

@@ -17,11 +17,14 @@ from typing import Any
 import click
 
 from catalog import load_catalog
-from designer import interrupts, render_catalog, report
+from designer import interrupts
 from designer.answer import explain as explain_result
 from designer.answer import no_plan, saved_plan, write_file
-from designer.cli_errors import report_error as _report
-from designer.cli_options import (
+from designer.errors import Infeasible, UsageError
+from designer.exit_codes import report_error as _report
+from designer.launch import FORMATS, Launch, emit, load_megatron
+from designer.numbers import Finite, check_ascii_numbers
+from designer.options import (
     ANSWER_KEYS,
     ANSWER_OPTIONS,
     CATALOG_OPTION,
@@ -31,14 +34,13 @@ from designer.cli_options import (
     apply,
     file_option,
 )
-from designer.errors import Infeasible, UsageError
-from designer.launch import FORMATS, Launch, emit, load_megatron
-from designer.numbers import Finite, check_ascii_numbers
-from designer.outputs import check_command_paths
-from designer.plots import compare_plot, study_plot
-from designer.question import question_options
-from designer.questions import evaluate_config, load_question_file, scenario_from_options
-from designer.render_breakeven import breakeven_csv, breakeven_dict, breakeven_text
+from designer.output import catalog_doc as render_catalog
+from designer.output import formats as report
+from designer.output.breakeven_doc import breakeven_csv, breakeven_dict, breakeven_text
+from designer.output.files import check_command_paths
+from designer.output.plots import compare_plot, study_plot
+from designer.question.build import evaluate_config, load_question_file, scenario_from_options
+from designer.question.fields import question_options
 from models import resolve_model, zoo
 from solvers import solve
 
@@ -169,9 +171,9 @@ def catalog_show(catalog_files: tuple[Path, ...], name: str, as_json: bool) -> N
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, as_json: bool, **opts: Any) -> None:
     """Analyse one given layout, like a dry run of a training launch."""
-    # lazy: designer.evaluation loads numpy; commands that never solve do not
-    from designer.evaluation import evaluate_options
-    from designer.render_evaluate import evaluate_text
+    # lazy: designer.dry_run loads numpy; commands that never solve do not
+    from designer.dry_run import evaluate_options
+    from designer.output.dry_run_doc import evaluate_text
 
     answer = evaluate_options(opts, _given(ctx))
     if as_json:
@@ -433,8 +435,8 @@ def sweep_cmd(
 def report_cmd(file, html_file, xlsx_file, open_page, study_file, time_limit) -> None:
     """Write a saved answer (optimize, explain, compare or breakeven --json) or a sweep's
     CSV as a page and a workbook."""
-    # lazy: designer.report_files loads numpy; commands that never solve do not
-    from designer.report_files import write_report
+    # lazy: designer.report.command loads numpy; commands that never solve do not
+    from designer.report.command import write_report
 
     for line in write_report(file, html_file, xlsx_file, open_page, study_file, time_limit):
         click.echo(line)

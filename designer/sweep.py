@@ -29,15 +29,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from designer import report, results
 from designer.errors import Interrupted, UsageError
-from designer.outputs import check_paths as check_paths_of
+from designer.output import formats as report
+from designer.output import study_csv as results
+from designer.output.files import check_paths as check_paths_of
 from designer.pricing import gpu_price, with_prices
-from designer.question import QUESTION_FIELDS, Question
-from designer.questions import (
-    _read_document,  # one reader for every YAML/JSON input
-    build_question,
-)
+from designer.question.build import _read_document, build_question
+from designer.question.fields import QUESTION_FIELDS, Question
 
 PRICE_AXIS = "price_scale"  # GPU or NIC name -> multiplier of its catalog price
 AXIS_FIELDS = (*QUESTION_FIELDS, PRICE_AXIS)  # a sweep's axes: the question's fields
@@ -363,7 +361,7 @@ def study_files(study: Study, origin: str) -> list[Path]:
 
 
 def digest(study: Study, origin: str) -> str:
-    """The study's hash, written in every row's ``study`` column (designer.results)."""
+    """The study's hash, written in every row's ``study`` column (designer.output.study_csv)."""
     return results.study_hash(study.model_dump_json(), study_files(study, origin))
 
 
@@ -385,7 +383,7 @@ def run_study(
     progress: Callable[[int, int, float], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every scenario not yet in ``csv_path`` (with ``resume``); rows appended as they finish,
-    the file locked meanwhile (designer.results)."""
+    the file locked meanwhile (designer.output.study_csv)."""
     key = digest(study, origin)
     cols = [*columns(study), results.STUDY_COLUMN]
     study_json = study.model_dump_json()

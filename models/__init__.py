@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from models.errors import ModelError
 from models.layout import Assumptions, Layout
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 from models.zoo import resolve_model, zoo
 
 if TYPE_CHECKING:

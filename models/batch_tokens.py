@@ -21,7 +21,7 @@ needed at or below that batch. A plan at batch B needs D x max(1, (1 + B / B_cri
 tokens: McCandlish's E(B) normalised to 1 at B_crit, and no credit below it (the
 question's data is not cut when a plan runs a smaller batch). The batch is counted in
 whole sequences, and B_crit in whole sequences rounded down (at least one), so that the
-float model and the CP-SAT model (solvers/cpsat_batch_tokens.py) read the same numbers.
+float model and the CP-SAT model (solvers/cpsat/batch_tokens.py) read the same numbers.
 ``off``: the tokens do not depend on the batch (every release before issue 31).
 
 Why DeepSeek's fit over Kaplan et al. 2020's B_crit(L) = B* / L^(1/alpha_B): Kaplan's
@@ -36,7 +36,7 @@ import math
 
 from models.flops import training_flops_6nd
 from models.moe import active_params
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 
 MODELS = ("deepseek", "off")
 DEFAULT_MODEL = "deepseek"

@@ -20,13 +20,13 @@ from models.goodput import FailureModel, Goodput, goodput
 from models.layout import Assumptions, Layout, Network
 from models.memory import MemoryBreakdown, memory_per_gpu
 from models.pipeline import stage_layers
-from models.spec import TransformerSpec
 from models.step import (
     StepBreakdown,
     cp_ring_on_nics,
     step_coefficients,
     step_from_coefficients,
 )
+from models.transformer import TransformerSpec
 from models.units import HOURS_PER_DAY, days_from_seconds
 
 

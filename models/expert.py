@@ -106,7 +106,6 @@ from models import comm, flops, moe, scaleup
 from models import linear_attention as la
 from models.layout import Assumptions, Layout, Network
 from models.memory import MoEMemory, StoredActivations, moe_memory_per_gpu, moe_rank_counts
-from models.spec import TransformerSpec
 from models.step import (
     StageWork,
     StepCoefficients,
@@ -119,6 +118,7 @@ from models.step import (
     step_coefficients,
     work_gemm_s,
 )
+from models.transformer import TransformerSpec
 
 DISPATCH_BYTES = 2.0  # bf16 token copies in the all-to-all (Megatron's default dtype)
 EXPERT_LOAD = 1.0  # ASSUMPTION: busiest GPU's tokens / the balanced share (module docstring)

@@ -20,7 +20,7 @@ Check (tests/test_fabric.py): 4 SU = 1,024 GPUs -> 32 leaf + 16 spine; 16 SU =
 
 The functions take numpy arrays of server counts so that the exhaustive solver
 sizes thousands of candidate clusters at once; the scalar ``size_fabric`` is the
-same code on one value. The CP-SAT model (solvers/cpsat_cluster.py) encodes
+same code on one value. The CP-SAT model (solvers/cpsat/cluster.py) encodes
 these very rules.
 """
 

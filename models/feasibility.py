@@ -13,7 +13,7 @@ from models.layout import Assumptions, Layout
 from models.memory import MemoryBreakdown
 from models.pipeline import microbatch_step, split_violation
 from models.scaleup import tp_limit
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 
 TOL = 1e-9
 

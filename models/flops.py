@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from models import linear_attention as la
 from models import moe
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 
 
 def training_flops_6nd(params: float, tokens: float) -> float:

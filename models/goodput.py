@@ -29,7 +29,7 @@ lambda tau / 2 are constants of the platform and the overhead is
     overhead(G) = x / G + a + c x G
 
 (``Coefficients``): x = 0 with Young's interval; the CP-SAT model encodes exactly this
-form (solvers/cpsat_goodput.py). Valid while the overhead is small (first order).
+form (solvers/cpsat/goodput.py). Valid while the overhead is small (first order).
 
 The interval has a floor F (catalog ``checkpoint_interval_floor_min``): a run saves at
 iteration boundaries (Megatron-LM ``--save-interval`` and torchtitan
@@ -39,7 +39,7 @@ plans (4-48 s on this catalog's). The interval is max(t1 / G, F), and since the 
 fraction is convex in tau with its minimum at Young's, the floored run loses the fixed
 interval's x' / G + a' + c' G (tau = F) from G* = t1 / F GPUs up, Young's a + c G below:
 two pieces of the same form, the second never below the first (so Young's form stays a
-lower bound of both; solvers/bounds.py reads it), both solvers read them from
+lower bound of both; solvers/screen/bounds.py reads it), both solvers read them from
 ``coefficients(floored)`` and ``floor_gpus()``."""
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ class Assumptions(BaseModel):
         "micro-batches (Transformer Engine caches the cast weight on the first micro-batch); "
         "1: the FP8 copy, whose transpose is cast on the fly. Checked on the published runs: "
         "with 2 bytes (a cached transpose too) 7 of 120 runs that ran would not fit, with 1 "
-        "byte 4 (bench/memory.py --published)",
+        "byte 4 (bench/memory_accuracy.py --published)",
     )
     runtime_reserved_gb: float = Field(
         0.0,
@@ -172,7 +172,7 @@ class Assumptions(BaseModel):
         description="fraction of each GPU's memory a plan keeps free (allocator "
         "fragmentation, peaks the model does not count); usable = memory x (1 - headroom); "
         "0 by default (the seed's rules); the CLI's planning default is "
-        "designer.questions.DEFAULT_HEADROOM",
+        "designer.question.build.DEFAULT_HEADROOM",
     )
     batch_ceiling_tokens: float | None = Field(None, gt=0)
     batch_floor_tokens: float | None = Field(None, gt=0)

@@ -42,8 +42,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # models.spec imports models.moe, which imports this module
-    from models.spec import TransformerSpec
+if TYPE_CHECKING:  # models.transformer imports models.moe, which imports this module
+    from models.transformer import TransformerSpec
 
 
 @lru_cache(maxsize=256)

@@ -35,7 +35,7 @@ from models import moe
 from models.errors import ModelError
 from models.layout import Assumptions, Layout
 from models.pipeline import StageLoad, in_flight_at_rank, stage_layers, stage_loads
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 
 GB = 1e9
 

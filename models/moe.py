@@ -6,7 +6,7 @@ with the rest, solvers/space.py) and evaluate prices a given layout (models/expe
 
 Parameter counts, per layer (each matrix counted from its shape, as the released
 checkpoints hold them; checked against DeepSeek-V3's 671,026,419,200):
-- attention: the dense model's (models/spec.py), or MLA as DeepSeek-V2/V3 build it
+- attention: the dense model's (models/transformer.py), or MLA as DeepSeek-V2/V3 build it
   (DeepSeek-AI 2024, DeepSeek-V2, section 2.1.2; DeepSeek-V3 Technical Report, section
   2.1.1): q_a h x q_lora_rank, its norm, q_b q_lora_rank x heads(qk + rope) (or one
   h x heads(qk + rope) without query compression), kv_a h x (kv_lora_rank + rope), its
@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING
 
 from models import linear_attention
 
-if TYPE_CHECKING:  # models.spec imports this module (TransformerSpec.params)
-    from models.spec import TransformerSpec
+if TYPE_CHECKING:  # models.transformer imports this module (TransformerSpec.params)
+    from models.transformer import TransformerSpec
 
 # a config.json key that matches this and that the importer does not know is refused
 MOE_LOOKING = re.compile(

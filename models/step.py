@@ -2,7 +2,7 @@
 
 The step time is written in a form whose dependence on the data-parallel
 degree d, the micro-batches per step m and the server's NIC bandwidth is
-explicit, so that the CP-SAT model can encode it exactly (solvers/cpsat_model.py).
+explicit, so that the CP-SAT model can encode it exactly (solvers/cpsat/model.py).
 With g = d * cp (the gradient-reduction group) and k the group's ranks per
 scale-up domain (domain GPUs / tp: one 8-GPU server, or a 72-GPU NVL72 rack):
 
@@ -49,7 +49,7 @@ from models import comm, flops, scaleup
 from models.layout import Assumptions, Layout, Network
 from models.memory import activation_bytes_per_layer, stage_params
 from models.pipeline import StageLoad, bubble_fraction, busiest_stage, stage_layers
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from catalog.files import read_document
 from models.errors import ModelError
 from models.hf_config import hf_fields
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 
 
 @cache

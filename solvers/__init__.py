@@ -16,12 +16,12 @@ from solvers.result import SolveResult
 from solvers.scenario import Scenario
 
 if TYPE_CHECKING:
-    from solvers.cpsat import solve_cpsat
+    from solvers.cpsat.solve import solve_cpsat
     from solvers.exhaustive import solve_exhaustive
     from solvers.plan import Config, Plan
 
 _LAZY = {
-    "solve_cpsat": "solvers.cpsat",
+    "solve_cpsat": "solvers.cpsat.solve",
     "solve_exhaustive": "solvers.exhaustive",
     "Config": "solvers.plan",
     "Plan": "solvers.plan",
@@ -42,7 +42,7 @@ def solve(
     """Answer the question with the chosen solver."""
     if solver == "cpsat":
         # lazy: OR-Tools loads here, not in commands that never solve (module docstring)
-        from solvers.cpsat import solve_cpsat
+        from solvers.cpsat.solve import solve_cpsat
 
         res = solve_cpsat(scenario, top_k=top_k, time_limit_s=time_limit_s)
         if res.status in ("feasible", "unknown"):

@@ -27,19 +27,19 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from solvers.bounds import objective_lower_bounds, prepare_bounds, shared_bounds
-from solvers.cpsat import Resolve, _solver, resolve_cpsat, solve_cpsat
-from solvers.cpsat_context import Bounds
-from solvers.cpsat_model import Formulation, build
+from solvers.cpsat.context import Bounds
+from solvers.cpsat.model import Formulation, build
+from solvers.cpsat.solve import Resolve, _solver, resolve_cpsat, solve_cpsat
 from solvers.exhaustive import best_for_candidate
 from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES, active, enforced
 from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, Plan, build_plan
-from solvers.presolve import Presolved, presolve
-from solvers.prune import may_beat
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
+from solvers.screen.bounds import objective_lower_bounds, prepare_bounds, shared_bounds
+from solvers.screen.presolve import Presolved, presolve
+from solvers.screen.prune import may_beat
 from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
 
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
@@ -286,7 +286,7 @@ def infeasible_core(
     usually empties the space: bounds.dp_bounds), a quick witness, or a CP-SAT solve over
     the presolved shapes with their bounds and cuts. (An assumption solve over every shape
     with the families as literals, which this replaced, cost more on every question of
-    bench/explain.py --random than the deletions it saved: its model had no bound to
+    bench/explain_speed.py --random than the deletions it saved: its model had no bound to
     use.)"""
     active = [f for f in NAMES if f in enforced(scenario)]
     known = _Outcomes()

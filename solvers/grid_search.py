@@ -1,7 +1,7 @@
 """The best (DP degree, micro-batches per step, NIC type and count, purchases) of one shape,
 evaluated on a numpy grid with the float model: the exhaustive solver's kernel
 (solvers/exhaustive.py, every m and NIC option) and, in its fast form, the heuristic
-that seeds CP-SAT (solvers/prune.py warm start).
+that seeds CP-SAT (solvers/screen/prune.py warm start).
 
 Here, below both, so that the CP-SAT side does not import the exhaustive solver (issue 32:
 solvers/ in at most 7 import floors); the docstring of solvers/exhaustive.py says what it
@@ -133,7 +133,7 @@ def _critical_m(
     failures the restarts' share grows with the GPU-time that the extra tokens take. The
     warm start tries this m too, so that its incumbent is near the shape's best plan
     (agreement seed 189: 1.593 days with the largest m against the shape's 1.473, and a
-    loose incumbent leaves CP-SAT's per-shape proof slow, solvers/cpsat.py)."""
+    loose incumbent leaves CP-SAT's per-shape proof slow, solvers/cpsat/solve.py)."""
     if q.critical_batch_seq is None:
         return ()
     within = q.critical_batch_seq // (micro_batch * dps) // step * step

@@ -5,11 +5,11 @@ solvers/intmath.py) and leaves a factor of 4 for sums of terms. A question value
 into an integer of the model as follows, which fixes the largest value each may take
 (rounded down to a power of ten, so that the message reads well):
 
-- money in cents, and TCO in 1/TCO_UNITS_PER_CENT cents (solvers/cpsat_cost.py): a
+- money in cents, and TCO in 1/TCO_UNITS_PER_CENT cents (solvers/cpsat/cost.py): a
   budget of at most INT_LIMIT / 4 / (100 x TCO_UNITS_PER_CENT) USD, 1e13 (10T);
 - the batch ceiling in sequences (at least one token each) bounds the micro-batches
   per step, whose product with the DP degree (at most GPU_CAP) is a variable
-  (solvers/cpsat_model.py ``_batch``): at most INT_LIMIT / 4 / GPU_CAP tokens, 1e12;
+  (solvers/cpsat/model.py ``_batch``): at most INT_LIMIT / 4 / GPU_CAP tokens, 1e12;
 - the power cap in thousandths of a watt of IT power x PUE (solvers/families/power.py):
   at most INT_LIMIT / 4 / 1000 W, 1e9 MW;
 - GPU counts (--max-gpus, --gpu-cap) and racks: the decision space never exceeds
@@ -18,7 +18,7 @@ into an integer of the model as follows, which fixes the largest value each may 
   the training tokens), so the deadline family leaves out a deadline no plan can reach
   (solvers/families/deadline.py); the question's bound is physical: a million days.
 
-designer/question.py makes these the bounds of the question's fields and options (exit
+designer/question/fields.py makes these the bounds of the question's fields and options (exit
 2 naming the option and the largest value allowed); evaluate's layout degrees take
 GPU_CAP too (no plan of the space has a larger degree)."""
 

@@ -19,7 +19,7 @@ from models.batch_tokens import (
 )
 from models.goodput import FailureModel, absorbed_fraction, failure_model
 from models.layout import Assumptions
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 
 OBJECTIVES = ("time", "cost")
 PRICINGS = ("capex", "cloud", "tco")
@@ -27,7 +27,7 @@ DEFAULT_MAX_BATCH_TOKENS = 16 * 2**20  # 16M tokens (Llama 3 405B's final batch;
 # virtual stages searched by default: the solve-time targets (README "What the space leaves out")
 # max_batch_tokens's default: the batch-tokens model's largest batch (3 critical batches,
 # models/batch_tokens.py), or DEFAULT_MAX_BATCH_TOKENS with the model off; resolved when the
-# Scenario is built, so code and the CLI (designer/questions.py) get the same ceiling
+# Scenario is built, so code and the CLI (designer/question/build.py) get the same ceiling
 MODEL_CEILING = -1.0
 # the largest batch ceiling the CP-SAT model holds, in tokens: sequences (at least one token
 # each) times the DP degree (at most GPU_CAP) in int64 with room for sums of four terms,
@@ -45,7 +45,7 @@ GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
 DEFAULT_RESERVED_GB = 3.0
 # Headroom: the PyTorch caching allocator's fragmentation (reserved but unallocated
 # blocks) and peaks outside the model's count; 5% of the GPU kept free. The evidence
-# (python bench/memory.py --published, issue 31 item 5): with the 3 GB reserved, the
+# (python bench/memory_accuracy.py --published, issue 31 item 5): with the 3 GB reserved, the
 # memory model errs by a median 12.1% on the Megatron-Core runs with a measured peak (2
 # NeMo runs, +12.7% and -11.5%) and 45.6% on 26 PyTorch FSDP runs (a stack it does not
 # model); a margin refuses published runs that did run: 6 of 152 at 0%, 9 at 5%, 16 at
@@ -142,7 +142,7 @@ class Scenario(_Derived):
     unmeasured: frozenset[tuple[str, str]] = frozenset()
     fabric: str = "any"  # scale-out fabric: "any", "infiniband" or "ethernet" (--fabric)
     # failures, checkpoints and restarts (models/goodput.py): on, as in the CLI's question
-    # (designer/question.py) unless --no-failures; no_failures=True is the ideal model
+    # (designer/question/fields.py) unless --no-failures; no_failures=True is the ideal model
     no_failures: bool = False
     checkpoint_every_min: float | None = None  # --checkpoint-every; None: Young's optimum
     failure_scale: float = 1.0  # the catalog's interruption rates times this (a study axis)
@@ -150,7 +150,7 @@ class Scenario(_Derived):
     ep_in_domain: bool = False
     # rentable cloud plans (solvers/cloud_terms.py, issue 31 item 2): a rented plan is one
     # block of the catalog's size (or cloud_max_gpus) paid under a term, as in the CLI's
-    # question (designer/question.py); cloud_terms=False rents any GPU count by the hour
+    # question (designer/question/fields.py); cloud_terms=False rents any GPU count by the hour
     # without terms; cloud_term: the term a split question is fixed to
     cloud_terms: bool = True
     cloud_max_gpus: int | None = None

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from catalog import Catalog, load_catalog
-from designer.questions import build_scenario
-from models.spec import TransformerSpec
+from designer.question.build import build_scenario
+from models.transformer import TransformerSpec
 from models.zoo import zoo
 
 

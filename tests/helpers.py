@@ -24,10 +24,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from designer.cli import cli, main
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from models.feasibility import divisibility_violations
 from models.layout import Assumptions
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 from models.zoo import zoo
 from solvers import Config
 from solvers.plan import build_plan
@@ -411,7 +411,7 @@ def solve_at(scenario: Scenario, cfg: Config, **build_kw):
     plan, to compare with the float model's (solvers/plan.py build_plan). Returns the status,
     the solver, the formulation and ``value(name)`` of a variable named in the model."""
 
-    from solvers.cpsat_model import build
+    from solvers.cpsat.model import build
     from solvers.space import enumerate_candidates
     from solvers.stop import stoppable_solver
 

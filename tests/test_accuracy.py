@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from designer.validation import mape, predict, read_rows
+from calibration.vtrain import mape, predict, read_rows
 
 BASELINE = json.loads(
     (Path(__file__).resolve().parent.parent / "bench" / "accuracy_baseline.json").read_text()
@@ -36,7 +36,7 @@ def test_predictions_are_positive_and_finite(catalog):
 
 def test_twin_pairs_match_work_per_gpu():
     """Twins share model, GPUs, pipeline depth, global batch and micro-batch / TP."""
-    from designer.validation import twin_pairs
+    from calibration.vtrain import twin_pairs
 
     rows = read_rows("multi")
     pairs = twin_pairs(rows)
@@ -58,14 +58,14 @@ def test_twin_pairs_match_work_per_gpu():
 
 @pytest.fixture(scope="module")
 def published_preds(catalog):
-    from designer import published
+    from calibration import published
 
     runs, skipped = published.read_runs(catalog)
     return published.predict(runs, catalog), skipped
 
 
 def _shared_groups(preds):
-    from designer.published import by_group
+    from calibration.published import by_group
 
     return by_group([p for p in preds if p.run.shared])
 
@@ -73,7 +73,7 @@ def _shared_groups(preds):
 def test_published_groups_meet_the_targets(published_preds):
     """Issue 14: MAPE at most 10% per platform-and-precision group with 5 or more rows of
     the calibration set, and no row of it worse than 30%."""
-    from designer.validation import mape
+    from calibration.vtrain import mape
 
     preds, _ = published_preds
     groups = _shared_groups(preds)
@@ -86,7 +86,7 @@ def test_published_groups_meet_the_targets(published_preds):
 
 @pytest.mark.parametrize("group", sorted(BASELINE["published"]))
 def test_published_error_does_not_regress(published_preds, group):
-    from designer.validation import mape
+    from calibration.vtrain import mape
 
     preds, _ = published_preds
     ps = _shared_groups(preds)[group]
@@ -112,7 +112,7 @@ def test_every_dense_row_with_a_layout_evaluates(published_preds):
 def test_uneven_and_inconsistent_rows_are_read_as_documented(catalog):
     """The B200 long-sequence rows print a quarter of the GPUs: the printed layout is kept
     (per-GPU rates); a published step time keeps the GPU count (dgxc 405B proxies)."""
-    from designer import published
+    from calibration import published
 
     runs, _ = published.read_runs(catalog)
     by_name = {r.name: r for r in runs}
@@ -125,8 +125,8 @@ def test_uneven_and_inconsistent_rows_are_read_as_documented(catalog):
 def test_catalog_evidence_matches_the_calibration_sets(catalog):
     """The catalog's measured: blocks are what bench/accuracy.py --evidence computes now
     (so a model change that moves the errors must refresh them)."""
-    from designer.published import published_evidence
-    from designer.validation import vtrain_evidence
+    from calibration.published import published_evidence
+    from calibration.vtrain import vtrain_evidence
 
     for gpu, ev in published_evidence(catalog).items():
         recorded = catalog.gpu(gpu).with_stack("megatron-core").evidence

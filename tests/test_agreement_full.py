@@ -10,10 +10,10 @@ import math
 import pytest
 
 from designer.errors import UsageError
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import load_bench
 from solvers import FAMILIES, solve_cpsat, solve_exhaustive
-from solvers.cpsat import Resolve, resolve_cpsat
+from solvers.cpsat.solve import Resolve, resolve_cpsat
 from solvers.purchase_rule import idle_purchases
 
 # the heavy differential test: skipped unless --run-slow (CI runs it)
@@ -105,7 +105,7 @@ def test_seed_189_top_7_proved_and_agreeing():
     exhaustive solver's. The warm start's largest micro-batch count was far past the
     critical batch (an incumbent 8% off), and each shape's sub-solve left the incumbent to
     CP-SAT's objective bound, which a one-worker fixed search applies only after its start
-    (solvers/cpsat.py _solve_shape). CP-SAT's deterministic effort bounds the solve (40,
+    (solvers/cpsat/solve.py _solve_shape). CP-SAT's deterministic effort bounds the solve (40,
     each shape's sub-solve a seventh; the slowest take about 2), so that the answer does
     not depend on the machine's load: 46 s of wall time alone on 2 shared cores, and
     about 110 s for the reference."""

@@ -8,7 +8,7 @@ import pytest
 
 from designer import alternatives as alt_mod
 from designer.alternatives import MAX_ALTERNATIVES, alternatives, as_dicts
-from designer.questions import scenario_from_options
+from designer.question.build import scenario_from_options
 from solvers import solve_cpsat
 
 

@@ -13,7 +13,7 @@ import pytest
 from designer.answer import explain, no_plan, saved_plan, write_file
 from designer.errors import Infeasible, UsageError
 from helpers import prime_scenario, run_main
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.families import enforced
 from solvers.result import SolveResult
 

@@ -7,7 +7,7 @@ import pytest
 
 from catalog import load_catalog
 from helpers import load_bench
-from models.evidence import band, catalog_band
+from models.evidence_range import band, catalog_band
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_a_family_without_runs_reads_the_dense_band_doubled():
 
 
 def test_another_precision_is_never_read_with_a_narrower_band_than_no_run_at_all():
-    from models.evidence import extrapolated_band
+    from models.evidence_range import extrapolated_band
 
     cat = load_catalog()
     measured = [(n, g.evidence) for n, g in cat.gpus.items() if g.evidence is not None]

@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import one_line, run_main
 from models import batch_tokens as bt
 from models import resolve_model, zoo
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 from solvers import Scenario, solve_cpsat, solve_exhaustive
 from solvers.batch_trade import batch_trade
 

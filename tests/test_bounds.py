@@ -1,4 +1,4 @@
-"""The bounds the CP-SAT driver prunes with (solvers/bounds.py, solvers/cpsat.py).
+"""The bounds the CP-SAT driver prunes with (solvers/screen/bounds.py, solvers/cpsat/solve.py).
 
 A bound that is not valid would silently drop the optimum; the differential
 test would notice only where it happens to matter, so each bound is checked
@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 
 from helpers import ideal_scenario, random_scenario
-from solvers.bounds import (
+from solvers.cpsat.solve import solve_cpsat
+from solvers.exhaustive import best_for_candidate
+from solvers.families import active, enforced
+from solvers.plan import Config
+from solvers.screen.bounds import (
     budget_gpu_limit,
     dp_bounds,
     expected_time_lower_bound,
@@ -23,12 +27,8 @@ from solvers.bounds import (
     site_gpu_limit,
     time_lower_bound,
 )
-from solvers.cpsat import solve_cpsat
-from solvers.exhaustive import best_for_candidate
-from solvers.families import active, enforced
-from solvers.plan import Config
-from solvers.presolve import presolve
-from solvers.prune import prune_by_incumbent
+from solvers.screen.presolve import presolve
+from solvers.screen.prune import prune_by_incumbent
 from solvers.space import enumerate_candidates, nic_specs
 
 
@@ -187,7 +187,7 @@ def test_memory_shortcut_agrees_with_the_direct_bound(cat, model):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_presolve_over_the_space_agrees_with_dp_bounds_shape_by_shape(cat, seed):
-    """solvers/presolve.py computes the space's DP ranges as arrays; bounds.dp_bounds is
+    """solvers/screen/presolve.py computes the space's DP ranges as arrays; bounds.dp_bounds is
     the one statement of the range: both keep the same shapes with the same ranges, on
     the question and on it with each family switched off (as explanations presolve it),
     reusing the same columns."""
@@ -207,8 +207,8 @@ def test_presolve_over_the_space_agrees_with_dp_bounds_shape_by_shape(cat, seed)
 def test_vectorised_gemm_bounds_equal_the_scalar_ones(cat, tokens_model):
     """bounds.gemm_lower_bounds (prune's cheap bound over all shapes at once) equals
     gemm_lower_bound shape by shape, to the last bit, for every objective."""
-    from solvers.bounds import gemm_lower_bounds
-    from solvers.presolve import presolve
+    from solvers.screen.bounds import gemm_lower_bounds
+    from solvers.screen.presolve import presolve
     from solvers.space import enumerate_candidates
 
     checked = 0

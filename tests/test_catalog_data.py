@@ -14,9 +14,9 @@ import re
 import pytest
 
 from catalog.specs import GPUSpec, NICSpec, ServerSpec, SwitchSpec
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import run_main
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 
 NEW_GPUS = ("b300", "gb300", "mi325x", "mi355x")
 NVL72 = ("gb200", "gb300")
@@ -333,7 +333,7 @@ def test_no_server_takes_a_nic_its_pcie_slots_cannot_host(cat):
 
 
 def test_published_runs_are_evaluated_on_nics_their_servers_take(cat):
-    from designer.published import GPU_NAMES
+    from calibration.published import GPU_NAMES
 
     for printed, (gpu, nic, count) in GPU_NAMES.items():
         server = cat.gpu(gpu)

@@ -10,9 +10,9 @@ import math
 import pytest
 
 from catalog.cloud import cloud_offers
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import run_main
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 from solvers import solve_cpsat, solve_exhaustive
 from solvers.cloud_terms import block_gpus, rental_sentence
 

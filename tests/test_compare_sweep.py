@@ -152,7 +152,7 @@ def test_sweep_schema_and_bad_studies(tmp_path, capsys):
 
 def test_breakeven_price_is_where_the_winner_changes():
     from designer.breakeven import _priced, breakeven
-    from designer.questions import build_scenario
+    from designer.question.build import build_scenario
     from solvers import solve_cpsat
 
     s = build_scenario(model="llama2-7b", tokens=1e12, budget=5e6, gpus=("h200", "h100-sxm"))

@@ -9,7 +9,7 @@ from dataclasses import replace
 from designer.confidence import plan_ranking, ranking_dict, ranking_text
 from helpers import prime_scenario
 from models.ranking import ranking_confidence
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 
 
 def test_fewer_than_two_plans_have_no_ranking(cat):

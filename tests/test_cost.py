@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from models import Assumptions, Hardware, Layout, evaluate, zoo
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 
 
 @pytest.mark.parametrize("gpu, nic", [("gb200", "cx7-400g"), ("gb300", "cx8-800g")])

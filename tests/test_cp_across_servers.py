@@ -10,13 +10,13 @@ import math
 
 import pytest
 
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import run_cli
 from models import comm
 from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
-from models.spec import TransformerSpec
 from models.step import cp_crosses_nics, step_coefficients
+from models.transformer import TransformerSpec
 from solvers import solve_cpsat, solve_exhaustive
 
 # Llama 3 405B's long-context stage (Dubey et al. 2024, "The Llama 3 Herd of Models",

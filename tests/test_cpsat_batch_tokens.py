@@ -1,4 +1,4 @@
-"""solvers/cpsat_batch_tokens.py: tokens that depend on the batch in the CP-SAT model. At one
+"""solvers/cpsat/batch_tokens.py: tokens that depend on the batch in the CP-SAT model. At one
 plan (every decision fixed), T' becomes T' + ceil(T' x over / (2 c)) with over = max(0,
 GB - c), c the critical batch in sequences: the model's days are the float model's at the
 tokens the batch needs (models/batch_tokens.py), rounded up; at or below the critical

@@ -1,4 +1,4 @@
-"""solvers/cpsat_cluster.py: the cluster around the GPUs in the CP-SAT model (servers,
+"""solvers/cpsat/cluster.py: the cluster around the GPUs in the CP-SAT model (servers,
 fabric switches and links, racks, IT power). At one plan (every decision fixed) the servers
 are the float model's (models/cost.py Cluster); a larger fabric tree, more racks or more
 power are admitted (they only add cost, so no optimum takes them): the time objective

@@ -1,4 +1,4 @@
-"""solvers/cpsat_context.py: which build stage sets which BuildContext fields (issue 32
+"""solvers/cpsat/context.py: which build stage sets which BuildContext fields (issue 32
 item 2: the build order says itself). Read from the code with ``ast``: each stage named in
 STAGES assigns its fields (in its own body or a helper of its module that it is the only
 public caller of), and every field past the inputs is named by exactly one stage."""
@@ -9,7 +9,7 @@ import ast
 from dataclasses import fields
 from pathlib import Path
 
-from solvers.cpsat_context import STAGES, BuildContext
+from solvers.cpsat.context import STAGES, BuildContext
 
 SOLVERS = Path(__file__).resolve().parent.parent / "solvers"
 INPUTS = 8  # md ... terms: set by cpsat_model._build when it makes the context

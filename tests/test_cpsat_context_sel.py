@@ -1,4 +1,4 @@
-"""solvers/cpsat_context.py's selection helpers: the chosen candidate's value (``sel``) and a
+"""solvers/cpsat/context.py's selection helpers: the chosen candidate's value (``sel``) and a
 variable bounded by the candidates' values (``bounded``), solved on a context over three
 shapes. A file of its own beside tests/test_cpsat_context.py (which checks the build
 stages, issue 32); the fields each part fills are checked through the built model
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
-from solvers.cpsat_context import BuildContext
+from solvers.cpsat.context import BuildContext
 from solvers.stop import stoppable_solver
 
 

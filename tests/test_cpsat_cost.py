@@ -1,4 +1,4 @@
-"""solvers/cpsat_cost.py: the cost objectives of the CP-SAT model. At one plan (every
+"""solvers/cpsat/cost.py: the cost objectives of the CP-SAT model. At one plan (every
 decision fixed), capex is the float model's to the cent, TCO rounded up in 1/1000 cents,
 and the cloud cost objective is refused over more than one GPU type."""
 
@@ -8,7 +8,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from helpers import prime_scenario, solve_at, variants
-from solvers.cpsat_model import build
+from solvers.cpsat.model import build
 from solvers.exhaustive import solve_exhaustive
 from solvers.limits import TCO_UNITS_PER_CENT
 from solvers.space import enumerate_candidates

@@ -1,4 +1,4 @@
-"""solvers/cpsat_expert.py: the mixture-of-experts terms of the CP-SAT model's time (the
+"""solvers/cpsat/expert.py: the mixture-of-experts terms of the CP-SAT model's time (the
 token dispatch and combine over the NICs, the expert gradients' reduction). At one plan
 (every decision fixed) the model's days are the float model's (models/step.py
 ``ep_nic_mb_s``, ``expert_reduce_s``) rounded up, for EP inside a server and across

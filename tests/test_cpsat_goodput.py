@@ -1,4 +1,4 @@
-"""solvers/cpsat_goodput.py: the goodput terms of the CP-SAT model stay within int64 (the
+"""solvers/cpsat/goodput.py: the goodput terms of the CP-SAT model stay within int64 (the
 build rebuilds coarser when they would not) and bound the expected time before the search
 picks a purchase option."""
 
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from ortools.sat.python import cp_model
 
-import solvers.cpsat_goodput as goodput
-import solvers.cpsat_model as cpsat_model
-from designer.questions import build_scenario
+import solvers.cpsat.goodput as goodput
+import solvers.cpsat.model as cpsat_model
+from designer.question.build import build_scenario
 from solvers import solve_cpsat
 from solvers.intmath import INT_LIMIT, hi
 
@@ -85,7 +85,7 @@ def _root_bound_days(s, plan) -> float:
     """The least expected time CP-SAT's root propagation gives ``plan``'s shape, DP degree
     and micro-batches (no conflict allowed: the search stops before a purchase option is
     tried out)."""
-    from solvers.cpsat_model import build  # lazy: the model's build, for these tests only
+    from solvers.cpsat.model import build  # lazy: the model's build, for these tests only
     from solvers.space import enumerate_candidates  # lazy: as above
 
     cands = [c for c in enumerate_candidates(s) if c.shape == plan.config.shape]

@@ -1,4 +1,4 @@
-"""solvers/cpsat_gpu_time_cap.py: the most GPU-time per sequence a plan within the budget or
+"""solvers/cpsat/gpu_time_cap.py: the most GPU-time per sequence a plan within the budget or
 the incumbent's cost cap can take, which bounds the cost's products. A cap at or above a
 plan's cost keeps the plan (and rounds its TCO finer, never below the float model's); a cap
 under it leaves the plan out; a rented plan's GPU-time is capped by the budget."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
-import solvers.cpsat_gpu_time_cap as cap
-from designer.questions import build_scenario
+import solvers.cpsat.gpu_time_cap as cap
+from designer.question.build import build_scenario
 from helpers import prime_scenario, solve_at
-from solvers.cpsat_model import build
+from solvers.cpsat.model import build
 from solvers.exhaustive import solve_exhaustive
 from solvers.limits import TCO_UNITS_PER_CENT
 from solvers.space import enumerate_candidates
@@ -60,8 +60,8 @@ def test_a_rented_plans_cap_is_the_budgets_not_the_incumbents(cat):
 
 @pytest.mark.parametrize("pricing", ["tco", "cloud"])
 def test_rates_are_computed_once_per_build(monkeypatch, pricing):
-    """The goodput's GPU-time cap (solvers/cpsat_goodput.py) and the cost
-    (solvers/cpsat_cost.py) both read the rates; the build computes them once and both
+    """The goodput's GPU-time cap (solvers/cpsat/goodput.py) and the cost
+    (solvers/cpsat/cost.py) both read the rates; the build computes them once and both
     get the same object."""
     s = build_scenario(
         model="llama2-7b",

@@ -1,4 +1,4 @@
-"""solvers/cpsat_model.py: the CP-SAT formulation built from its parts. One literal per
+"""solvers/cpsat/model.py: the CP-SAT formulation built from its parts. One literal per
 candidate shape (exactly one chosen), an enforcement literal per enforced family, a valid
 model within int64; at one plan (every decision fixed) the DP degree, micro-batches, batch,
 GPUs and servers are the plan's."""
@@ -9,7 +9,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from helpers import prime_scenario, solve_at, wide_moe_scenario
-from solvers.cpsat_model import build
+from solvers.cpsat.model import build
 from solvers.exhaustive import solve_exhaustive
 from solvers.families import enforced
 from solvers.space import enumerate_candidates
@@ -77,15 +77,15 @@ def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch, tmp_path):
     With the batch-tokens model on, the exhaustive solver's DP 14 costs $791,639 of the
     $792,038 budget. The restart term's G x G T' was coarsened to 2^-40 of its widest range
     (1.6% of the term too high on the coarsened build), which excluded DP 14 (CP-SAT found
-    DP 13, 17.39 days); its range now comes from the budget (solvers/cpsat_gpu_time_cap.py),
+    DP 13, 17.39 days); its range now comes from the budget (solvers/cpsat/gpu_time_cap.py),
     so the question no longer overflows, and a build forced one step coarser (the check
     made to fail once) still finds DP 14 (its time unit rounds the cost up $92). Asked
     without the checkpoint interval's floor, as it was found (with it, failures x 1,000
     make both solvers choose DP 12 at $773,202, far from the budget's edge)."""
     from ortools.sat.python import cp_model
 
-    from designer.questions import build_scenario
-    from solvers.cpsat import solve_cpsat
+    from designer.question.build import build_scenario
+    from solvers.cpsat.solve import solve_cpsat
     from solvers.exhaustive import solve_exhaustive
 
     no_floor = tmp_path / "no-floor.yaml"

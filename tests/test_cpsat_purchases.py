@@ -1,4 +1,4 @@
-"""solvers/cpsat_purchases.py: hot spares and checkpoint storage as decisions of the CP-SAT
+"""solvers/cpsat/purchases.py: hot spares and checkpoint storage as decisions of the CP-SAT
 model. At one plan with each purchase option fixed, the model's time is the float model's
 with those purchases rounded up and its capex the float model's to the cent (the spares'
 servers and the storage per server priced as models/cost.py purchases_cents does); a

@@ -1,4 +1,4 @@
-"""solvers/cpsat_time.py: the time part of the CP-SAT model. At one plan (every decision
+"""solvers/cpsat/time.py: the time part of the CP-SAT model. At one plan (every decision
 fixed), the model's time per sequence in days is the float model's, rounded up: never below
 it by more than the 1e-9 relative noise solvers/intmath.py forgives, and above it by a
 tiny fraction (the units are fine: the step is ~1e12 of them)."""

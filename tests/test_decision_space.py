@@ -10,7 +10,7 @@ import pytest
 
 from helpers import PRIME, one_line, prime_scenario, run_main
 from solvers import space
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.scenario import Scenario
 

@@ -19,7 +19,7 @@ import json
 import pytest
 
 from helpers import run_main, wide_moe_scenario
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.explain import binding_constraints
 from solvers.families import BY_NAME
@@ -166,8 +166,8 @@ def test_compare_and_sweep_take_the_option(tmp_path, capsys):
 def test_the_cpsat_model_itself_forbids_the_shapes(wide):
     """Presolve drops the shapes the request forbids; the CP-SAT model forbids them too
     (the family's encoding), here given every shape presolve keeps with ep_domain off."""
-    from solvers.cpsat import _solve_built
-    from solvers.presolve import presolve
+    from solvers.cpsat.solve import _solve_built
+    from solvers.screen.presolve import presolve
 
     s, on, _ = wide
     pre = presolve(s.with_changes(disabled=frozenset({"ep_domain"})), on.candidates)

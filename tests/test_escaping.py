@@ -15,7 +15,7 @@ import pytest
 from designer.errors import Infeasible
 from designer.launch import Launch, emit
 from designer.launch.shell_text import safe_word
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from solvers import Config
 from solvers.plan import build_plan
 from solvers.space import Shape
@@ -151,7 +151,7 @@ def _csv_cells(path: Path) -> list[str]:
 
 
 def _assert_csv_inert(path: Path) -> None:
-    from designer.cells import is_number_text
+    from designer.output.cells import is_number_text
 
     cells = _csv_cells(path)
     assert any(c.startswith("'=") for c in cells), f"{path}: no hostile text reached it"
@@ -162,7 +162,7 @@ def _assert_csv_inert(path: Path) -> None:
 def _assert_workbook_inert(path: Path) -> None:
     import openpyxl
 
-    from designer.report_xlsx import BOM_SHEET
+    from designer.report.xlsx import BOM_SHEET
 
     formulas = texts = 0
     for ws in openpyxl.load_workbook(path).worksheets:

@@ -12,10 +12,10 @@ import yaml
 
 from catalog import load_catalog
 from catalog.specs import STACKS, Evidence, GPUSpec
-from designer.report import CSV_COLUMNS, EVIDENCE_COLUMNS
+from designer.output.formats import CSV_COLUMNS, EVIDENCE_COLUMNS
 from helpers import run_cli, run_main
 from models import Hardware, Layout, evaluate, resolve_model
-from models.evidence import (
+from models.evidence_range import (
     band,
     cost_range,
     evidence_line,
@@ -322,7 +322,7 @@ def test_compare_evidence_any_adds_extrapolated_gpus_marked(override, extrapolat
 
 
 def test_no_measured_gpu_is_a_usage_error_naming_evidence(capsys, monkeypatch):
-    import designer.questions as questions
+    import designer.question.build as questions
 
     real = questions.load_catalog
 
@@ -442,7 +442,7 @@ def test_sweep_rows_carry_the_evidence(override, extrapolated, tmp_path):
 def test_default_search_keeps_only_measured_precisions():
     """B200's runs are FP8: a BF16 question leaves it out by default, an FP8-or-BF16 question
     searches it in FP8 only; --evidence any brings its BF16 back, marked extrapolated."""
-    from designer.questions import build_scenario
+    from designer.question.build import build_scenario
 
     bf16 = build_scenario(budget=30e6)
     assert "b200" not in bf16.gpus and "h100-sxm" in bf16.gpus

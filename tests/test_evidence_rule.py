@@ -9,10 +9,10 @@ import json
 
 import pytest
 
+from calibration import published
 from catalog import load_catalog
 from catalog.specs import Evidence
-from designer import published
-from designer.questions import scenario_from_options
+from designer.question.build import scenario_from_options
 from helpers import run_cli, run_main
 from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
 from test_evidence import QUESTION

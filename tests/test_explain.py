@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from catalog import load_catalog
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import ideal_scenario
 from solvers import FAMILIES, SolveResult
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.explain import Conflict, binding_constraints, explain_infeasible
 from solvers.families import BY_NAME, active, enforced
 from solvers.plan import build_plan
@@ -323,11 +323,11 @@ def test_feasible_question_has_empty_core(models):
 
 
 def test_explaining_a_cloud_cost_question_over_several_gpu_types():
-    """Found by bench/explain.py --random (seed 139): the budget's smallest fix asked
+    """Found by bench/explain_speed.py --random (seed 139): the budget's smallest fix asked
     CP-SAT whether a question is feasible with the cloud cost objective over three GPU
     types, which that objective cannot be built for (it is solved one type at a time);
     feasibility does not depend on the objective, so the check builds the time one."""
-    from designer.questions import build_scenario
+    from designer.question.build import build_scenario
 
     s = build_scenario(
         model="bloom-176b",
@@ -394,7 +394,7 @@ def test_presolve_of_a_rule_off_keeps_only_the_shapes_it_admits(cat):
     presolved shapes that the question with the rule on did not have, same ranges."""
     from helpers import random_scenario
     from solvers.families import SHAPE_RULES
-    from solvers.presolve import presolve
+    from solvers.screen.presolve import presolve
     from solvers.space import enumerate_candidates
 
     checked = 0

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 import solvers.explain as explain
-from designer.questions import scenario_from_options
-from solvers.cpsat import Resolve, resolve_cpsat, solve_cpsat
+from designer.question.build import scenario_from_options
+from solvers.cpsat.solve import Resolve, resolve_cpsat, solve_cpsat
 from solvers.families import REGISTRY
-from solvers.presolve import presolve
-from solvers.prune import may_beat
+from solvers.screen.presolve import presolve
+from solvers.screen.prune import may_beat
 from solvers.space import enumerate_candidates, with_memory_scale
 
 

@@ -21,24 +21,24 @@ import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
-import solvers.bounds as bounds
 import solvers.explain as explain
 import solvers.families.base as family_base
-import solvers.presolve as presolve_module
-from designer.questions import build_scenario
+import solvers.screen.bounds as bounds
+import solvers.screen.presolve as presolve_module
+from designer.question.build import build_scenario
 from helpers import load_bench
-from solvers.bounds import (
+from solvers.cpsat.context import Bounds
+from solvers.cpsat.model import build
+from solvers.cpsat.solve import solve_cpsat
+from solvers.families import NAMES, active, enforced
+from solvers.screen.bounds import (
     expected_time_lower_bound,
     shared_bounds,
     stage_time_lower,
     too_slow,
     too_slow_by_gemm,
 )
-from solvers.cpsat import solve_cpsat
-from solvers.cpsat_context import Bounds
-from solvers.cpsat_model import build
-from solvers.families import NAMES, active, enforced
-from solvers.presolve import presolve
+from solvers.screen.presolve import presolve
 from solvers.space import enumerate_candidates, with_memory_scale
 
 agreement = load_bench("agreement.py", "bench_agreement")
@@ -293,7 +293,7 @@ def _model_feasible(form) -> bool:
 
 
 def cp_model_solver():
-    from solvers.cpsat import _solver
+    from solvers.cpsat.solve import _solver
 
     return _solver(60.0, 1)
 

@@ -17,7 +17,7 @@ from helpers import ideal_scenario, run_cli, run_main
 from models.cost import Cluster, cluster_totals, server_power_w, servers_per_rack
 from models.fabric import fabric_counts, size_fabric
 from models.zoo import zoo
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.explain import binding_constraints, explain_infeasible
 from solvers.scenario import Scenario

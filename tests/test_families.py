@@ -14,9 +14,9 @@ import pytest
 
 from catalog import load_catalog
 from helpers import ideal_scenario
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 from solvers import FAMILIES
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES
 from solvers.families.base import KINDS, Family, ShapeRule

@@ -55,8 +55,8 @@ EVALUATE_OPTIONS = [
 
 
 def test_every_numeric_question_option_is_fuzzed():
-    """A question field added later (designer/question.py) is fuzzed too, or this fails."""
-    from designer.question import META, Question
+    """A question field added later (designer/question/fields.py) is fuzzed too, or this fails."""
+    from designer.question.fields import META, Question
 
     numeric = {
         META[name].flag

@@ -1,5 +1,5 @@
 """Goodput (issue 18): failures, checkpoints and restarts in every plan (models/goodput.py,
-solvers/cpsat_goodput.py). The acceptance checks: Llama 3 405B's interruptions, goodput
+solvers/cpsat/goodput.py). The acceptance checks: Llama 3 405B's interruptions, goodput
 falling with the GPU count, --no-failures giving the ideal figures exactly, and CP-SAT
 proving the expected-time optimum the exhaustive solver finds."""
 
@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from designer.question import Question
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
+from designer.question.fields import Question
 from helpers import random_scenario, run_main
 from models.goodput import expected_failures, failure_model, goodput, young_interval_s
 from solvers import solve
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 
 LLAMA3 = dict(gpus=16_384, days=54.0, reported=419)  # Dubey et al. 2024, Table 5

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import solvers.grid_search as grid_search
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import prime_scenario
 from solvers.exhaustive import solve_exhaustive
 from solvers.grid_search import (
@@ -23,7 +23,7 @@ from solvers.grid_search import (
     dp_upper,
 )
 from solvers.plan import build_plan
-from solvers.presolve import presolve
+from solvers.screen.presolve import presolve
 from solvers.space import enumerate_candidates
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import run_main
 from solvers import solve_cpsat
 from solvers.exhaustive import solve_exhaustive

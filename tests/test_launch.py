@@ -21,7 +21,7 @@ from designer.launch.nemo_recipe import nemo_fields
 from designer.launch.script import command_from_script
 from designer.launch.torchtitan_config import torchtitan_sections
 from designer.launch.vocab import FRAMEWORKS, flag_index, vocabulary
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import one_line, run_main
 from models import Hardware, evaluate
 from models.zoo import zoo

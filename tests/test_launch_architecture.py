@@ -15,7 +15,7 @@ from designer.launch import Launch, emit, load_megatron
 from designer.launch.megatron_model import unsupported
 from models import TransformerSpec
 from models.hf_config import hf_fields
-from models.spec import RopeScaling
+from models.transformer import RopeScaling
 from models.zoo import moe_zoo
 from test_launch_round_trip import check_megatron_round_trip, moe_plan
 

@@ -1,5 +1,5 @@
 """solvers/limits.py: the largest question values the CP-SAT model holds. Past them a value
-is refused naming the option and the largest allowed (designer/question.py declares them
+is refused naming the option and the largest allowed (designer/question/fields.py declares them
 as the fields' bounds); at them the model builds and solves. From issue 20's checklist
 (reproduction 13)."""
 

@@ -18,7 +18,7 @@ from catalog.specs import DEFAULT_STACK
 from designer.errors import Infeasible
 from designer.launch import Launch, emit
 from designer.launch.emit import FORMATS
-from designer.questions import stack_catalog
+from designer.question.build import stack_catalog
 from helpers import run_main
 from models import flops, moe
 from models import linear_attention as la

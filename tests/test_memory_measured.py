@@ -1,4 +1,4 @@
-"""Memory model against measured peak memory (bench/memory.py --measured).
+"""Memory model against measured peak memory (bench/memory_accuracy.py --measured).
 
 The rows of bench/data/memory/measured_peaks.csv are torchtitan runs published with
 their full configuration (torchtitan's benchmarks/ files: Llama 3.1 8B / 70B / 405B on
@@ -21,7 +21,7 @@ from catalog import load_catalog
 from helpers import load_bench
 from models.zoo import zoo
 
-bench_memory = load_bench("memory.py", "bench_memory_measured")
+bench_memory = load_bench("memory_accuracy.py", "bench_memory_measured")
 
 MEASURED_MEDIAN_ABS_ERROR_PCT = 48.7  # tensors only, 26 runs, 2026-11-30
 GUARD_PCT = 49.0
@@ -84,11 +84,11 @@ def test_measured_mode_prints(capsys):
 
 def test_default_headroom_cites_the_error_on_measured_peaks():
     """Issue 31 item 5: --headroom's default cites the memory model's error on the runs
-    with a measured peak (bench/memory.py --published) and the runs that ran it refuses;
-    the figures in designer.question.HEADROOM_EVIDENCE are the bench's own."""
-    from designer.published import MODERN_ASSUMPTIONS, read_runs, runs_over_memory
-    from designer.question import ASSUMPTION_HELP, HEADROOM_EVIDENCE
-    from designer.questions import DEFAULT_HEADROOM, DEFAULT_RESERVED_GB
+    with a measured peak (bench/memory_accuracy.py --published) and the runs that ran it refuses;
+    the figures in designer.question.fields.HEADROOM_EVIDENCE are the bench's own."""
+    from calibration.published import MODERN_ASSUMPTIONS, read_runs, runs_over_memory
+    from designer.question.fields import ASSUMPTION_HELP, HEADROOM_EVIDENCE
+    from solvers.scenario import DEFAULT_HEADROOM, DEFAULT_RESERVED_GB
 
     errors = bench_memory.peak_errors()
     megatron = errors["megatron-core"]

@@ -1,4 +1,4 @@
-"""Memory check: models.memory against Megatron-LM's published formulas (bench/memory.py).
+"""Memory check: models.memory against Megatron-LM's published formulas (bench/memory_accuracy.py).
 
 Korthikanti et al. 2022, Table 2 (per-layer activation bytes) with concrete
 numbers for the 175B model, and Megatron-LM's theoretical_memory_usage for the
@@ -12,7 +12,7 @@ import pytest
 from helpers import load_bench
 from models import Assumptions, Layout, memory
 
-bench_memory = load_bench("memory.py", "bench_memory")
+bench_memory = load_bench("memory_accuracy.py", "bench_memory")
 
 # Table 2 for s=2048, b=1, h=12288, a=96, t=8: s*b*h = 25,165,824 and 5as/h = 80
 SBH = 2048 * 12288

@@ -22,7 +22,7 @@ from models.errors import ModelError
 from models.layout import Assumptions, Layout
 from models.memory import expert_data_parallel, moe_memory_per_gpu, rank_layer_ids
 from models.pipeline import stage_layers
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 from models.zoo import moe_zoo, read_model_file, zoo
 
 HF = Path(__file__).resolve().parent / "data" / "hf"

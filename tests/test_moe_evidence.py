@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from catalog import load_catalog
 from helpers import load_bench, run_main
-from models.evidence import catalog_band
+from models.evidence_range import catalog_band
 
 bench = load_bench("moe_accuracy.py", "bench_moe_accuracy")
 

@@ -20,9 +20,9 @@ import random
 import pytest
 
 from helpers import assert_solvers_agree, random_scenario, run_main, wide_moe_scenario
-from models.spec import TransformerSpec
-from solvers.cpsat import solve_cpsat
-from solvers.cpsat_model import build
+from models.transformer import TransformerSpec
+from solvers.cpsat.model import build
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.explain import binding_constraints
 from solvers.families.ep_domain import ep_domains

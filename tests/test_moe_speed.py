@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import solvers.explain as explain
-from designer.questions import scenario_from_options
+from designer.question.build import scenario_from_options
 from solvers.plan import Config
 from solvers.result import SolveResult
 from solvers.space import enumerate_candidates
@@ -65,7 +65,7 @@ def test_the_probe_of_gpt_oss_memory_ends_within_its_backstop(gpt_oss, monkeypat
     re-solve's wall time, and the family is priced as before: not binding, not exact."""
     import time
 
-    from solvers.cpsat import solve_cpsat
+    from solvers.cpsat.solve import solve_cpsat
     from solvers.families import BY_NAME
 
     s, _ = gpt_oss

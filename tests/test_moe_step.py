@@ -15,7 +15,7 @@ import math
 import pytest
 
 from catalog.specs import DEFAULT_STACK
-from designer.questions import stack_catalog
+from designer.question.build import stack_catalog
 from helpers import run_main
 from models import comm, scaleup
 from models.evaluate import Hardware, evaluate

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from catalog.specs import DEFAULT_STACK
-from designer.questions import stack_catalog
+from designer.question.build import stack_catalog
 from models import comm, scaleup
 from models.evaluate import Hardware, evaluate
 from models.expert import (

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from designer.cli import cli
-from designer.report import EVIDENCE_COLUMNS
+from designer.output.formats import EVIDENCE_COLUMNS
 from helpers import one_line, run_main
 from solvers import FAMILIES as REGISTRY_NAMES
 from solvers import PLAN_COLUMNS

@@ -1,4 +1,4 @@
-"""solvers/presolve.py: the shapes the enforced families leave, with their DP ranges.
+"""solvers/screen/presolve.py: the shapes the enforced families leave, with their DP ranges.
 
 Presolve may only drop a shape no feasible plan uses, and only cut DP degrees no feasible
 plan of that shape takes: checked against the exhaustive solver's best plan per shape."""
@@ -9,7 +9,7 @@ import pytest
 
 from helpers import prime_scenario, random_scenario
 from solvers.exhaustive import best_for_candidate
-from solvers.presolve import presolve
+from solvers.screen.presolve import presolve
 from solvers.space import enumerate_candidates, nic_specs
 
 

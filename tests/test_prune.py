@@ -1,4 +1,4 @@
-"""solvers/prune.py: incumbents and pruning by bound before CP-SAT builds its model.
+"""solvers/screen/prune.py: incumbents and pruning by bound before CP-SAT builds its model.
 
 Pruning may only drop shapes that cannot hold one of the k best plans: the optimum's
 shape (CP-SAT over the whole space) survives, every kept bound is valid, the incumbents
@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from helpers import random_scenario
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.plan import build_plan
-from solvers.presolve import presolve
-from solvers.prune import PRUNE_MARGIN, may_beat, prune, prune_by_incumbent
+from solvers.screen.presolve import presolve
+from solvers.screen.prune import PRUNE_MARGIN, may_beat, prune, prune_by_incumbent
 from solvers.space import enumerate_candidates
 
 

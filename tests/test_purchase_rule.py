@@ -17,7 +17,7 @@ def test_the_tolerance_is_a_tenth_of_a_percent_of_the_time():
 
 def _405b_mi300x_plan(spares: float, storage: float):
     """The layout of the 405B $500M question's plan (issue 31) with given purchases."""
-    from designer.questions import build_scenario
+    from designer.question.build import build_scenario
     from solvers.plan import Config, build_plan
     from solvers.space import Shape
 
@@ -50,8 +50,8 @@ def test_the_405b_question_buys_nothing_that_saves_no_time(capsys):
     """designer optimize --model llama3-405b --tokens 15T --budget 500M (the issue's
     example) bought $18.43M of storage "saving 0.0 days": now every purchase step of its
     plan saves more than the tolerance, and the explanation prices none at 0.0 days."""
-    from designer.questions import build_scenario
-    from solvers.cpsat import solve_cpsat
+    from designer.question.build import build_scenario
+    from solvers.cpsat.solve import solve_cpsat
     from solvers.purchase_rule import idle_purchases
 
     s = build_scenario(model="llama3-405b", tokens=15e12, budget=500e6)

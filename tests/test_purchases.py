@@ -174,7 +174,7 @@ def test_cpsat_and_exhaustive_choose_the_same_purchases(seed, objective, cat):
     and 3,000x the rates (where spares and storage pay: most of the time-objective ones
     buy 2 per 100 and 4 GB/s), the same optimum, proved, and the same purchases."""
     from helpers import random_scenario
-    from solvers.cpsat import solve_cpsat
+    from solvers.cpsat.solve import solve_cpsat
     from solvers.exhaustive import solve_exhaustive
 
     s = random_scenario(seed, cat).with_changes(

@@ -1,4 +1,4 @@
-"""The question schema (designer/question.py): one declaration of every question field,
+"""The question schema (designer/question/fields.py): one declaration of every question field,
 and the round trips through a question file, a saved answer and the command line."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from catalog.specs import FABRICS, STACKS
 from designer.cli import cli, main
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
-from designer.question import META, QUESTION_FIELDS, Question, answer_key, answer_question
-from designer.questions import _from_answer, build_scenario
+from designer.question.build import _from_answer, build_scenario
+from designer.question.fields import META, QUESTION_FIELDS, Question, answer_key, answer_question
 from designer.sweep import AXIS_FIELDS
 from helpers import OPTIMIZE, refused
 from models.batch_tokens import MODELS as BATCH_MODELS

@@ -234,7 +234,7 @@ def _vtrain_step(pp: int, sync_us: float) -> tuple[float, int]:
     pp_sync_us_per_send = sync_us, and the sends per step."""
     import dataclasses
 
-    from designer.validation import VTRAIN_ASSUMPTIONS, vtrain_hardware
+    from calibration.vtrain import VTRAIN_ASSUMPTIONS, vtrain_hardware
     from models import Layout, TransformerSpec, evaluate
 
     hw = vtrain_hardware(load_catalog())

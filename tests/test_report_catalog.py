@@ -1,10 +1,10 @@
-"""designer/report_catalog.py: the catalog entries a report's plans use (GPU, NIC, switch,
+"""designer/report/catalog.py: the catalog entries a report's plans use (GPU, NIC, switch,
 then the facility), each with the fields a buyer checks (prices, sources, dates, power),
 nested ones too and the performance-model profiles left out."""
 
 from __future__ import annotations
 
-from designer.report_catalog import catalog_entries, flat_fields
+from designer.report.catalog import catalog_entries, flat_fields
 from helpers import prime_scenario
 from solvers.exhaustive import solve_exhaustive
 

@@ -1,4 +1,4 @@
-"""designer/report_study.py: a sweep's results read for the report. CSV cells typed, the
+"""designer/report/study.py: a sweep's results read for the report. CSV cells typed, the
 study's axes, the Pareto front of time and cost, each scenario's winner across GPU types,
 the budget curves, and the price multipliers each GPU type won and lost at."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from designer.report_study import (
+from designer.report.study import (
     axes_of,
     budget_curves,
     pareto_front,

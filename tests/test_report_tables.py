@@ -1,4 +1,4 @@
-"""designer/report_tables.py: the report's tables cell by cell (its text as the CLI writes
+"""designer/report/tables.py: the report's tables cell by cell (its text as the CLI writes
 it, and the value the workbook stores): a plan's row in its headers' order, a binding
 constraint, a BOM line and the cluster's facts, the break-even price, a flattened question."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from designer.report_data import ReportData
-from designer.report_tables import (
+from designer.report.data import ReportData
+from designer.report.tables import (
     BOM_HEADERS,
     BREAKEVEN_HEADERS,
     binding_headers,

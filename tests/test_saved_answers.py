@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import one_line, run_main
 
 QUESTION = ["--model", "llama2-7b", "--tokens", "1e11", "--budget", "4e7", "--gpu", "h100-sxm"]
@@ -200,8 +200,8 @@ def test_tampered_catalog_hashes_are_refused(answer, tmp_path, capsys, monkeypat
 
 
 def test_saved_answers_keep_headroom_fabric_and_gpu_caps():
-    from designer.questions import _from_answer
-    from designer.report import question_dict
+    from designer.output.formats import question_dict
+    from designer.question.build import _from_answer
 
     s = build_scenario(
         budget=30e6, headroom=0.1, fabric="ib", gpu_caps={"h100-sxm": 512}, evidence="any"

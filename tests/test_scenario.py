@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from designer.question import Question
-from designer.questions import build_question
+from designer.question.build import build_question
+from designer.question.fields import Question
 from helpers import IDEAL
 from models.layout import Assumptions
 from solvers import FAMILIES, limits
@@ -227,7 +227,7 @@ def test_a_scenario_pickles_with_its_derived_values():
 def test_a_solve_writes_nothing_on_the_scenario():
     """Every stage of a solve reads the prepared question (Scenario.prepare,
     bounds.prepare_bounds): the scenario's attributes are the same after it."""
-    from solvers.cpsat import solve_cpsat  # lazy: the one test here that solves
+    from solvers.cpsat.solve import solve_cpsat  # lazy: the one test here that solves
 
     s = cli_question().with_changes(
         gpus=("h100-sxm",), micro_batches=(1,), recompute_modes=("none",), max_gpus=64

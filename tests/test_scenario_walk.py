@@ -1,5 +1,5 @@
 """The scenario's walk through one solve (issue 32, acceptance: one ``solve_cpsat`` enters
-solvers/bounds.py and solvers/scenario.py at most 3 times each).
+solvers/screen/bounds.py and solvers/scenario.py at most 3 times each).
 
 An entry is a call into code defined in the file from code outside it (a call from the file
 into itself is the same stay), counted with ``sys.setprofile`` on the solving thread during
@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-import solvers.bounds
 import solvers.scenario
+import solvers.screen.bounds
 from catalog import load_catalog
-from models.spec import TransformerSpec
-from solvers.cpsat import solve_cpsat
+from models.transformer import TransformerSpec
+from solvers.cpsat.solve import solve_cpsat
 from solvers.scenario import Scenario
 
 # entries per file in one solve of walk_question() (python -m pytest tests/test_scenario_walk.py
@@ -78,7 +78,7 @@ def entries(files: dict[str, str], run: Callable[[], Any]) -> tuple[Counter, Any
     return found, result
 
 
-WALKED = {solvers.bounds.__file__: "bounds", solvers.scenario.__file__: "scenario"}
+WALKED = {solvers.screen.bounds.__file__: "bounds", solvers.scenario.__file__: "scenario"}
 
 
 @pytest.fixture(scope="module")

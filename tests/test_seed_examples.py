@@ -25,7 +25,7 @@ from models.pipeline import (
     naive_recompute_layer_forwards,
     stages_needed,
 )
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 
 ARTICLE_4090 = """
 gpus:

@@ -11,10 +11,10 @@ import pytest
 from catalog import load_catalog
 from helpers import assert_solvers_agree, ideal_scenario, random_scenario
 from models.comm import tp_bandwidth_limit
-from models.spec import TransformerSpec
+from models.transformer import TransformerSpec
 from models.zoo import zoo
 from solvers import unproved_advice
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.scenario import Scenario
 

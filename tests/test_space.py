@@ -3,7 +3,7 @@ module (tests/test_decision_space.py checks what the solvers choose from it)."""
 
 from __future__ import annotations
 
-from designer.questions import build_scenario
+from designer.question.build import build_scenario
 from helpers import prime_scenario, wide_moe_scenario
 from solvers.families import SHAPE_RULES
 from solvers.space import (

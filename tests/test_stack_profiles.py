@@ -201,8 +201,8 @@ def test_flash_attention_stores_no_score_matrix(catalog, spec):
 
 def test_published_runs_fit_in_predicted_memory(catalog):
     """Every published run did run: the memory model (FlashAttention, FP8 weight copies)
-    must say almost all of them fit (bench/memory.py --published lists the exceptions)."""
-    from designer.published import read_runs, runs_over_memory
+    must say almost all of them fit (bench/memory_accuracy.py --published lists the exceptions)."""
+    from calibration.published import read_runs, runs_over_memory
 
     runs, _ = read_runs(catalog)
     over = runs_over_memory(runs, catalog)

@@ -29,7 +29,7 @@ from models.pipeline import (
 )
 from models.step import slowest_stage, stage_flops_per_microbatch
 from solvers import space
-from solvers.cpsat import solve_cpsat
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 
 

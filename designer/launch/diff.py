@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from designer import render
 from designer.errors import UsageError
 from designer.launch.megatron_import import OPTION, ImportedRun
-from designer.report import _plain
+from designer.output import text as render
+from designer.output.formats import _plain
 from models import Evaluation, Hardware, evaluate
 from models.expert import ExpertLayout
 from solvers import PLAN_COLUMNS, Plan, Scenario

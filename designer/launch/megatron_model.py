@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from models import TransformerSpec
-from models.spec import RopeScaling
+from models.transformer import RopeScaling
 
 # MLATransformerConfig's YaRN constants that no flag sets (megatron-core 0.19
 # transformer_config.py: original_max_position_embeddings 4096, beta_fast 32, beta_slow 1)

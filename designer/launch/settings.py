@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from designer import render
 from designer.errors import Infeasible
 from designer.launch.shell_text import comment_text
+from designer.output import text as render
 from models import Layout, TransformerSpec
 from models.pipeline import stage_layers
 

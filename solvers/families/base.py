@@ -25,7 +25,7 @@ from models.feasibility import Violation
 if TYPE_CHECKING:
     from catalog.specs import GPUSpec
     from models.evaluate import Evaluation
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Config, Plan
     from solvers.result import SolveResult
     from solvers.scenario import Scenario
@@ -78,11 +78,11 @@ class FixSearch(Protocol):
     def feasible(self, s: Scenario, fams: set[str], space: list[Candidate]) -> bool | None: ...
 
     def solve(self, s: Scenario, candidates: list[Candidate] | None) -> SolveResult:
-        """CP-SAT's answer to ``s`` within the search's time limit (solvers.cpsat.solve_cpsat)."""
+        """CP-SAT's answer to ``s`` within the search's time limit (solvers.cpsat.solve.solve_cpsat)."""
         ...
 
     def presolve(self, s: Scenario, candidates: list[Candidate]) -> list[Candidate]:
-        """The shapes presolve keeps (solvers.presolve.presolve)."""
+        """The shapes presolve keeps (solvers.screen.presolve.presolve)."""
         ...
 
     def with_memory_scale(self, s: Scenario, candidates: list[Candidate]) -> list[Candidate]:
@@ -90,7 +90,7 @@ class FixSearch(Protocol):
         ...
 
 
-# (least capex USD, least IT watts) per GPU of a type on question s: solvers.bounds
+# (least capex USD, least IT watts) per GPU of a type on question s: solvers.screen.bounds
 # least_per_gpu, handed to ``Family.gpu_limit`` by the bounds that call it
 LeastPerGpu = Callable[["Scenario", "GPUSpec"], tuple[float, float]]
 
@@ -217,7 +217,7 @@ class Family:
 
     def gpu_limit(self, s: Scenario, gpu: GPUSpec, least: LeastPerGpu) -> int | None:
         """Optional: the most GPUs of this type any plan within the limit can use, a valid
-        bound that prunes DP degrees before the search (solvers/bounds.py dp_bounds, which
+        bound that prunes DP degrees before the search (solvers/screen/bounds.py dp_bounds, which
         hands in ``least``: its least_per_gpu). None: no such bound."""
         return None
 

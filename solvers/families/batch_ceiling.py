@@ -15,7 +15,7 @@ from models.pipeline import microbatch_step
 from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
 
 if TYPE_CHECKING:
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Plan
     from solvers.scenario import Scenario
 

@@ -13,7 +13,7 @@ from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
 from solvers.intmath import up
 
 if TYPE_CHECKING:
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Plan
     from solvers.scenario import Scenario
 

@@ -1,6 +1,6 @@
 """budget: the plan's cost (capex, cloud rent or TCO; models/cost.py) at most the budget.
 
-CP-SAT bounds the cost expression of the question's pricing (solvers/cpsat_model.py
+CP-SAT bounds the cost expression of the question's pricing (solvers/cpsat/model.py
 builds it: cents, or 1/TCO_UNITS_PER_CENT cents, or GPU-time units per GPU type when
 renting)."""
 
@@ -15,7 +15,7 @@ from solvers.intmath import down
 if TYPE_CHECKING:
     from models.evaluate import Evaluation
     from models.feasibility import Violation
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Config, Plan
     from solvers.scenario import Scenario
 

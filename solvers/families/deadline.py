@@ -12,7 +12,7 @@ from solvers.intmath import down
 if TYPE_CHECKING:
     from models.evaluate import Evaluation
     from models.feasibility import Violation
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Config, Plan
     from solvers.scenario import Scenario
 

@@ -10,7 +10,7 @@ multiple of ``Shape.dp_step``. Active for mixture-of-experts questions only (a d
 question's decision space is unchanged). Switching it off (``--ignore ep_domain``, the
 explanation's relaxation) drops no folding: Megatron-Core runs no other, so both solvers
 keep d a multiple of the step whatever the families say (CP-SAT's
-solvers/cpsat_model.py, the exhaustive solver's enumeration), as they keep whole
+solvers/cpsat/model.py, the exhaustive solver's enumeration), as they keep whole
 purchase units.
 
 The request (``Scenario.ep_in_domain``): the EP group, its members ETP ranks apart
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from catalog.specs import GPUSpec
     from models.evaluate import Evaluation
     from models.feasibility import Violation
-    from solvers.cpsat_context import BuildContext, IntVar
+    from solvers.cpsat.context import BuildContext, IntVar
     from solvers.plan import Config, Plan
     from solvers.scenario import Scenario
     from solvers.space import Shape
@@ -56,7 +56,7 @@ REQUEST_RELAXATION = "EP across scale-up domains allowed"
 def add_folding(ctx: BuildContext, on: IntVar | None = None) -> None:
     """Megatron-Core's folding in CP-SAT: d a multiple of the chosen shape's ``dp_step``
     (EP x ETP divides TP x CP x DP), enforced if ``on`` (this family's literal), or always
-    (solvers/cpsat_model.py; no MoE shape: nothing added)."""
+    (solvers/cpsat/model.py; no MoE shape: nothing added)."""
     steps: dict[int, list[IntVar]] = {}
     for x, shape in zip(ctx.x, ctx.shapes, strict=True):
         if shape.dp_step > 1:

@@ -1,5 +1,5 @@
 """max_racks: at most the question's racks (servers per rack under the rack's power
-budget; models/cost.py servers_per_rack, solvers/cpsat_cluster.py encodes the count)."""
+budget; models/cost.py servers_per_rack, solvers/cpsat/cluster.py encodes the count)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from catalog.specs import GPUSpec
     from models.evaluate import Evaluation
     from models.feasibility import Violation
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Config, Plan
     from solvers.scenario import Scenario
 

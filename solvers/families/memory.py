@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
 
 if TYPE_CHECKING:
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Plan
     from solvers.scenario import Scenario
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect_fix, ep_domains
 
 if TYPE_CHECKING:
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Plan
     from solvers.scenario import Scenario
 

@@ -2,7 +2,7 @@
 
 Checked by the performance model (models/feasibility.py check_layout). The interleaved
 schedule's own need for m >= p (Narayanan et al. SC'21, section 2.2) is not this rule:
-it holds whether the rule is enforced or not (solvers/cpsat_model.py, exhaustive.py)."""
+it holds whether the rule is enforced or not (solvers/cpsat/model.py, exhaustive.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from solvers.families.base import EvaluatorCheck, Grid, Rule
 
 if TYPE_CHECKING:
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Plan
     from solvers.scenario import Scenario
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from catalog.specs import GPUSpec
     from models.evaluate import Evaluation
     from models.feasibility import Violation
-    from solvers.cpsat_context import BuildContext
+    from solvers.cpsat.context import BuildContext
     from solvers.plan import Config, Plan
     from solvers.scenario import Scenario
 

@@ -1,0 +1,1 @@
+"""Published training runs and the vTrain set: the model's calibration data."""

@@ -1,0 +1,252 @@
+"""`designer evaluate`: one given layout analysed, like a dry run of a training launch.
+
+``evaluate_options`` takes evaluate's options (designer.options.EVALUATE_OPTIONS) and
+returns the evaluation with its evidence; bad input is a UsageError naming the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from catalog import CatalogError
+from designer.errors import UsageError
+from designer.launch import load_megatron
+from designer.launch.pipeline_layout import layout_fields
+from designer.output.formats import _plain
+from designer.question.build import stack_catalog
+from models import Assumptions, Layout, resolve_model
+from models.evaluate import Hardware, evaluate
+from models.evidence_range import evaluation_evidence
+from models.expert import FP8_DISPATCH_BYTES, HOPPER_FUSED_ATTENTION_SPEEDUP, ExpertLayout
+from models.feasibility import divisibility_violations
+from models.goodput import failure_model
+from models.memory import MODULES
+from solvers.purchases import purchased
+
+if TYPE_CHECKING:
+    from designer.launch.megatron_import import ImportedRun
+    from models.evaluate import Evaluation, Hardware
+    from models.expert import ExpertLayout
+
+# evaluate's options that --from-megatron replaces (parameter name -> option)
+IMPORTED_LAYOUT_OPTIONS = {
+    "model_name": "--model",
+    "tp": "--tp",
+    "pp": "--pp",
+    "dp": "--dp",
+    "cp": "--cp",
+    "vp": "--vp",
+    "first_stage_layers": "--first-stage-layers",
+    "last_stage_layers": "--last-stage-layers",
+    "embedding_in_split": "--embedding-in-split",
+    "loss_in_split": "--loss-in-split",
+    "pipeline_layout": "--pipeline-layout",
+    "micro_batch": "--micro-batch",
+    "global_batch": "--global-batch",
+    "seq_len": "--seq-len",
+    "recompute": "--recompute",
+    "sequence_parallel": "--sequence-parallel",
+    "zero": "--zero",
+    "precision": "--precision",
+}
+# the Layout's fields, named as evaluate's options name them
+LAYOUT_FIELDS = tuple(
+    k
+    for k in IMPORTED_LAYOUT_OPTIONS
+    if k not in ("model_name", "global_batch", "seq_len", "pipeline_layout")
+)
+SPLIT_OPTIONS = ("vp", "first_stage_layers", "last_stage_layers", "embedding_in_split",
+                 "loss_in_split")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EvaluateAnswer:
+    ev: Evaluation
+    evidence: dict[str, Any]  # models.evidence_range.evaluation_evidence, plain numbers
+    imported: ImportedRun | None  # the Megatron-LM command the layout came from
+
+    def as_dict(self) -> dict[str, Any]:
+        """evaluate --json: the evaluation, its evidence and the imported command."""
+        doc = self.ev.as_dict()
+        doc["evidence"] = self.evidence
+        if self.imported is not None:
+            doc["from_megatron"] = self.imported.as_dict()
+        return doc
+
+
+def default_global_batch(micro_batch: int, dp: int, pp: int) -> int:
+    """--global-batch when not given: one micro-batch per pipeline stage per replica."""
+    return micro_batch * dp * pp
+
+
+def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
+    """The model, layout and sequence length the options give."""
+    spec = resolve_model(opts["model_name"])
+    gb = opts["global_batch"]
+    if gb is None:
+        gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
+    fields = {k: opts[k] for k in LAYOUT_FIELDS}
+    if opts.get("pipeline_layout"):
+        fields.update(pipeline_layout_fields(spec, opts))
+    layout = Layout(global_batch=gb, **fields)
+    return spec, layout, opts["seq_len"] or spec.seq_len
+
+
+def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
+    """vp and the split of --pipeline-layout (designer.launch.pipeline_layout
+    ``layout_fields``); a --vp that contradicts it, another split option, or a string
+    Megatron-Core would refuse is a usage error."""
+    for key in SPLIT_OPTIONS[1:]:
+        if opts.get(key):
+            raise UsageError(
+                "contradicts --pipeline-layout, which spells out every stage; give one",
+                IMPORTED_LAYOUT_OPTIONS[key],
+            )
+    try:
+        fields = layout_fields(opts["pipeline_layout"], spec.layers, opts["pp"], spec.mtp_layers)
+    except ValueError as err:
+        raise UsageError(str(err), "--pipeline-layout") from None
+    if opts["vp"] not in (1, fields["vp"]):
+        raise UsageError(f"--pipeline-layout has vp {fields['vp']}; drop --vp", "--vp")
+    return fields
+
+
+def check_layout(spec, layout: Layout, seq_len: int) -> None:
+    """Shapes the model cannot take are usage errors (exit 2), named by option."""
+    broken = divisibility_violations(spec, layout, seq_len)
+    if broken:
+        raise UsageError(broken[0].detail, broken[0].option)
+
+
+def expert_layout(spec, layout: Layout, ep: int, etp: int) -> ExpertLayout:
+    """--ep and --etp checked against the model and the layout (Megatron-Core's parallel
+    folding, models.memory.expert_data_parallel); bad values are usage errors naming the
+    option."""
+    if not spec.is_moe:
+        for option, value in (("--ep", ep), ("--etp", etp)):
+            if value != 1:
+                raise UsageError(f"{spec.name} is a dense model (no experts); drop it", option)
+        return ExpertLayout()
+    if spec.experts % ep:
+        raise UsageError(f"{ep} must divide the model's {spec.experts} experts", "--ep")
+    group = layout.tp * layout.cp * layout.dp
+    if group % (ep * etp):
+        option = "--ep" if group % ep else "--etp"
+        raise UsageError(
+            f"EP {ep} x ETP {etp} must divide TP x CP x DP = {group} (Megatron-Core's "
+            "parallel folding)",
+            option,
+        )
+    return ExpertLayout(ep=ep, etp=etp)
+
+
+MOE_PLAN_OPTIONS = {  # option key: (flag, its default)
+    "moe_overlap": ("--moe-overlap", "none"),
+    "dispatcher": ("--dispatcher", "alltoall"),
+    "fp8_dispatch": ("--fp8-dispatch", False),
+    "recompute_modules": ("--recompute-modules", ""),
+    "fp8_activations": ("--fp8-activations", False),
+    "capacity_factor": ("--capacity-factor", None),
+    "fused_attention": ("--fused-attention", False),
+}
+
+
+def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
+    """The MoE mechanisms evaluate's options switch on (models/expert.py ExpertLayout);
+    on a dense model any of them is a usage error naming it."""
+    from dataclasses import replace
+
+    if not spec.is_moe:
+        for key, (flag, default) in MOE_PLAN_OPTIONS.items():
+            if opts.get(key, default) != default:
+                raise UsageError(f"{spec.name} is a dense model (no experts); drop it", flag)
+        return ex
+    modules = frozenset(
+        m.strip() for m in (opts.get("recompute_modules") or "").split(",") if m.strip()
+    )
+    unknown = sorted(modules - set(MODULES))
+    if unknown:
+        raise UsageError(
+            f"{', '.join(unknown)}: not one of {', '.join(MODULES)}", "--recompute-modules"
+        )
+    overlap = opts.get("moe_overlap", "none")
+    return replace(
+        ex,
+        ep_overlap=1.0 if overlap == "a2a" else ex.ep_overlap,
+        dualpipe=overlap == "dualpipe",
+        dispatch_per_domain=opts.get("dispatcher") == "deepep",
+        dispatch_bytes=FP8_DISPATCH_BYTES if opts.get("fp8_dispatch") else ex.dispatch_bytes,
+        recompute_modules=modules,
+        fp8_activations=bool(opts.get("fp8_activations")),
+        capacity_factor=opts.get("capacity_factor"),
+        attention_kernel_speedup=HOPPER_FUSED_ATTENTION_SPEEDUP
+        if opts.get("fused_attention")
+        else ex.attention_kernel_speedup,
+    )
+
+
+def hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
+    """The GPU's server with its NICs; an unknown GPU blames --gpu, any other misfit --nic."""
+    try:
+        return Hardware.from_catalog(cat, gpu, nic, nics_per_node)
+    except CatalogError as err:
+        raise UsageError(str(err), "--gpu" if gpu not in cat.gpus else "--nic") from err
+
+
+def _assumptions(opts: dict[str, Any], imported: ImportedRun | None) -> Assumptions:
+    a = Assumptions(
+        dp_overlap=opts["dp_overlap"],
+        memory_overhead_fraction=opts["memory_overhead"],
+        runtime_reserved_gb=opts["reserved_gb"],
+        memory_headroom_fraction=opts["headroom"],
+    )
+    if imported is not None and imported.grad_reduce_dtype == "fp32":
+        # Megatron with --bf16 keeps and reduces fp32 gradients unless --grad-reduce-in-bf16
+        a = a.model_copy(update={"grad_bytes": 4.0})
+    return a
+
+
+def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
+    """evaluate's answer for its options (``given``: those set on the command line)."""
+    imported, tokens = None, opts["tokens"]
+    if opts["from_megatron"] is not None:
+        for name in sorted(given & set(IMPORTED_LAYOUT_OPTIONS)):
+            raise UsageError(
+                "comes from the Megatron command with --from-megatron; drop it",
+                IMPORTED_LAYOUT_OPTIONS[name],
+            )
+        imported = load_megatron(opts["from_megatron"])
+        spec, layout, seq_len = imported.spec, imported.layout, imported.seq_len
+        tokens = tokens if tokens is not None else imported.tokens
+    else:
+        spec, layout, seq_len = given_layout(opts)
+    cat = stack_catalog(tuple(Path(f) for f in opts["catalog_files"]), opts["stack"])
+    hw = hardware(cat, opts["gpu"], opts["nic"], opts["nics_per_node"])
+    if hw.gpu.peak_tflops(layout.precision) is None:
+        option = "--from-megatron: --fp8-format" if imported else "--precision"
+        raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
+    if imported is None:
+        check_layout(spec, layout, seq_len)
+    if imported is not None:  # the command's --expert-model-parallel-size and ETP
+        experts = expert_layout(spec, layout, imported.ep, imported.etp)
+    else:
+        experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
+    experts = moe_plan(spec, experts, opts)
+    a = _assumptions(opts, imported)
+    failures = None
+    if not opts.get("no_failures"):
+        failures = failure_model(
+            hw.gpu,
+            cat.facility,
+            float(spec.params()),
+            a.weight_bytes + a.optimizer_bytes,
+            1.0 if opts.get("failure_scale") is None else opts["failure_scale"],
+            opts.get("checkpoint_every"),
+        )
+    ev = evaluate(spec, hw, layout, seq_len, tokens, a, experts, failures=failures)
+    # the plan's purchases (issue 18 item 4: solvers/purchases.py)
+    ev = purchased(ev, opts.get("hot_spares") or 0.0, opts.get("checkpoint_storage"))
+    evidence = _plain(evaluation_evidence(cat, ev, opts["stack"]))
+    return EvaluateAnswer(ev, evidence, imported)

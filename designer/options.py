@@ -1,0 +1,287 @@
+"""Click options of the commands other than the question's (designer.question.fields declares
+those): evaluate's layout, the answer's output options, the sweep's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from designer.numbers import Finite, Quantity
+from designer.question.fields import field_option
+from models.layout import PRECISIONS, RECOMPUTE_MODES
+from solvers import limits
+
+CATALOG_OPTION = click.option(
+    "--catalog",
+    "catalog_files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="YAML file of entries that add to or override the built-in catalog (repeatable).",
+)
+
+
+def _count(flag: str, default: int | None, help: str, maximum: float = limits.MAX_GPUS) -> Callable:
+    """A positive whole-number option (a degree, a size); its default shown when it has one.
+    At most ``maximum``: a degree or count no plan of the decision space exceeds (GPU_CAP,
+    solvers/limits.py), so no option overflows the models' 64-bit arrays."""
+    return click.option(
+        flag,
+        type=click.IntRange(min=1, max=int(maximum)),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+def file_option(flag: str, param: str, help: str) -> Callable:
+    """An option naming a file to write (``--csv``, ``--plot``, ``--bom``)."""
+    return click.option(
+        flag, param, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help
+    )
+
+
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def apply(options: list[Callable]) -> Callable[[Callable], Callable]:
+    """A decorator applying ``options`` in order (the first is the first in --help)."""
+
+    def decorate(f: Callable) -> Callable:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+EVALUATE_OPTIONS = [
+    click.option(
+        "--model",
+        "model_name",
+        default="llama2-70b",
+        show_default=True,
+        help="Zoo name, YAML/JSON spec or HF config.json.",
+    ),
+    click.option("--gpu", default="h100-sxm", show_default=True, help="Catalog GPU name."),
+    CATALOG_OPTION,
+    _count("--tp", 1, "Tensor-parallel degree."),
+    _count("--pp", 1, "Pipeline stages."),
+    _count("--dp", 1, "Data-parallel degree."),
+    _count("--cp", 1, "Context-parallel degree."),
+    _count("--vp", 1, "Virtual pipeline chunks per stage."),
+    _count(
+        "--ep",
+        1,
+        "Expert-parallel degree of a mixture-of-experts model (Megatron-LM "
+        "--expert-model-parallel-size; EP x ETP divides TP x CP x DP, EP the experts).",
+    ),
+    _count(
+        "--etp",
+        1,
+        "Expert tensor-parallel degree of a mixture-of-experts model (Megatron-LM "
+        "--expert-tensor-parallel-size).",
+    ),
+    click.option(
+        "--moe-overlap",
+        type=click.Choice(("none", "a2a", "dualpipe")),
+        default="none",
+        show_default=True,
+        help="Mixture-of-experts: hide the token all-to-alls behind compute at the SM share "
+        "they take: a2a (Megatron-LM --overlap-moe-expert-parallel-comm) or dualpipe "
+        "(DeepSeek-V3's schedule: also its bubble and two weight copies).",
+    ),
+    click.option(
+        "--dispatcher",
+        type=click.Choice(("alltoall", "deepep")),
+        default="alltoall",
+        show_default=True,
+        help="Mixture-of-experts token dispatcher: alltoall sends every routed copy; deepep "
+        "(Megatron-LM flex: DeepEP or HybridEP) crosses the NICs once per remote domain.",
+    ),
+    click.option(
+        "--fp8-dispatch",
+        is_flag=True,
+        help="Mixture-of-experts: dispatch tokens in fp8 (the combine stays bf16).",
+    ),
+    click.option(
+        "--recompute-modules",
+        default="",
+        help="Mixture-of-experts: Megatron-LM --recompute-modules that the model prices, "
+        "comma-separated: layernorm, mla_up_proj, moe_act, moe, shared_expert.",
+    ),
+    click.option(
+        "--fp8-activations",
+        is_flag=True,
+        help="Mixture-of-experts: cache expert and attention-output activations in fp8.",
+    ),
+    click.option(
+        "--fused-attention",
+        is_flag=True,
+        help="Mixture-of-experts: run the attention core at Hopper's fused-attention rate "
+        "(Transformer Engine's cuDNN kernels: 1.61 x the profile's FlashAttention-2-class "
+        "rate, the FlashAttention-3 paper's H100 benchmark).",
+    ),
+    click.option(
+        "--capacity-factor",
+        type=click.FloatRange(0.01, 100),
+        default=None,
+        help="Mixture-of-experts: tokens per expert x the balanced share, dropped beyond "
+        "and padded up to it (Megatron-LM --moe-expert-capacity-factor) [default: dropless].",
+    ),
+    _count(
+        "--first-stage-layers",
+        None,
+        "Transformer layers on the first pipeline stage, the rest split evenly "
+        "(Megatron-LM --decoder-first-pipeline-num-layers).",
+    ),
+    _count(
+        "--last-stage-layers",
+        None,
+        "Transformer layers on the last pipeline stage "
+        "(Megatron-LM --decoder-last-pipeline-num-layers).",
+    ),
+    click.option(
+        "--pipeline-layout",
+        default=None,
+        help="Megatron-Core's --pipeline-model-parallel-layout, e.g. 'Et*3|(tt|)*29,m|L': "
+        "E embedding, t layer, m MTP layer, L loss, | between virtual stages; sets vp and "
+        "the split.",
+    ),
+    click.option(
+        "--embedding-in-split/--no-embedding-in-split",
+        default=False,
+        show_default=True,
+        help="Count the input embedding as one layer when splitting the pipeline "
+        "(Megatron-LM --account-for-embedding-in-pipeline-split).",
+    ),
+    click.option(
+        "--loss-in-split/--no-loss-in-split",
+        default=False,
+        show_default=True,
+        help="Count the output layer and loss as one layer when splitting the pipeline "
+        "(Megatron-LM --account-for-loss-in-pipeline-split).",
+    ),
+    _count("--micro-batch", 1, "Sequences per micro-batch."),
+    _count(
+        "--global-batch",
+        None,
+        "Sequences per step [default: micro-batch x dp x pp].",
+        limits.MAX_BATCH_TOKENS,
+    ),
+    _count("--seq-len", None, "Sequence length [default: the model's].", limits.MAX_BATCH_TOKENS),
+    click.option(
+        "--recompute", type=click.Choice(RECOMPUTE_MODES), default="selective", show_default=True
+    ),
+    click.option(
+        "--sequence-parallel/--no-sequence-parallel", default=None, help="Default: on when tp > 1."
+    ),
+    click.option(
+        "--zero",
+        type=click.IntRange(0, 3),
+        default=1,
+        show_default=True,
+        help="ZeRO stage (1 = distributed optimizer).",
+    ),
+    click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True),
+    click.option(
+        "--nic", default=None, help="Catalog NIC [default: fastest the server's PCIe supports]."
+    ),
+    _count("--nics-per-node", None, "NICs per server [default: its slots]."),
+    click.option(
+        "--tokens",
+        type=Quantity(maximum=limits.MAX_TOKENS, minimum=limits.MIN_TOKENS),
+        default=None,
+        help="Training tokens, e.g. 2T (for time and cost).",
+    ),
+    field_option("dp_overlap"),
+    field_option(
+        "memory_overhead",
+        "Allocator fragmentation and temporaries, fraction of tensor memory "
+        "(counted in memory 'other'; Megatron's own estimate uses 0.05).",
+    ),
+    field_option(
+        "reserved_gb",
+        "Fixed GB per GPU for the CUDA context and NCCL buffers (in memory 'other'); "
+        "0 with --headroom 0 gives the seed's tensor-only rule.",
+    ),
+    field_option(
+        "headroom",
+        "Fraction of GPU memory kept free (allocator fragmentation, uncounted peaks).",
+    ),
+    field_option("stack"),
+    field_option("no_failures"),
+    field_option("checkpoint_every"),
+    field_option("failure_scale"),
+    click.option(
+        "--hot-spares",
+        "hot_spares",
+        type=click.FloatRange(0, 100),
+        default=0.0,
+        show_default=True,
+        help="Hot spare servers per 100 bought (an optimized plan's hot_spares_per_100).",
+    ),
+    click.option(
+        "--checkpoint-storage",
+        "checkpoint_storage",
+        type=click.FloatRange(0, 10_000, min_open=True),
+        default=None,
+        help="Checkpoint storage GB/s per server [default: the facility's] (an optimized "
+        "plan's checkpoint_storage_gb_per_s_per_server).",
+    ),
+    click.option(
+        "--from-megatron",
+        "from_megatron",
+        default=None,
+        metavar="ARGS|FILE",
+        help="Take the model and layout from a Megatron-LM launch command (quoted) or a script "
+        "file holding one (torchrun ... pretrain_gpt.py --flags).",
+    ),
+    JSON_OPTION,
+]
+"""evaluate's options: the model, hardware and layout of one run."""
+
+ANSWER_OPTIONS = [
+    click.option(
+        "--time-limit",
+        type=Finite(min=0.01),
+        default=60.0,
+        show_default=True,
+        help="Solver time limit per solve, seconds.",
+    ),
+    click.option(
+        "--explain/--no-explain",
+        default=True,
+        show_default=True,
+        help="Price the binding constraints, or explain a conflict.",
+    ),
+    JSON_OPTION,
+    file_option("--csv", "csv_file", "Write the plans as CSV."),
+]
+"""How optimize, compare and breakeven answer: after the question's options."""
+ANSWER_KEYS = ("time_limit", "explain", "as_json", "csv_file")  # their parameters
+
+REPORT_OPTIONS = [
+    file_option(
+        "--html",
+        "html_file",
+        "Write one self-contained page (charts inlined; opens offline; needs designer[report]).",
+    ),
+    file_option(
+        "--xlsx",
+        "xlsx_file",
+        "Write an Excel workbook: plans, BOM with formulas, study rows, binding constraints, "
+        "assumptions (needs designer[report]).",
+    ),
+    click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser."),
+    click.option(
+        "--study",
+        "study_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="The study file of a results CSV [default: STUDY.yaml beside the CSV].",
+    ),
+    ANSWER_OPTIONS[0],  # --time-limit: when FILE is a question to answer first
+]
+"""report's options: the files to write and how to read the input."""

@@ -1,0 +1,1 @@
+"""The answer as JSON, CSV, text tables and plots, and the files written."""

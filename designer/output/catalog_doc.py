@@ -1,0 +1,169 @@
+"""`designer models` and `designer catalog`: the zoo and the hardware catalog as tables,
+JSON objects and one entry's fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.specs import Calibration, Evidence
+from designer.errors import UsageError
+from designer.output import text as render
+from models import moe
+
+MODEL_COLUMNS = (
+    "model",
+    "params_b",
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "ffn",
+    "gated",
+    "vocab",
+    "seq_len",
+)
+GPU_COLUMNS = (
+    "name",
+    "memory_gb",
+    "bf16_tflops",
+    "fp8_tflops",
+    "scale_up_gb_s_dir",
+    "domain",
+    "gpus/server",
+    "price",
+    "cloud_$/h",
+)
+# units and meaning of the performance-model constants, shown beside their values
+_PROFILE_FIELDS = {**Calibration.model_fields, **Evidence.model_fields}
+
+
+def model_dict(spec) -> dict[str, Any]:
+    """A model's fields, with the derived KV heads, FFN width and parameter count."""
+    d = spec.model_dump()
+    d["kv_heads"] = spec.kv
+    d["ffn_hidden"] = spec.ffn
+    d["params"] = spec.params()
+    if spec.is_moe:  # models/moe.py: the main model's total and the per-token active count
+        d["active_params"] = moe.active_params(spec)
+        d["active_params_no_embedding"] = moe.active_params(spec, include_embedding=False)
+        if spec.mtp_layers:
+            d["mtp_params"] = moe.mtp_params(spec)
+    return d
+
+
+def models_table(specs) -> str:
+    rows = [
+        (
+            s.name,
+            s.params() / 1e9,
+            s.layers,
+            s.hidden,
+            s.heads,
+            s.kv,
+            s.ffn,
+            "yes" if s.gated_mlp else "no",
+            s.vocab,
+            s.seq_len,
+        )
+        for s in specs
+    ]
+    return render.table(MODEL_COLUMNS, rows)
+
+
+def catalog_dict(cat) -> dict[str, Any]:
+    return {
+        "gpus": {k: v.model_dump() for k, v in cat.gpus.items()},
+        "nics": {k: v.model_dump() for k, v in cat.nics.items()},
+        "switches": {k: v.model_dump() for k, v in cat.switches.items()},
+        "facility": cat.facility.model_dump(),
+    }
+
+
+def _gpu_row(g) -> tuple:
+    server = g.server
+    return (
+        g.name,
+        g.memory_gb,
+        g.dense_bf16_tflops,
+        g.dense_fp8_tflops,
+        g.scale_up_bw_gb_per_s_per_direction,
+        server.scale_up_domain_gpus,
+        server.gpus_per_server,
+        render.usd(g.price_usd),
+        g.cloud_usd_per_gpu_hour,
+    )
+
+
+def catalog_text(cat) -> str:
+    """The GPUs, NICs and switches as tables, and the facility in one line."""
+    nics = [
+        (
+            n.name,
+            n.speed_gbit_per_s,
+            n.bw_gb_per_s_per_direction,
+            render.usd(n.price_usd),
+            render.usd(2 * n.transceiver_usd + n.cable_usd),
+            n.switch,
+        )
+        for n in cat.nics.values()
+    ]
+    switches = [
+        (s.name, s.ports, s.port_speed_gbit_per_s, render.usd(s.price_usd), s.power_w)
+        for s in cat.switches.values()
+    ]
+    f = cat.facility
+    return "\n".join(
+        [
+            "GPUs",
+            render.table(GPU_COLUMNS, [_gpu_row(g) for g in cat.gpus.values()]),
+            "\nNICs",
+            render.table(["name", "gbit_s", "gb_s_dir", "price", "per_link", "switch"], nics),
+            "\nSwitches",
+            render.table(["name", "ports", "gbit_s", "price", "power_w"], switches),
+            "\nFacility (designer catalog show facility for the sources)",
+            f"PUE {f.pue:g}; ${f.usd_per_kwh:g}/kWh; average draw {100 * f.power_draw_fraction:g}% "
+            f"of nameplate; racks of {f.rack_power_kw:g} kW at {render.usd(f.rack_usd)}; "
+            f"oversubscription {f.oversubscription:g}:1",
+        ]
+    )
+
+
+def catalog_entry(cat, name: str) -> dict[str, Any]:
+    """One GPU, NIC or switch (or ``facility``) with every field and its sources."""
+    for section in (cat.gpus, cat.nics, cat.switches, {"facility": cat.facility}):
+        if name in section:
+            return section[name].model_dump()
+    known = sorted([*cat.gpus, *cat.nics, *cat.switches, "facility"])
+    raise UsageError(f"unknown catalog entry {name!r}; choose one of {', '.join(known)}", "NAME")
+
+
+def fields_text(d: dict[str, Any], indent: int = 0, profile: bool = False) -> str:
+    """Every field, nested ones indented; a performance-model constant with its meaning."""
+    lines = []
+    for key, value in d.items():
+        if isinstance(value, dict):
+            lines.append(" " * indent + f"{key}:")
+            nested = fields_text(value, indent + 2, profile or key in ("stacks", "measured"))
+            if nested:
+                lines.append(nested)
+            continue
+        text = render.fmt(list(value) if isinstance(value, tuple) else value)
+        field = _PROFILE_FIELDS.get(key) if profile else None
+        note = f"  ({field.description})" if field is not None and field.description else ""
+        if key in ("note", "sets"):
+            note = ""
+        lines.append(" " * indent + f"{key:32s} {text}{note}")
+    return "\n".join(lines)
+
+
+def model_text(d: dict[str, Any]) -> str:
+    return "\n".join(f"{key:20s} {render.fmt(value)}" for key, value in d.items())
+
+
+def entry_text(cat, name: str) -> str:
+    """``designer catalog show NAME``: the entry's fields (a GPU's stack profiles listed
+    under ``stacks:``, not again as its calibration)."""
+    d = catalog_entry(cat, name)
+    if name in cat.gpus:
+        d.pop("calibration", None)
+    return fields_text(d)

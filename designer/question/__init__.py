@@ -1,0 +1,1 @@
+"""The question: its fields, the Scenario built from it, saved answers."""

@@ -1,0 +1,1 @@
+"""`designer report`: one data structure as an HTML page and a workbook."""

@@ -1,0 +1,67 @@
+"""Tokens that depend on the batch in the CP-SAT model (models/batch_tokens.py).
+
+A plan at a global batch of GB sequences trains the question's tokens times
+f(GB) = max(1, (c + GB) / (2 c)), c the critical batch in whole sequences. The time per
+question sequence T' and the GPU-time per sequence G x T' become, exactly,
+
+    T' f = T' + ceil(T' x over / (2 c)),    over = max(0, GB - c),
+
+with T' rounded up to a multiple of 2 c x k when the product T' x over would leave
+int64 (then the term is k x ceil(T' / (2 c k)) x over, still an upper bound; k is chosen
+so that the product fits). Below the critical batch over = 0 and nothing changes, so the
+ceiling's dominance (the largest m is best) holds up to the critical batch: the batch
+ceiling family encodes it there (solvers/families/batch_ceiling.py)."""
+
+from __future__ import annotations
+
+from solvers.cpsat.context import BuildContext, GpuTime, IntVar
+from solvers.intmath import INT_LIMIT, ceil_by, hi, times
+
+
+def tokens_room(ctx: BuildContext) -> int:
+    """How many times the ideal time the batch's tokens can make it (the most f reaches
+    on the admissible batches, rounded up; 1 with the model off), for the int64 room."""
+    crit = ctx.prepared.critical_batch_seq
+    if crit is None:
+        return 1
+    return -(-(crit + hi(ctx.global_batch)) // (2 * crit))
+
+
+def add_batch_tokens(ctx: BuildContext) -> None:
+    """Replace the ideal T' (``per_seq``) and G x T' (``gpu_time``) by their values for
+    the tokens the plan's batch needs (before goodput, which scales with them)."""
+    crit = ctx.prepared.critical_batch_seq
+    if crit is None:
+        return
+    md = ctx.md
+    over_hi = max(0, hi(ctx.global_batch) - crit)
+    if over_hi == 0:
+        return  # every admissible batch is at or below the critical batch
+    over = md.new_int_var(0, over_hi, "batch_over_critical")
+    md.add_max_equality(over, [ctx.global_batch - crit, 0])
+    ctx.per_seq = _inflated(ctx, "time_per_sequence_tokens", ctx.per_seq, over, crit)
+    gt = ctx.gpu_time
+    var = _inflated(ctx, "gpu_time_per_sequence_tokens", gt.var, over, crit)
+    ctx.gpu_time = GpuTime(var, gt.scale, gt.lo)
+
+
+def _inflated(ctx: BuildContext, name: str, var: IntVar, over: IntVar, crit: int) -> IntVar:
+    """var + ceil(var x over / (2 crit)), var coarsened when the product would not fit."""
+    md = ctx.md
+    two_c = 2 * crit
+    fit = (INT_LIMIT // 4) // max(1, hi(over))  # the most var's steps the product allows
+    if hi(var) <= fit:
+        prod = times(md, f"{name}_product", var, over)
+        extra = ceil_by(md, f"{name}_extra", prod, hi(prod), two_c)
+    else:
+        k = -(-hi(var) // (fit * two_c))  # steps of 2 c k: hi(var) / (2 c k) <= fit
+        coarse = ceil_by(md, f"{name}_coarse", var, hi(var), two_c * k)
+        prod = times(md, f"{name}_product", coarse, over)
+        extra = md.new_int_var(0, k * hi(prod), f"{name}_extra")
+        md.add(extra == k * prod)
+    top = hi(var) + hi(extra)
+    if top >= INT_LIMIT // 4:
+        raise OverflowError(f"{name}: time per sequence with the batch's tokens exceeds int64")
+    out = md.new_int_var(0, top, name)
+    md.add(out == var + extra)
+    return out

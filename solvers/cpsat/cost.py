@@ -1,0 +1,157 @@
+"""The cluster and cost parts of the CP-SAT model: servers, NICs, fabric, racks and power
+(solvers/cpsat/cluster.py), and the cost of the question's pricing (models/cost.py):
+capex in cents, TCO in 1/TCO_UNITS_PER_CENT cents, cloud rent as GPU-time per GPU type."""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model
+
+from models.cost import usd_to_cents_up
+from solvers.cpsat.cluster import add_cluster_terms, product_cents
+from solvers.cpsat.context import BuildContext, IntVar
+from solvers.cpsat.gpu_time_cap import cloud_cents_per_unit, gpu_time_cap, tco_rates
+from solvers.intmath import down, hi, product
+from solvers.limits import TCO_UNITS_PER_CENT
+from solvers.scenario import GPU_CAP
+
+
+def _chosen(md: cp_model.CpModel, name: str, hi_: int, value, lit) -> IntVar:
+    """name = value if lit else 0."""
+    var = md.new_int_var(0, hi_, name)
+    md.add(var == value).only_enforce_if(lit)
+    md.add(var == 0).only_enforce_if(~lit)
+    return var
+
+
+def add_cluster(ctx: BuildContext) -> None:
+    """Servers and NICs per type, fabric, racks and IT power; the capex expression."""
+    md, gpus, nics = ctx.md, ctx.gpus, ctx.nics
+    gpus_of, nodes_of = {}, {}
+    for g in ctx.gpu_names:
+        gpus_of[g] = _chosen(md, f"gpus_of[{g}]", GPU_CAP, ctx.num_gpus, ctx.gpu_lit[g])
+        nodes_of[g] = _chosen(md, f"servers_of[{g}]", GPU_CAP, ctx.nodes, ctx.gpu_lit[g])
+    nn = product(md, "nics_total", ctx.nodes, ctx.nics_per_node)
+    nics_of = {
+        nc.name: _chosen(md, f"nics_total_of[{nc.name}]", hi(nn), nn, ctx.nic_lits[nc.name])
+        for nc in nics
+    }
+    cluster = add_cluster_terms(
+        md, ctx.scenario, ctx.nodes, nodes_of, ctx.gpu_lit, ctx.nic_lits, ctx.nic_count, nics_of
+    )
+    ctx.capex_expr = cp_model.LinearExpr.sum(
+        [
+            *(usd_to_cents_up(gpus[g].price_usd) * gpus_of[g] for g in ctx.gpu_names),
+            *(usd_to_cents_up(gpus[g].server.overhead_usd) * nodes_of[g] for g in ctx.gpu_names),
+            *(usd_to_cents_up(nc.price_usd) * nics_of[nc.name] for nc in nics),
+            cluster.capex_cents,
+        ]
+    )
+    ctx.cluster, ctx.nics_total = cluster, nn
+
+
+def charges_tco(ctx: BuildContext) -> bool:
+    """Whether the model carries the TCO (the objective, or a budget on it): then add_cost
+    reads ``ctx.least_per_gpu``, which the model sets before."""
+    s = ctx.scenario
+    return s.pricing == "tco" and (s.objective == "cost" or "budget" in ctx.enforce)
+
+
+def add_cost(ctx: BuildContext) -> None:
+    """The cost expression of the question's pricing (its budget: solvers/families/budget.py)."""
+    s = ctx.scenario
+    ctx.per_cent = TCO_UNITS_PER_CENT if s.pricing == "tco" else 1
+    if s.pricing == "capex":
+        ctx.cost_expr = ctx.capex_expr
+    elif charges_tco(ctx):
+        ctx.cost_expr = _tco_cost(ctx)
+    elif s.pricing == "cloud":
+        _cloud_gpu_time(ctx)
+
+
+def _cloud_gpu_time(ctx: BuildContext) -> None:
+    """Cost = hourly price x GPU-time, G x T' built from per-shape factors (GpuTime: tight
+    once the shape is chosen), in cents per GPU-time unit of each GPU type."""
+    md, s, gpu_time = ctx.md, ctx.scenario, ctx.gpu_time
+    ctx.coef = cloud_cents_per_unit(ctx)
+    budget = "budget" in ctx.enforce
+    gt_hi = hi(gpu_time.var)
+    cap = gpu_time_cap(ctx)
+    if cap is not None:
+        gt_hi = min(gt_hi, cap)
+        md.add(gpu_time.var <= gt_hi)
+    for g in ctx.gpu_names:
+        cap = gt_hi
+        if budget:
+            cap = min(cap, down(s.budget * 100 / ctx.coef[g]))
+        ctx.gt_of[g] = md.new_int_var(0, max(0, cap), f"gpu_time_of[{g}]")
+        md.add(ctx.gt_of[g] == gpu_time.var).only_enforce_if(ctx.gpu_lit[g])
+        md.add(ctx.gt_of[g] == 0).only_enforce_if(~ctx.gpu_lit[g])
+    ctx.cost_expr = sum(ctx.coef[g] * ctx.gt_of[g] for g in ctx.gpu_names)
+
+
+def _capex_hi(ctx: BuildContext) -> int:
+    """An upper bound of the capex expression, in cents."""
+    gpus, cluster = ctx.gpus.values(), ctx.cluster
+    assert cluster is not None and ctx.nics_total is not None
+    return (
+        ctx.gpu_cap * max(usd_to_cents_up(g.price_usd) for g in gpus)
+        + hi(ctx.nodes) * max(usd_to_cents_up(g.server.overhead_usd) for g in gpus)
+        + hi(ctx.nics_total) * max(usd_to_cents_up(nc.price_usd) for nc in ctx.nics)
+        + cluster.capex_hi_cents
+        + ctx.purchase_hi_cents
+    )
+
+
+def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
+    """TCO in 1/TCO_UNITS_PER_CENT cents: capex (or its lifetime share) + energy (models/cost.py).
+
+    Energy = eps x IT power x T' = eps x (IT power / G) x (G x T') (eps: cents per W per
+    GPU-time unit, at the average draw and the PUE). With a lifetime, share + energy =
+    sigma x (G x T') x (capex + kappa x power) / G, kappa = eps / sigma cents per W, so
+    one product carries both. Both factors, a per-GPU rate (rounded up) and the
+    GPU-time per sequence, are nearly fixed once the shape is, so the product's
+    bounds are tight; their ranges come from the least rate per GPU (solvers/screen/bounds.py
+    least_per_gpu, handed in by the model), the least GPU-time of any shape, and the budget or the
+    incumbent's cost, which keeps their rounding near 2^-20."""
+    md, gpu_time, cluster = ctx.md, ctx.gpu_time, ctx.cluster
+    assert cluster is not None
+    r = tco_rates(ctx)
+    cap, eps, p_lo = r.cap, r.eps, r.p_lo
+    t_lo, t_hi = gpu_time.lo, hi(gpu_time.var)
+    t_cap = gpu_time_cap(ctx)
+    if t_cap is not None:
+        t_hi = min(t_hi, t_cap)
+    per_cent = TCO_UNITS_PER_CENT
+
+    def per_gpu_of(name: str, amount, amount_hi: int, lo: int) -> IntVar:
+        var = md.new_int_var(lo, max(lo, amount_hi), name)
+        md.add_division_equality(var, amount + ctx.num_gpus - 1, ctx.num_gpus)
+        return var
+
+    if r.sigma is None:  # no lifetime: capex + energy
+        p_hi = hi(cluster.it_power_w)
+        if cap is not None:
+            md.add(ctx.capex_expr <= down(cap))  # capex alone is within the cost
+            if eps > 0:
+                p_hi = min(p_hi, down(cap / (eps * t_lo)))
+        md.add(gpu_time.var <= t_hi)
+        watts = per_gpu_of("power_per_gpu_w", cluster.it_power_w, hi(cluster.it_power_w), p_lo)
+        md.add(watts <= max(p_lo, p_hi))
+        energy = product_cents(
+            md, "energy", watts, (p_lo, p_hi), gpu_time.var, (t_lo, t_hi), eps * per_cent
+        )
+        return per_cent * ctx.capex_expr + energy
+    capex_hi = _capex_hi(ctx)
+    sigma, kappa, q_lo = r.sigma, r.kappa, r.q_lo
+    assert sigma is not None
+    q_hi = 1024 * capex_hi + kappa * hi(cluster.it_power_w)
+    if cap is not None:
+        q_hi = min(q_hi, down(cap * 1024 / (sigma * t_lo)))
+    weighted = md.new_int_var(0, 1024 * capex_hi + kappa * hi(cluster.it_power_w), "tco_weight")
+    md.add(weighted == 1024 * ctx.capex_expr + kappa * cluster.it_power_w)
+    rate = per_gpu_of("tco_weight_per_gpu", weighted, hi(weighted), q_lo)
+    md.add(gpu_time.var <= t_hi)
+    md.add(rate <= max(q_lo, q_hi))
+    return product_cents(
+        md, "tco", rate, (q_lo, q_hi), gpu_time.var, (t_lo, t_hi), sigma / 1024 * per_cent
+    )

@@ -1,0 +1,489 @@
+"""Solving the CP-SAT model (solvers/cpsat/model.py) over the shapes solvers/screen/prune.py
+keeps: warm start, incumbent, top K.
+
+One worker following the model's decision strategy, deterministic; the plans are
+re-evaluated by the float model (solvers/plan.py).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from ortools.sat.python import cp_model
+
+from models.cost import Cluster
+from solvers import cloud_terms
+from solvers.cpsat.context import Bounds
+from solvers.cpsat.model import Formulation, build
+from solvers.gc_pause import without_gc_pauses
+from solvers.grid_search import best_for_candidate
+from solvers.intmath import up
+from solvers.plan import Config, Plan, build_plan
+from solvers.purchase_rule import settle
+from solvers.result import SolveResult
+from solvers.scenario import PreparedQuestion, Scenario
+from solvers.screen.bounds import BoundTerms, prepare_bounds
+from solvers.screen.presolve import Presolved, presolve
+from solvers.screen.prune import PRUNE_MARGIN, WARM_SHAPES, prune
+from solvers.space import Candidate, enumerate_candidates
+from solvers.stop import stoppable_solver
+
+# a time cap's relative margin (solve_cpsat's time_cap_days): far above the CP-SAT model's
+# rounding (about 1e-9), far below what an explanation calls an improvement
+TIME_CAP_MARGIN = 1e-7
+
+
+def _config(form: Formulation, solver: cp_model.CpSolver) -> Config:
+    i = next(i for i, v in enumerate(form.x) if solver.boolean_value(v))
+    nic = next(name for name, lit in form.nic_lits.items() if solver.boolean_value(lit))
+    spares = next((k for k, lit in form.spare_lits.items() if solver.boolean_value(lit)), 0.0)
+    storage = next((b for b, lit in form.storage_lits.items() if solver.boolean_value(lit)), None)
+    return Config(
+        form.candidates[i].shape,
+        nic,
+        solver.value(form.nics),
+        solver.value(form.dp),
+        solver.value(form.m),
+        spares,
+        storage,
+    )
+
+
+def _hint(scenario: Scenario, form: Formulation, cfg: Config) -> None:
+    md = form.model
+    for cand, v in zip(form.candidates, form.x, strict=True):
+        md.add_hint(v, cand.shape == cfg.shape)
+    for name, lit in form.nic_lits.items():
+        md.add_hint(lit, name == cfg.nic)
+    md.add_hint(form.nics, cfg.nics_per_node)
+    md.add_hint(form.dp, cfg.dp)
+    md.add_hint(form.m, cfg.microbatches)
+    for k, lit in form.spare_lits.items():  # hot spares and storage (solvers/cpsat/purchases.py)
+        md.add_hint(lit, k == cfg.spares_per_100)
+    for b, lit in form.storage_lits.items():
+        md.add_hint(lit, b == cfg.storage_gb_per_s)
+    if form.cluster is not None:  # the float model's fabric and racks (search would take more)
+        cat = scenario.catalog
+        nic = cat.nic(cfg.nic)
+        num_gpus = cfg.shape.replica_gpus * cfg.dp
+        cl = Cluster(
+            cat.gpu(cfg.shape.gpu),
+            nic,
+            cat.switch_for(nic),
+            cat.facility,
+            num_gpus,
+            cfg.nics_per_node,
+        )
+        for name, tiers in form.cluster.tiers.items():
+            for t, lit in tiers.items():
+                md.add_hint(lit, name == cfg.nic and t == cl.fabric.tiers)
+        md.add_hint(form.cluster.racks, cl.racks)
+
+
+def _solver(time_limit_s: float, workers: int, effort: float | None = None) -> cp_model.CpSolver:
+    solver = stoppable_solver()  # a stop signal ends the search (solvers/stop.py)
+    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    if effort is not None:  # CP-SAT's deterministic time: the same answer on any machine
+        solver.parameters.max_deterministic_time = effort
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = 0
+    # One worker following the model's decision strategy (shapes by their lower bound,
+    # then the largest DP degree) proves optimality fastest here, and is deterministic;
+    # presolve costs more than it saves on this small, product-heavy model (bench/solver.py).
+    solver.parameters.search_branching = cp_model.FIXED_SEARCH
+    solver.parameters.cp_model_presolve = False
+    solver.parameters.cp_model_probing_level = 0
+    return solver
+
+
+@dataclass(frozen=True)
+class Resolve:
+    """What a caller that re-solves questions it derived knows about one of them
+    (resolve_cpsat; the explanation, solvers/explain.py, and the alternatives,
+    designer/alternatives.py): not part of the public solve_cpsat.
+
+    ``hint`` warm-starts the search (e.g. the optimum of a tighter question); ``effort``:
+    CP-SAT's deterministic time (machine-independent answers); ``alive``:
+    ``presolve(scenario, candidates)``; ``warm_shapes``: how many shapes the warm start
+    tries (fewer will do when ``hint`` is a good plan); ``time_cap_days`` (time
+    objective): whether any plan is faster than this (a relaxed question against the
+    plan it explains): "infeasible" says none is; otherwise the search stops at the
+    first one it finds ("feasible"); ``terms``: ``bounds.prepare_bounds(scenario)``. Each
+    of ``alive`` and ``terms`` belongs to the question it is handed in with: a solve
+    split by rental term or GPU type drops them (and the time cap with the GPU types,
+    the cost objective's)."""
+
+    hint: Config | None = None
+    effort: float | None = None
+    alive: Presolved | None = None
+    warm_shapes: int = WARM_SHAPES
+    time_cap_days: float | None = None
+    terms: BoundTerms | None = None
+
+
+class _Found(NamedTuple):
+    """A search's plans (best first), its status and its relative gap (None: no plan)."""
+
+    plans: list[Plan]
+    status: str
+    gap: float | None
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One CP-SAT search over the pruned shapes (_solve_built): the question, the shapes
+    and their bounds, the whole space (reported with the result), the incumbents to warm
+    start from (distinct shapes, best first: the first is the hint) and the limits."""
+
+    scenario: Scenario
+    cands: list[Candidate]
+    space: list[Candidate]
+    bounds: Bounds
+    warm: list[Config]
+    top_k: int
+    time_limit_s: float
+    workers: int
+    effort: float | None
+
+
+def _solve_cloud_cost_by_gpu(
+    scenario: Scenario,
+    how: Resolve,
+    top_k: int,
+    time_limit_s: float,
+    workers: int,
+    space: list[Candidate],
+) -> SolveResult:
+    """Cheapest rented plan: one solve per GPU type (each with an integer objective), merged."""
+    start = time.perf_counter()
+    each = replace(how, alive=None, terms=None, time_cap_days=None)
+    results = [
+        resolve_cpsat(
+            scenario.with_changes(gpus=(g,)),
+            each,
+            top_k=top_k,
+            time_limit_s=time_limit_s,
+            workers=workers,
+            candidates=[c for c in space if c.shape.gpu == g],
+        )
+        for g in scenario.gpus
+    ]
+    plans = sorted(
+        (p for r in results for p in r.plans),
+        key=lambda p: (p.objective, p.num_gpus, p.config.shape),
+    )
+    found = [r for r in results if r.plans]
+    status = "infeasible"
+    if found:
+        status = (
+            "optimal" if all(r.status in ("optimal", "infeasible") for r in results) else "feasible"
+        )
+    elif any(r.status == "unknown" for r in results):
+        status = "unknown"
+    gaps = [r.gap for r in results if r.gap is not None]
+    return SolveResult(
+        status=status,
+        solver="cpsat",
+        wall_s=time.perf_counter() - start,
+        gap=max(gaps) if gaps and found else None,
+        plans=plans[:top_k],
+        objective_name="cost",
+        objective_unit="USD",
+        candidates=space,
+    )
+
+
+def solve_cpsat(
+    scenario: Scenario,
+    top_k: int = 1,
+    time_limit_s: float = 60.0,
+    workers: int = 1,
+    candidates: list[Candidate] | None = None,
+) -> SolveResult:
+    """Minimise the objective; ``top_k`` best plans with distinct shapes (``candidates``:
+    the question's space, when the caller has it). A caller that re-solves questions it
+    derived hands in what it knows through resolve_cpsat."""
+    return resolve_cpsat(scenario, Resolve(), top_k, time_limit_s, workers, candidates)
+
+
+@without_gc_pauses
+def resolve_cpsat(
+    scenario: Scenario,
+    how: Resolve,
+    top_k: int = 1,
+    time_limit_s: float = 60.0,
+    workers: int = 1,
+    candidates: list[Candidate] | None = None,
+) -> SolveResult:
+    """solve_cpsat with what the caller knows of the question (Resolve)."""
+    if cloud_terms.applies(scenario):  # one solve per rental term (solvers/cloud_terms.py)
+        each = replace(how, alive=None, terms=None)
+        return cloud_terms.solve_by_term(
+            resolve_cpsat, scenario, top_k, how=each, time_limit_s=time_limit_s,
+            workers=workers, candidates=candidates,
+        )  # fmt: skip
+    if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
+        space = candidates if candidates is not None else enumerate_candidates(scenario)
+        return _solve_cloud_cost_by_gpu(scenario, how, top_k, time_limit_s, workers, space)
+    start = time.perf_counter()
+    # what the stages read of the question, computed once (PreparedQuestion, BoundTerms)
+    terms = how.terms if how.terms is not None else prepare_bounds(scenario)
+    space = candidates if candidates is not None else enumerate_candidates(scenario, terms.prepared)
+    pre = how.alive if how.alive is not None else presolve(scenario, space, terms=terms)
+    if not pre.candidates:
+        return SolveResult(
+            "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
+        )
+    kept = prune(scenario, pre, top_k, how.hint, how.warm_shapes, terms)
+    incumbents = kept.incumbents
+    cap = None
+    if scenario.pricing == "tco" and scenario.objective == "cost" and len(incumbents) >= top_k:
+        cap = incumbents[top_k - 1][0] * 1.05 + 1.0  # no plan among the top k costs more
+    search = _Search(
+        scenario,
+        kept.candidates,
+        space,
+        Bounds(kept.dp_ranges, kept.lower_bounds),
+        [cfg for _, cfg in incumbents],
+        top_k,
+        time_limit_s,
+        workers,
+        how.effort,
+    )
+    result = _solve_built(search, terms, cap, how.time_cap_days)
+    if result.status == "infeasible" and cap is not None:
+        # the incumbent's bound is valid by construction; this only guards against rounding
+        result = _solve_built(search, terms)
+    # phase two: the cheapest purchases within the tolerance of each plan's time
+    plans = settle(scenario, result.plans, terms.prepared)  # (solvers/purchase_rule.py)
+    return replace(result, plans=plans, wall_s=time.perf_counter() - start)
+
+
+def _solve_built(
+    search: _Search,
+    terms: BoundTerms,
+    cost_cap_usd: float | None = None,
+    time_cap_days: float | None = None,
+) -> SolveResult:
+    """One CP-SAT search (``cost_cap_usd``: no plan that matters costs more;
+    ``time_cap_days``: Resolve's)."""
+    start = time.perf_counter()
+    scenario = search.scenario
+    form = build(scenario, search.cands, cost_cap_usd, search.bounds, terms)
+    md = form.model
+    md.minimize(form.objective)
+    first_only = time_cap_days is not None and form.days_per_unit is not None
+    if first_only:  # the cap on the objective variable's own domain (TIME_CAP_MARGIN)
+        var = form.objective
+        assert isinstance(var, cp_model.IntVar)
+        assert time_cap_days is not None and form.days_per_unit is not None
+        dom = md.proto.variables[var.index].domain
+        cap = up(time_cap_days * (1 + TIME_CAP_MARGIN) / form.days_per_unit)
+        _set_domain(md, var, dom[0], min(dom[len(dom) - 1], max(dom[0], cap)))
+    if search.top_k > 1:
+        found = _top_k_by_shape(search, form)
+    else:
+        found = _best(search, form, first_only)
+    return SolveResult(
+        status=found.status,
+        solver="cpsat",
+        wall_s=time.perf_counter() - start,
+        gap=found.gap,
+        plans=found.plans,
+        objective_name="time_to_train" if scenario.objective == "time" else "cost",
+        objective_unit="days" if scenario.objective == "time" else "USD",
+        candidates=search.space,
+    )
+
+
+def _best(search: _Search, form: Formulation, first_only: bool) -> _Found:
+    """The best plan, warm-started from the first incumbent (``first_only``: the first plan
+    found under the time cap)."""
+    md = form.model
+    if search.warm:
+        _hint(search.scenario, form, search.warm[0])
+    solver = _solver(search.time_limit_s, search.workers, search.effort)
+    _tune(search.scenario, solver)
+    # proving the optimum under a cap can make CP-SAT's bound propagation crawl through
+    # the step's products (minutes for a relaxed 671B model): the first plan answers
+    solver.parameters.stop_after_first_solution = first_only
+    code = _checked_solve(solver, md)
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        status = "optimal" if code == cp_model.OPTIMAL else "feasible"
+        best, bound = solver.objective_value, solver.best_objective_bound
+        gap = 0.0 if code == cp_model.OPTIMAL else abs(best - bound) / max(abs(best), 1e-12)
+        plan = build_plan(search.scenario, _config(form, solver), form.prepared)
+        return _Found([plan], status, gap)
+    return _Found([], "unknown" if code == cp_model.UNKNOWN else "infeasible", None)
+
+
+def _tune(scenario: Scenario, solver: cp_model.CpSolver) -> None:
+    if scenario.objective == "time":
+        # the LP relaxation of the product-heavy time model costs more than it prunes
+        # (bench/solver.py: about 1.5x faster without it); it pays off for cost
+        solver.parameters.linearization_level = 0
+
+
+def _checked_solve(solver: cp_model.CpSolver, md: cp_model.CpModel) -> Any:
+    code = solver.solve(md)
+    if code == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"internal error: invalid CP-SAT model ({md.validate()})")
+    return code
+
+
+def _set_domain(md: cp_model.CpModel, var: cp_model.IntVar, lo: int, hi: int) -> None:
+    dom = md.proto.variables[var.index].domain
+    dom.clear()
+    dom.extend([lo, hi])
+
+
+def _set_cutoff(md: cp_model.CpModel, index: int, hi: int) -> None:
+    """The upper end of linear constraint ``index`` (proto fields are copied on item access,
+    so the domain is rewritten whole, as ``_set_domain`` does)."""
+    dom = md.proto.constraints[index].linear.domain
+    lo = dom[0]
+    dom.clear()
+    dom.extend([lo, hi])
+
+
+def _first_plan(
+    scenario: Scenario, md: cp_model.CpModel, deadline: float, workers: int, effort
+) -> tuple[cp_model.CpSolver, Any]:
+    """The first plan a search finds (the hint's, when it holds), or the search's end."""
+    solver = _solver(deadline - time.perf_counter(), workers, effort)
+    _tune(scenario, solver)
+    solver.parameters.stop_after_first_solution = True
+    return solver, _checked_solve(solver, md)
+
+
+def _solve_shape(
+    scenario: Scenario,
+    form: Formulation,
+    cutoff: tuple[int, int, int, float | None],
+    hint: Config | None,
+    prepared: PreparedQuestion,
+    deadline: float,
+    workers: int,
+    effort: float | None,
+) -> tuple[cp_model.CpSolver, Any]:
+    """The chosen shape's best plan with an objective at most ``cutoff``'s (constraint
+    index, its constant, the k-th plan's model objective and float objective, None before
+    k plans): when the hint (the warm start's incumbent; under the time objective, for a
+    shape it did not try, the same heuristic's, grid_search.best_for_candidate, about
+    10 ms) beats the k-th plan, its plan is found first and its objective then cuts from
+    the root of the search that proves the shape.
+
+    Left to CP-SAT's own objective bound, which tightens only after the search has started
+    (one worker, fixed search, no restarts), the proof visited DP degrees one by one
+    (agreement seed 189, Llama 3 8B at a failure rate x 100: 29-43 s for one shape with its
+    optimal plan as the hint, 1.4 s with its objective as the cutoff). The time objective
+    alone takes the heuristic: its search tries the largest DP degree first, far from a
+    plan past the critical batch; a cost's tries the smallest."""
+    md = form.model
+    cut, at_zero, kth, kth_plan = cutoff
+    _set_cutoff(md, cut, kth + at_zero)
+    md.clear_hints()
+    own: float | None = None  # the hint's objective (float model), when known
+    if hint is None and scenario.objective == "time":
+        cand = next(c for c, v in zip(form.candidates, form.x, strict=True) if _fixed_one(md, v))
+        found = best_for_candidate(
+            scenario, cand, list(prepared.nic_specs), scenario.assumptions.dp_overlap,
+            prepared=prepared,
+        )  # fmt: skip
+        own, hint = (found[0][0], found[1]) if found is not None else (None, None)
+    if hint is not None:
+        _hint(scenario, form, hint)
+        if kth_plan is not None and own is None:
+            own = build_plan(scenario, hint, prepared).objective
+    if hint is None or (kth_plan is not None and own is not None and own >= kth_plan):
+        solver = _solver(deadline - time.perf_counter(), workers, effort)  # the k-th cuts
+        _tune(scenario, solver)
+        return solver, _checked_solve(solver, md)
+    first, code = _first_plan(scenario, md, deadline, workers, effort)
+    if code != cp_model.FEASIBLE:  # none under the cutoff, proved optimal, or out of time
+        return first, code
+    _set_cutoff(md, cut, int(round(first.objective_value)) + at_zero)
+    solver = _solver(deadline - time.perf_counter(), workers, effort)
+    _tune(scenario, solver)
+    code = _checked_solve(solver, md)
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return solver, code
+    return first, cp_model.FEASIBLE  # out of time: the first plan, unproved
+
+
+def _fixed_one(md: cp_model.CpModel, var: cp_model.IntVar) -> bool:
+    return md.proto.variables[var.index].domain[0] == 1
+
+
+def _top_k_by_shape(search: _Search, form: Formulation) -> _Found:
+    """The ``top_k`` best plans of distinct shapes, each shape solved once.
+
+    Shapes are visited by their objective lower bound; each is solved alone (its
+    literal fixed to 1 in the same model) with the objective capped at the k-th best
+    plan found so far, warm-started from its incumbent when the warm start found
+    one, until the next shape's bound exceeds the k-th best (no later shape can
+    enter the top k). Every shape is proved once, instead of the whole space K
+    times; ties are broken by the bound order. With ``effort``, each sub-solve gets
+    an equal share of it."""
+    scenario, top_k, effort = search.scenario, search.top_k, search.effort
+    lbs, warm = search.bounds.lower_bounds, search.warm
+    start = time.perf_counter()
+    md = form.model
+    # the cutoff is the upper end of one linear constraint's domain, rewritten per shape: a
+    # cutoff variable of domain [0, 2^61] broke CP-SAT's check that the variables' domains
+    # sum within int64 on wide questions (an "invalid CP-SAT model" at --top 20)
+    cut = md.add(form.objective <= 0).index
+    at_zero = md.proto.constraints[cut].linear.domain[-1]  # the constant moved to the right
+    hints = {cfg.shape: cfg for cfg in warm}
+    found: list[tuple[float, int, Config]] = []  # (model objective, visit order, config)
+    unproved: list[float] = []  # model-unit bounds of shapes whose sub-solve stopped early
+    order = sorted(range(len(form.candidates)), key=lambda i: (lbs[i], i))
+    for v in form.x:
+        _set_domain(md, v, 0, 0)
+    kth_plan: float | None = None
+    for rank, i in enumerate(order):
+        if kth_plan is not None and lbs[i] > kth_plan * (1 + PRUNE_MARGIN):
+            break
+        left = search.time_limit_s - (time.perf_counter() - start)
+        if left <= 0:
+            unproved.append(-math.inf)
+            break
+        _set_domain(md, form.x[i], 1, 1)
+        kth = sorted(f[0] for f in found)[top_k - 1] if len(found) >= top_k else 2**61
+        share = None if effort is None else effort / top_k
+        hint = hints.get(form.candidates[i].shape)
+        deadline = time.perf_counter() + left
+        q = form.prepared if form.prepared is not None else scenario.prepare()
+        args = (scenario, form, (cut, at_zero, int(kth), kth_plan), hint, q, deadline)
+        solver, code = _solve_shape(*args, search.workers, share)
+        _set_domain(md, form.x[i], 0, 0)
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            found.append((solver.objective_value, rank, _config(form, solver)))
+            if code == cp_model.FEASIBLE:
+                unproved.append(solver.best_objective_bound)
+        elif code == cp_model.UNKNOWN:
+            unproved.append(-math.inf)
+        if len(found) >= top_k:
+            found.sort(key=lambda f: (f[0], f[1]))
+            del found[top_k:]
+            kth_plan = build_plan(scenario, found[-1][2], form.prepared).objective
+    for v in form.x:
+        _set_domain(md, v, 0, 1)
+    _set_cutoff(md, cut, 2**61 + at_zero)
+    md.clear_hints()
+    found.sort(key=lambda f: (f[0], f[1]))
+    plans = [build_plan(scenario, cfg, form.prepared) for _, _, cfg in found[:top_k]]
+    if not plans:
+        return _Found([], "unknown" if unproved else "infeasible", None)
+    if not unproved:
+        return _Found(plans, "optimal", 0.0)
+    best = found[0][0]
+    gap = (
+        max(0.0, (best - min(unproved)) / max(abs(best), 1e-12))
+        if min(unproved) > -math.inf
+        else 1.0
+    )
+    return _Found(plans, "feasible", min(1.0, gap))

@@ -1,0 +1,1 @@
+"""Screening shapes before the search: bounds, presolve and pruning."""

@@ -1,0 +1,153 @@
+"""Which shapes the CP-SAT model is built over: incumbents and pruning by bound (presolve,
+which drops the shapes the enforced families rule out, is solvers/screen/presolve.py).
+
+None of these filters a constraint family (every family stays a CP-SAT
+constraint with its enforcement literal); they drop only literals CP-SAT
+would fix to 0 itself, or shapes whose valid lower bound (solvers/screen/bounds.py)
+shows they cannot hold one of the k best plans: branch and bound's first step,
+done in Python before building because it is cheaper there (README "Before
+building"; bench/solver.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from solvers.grid_search import best_for_candidate  # here a heuristic, not the oracle
+from solvers.plan import Config, build_plan
+from solvers.scenario import PreparedQuestion, Scenario
+from solvers.screen.bounds import (
+    BoundTerms,
+    gemm_lower_bounds,
+    objective_lower_bounds,
+    prepare_bounds,
+    screen_bounds,
+)
+
+if TYPE_CHECKING:
+    from solvers.screen.presolve import Presolved
+    from solvers.space import Candidate, Shape
+
+WARM_SHAPES = 12  # shapes the warm start tries (bench/solver.py: the fastest of 8, 12, 16, 24)
+
+# Shapes whose objective bound exceeds the k-th incumbent by more than this (relative)
+# cannot hold one of the k best plans; far above the model's rounding (about 1e-9).
+PRUNE_MARGIN = 1e-4
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """The candidates left to CP-SAT, their DP ranges and objective bounds, and the
+    incumbents found on the way: (objective, configuration) of distinct shapes, best first."""
+
+    candidates: list[Candidate]
+    dp_ranges: list[tuple[int, int]]
+    lower_bounds: list[float]
+    incumbents: list[tuple[float, Config]]
+
+
+def may_beat(
+    scenario: Scenario, pre: Presolved, objective: float, terms: BoundTerms | None = None
+) -> bool:
+    """Whether any presolved shape's objective bound lies below ``objective``: the cheap
+    bound first, the full one only where the cheap one does not settle it (``terms``:
+    ``bounds.prepare_bounds(scenario)``, when the caller has it)."""
+    limit = objective * (1 - 1e-9)
+    t = terms if terms is not None else prepare_bounds(scenario)
+    cheap = gemm_lower_bounds(t, pre.candidates, pre.dp_ranges)
+    return any(
+        lb < limit and objective_lower_bounds(t, [c], [r])[0] < limit
+        for lb, c, r in zip(cheap, pre.candidates, pre.dp_ranges, strict=True)
+    )
+
+
+def prune(
+    scenario: Scenario,
+    pre: Presolved,
+    top_k: int = 1,
+    hint: Config | None = None,
+    warm_shapes: int = WARM_SHAPES,
+    terms: BoundTerms | None = None,
+) -> Pruned:
+    """The presolved candidates that may hold one of the ``top_k`` best plans.
+
+    Incumbents: ``hint`` if it is feasible here, and the best plan of each of up
+    to ``warm_shapes`` shapes, the most promising first. Two bounds then prune:
+    the cheap GEMM-only bound first (most shapes), the full bound on the rest.
+    ``terms``: ``bounds.prepare_bounds(scenario)``, when the caller has it (once per solve):
+    the bounds come in two calls, the cheap ones and the head's full ones first
+    (bounds.screen_bounds), then the full ones of the shapes the incumbents leave."""
+    t = terms if terms is not None else prepare_bounds(scenario)
+    q = t.prepared
+    cands, ranges = pre.candidates, pre.dp_ranges
+    tries = max(warm_shapes, top_k)
+    cheap, head, head_full = screen_bounds(t, cands, ranges, 10 * tries)
+    full = dict(zip(head, head_full, strict=True))
+    found: dict[Shape, tuple[float, Config]] = {}
+    if hint is not None and any(c.shape == hint.shape for c in cands):
+        plan = build_plan(scenario, hint, q)  # e.g. the optimum of a tighter question
+        if plan.feasible:
+            found[hint.shape] = (plan.objective, hint)
+    head.sort(key=lambda i: (full[i], i))
+    add_incumbents(
+        scenario, [cands[i] for i in head], [full[i] for i in head], tries, top_k, found, q
+    )
+    incumbents = sorted(found.values(), key=lambda f: (f[0], f[1].shape))
+    keep = prune_by_incumbent(cheap, incumbents, top_k)
+    rest = [i for i in keep if i not in full]
+    if rest:
+        got = objective_lower_bounds(t, [cands[i] for i in rest], [ranges[i] for i in rest])
+        full.update(zip(rest, got, strict=True))
+    keep = [keep[j] for j in prune_by_incumbent([full[i] for i in keep], incumbents, top_k)]
+    return Pruned(
+        [cands[i] for i in keep],
+        [ranges[i] for i in keep],
+        [full[i] for i in keep],
+        incumbents,
+    )
+
+
+def add_incumbents(
+    scenario: Scenario,
+    cands: list[Candidate],
+    lbs: list[float],
+    shapes_tried: int,
+    top_k: int,
+    found: dict[Shape, tuple[float, Config]],
+    prepared: PreparedQuestion | None = None,
+) -> None:
+    """Add to ``found`` (objective and configuration by shape) the best plan of each of
+    the first ``shapes_tried`` feasible shapes among ``cands`` (sorted by their
+    objective bounds ``lbs``). Stops early once the next bound exceeds the k-th best
+    plan found: no later shape can beat it."""
+    q = prepared if prepared is not None else scenario.prepare()
+    nics = list(q.nic_specs)
+    tried = 0
+    for cand, lb in zip(cands, lbs, strict=True):
+        if len(found) >= top_k:
+            kth = sorted(v[0] for v in found.values())[top_k - 1]
+            if lb > kth + PRUNE_MARGIN * abs(kth):
+                break
+        best = best_for_candidate(scenario, cand, nics, scenario.assumptions.dp_overlap, prepared=q)
+        if best:
+            old = found.get(cand.shape)
+            if old is None or best[0][0] < old[0]:
+                found[cand.shape] = (best[0][0], best[1])
+            tried += 1
+            if tried >= shapes_tried:
+                break
+
+
+def prune_by_incumbent(
+    lbs: list[float], incumbents: list[tuple[float, Config]], top_k: int
+) -> list[int]:
+    """Indices of the bounds whose shapes may still hold one of the ``top_k`` best plans.
+
+    The k-th best incumbent (distinct shapes) bounds the k-th best plan from
+    above; a shape whose valid lower bound lies above it cannot improve on it."""
+    if len(incumbents) < top_k:
+        return list(range(len(lbs)))
+    cutoff = incumbents[top_k - 1][0]
+    limit = cutoff + PRUNE_MARGIN * abs(cutoff)
+    return [i for i, lb in enumerate(lbs) if lb <= limit]

@@ -1,0 +1,28 @@
+"""designer/output/formats.py: the answer as text, JSON and CSV (the status of an unproved plan in each;
+issue 22's checklist)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import replace
+
+from designer.output import formats as report
+from solvers import SolveResult, solve_cpsat
+
+
+def _unproved(res: SolveResult) -> SolveResult:
+    return replace(res, status="feasible", gap=0.0312)
+
+
+def test_unproved_status_is_said_in_text_json_and_csv(tco):
+    res = _unproved(solve_cpsat(tco))
+    assert res.status_text == "feasible (not proved; gap 3.1%)"
+    assert not res.proved
+    text = report.paragraph(tco, res, None, None)
+    assert "not proved optimal: feasible (not proved; gap 3.1%)" in text
+    doc = report.result_dict(tco, res, None, None)
+    assert doc["status"] == "feasible" and doc["status_text"] == res.status_text
+    assert doc["solve"]["proved"] is False
+    rows = list(csv.DictReader(io.StringIO(report.csv_text(res, None, tco))))
+    assert rows[0]["status"] == "feasible (not proved; gap 3.1%)"
