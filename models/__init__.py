@@ -1,5 +1,11 @@
 """The training workload: transformer specs, the model zoo and the analytic performance model.
 
+Holds the transformer spec and zoo (``transformer.py``, ``zoo.py``, ``hf_config.py``), the
+performance model (``evaluate.py`` over ``step.py``, ``memory.py``, ``pipeline.py``,
+``expert.py``, ``comm.py``, ``flops.py``), the cluster around the GPUs (``fabric.py``,
+``cost.py``), goodput (``goodput.py``) and the evidence behind a prediction
+(``evidence_range.py``, ``evidence_rule.py``). May import: catalog/ only.
+
 The performance model (``Evaluation``, ``Hardware``, ``evaluate``: numpy) is imported on
 first use (PEP 562), so that listing the zoo does not load it."""
 

@@ -1,5 +1,12 @@
 """The decision space, the CP-SAT formulation, the exhaustive reference solver and explanations.
 
+Holds the question (``scenario.py``), the decision space (``space.py``, ``decisions.py``),
+the constraint families (``families/``), screening shapes before the search (``screen/``),
+the CP-SAT model and its solve (``cpsat/``), the exhaustive solver (``exhaustive.py``,
+``grid_search.py``), plans and results (``plan.py``, ``result.py``) and explanations
+(``explain.py``). May import: catalog/ and models/; never designer/. Inside, seven import
+floors at most and no cycle (tests/test_import_cycles.py).
+
 The solvers and plans are imported on first use (PEP 562 ``__getattr__``): OR-Tools
 and the pandas it loads take about half a second, and the performance model numpy,
 which commands that never solve (``designer --help``, ``catalog``, ``models``)

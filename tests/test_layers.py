@@ -104,3 +104,101 @@ def test_imports_flow_downwards(package, path):
 )
 def test_checker_detects_upward_imports(package, source, expected):
     assert layer_violations(package, source) == expected
+
+
+# --- folders inside the packages (issue 32 item 3) ------------------------------------------
+
+# each folder's modules never import these (the package docstrings say so)
+NEVER_IMPORTS = {
+    "solvers.families": (
+        "solvers.cpsat",
+        "solvers.screen",
+        "solvers.explain",
+        "solvers.exhaustive",
+    ),
+    "solvers.screen": ("solvers.cpsat", "solvers.exhaustive", "solvers.explain"),
+    "solvers.cpsat": ("solvers.exhaustive", "solvers.explain"),
+    "designer.question": ("designer.output", "designer.report", "designer.cli", "designer.options"),
+    "designer.output": ("designer.report", "designer.cli", "designer.options"),
+    "designer.launch": ("designer.cli", "designer.question", "designer.report"),
+}
+
+
+def _inside(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def folder_violations(graph: dict[str, set[str]], rules: dict[str, tuple[str, ...]]) -> list[str]:
+    """``module -> target`` for each import a folder's rule forbids."""
+    return sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        for folder, never in rules.items()
+        if _inside(m, folder)
+        for t in targets
+        if any(_inside(t, n) for n in never)
+    )
+
+
+def name_clashes(paths: list[Path]) -> list[str]:
+    """Modules (and subpackages) of one folder whose names differ by a plural or where one
+    extends the other (``report.py`` beside ``report_data.py``), and module names anywhere
+    that differ by a plural (``result.py``, ``results.py``)."""
+    folders: dict[Path, set[str]] = {}
+    stems: set[str] = set()
+    for p in paths:
+        if p.stem in ("__init__", "__main__"):
+            folders.setdefault(p.parent.parent, set()).add(p.parent.name)
+            continue
+        folders.setdefault(p.parent, set()).add(p.stem)
+        stems.add(p.stem)
+    found = [
+        f"{folder.as_posix()}: {a}, {b}"
+        for folder, names in folders.items()
+        for a in sorted(names)
+        for b in sorted(names)
+        if a != b and (b == a + "s" or b.startswith(a + "_"))
+    ]
+    return sorted(found + [f"{a}.py, {a}s.py" for a in sorted(stems) if a + "s" in stems])
+
+
+def test_folders_import_what_their_docstrings_allow():
+    from test_import_cycles import GRAPH  # the project's import graph, built once there
+
+    assert not folder_violations(GRAPH, NEVER_IMPORTS)
+    # only the command line imports designer/report/
+    importers = {m for m, ts in GRAPH.items() if any(_inside(t, "designer.report") for t in ts)}
+    assert {m for m in importers if not _inside(m, "designer.report")} == {"designer.cli"}
+
+
+def test_no_names_that_differ_by_a_plural_or_a_prefix():
+    paths = [path.relative_to(ROOT) for _, path in ALL_FILES]
+    assert not name_clashes(paths)
+
+
+def test_every_package_says_what_it_holds_and_may_import():
+    inits = [path for _, path in ALL_FILES if path.name == "__init__.py"]
+    assert len(inits) >= 12
+    for path in inits:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        assert "May import" in doc, (
+            f"{path.relative_to(ROOT)}'s docstring says not what it may import"
+        )
+
+
+def test_checkers_find_folder_and_name_problems():
+    graph = {"solvers.screen.bounds": {"solvers.cpsat.model"}, "solvers.cpsat.model": set()}
+    assert folder_violations(graph, NEVER_IMPORTS) == [
+        "solvers.screen.bounds -> solvers.cpsat.model"
+    ]
+    assert not folder_violations({"solvers.cpsat.model": {"solvers.screen.bounds"}}, NEVER_IMPORTS)
+    assert name_clashes([Path("d/question.py"), Path("d/questions.py")]) == [
+        "d: question, questions",
+        "question.py, questions.py",
+    ]
+    assert name_clashes([Path("d/report.py"), Path("d/report_data.py")]) == [
+        "d: report, report_data"
+    ]
+    assert name_clashes([Path("d/report.py"), Path("d/report/__init__.py")]) == []
+    assert name_clashes([Path("s/result.py"), Path("d/results.py")]) == ["result.py, results.py"]
+    assert name_clashes([Path("s/cpsat/model.py"), Path("s/cpsat/solve.py")]) == []

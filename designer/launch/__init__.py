@@ -2,6 +2,9 @@
 
 The flag vocabularies are data (designer/data/launch/*.yaml), each with the framework
 version it was checked against and where every flag is documented.
+
+May import: catalog/, models/, solvers/ and designer's errors.py and output/; never the
+command line, designer/question/ or designer/report/.
 """
 
 from designer.launch.emit import FORMATS, emit

@@ -8,7 +8,12 @@ fix if-chains, the plan's limit checks).
 
 ``active(s, name)`` and ``enforced(s)`` say which families a question enforces; they
 live here, with the registry, so solvers.scenario imports no family (the families import
-the scenario, the solvers import both: tests/test_import_cycles.py)."""
+the scenario, the solvers import both: tests/test_import_cycles.py).
+
+May import: catalog/, models/ and solvers/' bottom floors (scenario, decisions, purchases,
+intmath, limits); what a family needs of the solver (solve, presolve, memory scaling) is
+handed in by the caller, never imported from solvers/cpsat/, solvers/screen/ or
+solvers/explain.py."""
 
 from __future__ import annotations
 
