@@ -172,7 +172,7 @@ class Assumptions(BaseModel):
         description="fraction of each GPU's memory a plan keeps free (allocator "
         "fragmentation, peaks the model does not count); usable = memory x (1 - headroom); "
         "0 by default (the seed's rules); the CLI's planning default is "
-        "designer.question.build.DEFAULT_HEADROOM",
+        "solvers.scenario.DEFAULT_HEADROOM",
     )
     batch_ceiling_tokens: float | None = Field(None, gt=0)
     batch_floor_tokens: float | None = Field(None, gt=0)

@@ -15,9 +15,7 @@ from catalog.specs import DEFAULT_STACK, FABRICS
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
 from designer.question.fields import (
-    DEFAULT_HEADROOM,
     DEFAULT_MODEL,
-    DEFAULT_RESERVED_GB,
     DEFAULT_TOKENS,
     EVIDENCE_CHOICES,
     FLAG_FIELDS,
@@ -30,19 +28,19 @@ from models import Assumptions, TransformerSpec, resolve_model
 from models.batch_tokens import DEFAULT_MODEL as DEFAULT_BATCH_TOKENS_MODEL
 from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
 from solvers import FAMILIES, Scenario, SolveResult
-from solvers.scenario import DEFAULT_MAX_VIRTUAL_STAGES, MODEL_CEILING, model_ceiling_tokens
+from solvers.scenario import (
+    DEFAULT_HEADROOM,
+    DEFAULT_MAX_VIRTUAL_STAGES,
+    DEFAULT_RESERVED_GB,
+    MODEL_CEILING,
+    model_ceiling_tokens,
+)
 
 if TYPE_CHECKING:
     from catalog import Catalog
     from solvers.plan import Config
 
 __all__ = [
-    "DEFAULT_HEADROOM",
-    "DEFAULT_MODEL",
-    "DEFAULT_RESERVED_GB",
-    "DEFAULT_TOKENS",
-    "EVIDENCE_CHOICES",
-    "QuestionFile",
     "build_question",
     "build_scenario",
     "cached_catalog",
@@ -50,7 +48,6 @@ __all__ = [
     "load_question_file",
     "scenario_from_options",
 ]
-QuestionFile = Question  # the question file is the question (its earlier name)
 # the question's facility constants (their answer keys are under `facility`)
 FACILITY_OPTIONS = tuple(n for n in QUESTION_FIELDS if answer_key(n).startswith("facility."))
 
