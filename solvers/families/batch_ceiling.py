@@ -35,7 +35,7 @@ class BatchCeiling(EvaluatorCheck):
         crit = ctx.scenario.critical_batch_seq
         if ceiling and crit is not None:
             # with tokens that depend on the batch, a larger m is best only up to the
-            # critical batch (past it each micro-batch costs tokens: cpsat_batch_tokens.py)
+            # critical batch (past it each micro-batch costs tokens: solvers/cpsat/batch_tokens.py)
             ceiling = min(ceiling, crit)
         if ceiling:
             # dominance: the largest m the ceiling allows is always best (exhaustive.py); under
