@@ -11,8 +11,8 @@ from pathlib import Path
 
 from solvers.cpsat.context import STAGES, BuildContext
 
-SOLVERS = Path(__file__).resolve().parent.parent / "solvers"
-INPUTS = 8  # md ... terms: set by cpsat_model._build when it makes the context
+SOLVERS = Path(__file__).resolve().parent.parent / "solvers" / "cpsat"
+INPUTS = 8  # md ... terms: set by model._build (solvers/cpsat/model.py) when it makes the context
 
 
 def assigned(path: Path) -> dict[str, set[str]]:
@@ -48,15 +48,15 @@ def test_each_stage_sets_its_fields():
         module, func = stage.split(".")
         by_function = assigned(SOLVERS / f"{module}.py")
         assert func in by_function, stage
-        # its own body, or the module's private helpers (e.g. cpsat_time._per_sequence)
+        # its own body, or the module's private helpers (e.g. time._per_sequence)
         helpers = set().union(*(v for k, v in by_function.items() if k.startswith("_")))
         for name in names:
             assert name in by_function[func] | helpers, f"{stage} does not set {name}"
 
 
 def test_the_stages_run_in_their_order():
-    """cpsat_model._build calls the stages (or the part that runs them) in STAGES' order."""
-    source = (SOLVERS / "cpsat_model.py").read_text(encoding="utf-8")
+    """model._build (solvers/cpsat/model.py) calls the stages (or the part that runs them) in STAGES' order."""
+    source = (SOLVERS / "model.py").read_text(encoding="utf-8")
     body = source[source.index("def _build(") : source.index("def _time(")]
     calls = [s.split(".")[1] for s, _ in STAGES if s.split(".")[1] != "_build"]
     inside_time = {"add_time", "add_goodput"}  # run by _time

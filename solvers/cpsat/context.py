@@ -50,24 +50,24 @@ class GpuTime:
 # inputs and the fields of the stages before it; tests/test_cpsat_context.py checks that each
 # named function sets its fields and that every field is named once.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("cpsat_model._choices", ("x", "shapes", "enforce", "gpus", "gpu_names", "gpu_lit", "nics")),
-    ("cpsat_purchases.add_purchase_choices", ("spare_lits", "storage_lits")),
-    ("cpsat_model._scale", ("ceiling_seq", "gpu_cap", "dp_max", "m_max", "dp", "m")),
+    ("model._choices", ("x", "shapes", "enforce", "gpus", "gpu_names", "gpu_lit", "nics")),
+    ("purchases.add_purchase_choices", ("spare_lits", "storage_lits")),
+    ("model._scale", ("ceiling_seq", "gpu_cap", "dp_max", "m_max", "dp", "m")),
     (
-        "cpsat_model._nics",
+        "model._nics",
         ("counts_of", "fits_of", "nic_lits", "nics_per_node", "nic_count", "node_bw"),
     ),
-    ("cpsat_model._batch", ("w", "b_sel", "global_batch")),
-    ("cpsat_model._servers", ("num_gpus", "nodes", "cf", "r_dp", "r_pp")),
-    ("cpsat_model._build", ("least_per_gpu",)),  # TCO: bounds.prepare_bounds' least rates
-    ("cpsat_model._time", ("goodput_room",)),
-    ("cpsat_time.add_time", ("unit_s", "k_scale", "per_seq", "days_per_unit", "gpu_time")),
-    ("cpsat_goodput.add_goodput", ("ideal_per_seq",)),
-    ("cpsat_cost.add_cluster", ("cluster", "nics_total", "capex_expr")),
-    ("cpsat_purchases.add_purchase_cost", ("purchase_hi_cents",)),
-    ("cpsat_cost.add_cost", ("cost_expr", "per_cent", "coef", "gt_of")),
-    ("cpsat_gpu_time_cap.tco_rates", ("tco",)),  # TCO: on first ask (goodput or cost)
-    ("cpsat_model._cuts", ("lbs",)),
+    ("model._batch", ("w", "b_sel", "global_batch")),
+    ("model._servers", ("num_gpus", "nodes", "cf", "r_dp", "r_pp")),
+    ("model._build", ("least_per_gpu",)),  # TCO: bounds.prepare_bounds' least rates
+    ("model._time", ("goodput_room",)),
+    ("time.add_time", ("unit_s", "k_scale", "per_seq", "days_per_unit", "gpu_time")),
+    ("goodput.add_goodput", ("ideal_per_seq",)),
+    ("cost.add_cluster", ("cluster", "nics_total", "capex_expr")),
+    ("purchases.add_purchase_cost", ("purchase_hi_cents",)),
+    ("cost.add_cost", ("cost_expr", "per_cent", "coef", "gt_of")),
+    ("gpu_time_cap.tco_rates", ("tco",)),  # TCO: on first ask (goodput or cost)
+    ("model._cuts", ("lbs",)),
 )
 
 
