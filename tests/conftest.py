@@ -5,6 +5,8 @@ import it, never each other or this file)."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 from click.testing import CliRunner
 
@@ -66,3 +68,14 @@ TCO_QUESTION = dict(
 @pytest.fixture(scope="module")
 def tco():
     return build_scenario(**TCO_QUESTION)
+
+
+@pytest.fixture(autouse=True)
+def _sigint_handler_kept():
+    """Reinstall Python's SIGINT handler after each test. A plain ``cp_model.CpSolver()``
+    installs OR-Tools' own handler in C for its solve and leaves SIGINT at its default
+    action afterwards, unseen by ``signal.getsignal``; a later test that sends SIGINT
+    (tests/test_interrupts.py) then killed the whole run (exit 130). Tests use
+    ``solvers.stop.stoppable_solver()``; this keeps one that does not from ending the run."""
+    yield
+    signal.signal(signal.SIGINT, signal.getsignal(signal.SIGINT))

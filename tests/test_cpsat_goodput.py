@@ -14,6 +14,7 @@ import solvers.cpsat.model as cpsat_model
 from designer.question.build import build_scenario
 from solvers import solve_cpsat
 from solvers.intmath import INT_LIMIT, hi
+from solvers.stop import stoppable_solver
 
 
 def _rows_context(rows: int):
@@ -95,7 +96,7 @@ def _root_bound_days(s, plan) -> float:
     md.add(form.dp == plan.config.dp)
     md.add(form.m == plan.config.microbatches)
     md.minimize(form.objective)
-    solver = cp_model.CpSolver()
+    solver = stoppable_solver()  # never CP-SAT's own SIGINT handler (tests/conftest.py)
     solver.parameters.max_number_of_conflicts = 0  # what propagation proves, nothing more
     solver.parameters.num_workers = 1
     solver.parameters.cp_model_presolve = False
