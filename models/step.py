@@ -436,7 +436,12 @@ def step_coefficients(
     gpn = gpu.server.gpus_per_server
     k = scaleup.ranks_in_domain(gpu, layout.tp)
     grad_params = stage_params(spec, layout, "most")
-    rs_bytes = cal.zero3_microbatch_grad_reduce_bytes if layout.zero >= 3 else 0.0
+    # PyTorch's pipeline stages turn the per-micro-batch reduce-scatter off and reduce at
+    # the last backward (torch.distributed.pipelining stage.backward_maybe_with_nosync:
+    # set_requires_gradient_sync(False)), so the term is for ZeRO-3 without PP
+    rs_bytes = (
+        cal.zero3_microbatch_grad_reduce_bytes if layout.zero >= 3 and layout.pp == 1 else 0.0
+    )
     if layout.zero == 0:
         dp_bytes = grad_params * a.grad_bytes
     elif rs_bytes > 0:  # the gradients are reduce-scattered each micro-batch instead

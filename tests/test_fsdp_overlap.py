@@ -197,3 +197,15 @@ def test_bench_summary_compares_the_reduce_scatter_on_and_off(catalog):
     # the gather overlap's OLMo-core error falls with the reduce-scatter charged (README)
     assert fp32["OLMo-core MAE"][1] < off["OLMo-core MAE"][1]
     assert fp32["OLMo-core level-free"][1] < off["OLMo-core level-free"][1]
+
+
+def test_pipeline_stages_reduce_once_a_step(catalog):
+    """torch.distributed.pipelining's stage backward sets set_requires_gradient_sync(False)
+    on FSDP modules until the last backward: with PP the term is off."""
+    h100 = Hardware.from_catalog(catalog, "h100-sxm")
+    _, spec, lay, _, _ = _olmo_13b_64()
+    pp = replace(lay, pp=2, dp=lay.dp // 2)
+    on = fsdp.with_profile(h100, zero3_microbatch_grad_reduce_bytes=4.0)
+    a = Assumptions(flash_attention=h100.gpu.calibration.flash_attention)
+    c = step_coefficients(spec, pp, spec.seq_len, on.gpu, on.network, a)
+    assert c.zero3_grad_rs_bytes == 0 and c.zero3_grad_rs_tail_bytes == 0
