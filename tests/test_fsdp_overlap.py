@@ -19,7 +19,10 @@ fsdp = load_bench("fsdp_overlap.py", "bench_fsdp_overlap")
 
 @pytest.fixture(scope="module")
 def a100(catalog):
-    return Hardware.from_catalog(catalog, "a100-80gb")
+    """The A100 profile with the gathers only (the per-micro-batch gradient reduce-scatter
+    off: its own tests below)."""
+    hw = Hardware.from_catalog(catalog, "a100-80gb")
+    return fsdp.with_profile(hw, zero3_microbatch_grad_reduce_bytes=0.0)
 
 
 def _without_overlap(hw: Hardware) -> Hardware:
@@ -31,7 +34,10 @@ def test_megatron_core_profiles_prefetch_the_gathers(catalog):
     for name in ("h100-sxm", "a100-80gb", "b200", "mi300x"):
         gpu = catalog.gpu(name)
         assert gpu.calibration.param_gather_overlap_fraction == 1.0, name
-        assert gpu.with_stack("vtrain-2022").calibration.param_gather_overlap_fraction == 0.0
+        assert gpu.calibration.zero3_microbatch_grad_reduce_bytes == 4.0, name  # fp32
+        old = gpu.with_stack("vtrain-2022").calibration
+        assert old.param_gather_overlap_fraction == 0.0
+        assert old.zero3_microbatch_grad_reduce_bytes == 0.0
 
 
 def test_each_micro_batch_hides_its_own_gathers(a100):
