@@ -479,7 +479,9 @@ def step_coefficients(
         zero=layout.zero,
         zero3_gather_bytes=grad_params * a.weight_bytes if layout.zero >= 3 else 0.0,
         zero3_grad_rs_bytes=grad_params * rs_bytes / 2.0,
-        zero3_grad_rs_tail_bytes=_last_reduced_params(spec, layout, grad_params) * rs_bytes / 2.0,
+        zero3_grad_rs_tail_bytes=_last_reduced_params(spec, layout, grad_params) * rs_bytes / 2.0
+        if rs_bytes > 0
+        else 0.0,
         backward_mb_s=compute_mb * 2.0 / forward_passes(layout.recompute),
         grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb)
         if layout.zero >= 1
