@@ -4,7 +4,7 @@ Usage: python bench/fsdp_overlap.py
 
 The step model charges ZeRO-3's per-micro-batch parameter all-gathers (forward and
 backward) less what prefetching hides behind the micro-batch's own compute
-(models.step.zero3_gather_exposed_s; the stack profile's param_gather_overlap_fraction).
+(models.step.zero3_microbatch_exposed_s; the stack profile's param_gather_overlap_fraction).
 None of the calibration set's runs is evaluated under ZeRO-3 (bench/accuracy.py --skipped:
 the FSDP stacks have no profile, OPT-175B's layout is not given), so this script evaluates
 the FSDP runs of public reports on the layouts stated below, under the megatron-core
@@ -152,7 +152,12 @@ def olmo_core_runs() -> list[tuple[str, TransformerSpec, Layout, float, str]]:
 def with_gather_overlap(hw: Hardware, fraction: float) -> Hardware:
     """The hardware with its profile's param_gather_overlap_fraction at ``fraction`` (0: the
     charge before issue 31)."""
-    cal = hw.gpu.calibration.model_copy(update={"param_gather_overlap_fraction": fraction})
+    return with_profile(hw, param_gather_overlap_fraction=fraction)
+
+
+def with_profile(hw: Hardware, **fields: float) -> Hardware:
+    """The hardware with its profile's ``fields`` replaced."""
+    cal = hw.gpu.calibration.model_copy(update=fields)
     return Hardware(hw.gpu.with_calibration(cal), hw.nic, hw.nics_per_node, hw.switch, hw.facility)
 
 
@@ -253,14 +258,82 @@ def predicted(hw: Hardware, spec: TransformerSpec, layout: Layout, unit: str) ->
 
 def without_overlap(cat: Catalog) -> Catalog:
     """The catalog with every profile's param_gather_overlap_fraction at 0 (before issue 31)."""
+    return catalog_with(cat, param_gather_overlap_fraction=0.0)
+
+
+def catalog_with(cat: Catalog, **fields: float) -> Catalog:
+    """The catalog with ``fields`` replaced in every GPU's every stack profile."""
     gpus = {}
     for name, gpu in cat.gpus.items():
-        stacks = {
-            k: v.model_copy(update={"param_gather_overlap_fraction": 0.0})
-            for k, v in gpu.stacks.items()
-        }
+        stacks = {k: v.model_copy(update=fields) for k, v in gpu.stacks.items()}
         gpus[name] = gpu.model_copy(update={"stacks": stacks})
     return replace(cat, gpus=gpus)
+
+
+# the per-micro-batch gradient reduce-scatter (models.step.zero3_microbatch_exposed_s):
+# off (the gradients reduced once a step, before it) and in fp32 (OLMo-core's and
+# torchtitan's FSDP2 reduce_dtype=float32): bytes per parameter
+GRAD_REDUCE_BYTES = (0.0, 4.0)
+
+
+def grad_reduce_summary(cat: Catalog) -> list[tuple[float, dict[str, tuple[float, float]]]]:
+    """At each GRAD_REDUCE_BYTES value, (gather overlap off, on) of: the 16 OLMo-core rows'
+    mean absolute error and mean level-free error (per group, as print_olmo_groups), the
+    LLaMA/OPT rows' mean absolute error, the torchtitan ZeRO-3 sweeps' mean absolute error
+    and their error within each model and sequence."""
+    out = []
+    for nbytes in GRAD_REDUCE_BYTES:
+        c = catalog_with(cat, zero3_microbatch_grad_reduce_bytes=nbytes)
+        olmo = compare(Hardware.from_catalog(c, "h100-sxm"), olmo_core_runs())
+        paper = compare(Hardware.from_catalog(c, "a100-80gb"), RUNS)
+        sweeps = sweep_errors(c)
+        level_free = [
+            statistics.mean(
+                _within_group_error([(n, r[0], r[1], r[which], 0) for r in grp], 3)
+                for n, grp in olmo_groups(olmo).items()
+            )
+            for which in (2, 3)
+        ]
+        out.append(
+            (
+                nbytes,
+                {
+                    "OLMo-core MAE": _mae_pair(olmo),
+                    "OLMo-core level-free": (level_free[0], level_free[1]),
+                    "LLaMA/OPT MAE": _mae_pair(paper),
+                    "torchtitan MAE": (
+                        statistics.mean(abs(r[4] / r[2] - 1) for r in sweeps),
+                        statistics.mean(abs(r[3] / r[2] - 1) for r in sweeps),
+                    ),
+                    "torchtitan level-free": (
+                        _within_group_error(sweeps, 4),
+                        _within_group_error(sweeps, 3),
+                    ),
+                },
+            )
+        )
+    return out
+
+
+def _mae_pair(rows) -> tuple[float, float]:
+    """Mean absolute error of compare() rows with the gather overlap off and on."""
+    return (
+        statistics.mean(abs(r[2] / r[1] - 1) for r in rows),
+        statistics.mean(abs(r[3] / r[1] - 1) for r in rows),
+    )
+
+
+def print_grad_reduce_summary(cat: Catalog) -> None:
+    print(
+        "\nper-micro-batch gradient reduce-scatter (zero3_microbatch_grad_reduce_bytes) x "
+        "gather overlap (param_gather_overlap_fraction 0 / catalog)"
+    )
+    summary = grad_reduce_summary(cat)
+    names = list(summary[0][1])
+    print(f"{'bytes/param':>11} " + " ".join(f"{n + ' off/on':>30}" for n in names))
+    for nbytes, figures in summary:
+        cells = " ".join(f"{f'{a:.1%} / {b:.1%}':>30}" for a, b in figures.values())
+        print(f"{nbytes:11g} {cells}")
 
 
 def sweep_errors(cat: Catalog) -> list[tuple[str, str, float, float, float]]:
@@ -355,6 +428,7 @@ def main() -> None:
     print_olmo_groups(olmo)
     print_fraction_sweep(hw, h100)
     print_sweeps(cat)
+    print_grad_reduce_summary(cat)
 
 
 if __name__ == "__main__":

@@ -229,6 +229,18 @@ class Calibration(_Strict):
         "FSDP parameter all-gathers (PyTorch FSDP forward and backward prefetch, Megatron-FSDP "
         "overlapped parameter gather); 0: charged in full",
     )
+    zero3_microbatch_grad_reduce_bytes: float = Field(
+        0.0,
+        ge=0,
+        le=8,
+        description="ZeRO-3 / FSDP: bytes per parameter of the gradient reduce-scatter issued "
+        "after every micro-batch's backward (PyTorch FSDP2 reduces each backward unless "
+        "set_requires_gradient_sync(False); its MixedPrecisionPolicy reduce_dtype: 4 for "
+        "float32, 2 for bfloat16); it shares the gathers' overlap window and the backward's "
+        "last reduce-scatter is exposed (models.step.zero3_microbatch_exposed_s); 0: off, the "
+        "gradients reduce-scattered once a step (before issue 31, and with PP: PyTorch's "
+        "pipeline stages turn the per-micro-batch reduction off)",
+    )
     note: str = Field(min_length=1, description="how the constants were fitted")
 
     @property

@@ -720,6 +720,10 @@ def moe_step_coefficients(
         * a.optimizer_traffic_bytes
         / (gpu.memory_bw_tb_per_s * 1e12),
         zero3_gather_bytes=mem.dense_params * a.weight_bytes if layout.zero >= 3 else 0.0,
+        # MoE under ZeRO-3 keeps the once-a-step gradient reduction (dp_bytes above): the
+        # per-micro-batch reduce-scatter (models.step) is not modelled for expert layers
+        zero3_grad_rs_bytes=0.0,
+        zero3_grad_rs_tail_bytes=0.0,
         backward_mb_s=compute * 2.0 / forward_passes(layout.recompute),
         grad_overlap_s=gpu.calibration.grad_overlap_fraction * (compute + c.tp_mb_s)
         if layout.zero >= 1

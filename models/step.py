@@ -26,7 +26,10 @@ where stage = compute + TP + CP time of one micro-batch on the busiest pipeline 
 ``slowest_stage``), B the gradient bytes per GPU of the rank holding the most, and sends cross
 the NICs (NIC share) unless the whole job fits in one scale-up domain. Under ZeRO-3
 the reduction adds m micro-batches' parameter all-gathers less what each hides
-behind its own compute (zero3_gather_exposed_s). bw_up is the
+behind its own compute; with the stack's per-micro-batch gradient reduce-scatter on
+(zero3_microbatch_grad_reduce_bytes), each micro-batch reduce-scatters its gradients too,
+sharing the same window, and the backward's last reduce-scatter is exposed
+(zero3_microbatch_exposed_s). bw_up is the
 bandwidth of a k-rank group on the platform's topology (models/scaleup.py: a mesh
 gives k - 1 links; a group smaller than k, only on clusters of one domain, is
 charged at the k-rank rate).
@@ -358,6 +361,12 @@ class StepCoefficients:
     # ZeRO-3 / FSDP: the part of each micro-batch's compute that hides its parameter
     # all-gathers (prefetch: the next layer's gather runs under this layer's compute)
     gather_overlap_s: float = 0.0
+    # ZeRO-3 / FSDP gradient reduce-scatter after every micro-batch's backward, as all-reduce
+    # equivalent bytes (a reduce-scatter moves half an all-reduce's traffic): of all the
+    # rank's parameters, and of the backward's last group (the root module's embedding,
+    # output and norm and the first layer), which no later backward hides
+    zero3_grad_rs_bytes: float = 0.0
+    zero3_grad_rs_tail_bytes: float = 0.0
     # mixture-of-experts (models/expert.py; 0 for a dense model). Exposed token dispatch and
     # combine of one micro-batch: ep_mb_s + max(ep_up_mb_s, ep_nic_bytes / NIC share)
     # + ep_nic_extra_bytes / NIC share (the NIC parts only when the EP group leaves the
@@ -427,8 +436,16 @@ def step_coefficients(
     gpn = gpu.server.gpus_per_server
     k = scaleup.ranks_in_domain(gpu, layout.tp)
     grad_params = stage_params(spec, layout, "most")
+    # PyTorch's pipeline stages turn the per-micro-batch reduce-scatter off and reduce at
+    # the last backward (torch.distributed.pipelining stage.backward_maybe_with_nosync:
+    # set_requires_gradient_sync(False)), so the term is for ZeRO-3 without PP
+    rs_bytes = (
+        cal.zero3_microbatch_grad_reduce_bytes if layout.zero >= 3 and layout.pp == 1 else 0.0
+    )
     if layout.zero == 0:
         dp_bytes = grad_params * a.grad_bytes
+    elif rs_bytes > 0:  # the gradients are reduce-scattered each micro-batch instead
+        dp_bytes = grad_params * a.weight_bytes / 2.0
     else:  # reduce-scatter of gradients + all-gather of weights = one all-reduce of their mean size
         dp_bytes = grad_params * (a.grad_bytes + a.weight_bytes) / 2.0
     crosses = cp_crosses_nics(layout, gpu)
@@ -461,6 +478,10 @@ def step_coefficients(
         / (gpu.memory_bw_tb_per_s * 1e12),
         zero=layout.zero,
         zero3_gather_bytes=grad_params * a.weight_bytes if layout.zero >= 3 else 0.0,
+        zero3_grad_rs_bytes=grad_params * rs_bytes / 2.0,
+        zero3_grad_rs_tail_bytes=_last_reduced_params(spec, layout, grad_params) * rs_bytes / 2.0
+        if rs_bytes > 0
+        else 0.0,
         backward_mb_s=compute_mb * 2.0 / forward_passes(layout.recompute),
         grad_overlap_s=cal.grad_overlap_fraction * (compute_mb + tp_mb)
         if layout.zero >= 1
@@ -550,15 +571,43 @@ def expert_reduce_s(c: StepCoefficients, dp, node_bw_gb_per_s):
     return group_reduce_s(ce, c.expert_dp_bytes, group, node_bw_gb_per_s)
 
 
-def zero3_gather_exposed_s(c: StepCoefficients, group, node_bw_gb_per_s):
-    """ZeRO-3 / FSDP parameter all-gathers of one micro-batch, forward and backward (one
-    all-reduce's traffic, ``zero3_gather_bytes``), less what prefetching hides behind the
-    micro-batch's own compute: max(0, gathers - gather_overlap_s). PyTorch FSDP issues the
-    next layer's all-gather while this layer computes (Zhao et al. 2023, "PyTorch FSDP",
-    section 3.3: forward and backward prefetching); Megatron-FSDP overlaps the parameter
-    gather the same way. The step's last-micro-batch window (dp_window_s) hides the rest."""
-    gathers = group_reduce_s(c, c.zero3_gather_bytes, group, node_bw_gb_per_s)
-    return np.maximum(0.0, gathers - c.gather_overlap_s)
+def _last_reduced_params(spec: TransformerSpec, layout: Layout, rank_params: float) -> float:
+    """Parameters per GPU of the backward's last reduce-scatter: the rank's parameters less
+    all its layers but one (the first layer and the root module's embedding, output and
+    final norm, as OLMo-core and torchtitan wrap them: one FSDP group per block, the rest
+    in the root)."""
+    layers = max(stage_layers(spec.layers, layout))
+    return max(0.0, rank_params - (layers - 1) * spec.layer_params() / layout.tp)
+
+
+def zero3_microbatch_exposed_s(c: StepCoefficients, group, node_bw_gb_per_s):
+    """ZeRO-3 / FSDP collectives of one micro-batch less what its own compute hides:
+    max(tail, gathers + reduce-scatter - gather_overlap_s).
+
+    gathers: the parameter all-gathers, forward and backward (one all-reduce's traffic,
+    ``zero3_gather_bytes``); PyTorch FSDP issues the next layer's all-gather while this
+    layer computes (Zhao et al. 2023, "PyTorch FSDP", section 3.3: forward and backward
+    prefetching), as Megatron-FSDP does. reduce-scatter: the gradients' reduce-scatter
+    after the micro-batch's backward when the stack issues one per micro-batch
+    (``zero3_grad_rs_bytes``; PyTorch FSDP2 FSDPParamGroup.post_backward runs it on its
+    reduce-scatter stream while the next group's backward computes, and
+    FSDPModule.set_requires_gradient_sync(False) skips it). They share one link and one
+    window. tail: the backward's last reduce-scatter (``zero3_grad_rs_tail_bytes``), which
+    no compute follows: FSDPParamGroup.finalize_backward makes the compute stream wait for
+    it at the end of every backward, so step_from_coefficients charges it outside the
+    step's last-micro-batch window (dp_window_s), which hides the rest as it hides the
+    gathers."""
+    comm_s = group_reduce_s(
+        c, c.zero3_gather_bytes + c.zero3_grad_rs_bytes, group, node_bw_gb_per_s
+    )
+    return np.maximum(zero3_grad_tail_s(c, group, node_bw_gb_per_s), comm_s - c.gather_overlap_s)
+
+
+def zero3_grad_tail_s(c: StepCoefficients, group, node_bw_gb_per_s):
+    """Seconds of the backward's last gradient reduce-scatter (``zero3_grad_rs_tail_bytes``
+    over ``group`` ranks): exposed every micro-batch (zero3_microbatch_exposed_s); 0 when
+    the stack reduces once a step."""
+    return group_reduce_s(c, c.zero3_grad_rs_tail_bytes, group, node_bw_gb_per_s)
 
 
 def step_from_coefficients(
@@ -590,8 +639,10 @@ def step_from_coefficients(
         bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * varying
     cp_nic = cp_nic_mb_s(c, share) if c.cp_crosses_nics else 0.0 * m
     bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
+    tail = 0.0 * m  # the ZeRO-3 backward's last reduce-scatter: nothing hides it
     if c.zero >= 3:
-        dp_time = dp_time + m * zero3_gather_exposed_s(c, group, node_bw_gb_per_s)
+        tail = m * zero3_grad_tail_s(c, group, node_bw_gb_per_s)
+        dp_time = dp_time + m * zero3_microbatch_exposed_s(c, group, node_bw_gb_per_s) - tail
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
     return StepBreakdown(
         compute=m * c.compute_mb_s,
@@ -599,7 +650,7 @@ def step_from_coefficients(
         tp_comm=m * c.tp_mb_s,
         cp_comm=m * c.cp_mb_s,
         pp_comm=pp_time,
-        dp_comm=np.maximum(0.0, dp_time - c.dp_window_s(dp_overlap)),
+        dp_comm=np.maximum(0.0, dp_time - c.dp_window_s(dp_overlap)) + tail,
         optimizer=optimizer,
         ep_comm=m * ep_mb,
         cp_nic_comm=m * cp_nic,

@@ -1,13 +1,17 @@
 """ZeRO-3 / FSDP parameter all-gathers hidden behind each micro-batch's compute (issue 31,
-item 4): models.step.zero3_gather_exposed_s and the profile's param_gather_overlap_fraction."""
+item 4): models.step.zero3_microbatch_exposed_s and the profile's param_gather_overlap_fraction;
+the per-micro-batch gradient reduce-scatter, zero3_microbatch_grad_reduce_bytes."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from helpers import load_bench
 from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
+from models.memory import stage_params
 from models.step import group_reduce_s, step_coefficients
 
 fsdp = load_bench("fsdp_overlap.py", "bench_fsdp_overlap")
@@ -15,7 +19,10 @@ fsdp = load_bench("fsdp_overlap.py", "bench_fsdp_overlap")
 
 @pytest.fixture(scope="module")
 def a100(catalog):
-    return Hardware.from_catalog(catalog, "a100-80gb")
+    """The A100 profile with the gathers only (the per-micro-batch gradient reduce-scatter
+    off: its own tests below)."""
+    hw = Hardware.from_catalog(catalog, "a100-80gb")
+    return fsdp.with_profile(hw, zero3_microbatch_grad_reduce_bytes=0.0)
 
 
 def _without_overlap(hw: Hardware) -> Hardware:
@@ -27,7 +34,10 @@ def test_megatron_core_profiles_prefetch_the_gathers(catalog):
     for name in ("h100-sxm", "a100-80gb", "b200", "mi300x"):
         gpu = catalog.gpu(name)
         assert gpu.calibration.param_gather_overlap_fraction == 1.0, name
-        assert gpu.with_stack("vtrain-2022").calibration.param_gather_overlap_fraction == 0.0
+        assert gpu.calibration.zero3_microbatch_grad_reduce_bytes == 4.0, name  # fp32
+        old = gpu.with_stack("vtrain-2022").calibration
+        assert old.param_gather_overlap_fraction == 0.0
+        assert old.zero3_microbatch_grad_reduce_bytes == 0.0
 
 
 def test_each_micro_batch_hides_its_own_gathers(a100):
@@ -123,3 +133,85 @@ def test_olmo_core_rows_are_compared_with_and_without_the_term(catalog):
     assert [f for f, *_ in sweep] == list(fsdp.SWEEP_FRACTIONS)
     # the level-free error on the OLMo-core rows grows with the fraction (README figures)
     assert sweep[0][1] < sweep[-1][1]
+
+
+def _olmo_13b_64():
+    """OLMo-core 13B on 64 H100 (32 micro-batches of one sequence, gathers over the NICs)."""
+    return next(r for r in fsdp.olmo_core_runs() if " 13B bf16" in r[0] and "64 H100" in r[0])
+
+
+def test_gradient_reduce_scatter_each_micro_batch_prices_as_the_formula_says(catalog):
+    """zero3_microbatch_grad_reduce_bytes (PyTorch FSDP2 reduce-scatters after every backward
+    unless set_requires_gradient_sync(False); OLMo-core's reduce_dtype float32: 4 bytes):
+    per micro-batch max(tail, gathers + reduce-scatter - window), the tail (the backward's
+    last group: embedding, output, norm and the first layer) outside the step's window, and
+    the step's own reduction keeps only the weights' half. Off (0), the step is as before."""
+    h100 = Hardware.from_catalog(catalog, "h100-sxm")
+    _, spec, lay, _, _ = _olmo_13b_64()
+    on = fsdp.with_profile(h100, zero3_microbatch_grad_reduce_bytes=4.0)
+    off = fsdp.with_profile(h100, zero3_microbatch_grad_reduce_bytes=0.0)
+    a = Assumptions(flash_attention=h100.gpu.calibration.flash_attention)
+    c = step_coefficients(spec, lay, spec.seq_len, on.gpu, on.network, a)
+    c0 = step_coefficients(spec, lay, spec.seq_len, off.gpu, off.network, a)
+    params = stage_params(spec, lay, "most")
+    assert c.zero3_grad_rs_bytes == pytest.approx(params * 4.0 / 2)
+    tail_params = params - (spec.layers - 1) * spec.layer_params()
+    assert tail_params == pytest.approx(
+        2 * spec.vocab * spec.hidden + spec.hidden + spec.layer_params()
+    )
+    assert c.zero3_grad_rs_tail_bytes == pytest.approx(tail_params * 4.0 / 2)
+    assert c.dp_bytes == pytest.approx(params * a.weight_bytes / 2)
+    assert c0.zero3_grad_rs_bytes == 0 and c0.dp_bytes == pytest.approx(params * 4.0 / 2)
+    node, g, m = on.network.node_bw_gb_per_s, lay.dp, lay.grad_accum
+    gathers = group_reduce_s(c, c.zero3_gather_bytes, g, node)
+    rs = group_reduce_s(c, c.zero3_grad_rs_bytes, g, node)
+    tail = group_reduce_s(c, c.zero3_grad_rs_tail_bytes, g, node)
+    window = c.gather_overlap_s
+    per_mb = max(tail, gathers + rs - window)
+    want = (
+        max(0.0, group_reduce_s(c, c.dp_bytes, g, node) + m * (per_mb - tail) - c.dp_window_s(0))
+        + m * tail
+    )
+    ev_on, ev_off = evaluate(spec, on, lay), evaluate(spec, off, lay)
+    assert ev_on.breakdown.dp_comm == pytest.approx(want)
+    before = max(
+        0.0,
+        group_reduce_s(c0, c0.dp_bytes, g, node)
+        + m * max(0.0, gathers - window)
+        - c0.dp_window_s(0),
+    )
+    assert ev_off.breakdown.dp_comm == pytest.approx(before)
+    # only the data-parallel part moves, by the formula's difference
+    assert ev_on.step_time_s - ev_off.step_time_s == pytest.approx(want - before)
+    assert want > before + 0.5  # 32 micro-batches over the NICs: about a second a step
+
+
+def test_gradient_reduce_scatter_term_leaves_zero_1_alone(catalog):
+    """The solvers plan ZeRO-1: its once-a-step reduction does not read the term."""
+    h100 = Hardware.from_catalog(catalog, "h100-sxm")
+    _, spec, lay, _, _ = _olmo_13b_64()
+    z1 = replace(lay, zero=1)
+    on = fsdp.with_profile(h100, zero3_microbatch_grad_reduce_bytes=4.0)
+    off = fsdp.with_profile(h100, zero3_microbatch_grad_reduce_bytes=0.0)
+    assert evaluate(spec, on, z1).step_time_s == evaluate(spec, off, z1).step_time_s
+
+
+def test_bench_summary_compares_the_reduce_scatter_on_and_off(catalog):
+    summary = dict(fsdp.grad_reduce_summary(catalog))
+    assert set(summary) == set(fsdp.GRAD_REDUCE_BYTES) == {0.0, 4.0}
+    off, fp32 = summary[0.0], summary[4.0]
+    # the gather overlap's OLMo-core error falls with the reduce-scatter charged (README)
+    assert fp32["OLMo-core MAE"][1] < off["OLMo-core MAE"][1]
+    assert fp32["OLMo-core level-free"][1] < off["OLMo-core level-free"][1]
+
+
+def test_pipeline_stages_reduce_once_a_step(catalog):
+    """torch.distributed.pipelining's stage backward sets set_requires_gradient_sync(False)
+    on FSDP modules until the last backward: with PP the term is off."""
+    h100 = Hardware.from_catalog(catalog, "h100-sxm")
+    _, spec, lay, _, _ = _olmo_13b_64()
+    pp = replace(lay, pp=2, dp=lay.dp // 2)
+    on = fsdp.with_profile(h100, zero3_microbatch_grad_reduce_bytes=4.0)
+    a = Assumptions(flash_attention=h100.gpu.calibration.flash_attention)
+    c = step_coefficients(spec, pp, spec.seq_len, on.gpu, on.network, a)
+    assert c.zero3_grad_rs_bytes == 0 and c.zero3_grad_rs_tail_bytes == 0
