@@ -21,6 +21,8 @@ from models.expert import (
     FP8_DISPATCH_BYTES,
     HOPPER_FUSED_ATTENTION_SPEEDUP,
     OVERLAP_SM_FRACTION,
+    ROUTER_FP32_CAST_BYTES,
+    TF32_PER_BF16,
     ExpertLayout,
     dualpipe_bubble_scale,
     expert_memory,
@@ -29,12 +31,13 @@ from models.expert import (
     moe_step_coefficients,
     permute_per_microbatch_s,
     routed_elementwise_per_microbatch_s,
+    router_fp32_per_microbatch_s,
     tokens_per_gpu,
     weight_bytes_per_pass,
 )
 from models.layout import Assumptions, Layout
 from models.memory import GB, StoredActivations, _moe_ranks
-from models.step import StageWork, work_gemm_s
+from models.step import StageWork, matmul_efficiency, work_gemm_s
 from models.zoo import moe_zoo
 
 MIXTRAL = moe_zoo()["mixtral-8x7b"]
@@ -80,6 +83,25 @@ def test_routed_elementwise_traffic_counts_the_top_k_copies(hw):
     a, b = run(hw, on), run(hw, off)
     assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
     assert routed_elementwise_per_microbatch_s(V3, FLAT, 4096, hw.gpu, on) == 0.0
+
+
+def test_fp32_router_runs_its_backward_gemms_at_the_tf32_rate(hw):
+    """--moe-router-dtype fp32: per MoE layer the router's data- and weight-gradient GEMMs,
+    2 x 2 T h E FLOPs, at half the bf16 peak instead of at it (same GEMM efficiency), and
+    12 bytes per element of T x h of casts over HBM; off (Megatron-Core's default): 0. The
+    step changes by m x the term."""
+    assert (TF32_PER_BF16, ROUTER_FP32_CAST_BYTES) == (0.5, 12.0)
+    on, off = ExpertLayout(ep=8, router_fp32=True), ExpertLayout(ep=8)
+    assert "fp32 router" in on.described() and "fp32 router" not in off.described()
+    rate = hw.gpu.dense_bf16_tflops * 1e12 * matmul_efficiency(hw.gpu, 4096, 1)
+    flops = 32 * 4096 * 4.0 * 4096 * 8  # layers x tokens x 2 GEMMs x 2 h E
+    casts = 32 * 4096 * 12.0 * 4096 / (hw.gpu.memory_bw_tb_per_s * 1e12)
+    term = flops / (0.5 * rate) - flops / rate + casts
+    assert router_fp32_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, on) == pytest.approx(term)
+    assert router_fp32_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off) == 0.0
+    a, b = run(hw, on), run(hw, off)
+    assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
+    assert a.total - b.total == pytest.approx(8 * term, rel=1e-9)
 
 
 def test_fused_attention_kernels_divide_the_attention_core_time(hw):
