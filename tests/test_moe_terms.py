@@ -346,6 +346,7 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
         (["--model", "llama2-7b", "--fp8-dispatch"], "--fp8-dispatch"),
         (["--model", "llama2-7b", "--moe-overlap", "a2a"], "--moe-overlap"),
         (["--model", "llama2-7b", "--fused-attention"], "--fused-attention"),
+        (["--model", "llama2-7b", "--router-fp32"], "--router-fp32"),
         (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
          "--recompute-modules"),
     ],
@@ -389,3 +390,28 @@ def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
     assert not any(p.startswith("fused attention") for p in plain["moe_plan"])
     assert fused["step_time_s"] < plain["step_time_s"]
     assert fused["breakdown_s"]["ep_comm"] == plain["breakdown_s"]["ep_comm"]
+
+
+def test_evaluate_router_fp32_switches_the_router_term(capsys):
+    """--router-fp32: ExpertLayout.router_fp32, named in the plan's moe line; the step rises
+    by m x router_fp32_per_microbatch_s (PP 1), nothing else moves."""
+    import json
+
+    from helpers import run_main
+
+    args = ["evaluate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--tp", "1", "--pp",
+            "1", "--dp", "8", "--ep", "8", "--global-batch", "64", "--json"]  # fmt: skip
+    code, out, err = run_main(capsys, args)
+    assert code in (0, 1), err
+    plain = json.loads(out)
+    code, out, err = run_main(capsys, [*args, "--router-fp32"])
+    assert code in (0, 1), err
+    fp32 = json.loads(out)
+    assert "fp32 router" in fp32["moe_plan"] and "fp32 router" not in plain["moe_plan"]
+    hw = Hardware.from_catalog(stack_catalog((), DEFAULT_STACK), "h100-sxm")
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64, recompute="none")
+    term = router_fp32_per_microbatch_s(
+        MIXTRAL, layout, MIXTRAL.seq_len, hw.gpu, ExpertLayout(ep=8, router_fp32=True)
+    )
+    assert fp32["step_time_s"] - plain["step_time_s"] == pytest.approx(8 * term, rel=1e-3)
+    assert fp32["breakdown_s"]["ep_comm"] == plain["breakdown_s"]["ep_comm"]
