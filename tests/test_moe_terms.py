@@ -371,21 +371,26 @@ def test_h800_is_evaluated_but_not_searched_unless_named():
     assert h800.scale_up_bw_gb_per_s_per_direction == 200
 
 
-def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
-    """--fused-attention: ExpertLayout.attention_kernel_speedup = 1.61, named in the plan's
-    moe line; the step falls by the attention core's share (test above)."""
+def _evaluate_mixtral(capsys, *extra: str) -> tuple[dict, dict]:
+    """(plain, with ``extra``): evaluate's --json of Mixtral 8x7B on 8 H100 (EP 8, PP 1)."""
     import json
 
     from helpers import run_main
 
     args = ["evaluate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--tp", "1", "--pp",
             "1", "--dp", "8", "--ep", "8", "--global-batch", "64", "--json"]  # fmt: skip
-    code, out, err = run_main(capsys, args)
-    assert code in (0, 1), err
-    plain = json.loads(out)
-    code, out, err = run_main(capsys, [*args, "--fused-attention"])
-    assert code in (0, 1), err
-    fused = json.loads(out)
+    out = []
+    for argv in (args, [*args, *extra]):
+        code, text, err = run_main(capsys, argv)
+        assert code in (0, 1), err
+        out.append(json.loads(text))
+    return out[0], out[1]
+
+
+def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
+    """--fused-attention: ExpertLayout.attention_kernel_speedup = 1.61, named in the plan's
+    moe line; the step falls by the attention core's share (test above)."""
+    plain, fused = _evaluate_mixtral(capsys, "--fused-attention")
     assert any(p.startswith("fused attention (x1.61") for p in fused["moe_plan"])
     assert not any(p.startswith("fused attention") for p in plain["moe_plan"])
     assert fused["step_time_s"] < plain["step_time_s"]
@@ -394,19 +399,8 @@ def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
 
 def test_evaluate_router_fp32_switches_the_router_term(capsys):
     """--router-fp32: ExpertLayout.router_fp32, named in the plan's moe line; the step rises
-    by m x router_fp32_per_microbatch_s (PP 1), nothing else moves."""
-    import json
-
-    from helpers import run_main
-
-    args = ["evaluate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--tp", "1", "--pp",
-            "1", "--dp", "8", "--ep", "8", "--global-batch", "64", "--json"]  # fmt: skip
-    code, out, err = run_main(capsys, args)
-    assert code in (0, 1), err
-    plain = json.loads(out)
-    code, out, err = run_main(capsys, [*args, "--router-fp32"])
-    assert code in (0, 1), err
-    fp32 = json.loads(out)
+    by m x router_fp32_per_microbatch_s (PP 1, 8 micro-batches), nothing else moves."""
+    plain, fp32 = _evaluate_mixtral(capsys, "--router-fp32")
     assert "fp32 router" in fp32["moe_plan"] and "fp32 router" not in plain["moe_plan"]
     hw = Hardware.from_catalog(stack_catalog((), DEFAULT_STACK), "h100-sxm")
     layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64, recompute="none")
