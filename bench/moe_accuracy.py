@@ -72,6 +72,13 @@ columns map onto the model as follows:
   (1.61, the FlashAttention-3 paper's cuDNN / FlashAttention-2 rates on H100; not fitted
   to these rows); ``profile`` (1.0) for the 2024 Megatron-LM README rows (the releases of
   the H100 profile's fit) and the Blackwell rows (their profile was fitted on 2025 runs).
+- ``router_dtype``: ``fp32`` where the row's model config sets ``--moe-router-dtype fp32``
+  (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml and
+  Qwen3-Next-80B-A3B.yaml at every commit the rows cite, and the DeepSeek-V3 GB200
+  reproduce guide's launch script), priced by ExpertLayout.router_fp32 (the router's
+  backward GEMMs at the TF32 rate, models.expert.router_fp32_per_microbatch_s); ``bf16``
+  where it is not set (Mixtral-8x22B.yaml; the 2024 Mixtral 8x7B README rows predate the
+  flag), Megatron-Core's default.
 
 Errors are reported per row and as the mean absolute error per model, GPU and precision.
 """
@@ -106,6 +113,8 @@ PER_DOMAIN_DISPATCHERS = ("deepep", "hybridep")  # Megatron's flex dispatcher ba
 # ``attention_kernels``: the profile's fitted attention rate, or Hopper's fused attention
 # (models.expert.HOPPER_FUSED_ATTENTION_SPEEDUP; module docstring)
 ATTENTION_KERNELS = {"profile": 1.0, "fused": HOPPER_FUSED_ATTENTION_SPEEDUP}
+# ``router_dtype``: Megatron's --moe-router-dtype as the row's config sets it (module docstring)
+ROUTER_DTYPES = {"bf16": False, "fp32": True}
 # a dropless row's load is fitted on at least this many OTHER forced / dropless pairs of its
 # model (``dropless_loads``): never on one row, never on its own
 MIN_OTHER_PAIRS = 2
@@ -253,6 +262,7 @@ def independent_layout(
         recompute_modules=modules,
         expert_load=expert_load,
         attention_kernel_speedup=ATTENTION_KERNELS[row["attention_kernels"]],
+        router_fp32=ROUTER_DTYPES[row["router_dtype"]],
     )
     return layout, ex
 

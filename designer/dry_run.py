@@ -150,6 +150,7 @@ MOE_PLAN_OPTIONS = {  # option key: (flag, its default)
     "fp8_activations": ("--fp8-activations", False),
     "capacity_factor": ("--capacity-factor", None),
     "fused_attention": ("--fused-attention", False),
+    "router_fp32": ("--router-fp32", False),
 }
 
 
@@ -184,6 +185,7 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
         attention_kernel_speedup=HOPPER_FUSED_ATTENTION_SPEEDUP
         if opts.get("fused_attention")
         else ex.attention_kernel_speedup,
+        router_fp32=bool(opts.get("router_fp32")) or ex.router_fp32,
     )
 
 

@@ -124,6 +124,13 @@ EVALUATE_OPTIONS = [
         "rate, the FlashAttention-3 paper's H100 benchmark).",
     ),
     click.option(
+        "--router-fp32",
+        is_flag=True,
+        help="Mixture-of-experts: the router in fp32 (Megatron-LM --moe-router-dtype fp32): "
+        "its backward GEMMs at the TF32 rate, half the bf16 peak [default: bf16, "
+        "Megatron-Core's].",
+    ),
+    click.option(
         "--capacity-factor",
         type=click.FloatRange(0.01, 100),
         default=None,

@@ -74,7 +74,8 @@ cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
 ``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations),
 ``routed_elementwise`` (the routed copies' element-wise HBM traffic,
 ``routed_elementwise_per_microbatch_s``), ``probs_in_combine`` (memory only) and
-``linear_attention_chunk`` (Gated DeltaNet's convolution and chunked delta rule,
+``router_fp32`` (``--moe-router-dtype fp32``: the router's backward GEMMs at the TF32 rate,
+``router_fp32_per_microbatch_s``), ``linear_attention_chunk`` (Gated DeltaNet's convolution and chunked delta rule,
 ``gdn_chunk_per_microbatch_s``; models/linear_attention.py) and
 ``attention_kernel_speedup`` (the attention core's kernel generation, in
 ``moe_gemm_per_microbatch_s``).
@@ -148,6 +149,16 @@ HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61
 # (bf16 runs keep their gradient buffers in fp32: accumulate_allreduce_grads_in_fp32):
 # the GEMM reads and writes 4 bytes per weight element (module docstring)
 WGRAD_ACCUMULATION_BYTES = 8.0
+# TF32 / BF16 dense tensor-core peak: 156 / 312 TFLOP/s on the A100 (NVIDIA A100 datasheet),
+# 494.7 / 989.4 on the H100 SXM (NVIDIA H100 datasheet, the sparse figures halved), 1.1 /
+# 2.25 PFLOP/s per GPU on the HGX B200 and 1.25 / 2.5 on the GB200 NVL72 (their datasheets'
+# 8- and 72-GPU sparse totals, halved and divided); 653.7 / 1,307.4 on the MI300X. The
+# catalog gives no TF32 peak: the router's fp32 GEMMs run at this share of the bf16 peak
+TF32_PER_BF16 = 0.5
+# the fp32 router's casts in backward, HBM bytes per element of its T x h input:
+# inp.to(fp32) for the weight gradient reads 2 and writes 4, the data gradient's fp32
+# result cast to bf16 reads 4 and writes 2 (Megatron-LM moe_utils.RouterGatingLinearFunction)
+ROUTER_FP32_CAST_BYTES = 12.0
 
 
 @dataclass(frozen=True)
@@ -200,6 +211,10 @@ class ExpertLayout:
     # accumulates it into the fp32 main_grad buffer (read and write, 4 + 4 bytes; module
     # docstring); None: priced as one weight read, as the other passes (the term off)
     wgrad_accumulation_bytes: float | None = WGRAD_ACCUMULATION_BYTES
+    # Megatron-Core's --moe-router-dtype fp32: the router's two backward GEMMs at the TF32
+    # rate and its fp32 casts (``router_fp32_per_microbatch_s``); False, Megatron-Core's
+    # default (TransformerConfig.moe_router_dtype None), keeps the router at bf16
+    router_fp32: bool = False
 
     @property
     def load(self) -> float:
@@ -226,6 +241,8 @@ class ExpertLayout:
             out.append("recompute modules " + ",".join(sorted(self.recompute_modules)))
         if self.fp8_activations:
             out.append("fp8 activations")
+        if self.router_fp32:
+            out.append("fp32 router")
         if self.attention_kernel_speedup != 1.0:
             out.append(f"fused attention (x{self.attention_kernel_speedup:g} the profile's)")
         return tuple(out)
@@ -535,6 +552,32 @@ def routed_elementwise_per_microbatch_s(
     return forward_passes(layout.recompute) * passes * nbytes / (gpu.memory_bw_tb_per_s * 1e12)
 
 
+def router_fp32_per_microbatch_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
+) -> float:
+    """What ``--moe-router-dtype fp32`` adds to the rank with the most MoE layers, per MoE
+    layer: the router's data- and weight-gradient GEMMs (2 x 2 T h E FLOPs) at the TF32
+    rate, TF32_PER_BF16 x the bf16 peak, instead of the bf16 rate the router's FLOPs are
+    priced at (both at the GEMM efficiency of width h / TP), and ROUTER_FP32_CAST_BYTES x
+    T h of casts at the HBM bandwidth. Megatron-LM's RouterGatingLinearFunction (moe_utils,
+    since 0f058666a8, 2025-06-14) runs the forward through Transformer Engine's
+    general_gemm with bf16 inputs and an fp32 output (the bf16 rate) and the backward with
+    fp32 inputs, which Transformer Engine's cuBLASLt GEMM computes as
+    CUBLAS_COMPUTE_32F_FAST_TF32 (common/gemm/cublaslt_gemm.cu: "Use TF32 only for pure
+    FP32 GEMM"). The softmax / top-k over T x E scores run in fp32 either way (Megatron's
+    score functions take fp32), so only their stored bytes change: not priced. 0 without
+    ``router_fp32`` or experts."""
+    if not spec.is_moe or not ex.router_fp32 or not spec.experts:
+        return 0.0
+    n_moe = max(m for _, m in rank_layers(spec, layout))
+    t = tokens_per_gpu(layout, seq_len) * n_moe
+    bf16 = gpu.dense_bf16_tflops * 1e12 * matmul_efficiency(gpu, spec.hidden, layout.tp)
+    gemm_flops = t * 2.0 * 2.0 * spec.hidden * spec.experts
+    gemm_s = gemm_flops / (TF32_PER_BF16 * bf16) - gemm_flops / bf16
+    cast_s = t * ROUTER_FP32_CAST_BYTES * spec.hidden / (gpu.memory_bw_tb_per_s * 1e12)
+    return gemm_s + cast_s
+
+
 def overlap_cost_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, net: Network, ex
 ) -> float:
@@ -694,6 +737,7 @@ def moe_step_coefficients(
     compute += permute_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     compute += routed_elementwise_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     compute += overlap_cost_per_microbatch_s(spec, layout, seq_len, gpu, network, ex)
+    compute += router_fp32_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     compute = max(compute, host_issue_per_microbatch_s(spec, layout, gpu) - c.tp_mb_s)
     per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
     group = layout.dp * layout.cp

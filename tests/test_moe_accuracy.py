@@ -95,6 +95,19 @@ def test_fused_attention_only_on_hopper_rows_of_the_modelzoo():
         )
 
 
+def test_fp32_router_where_the_rows_config_sets_it():
+    """``router_dtype``: fp32 for the Qwen3, Qwen3-Next and DeepSeek-V3 rows (their
+    configs set --moe-router-dtype fp32), bf16 for Mixtral (not set): ExpertLayout's
+    router_fp32 follows the column; any other value is refused."""
+    assert bench.ROUTER_DTYPES == {"bf16": False, "fp32": True}
+    for r in ROWS:
+        fp32 = not r["model"].startswith("mixtral")
+        assert r["router_dtype"] == ("fp32" if fp32 else "bf16"), r["name"]
+        assert bench.independent_layout(r)[1].router_fp32 is fp32, r["name"]
+    with pytest.raises(KeyError):
+        bench.independent_layout({**ROWS[0], "router_dtype": "fp16"})
+
+
 def test_dropless_load_is_implied_by_the_twin_and_used_leave_one_out():
     """Each dropless row with a forced-balance twin implies the load at which the model's
     step ratio is the measured one; a row is predicted at the mean of its model's OTHER

@@ -21,6 +21,8 @@ from models.expert import (
     FP8_DISPATCH_BYTES,
     HOPPER_FUSED_ATTENTION_SPEEDUP,
     OVERLAP_SM_FRACTION,
+    ROUTER_FP32_CAST_BYTES,
+    TF32_PER_BF16,
     ExpertLayout,
     dualpipe_bubble_scale,
     expert_memory,
@@ -29,12 +31,13 @@ from models.expert import (
     moe_step_coefficients,
     permute_per_microbatch_s,
     routed_elementwise_per_microbatch_s,
+    router_fp32_per_microbatch_s,
     tokens_per_gpu,
     weight_bytes_per_pass,
 )
 from models.layout import Assumptions, Layout
 from models.memory import GB, StoredActivations, _moe_ranks
-from models.step import StageWork, work_gemm_s
+from models.step import StageWork, matmul_efficiency, work_gemm_s
 from models.zoo import moe_zoo
 
 MIXTRAL = moe_zoo()["mixtral-8x7b"]
@@ -80,6 +83,25 @@ def test_routed_elementwise_traffic_counts_the_top_k_copies(hw):
     a, b = run(hw, on), run(hw, off)
     assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
     assert routed_elementwise_per_microbatch_s(V3, FLAT, 4096, hw.gpu, on) == 0.0
+
+
+def test_fp32_router_runs_its_backward_gemms_at_the_tf32_rate(hw):
+    """--moe-router-dtype fp32: per MoE layer the router's data- and weight-gradient GEMMs,
+    2 x 2 T h E FLOPs, at half the bf16 peak instead of at it (same GEMM efficiency), and
+    12 bytes per element of T x h of casts over HBM; off (Megatron-Core's default): 0. The
+    step changes by m x the term."""
+    assert (TF32_PER_BF16, ROUTER_FP32_CAST_BYTES) == (0.5, 12.0)
+    on, off = ExpertLayout(ep=8, router_fp32=True), ExpertLayout(ep=8)
+    assert "fp32 router" in on.described() and "fp32 router" not in off.described()
+    rate = hw.gpu.dense_bf16_tflops * 1e12 * matmul_efficiency(hw.gpu, 4096, 1)
+    flops = 32 * 4096 * 4.0 * 4096 * 8  # layers x tokens x 2 GEMMs x 2 h E
+    casts = 32 * 4096 * 12.0 * 4096 / (hw.gpu.memory_bw_tb_per_s * 1e12)
+    term = flops / (0.5 * rate) - flops / rate + casts
+    assert router_fp32_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, on) == pytest.approx(term)
+    assert router_fp32_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off) == 0.0
+    a, b = run(hw, on), run(hw, off)
+    assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
+    assert a.total - b.total == pytest.approx(8 * term, rel=1e-9)
 
 
 def test_fused_attention_kernels_divide_the_attention_core_time(hw):
@@ -324,6 +346,7 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
         (["--model", "llama2-7b", "--fp8-dispatch"], "--fp8-dispatch"),
         (["--model", "llama2-7b", "--moe-overlap", "a2a"], "--moe-overlap"),
         (["--model", "llama2-7b", "--fused-attention"], "--fused-attention"),
+        (["--model", "llama2-7b", "--router-fp32"], "--router-fp32"),
         (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
          "--recompute-modules"),
     ],
@@ -348,22 +371,41 @@ def test_h800_is_evaluated_but_not_searched_unless_named():
     assert h800.scale_up_bw_gb_per_s_per_direction == 200
 
 
-def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
-    """--fused-attention: ExpertLayout.attention_kernel_speedup = 1.61, named in the plan's
-    moe line; the step falls by the attention core's share (test above)."""
+def _evaluate_mixtral(capsys, *extra: str) -> tuple[dict, dict]:
+    """(plain, with ``extra``): evaluate's --json of Mixtral 8x7B on 8 H100 (EP 8, PP 1)."""
     import json
 
     from helpers import run_main
 
     args = ["evaluate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--tp", "1", "--pp",
             "1", "--dp", "8", "--ep", "8", "--global-batch", "64", "--json"]  # fmt: skip
-    code, out, err = run_main(capsys, args)
-    assert code in (0, 1), err
-    plain = json.loads(out)
-    code, out, err = run_main(capsys, [*args, "--fused-attention"])
-    assert code in (0, 1), err
-    fused = json.loads(out)
+    out = []
+    for argv in (args, [*args, *extra]):
+        code, text, err = run_main(capsys, argv)
+        assert code in (0, 1), err
+        out.append(json.loads(text))
+    return out[0], out[1]
+
+
+def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
+    """--fused-attention: ExpertLayout.attention_kernel_speedup = 1.61, named in the plan's
+    moe line; the step falls by the attention core's share (test above)."""
+    plain, fused = _evaluate_mixtral(capsys, "--fused-attention")
     assert any(p.startswith("fused attention (x1.61") for p in fused["moe_plan"])
     assert not any(p.startswith("fused attention") for p in plain["moe_plan"])
     assert fused["step_time_s"] < plain["step_time_s"]
     assert fused["breakdown_s"]["ep_comm"] == plain["breakdown_s"]["ep_comm"]
+
+
+def test_evaluate_router_fp32_switches_the_router_term(capsys):
+    """--router-fp32: ExpertLayout.router_fp32, named in the plan's moe line; the step rises
+    by m x router_fp32_per_microbatch_s (PP 1, 8 micro-batches), nothing else moves."""
+    plain, fp32 = _evaluate_mixtral(capsys, "--router-fp32")
+    assert "fp32 router" in fp32["moe_plan"] and "fp32 router" not in plain["moe_plan"]
+    hw = Hardware.from_catalog(stack_catalog((), DEFAULT_STACK), "h100-sxm")
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64, recompute="none")
+    term = router_fp32_per_microbatch_s(
+        MIXTRAL, layout, MIXTRAL.seq_len, hw.gpu, ExpertLayout(ep=8, router_fp32=True)
+    )
+    assert fp32["step_time_s"] - plain["step_time_s"] == pytest.approx(8 * term, rel=1e-3)
+    assert fp32["breakdown_s"]["ep_comm"] == plain["breakdown_s"]["ep_comm"]
