@@ -166,14 +166,17 @@ def test_compare_and_sweep_take_the_option(tmp_path, capsys):
 def test_the_cpsat_model_itself_forbids_the_shapes(wide):
     """Presolve drops the shapes the request forbids; the CP-SAT model forbids them too
     (the family's encoding), here given every shape presolve keeps with ep_domain off."""
-    from solvers.cpsat.solve import _solve_built
+    from solvers.cpsat.context import Bounds
+    from solvers.cpsat.solve import _Search, _solve_built
+    from solvers.screen.bounds import prepare_bounds
     from solvers.screen.presolve import presolve
 
     s, on, _ = wide
     pre = presolve(s.with_changes(disabled=frozenset({"ep_domain"})), on.candidates)
     assert any("ep_domain" in c.structural for c in pre.candidates)
-    bounds = (pre.dp_ranges, [0.0] * len(pre.candidates))
-    got = _solve_built(s, pre.candidates, on.candidates, 1, 60.0, 1, [], None, bounds)
+    bounds = Bounds(pre.dp_ranges, [0.0] * len(pre.candidates))
+    search = _Search(s, pre.candidates, on.candidates, bounds, [], 1, 60.0, 1, None)
+    got = _solve_built(search, prepare_bounds(s))
     assert got.status == "optimal"
     assert ep_domains(got.best, s) == 1
     assert got.best.objective == pytest.approx(on.best.objective, rel=1e-3)

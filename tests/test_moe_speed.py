@@ -60,9 +60,10 @@ def test_a_probe_stops_at_its_wall_backstop_and_then_decides_nothing():
 
 @pytest.mark.slow
 def test_the_probe_of_gpt_oss_memory_ends_within_its_backstop(gpt_oss, monkeypatch):
-    """The relaxed memory question's probe creeps through one propagation far past its
-    effort (20-30 s, ending unknown); with the backstop it ends within a few times the
-    re-solve's wall time, and the family is priced as before: not binding, not exact."""
+    """The relaxed memory question's probe crept through one propagation far past its
+    effort (20-30 s, ending unknown); with the backstop every probe ends within a few times
+    the re-solve's wall time, and the family is not binding. (Whether the probe now decides,
+    "exact", depends on the MoE model's terms: since the weight-gradient term it does.)"""
     import time
 
     from solvers.cpsat.solve import solve_cpsat
@@ -72,7 +73,7 @@ def test_the_probe_of_gpt_oss_memory_ends_within_its_backstop(gpt_oss, monkeypat
     res = solve_cpsat(s)
     assert res.status == "optimal" and res.best is not None
     walls: list[tuple[float, float]] = []
-    plain = explain.solve_cpsat
+    plain = explain.resolve_cpsat
 
     def timed(*args, **kwargs):
         start = time.perf_counter()
@@ -80,10 +81,12 @@ def test_the_probe_of_gpt_oss_memory_ends_within_its_backstop(gpt_oss, monkeypat
         walls.append((kwargs["time_limit_s"], time.perf_counter() - start))
         return out
 
-    monkeypatch.setattr(explain, "solve_cpsat", timed)
+    monkeypatch.setattr(explain, "resolve_cpsat", timed)
     monkeypatch.setattr(explain, "REGISTRY", [BY_NAME["memory"]])
     (memory,) = explain.binding_constraints(s, res.best, res.candidates)
-    assert not memory.binding and not memory.exact
-    (_, first), (probe_limit, probe) = walls[:2]
-    assert probe_limit == pytest.approx(explain.PROBE_WALL_FACTOR * first, rel=0.2)
-    assert probe < probe_limit + first + 2.0  # the wall limit, with the prune and build
+    assert not memory.binding
+    assert walls, "the explanation re-solved the relaxed question"
+    _, first = walls[0]
+    for limit, took in walls[1:]:  # the probes: their wall limit, with the prune and build
+        assert limit <= explain.PROBE_WALL_FACTOR * first * 1.2 + 1e-9 or limit == walls[0][0]
+        assert took < limit + first + 2.0

@@ -46,7 +46,14 @@ def test_the_facility_storage_and_no_spares_are_always_options(cat):
     s = SimpleNamespace(
         catalog=SimpleNamespace(facility=fac), failure_model=lambda g: _model(cat), pricing="capex"
     )
-    for name in ("decides_purchases", "spare_options", "storage_options"):
+    for name in (
+        "decides_purchases",
+        "spare_options",
+        "storage_options",
+        "_decides",
+        "_spare_options",
+        "_storage_options",
+    ):
         setattr(s, name, getattr(Scenario, name).__get__(s))
     assert storage_options(s, "h100-sxm") == [1.0, 2.0, 4.0]
     assert spare_options(s, "h100-sxm") == [0.0, 2.0]
