@@ -28,6 +28,15 @@ def down(x: float) -> int:
     return int(math.floor(x + 1e-9 * max(1.0, abs(x))))
 
 
+def whole_units_step(unit: Any, replica: Any, folding: Any, xp: Any = math) -> Any:
+    """The step of the DP degrees d a shape can take: replica x d GPUs come in whole
+    purchase units of ``unit`` GPUs, so d is a multiple of unit / gcd(replica, unit), and
+    of the expert folding's step ``folding``: their least common multiple. ``xp`` gives
+    ``gcd`` and ``lcm``: ``math`` for one shape (bounds.dp_step), numpy for a whole space
+    at once, elementwise (presolve)."""
+    return xp.lcm(unit // xp.gcd(replica, unit), folding)
+
+
 def lo(var: cp_model.IntVar) -> int:
     """The lower end of a variable's domain."""
     return int(var.proto.domain[0])

@@ -150,3 +150,17 @@ def test_selected_is_the_chosen_literals_value():
     var = md.new_int_var(-100, 100, "v")
     md.add(var == selected(lits, [7, 2.0, -5]))  # floats become integers
     assert _solve(md).value(var) == 2
+
+
+def test_whole_units_step_one_shape_and_a_space_agree():
+    """d x replica fills whole purchase units and d is a multiple of the folding's step:
+    unit 8, replica 12 -> d a multiple of 2; with folding 3 -> 6; numpy elementwise."""
+    import numpy as np
+
+    from solvers.intmath import whole_units_step
+
+    assert whole_units_step(8, 12, 1) == 2
+    assert whole_units_step(8, 12, 3) == 6
+    assert whole_units_step(72, 8, 1) == 9  # an NVL72 rack of 8-GPU replicas
+    units, replicas, foldings = np.array([8, 8, 72]), np.array([12, 12, 8]), np.array([1, 3, 1])
+    assert list(whole_units_step(units, replicas, foldings, xp=np)) == [2, 6, 9]

@@ -34,7 +34,7 @@ from models.goodput import with_purchases
 from models.step import group_reduce_s, nic_stage_mb_s
 from models.units import days_from_seconds, seconds_from_days
 from solvers.families import REGISTRY, active
-from solvers.intmath import down
+from solvers.intmath import down, whole_units_step
 from solvers.scenario import GPU_CAP, PreparedQuestion, Scenario
 
 if TYPE_CHECKING:
@@ -370,9 +370,9 @@ def dp_step(scenario: Scenario, cand: Candidate) -> int:
     in whole purchase units (servers, or NVL72 racks; catalog ServerSpec), so d is a
     multiple of unit / gcd(replica, unit); an MoE shape's d is also a multiple of its
     expert folding's step (Shape.dp_step, ep_domain). Their least common multiple
-    (solvers/screen/presolve.py takes it over a whole space at once, the same formula on arrays)."""
+    (intmath.whole_units_step; presolve takes it over a whole space at once, on arrays)."""
     unit = scenario.catalog.gpu(cand.shape.gpu).server.purchase_unit_gpus
-    return math.lcm(unit // math.gcd(cand.shape.replica_gpus, unit), cand.shape.dp_step)
+    return whole_units_step(unit, cand.shape.replica_gpus, cand.shape.dp_step)
 
 
 def dp_limits(

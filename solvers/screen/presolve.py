@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solvers.families import SHAPE_RULES, enforced
+from solvers.intmath import whole_units_step
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.screen.bounds import (
     BoundTerms,
@@ -111,7 +112,7 @@ def _gather(cands: list[Candidate]) -> _Columns:
     vp = np.array([s.vp for s in shapes], dtype=np.int64)
     gpu = np.array([index[s.gpu] for s in shapes], dtype=np.int64)
     replica = np.array([s.replica_gpus for s in shapes], dtype=np.int64)
-    # bounds.dp_step on arrays: whole purchase units of the GPU (the candidates' own spec),
+    # bounds.dp_step on arrays (intmath.whole_units_step): whole purchase units of the GPU (the candidates' own spec),
     # and the expert folding's step (Shape.dp_step)
     units = {c.shape.gpu: c._source.gpu.server.purchase_unit_gpus for c in cands}
     unit = np.array([units[g] for g in names], dtype=np.int64)[gpu]
@@ -122,7 +123,7 @@ def _gather(cands: list[Candidate]) -> _Columns:
         gpu=gpu,
         gpu_names=names,
         replica=replica,
-        dp_step=np.lcm(unit // np.gcd(replica, unit), folding),
+        dp_step=whole_units_step(unit, replica, folding, xp=np),
         micro_batch=np.array([s.micro_batch for s in shapes], dtype=np.int64),
         m_min=np.where(pp > 1, pp, 1),
         interleaved=(vp > 1) & (pp > 1),
