@@ -477,3 +477,19 @@ def variants(scenario: Scenario, plan, dps=(0.5, 2.0), ms=(0.5, 2.0)) -> list:
             build_plan(scenario, replace(cfg, microbatches=max(1, int(cfg.microbatches * f))))
         )
     return out
+
+
+def hard_knapsack():
+    """A seeded 0-1 knapsack with 40 constraints over 300 items: CP-SAT needs far longer
+    than any test waits to prove it (the interrupt and stop tests search it)."""
+    import random
+
+    from ortools.sat.python import cp_model
+
+    rng = random.Random(1)
+    md = cp_model.CpModel()
+    xs = [md.new_bool_var(f"x{i}") for i in range(300)]
+    for _ in range(40):
+        md.add(sum(rng.randint(1, 100) * x for x in xs) <= 5000)
+    md.maximize(sum(rng.randint(1, 100) * x for x in xs))
+    return md

@@ -19,7 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import OPTIMIZE_SLOW, _started_sweep, _sweep_process, one_line, rows, run_main, sweep
+from helpers import (
+    OPTIMIZE_SLOW,
+    _started_sweep,
+    _sweep_process,
+    hard_knapsack,
+    one_line,
+    rows,
+    run_main,
+    sweep,
+)
 
 # ---------------------------------------------------------------- acceptance: interruptions
 ACTIONS = st.lists(
@@ -159,22 +168,6 @@ def test_a_signalled_sweep_stops_its_workers_and_can_resume(tmp_path, capsys, si
     assert len(ids) == len(set(ids)) == 30
 
 
-def _hard_model():
-    """A 0-1 knapsack with 40 constraints over 300 items: CP-SAT needs far longer than the
-    test waits to prove it (seeded)."""
-    import random
-
-    from ortools.sat.python import cp_model
-
-    rng = random.Random(1)
-    md = cp_model.CpModel()
-    xs = [md.new_bool_var(f"x{i}") for i in range(300)]
-    for _ in range(40):
-        md.add(sum(rng.randint(1, 100) * x for x in xs) <= 5000)
-    md.maximize(sum(rng.randint(1, 100) * x for x in xs))
-    return md
-
-
 def test_sigint_stops_a_running_cp_sat_search():
     """Reproduction 11: CP-SAT caught Ctrl-C itself and went on as if its time limit had
     passed. Under the CLI's watch (solvers/stop.py) a SIGINT stops the search at once, later
@@ -193,10 +186,10 @@ def test_sigint_stops_a_running_cp_sat_search():
     with stop.watch([signal.SIGINT]):
         with pytest.raises(KeyboardInterrupt):
             timer.start()
-            solver.solve(_hard_model())
+            solver.solve(hard_knapsack())
         assert stop.stopped()
         with pytest.raises(KeyboardInterrupt):
-            stop.stoppable_solver().solve(_hard_model())  # no new search starts
+            stop.stoppable_solver().solve(hard_knapsack())  # no new search starts
         line, code = interrupts.describe(KeyboardInterrupt())
         assert code == 130 and "the CP-SAT search was stopped" in line
         assert "no plan is reported" in line and "--time-limit" in line

@@ -6,7 +6,6 @@ written directly, as Python's C signal handler writes it."""
 from __future__ import annotations
 
 import os
-import random
 import signal
 import socket
 import threading
@@ -15,6 +14,7 @@ import time
 import pytest
 from ortools.sat.python import cp_model
 
+from helpers import hard_knapsack
 from solvers import stop
 
 
@@ -22,17 +22,6 @@ def _trivial() -> cp_model.CpModel:
     md = cp_model.CpModel()
     x = md.new_int_var(0, 10, "x")
     md.maximize(x)
-    return md
-
-
-def _slow() -> cp_model.CpModel:
-    """A seeded multi-constraint 0-1 knapsack CP-SAT does not prove within a minute."""
-    rng = random.Random(7)
-    md = cp_model.CpModel()
-    xs = [md.new_bool_var(f"x{i}") for i in range(250)]
-    for _ in range(30):
-        md.add(sum(rng.randint(1, 90) * x for x in xs) <= 4000)
-    md.maximize(sum(rng.randint(1, 90) * x for x in xs))
     return md
 
 
@@ -50,7 +39,7 @@ def _searching(solver) -> dict:
 
     def run() -> None:
         try:
-            result["status"] = solver.solve(_slow())
+            result["status"] = solver.solve(hard_knapsack())
         except KeyboardInterrupt:
             result["status"] = "refused"
 
