@@ -1,0 +1,183 @@
+"""designer/launch/diff.py: optimize --from-megatron's question and its diff, called directly
+(no CliRunner, no solve: the "optimized" plans are built with solvers.plan.build_plan).
+
+The question fixes the command's model, GPU count and batch, and refuses the options that
+clash (naming the option and the fix); the imported layout evaluated on the question's GPU
+and NIC; a plan of the very same layout differs in no setting (a round trip through the plan
+columns); a plan on fewer GPUs is said to be so; the JSON object is plain JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from designer.errors import UsageError
+from designer.launch import diff
+from designer.launch.megatron_import import parse_megatron
+from designer.question.build import build_scenario
+from solvers import Config
+from solvers.plan import build_plan
+from solvers.space import Shape
+
+COMMAND = (
+    "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 2048 "
+    "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+    "--micro-batch-size 2 --global-batch-size 64 --use-distributed-optimizer "
+    "--train-iters 1000 --bf16"
+)
+
+
+@pytest.fixture(scope="module")
+def run():
+    return parse_megatron(COMMAND.split())
+
+
+@pytest.fixture(scope="module")
+def scenario(run):
+    return build_scenario(**diff.question_for(run, {}, set()))
+
+
+@pytest.fixture(scope="module")
+def imported(scenario, run):
+    return diff.imported_evaluation(scenario, run)
+
+
+def plan_of(scenario, run, tp: int = 1, dp: int | None = None):
+    """A plan of ``scenario`` on the command's GPU: the command's layout unless ``tp``, ``dp``
+    say otherwise (the global batch kept)."""
+    lay = run.layout
+    dp = lay.dp if dp is None else dp
+    shape = Shape("h100-sxm", tp, lay.cp, lay.pp, lay.vp, lay.micro_batch, lay.recompute, "bf16")
+    steps = lay.global_batch // (lay.micro_batch * dp)
+    return build_plan(scenario, Config(shape, "cx7-400g", 8, dp, steps))
+
+
+# --------------------------------------------------------------------- the question
+
+
+def test_the_question_takes_the_command_model_gpus_and_batch(run):
+    asked = {"budget": 1e6, "gpus": ()}
+    q = diff.question_for(run, asked, set())
+    assert q["model"] is run.spec and q["seq_len"] == 2048
+    assert q["gpus"] == ("h100-sxm",)  # evaluate's default GPU
+    assert q["max_gpus"] == 16  # 2 nodes x 8
+    assert q["max_batch_tokens"] == q["min_batch_tokens"] == 64 * 2048
+    assert q["tokens"] == 1000 * 64 * 2048  # --train-iters x global batch x sequence
+    assert q["precision"] == "bf16" and q["budget"] == 1e6
+    assert asked == {"budget": 1e6, "gpus": ()}  # the caller's question is not changed
+
+
+def test_explicit_tokens_and_precision_win_over_the_command(run):
+    q = diff.question_for(run, {"tokens": 5e9, "precision": "fp8"}, {"tokens", "precision"})
+    assert q["tokens"] == 5e9 and q["precision"] == "fp8"
+    q = diff.question_for(run, {"tokens": 5e9, "precision": "fp8"}, set())  # defaults only
+    assert q["tokens"] == run.tokens and q["precision"] == "bf16"
+
+
+def test_one_given_gpu_is_kept(run):
+    assert diff.question_for(run, {"gpus": ("h200",)}, {"gpus"})["gpus"] == ("h200",)
+
+
+@pytest.mark.parametrize("key,option", sorted(diff.FIXED.items()))
+def test_an_option_the_command_decides_is_refused(run, key, option):
+    with pytest.raises(UsageError) as info:
+        diff.question_for(run, {}, {key})
+    assert str(info.value) == (
+        f"{option}: comes from the Megatron command with --from-megatron; drop it"
+    )
+
+
+def test_two_gpu_types_are_refused(run):
+    with pytest.raises(UsageError, match=r"^--gpu: give one GPU type with --from-megatron"):
+        diff.question_for(run, {"gpus": ("h100-sxm", "h200")}, {"gpus"})
+
+
+# --------------------------------------------------------------------- the imported layout
+
+
+def test_the_imported_evaluation_is_the_command_layout(imported, run, scenario):
+    assert imported.layout == run.layout
+    assert imported.layout.num_gpus == 16 and imported.gpu == "h100-sxm"
+    assert imported.extra["gpus_per_node"] == 8
+    assert imported.extra["cost_usd"] > 0 and imported.feasible
+    days = float(imported.time_to_train_days)
+    assert days == pytest.approx(float(imported.step_time_s) * 1000 / 86400, rel=0.5)
+
+
+def test_one_given_nic_is_the_one_evaluated(run):
+    q = diff.question_for(run, {"nics": ("cx6-200g",)}, {"nics"})
+    ev = diff.imported_evaluation(build_scenario(**q), run)
+    assert ev.nic == "cx6-200g"
+
+
+def test_the_same_layout_changes_no_setting(imported, scenario, run):
+    """The imported row and the plan's columns are the same names for the same layout:
+    only the outcomes are listed, each equal."""
+    same = plan_of(scenario, run)
+    rows = diff.changes(imported, same)
+    assert [r["setting"] for r in rows] == list(diff.OUTCOMES)
+    for r in rows:
+        assert r["imported"] == pytest.approx(r["optimized"], rel=1e-9), r["setting"]
+
+
+def test_another_layout_lists_what_changed(imported, scenario, run):
+    other = plan_of(scenario, run, tp=2, dp=8)
+    rows = {r["setting"]: (r["imported"], r["optimized"]) for r in diff.changes(imported, other)}
+    assert rows["tp"] == (1, 2) and rows["dp"] == (16, 8)
+    assert rows["sequence_parallel"] == (False, True)  # the plan's SP at TP 2
+    for same in ("pp", "num_gpus", "nodes", "micro_batch", "global_batch"):
+        assert same not in rows, same  # unchanged settings are left out
+    assert list(rows)[-len(diff.OUTCOMES) :] == list(diff.OUTCOMES)
+
+
+def test_the_json_object_is_plain_and_says_the_gpu_count_is_a_cap(imported, scenario, run):
+    doc, text = diff.report(scenario, run, plan_of(scenario, run, tp=2, dp=4))
+    body = json.loads(json.dumps(doc))["from_megatron"]  # numpy numbers made plain
+    assert body["max_gpus"] == 16 and body["exact_gpu_count"] is False
+    assert body["command"]["num_gpus"] == 16 and body["command"]["layout"]["ep"] == 1
+    assert body["cost_usd"] == pytest.approx(imported.extra["cost_usd"])
+    assert {"setting": "num_gpus", "imported": 16, "optimized": 8} in body["diff"]
+    assert diff.as_dict(run, imported, None)["diff"] == []
+    assert text == diff.text(run, imported, plan_of(scenario, run, tp=2, dp=4))
+
+
+# --------------------------------------------------------------------- the text
+
+
+def test_the_text_without_a_plan_is_the_command_line_and_its_notes(imported, run):
+    lines = diff.text(run, imported, None).split("\n")
+    assert lines[0].startswith(
+        "Imported Megatron-LM command: 16 GPUs (2 x 8), tp 1 pp 1 dp 16 cp 1 vp 1, "
+        "micro-batch 2, global batch 64, seq 2,048; on h100-sxm: step "
+    )
+    assert "INFEASIBLE" not in lines[0]
+    assert lines[1:] == [f"  note: {n}" for n in run.notes]
+    assert lines[1].startswith("  note: no --vocab-size: assumed 32,000")
+
+
+def test_the_text_says_the_optimizer_chose_fewer_gpus(imported, scenario, run):
+    text = diff.text(run, imported, plan_of(scenario, run, tp=2, dp=4))
+    assert (
+        "The optimizer may use at most the command's 16 GPUs (it cannot require exactly that "
+        "many); it chose 8." in text
+    )
+    table = text.split("\n\n")[-1].split("\n")
+    assert table[0].split() == ["setting", "imported", "optimized"]
+    cells = {line.split()[0]: line.split()[1:] for line in table[2:]}
+    assert cells["num_gpus"] == ["16", "8"] and cells["tp"] == ["1", "2"]
+    assert cells["cost_usd"][0].startswith("$") and cells["mfu"][0].endswith("%")
+
+
+def test_the_same_gpu_count_says_nothing_about_it(imported, scenario, run):
+    assert "at most" not in diff.text(run, imported, plan_of(scenario, run))
+
+
+def test_an_infeasible_import_says_why():
+    run = parse_megatron((COMMAND + " --tensor-model-parallel-size 8").split())
+    s = build_scenario(**diff.question_for(run, {}, set()))
+    ev = diff.imported_evaluation(s, run)
+    assert not ev.feasible
+    first = diff.text(run, ev, None).split("\n")[0]
+    broken = "; ".join(f"{v.constraint}: {v.detail}" for v in ev.violations)
+    assert first.endswith(" - INFEASIBLE: " + broken)
