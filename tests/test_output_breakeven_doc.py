@@ -49,7 +49,9 @@ def _breakeven(pricing: str, factor: float | None) -> tuple:
         return s, Breakeven(GPU, RIVAL, base, None, False, rival, None, (base / 1e3, base * 1e3))
     priced = with_prices(s, {GPU: base * factor}, {}).with_changes(gpus=(GPU,))
     at = _result(priced, GPU, 4)
-    be = Breakeven(GPU, RIVAL, base, base * factor, factor >= 1, rival, at, (base / 1e3, base * 1e3))
+    be = Breakeven(
+        GPU, RIVAL, base, base * factor, factor >= 1, rival, at, (base / 1e3, base * 1e3)
+    )
     return s, be
 
 

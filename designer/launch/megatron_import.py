@@ -551,9 +551,17 @@ def _check_shapes(m: _Flags, spec: TransformerSpec, layout: Layout, seq: int) ->
 
 
 def _tokens(m: _Flags, global_batch: int, seq: int) -> float | None:
-    """Training tokens: iterations x global batch x sequence, or samples x sequence."""
+    """Training tokens: iterations x global batch x sequence, or samples x sequence (not
+    both: validate_args asserts train_samples is None with train_iters, "expected
+    iteration-based training")."""
     iters = m.integer("train_iters")
     samples = m.integer("train_samples")
+    if iters is not None and samples is not None:
+        raise _fail(
+            m.name("train_samples"),
+            f"contradicts {m.name('train_iters')}; give one (validate_args: expected "
+            "iteration-based training)",
+        )
     if iters is not None:
         return float(iters) * global_batch * seq
     if samples is not None:
