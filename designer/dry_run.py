@@ -204,10 +204,7 @@ def _assumptions(opts: dict[str, Any], imported: ImportedRun | None) -> Assumpti
         runtime_reserved_gb=opts["reserved_gb"],
         memory_headroom_fraction=opts["headroom"],
     )
-    if imported is not None and imported.grad_reduce_dtype == "fp32":
-        # Megatron with --bf16 keeps and reduces fp32 gradients unless --grad-reduce-in-bf16
-        a = a.model_copy(update={"grad_bytes": 4.0})
-    return a
+    return a if imported is None else imported.assumptions(a)
 
 
 def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:

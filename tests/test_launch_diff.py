@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 
+import click
 import pytest
 
+from designer.dry_run import evaluate_options
 from designer.errors import UsageError
 from designer.launch import diff
 from designer.launch.megatron_import import parse_megatron
+from designer.options import EVALUATE_OPTIONS, apply
 from designer.question.build import build_scenario
 from solvers import Config
 from solvers.plan import build_plan
@@ -24,8 +27,18 @@ COMMAND = (
     "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 2048 "
     "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
     "--micro-batch-size 2 --global-batch-size 64 --use-distributed-optimizer "
-    "--train-iters 1000 --bf16"
-)
+    "--train-iters 1000 --bf16 --grad-reduce-in-bf16"
+)  # bf16 gradients, as the optimizer's plans count them
+
+
+@click.command("evaluate")
+@apply(EVALUATE_OPTIONS)
+def _evaluate(**kw) -> None:
+    pass
+
+
+def fp32_run_words() -> list[str]:
+    return COMMAND.replace(" --grad-reduce-in-bf16", "").split()
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +116,19 @@ def test_the_imported_evaluation_is_the_command_layout(imported, run, scenario):
     assert imported.extra["cost_usd"] > 0 and imported.feasible
     days = float(imported.time_to_train_days)
     assert days == pytest.approx(float(imported.step_time_s) * 1000 / 86400, rel=0.5)
+
+
+def test_the_imported_gradients_are_fp32_unless_the_command_says_bf16(run, scenario, imported):
+    """Megatron-LM reduces fp32 gradients unless --grad-reduce-in-bf16: the imported layout
+    counts them so, as evaluate --from-megatron does (the diff counted bf16 ones before)."""
+    fp32_run = parse_megatron(fp32_run_words())
+    assert fp32_run.grad_reduce_dtype == "fp32"
+    fp32 = diff.imported_evaluation(scenario, fp32_run)
+    assert fp32.memory.gradients == pytest.approx(2 * imported.memory.gradients)  # ZeRO 1
+    ctx = _evaluate.make_context("evaluate", ["--from-megatron", " ".join(fp32_run_words())])
+    evaluated = evaluate_options(ctx.params, {"from_megatron"}).ev
+    assert fp32.memory.total == pytest.approx(evaluated.memory.total, rel=1e-12)
+    assert fp32.step_time_s == pytest.approx(evaluated.step_time_s, rel=1e-12)
 
 
 def test_one_given_nic_is_the_one_evaluated(run):

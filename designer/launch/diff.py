@@ -67,14 +67,17 @@ def question_for(run: ImportedRun, question: dict[str, Any], explicit: set[str])
 
 
 def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
-    """The command's layout on the question's GPU (default NIC unless one --nic is given)."""
+    """The command's layout on the question's GPU (default NIC unless one --nic is given),
+    with its gradient bytes (fp32 unless --grad-reduce-in-bf16), as evaluate counts them."""
     nic = scenario.nics[0] if len(scenario.nics) == 1 else None
     hw = Hardware.from_catalog(scenario.catalog, scenario.gpus[0], nic)
-    a = scenario.assumptions.model_copy(
-        update={
-            "batch_ceiling_tokens": scenario.max_batch_tokens,
-            "batch_floor_tokens": scenario.min_batch_tokens,
-        }
+    a = run.assumptions(
+        scenario.assumptions.model_copy(
+            update={
+                "batch_ceiling_tokens": scenario.max_batch_tokens,
+                "batch_floor_tokens": scenario.min_batch_tokens,
+            }
+        )
     )
     ex = ExpertLayout(run.ep, run.etp)
     failures = scenario.failure_model(hw.gpu.name)

@@ -26,7 +26,7 @@ from designer.launch.megatron_model import activation_from, default, layer_patte
 from designer.launch.pipeline_layout import layout_fields
 from designer.launch.script import ExpansionTooLarge, command_from_script
 from designer.launch.vocab import all_flags, flag, flag_index, normalize, vocabulary
-from models import Layout, TransformerSpec
+from models import Assumptions, Layout, TransformerSpec
 from models.feasibility import divisibility_violations
 
 OPTION = "--from-megatron"
@@ -49,6 +49,14 @@ class ImportedRun:
     @property
     def world_size(self) -> int:
         return self.nnodes * self.nproc_per_node
+
+    def assumptions(self, a: Assumptions) -> Assumptions:
+        """``a`` with the command's gradient bytes: Megatron-LM with --bf16 keeps and reduces
+        fp32 gradients unless --grad-reduce-in-bf16 (validate_args lines 738-745,
+        megatron_defaults.yaml grad_reduce_dtype); evaluate and optimize's diff both ask."""
+        if self.grad_reduce_dtype == "fp32":
+            return a.model_copy(update={"grad_bytes": 4.0})
+        return a
 
     def as_dict(self) -> dict:
         lay = self.layout
