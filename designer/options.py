@@ -132,7 +132,7 @@ EVALUATE_OPTIONS = [
     ),
     click.option(
         "--capacity-factor",
-        type=click.FloatRange(0.01, 100),
+        type=Finite(0.01, 100),
         default=None,
         help="Mixture-of-experts: tokens per expert x the balanced share, dropped beyond "
         "and padded up to it (Megatron-LM --moe-expert-capacity-factor) [default: dropless].",
@@ -224,7 +224,7 @@ EVALUATE_OPTIONS = [
     click.option(
         "--hot-spares",
         "hot_spares",
-        type=click.FloatRange(0, 100),
+        type=Finite(0, 100),
         default=0.0,
         show_default=True,
         help="Hot spare servers per 100 bought (an optimized plan's hot_spares_per_100).",
@@ -232,7 +232,7 @@ EVALUATE_OPTIONS = [
     click.option(
         "--checkpoint-storage",
         "checkpoint_storage",
-        type=click.FloatRange(0, 10_000, min_open=True),
+        type=Finite(0, 10_000, min_open=True),
         default=None,
         help="Checkpoint storage GB/s per server [default: the facility's] (an optimized "
         "plan's checkpoint_storage_gb_per_s_per_server).",

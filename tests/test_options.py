@@ -211,3 +211,12 @@ def test_catalog_and_json_options_are_shared_objects():
     """evaluate carries the very --catalog and --json options the other commands use."""
     assert CATALOG_OPTION in EVALUATE_OPTIONS and JSON_OPTION in EVALUATE_OPTIONS
     assert JSON_OPTION in ANSWER_OPTIONS
+
+
+@pytest.mark.parametrize("flag", ["--capacity-factor", "--hot-spares", "--checkpoint-storage"])
+@pytest.mark.parametrize("value", ["nan", "-nan", "NaN"])
+def test_a_float_option_refuses_nan(flag, value):
+    """NaN compares false with both bounds, so click.FloatRange let it through: the three
+    float options of evaluate took --hot-spares nan. Finite (designer.numbers) refuses it."""
+    message = refusal(EVALUATE_OPTIONS, flag, value)
+    assert f"'{flag}'" in message and "is not a finite number" in message, message
