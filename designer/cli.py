@@ -271,7 +271,13 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
     run = load_megatron(from_megatron) if from_megatron is not None else None
     if run is not None:
         q = megatron_diff.question_for(run, q, _given(ctx))
-    scenario = scenario_from_options(q)
+    try:
+        scenario = scenario_from_options(q)
+    except UsageError as err:
+        blamed = megatron_diff.refusal(err, run) if run is not None else None
+        if blamed is None:
+            raise
+        raise blamed from err
     res = solve(scenario, solver=solver, top_k=top_k, time_limit_s=time_limit)
     extra = megatron_diff.report(scenario, run, res.best) if run is not None else None
     launch = None

@@ -19,6 +19,7 @@ from designer.launch import diff
 from designer.launch.megatron_import import parse_megatron
 from designer.options import EVALUATE_OPTIONS, apply
 from designer.question.build import build_scenario
+from helpers import refused
 from solvers import Config
 from solvers.plan import build_plan
 from solvers.space import Shape
@@ -207,3 +208,43 @@ def test_an_infeasible_import_says_why():
     first = diff.text(run, ev, None).split("\n")[0]
     broken = "; ".join(f"{v.constraint}: {v.detail}" for v in ev.violations)
     assert first.endswith(" - INFEASIBLE: " + broken)
+
+
+# --------------------------------------------------------------------- refusals of the question
+SHORT = (
+    "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+    "--num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 --global-batch-size 64 "
+    "--bf16 --train-iters 100"
+)  # 13M tokens: a critical batch far below the command's 131,072-token batch
+
+
+def test_a_batch_the_batch_tokens_model_refuses_names_the_command_and_the_fix():
+    """The floor is the command's batch (question_for): the refusal used to blame
+    --min-batch-tokens and say 'lower it', an option --from-megatron refuses."""
+    run = parse_megatron(SHORT.split())
+    q = diff.question_for(run, {}, set())
+    with pytest.raises(UsageError) as info:
+        build_scenario(**q)
+    assert info.value.option == "--min-batch-tokens"  # as the question builder blames it
+    blamed = diff.refusal(info.value, run)
+    assert blamed is not None and blamed.option == "--from-megatron"
+    assert str(blamed).startswith(
+        "--from-megatron: the command's global batch (64 x 2,048 = 131,072 tokens) is above "
+        "the batch-tokens model's largest batch, "
+    )
+    assert str(blamed).endswith(
+        "; pass --batch-tokens-model off to plan at it, or import a smaller --global-batch-size"
+    )
+    assert "lower it" not in str(blamed)
+    assert build_scenario(**q, batch_tokens_model="off").max_gpus == 16  # the fix it names
+
+
+def test_other_refusals_stand():
+    run = parse_megatron(SHORT.split())
+    assert diff.refusal(UsageError("unknown GPU 'x'", "--gpu"), run) is None
+
+
+def test_optimize_says_so_in_one_line(capsys):
+    line = refused(capsys, ["optimize", "--from-megatron", SHORT], "--batch-tokens-model off")
+    assert line.startswith("designer: error: --from-megatron: the command's global batch")
+    refused(capsys, ["optimize", "--from-megatron", SHORT, "--gpu", "x"], "--gpu: unknown GPU")

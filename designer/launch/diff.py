@@ -66,6 +66,22 @@ def question_for(run: ImportedRun, question: dict[str, Any], explicit: set[str])
     return q
 
 
+def refusal(err: UsageError, run: ImportedRun) -> UsageError | None:
+    """A refusal of the question question_for built, as the user can act on it: the batch
+    floor is the command's global batch, not an option to lower (giving it is refused), so
+    a floor the batch-tokens model refuses (designer.question.build) names the command's
+    batch and the fixes left. None: ``err`` stands as it is."""
+    if err.option != FIXED["min_batch_tokens"]:
+        return None
+    what = err.detail.split(";")[0].removeprefix("the floor ")  # without the option's fix
+    gb, seq = run.layout.global_batch, run.seq_len
+    return UsageError(
+        f"the command's global batch ({gb:,} x {seq:,} = {gb * seq:,} tokens) {what}; pass "
+        "--batch-tokens-model off to plan at it, or import a smaller --global-batch-size",
+        OPTION,
+    )
+
+
 def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
     """The command's layout on the question's GPU (default NIC unless one --nic is given),
     with its gradient bytes (fp32 unless --grad-reduce-in-bf16), as evaluate counts them."""
