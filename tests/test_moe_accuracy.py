@@ -146,6 +146,11 @@ def test_qwen3_next_row_runs_its_configs_mtp_layer():
     (row,) = [r for r in ROWS if r["model"] == "qwen3-next-80b-a3b"]
     assert row["mtp_layers"] == "1" and "--mtp-num-layers 1" in row["notes"]
     assert "b0b92ff329df45050e1978fe66d3b626d78d613b" in row["url"]
+    # run_next_80b.sh's launch line forces balanced routing: expert_load 1.0, no fitted load
+    assert (
+        row["routing"] == "forced-balance" and "--moe-router-force-load-balancing" in row["notes"]
+    )
+    assert row["name"] not in bench.dropless_loads(ROWS)
     with_mtp, measured, _ = bench.predict_independent(row)
     without, _, _ = bench.predict_independent(dict(row, mtp_layers=""))
     assert measured == 2.2 and without < with_mtp < measured
