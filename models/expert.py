@@ -66,7 +66,7 @@ divisibility). This module prices, per micro-batch on the busiest pipeline rank:
   its input and output, the data gradient the output gradient and the input gradient,
   the weight gradient both inputs) for 2 m k n FLOPs, which adds ridge x bytes / 2 x
   (1/k + 1/n) of the peak-rate seconds whatever m (``routed_activation_units``): 0.53
-  for Qwen3-Next's 2,048 x 512 experts on an H100, 0.08 for Mixtral's 4,096 x 14,336,
+  for Qwen3-Next's 2,048 x 512 experts on an H100 in bf16, 0.09 for Mixtral's 4,096 x 14,336,
   where the weights' term fades as m grows. (The dense GEMMs' fitted efficiency holds
   their activation traffic at the calibration runs' widths, 4,096 and up: a few percent.)
 - **Expert gradients** reduce over the expert-DP group (ranks EP x ETP apart), the other
@@ -433,21 +433,29 @@ def grouped_gemm_efficiency(
     peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
     ridge = peak / gpu.memory_bw_tb_per_s
     half = ridge * weight_bytes_per_pass(spec, layout, ex) / 2.0
-    return rows / (rows + half + routed_activation_units(spec, ex, ridge) * rows)
+    return rows / (rows + half + routed_activation_units(spec, layout, ex, ridge) * rows)
 
 
-def routed_activation_units(spec: TransformerSpec, ex: ExpertLayout, ridge: float) -> float:
+def routed_activation_units(
+    spec: TransformerSpec, layout: Layout, ex: ExpertLayout, ridge: float
+) -> float:
     """The routed GEMMs' activation traffic in units of their peak-rate seconds: a pass over
-    m rows of a k x n weight moves m (k + n) activation elements (input read, output written;
-    the weight gradient reads both) for its 2 m k n FLOPs, so the additive roofline adds
-    ridge x bytes / 2 x (1/k + 1/n), whatever m: the up-projection k = h, n = (matrices - 1)
-    f and the down-projection k = f, n = h (f = expert_ffn / ETP), weighted by their FLOPs.
-    ``ridge``: peak FLOP/s / HBM bytes/s. 0 with ``routed_activation_bytes`` None."""
+    m rows of a k x n weight moves m (k + n) activation elements for its 2 m k n FLOPs, so
+    the additive roofline adds ridge x bytes / 2 x (1/k + 1/n), whatever m: the
+    up-projection k = h, n = (matrices - 1) f and the down-projection k = f, n = h
+    (f = expert_ffn / ETP), weighted by their FLOPs. The bytes are the mean over the
+    forward (input read at the GEMM's operand width w, output written), the data gradient
+    (output gradient read at w, input gradient written) and the weight gradient (both read
+    at w): (2 w + a) / 3 per element with a = ``routed_activation_bytes`` (bf16 outputs) and w 1 in
+    fp8 (Transformer Engine casts the operands in their own kernels), else a. ``ridge``:
+    peak FLOP/s / HBM bytes/s. 0 with ``routed_activation_bytes`` None."""
     if ex.routed_activation_bytes is None:
         return 0.0
+    a = ex.routed_activation_bytes
+    w = 1.0 if layout.precision == "fp8" else a
     h, f, mats = spec.hidden, spec.expert_ffn / ex.etp, spec.mlp_matrices
     up = (mats - 1) * (1.0 / h + 1.0 / ((mats - 1) * f))
-    return ridge * ex.routed_activation_bytes / 2.0 * (up + 1.0 / f + 1.0 / h) / mats
+    return ridge * (2.0 * w + a) / 3.0 / 2.0 * (up + 1.0 / f + 1.0 / h) / mats
 
 
 def weight_bytes_per_pass(spec: TransformerSpec, layout: Layout, ex: ExpertLayout) -> float:

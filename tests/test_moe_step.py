@@ -159,7 +159,7 @@ def test_grouped_gemm_efficiency_rises_with_rows_per_expert(hw):
     # plus the activations' traffic a x m (routed_activation_units; tests/test_moe_terms.py)
     ridge = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
     half = ridge * 4.0 / 2.0
-    act = routed_activation_units(spec, ExpertLayout(ep=8), ridge) * 1024
+    act = routed_activation_units(spec, V3_LAYOUT, ExpertLayout(ep=8), ridge) * 1024
     assert small == pytest.approx(1024 / (1024 + half + act))
     # without the weight-gradient term, one weight read a pass (2 bytes): peak / bandwidth
     old = ExpertLayout(ep=8, wgrad_accumulation_bytes=None)

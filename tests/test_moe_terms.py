@@ -153,7 +153,7 @@ def test_capacity_factor_pads_every_expert_to_it(hw):
     # (2 + 2 + 8) / 3 = 4 (the weight-gradient term): peak / bandwidth x 4 / 2
     half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s * 2.0
     act = routed_activation_units(
-        MIXTRAL, cap, hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+        MIXTRAL, FLAT, cap, hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
     )
     assert gg == pytest.approx(rows / (rows + half + act * rows))
     a = Assumptions()
@@ -201,7 +201,7 @@ def test_wgrad_accumulation_bytes_raise_the_routed_gemms_m_half(hw, precision, r
 
 def test_routed_activation_bytes_add_the_gemms_operand_traffic(hw):
     """Each routed GEMM pass over m rows of a k x n weight also reads and writes m (k + n)
-    bf16 activations for its 2 m k n FLOPs: the roofline adds ridge x 2 / 2 x (1/k + 1/n)
+    activations (bf16; fp8 operands 1 byte) for its 2 m k n FLOPs: the roofline adds ridge x 2 / 2 x (1/k + 1/n)
     of peak-rate seconds a FLOP, whatever m, the up- (k = h, n = 2 f gated) and
     down-projection (k = f, n = h) weighted 2 : 1. Off (None): the weights' roofline alone;
     the step moves by m x the routed GEMMs' seconds at the two efficiencies (PP 1)."""
@@ -209,9 +209,18 @@ def test_routed_activation_bytes_add_the_gemms_operand_traffic(hw):
     nxt = moe_zoo()["qwen3-next-80b-a3b"]  # h 2048, f 512: activations outweigh weights
     h, f = 2048, 512
     units = ridge * (2 * (1 / h + 1 / (2 * f)) + 1 / f + 1 / h) / 3
-    assert routed_activation_units(nxt, ExpertLayout(ep=32), ridge) == pytest.approx(units)
-    assert routed_activation_units(nxt, ExpertLayout(ep=32, etp=2), ridge) > units  # f / ETP
-    assert routed_activation_units(nxt, ExpertLayout(routed_activation_bytes=None), ridge) == 0
+    assert routed_activation_units(nxt, FLAT, ExpertLayout(ep=32), ridge) == pytest.approx(units)
+    assert routed_activation_units(nxt, FLAT, ExpertLayout(ep=32, etp=2), ridge) > units  # f / ETP
+    # fp8: operands read at 1 byte, outputs written at 2, over the three passes (forward:
+    # k read n written; data gradient: n read k written; weight gradient: k + n read):
+    # (2 x 1 + 2) / 3 bytes an element against bf16's 2
+    fp8 = replace(FLAT, precision="fp8")
+    assert routed_activation_units(nxt, fp8, ExpertLayout(ep=32), ridge) == pytest.approx(
+        units * (2 * 1 + 2) / 3 / 2
+    )
+    assert (
+        routed_activation_units(nxt, FLAT, ExpertLayout(routed_activation_bytes=None), ridge) == 0
+    )
     on, off = ExpertLayout(ep=8), ExpertLayout(ep=8, routed_activation_bytes=None)
     rows = tokens_per_gpu(FLAT, 4096) * 2 * 8 / 8
     half = ridge * weight_bytes_per_pass(MIXTRAL, FLAT, on) / 2
