@@ -14,14 +14,25 @@ published-runs set; none of its held-out sources is read) has two kinds of MoE r
   (model.py ffn_size), 131,072 vocabulary). DP is GPUs / (TP x PP x CP): the printed
   DP column is inconsistent with the GPU count (the set's README says so).
   Recomputation and micro-batch are not given: none and 1 (Megatron-Core's defaults,
-  as calibration/published.py assumes for the dense rows).
+  as calibration/published.py assumes for the dense rows). The release's recipe
+  (dgxc-benchmarking v24.11.1, commit 35a9aec, grok1/grok1_314b.yaml) sets no expert
+  tensor parallelism, so the experts run at ETP = TP (Megatron-Core's default:
+  megatron/training/arguments.py and parallel_state.initialize_model_parallel set
+  expert_tensor_parallel_size to tensor_model_parallel_size when it is None; before
+  Megatron-Core 0.10's parallel folding the experts were always sharded over TP), and
+  its ``optim.grad_sync_dtype: bf16`` makes NeMo build Megatron-Core's DDP with
+  ``grad_reduce_in_fp32`` False (nemo megatron_base_model.setup_mcore_distributed_parallel:
+  ``grad_reduce_in_fp32=(grad_sync_dtype == 'fp32')``): bf16 gradient buffers, so the
+  routed weight-gradient GEMM accumulates into a bf16 main_grad, GROK_WGRAD_ACCUMULATION_BYTES
+  = 2 + 2 bytes per weight element (models.expert's default, 8, is Megatron-LM's fp32
+  buffer for bf16 runs).
 - DeepSeek-V3: the report's 180K H800 GPU-hours per trillion tokens (2,048 H800, PP 16,
   EP 64) is scored as bench/deepseek_v3.py prices it (issue 34: the H800 is in the
   catalog); Megatron-LM's 970 TFLOP/s per GB200 with MXFP8 is scored among the
   independent rows with the layout of the reproduce guide the row cites (256 GB200, PP 8
   x VP 4 by its --pipeline-model-parallel-layout, EP 32).
 
-Each row is evaluated with models.evaluate at its EP and ETP 1 on the megatron-core
+Each Grok-1 row is evaluated with models.evaluate at its EP and ETP = TP on the megatron-core
 profile of the catalog, 8 x 400G NICs per server; the error is (predicted - measured) /
 measured, reported per row and as the mean absolute error per precision.
 
@@ -118,6 +129,9 @@ ROUTER_DTYPES = {"bf16": False, "fp32": True}
 # a dropless row's load is fitted on at least this many OTHER forced / dropless pairs of its
 # model (``dropless_loads``): never on one row, never on its own
 MIN_OTHER_PAIRS = 2
+# the Grok-1 rows' bf16 gradient buffers: the weight-gradient GEMM reads and writes 2 bytes
+# per weight element (module docstring: grad_sync_dtype bf16)
+GROK_WGRAD_ACCUMULATION_BYTES = 4.0
 GROK1 = {  # xai-org/grok-1 run.py / model.py (module docstring)
     "hidden": 6144,
     "heads": 48,
@@ -163,9 +177,20 @@ def predict(row: dict[str, str], expert_load: float) -> tuple[float, float, dict
     )
     cat = load_catalog().with_stack(MODERN_STACK)
     hw = Hardware.from_catalog(cat, "h100-sxm")
-    ex = ExpertLayout(ep=int(row["ep"]), etp=1, expert_load=expert_load)
+    ex = grok_expert_layout(row, expert_load)
     ev = evaluate(spec, hw, layout, seq, assumptions=MODERN_ASSUMPTIONS, experts=ex)
     return float(ev.step_time_s), float(row["step_time_s"]), ev.breakdown.as_dict()
+
+
+def grok_expert_layout(row: dict[str, str], expert_load: float) -> ExpertLayout:
+    """A Grok-1 row's experts as its recipe runs them: EP as printed, ETP = TP, bf16
+    gradient buffers (module docstring)."""
+    return ExpertLayout(
+        ep=int(row["ep"]),
+        etp=int(row["tp"]),
+        expert_load=expert_load,
+        wgrad_accumulation_bytes=GROK_WGRAD_ACCUMULATION_BYTES,
+    )
 
 
 def independent_rows(path: Path = INDEPENDENT) -> list[dict[str, str]]:

@@ -60,7 +60,15 @@ divisibility). This module prices, per micro-batch on the busiest pipeline rank:
   Transformer Engine's GroupedLinear), is a GEMM with beta = 1 into the fp32
   ``main_grad`` buffer, so it reads and writes 4 bytes per weight element
   (``wgrad_accumulation_bytes`` = 8): (2 + 2 + 8) / 3 = 4 bytes in bf16 without
-  recomputation, twice the weight read, and m_half about 590 rows on an H100.
+  recomputation, twice the weight read, and m_half about 590 rows on an H100. The same
+  roofline counts the GEMM's activation operands (``routed_activation_bytes``, bf16): a
+  pass over m rows of a k x n weight reads and writes m (k + n) activations (the forward
+  its input and output, the data gradient the output gradient and the input gradient,
+  the weight gradient both inputs) for 2 m k n FLOPs, which adds ridge x bytes / 2 x
+  (1/k + 1/n) of the peak-rate seconds whatever m (``routed_activation_units``): 0.53
+  for Qwen3-Next's 2,048 x 512 experts on an H100 in bf16, 0.09 for Mixtral's 4,096 x 14,336,
+  where the weights' term fades as m grows. (The dense GEMMs' fitted efficiency holds
+  their activation traffic at the calibration runs' widths, 4,096 and up: a few percent.)
 - **Expert gradients** reduce over the expert-DP group (ranks EP x ETP apart), the other
   parameters over DP x CP as a dense model's; the Adam step shards expert states over
   expert-DP (Megatron-Core's distributed optimizer).
@@ -74,7 +82,8 @@ cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
 ``fp8_activations`` (``recompute_module_forwards``; models.memory.StoredActivations),
 ``routed_elementwise`` (the routed copies' element-wise HBM traffic,
 ``routed_elementwise_per_microbatch_s``), ``probs_in_combine`` (memory only) and
-``router_fp32`` (``--moe-router-dtype fp32``: the router's backward GEMMs at the TF32 rate,
+``routed_activation_bytes`` (the routed GEMMs' activation operands in their roofline,
+``routed_activation_units``), ``router_fp32`` (``--moe-router-dtype fp32``: the router's backward GEMMs at the TF32 rate,
 ``router_fp32_per_microbatch_s``), ``linear_attention_chunk`` (Gated DeltaNet's convolution and chunked delta rule,
 ``gdn_chunk_per_microbatch_s``; models/linear_attention.py) and
 ``attention_kernel_speedup`` (the attention core's kernel generation, in
@@ -149,6 +158,9 @@ HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61
 # (bf16 runs keep their gradient buffers in fp32: accumulate_allreduce_grads_in_fp32):
 # the GEMM reads and writes 4 bytes per weight element (module docstring)
 WGRAD_ACCUMULATION_BYTES = 8.0
+# the routed GEMMs' activation operands (the dispatched tokens, the expert outputs and their
+# gradients) are bf16: 2 bytes per element read or written (module docstring)
+ROUTED_ACTIVATION_BYTES = 2.0
 # TF32 / BF16 dense tensor-core peak: 156 / 312 TFLOP/s on the A100 (NVIDIA A100 datasheet),
 # 494.7 / 989.4 on the H100 SXM (NVIDIA H100 datasheet, the sparse figures halved), 1.1 /
 # 2.25 PFLOP/s per GPU on the HGX B200 and 1.25 / 2.5 on the GB200 NVL72 (their datasheets'
@@ -211,6 +223,10 @@ class ExpertLayout:
     # accumulates it into the fp32 main_grad buffer (read and write, 4 + 4 bytes; module
     # docstring); None: priced as one weight read, as the other passes (the term off)
     wgrad_accumulation_bytes: float | None = WGRAD_ACCUMULATION_BYTES
+    # HBM bytes per element of the routed GEMMs' activation operands, each row's input read
+    # and output written once a pass (``routed_activation_units``, module docstring); None:
+    # the roofline counts the weights' bytes only (the term off)
+    routed_activation_bytes: float | None = ROUTED_ACTIVATION_BYTES
     # Megatron-Core's --moe-router-dtype fp32: the router's two backward GEMMs at the TF32
     # rate and its fp32 casts (``router_fp32_per_microbatch_s``); False, Megatron-Core's
     # default (TransformerConfig.moe_router_dtype None), keeps the router at bf16
@@ -404,17 +420,42 @@ def ep_comm_per_microbatch_s(
 def grouped_gemm_efficiency(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
 ) -> float:
-    """m / (m + m_half): the rows m of one local expert's GEMM (module docstring)."""
+    """1 / (1 + m_half / m + a): the rows m of one local expert's GEMM, m_half its weights'
+    bytes and a its activations' (``routed_activation_units``; module docstring); m / (m +
+    ``grouped_gemm_half_tokens``) when that is given."""
     if not spec.is_moe:
         return 1.0
     assert spec.experts and spec.experts_per_token
     rows = tokens_per_gpu(layout, seq_len) * spec.experts_per_token * ex.load
     rows *= ex.ep * ex.etp / spec.experts
-    half = ex.grouped_gemm_half_tokens
-    if half is None:
-        peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
-        half = peak / gpu.memory_bw_tb_per_s * weight_bytes_per_pass(spec, layout, ex) / 2.0
-    return rows / (rows + half)
+    if ex.grouped_gemm_half_tokens is not None:  # a named m_half replaces the roofline
+        return rows / (rows + ex.grouped_gemm_half_tokens)
+    peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
+    ridge = peak / gpu.memory_bw_tb_per_s
+    half = ridge * weight_bytes_per_pass(spec, layout, ex) / 2.0
+    return rows / (rows + half + routed_activation_units(spec, layout, ex, ridge) * rows)
+
+
+def routed_activation_units(
+    spec: TransformerSpec, layout: Layout, ex: ExpertLayout, ridge: float
+) -> float:
+    """The routed GEMMs' activation traffic in units of their peak-rate seconds: a pass over
+    m rows of a k x n weight moves m (k + n) activation elements for its 2 m k n FLOPs, so
+    the additive roofline adds ridge x bytes / 2 x (1/k + 1/n), whatever m: the
+    up-projection k = h, n = (matrices - 1) f and the down-projection k = f, n = h
+    (f = expert_ffn / ETP), weighted by their FLOPs. The bytes are the mean over the
+    forward (input read at the GEMM's operand width w, output written), the data gradient
+    (output gradient read at w, input gradient written) and the weight gradient (both read
+    at w): (2 w + a) / 3 per element with a = ``routed_activation_bytes`` (bf16 outputs) and w 1 in
+    fp8 (Transformer Engine casts the operands in their own kernels), else a. ``ridge``:
+    peak FLOP/s / HBM bytes/s. 0 with ``routed_activation_bytes`` None."""
+    if ex.routed_activation_bytes is None:
+        return 0.0
+    a = ex.routed_activation_bytes
+    w = 1.0 if layout.precision == "fp8" else a
+    h, f, mats = spec.hidden, spec.expert_ffn / ex.etp, spec.mlp_matrices
+    up = (mats - 1) * (1.0 / h + 1.0 / ((mats - 1) * f))
+    return ridge * (2.0 * w + a) / 3.0 / 2.0 * (up + 1.0 / f + 1.0 / h) / mats
 
 
 def weight_bytes_per_pass(spec: TransformerSpec, layout: Layout, ex: ExpertLayout) -> float:

@@ -146,6 +146,40 @@ def test_qwen3_next_row_runs_its_configs_mtp_layer():
     (row,) = [r for r in ROWS if r["model"] == "qwen3-next-80b-a3b"]
     assert row["mtp_layers"] == "1" and "--mtp-num-layers 1" in row["notes"]
     assert "b0b92ff329df45050e1978fe66d3b626d78d613b" in row["url"]
+    # run_next_80b.sh's launch line forces balanced routing: expert_load 1.0, no fitted load
+    assert (
+        row["routing"] == "forced-balance" and "--moe-router-force-load-balancing" in row["notes"]
+    )
+    assert row["name"] not in bench.dropless_loads(ROWS)
     with_mtp, measured, _ = bench.predict_independent(row)
     without, _, _ = bench.predict_independent(dict(row, mtp_layers=""))
     assert measured == 2.2 and without < with_mtp < measured
+
+
+def test_grok_rows_run_their_recipes_experts():
+    """The Grok-1 recipe (dgxc-benchmarking v24.11.1 grok1_314b.yaml) sets no expert TP
+    and grad_sync_dtype bf16: every row prices its experts at ETP = TP with bf16 gradient
+    buffers (2 + 2 bytes a weight element in the weight-gradient GEMM). At ETP 1 and fp32
+    buffers the 8-GPU rows' local experts take a quarter of the rows (512) and the step
+    overshoots by more than 20%; as the recipe runs them, the error is smaller (BF16 under
+    15%, FP8 under 21%)."""
+    rows = bench.grok_rows()
+    for row in rows:
+        ex = bench.grok_expert_layout(row, 1.0)
+        assert (ex.ep, ex.etp) == (int(row["ep"]), int(row["tp"]))
+        assert ex.wgrad_accumulation_bytes == bench.GROK_WGRAD_ACCUMULATION_BYTES == 4.0
+    small = [r for r in rows if r["num_gpus"] == "8"]
+    assert len(small) == 2
+    errors = {
+        r["precision"]: bench.predict(r, 1.0)[0] / bench.predict(r, 1.0)[1] - 1 for r in small
+    }
+    assert abs(errors["BF16"]) < 0.15 and abs(errors["FP8"]) < 0.21
+    original = bench.grok_expert_layout
+    try:
+        bench.grok_expert_layout = lambda row, load: bench.ExpertLayout(ep=int(row["ep"]), etp=1)
+        for r in small:
+            pred, meas, _ = bench.predict(r, 1.0)
+            assert pred / meas - 1 > 0.2
+            assert abs(pred / meas - 1) > abs(errors[r["precision"]])
+    finally:
+        bench.grok_expert_layout = original

@@ -27,6 +27,7 @@ from models.expert import (
     grouped_gemm_efficiency,
     rank_layers,
     remote_domains_per_token,
+    routed_activation_units,
 )
 from models.layout import Layout
 from models.zoo import moe_zoo, zoo
@@ -155,13 +156,15 @@ def test_grouped_gemm_efficiency_rises_with_rows_per_expert(hw):
     # the mean bytes per weight element of a pass / 2: forward and data gradient read 2,
     # the weight gradient reads and writes the fp32 main_grad (8): (2 + 2 + 8) / 3 = 4
     assert V3_LAYOUT.recompute != "full" and V3_LAYOUT.precision == "bf16"
-    half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s * 4.0 / 2.0
-    assert small == pytest.approx(1024 / (1024 + half))
+    # plus the activations' traffic a x m (routed_activation_units; tests/test_moe_terms.py)
+    ridge = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+    half = ridge * 4.0 / 2.0
+    act = routed_activation_units(spec, V3_LAYOUT, ExpertLayout(ep=8), ridge) * 1024
+    assert small == pytest.approx(1024 / (1024 + half + act))
     # without the weight-gradient term, one weight read a pass (2 bytes): peak / bandwidth
     old = ExpertLayout(ep=8, wgrad_accumulation_bytes=None)
-    half_read = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
     assert grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, old) == pytest.approx(
-        1024 / (1024 + half_read)
+        1024 / (1024 + ridge + act)
     )
     named = ExpertLayout(ep=8, grouped_gemm_half_tokens=1024)
     assert grouped_gemm_efficiency(spec, V3_LAYOUT, 4096, hw.gpu, named) == pytest.approx(0.5)

@@ -30,6 +30,7 @@ from models.expert import (
     moe_gemm_per_microbatch_s,
     moe_step_coefficients,
     permute_per_microbatch_s,
+    routed_activation_units,
     routed_elementwise_per_microbatch_s,
     router_fp32_per_microbatch_s,
     tokens_per_gpu,
@@ -151,7 +152,10 @@ def test_capacity_factor_pads_every_expert_to_it(hw):
     # the roofline's m_half at the mean bytes per weight element of the three passes,
     # (2 + 2 + 8) / 3 = 4 (the weight-gradient term): peak / bandwidth x 4 / 2
     half = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s * 2.0
-    assert gg == pytest.approx(rows / (rows + half))
+    act = routed_activation_units(
+        MIXTRAL, FLAT, cap, hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+    )
+    assert gg == pytest.approx(rows / (rows + half + act * rows))
     a = Assumptions()
     mem_cap = expert_memory(MIXTRAL, FLAT, 4096, 80, a, cap)
     mem_one = expert_memory(MIXTRAL, FLAT, 4096, 80, a, ExpertLayout(ep=8))
@@ -165,7 +169,9 @@ def test_wgrad_accumulation_bytes_raise_the_routed_gemms_m_half(hw, precision, r
     bandwidth x (w (passes - 1) + 8) / passes / 2; off (None), w / 2. The step moves by
     m x the routed GEMMs' seconds at the two efficiencies (PP 1)."""
     lay = replace(FLAT, precision=precision, recompute=recompute)
-    on, off = ExpertLayout(ep=8), ExpertLayout(ep=8, wgrad_accumulation_bytes=None)
+    # the activations' term off: the weights' roofline alone
+    on = ExpertLayout(ep=8, routed_activation_bytes=None)
+    off = replace(on, wgrad_accumulation_bytes=None)
     w = 1.0 if precision == "fp8" else 2.0
     passes = 4.0 if recompute == "full" else 3.0
     assert weight_bytes_per_pass(MIXTRAL, lay, on) == pytest.approx((w * (passes - 1) + 8) / passes)
@@ -189,6 +195,48 @@ def test_wgrad_accumulation_bytes_raise_the_routed_gemms_m_half(hw, precision, r
     # the step: x the 8 micro-batches
     step_on = evaluate(MIXTRAL, hw, lay, 4096, experts=on).breakdown.compute
     step_off = evaluate(MIXTRAL, hw, lay, 4096, experts=off).breakdown.compute
+    assert step_on - step_off == pytest.approx(8 * routed_s * (1 / gg_on - 1 / gg_off))
+    assert step_on > step_off
+
+
+def test_routed_activation_bytes_add_the_gemms_operand_traffic(hw):
+    """Each routed GEMM pass over m rows of a k x n weight also reads and writes m (k + n)
+    activations (bf16; fp8 operands 1 byte) for its 2 m k n FLOPs: the roofline adds ridge x 2 / 2 x (1/k + 1/n)
+    of peak-rate seconds a FLOP, whatever m, the up- (k = h, n = 2 f gated) and
+    down-projection (k = f, n = h) weighted 2 : 1. Off (None): the weights' roofline alone;
+    the step moves by m x the routed GEMMs' seconds at the two efficiencies (PP 1)."""
+    ridge = hw.gpu.dense_bf16_tflops / hw.gpu.memory_bw_tb_per_s
+    nxt = moe_zoo()["qwen3-next-80b-a3b"]  # h 2048, f 512: activations outweigh weights
+    h, f = 2048, 512
+    units = ridge * (2 * (1 / h + 1 / (2 * f)) + 1 / f + 1 / h) / 3
+    assert routed_activation_units(nxt, FLAT, ExpertLayout(ep=32), ridge) == pytest.approx(units)
+    assert routed_activation_units(nxt, FLAT, ExpertLayout(ep=32, etp=2), ridge) > units  # f / ETP
+    # fp8: operands read at 1 byte, outputs written at 2, over the three passes (forward:
+    # k read n written; data gradient: n read k written; weight gradient: k + n read):
+    # (2 x 1 + 2) / 3 bytes an element against bf16's 2
+    fp8 = replace(FLAT, precision="fp8")
+    assert routed_activation_units(nxt, fp8, ExpertLayout(ep=32), ridge) == pytest.approx(
+        units * (2 * 1 + 2) / 3 / 2
+    )
+    assert (
+        routed_activation_units(nxt, FLAT, ExpertLayout(routed_activation_bytes=None), ridge) == 0
+    )
+    on, off = ExpertLayout(ep=8), ExpertLayout(ep=8, routed_activation_bytes=None)
+    rows = tokens_per_gpu(FLAT, 4096) * 2 * 8 / 8
+    half = ridge * weight_bytes_per_pass(MIXTRAL, FLAT, on) / 2
+    act = ridge * (2 * (1 / 4096 + 1 / (2 * 14336)) + 1 / 14336 + 1 / 4096) / 3
+    gg_on = grouped_gemm_efficiency(MIXTRAL, FLAT, 4096, hw.gpu, on)
+    gg_off = grouped_gemm_efficiency(MIXTRAL, FLAT, 4096, hw.gpu, off)
+    assert gg_off == pytest.approx(rows / (rows + half))
+    assert gg_on == pytest.approx(rows / (rows + half + act * rows))
+    full = moe_gemm_per_microbatch_s(
+        MIXTRAL, FLAT, 4096, hw.gpu, ExpertLayout(ep=8, grouped_gemm_half_tokens=0.0)
+    )
+    routed_s = (moe_gemm_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off) - full) / (
+        1 / gg_off - 1
+    )
+    step_on = evaluate(MIXTRAL, hw, FLAT, 4096, experts=on).breakdown.compute
+    step_off = evaluate(MIXTRAL, hw, FLAT, 4096, experts=off).breakdown.compute
     assert step_on - step_off == pytest.approx(8 * routed_s * (1 / gg_on - 1 / gg_off))
     assert step_on > step_off
 
