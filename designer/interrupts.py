@@ -56,9 +56,11 @@ def interrupt_of(err: BaseException) -> KeyboardInterrupt | None:
     """The interrupt behind ``err``, if any: pybind11 (OR-Tools) turns a KeyboardInterrupt
     raised while a module initialises into ImportError("initialization failed") from it."""
     seen: BaseException | None = err
-    while seen is not None:
+    visited: set[int] = set()
+    while seen is not None and id(seen) not in visited:
         if isinstance(seen, KeyboardInterrupt):
             return seen
+        visited.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return None
 

@@ -224,3 +224,18 @@ def test_a_signal_during_optimize_stops_it_with_one_line(sig, code):
     )
     assert out == ""  # no plan, no status claimed
     assert time.perf_counter() - sent < 5
+
+
+def test_an_exception_chain_with_a_cycle_is_not_an_interrupt():
+    """`raise err from err` makes a cycle in the chain; looking for the interrupt behind
+    it must end (it looped forever before) and find none."""
+    from designer.interrupts import interrupt_of
+
+    err = ValueError("x")
+    err.__cause__ = err
+    assert interrupt_of(err) is None
+    inner = KeyboardInterrupt()
+    outer = ImportError("initialization failed")
+    outer.__cause__ = inner
+    inner.__context__ = outer
+    assert interrupt_of(outer) is inner
