@@ -336,6 +336,67 @@ def print_grad_reduce_summary(cat: Catalog) -> None:
         print(f"{nbytes:11g} {cells}")
 
 
+# the contention of the collectives each micro-batch hides (models.step.zero3_contention_s):
+# off, and the catalog's 3 HBM passes per byte sent (NVIDIA/nccl#1428)
+CONTENTION_PASSES = (0.0, 3.0)
+
+
+def contention_summary(cat: Catalog) -> list[tuple[float, dict[str, tuple[float, float]]]]:
+    """At each CONTENTION_PASSES value, (gather overlap off, on) of the 16 OLMo-core rows'
+    mean absolute error, the 8 one-node rows' and the LLaMA/OPT rows'."""
+    out = []
+    for passes in CONTENTION_PASSES:
+        c = catalog_with(cat, zero3_overlap_hbm_passes=passes)
+        olmo = compare(Hardware.from_catalog(c, "h100-sxm"), olmo_core_runs())
+        paper = compare(Hardware.from_catalog(c, "a100-80gb"), RUNS)
+        node = [r for r in olmo if f", {OLMO_CORE_GPU_COUNTS[0]} H100" in r[0]]
+        out.append(
+            (
+                passes,
+                {
+                    "OLMo-core MAE": _mae_pair(olmo),
+                    "OLMo-core 8 H100 MAE": _mae_pair(node),
+                    "LLaMA/OPT MAE": _mae_pair(paper),
+                },
+            )
+        )
+    return out
+
+
+def leave_one_size_out(rows) -> list[tuple[str, float, float]]:
+    """(label, error with the overlap on, error once scaled by a PyTorch-stack level) of the
+    OLMo-core compare() rows: each size's rows scaled by the median measured / predicted
+    ratio of the other three sizes' rows (the level of OLMo-core's FSDP2 + torch.compile
+    stack against the megatron-core profile, estimated without the rows it scores)."""
+    size = {r[0]: r[0].split(" ")[1] for r in rows}
+    out = []
+    for r in rows:
+        level = statistics.median(o[1] / o[3] for o in rows if size[o[0]] != size[r[0]])
+        out.append((r[0], r[3] / r[1] - 1, level * r[3] / r[1] - 1))
+    return out
+
+
+def print_contention(cat: Catalog) -> None:
+    print(
+        "\ncontention of the hidden collectives (zero3_overlap_hbm_passes) x gather overlap "
+        "(param_gather_overlap_fraction 0 / catalog)"
+    )
+    summary = contention_summary(cat)
+    names = list(summary[0][1])
+    print(f"{'passes':>6} " + " ".join(f"{n + ' off/on':>30}" for n in names))
+    for passes, figures in summary:
+        cells = " ".join(f"{f'{a:.1%} / {b:.1%}':>30}" for a, b in figures.values())
+        print(f"{passes:6g} {cells}")
+    rows = leave_one_size_out(compare(Hardware.from_catalog(cat, "h100-sxm"), olmo_core_runs()))
+    print("\nOLMo-core rows, overlap on, with a stack level estimated leave-one-size-out")
+    for label, on, scaled in rows:
+        print(f"{label:52} {on:+7.1%} {scaled:+7.1%}")
+    print(
+        f"{len(rows)} rows: mean absolute error {statistics.mean(abs(r[1]) for r in rows):.1%} "
+        f"on, {statistics.mean(abs(r[2]) for r in rows):.1%} with the level"
+    )
+
+
 def sweep_errors(cat: Catalog) -> list[tuple[str, str, float, float, float]]:
     """(group, layout, measured, predicted on, predicted off) step seconds of the sweeps'
     ZeRO-3 rows; a group is one model at one sequence length."""
@@ -429,6 +490,7 @@ def main() -> None:
     print_fraction_sweep(hw, h100)
     print_sweeps(cat)
     print_grad_reduce_summary(cat)
+    print_contention(cat)
 
 
 if __name__ == "__main__":

@@ -493,8 +493,7 @@ def step_coefficients(
         gather_overlap_s=cal.param_gather_overlap_fraction * (compute_mb + tp_mb)
         if layout.zero >= 3
         else 0.0,
-        zero3_contention_s_per_byte=cal.zero3_overlap_hbm_passes
-        / (gpu.memory_bw_tb_per_s * 1e12)
+        zero3_contention_s_per_byte=cal.zero3_overlap_hbm_passes / (gpu.memory_bw_tb_per_s * 1e12)
         if layout.zero >= 3
         else 0.0,
     )

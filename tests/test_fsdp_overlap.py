@@ -131,7 +131,9 @@ def test_olmo_core_rows_are_compared_with_and_without_the_term(catalog):
     h100 = Hardware.from_catalog(catalog, "h100-sxm")
     rows = fsdp.compare(h100, fsdp.olmo_core_runs())
     assert len(rows) == 16
-    free = fsdp.compare(fsdp.with_profile(h100, zero3_overlap_hbm_passes=0.0), fsdp.olmo_core_runs())
+    free = fsdp.compare(
+        fsdp.with_profile(h100, zero3_overlap_hbm_passes=0.0), fsdp.olmo_core_runs()
+    )
     # the term only hides time: never slower with it (without the contention of what it
     # hides), and it moves the 7B-13B rows
     assert all(on >= off - 1e-9 for _, _, off, on, _ in free)
@@ -139,9 +141,7 @@ def test_olmo_core_rows_are_compared_with_and_without_the_term(catalog):
     # the 1B rows' gathers are hidden by the last micro-batch's window either way: only the
     # contention of what each micro-batch hides moves them (0 without it)
     assert all(on == pytest.approx(off) for label, _, off, on, _ in free if " 1B " in label)
-    assert all(
-        off * 0.97 < on < off for label, _, off, on, _ in rows if " 1B " in label
-    )
+    assert all(off * 0.97 < on < off for label, _, off, on, _ in rows if " 1B " in label)
     a100 = Hardware.from_catalog(catalog, "a100-80gb")
     sweep = fsdp.fraction_sweep(a100, h100)
     assert [f for f, *_ in sweep] == list(fsdp.SWEEP_FRACTIONS)
@@ -267,7 +267,9 @@ def test_hidden_collectives_slow_the_compute_by_their_hbm_traffic(catalog):
     assert 0.25 * comm < per_mb < 0.4 * comm
     # with the overlap off nothing is hidden, so nothing contends
     z = fsdp.with_gather_overlap
-    assert evaluate(spec, z(on, 0.0), lay).step_time_s == evaluate(spec, z(off, 0.0), lay).step_time_s
+    assert (
+        evaluate(spec, z(on, 0.0), lay).step_time_s == evaluate(spec, z(off, 0.0), lay).step_time_s
+    )
     # ZeRO-1 (the solvers' plans) never reads it
     z1 = replace(lay, zero=1)
     assert evaluate(spec, on, z1).step_time_s == evaluate(spec, off, z1).step_time_s
