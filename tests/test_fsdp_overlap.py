@@ -273,3 +273,29 @@ def test_hidden_collectives_slow_the_compute_by_their_hbm_traffic(catalog):
     # ZeRO-1 (the solvers' plans) never reads it
     z1 = replace(lay, zero=1)
     assert evaluate(spec, on, z1).step_time_s == evaluate(spec, off, z1).step_time_s
+
+
+def test_contention_and_the_leave_one_size_out_level(catalog):
+    """The bench's contention summary (passes 0 and 3), the OLMo-core rows scaled by a level
+    fitted on the other sizes only, and the fms-fsdp rows under ZeRO-3."""
+    summary = dict(fsdp.contention_summary(catalog))
+    assert set(summary) == set(fsdp.CONTENTION_PASSES) == {0.0, 3.0}
+    free, contended = summary[0.0], summary[3.0]
+    # the overlap's OLMo-core error falls with the contention, the LLaMA/OPT rows stay under
+    # their no-overlap, no-reduce-scatter error (47.2%)
+    assert contended["OLMo-core MAE"][1] < free["OLMo-core MAE"][1] - 0.05
+    assert contended["OLMo-core MAE"][0] == pytest.approx(free["OLMo-core MAE"][0])
+    assert contended["LLaMA/OPT MAE"][1] < 0.472
+    h100 = Hardware.from_catalog(catalog, "h100-sxm")
+    rows = fsdp.compare(h100, fsdp.olmo_core_runs())
+    scaled = fsdp.leave_one_size_out(rows)
+    # a size's level never sees its own rows: changing one size's reported figures leaves
+    # its own scaled error's level alone and moves the other sizes'
+    bumped = [(r[0], r[1] * (2.0 if " 1B " in r[0] else 1.0), *r[2:]) for r in rows]
+    again = fsdp.leave_one_size_out(bumped)
+    for (label, _, s1), (_, _, s2) in zip(scaled, again, strict=True):
+        if " 1B " in label:
+            assert (1 + s2) == pytest.approx((1 + s1) / 2.0)
+    fms = fsdp.fms_fsdp_runs(catalog)
+    assert len(fms) == 8 and all(lay.zero == 3 and lay.grad_accum == 1 for _, _, lay, _, _ in fms)
+    assert {hw.network.node_bw_gb_per_s for *_, hw, _ in fms} == {100.0, 50.0}
