@@ -41,11 +41,25 @@ olmo_1B = llama2_1B at 18 layers, olmo_7B, llama3_8B, olmo_13B; FFN int(8 h / 3)
 up to 256, Llama 3 x 1.3 to 1,024; dolma2 vocabulary 100,278 padded to 100,352).
 The GPU count is not stated: [assumed] one node of 8 (internal/experiment.py launches
 num_nodes=1, num_gpus=8 unless overridden), and, as a bound on a multi-node run, 8 nodes
-of 8 (64 GPUs, gathers over the NICs).
+of 8 (64 GPUs, gathers over the NICs). OLMo-core at that commit runs more than one node as
+HSDP (internal/experiment.py: dp_mesh = init_hybrid_shard_mesh(), sharded within a node and
+replicated across nodes), which the model does not express: the 64-GPU rows are full
+sharding over the NICs, a bound, not OLMo-core's multi-node layout.
+
+Then the contention of the hidden collectives (the profile's zero3_overlap_hbm_passes,
+models.step.zero3_contention_s: NCCL's kernels stage what they receive in HBM, 2x to 3x
+the bytes sent, NVIDIA/nccl#1428, and slow the compute they overlap) off and at the
+catalog's 3 passes; the OLMo-core rows scaled by a PyTorch-stack level estimated
+leave-one-size-out (each model size's rows by the median measured / predicted ratio of
+the other three sizes' rows: not fitted on the rows it scores, and not in the catalog);
+and the fms-fsdp rows of bench/data/published/extra_runs.csv (PyTorch FSDP +
+torch.compile, IBM's README table), which bench/accuracy.py skips for want of a profile,
+under ZeRO-3 with the overlap off and on.
 """
 
 from __future__ import annotations
 
+import csv
 import statistics
 import sys
 from dataclasses import replace
@@ -147,6 +161,61 @@ def olmo_core_runs() -> list[tuple[str, TransformerSpec, Layout, float, str]]:
                 label = f"OLMo-core {size} {precision} ({script}), {gpus} H100, {int(lay.grad_accum)} x {mb}"
                 out.append((label, OLMO_CORE_SPECS[size], lay, tps, "tokens/s/GPU"))
     return out
+
+
+# fms-fsdp's README table (bench/data/published/extra_runs.csv, skipped by
+# bench/accuracy.py as "stack fms-fsdp: no profile"): PyTorch FSDP + torch.compile, 2
+# sequences of 4,096 per GPU a step (one micro-batch), on 96 H100 with 800 Gbps per node
+# and 128 A100 with 400 Gbps per node, as the table prints: two NICs a server [assumed]
+FMS_FSDP = "fms-fsdp"
+FMS_FSDP_NICS = {"h100-sxm": ("cx7-400g", 2), "a100-80gb": ("cx6-200g", 2)}
+
+
+def fms_fsdp_runs(cat: Catalog) -> list[tuple[str, TransformerSpec, Layout, Hardware, float]]:
+    """(label, spec, ZeRO-3 layout, hardware, measured step seconds) of the fms-fsdp rows, as
+    bench/accuracy.py would read them (calibration.published.parse_row) but under ZeRO-3
+    (its FSDP full shard; the 7B rows' HSDP, sharded within a node group, is evaluated as
+    full sharding [assumed]) and the NICs the table prints."""
+    path = published.DATA_DIR / "extra_runs.csv"
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["framework"].startswith(FMS_FSDP)]
+    out = []
+    for row in rows:
+        run = published.parse_row({**row, "framework": ""}, cat, path.name)
+        assert isinstance(run, published.PublishedRun), run
+        nic, nics = FMS_FSDP_NICS[run.gpu]
+        hw = Hardware.from_catalog(cat, run.gpu, nic, nics)
+        lay = replace(run.layout, zero=3)
+        out.append((run.name, run.spec, lay, hw, run.measured_step_s))
+    return out
+
+
+def fms_fsdp_errors(cat: Catalog) -> list[tuple[str, float, float]]:
+    """(label, error with the gather overlap off, on) of predicted over measured throughput
+    (measured / predicted step) of the fms-fsdp rows under the catalog's profiles."""
+    out = []
+    for label, spec, lay, hw, measured in fms_fsdp_runs(cat):
+        steps = [
+            evaluate(spec, with_gather_overlap(hw, f), lay).step_time_s
+            for f in (0.0, hw.gpu.calibration.param_gather_overlap_fraction)
+        ]
+        out.append((label, measured / steps[0] - 1, measured / steps[1] - 1))
+    return out
+
+
+def print_fms_fsdp(cat: Catalog) -> None:
+    print(f"\n{FMS_FSDP} README table (PyTorch FSDP, extra_runs.csv), throughput error off / on")
+    rows = fms_fsdp_errors(cat)
+    for label, off, on in rows:
+        print(f"{label:40} {off:+7.1%} {on:+7.1%}")
+    free = fms_fsdp_errors(catalog_with(cat, zero3_overlap_hbm_passes=0.0))
+    for name, r in (("", rows), (" without the contention", free)):
+        print(
+            f"{len(r)} rows{name}: mean absolute error {statistics.mean(abs(e[1]) for e in r):.1%} "
+            f"off, {statistics.mean(abs(e[2]) for e in r):.1%} on; H100 only "
+            f"{statistics.mean(abs(e[1]) for e in r if 'H100' in e[0]):.1%} / "
+            f"{statistics.mean(abs(e[2]) for e in r if 'H100' in e[0]):.1%}"
+        )
 
 
 def with_gather_overlap(hw: Hardware, fraction: float) -> Hardware:
@@ -336,6 +405,67 @@ def print_grad_reduce_summary(cat: Catalog) -> None:
         print(f"{nbytes:11g} {cells}")
 
 
+# the contention of the collectives each micro-batch hides (models.step.zero3_contention_s):
+# off, and the catalog's 3 HBM passes per byte sent (NVIDIA/nccl#1428)
+CONTENTION_PASSES = (0.0, 3.0)
+
+
+def contention_summary(cat: Catalog) -> list[tuple[float, dict[str, tuple[float, float]]]]:
+    """At each CONTENTION_PASSES value, (gather overlap off, on) of the 16 OLMo-core rows'
+    mean absolute error, the 8 one-node rows' and the LLaMA/OPT rows'."""
+    out = []
+    for passes in CONTENTION_PASSES:
+        c = catalog_with(cat, zero3_overlap_hbm_passes=passes)
+        olmo = compare(Hardware.from_catalog(c, "h100-sxm"), olmo_core_runs())
+        paper = compare(Hardware.from_catalog(c, "a100-80gb"), RUNS)
+        node = [r for r in olmo if f", {OLMO_CORE_GPU_COUNTS[0]} H100" in r[0]]
+        out.append(
+            (
+                passes,
+                {
+                    "OLMo-core MAE": _mae_pair(olmo),
+                    "OLMo-core 8 H100 MAE": _mae_pair(node),
+                    "LLaMA/OPT MAE": _mae_pair(paper),
+                },
+            )
+        )
+    return out
+
+
+def leave_one_size_out(rows) -> list[tuple[str, float, float]]:
+    """(label, error with the overlap on, error once scaled by a PyTorch-stack level) of the
+    OLMo-core compare() rows: each size's rows scaled by the median measured / predicted
+    ratio of the other three sizes' rows (the level of OLMo-core's FSDP2 + torch.compile
+    stack against the megatron-core profile, estimated without the rows it scores)."""
+    size = {r[0]: r[0].split(" ")[1] for r in rows}
+    out = []
+    for r in rows:
+        level = statistics.median(o[1] / o[3] for o in rows if size[o[0]] != size[r[0]])
+        out.append((r[0], r[3] / r[1] - 1, level * r[3] / r[1] - 1))
+    return out
+
+
+def print_contention(cat: Catalog) -> None:
+    print(
+        "\ncontention of the hidden collectives (zero3_overlap_hbm_passes) x gather overlap "
+        "(param_gather_overlap_fraction 0 / catalog)"
+    )
+    summary = contention_summary(cat)
+    names = list(summary[0][1])
+    print(f"{'passes':>6} " + " ".join(f"{n + ' off/on':>30}" for n in names))
+    for passes, figures in summary:
+        cells = " ".join(f"{f'{a:.1%} / {b:.1%}':>30}" for a, b in figures.values())
+        print(f"{passes:6g} {cells}")
+    rows = leave_one_size_out(compare(Hardware.from_catalog(cat, "h100-sxm"), olmo_core_runs()))
+    print("\nOLMo-core rows, overlap on, with a stack level estimated leave-one-size-out")
+    for label, on, scaled in rows:
+        print(f"{label:52} {on:+7.1%} {scaled:+7.1%}")
+    print(
+        f"{len(rows)} rows: mean absolute error {statistics.mean(abs(r[1]) for r in rows):.1%} "
+        f"on, {statistics.mean(abs(r[2]) for r in rows):.1%} with the level"
+    )
+
+
 def sweep_errors(cat: Catalog) -> list[tuple[str, str, float, float, float]]:
     """(group, layout, measured, predicted on, predicted off) step seconds of the sweeps'
     ZeRO-3 rows; a group is one model at one sequence length."""
@@ -429,6 +559,8 @@ def main() -> None:
     print_fraction_sweep(hw, h100)
     print_sweeps(cat)
     print_grad_reduce_summary(cat)
+    print_contention(cat)
+    print_fms_fsdp(cat)
 
 
 if __name__ == "__main__":

@@ -241,6 +241,16 @@ class Calibration(_Strict):
         "gradients reduce-scattered once a step (before issue 31, and with PP: PyTorch's "
         "pipeline stages turn the per-micro-batch reduction off)",
     )
+    zero3_overlap_hbm_passes: float = Field(
+        0.0,
+        ge=0,
+        le=16,
+        description="ZeRO-3 / FSDP: HBM passes per byte a GPU sends in the collectives that "
+        "each micro-batch's compute hides (param_gather_overlap_fraction): NCCL's SM kernels "
+        "store what they receive and read it back, plus the user buffers (2 to 3 passes, "
+        "NVIDIA/nccl#1428), and that HBM traffic slows the compute it overlaps "
+        "(models.step.zero3_contention_s); 0: the hidden collectives cost nothing",
+    )
     note: str = Field(min_length=1, description="how the constants were fitted")
 
     @property

@@ -29,7 +29,8 @@ the reduction adds m micro-batches' parameter all-gathers less what each hides
 behind its own compute; with the stack's per-micro-batch gradient reduce-scatter on
 (zero3_microbatch_grad_reduce_bytes), each micro-batch reduce-scatters its gradients too,
 sharing the same window, and the backward's last reduce-scatter is exposed
-(zero3_microbatch_exposed_s). bw_up is the
+(zero3_microbatch_exposed_s), and what each window hides still slows its compute by
+the collectives' HBM traffic (zero3_contention_s). bw_up is the
 bandwidth of a k-rank group on the platform's topology (models/scaleup.py: a mesh
 gives k - 1 links; a group smaller than k, only on clusters of one domain, is
 charged at the k-rank rate).
@@ -367,6 +368,9 @@ class StepCoefficients:
     # output and norm and the first layer), which no later backward hides
     zero3_grad_rs_bytes: float = 0.0
     zero3_grad_rs_tail_bytes: float = 0.0
+    # seconds of HBM time per byte a GPU sends in the ZeRO-3 collectives its compute hides
+    # (the profile's zero3_overlap_hbm_passes / HBM bandwidth; zero3_contention_s)
+    zero3_contention_s_per_byte: float = 0.0
     # mixture-of-experts (models/expert.py; 0 for a dense model). Exposed token dispatch and
     # combine of one micro-batch: ep_mb_s + max(ep_up_mb_s, ep_nic_bytes / NIC share)
     # + ep_nic_extra_bytes / NIC share (the NIC parts only when the EP group leaves the
@@ -489,6 +493,9 @@ def step_coefficients(
         gather_overlap_s=cal.param_gather_overlap_fraction * (compute_mb + tp_mb)
         if layout.zero >= 3
         else 0.0,
+        zero3_contention_s_per_byte=cal.zero3_overlap_hbm_passes / (gpu.memory_bw_tb_per_s * 1e12)
+        if layout.zero >= 3
+        else 0.0,
     )
 
 
@@ -582,7 +589,8 @@ def _last_reduced_params(spec: TransformerSpec, layout: Layout, rank_params: flo
 
 def zero3_microbatch_exposed_s(c: StepCoefficients, group, node_bw_gb_per_s):
     """ZeRO-3 / FSDP collectives of one micro-batch less what its own compute hides:
-    max(tail, gathers + reduce-scatter - gather_overlap_s).
+    max(tail, gathers + reduce-scatter - gather_overlap_s) + the contention of the hidden
+    part (zero3_contention_s).
 
     gathers: the parameter all-gathers, forward and backward (one all-reduce's traffic,
     ``zero3_gather_bytes``); PyTorch FSDP issues the next layer's all-gather while this
@@ -597,10 +605,39 @@ def zero3_microbatch_exposed_s(c: StepCoefficients, group, node_bw_gb_per_s):
     it at the end of every backward, so step_from_coefficients charges it outside the
     step's last-micro-batch window (dp_window_s), which hides the rest as it hides the
     gathers."""
-    comm_s = group_reduce_s(
-        c, c.zero3_gather_bytes + c.zero3_grad_rs_bytes, group, node_bw_gb_per_s
-    )
-    return np.maximum(zero3_grad_tail_s(c, group, node_bw_gb_per_s), comm_s - c.gather_overlap_s)
+    nbytes = c.zero3_gather_bytes + c.zero3_grad_rs_bytes
+    comm_s = group_reduce_s(c, nbytes, group, node_bw_gb_per_s)
+    exposed = np.maximum(zero3_grad_tail_s(c, group, node_bw_gb_per_s), comm_s - c.gather_overlap_s)
+    return exposed + zero3_contention_s(c, nbytes, group, comm_s)
+
+
+def zero3_outside_window_s(c: StepCoefficients, group, node_bw_gb_per_s):
+    """The part of zero3_microbatch_exposed_s that no window hides, every micro-batch: the
+    backward's last reduce-scatter (zero3_grad_tail_s) and the contention (compute time
+    lost, not communication: zero3_contention_s)."""
+    nbytes = c.zero3_gather_bytes + c.zero3_grad_rs_bytes
+    comm_s = group_reduce_s(c, nbytes, group, node_bw_gb_per_s)
+    tail = zero3_grad_tail_s(c, group, node_bw_gb_per_s)
+    return tail + zero3_contention_s(c, nbytes, group, comm_s)
+
+
+def zero3_contention_s(c: StepCoefficients, nbytes: float, group, comm_s):
+    """Seconds the hidden part of a micro-batch's ZeRO-3 collectives (``nbytes``, all-reduce
+    equivalent, over ``group`` ranks, ``comm_s`` seconds alone) adds to the compute it
+    overlaps: passes x the bytes a GPU sends (a ring's 2 nbytes (1 - 1/group)) x the hidden
+    share min(comm_s, gather_overlap_s) / comm_s, at the GPU's HBM bandwidth
+    (``zero3_contention_s_per_byte``). NCCL's kernels run on SMs and stage what they receive
+    in HBM: a compute kernel overlapped by an all-gather slows down because "they're
+    competing for memory bandwidth", each NVLink byte costing 2x to 3x in HBM (S. Jeaugey,
+    NVIDIA/nccl#1428, where an A100 GEMM took 2.08 ms overlapped against 1.18 ms alone);
+    PyTorch measures matmuls overlapped by NCCL collectives "30-40% slower" on 8 H100
+    (pytorch/pytorch#179937; #130583, the low-contention collectives). 0 when the
+    profile's zero3_overlap_hbm_passes is 0."""
+    if c.zero3_contention_s_per_byte <= 0 or nbytes <= 0:
+        return 0.0
+    hidden_share = np.minimum(comm_s, c.gather_overlap_s) / np.maximum(comm_s, 1e-30)
+    sent = 2.0 * nbytes * (1.0 - 1.0 / np.asarray(group, dtype=float))
+    return c.zero3_contention_s_per_byte * sent * hidden_share
 
 
 def zero3_grad_tail_s(c: StepCoefficients, group, node_bw_gb_per_s):
@@ -639,9 +676,9 @@ def step_from_coefficients(
         bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * varying
     cp_nic = cp_nic_mb_s(c, share) if c.cp_crosses_nics else 0.0 * m
     bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
-    tail = 0.0 * m  # the ZeRO-3 backward's last reduce-scatter: nothing hides it
+    tail = 0.0 * m  # the ZeRO-3 backward's last reduce-scatter and contention: nothing hides them
     if c.zero >= 3:
-        tail = m * zero3_grad_tail_s(c, group, node_bw_gb_per_s)
+        tail = m * zero3_outside_window_s(c, group, node_bw_gb_per_s)
         dp_time = dp_time + m * zero3_microbatch_exposed_s(c, group, node_bw_gb_per_s) - tail
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
     return StepBreakdown(

@@ -168,7 +168,9 @@ def test_designer_beats_the_baseline_on_the_layout_sweeps(groups):
     sweeps = [g for g in groups if g.set == "sweeps"]
     ours, base = ranking.summary(sweeps, "designer_s"), ranking.summary(sweeps, "baseline_s")
     assert len(sweeps) == 6
-    assert ours["tau_median"] == pytest.approx(0.64, abs=0.01) and base["tau_median"] == 0.0
+    # 0.64 before the ZeRO-3 contention (issue 31, zero3_overlap_hbm_passes): it swaps one
+    # pair of the 7 Llama 3.1 8B s2048 FSDP2 layouts (tau 0.95 to 0.75, regret still 0)
+    assert ours["tau_median"] == pytest.approx(0.54, abs=0.01) and base["tau_median"] == 0.0
     assert ours["regret_median"] < base["regret_median"]
     assert ours["top3_rate"] > base["top3_rate"]
 
