@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--only")
     args = ap.parse_args()
     if args.phase_one:
-        cpsat.settle = lambda _s, plans: plans  # the answers before the rule
+        cpsat.settle = lambda _s, plans, *_: plans  # the answers before the rule
     rows = (MOE_SUITE if args.moe else SUITE) + ISSUE_ROWS
     rows = [r for r in rows if args.only in (None, r[0])]
     idle_plans = 0
