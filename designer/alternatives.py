@@ -111,10 +111,6 @@ class _Pair:
             self.bounds.append(terms)
         return self.bounds
 
-    def promise(self) -> tuple[float, float]:
-        """_promise of this pair."""
-        return _promise(self.scenario, self.gpu, self.scenario.precisions)
-
     def solve(self, time_limit_s: float, cap: float | None = None) -> SolveResult:
         """The solve optimize would run (its shapes and presolve, already made, handed on).
         ``cap`` (time objective): first whether any plan is at most that fast (solve_cpsat's
