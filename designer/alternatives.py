@@ -25,8 +25,10 @@ from models.evidence_range import catalog_band
 from models.evidence_rule import pair_evidence
 from solvers import Scenario, SolveResult, cloud_terms
 from solvers.cpsat.solve import Resolve, resolve_cpsat
+from solvers.gc_pause import without_gc_pauses
 from solvers.screen.bounds import gemm_lower_bounds, objective_lower_bound, prepare_bounds
 from solvers.screen.presolve import Presolved, presolve
+from solvers.screen.prune import PRUNE_MARGIN
 from solvers.space import Candidate, enumerate_candidates
 
 MAX_ALTERNATIVES = 3
@@ -74,50 +76,54 @@ class _Pair:
     def reaches(self, limit: float, strict: bool) -> bool:
         """Whether a plan's objective may lie below ``limit`` (``strict``) or at most at
         it: some shape's valid lower bound (solvers.screen.bounds, the cheap one first) does."""
-        if self.pre is None:
-            return True
-        s, pre = self.scenario, self.pre
+        return self.pre is None or bool(self.below(limit, strict, stop_at_first=True))
+
+    def below(self, limit: float, strict: bool, stop_at_first: bool = False) -> list[int]:
+        """The presolved shapes (indices) whose valid lower bounds, the cheap one and the
+        full one, both lie below ``limit`` (``strict``) or at most at it; only the first
+        with ``stop_at_first``."""
+        assert self.pre is not None
+        cheap, full, terms = self.bounds_known()
+        pre = self.pre
 
         def under(lb: float) -> bool:
             return lb < limit if strict else lb <= limit
-
-        # the bounds do not depend on the limit: computed once per pair, the full one only
-        # for the shapes whose cheap bound a limit let through
-        if not self.bounds:  # the question's bound terms, prepared once (prepare_bounds)
-            terms = prepare_bounds(s)
-            self.bounds.append(gemm_lower_bounds(terms, pre.candidates, pre.dp_ranges))
-            self.bounds.append({})
-            self.bounds.append(terms)
-        cheap, full, terms = self.bounds
 
         def bound(i: int) -> float:
             if i not in full:
                 full[i] = objective_lower_bound(terms, pre.candidates[i], pre.dp_ranges[i])
             return full[i]
 
-        return any(under(lb) and under(bound(i)) for i, lb in enumerate(cheap))
+        found = (i for i, lb in enumerate(cheap) if under(lb) and under(bound(i)))
+        if stop_at_first:
+            return [i] if (i := next(found, None)) is not None else []
+        return list(found)
 
-    def promise(self) -> tuple[float, float]:
-        """How good its plans are likely to be, larger first (a visiting order only, so
-        that the best are solved before the rest are bounded against them): its peak
-        FLOP/s, per dollar when the objective is cost; between equal peaks, the larger
-        memory (B300 before B200: more room for the same compute fits faster layouts, and
-        solved first it lets B200 be bounded against it)."""
-        gpu = self.scenario.catalog.gpu(self.gpu)
-        peak = max(gpu.peak_tflops(p) or 0.0 for p in self.scenario.precisions)
-        if self.scenario.objective == "cost":
-            return peak / gpu.price_usd, gpu.memory_gb
-        return peak, gpu.memory_gb
+    def bounds_known(self) -> list:
+        """[cheap bounds, {index: full bound}, terms]: the cheap bound of every presolved
+        shape (they do not depend on any limit: computed once per pair), the full ones
+        filled as limits ask for them, and the question's bound terms (prepare_bounds)."""
+        assert self.pre is not None
+        if not self.bounds:
+            terms = prepare_bounds(self.scenario)
+            self.bounds.append(gemm_lower_bounds(terms, self.pre.candidates, self.pre.dp_ranges))
+            self.bounds.append({})
+            self.bounds.append(terms)
+        return self.bounds
 
     def solve(self, time_limit_s: float, cap: float | None = None) -> SolveResult:
         """The solve optimize would run (its shapes and presolve, already made, handed on).
         ``cap`` (time objective): first whether any plan is at most that fast (solve_cpsat's
-        ``time_cap_days``); when none is, that probe's "infeasible" answers, since such a
-        pair cannot enter the list, else the full solve."""
-        if cap is not None:
+        ``time_cap_days``), asked over the shapes whose lower bounds reach the cap (with
+        prune's margin: no other shape holds such a plan); when none is, that probe's
+        "infeasible" answers, since such a pair cannot enter the list, else the full solve."""
+        if cap is not None and self.pre is not None:
+            keep = self.below(cap * (1 + PRUNE_MARGIN), strict=False)
+            pre = self.pre
+            alive = Presolved([pre.candidates[i] for i in keep], [pre.dp_ranges[i] for i in keep])
             probe = resolve_cpsat(
                 self.scenario,
-                Resolve(alive=self.pre, time_cap_days=cap),
+                Resolve(alive=alive, time_cap_days=cap, terms=self.bounds_known()[2]),
                 time_limit_s=time_limit_s,
                 candidates=self.space,
             )
@@ -126,6 +132,20 @@ class _Pair:
         return resolve_cpsat(
             self.scenario, Resolve(alive=self.pre), time_limit_s=time_limit_s, candidates=self.space
         )
+
+
+def _promise(s: Scenario, gpu_name: str, precisions: tuple[str, ...]) -> tuple[float, float]:
+    """How good the plans of ``s`` on one GPU are likely to be, larger first (a visiting
+    order only, so that the best are solved before the rest are bounded against them;
+    read from the catalog, before the pair's shapes are enumerated): its peak FLOP/s,
+    per dollar when the objective is cost; between equal peaks, the larger memory (B300
+    before B200: more room for the same compute fits faster layouts, and solved first it
+    lets B200 be bounded against it)."""
+    gpu = s.catalog.gpu(gpu_name)
+    peak = max(gpu.peak_tflops(p) or 0.0 for p in precisions)
+    if s.objective == "cost":
+        return peak / gpu.price_usd, gpu.memory_gb
+    return peak, gpu.memory_gb
 
 
 def _prepared(wide: Scenario, gpu: str, precisions: tuple[str, ...]) -> _Pair:
@@ -143,7 +163,7 @@ def _prepared(wide: Scenario, gpu: str, precisions: tuple[str, ...]) -> _Pair:
 
 
 def _solved(
-    pairs: list[_Pair], best: float, time_limit_s: float
+    wide: Scenario, excluded: dict[str, tuple[str, ...]], best: float, time_limit_s: float
 ) -> list[tuple[_Pair, SolveResult]]:
     """The pairs that may hold an alternative, solved; the others are skipped, each skip
     implied by the valid lower bounds of its shapes: a pair none of whose shapes can beat
@@ -153,19 +173,40 @@ def _solved(
     most promising first; the answer is the one solving every pair gives. A time
     question's pair that cannot be thin, visited once MAX_ALTERNATIVES extrapolated
     alternatives are known, is first asked whether any plan beats the last of them
-    (_Pair.solve's ``cap``): a pair none of whose plans does is cut from the list."""
-    workers = max(1, min(len(pairs), os.cpu_count() or 1))
-    order = sorted(pairs, key=lambda p: (*(-x for x in p.promise()), p.gpu))
+    (_Pair.solve's ``cap``): a pair none of whose plans does is cut from the list.
+
+    Every pair is prepared (its shapes enumerated, presolved and cheaply bounded) in the
+    visiting order, and while a wave of solves searches, the next pairs are prepared
+    beside it; which pairs a wave holds, and what each is asked, depends only on the
+    waves before it, as when every pair was prepared first (tests/test_alternatives.py)."""
+    workers = max(1, min(len(excluded), os.cpu_count() or 1))
+    order = sorted(excluded.items(), key=lambda gp: (*(-x for x in _promise(wide, *gp)), gp[0]))
+    ready: list[_Pair] = []  # prepared, not yet visited
+
+    def prepare_next() -> bool:
+        if not order:
+            return False
+        pair = _prepared(wide, *order.pop(0))
+        if pair.pre is not None:
+            pair.bounds_known()  # the part of its bounds that no limit changes
+        ready.append(pair)
+        return True
+
     done: list[tuple[_Pair, SolveResult]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        while order:
+        while ready or order:
             wave: list[tuple[_Pair, float | None]] = []
-            while order and len(wave) < workers:
-                pair = order.pop(0)
+            while len(wave) < workers and (ready or prepare_next()):
+                pair = ready.pop(0)
                 if pair.reaches(best, strict=True) and not _crowded_out(pair, done, best):
                     wave.append((pair, _cap(pair, done, best)))
-            solved = pool.map(lambda pc: pc[0].solve(time_limit_s, pc[1]), wave)
-            done += zip([p for p, _ in wave], solved, strict=True)
+            running = [pool.submit(p.solve, time_limit_s, cap) for p, cap in wave]
+            # (a pair solved per rental term enumerates its shapes in its thread: the
+            # space cache is not shared with an enumeration beside it)
+            beside = all(p.pre is not None for p, _ in wave)
+            while beside and not all(f.done() for f in running) and prepare_next():
+                pass
+            done += [(p, f.result()) for (p, _), f in zip(wave, running, strict=True)]
     return done
 
 
@@ -201,6 +242,7 @@ def _crowded_out(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float
     )
 
 
+@without_gc_pauses  # (solvers/gc_pause.py) enumerating the pairs' shapes allocates no cycle
 def alternatives(
     scenario: Scenario, wide: Scenario, res: SolveResult, time_limit_s: float = 60.0
 ) -> list[Alternative]:
@@ -211,9 +253,8 @@ def alternatives(
     excluded = excluded_pairs(scenario, wide)
     if best is None or not excluded:
         return []
-    pairs = [_prepared(wide, gpu, precisions) for gpu, precisions in excluded.items()]
     out = []
-    for pair, r in _solved(pairs, best.objective, time_limit_s):
+    for pair, r in _solved(wide, excluded, best.objective, time_limit_s):
         gpu, s = pair.gpu, pair.scenario
         if r.best is None or r.best.objective >= best.objective:
             continue

@@ -3,13 +3,18 @@ explain the conflict, write the files asked for, and say why there is no plan.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from designer.errors import Infeasible, UsageError
 from designer.output.files import write_atomic
 from designer.question.build import evaluate_config, load_question_file
 from solvers import Scenario, SolveResult
+from solvers.gc_pause import without_gc_pauses
+
+T = TypeVar("T")
 
 
 def explain(scenario: Scenario, res: SolveResult, time_limit: float) -> tuple[Any, Any]:
@@ -32,6 +37,25 @@ def explain(scenario: Scenario, res: SolveResult, time_limit: float) -> tuple[An
             scenario, time_limit_s=time_limit, candidates=res.candidates or None
         )
     return None, None
+
+
+@without_gc_pauses  # both sides pause the collector; paused here, neither resumes it early
+def explain_beside(
+    scenario: Scenario, res: SolveResult, time_limit: float, work: Callable[[], T]
+) -> tuple[T, tuple[Any, Any]]:
+    """``work()`` (optimize's alternatives, designer/alternatives.py) and ``explain`` side by
+    side: the explanation in a thread of its own while ``work`` runs in this one. Each
+    hands CP-SAT searches, which release the GIL, to threads of its own, so one's
+    searches run while the other bounds and enumerates shapes in Python; neither reads
+    what the other computes (the shapes' caches they share hold values, not choices), so
+    the answers are those of running one after the other (tests/test_answer.py)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        why = pool.submit(explain, scenario, res, time_limit)
+        try:
+            done = work()
+        finally:  # (on an interrupt, the explanation's next search raises: solvers/stop.py)
+            binding_conflict = why.result()
+    return done, binding_conflict
 
 
 def no_plan(res: SolveResult, conflict) -> Infeasible:

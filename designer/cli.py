@@ -19,7 +19,7 @@ import click
 from catalog import load_catalog
 from designer import interrupts
 from designer.answer import explain as explain_result
-from designer.answer import no_plan, saved_plan, write_file
+from designer.answer import explain_beside, no_plan, saved_plan, write_file
 from designer.errors import Infeasible, UsageError
 from designer.exit_codes import report_error as _report
 from designer.launch import FORMATS, Launch, emit, load_megatron
@@ -195,15 +195,19 @@ def _answer(
     extra: tuple[dict[str, Any], str] | None = None,
     launch: tuple[str, str] | None = None,
     notes: tuple[dict[str, Any], tuple[str, ...]] = ({}, ()),
+    explained: tuple[Any, Any] | None = None,
 ) -> None:
     """Explain, print and exit as the contract says (shared by optimize and explain).
 
     ``extra`` (JSON keys, a paragraph) adds what --from-megatron would change; ``launch``
     (format, text) is emitted settings: the JSON's `launch`, or the only text printed;
-    ``notes`` (JSON keys, text sections) what else the answer says (designer.alternatives)."""
+    ``notes`` (JSON keys, text sections) what else the answer says (designer.alternatives);
+    ``explained``: the explanation (binding, conflict) when the caller already has it."""
     if launch is not None and not as_json:
         explain = False  # the text is the settings alone, ready to redirect to a file
-    binding, conflict = explain_result(scenario, res, time_limit) if explain else (None, None)
+    if explained is None:
+        explained = explain_result(scenario, res, time_limit) if explain else (None, None)
+    binding, conflict = explained
     write_file(csv_file, report.csv_text(res, binding, scenario))
     if as_json:
         doc = report.result_dict(scenario, res, binding, conflict)
@@ -285,8 +289,15 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
         launch = (emit_format, emit(Launch.from_plan(scenario, res.best), emit_format))
     if bom_file is not None and res.best is not None:
         write_file(bom_file, report.bom_csv_text(res.best), "--bom")
-    notes = beyond_evidence(q, scenario, res, time_limit) if launch is None else ({}, ())
-    _answer(scenario, res, explain, time_limit, as_json, csv_file, extra, launch, notes)
+
+    def notes() -> tuple[dict[str, Any], tuple[str, ...]]:
+        return beyond_evidence(q, scenario, res, time_limit) if launch is None else ({}, ())
+
+    if explain and (launch is None or as_json):  # the alternatives beside the explanation
+        said, why = explain_beside(scenario, res, time_limit, notes)
+        _answer(scenario, res, True, time_limit, as_json, csv_file, extra, launch, said, why)
+    else:
+        _answer(scenario, res, False, time_limit, as_json, csv_file, extra, launch, notes())
 
 
 @cli.command("export")

@@ -4,6 +4,8 @@ the list that solving every pair gives."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from designer import alternatives as alt_mod
@@ -119,5 +121,48 @@ def test_a_capped_pair_is_infeasible_only_when_no_plan_reaches_the_cap():
         above = pair.solve(60.0, cap=opt * 1.01)
         assert above.status == "optimal" and above.best is not None
         assert above.best.objective == opt
+        checked += 1
+    assert checked
+
+
+def test_the_pairs_solved_do_not_depend_on_how_many_were_prepared_beside_a_wave(monkeypatch):
+    """_solved prepares the next pairs while a wave solves: how far it gets depends on the
+    machine, but which pairs each wave holds, and the cap each is asked under, depend only
+    on the waves before it. Solves slowed down (every pair prepared during the first wave)
+    ask the same (pair, cap) sequence and give the same list as solves at full speed."""
+    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e7)
+    plain = alt_mod._Pair.solve
+
+    def asked(delay_s: float) -> tuple[list, list]:
+        calls: list[tuple[str, float | None]] = []
+
+        def recorded(self, time_limit_s, cap=None):
+            calls.append((self.gpu, cap))
+            time.sleep(delay_s)
+            return plain(self, time_limit_s, cap)
+
+        with monkeypatch.context() as m:
+            m.setattr(alt_mod._Pair, "solve", recorded)
+            return calls, as_dicts(alternatives(scenario, wide, res))
+
+    fast, slow = asked(0.0), asked(0.5)
+    assert any(cap is not None for _, cap in fast[0]), "the question should cap some pair"
+    assert fast == slow
+
+
+def test_a_pair_capped_at_its_own_optimum_is_solved():
+    """The capped probe asks only the shapes whose bounds reach the cap, with prune's margin:
+    a cap equal to the pair's optimum keeps the optimum's shape (a bound equal to the cap
+    is not cut), so the pair is solved in full, not called infeasible."""
+    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e7)
+    checked = 0
+    for gpu, precs in alt_mod.excluded_pairs(scenario, wide).items():
+        pair = alt_mod._prepared(wide, gpu, precs)
+        got = pair.solve(60.0)
+        if got.best is None or got.status != "optimal" or pair.pre is None:
+            continue
+        opt = got.best.objective
+        at = pair.solve(60.0, cap=opt)
+        assert at.status == "optimal" and at.best is not None and at.best.objective == opt
         checked += 1
     assert checked

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from designer.answer import explain, no_plan, saved_plan, write_file
+from designer.alternatives import alternatives, as_dicts
+from designer.answer import explain, explain_beside, no_plan, saved_plan, write_file
 from designer.errors import Infeasible, UsageError
+from designer.question.build import scenario_from_options
 from helpers import prime_scenario, run_main
 from solvers.cpsat.solve import solve_cpsat
 from solvers.families import enforced
@@ -68,6 +70,25 @@ def test_explain_prices_the_best_plan_or_explains_the_conflict(cat):
     binding, conflict = explain(broke, none, 30.0)
     assert binding is None and "budget" in conflict.constraints
     assert explain(s, _res("unknown"), 1.0) == (None, None)
+
+
+def test_the_explanation_beside_the_alternatives_is_the_one_alone():
+    """optimize explains in a thread while the alternatives solve (explain_beside): both
+    answers are those each gives alone, and an error in the work still waits for the
+    explanation and is raised."""
+    options = {"model": "llama2-7b", "tokens": 1e12, "budget": 1e7}
+    s = scenario_from_options(options)
+    wide = scenario_from_options({**options, "evidence": "any"})
+    res = solve_cpsat(s)
+    alone = (explain(s, res, 30.0), as_dicts(alternatives(s, wide, res)))
+    alts, why = explain_beside(s, res, 30.0, lambda: as_dicts(alternatives(s, wide, res)))
+    assert (why, alts) == alone and alts and why[0]
+
+    def broken() -> None:
+        raise ValueError("work failed")
+
+    with pytest.raises(ValueError, match="work failed"):
+        explain_beside(s, res, 30.0, broken)
 
 
 def test_write_file_writes_whole_or_not_at_all(tmp_path):
