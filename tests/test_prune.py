@@ -11,8 +11,15 @@ import pytest
 from helpers import random_scenario
 from solvers.cpsat.solve import solve_cpsat
 from solvers.plan import build_plan
-from solvers.screen.presolve import presolve
-from solvers.screen.prune import PRUNE_MARGIN, may_beat, prune, prune_by_incumbent
+from solvers.screen.bounds import prepare_bounds, screen_bounds
+from solvers.screen.presolve import defer_presolve, finish_is_costly, presolve
+from solvers.screen.prune import (
+    PRUNE_MARGIN,
+    may_beat,
+    prune,
+    prune_by_incumbent,
+    prune_deferred,
+)
 from solvers.space import enumerate_candidates
 
 
@@ -66,3 +73,53 @@ def test_may_beat_brackets_the_optimum(cat):
     best = res.best.objective
     assert may_beat(s, pre, best * 1.01)
     assert not may_beat(s, pre, 0.0)
+
+
+def _deadline_question(cat, seed):
+    """A random question with a deadline (prune_deferred's case), cost or time."""
+    s = random_scenario(seed, cat)
+    if s.deadline_days is None:
+        s = s.with_changes(deadline_days=30.0 + seed)
+    return s
+
+
+@pytest.mark.parametrize("seed", [1, 3, 4, 8, 11, 16, 27])
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_prune_deferred_is_prune_of_presolve(cat, seed, top_k):
+    """The same shapes, ranges, bounds and incumbents as prune(presolve(...)), from
+    presolve's screen (finishing only the shapes pruning reads)."""
+    s = _deadline_question(cat, seed)
+    assert finish_is_costly(s)
+    space = enumerate_candidates(s)
+    pre = presolve(s, space)
+    got = prune_deferred(s, defer_presolve(s, space), top_k=top_k, warm_shapes=2)
+    if not pre.candidates:
+        assert got is None
+        return
+    want = prune(s, pre, top_k=top_k, warm_shapes=2)
+    assert got is not None
+    assert [c.shape for c in got.candidates] == [c.shape for c in want.candidates]
+    assert got.dp_ranges == want.dp_ranges
+    assert got.lower_bounds == want.lower_bounds
+    assert got.incumbents == want.incumbents
+
+
+@pytest.mark.parametrize("seed", [1, 3, 4, 8, 11])
+def test_weak_ranges_bound_presolve_from_below(cat, seed):
+    """The deferred screen keeps every shape presolve keeps, with a lower end at most
+    presolve's and the same upper end, and a cheap bound at most the one at presolve's
+    range (what prune_deferred's order rests on)."""
+    s = _deadline_question(cat, seed)
+    space = enumerate_candidates(s)
+    pre = presolve(s, space)
+    d = defer_presolve(s, space)
+    weak = dict(zip((c.shape for c in d.candidates), d.weak_ranges, strict=True))
+    t = prepare_bounds(s)
+    cheap_pre = screen_bounds(t, pre.candidates, pre.dp_ranges, 0)[0]
+    cheap_weak = screen_bounds(t, d.candidates, d.weak_ranges, 0)[0]
+    by_shape = dict(zip((c.shape for c in d.candidates), cheap_weak, strict=True))
+    for c, (lo, hi), cheap in zip(pre.candidates, pre.dp_ranges, cheap_pre, strict=True):
+        assert c.shape in weak
+        assert weak[c.shape][0] <= lo and weak[c.shape][1] == hi
+        assert by_shape[c.shape] <= cheap
+    assert d.finish(list(range(len(d.candidates)))) is not None
