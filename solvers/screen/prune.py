@@ -11,14 +11,17 @@ building"; bench/solver.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from solvers.families import active
 from solvers.grid_search import best_for_candidate  # here a heuristic, not the oracle
 from solvers.plan import Config, build_plan
 from solvers.scenario import PreparedQuestion, Scenario
 from solvers.screen.bounds import (
     BoundTerms,
+    deadline_cost_bounds,
     gemm_lower_bounds,
     objective_lower_bounds,
     prepare_bounds,
@@ -173,16 +176,55 @@ def prune_deferred(
         done.upto(at)
         hinted = hint if any(i in done.ranges for i in at) else None
     incumbents = _incumbents(scenario, t, cands, full, tries, top_k, hinted)
-    if len(incumbents) >= top_k:
-        cutoff = incumbents[top_k - 1][0]
+    cut = _more_incumbents(scenario, t, [cands[i] for i in head], done, incumbents, tries, top_k)
+    if len(cut) >= top_k:
+        cutoff = cut[top_k - 1][0]
         done.upto([i for i in done.order if weak[i] <= cutoff + PRUNE_MARGIN * abs(cutoff)])
     else:
         done.upto(done.order)
     kept = sorted(done.ranges)
     cheap = dict(zip(kept, done.cheap_of(kept), strict=True))
-    keep = [kept[j] for j in prune_by_incumbent([cheap[i] for i in kept], incumbents, top_k)]
+    keep = [kept[j] for j in prune_by_incumbent([cheap[i] for i in kept], cut, top_k)]
     ranges = [done.ranges.get(i, (0, 0)) for i in range(len(cands))]  # (0, 0): not kept
-    return _by_full_bound(t, cands, ranges, keep, full, incumbents, top_k)
+    got = _by_full_bound(t, cands, ranges, keep, full, cut, top_k)
+    sharp = deadline_cost_bounds(t, got.candidates, got.dp_ranges)
+    keep = prune_by_incumbent(sharp, cut, top_k)
+    return Pruned(
+        [got.candidates[j] for j in keep],
+        [got.dp_ranges[j] for j in keep],
+        [got.lower_bounds[j] for j in keep],
+        incumbents,
+    )
+
+
+def _more_incumbents(
+    scenario: Scenario,
+    t: BoundTerms,
+    head: list[Candidate],
+    done: _Finished,
+    incumbents: list[tuple[float, Config]],
+    tries: int,
+    top_k: int,
+) -> list[tuple[float, Config]]:
+    """The incumbents and the best plans of up to ``tries`` more of the head's shapes, in
+    the order of their sharper bounds (bounds.deadline_cost_bounds), for the cutoff only:
+    the search's hints stay the warm start's incumbents (a hint can change which of equal
+    plans CP-SAT returns). A cost question with a deadline orders its head by the least
+    capex at the deadline's floor without the traffic that crosses the NICs; an expert
+    layout whose dispatch crosses them (EP over more GPUs than a server holds) needs far
+    more GPUs than that (GPT-OSS-120B at 60 days: the first 12 tied at 32 B200s, their
+    best plans 1.7-2.7x the optimum)."""
+    if scenario.objective != "cost" or not active(scenario, "deadline"):
+        return incumbents
+    found = {cfg.shape: (objective, cfg) for objective, cfg in incumbents}
+    ranges = [done.ranges[done.position[c.shape]] for c in head]
+    sharp = deadline_cost_bounds(t, head, ranges)
+    order = sorted(
+        (b, j) for j, b in enumerate(sharp) if head[j].shape not in found and b < math.inf
+    )
+    more = [head[j] for _, j in order]
+    add_incumbents(scenario, more, [b for b, _ in order], tries, top_k, found, t.prepared)
+    return sorted(found.values(), key=lambda f: (f[0], f[1].shape))
 
 
 class _Finished:
@@ -190,6 +232,7 @@ class _Finished:
 
     def __init__(self, t: BoundTerms, d: Deferred, order: list[int]) -> None:
         self.t, self.d, self.order = t, d, order
+        self.position = {c.shape: i for i, c in enumerate(d.candidates)}
         self.ranges: dict[int, tuple[int, int]] = {}
         self.cheap: dict[int, float] = {}
         self.seen: set[int] = set()
