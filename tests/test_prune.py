@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import random_scenario
-from solvers.cpsat.solve import solve_cpsat
+from helpers import random_scenario, wide_moe_scenario
+from solvers.cpsat.solve import Resolve, resolve_cpsat, solve_cpsat
+from solvers.exhaustive import best_for_candidate
 from solvers.plan import build_plan
-from solvers.screen.bounds import prepare_bounds, screen_bounds
+from solvers.screen.bounds import (
+    deadline_cost_bounds,
+    objective_lower_bounds,
+    prepare_bounds,
+    screen_bounds,
+)
 from solvers.screen.presolve import defer_presolve, finish_is_costly, presolve
 from solvers.screen.prune import (
     PRUNE_MARGIN,
@@ -20,7 +26,7 @@ from solvers.screen.prune import (
     prune_by_incumbent,
     prune_deferred,
 )
-from solvers.space import enumerate_candidates
+from solvers.space import enumerate_candidates, nic_specs
 
 
 def test_prune_by_incumbent_keeps_all_until_k_incumbents():
@@ -86,8 +92,9 @@ def _deadline_question(cat, seed):
 @pytest.mark.parametrize("seed", [1, 3, 4, 8, 11, 16, 27])
 @pytest.mark.parametrize("top_k", [1, 3])
 def test_prune_deferred_is_prune_of_presolve(cat, seed, top_k):
-    """The same shapes, ranges, bounds and incumbents as prune(presolve(...)), from
-    presolve's screen (finishing only the shapes pruning reads)."""
+    """prune(presolve(...)) from presolve's screen (finishing only the shapes pruning
+    reads): the same incumbents, and of prune's shapes those the sharper cut leaves, with
+    the same ranges and bounds (all of them under the time objective)."""
     s = _deadline_question(cat, seed)
     assert finish_is_costly(s)
     space = enumerate_candidates(s)
@@ -98,17 +105,68 @@ def test_prune_deferred_is_prune_of_presolve(cat, seed, top_k):
         return
     want = prune(s, pre, top_k=top_k, warm_shapes=2)
     assert got is not None
-    assert [c.shape for c in got.candidates] == [c.shape for c in want.candidates]
-    assert got.dp_ranges == want.dp_ranges
-    assert got.lower_bounds == want.lower_bounds
     assert got.incumbents == want.incumbents
+    had = {
+        c.shape: (r, b)
+        for c, r, b in zip(want.candidates, want.dp_ranges, want.lower_bounds, strict=True)
+    }
+    for c, r, b in zip(got.candidates, got.dp_ranges, got.lower_bounds, strict=True):
+        assert had[c.shape] == (r, b)
+    if s.objective == "time":
+        assert len(got.candidates) == len(want.candidates)
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4, 6, 10, 11, 14, 15, -2, -5])
+def test_deadline_cost_bounds_are_valid(cat, seed):
+    """No plan of a shape costs less than its sharper bound (the reference solver's best
+    plan of the shape, every micro-batch count and NIC option), and the bound is at least
+    the one at presolve's range. Negative seeds: WIDE_MOE at that many days, its expert
+    dispatch across the NICs where EP spans servers."""
+    if seed < 0:
+        s = wide_moe_scenario(
+            cat, objective="cost", budget_usd=None, deadline_days=-seed, micro_batches=(1, 2, 4)
+        )
+    else:
+        s = random_scenario(seed, cat).with_changes(
+            objective="cost", pricing="capex", budget_usd=None, deadline_days=100.0 + seed
+        )
+    pre = presolve(s, enumerate_candidates(s))
+    sharp = deadline_cost_bounds(s, pre.candidates, pre.dp_ranges)
+    plain = objective_lower_bounds(s, pre.candidates, pre.dp_ranges)
+    nics = nic_specs(s)
+    checked = 0
+    for c, bound, low in zip(pre.candidates, sharp, plain, strict=True):
+        assert bound >= low
+        best = best_for_candidate(s, c, nics, s.assumptions.dp_overlap, every_m=True)
+        if best:
+            checked += 1
+            assert bound <= best[0][0] * (1 + 1e-9), c.shape
+    assert checked > 0
+
+
+def test_sharper_cut_keeps_the_optimum(cat):
+    """A cost question with a deadline over MoE shapes whose dispatch crosses the NICs: the
+    deferred path's cut keeps fewer shapes, and the solve gives the plan the solve over
+    prune(presolve(...)) gives (Resolve.alive takes that path)."""
+    s = wide_moe_scenario(
+        cat, objective="cost", budget_usd=None, deadline_days=2.0, micro_batches=(1, 2, 4)
+    )
+    space = enumerate_candidates(s)
+    pre = presolve(s, space)
+    got = prune_deferred(s, defer_presolve(s, space))
+    assert got is not None
+    assert len(got.candidates) < len(prune(s, pre).candidates)
+    res = solve_cpsat(s, candidates=space)
+    old = resolve_cpsat(s, Resolve(alive=pre), candidates=space)
+    assert res.best is not None and old.best is not None
+    assert res.best.config == old.best.config and res.best.objective == old.best.objective
 
 
 @pytest.mark.parametrize("seed", [1, 3, 4, 8, 11])
 def test_weak_ranges_bound_presolve_from_below(cat, seed):
     """The deferred screen keeps every shape presolve keeps, with a lower end at most
     presolve's and the same upper end, and a cheap bound at most the one at presolve's
-    range (what prune_deferred's order rests on)."""
+    range (what prune_deferred's order rests on); finishing every shape is presolve."""
     s = _deadline_question(cat, seed)
     space = enumerate_candidates(s)
     pre = presolve(s, space)
@@ -122,4 +180,5 @@ def test_weak_ranges_bound_presolve_from_below(cat, seed):
         assert c.shape in weak
         assert weak[c.shape][0] <= lo and weak[c.shape][1] == hi
         assert by_shape[c.shape] <= cheap
-    assert d.finish(list(range(len(d.candidates)))) is not None
+    done = d.finish(list(range(len(d.candidates))))
+    assert [r for r in done if r is not None] == pre.dp_ranges
