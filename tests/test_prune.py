@@ -21,6 +21,7 @@ from solvers.screen.bounds import (
 from solvers.screen.presolve import defer_presolve, finish_is_costly, presolve
 from solvers.screen.prune import (
     PRUNE_MARGIN,
+    WARM_SHAPES,
     may_beat,
     prune,
     prune_by_incumbent,
@@ -99,7 +100,7 @@ def test_prune_deferred_is_prune_of_presolve(cat, seed, top_k):
     assert finish_is_costly(s)
     space = enumerate_candidates(s)
     pre = presolve(s, space)
-    got = prune_deferred(s, defer_presolve(s, space), top_k=top_k, warm_shapes=2)
+    got = prune_deferred(s, defer_presolve(s, space), top_k, None, 2, None)
     if not pre.candidates:
         assert got is None
         return
@@ -153,7 +154,7 @@ def test_sharper_cut_keeps_the_optimum(cat):
     )
     space = enumerate_candidates(s)
     pre = presolve(s, space)
-    got = prune_deferred(s, defer_presolve(s, space))
+    got = prune_deferred(s, defer_presolve(s, space), 1, None, WARM_SHAPES, None)
     assert got is not None
     assert len(got.candidates) < len(prune(s, pre).candidates)
     res = solve_cpsat(s, candidates=space)

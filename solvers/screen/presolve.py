@@ -149,7 +149,7 @@ def presolve(
     Deferred's screen, then its last steps for every shape the screen keeps."""
     if not candidates:
         return Presolved([], [])
-    d = defer_presolve(scenario, candidates, cheap_only, breaking, terms)
+    d = _screened(scenario, candidates, cheap_only, breaking, terms)
     ranges = d.finish(list(range(len(d.candidates))))
     keep = [i for i, r in enumerate(ranges) if r is not None]
     return Presolved(
@@ -176,11 +176,18 @@ class Deferred:
 
 
 def defer_presolve(
+    scenario: Scenario, candidates: list[Candidate], terms: BoundTerms | None = None
+) -> Deferred:
+    """presolve(scenario, candidates) up to its last steps, left to Deferred.finish."""
+    return _screened(scenario, candidates, False, None, terms)
+
+
+def _screened(
     scenario: Scenario,
     candidates: list[Candidate],
-    cheap_only: bool = False,
-    breaking: str | None = None,
-    terms: BoundTerms | None = None,
+    cheap_only: bool,
+    breaking: str | None,
+    terms: BoundTerms | None,
 ) -> Deferred:
     """presolve's screen (its arguments), its last steps left to Deferred.finish."""
     if not candidates:

@@ -144,10 +144,10 @@ def _by_full_bound(
 def prune_deferred(
     scenario: Scenario,
     d: Deferred,
-    top_k: int = 1,
-    hint: Config | None = None,
-    warm_shapes: int = WARM_SHAPES,
-    terms: BoundTerms | None = None,
+    top_k: int,
+    hint: Config | None,
+    warm_shapes: int,
+    terms: BoundTerms | None,
 ) -> Pruned | None:
     """prune(presolve(...)) from presolve's screen (presolve.Deferred), the same Pruned, with
     presolve's last steps (the deadline's stage times, the last rule) done only for the
@@ -186,13 +186,13 @@ def prune_deferred(
     cheap = dict(zip(kept, done.cheap_of(kept), strict=True))
     keep = [kept[j] for j in prune_by_incumbent([cheap[i] for i in kept], cut, top_k)]
     ranges = [done.ranges.get(i, (0, 0)) for i in range(len(cands))]  # (0, 0): not kept
-    got = _by_full_bound(t, cands, ranges, keep, full, cut, top_k)
-    sharp = deadline_cost_bounds(t, got.candidates, got.dp_ranges)
+    cutting = _by_full_bound(t, cands, ranges, keep, full, cut, top_k)
+    sharp = deadline_cost_bounds(t, cutting.candidates, cutting.dp_ranges)
     keep = prune_by_incumbent(sharp, cut, top_k)
     return Pruned(
-        [got.candidates[j] for j in keep],
-        [got.dp_ranges[j] for j in keep],
-        [got.lower_bounds[j] for j in keep],
+        [cutting.candidates[j] for j in keep],
+        [cutting.dp_ranges[j] for j in keep],
+        [cutting.lower_bounds[j] for j in keep],
         incumbents,
     )
 
