@@ -12,6 +12,7 @@ from helpers import random_scenario, wide_moe_scenario
 from solvers.cpsat.solve import Resolve, resolve_cpsat, solve_cpsat
 from solvers.exhaustive import best_for_candidate
 from solvers.plan import build_plan
+from solvers.screen import prune as prune_module
 from solvers.screen.bounds import (
     deadline_cost_bounds,
     objective_lower_bounds,
@@ -21,7 +22,6 @@ from solvers.screen.bounds import (
 from solvers.screen.presolve import defer_presolve, finish_is_costly, presolve
 from solvers.screen.prune import (
     PRUNE_MARGIN,
-    WARM_SHAPES,
     may_beat,
     prune,
     prune_by_incumbent,
@@ -93,9 +93,8 @@ def _deadline_question(cat, seed):
 @pytest.mark.parametrize("seed", [1, 3, 4, 8, 11, 16, 27])
 @pytest.mark.parametrize("top_k", [1, 3])
 def test_prune_deferred_is_prune_of_presolve(cat, seed, top_k):
-    """prune(presolve(...)) from presolve's screen (finishing only the shapes pruning
-    reads): the same incumbents, and of prune's shapes those the sharper cut leaves, with
-    the same ranges and bounds (all of them under the time objective)."""
+    """prune(presolve(...)) from presolve's screen, finishing only the shapes pruning reads:
+    the same shapes, ranges, bounds and incumbents."""
     s = _deadline_question(cat, seed)
     assert finish_is_costly(s)
     space = enumerate_candidates(s)
@@ -107,14 +106,9 @@ def test_prune_deferred_is_prune_of_presolve(cat, seed, top_k):
     want = prune(s, pre, top_k=top_k, warm_shapes=2)
     assert got is not None
     assert got.incumbents == want.incumbents
-    had = {
-        c.shape: (r, b)
-        for c, r, b in zip(want.candidates, want.dp_ranges, want.lower_bounds, strict=True)
-    }
-    for c, r, b in zip(got.candidates, got.dp_ranges, got.lower_bounds, strict=True):
-        assert had[c.shape] == (r, b)
-    if s.objective == "time":
-        assert len(got.candidates) == len(want.candidates)
+    assert [c.shape for c in got.candidates] == [c.shape for c in want.candidates]
+    assert got.dp_ranges == want.dp_ranges
+    assert got.lower_bounds == want.lower_bounds
 
 
 @pytest.mark.parametrize("seed", [2, 3, 4, 6, 10, 11, 14, 15, -2, -5])
@@ -145,22 +139,27 @@ def test_deadline_cost_bounds_are_valid(cat, seed):
     assert checked > 0
 
 
-def test_sharper_cut_keeps_the_optimum(cat):
+def test_sharper_cut_keeps_the_optimum(cat, monkeypatch):
     """A cost question with a deadline over MoE shapes whose dispatch crosses the NICs: the
-    deferred path's cut keeps fewer shapes, and the solve gives the plan the solve over
-    prune(presolve(...)) gives (Resolve.alive takes that path)."""
+    second warm-start round and the sharper cut (prune._sharpens) keep fewer shapes, and
+    the solve gives the plan it gives without them, through either path (Resolve.alive
+    takes prune(presolve(...)))."""
     s = wide_moe_scenario(
         cat, objective="cost", budget_usd=None, deadline_days=2.0, micro_batches=(1, 2, 4)
     )
     space = enumerate_candidates(s)
     pre = presolve(s, space)
-    got = prune_deferred(s, defer_presolve(s, space), 1, None, WARM_SHAPES, None)
-    assert got is not None
-    assert len(got.candidates) < len(prune(s, pre).candidates)
+    sharp = prune(s, pre)
     res = solve_cpsat(s, candidates=space)
-    old = resolve_cpsat(s, Resolve(alive=pre), candidates=space)
-    assert res.best is not None and old.best is not None
-    assert res.best.config == old.best.config and res.best.objective == old.best.objective
+    alive = resolve_cpsat(s, Resolve(alive=pre), candidates=space)
+    monkeypatch.setattr(prune_module, "_sharpens", lambda _s: False)
+    plain = prune(s, pre)
+    old = solve_cpsat(s, candidates=space)
+    assert sharp.incumbents == plain.incumbents
+    assert len(sharp.candidates) < len(plain.candidates)
+    assert res.best is not None and old.best is not None and alive.best is not None
+    assert res.best.config == old.best.config == alive.best.config
+    assert res.best.objective == old.best.objective
 
 
 @pytest.mark.parametrize("seed", [1, 3, 4, 8, 11])

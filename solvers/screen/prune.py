@@ -88,8 +88,10 @@ def prune(
     full = dict(zip(head, head_full, strict=True))
     hinted = hint is not None and any(c.shape == hint.shape for c in cands)
     incumbents = _incumbents(scenario, t, cands, full, tries, top_k, hint if hinted else None)
-    keep = prune_by_incumbent(cheap, incumbents, top_k)
-    return _by_full_bound(t, cands, ranges, keep, full, incumbents, top_k)
+    at = [ranges[i] for i in head]
+    cut = _more_incumbents(scenario, t, [cands[i] for i in head], at, incumbents, tries, top_k)
+    keep = prune_by_incumbent(cheap, cut, top_k)
+    return _sharper(t, _by_full_bound(t, cands, ranges, keep, full, cut, top_k), incumbents, top_k)
 
 
 def _incumbents(
@@ -172,11 +174,12 @@ def prune_deferred(
     full = dict(zip(head, got, strict=True))
     hinted = None
     if hint is not None:
-        at = [i for i, c in enumerate(cands) if c.shape == hint.shape]
-        done.upto(at)
-        hinted = hint if any(i in done.ranges for i in at) else None
+        same = [i for i, c in enumerate(cands) if c.shape == hint.shape]
+        done.upto(same)
+        hinted = hint if any(i in done.ranges for i in same) else None
     incumbents = _incumbents(scenario, t, cands, full, tries, top_k, hinted)
-    cut = _more_incumbents(scenario, t, [cands[i] for i in head], done, incumbents, tries, top_k)
+    at = [done.ranges[i] for i in head]
+    cut = _more_incumbents(scenario, t, [cands[i] for i in head], at, incumbents, tries, top_k)
     if len(cut) >= top_k:
         cutoff = cut[top_k - 1][0]
         done.upto([i for i in done.order if weak[i] <= cutoff + PRUNE_MARGIN * abs(cutoff)])
@@ -186,13 +189,29 @@ def prune_deferred(
     cheap = dict(zip(kept, done.cheap_of(kept), strict=True))
     keep = [kept[j] for j in prune_by_incumbent([cheap[i] for i in kept], cut, top_k)]
     ranges = [done.ranges.get(i, (0, 0)) for i in range(len(cands))]  # (0, 0): not kept
-    cutting = _by_full_bound(t, cands, ranges, keep, full, cut, top_k)
-    sharp = deadline_cost_bounds(t, cutting.candidates, cutting.dp_ranges)
-    keep = prune_by_incumbent(sharp, cut, top_k)
+    return _sharper(t, _by_full_bound(t, cands, ranges, keep, full, cut, top_k), incumbents, top_k)
+
+
+def _sharpens(scenario: Scenario) -> bool:
+    """Whether bounds.deadline_cost_bounds is sharper than the full bound: a cost question
+    with a deadline."""
+    return scenario.objective == "cost" and active(scenario, "deadline")
+
+
+def _sharper(
+    t: BoundTerms, got: Pruned, incumbents: list[tuple[float, Config]], top_k: int
+) -> Pruned:
+    """``got`` (pruned by the cutoff ``got.incumbents``, _more_incumbents') less the shapes
+    whose sharper bound (bounds.deadline_cost_bounds) that cutoff prunes, with the warm
+    start's ``incumbents`` (the search's hints)."""
+    keep = list(range(len(got.candidates)))
+    if _sharpens(t.scenario):
+        sharp = deadline_cost_bounds(t, got.candidates, got.dp_ranges)
+        keep = prune_by_incumbent(sharp, got.incumbents, top_k)
     return Pruned(
-        [cutting.candidates[j] for j in keep],
-        [cutting.dp_ranges[j] for j in keep],
-        [cutting.lower_bounds[j] for j in keep],
+        [got.candidates[j] for j in keep],
+        [got.dp_ranges[j] for j in keep],
+        [got.lower_bounds[j] for j in keep],
         incumbents,
     )
 
@@ -201,7 +220,7 @@ def _more_incumbents(
     scenario: Scenario,
     t: BoundTerms,
     head: list[Candidate],
-    done: _Finished,
+    ranges: list[tuple[int, int]],
     incumbents: list[tuple[float, Config]],
     tries: int,
     top_k: int,
@@ -214,10 +233,9 @@ def _more_incumbents(
     layout whose dispatch crosses them (EP over more GPUs than a server holds) needs far
     more GPUs than that (GPT-OSS-120B at 60 days: the first 12 tied at 32 B200s, their
     best plans 1.7-2.7x the optimum)."""
-    if scenario.objective != "cost" or not active(scenario, "deadline"):
+    if not _sharpens(scenario):
         return incumbents
     found = {cfg.shape: (objective, cfg) for objective, cfg in incumbents}
-    ranges = [done.ranges[done.position[c.shape]] for c in head]
     sharp = deadline_cost_bounds(t, head, ranges)
     order = sorted(
         (b, j) for j, b in enumerate(sharp) if head[j].shape not in found and b < math.inf
@@ -232,7 +250,6 @@ class _Finished:
 
     def __init__(self, t: BoundTerms, d: Deferred, order: list[int]) -> None:
         self.t, self.d, self.order = t, d, order
-        self.position = {c.shape: i for i, c in enumerate(d.candidates)}
         self.ranges: dict[int, tuple[int, int]] = {}
         self.cheap: dict[int, float] = {}
         self.seen: set[int] = set()
