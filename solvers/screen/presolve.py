@@ -223,7 +223,8 @@ def _screened(
     weak = lo
     if per_day is not None:
         ok &= ~_gemm_screen(t, col, ok, lo, hi, per_day)
-        weak = np.where(ok, _deadline_low(lo, per_day, col.gemm, col.micro_batch), lo)
+        gemm = col.gemm_times(ok)  # (the GEMM screen computed them)
+        weak = np.where(ok, _deadline_low(lo, per_day, gemm, col.micro_batch), lo)
     weak = _whole_units(weak, col.dp_step)
     ok &= weak <= hi
     idx = np.flatnonzero(ok)
