@@ -26,8 +26,8 @@ from solvers.purchase_rule import settle
 from solvers.result import SolveResult
 from solvers.scenario import PreparedQuestion, Scenario
 from solvers.screen.bounds import BoundTerms, prepare_bounds
-from solvers.screen.presolve import Presolved, presolve
-from solvers.screen.prune import PRUNE_MARGIN, WARM_SHAPES, prune
+from solvers.screen.presolve import Presolved, defer_presolve, finish_is_costly, presolve
+from solvers.screen.prune import PRUNE_MARGIN, WARM_SHAPES, Pruned, prune, prune_deferred
 from solvers.space import Candidate, enumerate_candidates
 from solvers.stop import stoppable_solver
 
@@ -232,12 +232,11 @@ def resolve_cpsat(
     # what the stages read of the question, computed once (PreparedQuestion, BoundTerms)
     terms = how.terms if how.terms is not None else prepare_bounds(scenario)
     space = candidates if candidates is not None else enumerate_candidates(scenario, terms.prepared)
-    pre = how.alive if how.alive is not None else presolve(scenario, space, terms=terms)
-    if not pre.candidates:
+    kept = _pruned(scenario, how, space, top_k, terms)
+    if kept is None:
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
         )
-    kept = prune(scenario, pre, top_k, how.hint, how.warm_shapes, terms)
     incumbents = kept.incumbents
     cap = None
     if scenario.pricing == "tco" and scenario.objective == "cost" and len(incumbents) >= top_k:
@@ -260,6 +259,21 @@ def resolve_cpsat(
     # phase two: the cheapest purchases within the tolerance of each plan's time
     plans = settle(scenario, result.plans, terms.prepared)  # (solvers/purchase_rule.py)
     return replace(result, plans=plans, wall_s=time.perf_counter() - start)
+
+
+def _pruned(
+    scenario: Scenario, how: Resolve, space: list[Candidate], top_k: int, terms: BoundTerms
+) -> Pruned | None:
+    """prune(presolve(...)) (None: presolve keeps no shape). Where presolve's last steps
+    are costly (a deadline's stage times, bounds.dp_bounds' last rule), from its screen:
+    prune_deferred finishes only the shapes pruning reads, with the same result."""
+    if how.alive is None and space and finish_is_costly(scenario):
+        deferred = defer_presolve(scenario, space, terms=terms)
+        return prune_deferred(scenario, deferred, top_k, how.hint, how.warm_shapes, terms)
+    pre = how.alive if how.alive is not None else presolve(scenario, space, terms=terms)
+    if not pre.candidates:
+        return None
+    return prune(scenario, pre, top_k, how.hint, how.warm_shapes, terms)
 
 
 def _solve_built(

@@ -522,6 +522,39 @@ def _full_bounds(
     return [cost_lower_bound(t, c, r[0], capex) for c, r in zip(cands, ranges, strict=True)]
 
 
+def deadline_cost_bounds(
+    question: Scenario | BoundTerms, cands: list[Candidate], ranges: list[tuple[int, int]]
+) -> list[float]:
+    """objective_lower_bounds with a sharper lower end under the cost objective and an
+    enforced deadline: the deadline's DP floor (dp_bounds: a sequence takes at least
+    A / (b d), so d >= per_day x A / b) with A counting the expert dispatch and ring
+    attention that cross the NICs, at the most scale-out bandwidth a server of the shape
+    may have (stage_time_lower with node_gb_s, as _time_lower counts them), up to whole
+    units (dp_step). cost_lower_bound holds for any valid lower end; inf where the floor
+    passes the upper end (no plan of the shape meets the deadline). dp_bounds' floor, the
+    CP-SAT model's range, leaves these terms out; pruning reads this one
+    (prune.prune_deferred)."""
+    t = _terms(question)
+    s = t.scenario
+    if s.objective != "cost" or not active(s, "deadline"):
+        return objective_lower_bounds(t, cands, ranges)
+    lows: list[int | None] = []
+    for cand, (lo, hi) in zip(cands, ranges, strict=True):
+        g = t.of(cand.shape.gpu)
+        per_day = g.dp_limits[0]
+        assert per_day is not None
+        need = per_day * stage_time_lower(cand, g.time_terms.node_gb_s) / cand.shape.micro_batch
+        step = dp_step(s, cand)
+        low = -(-max(1, lo, math.floor(need * (1 - 1e-9))) // step) * step
+        lows.append(low if low <= hi else None)
+    live = [(c, low) for c, low in zip(cands, lows, strict=True) if low is not None]
+    capex = _capex_of(t, [c for c, _ in live], [(low, low) for _, low in live])
+    return [
+        math.inf if low is None else cost_lower_bound(t, c, low, capex)
+        for c, low in zip(cands, lows, strict=True)
+    ]
+
+
 def _capex_of(
     t: BoundTerms, cands: list[Candidate], ranges: list[tuple[int, int]]
 ) -> dict[tuple[str, int], int] | None:

@@ -11,6 +11,7 @@ one statement of the range; tests/test_bounds.py checks both agree shape by shap
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -144,9 +145,53 @@ def presolve(
     witness of feasibility before the whole space is bounded). ``breaking``: only among
     the shapes that break that shape rule (switched off in ``scenario``: the shapes it
     admits; every other shape presolves as it did with the rule on). ``terms``:
-    ``bounds.prepare_bounds(scenario)``, when the caller has it (once per solve)."""
+    ``bounds.prepare_bounds(scenario)``, when the caller has it (once per solve).
+    Deferred's screen, then its last steps for every shape the screen keeps."""
     if not candidates:
         return Presolved([], [])
+    d = _screened(scenario, candidates, cheap_only, breaking, terms)
+    ranges = d.finish(list(range(len(d.candidates))))
+    keep = [i for i, r in enumerate(ranges) if r is not None]
+    return Presolved(
+        [d.candidates[i] for i in keep], [r for r in ranges if r is not None], d.complete
+    )
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """Presolve up to its step coefficients: the shapes every rule but the deadline's stage
+    time and bounds.dp_bounds' last rule (ruled_out) keeps, in the space's order, with
+    ``weak_ranges``: their DP ranges with the GEMM time for the stage time. A GEMM time
+    never exceeds the stage time (bounds.too_slow_by_gemm), so each weak lower end is at
+    most presolve's, the upper ends are presolve's, and a shape presolve keeps is among
+    these. ``finish`` computes presolve's own range of the shapes at some positions (None
+    where presolve drops the shape): the stage times and the last rule of those shapes
+    only (a cost question's pruning needs them for few shapes: solvers/screen/prune.py
+    prune_deferred)."""
+
+    candidates: list[Candidate]
+    weak_ranges: list[tuple[int, int]]
+    complete: bool
+    finish: Callable[[list[int]], list[tuple[int, int] | None]]
+
+
+def defer_presolve(
+    scenario: Scenario, candidates: list[Candidate], terms: BoundTerms | None = None
+) -> Deferred:
+    """presolve(scenario, candidates) up to its last steps, left to Deferred.finish."""
+    return _screened(scenario, candidates, False, None, terms)
+
+
+def _screened(
+    scenario: Scenario,
+    candidates: list[Candidate],
+    cheap_only: bool,
+    breaking: str | None,
+    terms: BoundTerms | None,
+) -> Deferred:
+    """presolve's screen (its arguments), its last steps left to Deferred.finish."""
+    if not candidates:
+        return Deferred([], [], True, lambda positions: [None for _ in positions])
     t = terms if terms is not None else prepare_bounds(scenario)
     col = _columns(candidates)
     on = enforced(scenario)
@@ -175,18 +220,64 @@ def presolve(
         ok &= floor > 0
         lo = np.where(ok, floor, 1).astype(float)
         ok &= lo <= hi
+    weak = lo
     if per_day is not None:
         ok &= ~_gemm_screen(t, col, ok, lo, hi, per_day)
-        lo = np.where(ok, _deadline_low(lo, per_day, col.stage_times(ok), col.micro_batch), lo)
-    lo = _whole_units(lo, col.dp_step)
-    ok &= lo <= hi
-    if "deadline" in on or ("budget" in on and scenario.pricing != "capex"):
-        idx = np.flatnonzero(ok)  # bounds.dp_bounds' last rule, shape by shape
-        out = ruled_out(t, [candidates[i] for i in idx], lo[idx].tolist(), hi[idx].tolist())
-        ok[idx] = ~np.array(out, dtype=bool)
-    keep = np.flatnonzero(ok)
-    ranges = [(int(lo[i]), int(hi[i])) for i in keep]
-    return Presolved([candidates[i] for i in keep], ranges, complete)
+        gemm = col.gemm_times(ok)  # (the GEMM screen computed them)
+        weak = np.where(ok, _deadline_low(lo, per_day, gemm, col.micro_batch), lo)
+    weak = _whole_units(weak, col.dp_step)
+    ok &= weak <= hi
+    idx = np.flatnonzero(ok)
+    last_rule = _last_rule(on, scenario)
+    ends = _Ends(t, col, idx, lo, hi, per_day, last_rule)
+    return Deferred(
+        [candidates[i] for i in idx],
+        list(zip(weak[idx].tolist(), hi[idx].tolist(), strict=True)),
+        complete,
+        ends.finish,
+    )
+
+
+def _last_rule(on: frozenset[str], scenario: Scenario) -> bool:
+    """Whether bounds.dp_bounds' last rule (ruled_out) can drop a shape."""
+    return "deadline" in on or ("budget" in on and scenario.pricing != "capex")
+
+
+def finish_is_costly(scenario: Scenario) -> bool:
+    """Whether presolve's last steps call the performance model (Deferred.finish: the
+    deadline's stage times, the last rule's bounds) for every shape its screen keeps."""
+    return _last_rule(enforced(scenario), scenario)
+
+
+@dataclass(frozen=True)
+class _Ends:
+    """Deferred.finish: presolve's DP range of the screened shapes at some positions."""
+
+    t: BoundTerms
+    col: _Columns
+    idx: np.ndarray  # screened position -> index into the space
+    lo: np.ndarray  # the lower ends before the deadline's (memory), over the space
+    hi: np.ndarray
+    per_day: float | None
+    last_rule: bool
+
+    def finish(self, positions: list[int]) -> list[tuple[int, int] | None]:
+        col, at = self.col, self.idx[np.asarray(positions, dtype=np.int64)]
+        lo = self.lo[at]
+        if self.per_day is not None:
+            want = np.zeros(len(col.cands), dtype=bool)
+            want[at] = True
+            stage = col.stage_times(want)[at]
+            lo = _deadline_low(lo, self.per_day, stage, col.micro_batch[at])
+        lo = _whole_units(lo, col.dp_step[at])
+        hi = self.hi[at]
+        ok = lo <= hi
+        if self.last_rule:  # bounds.dp_bounds' last rule, shape by shape
+            j = np.flatnonzero(ok)
+            got = [col.cands[i] for i in at[j]]
+            ok[j] = ~np.array(ruled_out(self.t, got, lo[j].tolist(), hi[j].tolist()), dtype=bool)
+        los, his = lo.tolist(), hi.tolist()
+        return [(los[k], his[k]) if ok[k] else None for k in range(len(positions))]
 
 
 def _gemm_screen(
