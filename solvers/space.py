@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -348,6 +349,21 @@ def dp_min_from_terms(terms: list[tuple[float, float]], cp: int, capacity: float
 
 _SPACES: dict[tuple, list[Candidate]] = {}
 _SPACES_KEPT = 8
+# optimize prepares the alternatives' GPUs in one thread while others solve and explain
+# (designer.alternatives): the two caches below are read and written under this lock
+_CACHE_LOCK = threading.Lock()
+
+
+def _kept(cache: dict, key: tuple, value: Any) -> Any:
+    """The value a cache keeps for ``key``: one another thread stored first, else
+    ``value`` (stored, the oldest entry evicted past ``_SPACES_KEPT``), so that callers
+    racing on one key share one object and the caches never grow past their size."""
+    with _CACHE_LOCK:
+        if key not in cache:
+            while len(cache) >= _SPACES_KEPT:
+                cache.pop(next(iter(cache)))
+            cache[key] = value
+        return cache[key]
 
 
 def _space_key(scenario: Scenario) -> tuple:
@@ -386,12 +402,12 @@ def enumerate_candidates(
     (a sweep) share one space and its computed coefficients. ``prepared``:
     ``scenario.prepare()``, when the caller has it (the NIC options per GPU type)."""
     key = _space_key(scenario)
-    if key not in _SPACES:
-        if len(_SPACES) >= _SPACES_KEPT:
-            _SPACES.pop(next(iter(_SPACES)))
+    with _CACHE_LOCK:
+        space = _SPACES.get(key)
+    if space is None:
         q = prepared if prepared is not None else scenario.prepare()
-        _SPACES[key] = _enumerate(scenario, q)
-    return list(_SPACES[key])
+        space = _kept(_SPACES, key, _enumerate(scenario, q))
+    return list(space)
 
 
 _TERMS: dict[tuple, dict] = {}
@@ -408,11 +424,9 @@ def _terms_cache(scenario: Scenario) -> dict:
         scenario.seq_len,
         scenario.assumptions.model_dump_json(),
     )
-    if key not in _TERMS:
-        if len(_TERMS) >= _SPACES_KEPT:
-            _TERMS.pop(next(iter(_TERMS)))
-        _TERMS[key] = {}
-    return _TERMS[key]
+    with _CACHE_LOCK:
+        terms = _TERMS.get(key)
+    return terms if terms is not None else _kept(_TERMS, key, {})
 
 
 def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:

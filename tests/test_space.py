@@ -134,3 +134,37 @@ def test_space_is_shared_by_questions_that_differ_only_in_limits():
     assert all(x is y for x, y in zip(a, b, strict=True)) and len(a) == len(b)
     c = enumerate_candidates(s.with_changes(memory_scale=0.5))
     assert c[0] is not a[0]
+
+
+def test_threads_racing_on_one_space_share_one_and_the_cache_keeps_its_size(monkeypatch):
+    """optimize prepares alternatives in one thread while others solve: two threads that
+    both miss the cache and enumerate the same question get the one space stored first
+    (the same Candidate objects, so their computed coefficients are shared), and the
+    cache never holds more than its size."""
+    import threading
+
+    from solvers import space
+
+    monkeypatch.setattr(space, "_SPACES", {})
+    both_enumerating = threading.Barrier(2)
+    real = space._enumerate
+
+    def enumerate_together(scenario, q):
+        out = real(scenario, q)
+        both_enumerating.wait(timeout=30)  # neither stores before the other has enumerated
+        return out
+
+    monkeypatch.setattr(space, "_enumerate", enumerate_together)
+    s = build_scenario(model="llama2-7b", tokens=1e12, budget=2e6, gpus=("h100-sxm",))
+    got: list[list] = []
+    threads = [threading.Thread(target=lambda: got.append(enumerate_candidates(s))) for _ in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(got) == 2 and got[0] and all(x is y for x, y in zip(*got, strict=True))
+    assert len(space._SPACES) == 1
+    for i in range(space._SPACES_KEPT + 3):
+        kept = space._kept(space._SPACES, ("k", i), [i])
+        assert kept == [i] and len(space._SPACES) <= space._SPACES_KEPT
+    assert space._kept(space._SPACES, ("k", 5), ["other"]) == [5]
