@@ -4,7 +4,7 @@ Usage: python bench/fsdp_overlap.py
 
 The step model charges ZeRO-3's per-micro-batch parameter all-gathers (forward and
 backward) less what prefetching hides behind the micro-batch's own compute
-(models.step.zero3_microbatch_exposed_s; the stack profile's param_gather_overlap_fraction).
+(models.step.zero3_microbatch_s; the stack profile's param_gather_overlap_fraction).
 None of the calibration set's runs is evaluated under ZeRO-3 (bench/accuracy.py --skipped:
 the FSDP stacks have no profile, OPT-175B's layout is not given), so this script evaluates
 the FSDP runs of public reports on the layouts stated below, under the megatron-core
@@ -339,7 +339,7 @@ def catalog_with(cat: Catalog, **fields: float) -> Catalog:
     return replace(cat, gpus=gpus)
 
 
-# the per-micro-batch gradient reduce-scatter (models.step.zero3_microbatch_exposed_s):
+# the per-micro-batch gradient reduce-scatter (models.step.zero3_microbatch_s):
 # off (the gradients reduced once a step, before it) and in fp32 (OLMo-core's and
 # torchtitan's FSDP2 reduce_dtype=float32): bytes per parameter
 GRAD_REDUCE_BYTES = (0.0, 4.0)

@@ -237,7 +237,7 @@ class Calibration(_Strict):
         "after every micro-batch's backward (PyTorch FSDP2 reduces each backward unless "
         "set_requires_gradient_sync(False); its MixedPrecisionPolicy reduce_dtype: 4 for "
         "float32, 2 for bfloat16); it shares the gathers' overlap window and the backward's "
-        "last reduce-scatter is exposed (models.step.zero3_microbatch_exposed_s); 0: off, the "
+        "last reduce-scatter is exposed (models.step.zero3_microbatch_s); 0: off, the "
         "gradients reduce-scattered once a step (before issue 31, and with PP: PyTorch's "
         "pipeline stages turn the per-micro-batch reduction off)",
     )

@@ -29,7 +29,7 @@ the reduction adds m micro-batches' parameter all-gathers less what each hides
 behind its own compute; with the stack's per-micro-batch gradient reduce-scatter on
 (zero3_microbatch_grad_reduce_bytes), each micro-batch reduce-scatters its gradients too,
 sharing the same window, and the backward's last reduce-scatter is exposed
-(zero3_microbatch_exposed_s), and what each window hides still slows its compute by
+(zero3_microbatch_s), and what each window hides still slows its compute by
 the collectives' HBM traffic (zero3_contention_s). bw_up is the
 bandwidth of a k-rank group on the platform's topology (models/scaleup.py: a mesh
 gives k - 1 links; a group smaller than k, only on clusters of one domain, is
@@ -587,10 +587,12 @@ def _last_reduced_params(spec: TransformerSpec, layout: Layout, rank_params: flo
     return max(0.0, rank_params - (layers - 1) * spec.layer_params() / layout.tp)
 
 
-def zero3_microbatch_exposed_s(c: StepCoefficients, group, node_bw_gb_per_s):
-    """ZeRO-3 / FSDP collectives of one micro-batch less what its own compute hides:
-    max(tail, gathers + reduce-scatter - gather_overlap_s) + the contention of the hidden
-    part (zero3_contention_s).
+def zero3_microbatch_s(c: StepCoefficients, group, node_bw_gb_per_s):
+    """(exposed, outside) of one micro-batch's ZeRO-3 / FSDP collectives. exposed: what its
+    own compute does not hide, max(tail, gathers + reduce-scatter - gather_overlap_s) +
+    the contention of the hidden part (zero3_contention_s); outside: the part of it that
+    no window hides, tail + contention (the contention is compute time lost, not
+    communication), both from one computation of the collectives' time.
 
     gathers: the parameter all-gathers, forward and backward (one all-reduce's traffic,
     ``zero3_gather_bytes``); PyTorch FSDP issues the next layer's all-gather while this
@@ -607,18 +609,9 @@ def zero3_microbatch_exposed_s(c: StepCoefficients, group, node_bw_gb_per_s):
     gathers."""
     nbytes = c.zero3_gather_bytes + c.zero3_grad_rs_bytes
     comm_s = group_reduce_s(c, nbytes, group, node_bw_gb_per_s)
-    exposed = np.maximum(zero3_grad_tail_s(c, group, node_bw_gb_per_s), comm_s - c.gather_overlap_s)
-    return exposed + zero3_contention_s(c, nbytes, group, comm_s)
-
-
-def zero3_outside_window_s(c: StepCoefficients, group, node_bw_gb_per_s):
-    """The part of zero3_microbatch_exposed_s that no window hides, every micro-batch: the
-    backward's last reduce-scatter (zero3_grad_tail_s) and the contention (compute time
-    lost, not communication: zero3_contention_s)."""
-    nbytes = c.zero3_gather_bytes + c.zero3_grad_rs_bytes
-    comm_s = group_reduce_s(c, nbytes, group, node_bw_gb_per_s)
     tail = zero3_grad_tail_s(c, group, node_bw_gb_per_s)
-    return tail + zero3_contention_s(c, nbytes, group, comm_s)
+    contention = zero3_contention_s(c, nbytes, group, comm_s)
+    return np.maximum(tail, comm_s - c.gather_overlap_s) + contention, tail + contention
 
 
 def zero3_contention_s(c: StepCoefficients, nbytes: float, group, comm_s):
@@ -642,7 +635,7 @@ def zero3_contention_s(c: StepCoefficients, nbytes: float, group, comm_s):
 
 def zero3_grad_tail_s(c: StepCoefficients, group, node_bw_gb_per_s):
     """Seconds of the backward's last gradient reduce-scatter (``zero3_grad_rs_tail_bytes``
-    over ``group`` ranks): exposed every micro-batch (zero3_microbatch_exposed_s); 0 when
+    over ``group`` ranks): exposed every micro-batch (zero3_microbatch_s); 0 when
     the stack reduces once a step."""
     return group_reduce_s(c, c.zero3_grad_rs_tail_bytes, group, node_bw_gb_per_s)
 
@@ -678,8 +671,9 @@ def step_from_coefficients(
     bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
     tail = 0.0 * m  # the ZeRO-3 backward's last reduce-scatter and contention: nothing hides them
     if c.zero >= 3:
-        tail = m * zero3_outside_window_s(c, group, node_bw_gb_per_s)
-        dp_time = dp_time + m * zero3_microbatch_exposed_s(c, group, node_bw_gb_per_s) - tail
+        exposed, outside = zero3_microbatch_s(c, group, node_bw_gb_per_s)
+        tail = m * outside
+        dp_time = dp_time + m * exposed - tail
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
     return StepBreakdown(
         compute=m * c.compute_mb_s,

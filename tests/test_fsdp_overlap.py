@@ -1,5 +1,5 @@
 """ZeRO-3 / FSDP parameter all-gathers hidden behind each micro-batch's compute (issue 31,
-item 4): models.step.zero3_microbatch_exposed_s and the profile's param_gather_overlap_fraction;
+item 4): models.step.zero3_microbatch_s and the profile's param_gather_overlap_fraction;
 the per-micro-batch gradient reduce-scatter, zero3_microbatch_grad_reduce_bytes."""
 
 from __future__ import annotations
