@@ -392,17 +392,22 @@ def _mae_pair(rows) -> tuple[float, float]:
     )
 
 
+def _print_off_on(setting: str, summary: list[tuple[float, dict[str, tuple[float, float]]]]):
+    """One row a setting's value: each set's error with the gather overlap off / on."""
+    width = len(setting)
+    names = list(summary[0][1])
+    print(f"{setting:>{width}} " + " ".join(f"{n + ' off/on':>30}" for n in names))
+    for value, figures in summary:
+        cells = " ".join(f"{f'{a:.1%} / {b:.1%}':>30}" for a, b in figures.values())
+        print(f"{value:{width}g} {cells}")
+
+
 def print_grad_reduce_summary(cat: Catalog) -> None:
     print(
         "\nper-micro-batch gradient reduce-scatter (zero3_microbatch_grad_reduce_bytes) x "
         "gather overlap (param_gather_overlap_fraction 0 / catalog)"
     )
-    summary = grad_reduce_summary(cat)
-    names = list(summary[0][1])
-    print(f"{'bytes/param':>11} " + " ".join(f"{n + ' off/on':>30}" for n in names))
-    for nbytes, figures in summary:
-        cells = " ".join(f"{f'{a:.1%} / {b:.1%}':>30}" for a, b in figures.values())
-        print(f"{nbytes:11g} {cells}")
+    _print_off_on("bytes/param", grad_reduce_summary(cat))
 
 
 # the contention of the collectives each micro-batch hides (models.step.zero3_contention_s):
@@ -450,12 +455,7 @@ def print_contention(cat: Catalog) -> None:
         "\ncontention of the hidden collectives (zero3_overlap_hbm_passes) x gather overlap "
         "(param_gather_overlap_fraction 0 / catalog)"
     )
-    summary = contention_summary(cat)
-    names = list(summary[0][1])
-    print(f"{'passes':>6} " + " ".join(f"{n + ' off/on':>30}" for n in names))
-    for passes, figures in summary:
-        cells = " ".join(f"{f'{a:.1%} / {b:.1%}':>30}" for a, b in figures.values())
-        print(f"{passes:6g} {cells}")
+    _print_off_on("passes", contention_summary(cat))
     rows = leave_one_size_out(compare(Hardware.from_catalog(cat, "h100-sxm"), olmo_core_runs()))
     print("\nOLMo-core rows, overlap on, with a stack level estimated leave-one-size-out")
     for label, on, scaled in rows:
