@@ -109,20 +109,26 @@ def test_a_moe_alternatives_tier_is_the_rules_in_its_row_and_its_sentence():
 def test_a_capped_pair_is_infeasible_only_when_no_plan_reaches_the_cap():
     """``_Pair.solve`` with a cap: "infeasible" when the pair's optimum is slower than the
     cap (it cannot enter the list), else the uncapped solve's answer."""
-    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e6)
-    checked = 0
-    for gpu, precs in alt_mod.excluded_pairs(scenario, wide).items():
-        pair = alt_mod._prepared(wide, gpu, precs)
-        got = pair.solve(60.0)
-        if got.best is None or got.status != "optimal" or pair.pre is None:
-            continue
-        opt = got.best.objective
+    pairs = _pairs_solved_to_optimum(budget=1e6)
+    for pair, opt in pairs:
         assert pair.solve(60.0, cap=opt * 0.9).status == "infeasible"
         above = pair.solve(60.0, cap=opt * 1.01)
         assert above.status == "optimal" and above.best is not None
         assert above.best.objective == opt
-        checked += 1
-    assert checked
+    assert pairs
+
+
+def _pairs_solved_to_optimum(budget: float) -> list[tuple[alt_mod._Pair, float]]:
+    """The excluded pairs of a Llama 2 7B question at ``budget`` with a proved optimum,
+    each with that optimum's objective."""
+    scenario, wide, _ = _question(model="llama2-7b", tokens=1e12, budget=budget)
+    out = []
+    for gpu, precs in alt_mod.excluded_pairs(scenario, wide).items():
+        pair = alt_mod._prepared(wide, gpu, precs)
+        got = pair.solve(60.0)
+        if got.best is not None and got.status == "optimal" and pair.pre is not None:
+            out.append((pair, got.best.objective))
+    return out
 
 
 def test_the_pairs_solved_do_not_depend_on_how_many_were_prepared_beside_a_wave(monkeypatch):
@@ -154,15 +160,8 @@ def test_a_pair_capped_at_its_own_optimum_is_solved():
     """The capped probe asks only the shapes whose bounds reach the cap, with prune's margin:
     a cap equal to the pair's optimum keeps the optimum's shape (a bound equal to the cap
     is not cut), so the pair is solved in full, not called infeasible."""
-    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e7)
-    checked = 0
-    for gpu, precs in alt_mod.excluded_pairs(scenario, wide).items():
-        pair = alt_mod._prepared(wide, gpu, precs)
-        got = pair.solve(60.0)
-        if got.best is None or got.status != "optimal" or pair.pre is None:
-            continue
-        opt = got.best.objective
+    pairs = _pairs_solved_to_optimum(budget=1e7)
+    for pair, opt in pairs:
         at = pair.solve(60.0, cap=opt)
         assert at.status == "optimal" and at.best is not None and at.best.objective == opt
-        checked += 1
-    assert checked
+    assert pairs
