@@ -176,14 +176,27 @@ def fms_fsdp_runs(cat: Catalog) -> list[tuple[str, TransformerSpec, Layout, Hard
     bench/accuracy.py would read them (calibration.published.parse_row) but under ZeRO-3
     (its FSDP full shard; the 7B rows' HSDP, sharded within a node group, is evaluated as
     full sharding [assumed]) and the NICs the table prints."""
+    return pytorch_fsdp_runs(cat, FMS_FSDP)
+
+
+def pytorch_fsdp_runs(
+    cat: Catalog, framework: str
+) -> list[tuple[str, TransformerSpec, Layout, Hardware, float]]:
+    """fms_fsdp_runs for the extra_runs.csv rows whose framework starts with ``framework``
+    (torchtitan: its FSDP2 rows) on a catalog GPU; the NICs as bench/accuracy.py reads
+    them (calibration.published.GPU_NAMES), the fms-fsdp rows' as their table prints."""
     path = published.DATA_DIR / "extra_runs.csv"
     with path.open(newline="", encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["framework"].startswith(FMS_FSDP)]
+        rows = [r for r in csv.DictReader(fh) if r["framework"].startswith(framework)]
     out = []
     for row in rows:
         run = published.parse_row({**row, "framework": ""}, cat, path.name)
+        if isinstance(run, published.Skipped) and "not in the catalog" in run.reason:
+            continue  # torchtitan's H100-96GB-HBM2e rows
         assert isinstance(run, published.PublishedRun), run
-        nic, nics = FMS_FSDP_NICS[run.gpu]
+        nic, nics = (
+            FMS_FSDP_NICS[run.gpu] if framework == FMS_FSDP else (run.nic, run.nics_per_node)
+        )
         hw = Hardware.from_catalog(cat, run.gpu, nic, nics)
         lay = replace(run.layout, zero=3)
         out.append((run.name, run.spec, lay, hw, run.measured_step_s))
@@ -466,6 +479,14 @@ def print_contention(cat: Catalog) -> None:
     )
 
 
+def ranking_stack() -> str:
+    """The profile bench/ranking.py predicts the sweeps' ZeRO-3 rows under."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import ranking  # noqa: PLC0415 (bench/ranking.py, a script beside this one)
+
+    return ranking.sweep_stack({"zero": "3"})
+
+
 def sweep_errors(cat: Catalog) -> list[tuple[str, str, float, float, float]]:
     """(group, layout, measured, predicted on, predicted off) step seconds of the sweeps'
     ZeRO-3 rows; a group is one model at one sequence length."""
@@ -522,7 +543,7 @@ def print_groups(rows) -> None:
 
 def print_sweeps(cat: Catalog) -> None:
     rows = sweep_errors(cat)
-    print(f"\nmeasured ZeRO-3 runs (layout sweeps, {published.MODERN_STACK} profile), step s")
+    print(f"\nmeasured ZeRO-3 runs (layout sweeps, {ranking_stack()} profile), step s")
     print(f"{'run':82} {'measured':>8} {'off':>7} {'err':>7} {'on':>7} {'err':>7}")
     for group, layout, meas, on, off in rows:
         print(
@@ -561,6 +582,9 @@ def main() -> None:
     print_grad_reduce_summary(cat)
     print_contention(cat)
     print_fms_fsdp(cat)
+    import fsdp_level  # lazy: bench/fsdp_level.py imports this script (its rows)
+
+    fsdp_level.print_report(cat)
 
 
 if __name__ == "__main__":

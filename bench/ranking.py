@@ -315,6 +315,15 @@ def _sweep_layout_name(row: dict[str, str]) -> str:
             f"rc:{row['recompute']} zero{row['zero']}")  # fmt: skip
 
 
+FSDP_STACK = "pytorch-fsdp2"
+
+
+def sweep_stack(row: dict[str, str]) -> str:
+    """The stack profile a sweep row is predicted under: pytorch-fsdp2 for its FSDP2 rows
+    (ZeRO-3: torchtitan's), megatron-core for the others (DDP and TE rows)."""
+    return FSDP_STACK if int(row["zero"]) >= 3 else published.MODERN_STACK
+
+
 def sweep_step_s(row: dict[str, str], catalog: Catalog) -> tuple[float, float, int]:
     """Measured and designer's step time of a sweep row, and its tokens per step. The
     measured time is tokens / (tokens/s per GPU x GPUs); a row with TFLOP/s per GPU only
@@ -326,7 +335,7 @@ def sweep_step_s(row: dict[str, str], catalog: Catalog) -> tuple[float, float, i
     if not rate:
         rate = float(row["tflops_per_gpu"]) * 1e12 / flops.model_flops_per_token(spec, seq)
     gpu, nic, nics = published.GPU_NAMES[row["gpu"]]
-    cat = catalog.with_stack(published.MODERN_STACK)
+    cat = catalog.with_stack(sweep_stack(row))
     hw = Hardware.from_catalog(cat, gpu, nic, nics)
     ev = evaluate(spec, hw, layout, seq, assumptions=published.MODERN_ASSUMPTIONS)
     return tokens / (rate * n), ev.step_time_s, tokens

@@ -61,7 +61,7 @@ class _Strict(NumbersNotBools):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-STACKS = ("megatron-core", "vtrain-2022")
+STACKS = ("megatron-core", "vtrain-2022", "pytorch-fsdp2")
 """Software stacks the performance model has a profile for (catalog ``stacks`` keys).
 
 ``megatron-core``: Megatron-Core / NeMo with Transformer Engine as NVIDIA's 2024-2025
@@ -70,8 +70,46 @@ reduce-scatter and parameter all-gather, TP communication overlap, overlapped
 pipeline sends, FlashAttention, fused kernels, FP8 GEMMs); the default for planning.
 ``vtrain-2022``: 2022-era Megatron-LM as in the vTrain A100 measurements (no
 gradient bucketing, no TP overlap, unfused attention, eager kernels).
+``pytorch-fsdp2``: PyTorch FSDP2 (``fully_shard``) with torch.compile as OLMo-core,
+torchtitan and IBM's fms-fsdp run it: a profile derived from megatron-core's
+(``derived_from``), its compute slower by one fitted level (``compute_time_factor``,
+gpus.yaml says where it comes from and how it was fitted: python bench/fsdp_level.py);
+collectives and overlap as megatron-core's. Only a question that names it uses it.
 """
 DEFAULT_STACK = "megatron-core"
+
+COMPUTE_RATE_FIELDS = ("matmul_efficiency", "attention_efficiency", "fp8_matmul_efficiency")
+"""Profile fields a micro-batch's compute time is inversely proportional to
+(models.step.work_gemm_s)."""
+COMPUTE_TIME_FIELDS = (
+    "elementwise_passes",
+    "fp8_cast_passes",
+    "kernel_overhead_us_per_layer",
+    "host_issue_us_per_layer",
+)
+"""Profile fields a micro-batch's compute time is proportional to
+(models.step.memory_bound_per_microbatch_s, host_issue_per_microbatch_s)."""
+DERIVED_KEYS = frozenset({"derived_from", "compute_time_factor", "note"})
+"""The keys of a derived profile in the catalog (GPUSpec._derive_stacks)."""
+
+
+def scaled_compute(profile: dict[str, Any], factor: float) -> dict[str, Any]:
+    """``profile`` (a Calibration's fields) with every compute constant scaled so that a
+    micro-batch's compute (GEMMs, attention, memory-bound kernels, launch overhead, the
+    host-issue floor) takes ``factor`` times as long: rates divided by it, passes and
+    overheads multiplied; the collectives' and overlap fields are kept. Exact for the
+    compute sum; the floor max(compute, host - TP time) scales by ``factor`` up to its TP
+    term (models.step.step_coefficients)."""
+    if not factor > 0:
+        raise ValueError(f"compute_time_factor must be positive (got {factor!r})")
+    out = dict(profile)
+    for name in COMPUTE_RATE_FIELDS:
+        if out.get(name) is not None:
+            out[name] = out[name] / factor
+    for name in COMPUTE_TIME_FIELDS:
+        if out.get(name) is not None:
+            out[name] = out[name] * factor
+    return out
 
 
 class Evidence(_Strict):
@@ -259,6 +297,32 @@ class Calibration(_Strict):
         return self.attention_efficiency is not None
 
 
+def _derive_stacks(data: Any) -> Any:
+    """A GPU's stack profile given as ``derived_from`` (another stack of the same GPU, a
+    full profile), ``compute_time_factor`` and optionally a note and fields of its own
+    becomes that profile with its compute scaled (scaled_compute), then those fields."""
+    if not isinstance(data, dict) or not isinstance(data.get("stacks"), dict):
+        return data
+    stacks = dict(data["stacks"])
+    for name, block in stacks.items():
+        if not (isinstance(block, dict) and "derived_from" in block):
+            continue
+        base = stacks.get(block["derived_from"])
+        if isinstance(base, Calibration):
+            base = base.model_dump()
+        if not isinstance(base, dict) or "derived_from" in base:
+            raise ValueError(
+                f"stacks.{name}.derived_from: {block['derived_from']!r} is not a full profile "
+                f"of this GPU; name one of {', '.join(sorted(k for k in stacks if k != name))}"
+            )
+        factor = block.get("compute_time_factor")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+            raise ValueError(f"stacks.{name}.compute_time_factor: give a positive number")
+        own = {k: v for k, v in block.items() if k not in ("derived_from", "compute_time_factor")}
+        stacks[name] = {**scaled_compute(base, float(factor)), **own}
+    return {**data, "stacks": stacks}
+
+
 class ServerSpec(_Strict):
     """The server (or rack-scale system) the GPU ships in."""
 
@@ -444,7 +508,9 @@ class GPUSpec(_Strict):
     @classmethod
     def _legacy_calibration(cls, data: Any) -> Any:
         """A ``calibration`` block (one profile) applies to every stack: it fills the
-        stacks a new entry lacks and overrides fields of those it has."""
+        stacks a new entry lacks and overrides fields of those it has (a derived profile,
+        _derive_stacks, is derived first, then overridden)."""
+        data = _derive_stacks(data)
         if not isinstance(data, dict) or "calibration" not in data:
             return data
         data = dict(data)

@@ -303,7 +303,8 @@ class Question(NumbersNotBools):
         Field(description="Switch a constraint family off (repeatable), e.g. tp_bandwidth."),
     ] = []
     stack: Annotated[
-        Literal["megatron-core", "vtrain-2022"],  # catalog.specs.STACKS (a test checks)
+        # catalog.specs.STACKS (a test checks)
+        Literal["megatron-core", "vtrain-2022", "pytorch-fsdp2"],
         Meta("--stack"),
         Field(description="Software stack whose calibrated profile predicts the step time."),
     ] = "megatron-core"

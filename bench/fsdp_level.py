@@ -1,0 +1,235 @@
+"""The pytorch-fsdp2 stack profile's level: its compute_time_factor, fitted by source.
+
+Usage: python bench/fsdp_level.py
+
+The pytorch-fsdp2 profile (catalog/data/gpus.yaml) is megatron-core's with a micro-batch's
+compute taking ``compute_time_factor`` times as long (catalog.specs.scaled_compute): one
+constant for every GPU, its collectives and ZeRO-3 terms (overlap, per-micro-batch fp32
+reduce-scatter, contention) as megatron-core's. The public PyTorch FSDP runs, by source
+(every row evaluated as ZeRO-3 over its data-parallel ranks, the overlap terms on):
+
+- olmo-core: the 16 OLMo-core README rows on H100 (allenai/OLMo-core README at
+  e27ba74550f1, 2024-11-05; bench/fsdp_overlap.py olmo_core_runs: its scripts' layouts,
+  8 and 64 GPUs assumed);
+- torchtitan: the 22 FSDP2 rows of the layout sweeps (bench/data/ranking/layout_sweeps.csv,
+  8 GB200, Baisya 2026-01-05) and the torchtitan rows of
+  bench/data/published/extra_runs.csv on catalog GPUs (3 on A100, 2 on H200; its 33
+  H100-96GB-HBM2e rows have no catalog GPU);
+- fms-fsdp: the 8 rows of IBM's fms-fsdp README table (extra_runs.csv, H100 and A100;
+  bench/fsdp_overlap.py fms_fsdp_runs).
+
+A row's error is measured step / predicted step - 1 (the predicted throughput over the
+measured: + the model too fast). The fit takes the factor on a grid of FACTOR_STEP that
+minimises the mean, over the fitted sources, of each source's mean absolute error (each
+source one vote, however many rows it has). Printed: every source under megatron-core and
+under the catalog's profile; the fit on all three sources (in-sample); each source held
+out (fitted on the other two, scored on it: out-of-sample); and OLMo-core held out by
+model size (fitted on the other sizes' OLMo-core rows). The catalog's value is the fit on
+all three sources (FIT_SOURCES), rounded to FACTOR_STEP.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+sys.path.insert(0, str(BENCH))
+
+import fsdp_overlap  # noqa: E402
+import ranking  # noqa: E402
+
+from catalog import load_catalog  # noqa: E402
+from catalog.catalog import Catalog  # noqa: E402
+from catalog.specs import Calibration, scaled_compute  # noqa: E402
+from models.evaluate import Hardware, evaluate  # noqa: E402
+
+FSDP2 = "pytorch-fsdp2"
+BASE = "megatron-core"
+SOURCES = ("olmo-core", "torchtitan", "fms-fsdp")
+FIT_SOURCES = SOURCES
+FACTOR_STEP = 0.01
+FACTOR_GRID = tuple(round(0.80 + FACTOR_STEP * i, 2) for i in range(121))  # 0.80 to 2.00
+
+
+@dataclass(frozen=True)
+class LevelRow:
+    """One measured PyTorch FSDP run: its source, label and (measured, predicted) step
+    seconds under a catalog whose pytorch-fsdp2 profile is in effect for it."""
+
+    source: str
+    label: str
+    steps: Callable[[Catalog], tuple[float, float]]
+
+    def error(self, cat: Catalog) -> float:
+        measured, predicted = self.steps(cat)
+        return measured / predicted - 1.0
+
+
+def with_level(cat: Catalog, factor: float) -> Catalog:
+    """``cat`` with every GPU's pytorch-fsdp2 profile re-derived from its megatron-core one
+    at ``factor`` (the catalog's derivation, catalog.specs.scaled_compute)."""
+    gpus = {}
+    for name, gpu in cat.gpus.items():
+        note = gpu.stacks[FSDP2].note
+        prof = Calibration.model_validate(
+            {**scaled_compute(gpu.stacks[BASE].model_dump(), factor), "note": note}
+        )
+        gpus[name] = gpu.model_copy(update={"stacks": {**gpu.stacks, FSDP2: prof}})
+    return replace(cat, gpus=gpus)
+
+
+def _published_step(spec, layout, gpu: str, nic: str, nics: int, measured: float):
+    def steps(cat: Catalog) -> tuple[float, float]:
+        hw = Hardware.from_catalog(cat.with_stack(FSDP2), gpu, nic, nics)
+        return measured, evaluate(spec, hw, layout).step_time_s
+
+    return steps
+
+
+def olmo_rows() -> list[LevelRow]:
+    """The OLMo-core README rows: measured step = tokens a step / (tokens/s/GPU x GPUs)."""
+    out = []
+    for label, spec, lay, tps, _unit in fsdp_overlap.olmo_core_runs():
+        measured = lay.global_batch * spec.seq_len / (tps * lay.num_gpus)
+        out.append(
+            LevelRow(
+                "olmo-core", label, _published_step(spec, lay, "h100-sxm", "cx7-400g", 8, measured)
+            )
+        )
+    return out
+
+
+def extra_rows(cat: Catalog, framework: str, source: str) -> list[LevelRow]:
+    """extra_runs.csv rows of ``framework`` on catalog GPUs, as ZeRO-3
+    (bench/fsdp_overlap.py pytorch_fsdp_runs: their NICs as it reads them)."""
+    return [
+        LevelRow(
+            source,
+            label,
+            _published_step(spec, lay, hw.gpu.name, hw.nic.name, hw.nics_per_node, measured),
+        )
+        for label, spec, lay, hw, measured in fsdp_overlap.pytorch_fsdp_runs(cat, framework)
+    ]
+
+
+def sweep_level_rows() -> list[LevelRow]:
+    """The layout sweeps' FSDP2 rows (ZeRO-3), predicted as bench/ranking.py does."""
+
+    def steps_of(row: dict[str, str]) -> Callable[[Catalog], tuple[float, float]]:
+        return lambda cat: ranking.sweep_step_s(row, cat)[:2]
+
+    return [
+        LevelRow(
+            "torchtitan",
+            f"{r['model']} s{r['seq_len']} {ranking._sweep_layout_name(r)}",
+            steps_of(r),
+        )
+        for r in ranking.sweep_rows()
+        if int(r["zero"]) >= 3
+    ]
+
+
+def level_rows(cat: Catalog) -> list[LevelRow]:
+    """Every source's rows (SOURCES)."""
+    return [
+        *olmo_rows(),
+        *sweep_level_rows(),
+        *extra_rows(cat, "torchtitan", "torchtitan"),
+        *extra_rows(cat, fsdp_overlap.FMS_FSDP, "fms-fsdp"),
+    ]
+
+
+def source_mae(errors: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """Each source's mean absolute error of (source, error) pairs."""
+    by: dict[str, list[float]] = {}
+    for source, err in errors:
+        by.setdefault(source, []).append(abs(err))
+    return {s: statistics.mean(v) for s, v in by.items()}
+
+
+def errors_at(cat: Catalog, rows: list[LevelRow], factor: float) -> list[tuple[str, float]]:
+    """(source, error) of each row with the pytorch-fsdp2 profile at ``factor``."""
+    c = with_level(cat, factor)
+    return [(r.source, r.error(c)) for r in rows]
+
+
+def fit(cat: Catalog, rows: list[LevelRow]) -> tuple[float, float]:
+    """(factor, objective): the FACTOR_GRID value minimising the mean over the rows'
+    sources of each source's mean absolute error."""
+    best = min(
+        (statistics.mean(source_mae(errors_at(cat, rows, f)).values()), f) for f in FACTOR_GRID
+    )
+    return best[1], best[0]
+
+
+def held_out(cat: Catalog, rows: list[LevelRow], key: Callable[[LevelRow], str]):
+    """Per value of ``key``: (its rows' factor fitted without them, their mean absolute
+    error at it, at the catalog's factor)."""
+    out = {}
+    for value in sorted({key(r) for r in rows}):
+        train = [r for r in rows if key(r) != value]
+        test = [r for r in rows if key(r) == value]
+        factor, _ = fit(cat, train)
+        mae = statistics.mean(abs(e) for _, e in errors_at(cat, test, factor))
+        out[value] = (factor, mae)
+    return out
+
+
+def olmo_size(row: LevelRow) -> str:
+    """The model size of an OLMo-core row ('1B', '7B', '8B', '13B')."""
+    return row.label.split(" ")[1]
+
+
+def print_report(cat: Catalog) -> None:
+    rows = level_rows(cat)
+    factor = (
+        cat.gpu("h100-sxm").stacks[BASE].matmul_efficiency
+        / cat.gpu("h100-sxm").stacks[FSDP2].matmul_efficiency
+    )
+    base = errors_at(cat, rows, 1.0)  # factor 1: megatron-core's profile
+    ours = errors_at(cat, rows, factor)
+    print(
+        f"\n{FSDP2} profile: compute_time_factor {factor:.2f} (catalog), "
+        "error = predicted / measured throughput - 1"
+    )
+    print(f"{'source':12} {'rows':>4} {BASE + ' MAE':>18} {FSDP2 + ' MAE':>18} {'bias':>7}")
+    for s in SOURCES:
+        b = [e for src, e in base if src == s]
+        o = [e for src, e in ours if src == s]
+        mae_b, mae_o = statistics.mean(map(abs, b)), statistics.mean(map(abs, o))
+        print(f"{s:12} {len(o):4d} {mae_b:18.1%} {mae_o:18.1%} {statistics.mean(o):+7.1%}")
+    paper = [
+        fsdp_overlap.compare(Hardware.from_catalog(c, "a100-80gb"), fsdp_overlap.RUNS)
+        for c in (cat.with_stack(BASE), cat.with_stack(FSDP2))
+    ]
+    print(
+        f"{'LLaMA/OPT':12} {len(paper[0]):4d} {fsdp_overlap._mae_pair(paper[0])[1]:18.1%} "
+        f"{fsdp_overlap._mae_pair(paper[1])[1]:18.1%}  (2022-23 FSDP, layouts assumed: not fitted)"
+    )
+    f_all, obj = fit(cat, [r for r in rows if r.source in FIT_SOURCES])
+    print(
+        f"fit on {', '.join(FIT_SOURCES)} (in-sample): factor {f_all:.2f}, "
+        f"mean of the sources' MAE {obj:.1%}"
+    )
+    print("each source held out (fitted on the others, scored on it: out-of-sample)")
+    for s, (f, mae) in held_out(cat, rows, lambda r: r.source).items():
+        print(f"  {s:12} factor {f:.2f}  MAE {mae:.1%}")
+    olmo = [r for r in rows if r.source == "olmo-core"]
+    sizes = held_out(cat, olmo, olmo_size)
+    print("OLMo-core rows, each model size held out (fitted on the other sizes' rows)")
+    for s, (f, mae) in sizes.items():
+        print(f"  {s:12} factor {f:.2f}  MAE {mae:.1%}")
+    print(f"  all {len(olmo)} rows: MAE {statistics.mean(m for _, m in sizes.values()):.1%}")
+
+
+def main() -> None:
+    print_report(load_catalog())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The pytorch-fsdp2 stack profile (issue 31, item 4): megatron-core's with a micro-batch's
+compute slower by one fitted level (catalog.specs.scaled_compute), and its fit by source
+(bench/fsdp_level.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from catalog import CatalogError, load_catalog
+from catalog.specs import COMPUTE_RATE_FIELDS, COMPUTE_TIME_FIELDS, scaled_compute
+from helpers import load_bench
+from models.evaluate import Hardware, evaluate
+from models.layout import Layout
+from models.zoo import zoo
+
+level = load_bench("fsdp_level.py", "bench_fsdp_level")
+ranking = load_bench("ranking.py", "bench_ranking_for_fsdp_stack")
+FSDP2 = "pytorch-fsdp2"
+GPUS_YAML = Path(__file__).resolve().parent.parent / "catalog/data/gpus.yaml"
+
+
+def _factor() -> float:
+    block = yaml.safe_load(GPUS_YAML.read_text())["gpus"]["h100-sxm"]["stacks"][FSDP2]
+    assert block["derived_from"] == "megatron-core"
+    return float(block["compute_time_factor"])
+
+
+def test_every_gpu_derives_the_profile_from_its_megatron_core_one(catalog):
+    factor = _factor()
+    assert factor == 1.27  # python bench/fsdp_level.py: the fit on the three sources
+    for name, gpu in catalog.gpus.items():
+        base, ours = gpu.stacks["megatron-core"], gpu.stacks[FSDP2]
+        want = scaled_compute(base.model_dump(), factor) | {"note": ours.note}
+        assert ours.model_dump() == want, name
+        assert ours.matmul_efficiency == pytest.approx(base.matmul_efficiency / factor)
+        assert ours.elementwise_passes == pytest.approx(base.elementwise_passes * factor)
+        # the collectives and the ZeRO-3 terms are megatron-core's
+        for field in ("network_bus_efficiency", "param_gather_overlap_fraction",
+                      "zero3_microbatch_grad_reduce_bytes", "zero3_overlap_hbm_passes"):  # fmt: skip
+            assert getattr(ours, field) == getattr(base, field), (name, field)
+    assert "bench/fsdp_level.py" in catalog.gpu("h100-sxm").stacks[FSDP2].note
+
+
+def test_switching_the_stack_scales_the_compute_by_the_level(catalog):
+    """One GPU (no collectives): compute x factor exactly, the optimizer's HBM time
+    unchanged, so the step moves by the level's ratio less the optimizer's share."""
+    factor = _factor()
+    spec, lay = zoo()["llama2-7b"], Layout(tp=1, pp=1, dp=1, micro_batch=1, global_batch=4)
+    for gpu in ("h100-sxm", "a100-80gb", "gb200"):
+        base = evaluate(spec, Hardware.from_catalog(catalog, gpu), lay)
+        ours = evaluate(spec, Hardware.from_catalog(catalog.with_stack(FSDP2), gpu), lay)
+        assert ours.breakdown.compute == pytest.approx(factor * base.breakdown.compute, rel=1e-9)
+        assert ours.breakdown.optimizer == base.breakdown.optimizer
+        opt = base.breakdown.optimizer
+        assert ours.step_time_s - opt == pytest.approx(factor * (base.step_time_s - opt))
+
+
+def test_scaled_compute_scales_only_the_compute_fields():
+    profile = dict.fromkeys((*COMPUTE_RATE_FIELDS, *COMPUTE_TIME_FIELDS), 0.5) | {"x": 3.0}
+    out = scaled_compute(profile | {"attention_efficiency": None}, 2.0)
+    assert out["matmul_efficiency"] == 0.25 and out["attention_efficiency"] is None
+    assert out["host_issue_us_per_layer"] == 1.0 and out["x"] == 3.0
+    with pytest.raises(ValueError, match="positive"):
+        scaled_compute(profile, 0.0)
+
+
+def test_an_override_of_megatron_core_moves_the_derived_profile(tmp_path):
+    path = tmp_path / "o.yaml"
+    path.write_text(
+        "gpus:\n  h100-sxm:\n    stacks:\n      megatron-core:\n        matmul_efficiency: 0.5\n"
+    )
+    gpu = load_catalog([path]).gpu("h100-sxm")
+    assert gpu.stacks[FSDP2].matmul_efficiency == pytest.approx(0.5 / _factor())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "gpus:\n  h100-sxm:\n    stacks:\n      pytorch-fsdp2:\n        derived_from: nope\n"
+    )
+    with pytest.raises(CatalogError, match="derived_from: 'nope' is not a full profile"):
+        load_catalog([bad])
+
+
+def test_the_sweeps_fsdp2_rows_use_the_profile():
+    assert ranking.sweep_stack({"zero": "3"}) == FSDP2
+    assert ranking.sweep_stack({"zero": "0"}) == "megatron-core"
+
+
+def _synthetic(source: str, measured: float) -> level.LevelRow:
+    """A row whose predicted step is the profile's factor (its element-wise passes over
+    megatron-core's), measured at ``measured``: its best factor is ``measured``."""
+
+    def steps(cat):
+        stacks = cat.gpu("h100-sxm").stacks
+        return measured, stacks[FSDP2].elementwise_passes / stacks[
+            "megatron-core"
+        ].elementwise_passes
+
+    return level.LevelRow(source, f"{source} {measured}", steps)
+
+
+def test_fit_and_held_out_never_see_the_scored_rows(catalog):
+    rows = [_synthetic("a", 1.2), _synthetic("a", 1.2), _synthetic("b", 1.5)]
+    factor, objective = level.fit(catalog, rows)
+    assert 1.2 <= factor <= 1.5 and objective == pytest.approx(
+        (abs(1.2 / factor - 1) + abs(1.5 / factor - 1)) / 2, abs=1e-9
+    )
+    out = level.held_out(catalog, rows, lambda r: r.source)
+    assert out["a"] == pytest.approx((1.5, abs(1.2 / 1.5 - 1)))
+    assert out["b"] == pytest.approx((1.2, abs(1.5 / 1.2 - 1)))
+
+
+def test_bench_figures_in_and_out_of_sample(catalog):
+    """The figures the README quotes (python bench/fsdp_level.py): OLMo-core under the
+    catalog's level in-sample, held out by source and by model size."""
+    rows = level.level_rows(catalog)
+    assert {s: sum(r.source == s for r in rows) for s in level.SOURCES} == {
+        "olmo-core": 16, "torchtitan": 27, "fms-fsdp": 8}  # fmt: skip
+    mae = level.source_mae(level.errors_at(catalog, rows, _factor()))
+    base = level.source_mae(level.errors_at(catalog, rows, 1.0))
+    assert mae["olmo-core"] == pytest.approx(0.094, abs=0.001)  # in-sample
+    assert mae["olmo-core"] < 0.113  # the overlap-off figure (issue 31's bar)
+    assert all(mae[s] < base[s] for s in level.SOURCES)
+    assert level.fit(catalog, rows)[0] == _factor()
+    by_source = level.held_out(catalog, rows, lambda r: r.source)
+    assert by_source["olmo-core"] == pytest.approx((1.45, 0.174), abs=0.001)  # out-of-sample
+    olmo = [r for r in rows if r.source == "olmo-core"]
+    sizes = level.held_out(catalog, olmo, level.olmo_size)
+    assert sum(m for _, m in sizes.values()) / 4 == pytest.approx(0.047, abs=0.001)
