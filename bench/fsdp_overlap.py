@@ -24,8 +24,9 @@ how the overlap term moves the prediction, not a fit (the fraction is not fitted
 
 Then the measured ZeRO-3 runs in the repo: the FSDP2 rows of the layout sweeps
 (bench/data/ranking/layout_sweeps.csv: torchtitan on 8 GB200 of one NVL72 rack, Llama 3.1
-8B and Qwen3-32B; measured layouts, predicted as bench/ranking.py does), with the mean
-absolute error of the step time with the term on and off.
+8B and Qwen3-32B; measured layouts, predicted as bench/ranking.py does: under the
+pytorch-fsdp2 profile, ranking.sweep_stack), with the mean absolute error of the step
+time with the term on and off.
 
 Then OLMo-core's published throughput table (allenai/OLMo-core README.md at e27ba74550f1,
 2024-11-05, "Update throughput numbers" #81: https://github.com/allenai/OLMo-core/blob/
@@ -55,6 +56,10 @@ the other three sizes' rows: not fitted on the rows it scores, and not in the ca
 and the fms-fsdp rows of bench/data/published/extra_runs.csv (PyTorch FSDP +
 torch.compile, IBM's README table), which bench/accuracy.py skips for want of a profile,
 under ZeRO-3 with the overlap off and on.
+
+Last, the pytorch-fsdp2 stack profile (megatron-core's with its compute slower by one
+fitted level): every source's rows under megatron-core and under it, the fit in-sample,
+each source held out and OLMo-core held out by model size (bench/fsdp_level.py).
 """
 
 from __future__ import annotations
