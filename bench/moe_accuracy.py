@@ -93,7 +93,10 @@ columns map onto the model as follows:
 - Fine-grained rows (issue 34: many small experts): Qwen3-30B-A3B on 16 H800 from
   Pai-Megatron-Patch issue #643 (a table of two measured layouts with the example script
   they ran; ``routing`` capacity-1.0, --moe-expert-capacity-factor 1.0, runs at
-  ``expert_load`` 1.0 as every routing but dropless does), and two community reports of
+  ``expert_load`` 1.0 as every routing but dropless does), Qwen3-235B-A22B on 256 H800
+  in eight layouts of the same stack (xtuner's Megatron MoE benchmark, the runs of
+  Pai-Megatron-Patch issue #658: a coarser model measured the same way, so the two
+  models' errors compare on one stack), and two community reports of
   runs their authors call slow (Megatron-MoE-ModelZoo issue #7, 8 B200; Megatron-LM issue
   #2762, 32 H100): ``scored`` "no: <why>" lists them with their error
   (``listed_errors``) outside the means, since a report asking why a run is slow is
