@@ -90,6 +90,17 @@ columns map onto the model as follows:
   backward GEMMs at the TF32 rate, models.expert.router_fp32_per_microbatch_s); ``bf16``
   where it is not set (Mixtral-8x22B.yaml; the 2024 Mixtral 8x7B README rows predate the
   flag), Megatron-Core's default.
+- Fine-grained rows (issue 34: many small experts): Qwen3-30B-A3B on 16 H800 from
+  Pai-Megatron-Patch issue #643 (a table of two measured layouts with the example script
+  they ran; ``routing`` capacity-1.0, --moe-expert-capacity-factor 1.0, runs at
+  ``expert_load`` 1.0 as every routing but dropless does), Qwen3-235B-A22B on 256 H800
+  in eight layouts of the same stack (xtuner's Megatron MoE benchmark, the runs of
+  Pai-Megatron-Patch issue #658: a coarser model measured the same way, so the two
+  models' errors compare on one stack), and two community reports of
+  runs their authors call slow (Megatron-MoE-ModelZoo issue #7, 8 B200; Megatron-LM issue
+  #2762, 32 H100): ``scored`` "no: <why>" lists them with their error
+  (``listed_errors``) outside the means, since a report asking why a run is slow is
+  selected for being slow and gives an approximate figure. An empty ``scored`` scores.
 
 Errors are reported per row and as the mean absolute error per model, GPU and precision.
 """
@@ -228,7 +239,10 @@ def recompute_of(row: dict[str, str]) -> tuple[str, frozenset[str]]:
 
 
 def skip_reason(row: dict[str, str]) -> str | None:
-    """Why an independent row cannot be scored, or None."""
+    """Why an independent row cannot be scored, or None. ``scored`` "no: <why>" lists a
+    row the model can take but that is not scored (``listed_errors`` prints its error)."""
+    if row.get("scored", "").startswith("no"):
+        return row["scored"].removeprefix("no:").strip()
     if row["model"] not in moe_zoo():
         return f"model {row['model']} is not in the zoo (see notes)"
     text = row["recompute"]
@@ -417,7 +431,23 @@ def report_independent(
     print("  not scored:")
     for row, reason in skipped:
         print(f"    {row['name']}: {reason}")
+    for row, pred, meas in listed_errors(skipped, as_run):
+        print(f"    {row['name'][:44]:44} (listed) measured {meas:.2f} s, predicted {pred:.2f} s, "
+              f"{100 * (pred - meas) / meas:+.1f}%")  # fmt: skip
     return groups
+
+
+def listed_errors(
+    skipped: list[tuple[dict[str, str], str]], as_run: bool = True
+) -> list[tuple[dict[str, str], float, float]]:
+    """(row, predicted, measured step seconds) of the skipped rows marked ``scored`` "no"
+    whose model the zoo has: evidence shown beside the table, never in its means."""
+    out = []
+    for row, _ in skipped:
+        if row.get("scored", "").startswith("no") and row["model"] in moe_zoo():
+            pred, meas, _ = predict_independent(row, as_run)
+            out.append((row, pred, meas))
+    return out
 
 
 def deepseek_v3_rows() -> list[tuple[str, str, str, str, float, float]]:

@@ -182,7 +182,9 @@ def _moe_layout(row: dict[str, str]) -> str:
 
 def moe_groups(catalog: Catalog, eff: dict) -> list[Group]:
     """Scorable rows of moe_independent.csv from one source table, same model, GPUs, batch,
-    sequence and precision."""
+    sequence and precision; a GPU without a fitted constant-MFU efficiency (no calibration
+    run on it: the H800 of the xtuner Qwen3-235B table) has no baseline to compare with,
+    and its groups are left out."""
     scored, _ = moe_accuracy.score_independent(moe_accuracy.independent_rows())
     by: dict[tuple, list] = defaultdict(list)
     for row, pred, meas, _parts in scored:
@@ -191,7 +193,7 @@ def moe_groups(catalog: Catalog, eff: dict) -> list[Group]:
         by[key].append((row, pred, meas))
     out = []
     for (model, gpu, n, gb, seq, prec, _url), rows in sorted(by.items()):
-        if len(rows) < MIN_LAYOUTS:
+        if len(rows) < MIN_LAYOUTS or (published.MODERN_STACK, gpu, prec) not in eff:
             continue
         spec = moe_zoo()[model]
         model_flops = flops.moe_model_flops_per_token(spec, int(seq)) * int(gb) * int(seq)
