@@ -203,6 +203,8 @@ def _skip_reason(row: dict[str, str], catalog: Catalog) -> str | None:
     printed_gpu = row["gpu"].strip()
     if "moe" in row["model_family"].lower() or _int(row["ep"]):
         return "mixture of experts: not modelled yet (issue 17)"
+    if "FP4" in (row.get("precision") or "").upper():
+        return "4-bit training (NVFP4, MXFP4): the model covers BF16 and FP8 only"
     framework = (row.get("framework") or "").strip()
     if OTHER_STACK.search(row["model_family"]) or OTHER_STACK.search(framework):
         return "JAX/XLA stack (MaxText, PaXML): no profile"

@@ -109,6 +109,20 @@ def test_every_dense_row_with_a_layout_evaluates(published_preds):
         assert s.reason.startswith(allowed), (s.name, s.reason)
 
 
+def test_four_bit_rows_are_skipped_not_read_as_bf16(published_preds):
+    """MLPerf v5.1 Llama 3.1 8B rows trained in NVFP4 (the submission's logs or config
+    say fp4: true) are skipped with their reason; no run evaluated as FP8 or BF16 is one."""
+    from calibration import published
+
+    preds, skipped = published_preds
+    four_bit = [s for s in skipped if "NVFP4 on" in s.name]
+    assert len(four_bit) == 9
+    assert all(s.reason.startswith("4-bit training") for s in four_bit)
+    assert not [p for p in preds if "FP4" in p.run.name]
+    row = {"model_family": "Llama", "ep": "", "precision": "MXFP4", "gpu": "MI355X"}
+    assert published._skip_reason(row, None).startswith("4-bit training")  # type: ignore[arg-type]
+
+
 def test_uneven_and_inconsistent_rows_are_read_as_documented(catalog):
     """The B200 long-sequence rows print a quarter of the GPUs: the printed layout is kept
     (per-GPU rates); a published step time keeps the GPU count (dgxc 405B proxies)."""
