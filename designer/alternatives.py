@@ -26,7 +26,13 @@ from models.evidence_rule import pair_evidence
 from solvers import Scenario, SolveResult, cloud_terms
 from solvers.cpsat.solve import Resolve, resolve_cpsat
 from solvers.gc_pause import without_gc_pauses
-from solvers.screen.bounds import gemm_lower_bounds, objective_lower_bound, prepare_bounds
+from solvers.pair_bound import pair_lower_bound
+from solvers.screen.bounds import (
+    BoundTerms,
+    gemm_lower_bounds,
+    objective_lower_bound,
+    prepare_bounds,
+)
 from solvers.screen.presolve import Presolved, presolve
 from solvers.screen.prune import PRUNE_MARGIN
 from solvers.space import Candidate, enumerate_candidates
@@ -72,6 +78,7 @@ class _Pair:
     maybe_thin: bool
     # reaches' shape bounds, filled on first use: [cheap bounds, {index: full bound}, terms]
     bounds: list = field(default_factory=list, compare=False, repr=False)
+    terms: BoundTerms | None = field(default=None, compare=False, repr=False)  # prepare_bounds
 
     def reaches(self, limit: float, strict: bool) -> bool:
         """Whether a plan's objective may lie below ``limit`` (``strict``) or at most at
@@ -105,7 +112,7 @@ class _Pair:
         filled as limits ask for them, and the question's bound terms (prepare_bounds)."""
         assert self.pre is not None
         if not self.bounds:
-            terms = prepare_bounds(self.scenario)
+            terms = self.terms if self.terms is not None else prepare_bounds(self.scenario)
             self.bounds.append(gemm_lower_bounds(terms, self.pre.candidates, self.pre.dp_ranges))
             self.bounds.append({})
             self.bounds.append(terms)
@@ -129,9 +136,9 @@ class _Pair:
             )
             if probe.status == "infeasible":
                 return probe
-        return resolve_cpsat(
-            self.scenario, Resolve(alive=self.pre), time_limit_s=time_limit_s, candidates=self.space
-        )
+        terms = self.bounds_known()[2] if self.pre is not None else None
+        how = Resolve(alive=self.pre, terms=terms)
+        return resolve_cpsat(self.scenario, how, time_limit_s=time_limit_s, candidates=self.space)
 
 
 def _promise(s: Scenario, gpu_name: str, precisions: tuple[str, ...]) -> tuple[float, float]:
@@ -148,18 +155,51 @@ def _promise(s: Scenario, gpu_name: str, precisions: tuple[str, ...]) -> tuple[f
     return peak, gpu.memory_gb
 
 
-def _prepared(wide: Scenario, gpu: str, precisions: tuple[str, ...]) -> _Pair:
-    """``wide`` on one GPU in the given precisions, its shapes presolved."""
-    s = wide.with_changes(gpus=(gpu,), precisions=precisions, unmeasured=frozenset())
-    maybe_thin = any(
+def _question(wide: Scenario, gpu: str, precisions: tuple[str, ...]) -> Scenario:
+    """``wide`` on one GPU in the given precisions."""
+    return wide.with_changes(gpus=(gpu,), precisions=precisions, unmeasured=frozenset())
+
+
+def _prepared(
+    wide: Scenario, gpu: str, precisions: tuple[str, ...], terms: BoundTerms | None = None
+) -> _Pair:
+    """``wide`` on one GPU in the given precisions, its shapes presolved (``terms``: its
+    prepare_bounds, when the caller has them)."""
+    s = _question(wide, gpu, precisions)
+    maybe_thin = _maybe_thin(s, gpu, precisions)
+    if cloud_terms.applies(s):
+        return _Pair(gpu, s, None, None, maybe_thin)
+    terms = terms if terms is not None else prepare_bounds(s)
+    space = enumerate_candidates(s, terms.prepared)
+    return _Pair(gpu, s, space, presolve(s, space, terms=terms), maybe_thin, terms=terms)
+
+
+def _hopeless(
+    s: Scenario,
+    pair: tuple[str, tuple[str, ...]],
+    terms: BoundTerms,
+    wins: list[float],
+    best: float,
+) -> bool:
+    """Whether a pair (its question ``s``, not yet prepared) is skipped whatever its shapes
+    are: its lower bound (solvers/pair_bound.py, at most every shape's) cannot beat
+    ``best``, or, for a pair that cannot be thin, lies above the MAX_ALTERNATIVES-th
+    extrapolated alternative solved so far (``wins``, best first: _crowded_out)."""
+    floor = pair_lower_bound(terms, *pair)
+    if floor >= best:
+        return True
+    crowded = len(wins) >= MAX_ALTERNATIVES and floor > wins[MAX_ALTERNATIVES - 1]
+    return crowded and not _maybe_thin(s, *pair)
+
+
+def _maybe_thin(s: Scenario, gpu: str, precisions: tuple[str, ...]) -> bool:
+    """Whether a pair's plan may be called thin: the evidence band of one of its
+    precisions is."""
+    return any(
         catalog_band(s.catalog, gpu, p, family).status == "thin"
         for p in precisions
         for family in ("dense", "moe")
     )
-    if cloud_terms.applies(s):
-        return _Pair(gpu, s, None, None, maybe_thin)
-    space = enumerate_candidates(s)
-    return _Pair(gpu, s, space, presolve(s, space), maybe_thin)
 
 
 def _solved(
@@ -178,19 +218,28 @@ def _solved(
     Every pair is prepared (its shapes enumerated, presolved and cheaply bounded) in the
     visiting order, and while a wave of solves searches, the next pairs are prepared
     beside it; which pairs a wave holds, and what each is asked, depends only on the
-    waves before it, as when every pair was prepared first (tests/test_alternatives.py)."""
+    waves before it, as when every pair was prepared first (tests/test_alternatives.py).
+    A pair whose lower bound from the catalog and the question alone
+    (solvers/pair_bound.py, at most every shape's) already skips it, against the waves
+    solved when its turn to be prepared comes, is never prepared: the skip its shapes'
+    bounds would imply anyway (wins only accumulate), so the waves are the same."""
     workers = max(1, min(len(excluded), os.cpu_count() or 1))
     order = sorted(excluded.items(), key=lambda gp: (*(-x for x in _promise(wide, *gp)), gp[0]))
     ready: list[_Pair] = []  # prepared, not yet visited
 
     def prepare_next() -> bool:
-        if not order:
-            return False
-        pair = _prepared(wide, *order.pop(0))
-        if pair.pre is not None:
-            pair.bounds_known()  # the part of its bounds that no limit changes
-        ready.append(pair)
-        return True
+        while order:
+            gp = order.pop(0)
+            s = _question(wide, *gp)
+            terms = None if cloud_terms.applies(s) else prepare_bounds(s)
+            if terms is not None and _hopeless(s, gp, terms, _wins(done, best), best):
+                continue  # its shapes would all be bounded out: never enumerated
+            pair = _prepared(wide, *gp, terms)
+            if pair.pre is not None:
+                pair.bounds_known()  # the part of its bounds that no limit changes
+            ready.append(pair)
+            return True
+        return False
 
     done: list[tuple[_Pair, SolveResult]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -3,12 +3,16 @@ explain the conflict, write the files asked for, and say why there is no plan.""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from designer.errors import Infeasible, UsageError
+from designer.interrupts import leave_signals_to
 from designer.output.files import write_atomic
 from designer.question.build import evaluate_config, load_question_file
 from solvers import Scenario, SolveResult
@@ -44,11 +48,14 @@ def explain_beside(
     scenario: Scenario, res: SolveResult, time_limit: float, work: Callable[[], T]
 ) -> tuple[T, tuple[Any, Any]]:
     """``work()`` (optimize's alternatives, designer/alternatives.py) and ``explain`` side by
-    side: the explanation in a thread of its own while ``work`` runs in this one. Each
-    hands CP-SAT searches, which release the GIL, to threads of its own, so one's
-    searches run while the other bounds and enumerates shapes in Python; neither reads
-    what the other computes (the shapes' caches they share hold values, not choices), so
-    the answers are those of running one after the other (tests/test_answer.py)."""
+    side: on Linux the explanation in a forked process of its own (both are mostly
+    Python, so threads would share one core through the GIL; the fork starts from this
+    process's shapes and caches, and only the explanation comes back, pickled), elsewhere
+    in a thread. Neither reads what the other computes (the shapes' caches hold values,
+    not choices), so the answers are those of running one after the other
+    (tests/test_answer.py). An error or interrupt in ``work`` ends the explanation."""
+    if sys.platform.startswith("linux"):
+        return _explain_forked(scenario, res, time_limit, work)
     with ThreadPoolExecutor(max_workers=1) as pool:
         why = pool.submit(explain, scenario, res, time_limit)
         try:
@@ -56,6 +63,48 @@ def explain_beside(
         finally:  # (on an interrupt, the explanation's next search raises: solvers/stop.py)
             binding_conflict = why.result()
     return done, binding_conflict
+
+
+def _explain_forked(
+    scenario: Scenario, res: SolveResult, time_limit: float, work: Callable[[], T]
+) -> tuple[T, tuple[Any, Any]]:
+    """explain_beside with the explanation in a forked process; computed here instead
+    when that process ends without an answer (killed, or its answer would not pickle)."""
+    ctx = multiprocessing.get_context("fork")
+    answer, send = ctx.Pipe(duplex=False)
+    args = (send, scenario, res, time_limit, os.getpid())
+    proc = ctx.Process(target=_explain_child, args=args, daemon=True)
+    proc.start()
+    send.close()
+    try:
+        done = work()
+        try:
+            kind, value = answer.recv()
+        except (EOFError, OSError):
+            kind, value = "ok", explain(scenario, res, time_limit)
+    except BaseException:  # (an interrupt too) the explanation is no longer wanted
+        proc.kill()
+        raise
+    finally:
+        proc.join()
+        answer.close()
+    if kind == "error":
+        raise value
+    return done, value
+
+
+def _explain_child(send, scenario: Scenario, res: SolveResult, time_limit: float, parent: int):
+    """The forked process: ``explain``, sent back as ("ok", answer) or ("error", error)."""
+    leave_signals_to(parent)
+    try:
+        out: tuple[str, Any] = ("ok", explain(scenario, res, time_limit))
+    except Exception as err:  # raised in optimize's process, as a thread's would be
+        out = ("error", err)
+    try:
+        send.send(out)
+    except Exception:  # (an answer that does not pickle: optimize explains in its own)
+        pass
+    send.close()
 
 
 def no_plan(res: SolveResult, conflict) -> Infeasible:

@@ -14,6 +14,8 @@ search and keep its best plan.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
 import sys
 import threading
@@ -50,6 +52,25 @@ def handled() -> Iterator[None]:
             yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def leave_signals_to(parent_pid: int) -> None:
+    """In a worker process (a sweep's, optimize's explanation): Ctrl-C (sent to the whole
+    terminal's process group) is ignored, so the parent decides and stops its workers;
+    SIGTERM ends it at once; and on Linux it dies with its parent (PR_SET_PDEATHSIG), so
+    a parent killed even by SIGKILL leaves no worker behind, adopted by PID 1."""
+    signal.set_wakeup_fd(-1)  # the parent's stop watcher (solvers/stop.py) is not ours
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent_pid:  # the parent died before the line above: go too
+                os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def interrupt_of(err: BaseException) -> KeyboardInterrupt | None:

@@ -9,7 +9,6 @@ run in parallel on local processes (``--workers``), or on a Ray cluster with
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import itertools
 import json
@@ -18,7 +17,6 @@ import multiprocessing
 import os
 import random
 import re
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from designer.errors import Interrupted, UsageError
+from designer.interrupts import leave_signals_to
 from designer.output import formats as report
 from designer.output import study_csv as results
 from designer.output.files import check_paths as check_paths_of
@@ -478,24 +477,11 @@ def _pool(workers: int, locked_fd: int | None) -> ProcessPoolExecutor:
 
 
 def _worker_init(locked_fd: int | None, sweep_pid: int) -> None:
-    """A worker leaves signals to the sweep: Ctrl-C (sent to the whole terminal's process
-    group) is ignored, so the sweep decides and stops its workers; SIGTERM ends it at
-    once; and on Linux it dies with the sweep's process (PR_SET_PDEATHSIG), so a sweep
-    killed even by SIGKILL leaves no worker behind, adopted by PID 1."""
+    """A worker leaves signals to the sweep (designer.interrupts.leave_signals_to: the
+    sweep decides and stops its workers, and a worker dies with it)."""
     if locked_fd is not None:
         os.close(locked_fd)
-    signal.set_wakeup_fd(-1)  # the parent's stop watcher (solvers/stop.py) is not ours
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != sweep_pid:  # the sweep died before the line above: go too
-                os._exit(1)
-
-
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+    leave_signals_to(sweep_pid)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:

@@ -4,6 +4,7 @@ the list that solving every pair gives."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -12,6 +13,8 @@ from designer import alternatives as alt_mod
 from designer.alternatives import MAX_ALTERNATIVES, alternatives, as_dicts
 from designer.question.build import scenario_from_options
 from solvers import solve_cpsat
+from solvers.pair_bound import pair_lower_bound
+from solvers.screen.bounds import prepare_bounds
 
 
 def _question(**options):
@@ -25,6 +28,7 @@ def _solving_every_pair(monkeypatch, scenario, wide, res):
     """The alternatives with no pair skipped (as before the skips), and how many pairs."""
     with monkeypatch.context() as m:
         m.setattr(alt_mod._Pair, "reaches", lambda self, limit, strict: True)
+        m.setattr(alt_mod, "_hopeless", lambda *args: False)
         m.setattr(alt_mod, "_crowded_out", lambda pair, done, best: False)
         m.setattr(alt_mod, "_cap", lambda pair, done, best: None)
         return alternatives(scenario, wide, res)
@@ -48,11 +52,22 @@ def test_skipped_pairs_leave_the_alternatives_unchanged(monkeypatch, options):
         return plain(self, time_limit_s, cap)
 
     monkeypatch.setattr(alt_mod._Pair, "solve", counted)
+    prepared: list[str] = []
+    plain_prepared = alt_mod._prepared
+
+    def enumerated(wide, gpu, precisions, terms=None):
+        prepared.append(gpu)
+        return plain_prepared(wide, gpu, precisions, terms)
+
+    monkeypatch.setattr(alt_mod, "_prepared", enumerated)
     fast = alternatives(scenario, wide, res)
     skipped = len(alt_mod.excluded_pairs(scenario, wide)) - len(solved)
+    never_enumerated = len(alt_mod.excluded_pairs(scenario, wide)) - len(prepared)
     solved.clear()
     every = _solving_every_pair(monkeypatch, scenario, wide, res)
     assert skipped > 0, "the question should let some pair be skipped"
+    if scenario.objective == "time":  # the pair bound (solvers/pair_bound.py) skips some
+        assert never_enumerated > 0, "some pair should be skipped before its shapes exist"
     assert len(solved) == len(alt_mod.excluded_pairs(scenario, wide))
     assert as_dicts(fast) == as_dicts(every)
     assert [a.sentence for a in fast] == [a.sentence for a in every]
@@ -165,3 +180,24 @@ def test_a_pair_capped_at_its_own_optimum_is_solved():
         at = pair.solve(60.0, cap=opt)
         assert at.status == "optimal" and at.best is not None and at.best.objective == opt
     assert pairs
+
+
+def test_a_pair_is_skipped_unprepared_only_where_its_bound_skips_it():
+    """_hopeless: a pair whose catalog bound (solvers/pair_bound.py) reaches the answer is
+    skipped; one below it only when MAX_ALTERNATIVES extrapolated wins all beat its bound
+    and it cannot be thin (a thin pair is always shown)."""
+    scenario, wide, _ = _question(model="deepseek-v3", tokens=15e12, budget=100e6)
+    thin_seen = False
+    for gp in alt_mod.excluded_pairs(scenario, wide).items():
+        s = alt_mod._question(wide, *gp)
+        terms = prepare_bounds(s)
+        floor = pair_lower_bound(terms, *gp)
+        assert 0 < floor < math.inf
+        assert alt_mod._hopeless(s, gp, terms, [], floor)
+        assert not alt_mod._hopeless(s, gp, terms, [], floor * 1.01)
+        below = [floor * 0.5] * MAX_ALTERNATIVES
+        thin = alt_mod._maybe_thin(s, *gp)
+        thin_seen |= thin
+        assert alt_mod._hopeless(s, gp, terms, below, floor * 1.01) == (not thin)
+        assert not alt_mod._hopeless(s, gp, terms, below[:-1], floor * 1.01)
+    assert thin_seen

@@ -6,10 +6,15 @@ saved answer's plan read back."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import sys
+import time
 from dataclasses import dataclass, field
 
 import pytest
 
+from designer import answer as answer_mod
 from designer.alternatives import alternatives, as_dicts
 from designer.answer import explain, explain_beside, no_plan, saved_plan, write_file
 from designer.errors import Infeasible, UsageError
@@ -73,9 +78,9 @@ def test_explain_prices_the_best_plan_or_explains_the_conflict(cat):
 
 
 def test_the_explanation_beside_the_alternatives_is_the_one_alone():
-    """optimize explains in a thread while the alternatives solve (explain_beside): both
-    answers are those each gives alone, and an error in the work still waits for the
-    explanation and is raised."""
+    """optimize explains beside the alternatives (explain_beside: in a forked process on
+    Linux, a thread elsewhere): both answers are those each gives alone, and an error in
+    the work is raised."""
     options = {"model": "llama2-7b", "tokens": 1e12, "budget": 1e7}
     s = scenario_from_options(options)
     wide = scenario_from_options({**options, "evidence": "any"})
@@ -89,6 +94,61 @@ def test_the_explanation_beside_the_alternatives_is_the_one_alone():
 
     with pytest.raises(ValueError, match="work failed"):
         explain_beside(s, res, 30.0, broken)
+
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the explanation forks on Linux only"
+)
+
+
+@linux_only
+def test_the_explanation_beside_runs_in_a_process_of_its_own(monkeypatch):
+    """On Linux the explanation is computed in a forked process (both it and the
+    alternatives are mostly Python: threads would share one core through the GIL) and
+    comes back pickled; an error there is raised here."""
+    here = os.getpid()
+    monkeypatch.setattr(answer_mod, "explain", lambda s, r, t: (os.getpid(), (s, r, t)))
+    done, (pid, args) = explain_beside("question", "result", 7.0, lambda: "alternatives")
+    assert done == "alternatives" and args == ("question", "result", 7.0)
+    assert pid != here
+
+    def failing(s, r, t):
+        raise ValueError("explanation failed")
+
+    monkeypatch.setattr(answer_mod, "explain", failing)
+    with pytest.raises(ValueError, match="explanation failed"):
+        explain_beside("question", "result", 7.0, lambda: None)
+
+
+@linux_only
+def test_an_explanation_process_that_dies_is_explained_here(monkeypatch):
+    """A forked explanation that ends without an answer (killed) is computed in
+    optimize's own process instead."""
+    here = os.getpid()
+
+    def dies_there(s, r, t):
+        if os.getpid() != here:
+            os._exit(3)
+        return "explained here"
+
+    monkeypatch.setattr(answer_mod, "explain", dies_there)
+    assert explain_beside(None, None, 1.0, lambda: 1) == (1, "explained here")
+
+
+@linux_only
+def test_an_error_in_the_work_ends_the_explanation_process(monkeypatch):
+    """The alternatives failing (or interrupted) end the explanation at once: no wait for
+    it, no process left behind."""
+    monkeypatch.setattr(answer_mod, "explain", lambda s, r, t: time.sleep(60))
+
+    def broken() -> None:
+        raise KeyboardInterrupt
+
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        explain_beside(None, None, 1.0, broken)
+    assert time.perf_counter() - start < 30
+    assert not multiprocessing.active_children()
 
 
 def test_write_file_writes_whole_or_not_at_all(tmp_path):
