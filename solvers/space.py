@@ -36,7 +36,9 @@ from catalog.specs import GPUSpec
 from models.evaluate import with_profile
 from models.expert import (
     expert_memory,
-    moe_gemm_per_microbatch_s,
+    moe_gemm_at_rates_s,
+    moe_gemm_rates,
+    moe_gemm_work,
     moe_step_coefficients,
 )
 from models.feasibility import TOL
@@ -112,6 +114,8 @@ class _Source:
     # the shape at EP 1, ETP 1: models.step.step_coefficients does not look at them or
     # at the DP degree; tests/test_space.py checks it)
     dense_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # the GPU's rates of a MoE shape's GEMMs, keyed by (precision, TP) (Candidate.gemm_mb_s)
+    rates_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @cached_property
     def profiled(self) -> Assumptions:
@@ -211,14 +215,27 @@ class Candidate:
                         scenario.spec, layout, scenario.seq_len, src.gpu
                     )
                 else:
-                    self._gemm = moe_gemm_per_microbatch_s(
-                        scenario.spec,
-                        shape.probe_layout(),
-                        scenario.seq_len,
-                        src.gpu,
-                        shape.experts,
-                    )
+                    self._gemm = self._moe_gemm_mb_s()
         return self._gemm
+
+    def _moe_gemm_mb_s(self) -> float:
+        """models.expert.moe_gemm_per_microbatch_s of the shape, from its two parts: the
+        FLOPs (moe_gemm_work, shared by the GPUs of one FlashAttention, as the memory
+        terms) and the GPU's rates (moe_gemm_rates, one per precision and TP)."""
+        src, shape = self._source, self.shape
+        spec, flash = src.scenario.spec, src.gpu.calibration.flash_attention
+        key = ("gemm", flash, *shape[1:])
+        work = src.terms_cache.get(key)
+        if work is None:
+            work = src.terms_cache[key] = moe_gemm_work(
+                spec, shape.probe_layout(), src.scenario.seq_len, flash, shape.experts
+            )
+        rates = src.rates_cache.get((shape.precision, shape.tp))
+        if rates is None:
+            rates = src.rates_cache[shape.precision, shape.tp] = moe_gemm_rates(
+                src.gpu, spec.hidden, shape.precision, shape.tp
+            )
+        return moe_gemm_at_rates_s(work, rates)
 
     @property
     def dp_min_memory(self) -> int | None:

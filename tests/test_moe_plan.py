@@ -255,3 +255,45 @@ def test_moe_numbers_shared_across_gpus_equal_their_own(cat):
     assert on != _stage_flops(s.spec, layout, s.seq_len, False, ex)
     flash = cat.gpu("h200").calibration.flash_attention
     assert _stage_flops(s.spec, layout, s.seq_len, flash, ex) == on
+
+
+def test_moe_gemm_shared_across_gpus_equals_the_direct_formula(cat):
+    """Candidate.gemm_mb_s prices a MoE shape's FLOPs (models.expert.moe_gemm_work, computed
+    once for every GPU of the same FlashAttention) at each GPU's rates (moe_gemm_rates):
+    on H200, after H100 filled the shared FLOPs, every shape's GEMM time equals
+    moe_gemm_per_microbatch_s computed from scratch, and that equals the formula written
+    out rank by rank (grouped-GEMM efficiency, work_gemm_s, the Gated DeltaNet chunks)
+    bit for bit, in bf16 and fp8, for a model with linear attention too."""
+    from models.expert import (
+        _stage_flops,
+        gdn_chunk_per_microbatch_s,
+        grouped_gemm_efficiency,
+        moe_gemm_per_microbatch_s,
+    )
+    from models.step import StageWork, work_gemm_s
+    from models.zoo import moe_zoo
+
+    base = random_moe_scenario(1, cat).with_changes(
+        gpus=("h100-sxm", "h200"), precisions=("bf16", "fp8")
+    )
+    for s in (base, base.with_changes(spec=moe_zoo()["qwen3-next-80b-a3b"])):
+        cands = enumerate_candidates(s)
+        by_gpu = {g: {c.shape[1:]: c for c in cands if c.shape.gpu == g} for g in s.gpus}
+        common = sorted(set(by_gpu["h100-sxm"]) & set(by_gpu["h200"]))
+        picked = random.Random(2).sample(common, min(60, len(common)))
+        assert {key[6] for key in picked} == {"bf16", "fp8"}  # the shape's precision
+        for key in picked:
+            assert by_gpu["h100-sxm"][key].gemm_mb_s > 0  # fills the shared FLOPs
+        for key in picked:
+            cand = by_gpu["h200"][key]
+            gpu, layout, ex = cand._source.gpu, cand.shape.probe_layout(), cand.shape.experts
+            direct = moe_gemm_per_microbatch_s(s.spec, layout, s.seq_len, gpu, ex)
+            gg = grouped_gemm_efficiency(s.spec, layout, s.seq_len, gpu, ex)
+            worst = 0.0
+            flash = gpu.calibration.flash_attention
+            for work, routed, layers in _stage_flops(s.spec, layout, s.seq_len, flash, ex):
+                t = work_gemm_s(work, s.spec.hidden, layout, gpu)
+                t += work_gemm_s(StageWork(routed / gg, 0.0, 0.0), s.spec.hidden, layout, gpu)
+                t += gdn_chunk_per_microbatch_s(s.spec, layout, s.seq_len, gpu, ex, layers)
+                worst = max(worst, t)
+            assert cand.gemm_mb_s == direct == worst, cand.shape
