@@ -3,6 +3,8 @@ module (tests/test_decision_space.py checks what the solvers choose from it)."""
 
 from __future__ import annotations
 
+import random
+
 from designer.question.build import build_scenario
 from helpers import prime_scenario, wide_moe_scenario
 from solvers.families import SHAPE_RULES
@@ -13,6 +15,7 @@ from solvers.space import (
     dp_min_from_terms,
     enumerate_candidates,
     expert_options,
+    memory_frontier,
     micro_batch_options,
     nic_specs,
     pipeline_splits,
@@ -85,6 +88,31 @@ def test_dp_min_from_terms_is_the_least_fitting_degree():
         assert d is not None and fits(d, cp, cap) and (d == 1 or not fits(d - 1, cp, cap))
     assert dp_min_from_terms(terms, 1, 20.0) is None  # a stage's fixed part alone fills it
     assert dp_min_from_terms([(0.0, 0.0)], 1, 1.0) == 1
+
+
+def test_memory_frontier_keeps_the_least_fitting_degree():
+    """memory_frontier drops the dominated terms (and repeats) and dp_min_from_terms gives
+    the same degree from what it keeps, at capacities around every term's, over random
+    pipelines whose ranks repeat, tie and dominate one another."""
+    rng = random.Random(7)
+    assert memory_frontier([(1.0, 5.0), (2.0, 5.0), (1.0, 6.0), (2.0, 5.0), (0.5, 1.0)]) == [
+        (2.0, 5.0),
+        (1.0, 6.0),
+    ]
+    for _ in range(400):
+        pool = [(rng.choice([0.5, 3.0, 7.25]) * rng.random() * 40, rng.random() * 900.0)]
+        pool += [(rng.random() * 40, rng.choice([0.0, 1e-3, 450.0]) * rng.random())]
+        terms = [
+            rng.choice(pool) if rng.random() < 0.3 else (rng.random() * 40, rng.random() * 900)
+            for _ in range(rng.randint(1, 12))
+        ]
+        kept = memory_frontier(terms)
+        assert set(kept) <= set(terms) and len(kept) == len(set(kept))
+        for fixed, sharded in terms:  # each term is at most a kept one, part by part
+            assert any(f >= fixed and s >= sharded for f, s in kept)
+        for cp in (1, 2, 8):
+            for cap in [f + s / rng.choice([1, 3, 64]) for f, s in terms] + [10.0, 80.0]:
+                assert dp_min_from_terms(kept, cp, cap) == dp_min_from_terms(terms, cp, cap)
 
 
 def test_micro_batch_options_follow_the_question_and_the_ceiling(cat):
