@@ -593,17 +593,50 @@ def moe_memory_terms(
     ``moe_memory_per_gpu``'s rank total at every DP degree the folding allows. The
     dense states shard over DP x CP by the ZeRO stage; the expert states over expert-DP
     = TP x CP x DP / (EP x ETP), i.e. ``sharded`` holds them times EP x ETP / TP."""
+    ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load)
+    return _moe_rank_terms(ranks, layout, a, ep, etp)
+
+
+def moe_memory_bound_terms(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    a: Assumptions,
+    ep: int,
+    etp: int = 1,
+    expert_load: float = 1.0,
+) -> list[tuple[float, float]]:
+    """``moe_memory_terms`` of the ranks that can hold the most memory: of ranks equal
+    but for their stored activations (a pipeline's ranks differ mostly by the
+    micro-batches in flight), the one that stores the most. Each term grows with every
+    input of its rank (non-negative bytes and factors; rounded IEEE operations are
+    monotone), so the kept rank's term is at least each left-out one's, part by part:
+    the largest memory at any DP degree, and the least degree that fits
+    (solvers.space.dp_min_from_terms), are those of every rank."""
+    heaviest: dict[tuple[float, float, float, float], _MoERank] = {}
+    for rank in _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load):
+        key = (rank.dense_params, rank.expert_params, rank.logits, rank.dispatch)
+        held = heaviest.get(key)
+        if held is None or rank.act > held.act:
+            heaviest[key] = rank
+    return _moe_rank_terms(list(heaviest.values()), layout, a, ep, etp)
+
+
+def _moe_rank_terms(
+    ranks: list[_MoERank], layout: Layout, a: Assumptions, ep: int, etp: int
+) -> list[tuple[float, float]]:
+    """``moe_memory_terms`` of each of ``ranks``."""
     zero = layout.zero
     per_expert = ep * etp / layout.tp
     scale = 1.0 + a.memory_overhead_fraction
+    parts = (
+        (a.weight_bytes, zero >= 3),
+        (a.grad_bytes, zero >= 2),
+        (a.optimizer_bytes, zero >= 1),
+    )
     out = []
-    for rank in _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load):
+    for rank in ranks:
         dense, expert = rank.dense_params, rank.expert_params
-        parts = (
-            (a.weight_bytes, zero >= 3),
-            (a.grad_bytes, zero >= 2),
-            (a.optimizer_bytes, zero >= 1),
-        )
         fixed = sharded = 0.0
         for nbytes, on in parts:
             if on:
@@ -649,7 +682,7 @@ def _moe_ranks(
     opts = stored or StoredActivations()
     b = layout.micro_batch
     if b > 1 and layout.global_batch % (b * layout.dp) == 0:
-        unit = replace(layout, micro_batch=1, global_batch=layout.global_batch // b)
+        unit = _unit_layout(layout)
         ranks = _moe_ranks_at(spec, unit, seq_len, a.flash_attention, ep, etp, load, opts)
         return [
             _MoERank(
@@ -665,6 +698,14 @@ def _moe_ranks(
             for r in ranks
         ]
     return list(_moe_ranks_at(spec, layout, seq_len, a.flash_attention, ep, etp, load, opts))
+
+
+@lru_cache(maxsize=1 << 14)
+def _unit_layout(layout: Layout) -> Layout:
+    """``layout`` at a micro-batch of 1, its micro-batches per step kept (``_moe_ranks``;
+    cached: dataclasses.replace costs more than the lookup)."""
+    b = layout.micro_batch
+    return replace(layout, micro_batch=1, global_batch=layout.global_batch // b)
 
 
 @lru_cache(maxsize=1 << 14)

@@ -43,7 +43,12 @@ from models.expert import (
 )
 from models.feasibility import TOL
 from models.layout import Assumptions, Network
-from models.memory import memory_terms, moe_memory_terms, usable_memory_gb
+from models.memory import (
+    memory_terms,
+    moe_memory_bound_terms,
+    moe_memory_terms,
+    usable_memory_gb,
+)
 from models.pipeline import EVEN, Split, uneven_splits
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
 from solvers.decisions import Shape
@@ -246,8 +251,8 @@ class Candidate:
             key = (src.gpu.calibration.flash_attention, *shape[1:])
             terms = src.terms_cache.get(key)
             if terms is None:
-                full = shape_memory_terms(src.scenario, shape, src.profiled)
-                terms = src.terms_cache[key] = memory_frontier(full)
+                binding = shape_bound_terms(src.scenario, shape, src.profiled)
+                terms = src.terms_cache[key] = memory_frontier(binding)
             self._dp_min = dp_min_from_terms(terms, shape.cp, src.capacity_gb)
         return self._dp_min
 
@@ -335,6 +340,20 @@ def shape_memory_terms(
         return moe_memory_terms(scenario.spec, layout, scenario.seq_len, a, shape.ep, shape.etp)
     layout = shape.layout(1, max(1, shape.pp))
     return memory_terms(scenario.spec, layout, scenario.seq_len, a)
+
+
+def shape_bound_terms(
+    scenario: Scenario, shape: Shape, profiled: Assumptions
+) -> list[tuple[float, float]]:
+    """shape_memory_terms of the ranks that can bind (a MoE / MLA / MTP model's
+    moe_memory_bound_terms: of ranks equal but for their activations, the one storing
+    the most); dp_min_from_terms gives the same degree from them as from every rank."""
+    if not scenario.spec.is_dense:
+        layout = shape.probe_layout()
+        return moe_memory_bound_terms(
+            scenario.spec, layout, scenario.seq_len, profiled, shape.ep, shape.etp
+        )
+    return shape_memory_terms(scenario, shape, profiled)
 
 
 def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | None:

@@ -21,6 +21,8 @@ from solvers.space import (
     pipeline_splits,
     powers_of_two,
     pp_options,
+    shape_bound_terms,
+    shape_memory_terms,
     structural_violations,
     tp_options,
     vp_options,
@@ -113,6 +115,35 @@ def test_memory_frontier_keeps_the_least_fitting_degree():
         for cp in (1, 2, 8):
             for cap in [f + s / rng.choice([1, 3, 64]) for f, s in terms] + [10.0, 80.0]:
                 assert dp_min_from_terms(kept, cp, cap) == dp_min_from_terms(terms, cp, cap)
+
+
+def test_bound_terms_keep_the_frontier_of_every_rank():
+    """A MoE shape's memory bound reads shape_bound_terms (the rank storing the most of
+    those equal but for their activations): their frontier is that of every rank's
+    terms, over MoE zoo models' pipelines (deep ones, uneven splits, MTP, fp8, ZeRO-1),
+    and so is the least DP degree that fits."""
+    from models.evaluate import with_profile
+    from models.zoo import moe_zoo
+
+    rng = random.Random(3)
+    checked = fewer = 0
+    for name in ("deepseek-v3", "gpt-oss-120b", "qwen3-30b-a3b"):
+        s = build_scenario(model=moe_zoo()[name], tokens=1e12, budget=1e8, evidence="any")
+        s = s.with_changes(gpus=("h100-sxm",), precisions=("bf16", "fp8"))
+        cands = [c for c in enumerate_candidates(s) if c.shape.pp > 2]
+        a = with_profile(s.assumptions, cands[0]._source.gpu)
+        for cand in rng.sample(cands, 40):
+            every = shape_memory_terms(s, cand.shape, a)
+            bound = shape_bound_terms(s, cand.shape, a)
+            assert set(bound) <= set(every)
+            fewer += len(bound) < len(every)
+            assert memory_frontier(bound) == memory_frontier(every)
+            for cap in (40.0, 80.0, 141.0):
+                assert dp_min_from_terms(bound, cand.shape.cp, cap) == dp_min_from_terms(
+                    every, cand.shape.cp, cap
+                )
+            checked += 1
+    assert checked == 120 and fewer > 60  # most pipelines repeat their middle ranks
 
 
 def test_micro_batch_options_follow_the_question_and_the_ceiling(cat):
