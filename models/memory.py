@@ -613,13 +613,8 @@ def moe_memory_bound_terms(
     monotone), so the kept rank's term is at least each left-out one's, part by part:
     the largest memory at any DP degree, and the least degree that fits
     (solvers.space.dp_min_from_terms), are those of every rank."""
-    heaviest: dict[tuple[float, float, float, float], _MoERank] = {}
-    for rank in _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load):
-        key = (rank.dense_params, rank.expert_params, rank.logits, rank.dispatch)
-        held = heaviest.get(key)
-        if held is None or rank.act > held.act:
-            heaviest[key] = rank
-    return _moe_rank_terms(list(heaviest.values()), layout, a, ep, etp)
+    ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load, binding=True)
+    return _moe_rank_terms(ranks, layout, a, ep, etp)
 
 
 def _moe_rank_terms(
@@ -672,18 +667,21 @@ def _moe_ranks(
     capacity_factor: float | None,
     expert_load: float,
     stored: StoredActivations | None = None,
+    binding: bool = False,
 ) -> list[_MoERank]:
     """Each pipeline rank's parameters, activations, logits and dispatch buffers
     (``moe_memory_per_gpu``'s docstring). Every activation, logit and buffer byte is
     proportional to the micro-batch (s b h, tokens s b / TP), so the ranks are computed
     once per micro-batch of 1 (cached: the solvers ask for every micro-batch of a shape)
-    and scaled, whenever the layout's micro-batches per step are whole."""
+    and scaled, whenever the layout's micro-batches per step are whole. ``binding``:
+    only the ranks that can bind (``_binding_ranks_at``; scaling by b keeps them so)."""
     load = capacity_factor if capacity_factor is not None else expert_load
     opts = stored or StoredActivations()
+    at = _binding_ranks_at if binding else _moe_ranks_at
     b = layout.micro_batch
     if b > 1 and layout.global_batch % (b * layout.dp) == 0:
         unit = _unit_layout(layout)
-        ranks = _moe_ranks_at(spec, unit, seq_len, a.flash_attention, ep, etp, load, opts)
+        ranks = at(spec, unit, seq_len, a.flash_attention, ep, etp, load, opts)
         return [
             _MoERank(
                 r.rank,
@@ -697,7 +695,29 @@ def _moe_ranks(
             )
             for r in ranks
         ]
-    return list(_moe_ranks_at(spec, layout, seq_len, a.flash_attention, ep, etp, load, opts))
+    return list(at(spec, layout, seq_len, a.flash_attention, ep, etp, load, opts))
+
+
+@lru_cache(maxsize=1 << 14)
+def _binding_ranks_at(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    flash_attention: bool,
+    ep: int,
+    etp: int,
+    load: float,
+    opts: StoredActivations = StoredActivations(),
+) -> tuple[_MoERank, ...]:
+    """``_moe_ranks_at``'s ranks that can hold the most memory (moe_memory_bound_terms): of
+    ranks equal but for their stored activations, the one that stores the most."""
+    heaviest: dict[tuple[float, float, float, float], _MoERank] = {}
+    for rank in _moe_ranks_at(spec, layout, seq_len, flash_attention, ep, etp, load, opts):
+        key = (rank.dense_params, rank.expert_params, rank.logits, rank.dispatch)
+        held = heaviest.get(key)
+        if held is None or rank.act > held.act:
+            heaviest[key] = rank
+    return tuple(heaviest.values())
 
 
 @lru_cache(maxsize=1 << 14)
