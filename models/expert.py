@@ -789,10 +789,13 @@ def moe_gemm_at_rates_s(work: MoEGemmWork, rates: MoEGemmRates) -> float:
     """``moe_gemm_per_microbatch_s`` of its two parts: the slowest rank's GEMM seconds (the
     same operations in the same order as pricing each rank's work on the GPU directly)."""
     gg = _efficiency_at(work.grouped, rates.ridge)
+    linear_flop_s = rates.gemm.linear_flop_s
     worst = 0.0
     for stage, routed_flops, gdn in work.stages:
-        routed = StageWork(routed_flops / gg, 0.0, 0.0)
-        seconds = work_at_rates_s(stage, rates.gemm) + work_at_rates_s(routed, rates.gemm)
+        # the routed experts' work is linear FLOPs only: work_at_rates_s of StageWork(
+        # routed_flops / gg, 0.0, 0.0), whose attention and logits seconds are +0.0
+        routed_s = routed_flops / gg / linear_flop_s
+        seconds = work_at_rates_s(stage, rates.gemm) + routed_s
         seconds += 0.0 if gdn is None else gdn / rates.gdn_flop_s
         worst = max(worst, seconds)
     return worst

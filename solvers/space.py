@@ -517,11 +517,7 @@ def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:
             for rc in scenario.recompute_modes
             if not (flash and rc == "selective" and "none" in scenario.recompute_modes)
         ]
-        # the structural rules do not look at the micro-batch or the recomputation (nor at EP
-        # and ETP, but for ep_domain's --ep-in-domain: then they join the key, ``experts``)
-        structural: dict[tuple, frozenset[str]] = {}
-        blocked: dict[tuple, bool] = {}  # by an enforced structural family
-        micro_batches = micro_batch_options(scenario)
+        walk = _Walk(scenario, gpu_name, source, recompute_modes, precisions, out)
         for tp in tp_options(spec, gpu):
             for cp in cp_options(scenario.seq_len):
                 for pp in pp_options(spec.layers):
@@ -532,41 +528,69 @@ def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:
                         for split, (ep, etp) in itertools.product(
                             pipeline_splits(spec.layers, pp, vp), expert_options(spec, tp, gpu)
                         ):
-                            # memory grows with the micro-batch: (recompute, precision) -> the
-                            # smallest micro-batch that never fits
-                            never_fits: dict[tuple[str, str], int] = {}
-                            experts = (ep, etp) if scenario.ep_in_domain else ()
-                            for mb in micro_batches:
-                                # above the sizes searched before (which explain's diagnoses
-                                # keep), stop once no unblocked (recompute, precision) fits:
-                                # memory grows with the micro-batch, so no larger one would
-                                if mb > STRUCTURAL_MICRO_BATCHES[-1] and all(
-                                    blocked.get((tp, cp, pp, vp, prec, split, *experts), False)
-                                    or (rc, prec) in never_fits
-                                    for rc in recompute_modes
-                                    for prec in precisions
-                                ):
-                                    break
-                                for rc in recompute_modes:
-                                    for prec in precisions:
-                                        shape = Shape(
-                                            gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp
-                                        )
-                                        key = (tp, cp, pp, vp, prec, split, *experts)
-                                        if key not in structural:
-                                            found = structural_violations(scenario, shape, gpu)
-                                            structural[key] = found
-                                            blocked[key] = any(active(scenario, f) for f in found)
-                                        cand = Candidate(shape, structural[key], source)
-                                        out.append(cand)
-                                        if blocked[key]:
-                                            continue  # presolve will not ask for its memory bound
-                                        smallest = never_fits.get((rc, prec))
-                                        if smallest is not None and mb >= smallest:
-                                            cand.never_fits_memory()
-                                        elif cand.dp_min_memory is None:
-                                            never_fits[rc, prec] = min(mb, smallest or mb)
+                            walk.micro_batches(tp, cp, pp, vp, split, ep, etp)
     return out
+
+
+class _Walk:
+    """_enumerate's shapes of one GPU: for each (TP, CP, PP, VP, split, EP, ETP), every
+    micro-batch, recomputation and precision, appended to ``out`` in that order."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        gpu_name: str,
+        source: _Source,
+        recompute_modes: list[str],
+        precisions: list[str],
+        out: list[Candidate],
+    ) -> None:
+        self.scenario, self.gpu_name, self.source, self.out = scenario, gpu_name, source, out
+        self.recompute_modes, self.precisions = recompute_modes, precisions
+        self.sizes = micro_batch_options(scenario)
+        # the structural rules do not look at the micro-batch or the recomputation (nor at EP
+        # and ETP, but for ep_domain's --ep-in-domain: then they join the key, ``experts``)
+        self.structural: dict[tuple, frozenset[str]] = {}
+        self.blocked: dict[tuple, bool] = {}  # by an enforced structural family
+
+    def micro_batches(
+        self, tp: int, cp: int, pp: int, vp: int, split: Split, ep: int, etp: int
+    ) -> None:
+        """The candidates of one shape but its micro-batch, recomputation and precision."""
+        scenario, gpu_name, source, out = self.scenario, self.gpu_name, self.source, self.out
+        structural, blocked = self.structural, self.blocked
+        experts = (ep, etp) if scenario.ep_in_domain else ()
+        keys = [(prec, (tp, cp, pp, vp, prec, split, *experts)) for prec in self.precisions]
+        # memory grows with the micro-batch: (recompute, precision) -> the smallest
+        # micro-batch that never fits
+        never_fits: dict[tuple[str, str], int] = {}
+        for mb in self.sizes:
+            # above the sizes searched before (which explain's diagnoses keep), stop once no
+            # unblocked (recompute, precision) fits: memory grows with the micro-batch, so
+            # no larger one would
+            if mb > STRUCTURAL_MICRO_BATCHES[-1] and all(
+                blocked.get(key, False) or (rc, prec) in never_fits
+                for rc in self.recompute_modes
+                for prec, key in keys
+            ):
+                break
+            for rc in self.recompute_modes:
+                for prec, key in keys:
+                    shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp)
+                    found = structural.get(key)
+                    if found is None:
+                        found = structural_violations(scenario, shape, source.gpu)
+                        structural[key] = found
+                        blocked[key] = any(active(scenario, f) for f in found)
+                    cand = Candidate(shape, found, source)
+                    out.append(cand)
+                    if blocked[key]:
+                        continue  # presolve will not ask for its memory bound
+                    smallest = never_fits.get((rc, prec))
+                    if smallest is not None and mb >= smallest:
+                        cand.never_fits_memory()
+                    elif cand.dp_min_memory is None:
+                        never_fits[rc, prec] = min(mb, smallest or mb)
 
 
 def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
