@@ -617,6 +617,51 @@ def moe_memory_bound_terms(
     return _moe_rank_terms(ranks, layout, a, ep, etp)
 
 
+def moe_unit_bound_ranks(
+    spec: TransformerSpec,
+    unit: Layout,
+    seq_len: int,
+    a: Assumptions,
+    ep: int,
+    etp: int = 1,
+    expert_load: float = 1.0,
+) -> tuple[_MoERank, ...]:
+    """``moe_memory_bound_terms``'s ranks of ``unit``, a layout at a micro-batch of 1: the
+    same layout at micro-batch b, its micro-batches per step whole, has them times b
+    (``_moe_ranks``), so a caller pricing every micro-batch computes them once
+    (``moe_bound_terms_at``)."""
+    assert unit.micro_batch == 1
+    opts = StoredActivations()
+    return _binding_ranks_at(spec, unit, seq_len, a.flash_attention, ep, etp, expert_load, opts)
+
+
+def moe_bound_terms_at(
+    unit_ranks: tuple[_MoERank, ...], b: int, unit: Layout, a: Assumptions, ep: int, etp: int
+) -> list[tuple[float, float]]:
+    """``moe_memory_bound_terms`` of ``unit`` (a layout at a micro-batch of 1) at micro-batch
+    ``b`` with whole micro-batches per step, from ``moe_unit_bound_ranks(unit)``: the same
+    operations (x 1 at b = 1, exact)."""
+    return _moe_rank_terms(_scaled(unit_ranks, b), unit, a, ep, etp)
+
+
+def _scaled(ranks: tuple[_MoERank, ...], b: int) -> list[_MoERank]:
+    """Ranks at a micro-batch of 1 at micro-batch ``b``: every byte of activations, logits
+    and buffers times b, the parameters as they are."""
+    return [
+        _MoERank(
+            r.rank,
+            r.dense_params,
+            r.expert_params,
+            r.act * b,
+            r.routed * b,
+            r.router * b,
+            r.logits * b,
+            r.dispatch * b,
+        )
+        for r in ranks
+    ]
+
+
 def _moe_rank_terms(
     ranks: list[_MoERank], layout: Layout, a: Assumptions, ep: int, etp: int
 ) -> list[tuple[float, float]]:
@@ -681,20 +726,7 @@ def _moe_ranks(
     b = layout.micro_batch
     if b > 1 and layout.global_batch % (b * layout.dp) == 0:
         unit = _unit_layout(layout)
-        ranks = at(spec, unit, seq_len, a.flash_attention, ep, etp, load, opts)
-        return [
-            _MoERank(
-                r.rank,
-                r.dense_params,
-                r.expert_params,
-                r.act * b,
-                r.routed * b,
-                r.router * b,
-                r.logits * b,
-                r.dispatch * b,
-            )
-            for r in ranks
-        ]
+        return _scaled(at(spec, unit, seq_len, a.flash_attention, ep, etp, load, opts), b)
     return list(at(spec, layout, seq_len, a.flash_attention, ep, etp, load, opts))
 
 

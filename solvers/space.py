@@ -45,8 +45,9 @@ from models.feasibility import TOL
 from models.layout import Assumptions, Network
 from models.memory import (
     memory_terms,
-    moe_memory_bound_terms,
+    moe_bound_terms_at,
     moe_memory_terms,
+    moe_unit_bound_ranks,
     usable_memory_gb,
 )
 from models.pipeline import EVEN, Split, uneven_splits
@@ -251,7 +252,7 @@ class Candidate:
             key = (src.gpu.calibration.flash_attention, *shape[1:])
             terms = src.terms_cache.get(key)
             if terms is None:
-                binding = shape_bound_terms(src.scenario, shape, src.profiled)
+                binding = shape_bound_terms(src.scenario, shape, src.profiled, src.terms_cache)
                 terms = src.terms_cache[key] = memory_frontier(binding)
             self._dp_min = dp_min_from_terms(terms, shape.cp, src.capacity_gb)
         return self._dp_min
@@ -343,17 +344,28 @@ def shape_memory_terms(
 
 
 def shape_bound_terms(
-    scenario: Scenario, shape: Shape, profiled: Assumptions
+    scenario: Scenario, shape: Shape, profiled: Assumptions, cache: dict | None = None
 ) -> list[tuple[float, float]]:
     """shape_memory_terms of the ranks that can bind (a MoE / MLA / MTP model's
     moe_memory_bound_terms: of ranks equal but for their activations, the one storing
-    the most); dp_min_from_terms gives the same degree from them as from every rank."""
-    if not scenario.spec.is_dense:
-        layout = shape.probe_layout()
-        return moe_memory_bound_terms(
+    the most); dp_min_from_terms gives the same degree from them as from every rank.
+    A MoE shape's come from its ranks at a micro-batch of 1 (moe_unit_bound_ranks),
+    kept in ``cache`` for its other micro-batches when given (keyed as the memory terms,
+    less the micro-batch)."""
+    if scenario.spec.is_dense:
+        return shape_memory_terms(scenario, shape, profiled)
+    key = ("unit", profiled.flash_attention, *shape[1:5], *shape[6:])
+    unit = None if cache is None else cache.get(key)
+    if unit is None:
+        layout = shape._replace(micro_batch=1).probe_layout()
+        ranks = moe_unit_bound_ranks(
             scenario.spec, layout, scenario.seq_len, profiled, shape.ep, shape.etp
         )
-    return shape_memory_terms(scenario, shape, profiled)
+        unit = (layout, ranks)
+        if cache is not None:
+            cache[key] = unit
+    layout, ranks = unit
+    return moe_bound_terms_at(ranks, shape.micro_batch, layout, profiled, shape.ep, shape.etp)
 
 
 def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | None:
