@@ -768,11 +768,22 @@ def moe_gemm_work(
 ) -> MoEGemmWork:
     """The GPU-independent part of ``moe_gemm_per_microbatch_s`` (a caller pricing one shape
     on many GPUs of the same FlashAttention computes it once)."""
-    stages = tuple(
+    stages = moe_gemm_stages(spec, layout, seq_len, flash_attention, ex)
+    return MoEGemmWork(stages, grouped_terms(spec, layout, seq_len, ex))
+
+
+def moe_gemm_stages(
+    spec: TransformerSpec, layout: Layout, seq_len: int, flash_attention: bool, ex: ExpertLayout
+) -> tuple[tuple[StageWork, float, float | None], ...]:
+    """``MoEGemmWork.stages``: each kind of rank's work (_stage_flops) and Gated DeltaNet
+    chunk FLOPs. They read the layout's TP, CP, pipeline split, micro-batch and
+    recomputation, and ``ex``'s named factors, not the precision, the DP degree or EP and
+    ETP (tests/test_moe_plan.py): a caller may share them between shapes that differ
+    only in those."""
+    return tuple(
         (work, routed, gdn_chunk_flops(spec, layout, seq_len, ex, layers))
         for work, routed, layers in _stage_flops(spec, layout, seq_len, flash_attention, ex)
     )
-    return MoEGemmWork(stages, grouped_terms(spec, layout, seq_len, ex))
 
 
 def moe_gemm_rates(gpu: GPUSpec, hidden: int, precision: str, tp: int) -> MoEGemmRates:

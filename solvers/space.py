@@ -35,10 +35,12 @@ from typing import Any
 from catalog.specs import GPUSpec
 from models.evaluate import with_profile
 from models.expert import (
+    MoEGemmWork,
     expert_memory,
+    grouped_terms,
     moe_gemm_at_rates_s,
     moe_gemm_rates,
-    moe_gemm_work,
+    moe_gemm_stages,
     moe_step_coefficients,
 )
 from models.feasibility import TOL
@@ -234,15 +236,29 @@ class Candidate:
         key = ("gemm", flash, *shape[1:])
         work = src.terms_cache.get(key)
         if work is None:
-            work = src.terms_cache[key] = moe_gemm_work(
-                spec, shape.probe_layout(), src.scenario.seq_len, flash, shape.experts
-            )
+            work = src.terms_cache[key] = self._moe_gemm_work(flash)
         rates = src.rates_cache.get((shape.precision, shape.tp))
         if rates is None:
             rates = src.rates_cache[shape.precision, shape.tp] = moe_gemm_rates(
                 src.gpu, spec.hidden, shape.precision, shape.tp
             )
         return moe_gemm_at_rates_s(work, rates)
+
+    def _moe_gemm_work(self, flash: bool) -> MoEGemmWork:
+        """models.expert.moe_gemm_work of the shape, its ranks' work shared by the shapes
+        that differ only in precision, EP and ETP (moe_gemm_stages reads none of them)."""
+        src, shape = self._source, self.shape
+        spec, seq, layout, ex = (
+            src.scenario.spec,
+            src.scenario.seq_len,
+            shape.probe_layout(),
+            shape.experts,
+        )
+        key = ("stages", flash, *shape[1:7], shape.split)
+        stages = src.terms_cache.get(key)
+        if stages is None:
+            stages = src.terms_cache[key] = moe_gemm_stages(spec, layout, seq, flash, ex)
+        return MoEGemmWork(stages, grouped_terms(spec, layout, seq, ex))
 
     @property
     def dp_min_memory(self) -> int | None:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -263,12 +264,14 @@ def test_moe_gemm_shared_across_gpus_equals_the_direct_formula(cat):
     on H200, after H100 filled the shared FLOPs, every shape's GEMM time equals
     moe_gemm_per_microbatch_s computed from scratch, and that equals the formula written
     out rank by rank (grouped-GEMM efficiency, work_gemm_s, the Gated DeltaNet chunks)
-    bit for bit, in bf16 and fp8, for a model with linear attention too."""
+    bit for bit, in bf16 and fp8, for a model with linear attention too; the ranks' work
+    (moe_gemm_stages) does not change with the precision, EP or ETP."""
     from models.expert import (
         _stage_flops,
         gdn_chunk_per_microbatch_s,
         grouped_gemm_efficiency,
         moe_gemm_per_microbatch_s,
+        moe_gemm_stages,
     )
     from models.step import StageWork, work_gemm_s
     from models.zoo import moe_zoo
@@ -297,3 +300,12 @@ def test_moe_gemm_shared_across_gpus_equals_the_direct_formula(cat):
                 t += gdn_chunk_per_microbatch_s(s.spec, layout, s.seq_len, gpu, ex, layers)
                 worst = max(worst, t)
             assert cand.gemm_mb_s == direct == worst, cand.shape
+        # the ranks' work, shared by the shapes that differ in precision, EP and ETP only
+        flash = cat.gpu("h200").calibration.flash_attention
+        for key in picked[:20]:
+            shape = by_gpu["h200"][key].shape
+            ref = moe_gemm_stages(s.spec, shape.probe_layout(), s.seq_len, flash, shape.experts)
+            for prec, (ep, etp) in itertools.product(("bf16", "fp8"), ((1, 1), (8, 1), (4, 2))):
+                other = shape._replace(precision=prec, ep=ep, etp=etp)
+                got = moe_gemm_stages(s.spec, other.probe_layout(), s.seq_len, flash, other.experts)
+                assert got == ref, other
