@@ -585,31 +585,48 @@ class _Walk:
         self, tp: int, cp: int, pp: int, vp: int, split: Split, ep: int, etp: int
     ) -> None:
         """The candidates of one shape but its micro-batch, recomputation and precision."""
-        scenario, gpu_name, source, out = self.scenario, self.gpu_name, self.source, self.out
-        structural, blocked = self.structural, self.blocked
-        experts = (ep, etp) if scenario.ep_in_domain else ()
-        keys = [(prec, (tp, cp, pp, vp, prec, split, *experts)) for prec in self.precisions]
+        gpu_name, source, out = self.gpu_name, self.source, self.out
+        sizes, modes = self.sizes, self.recompute_modes
+        if not sizes or not modes:
+            return
+        # fresh: a key first seen here, unblocked for the loop's first stop test (its rules
+        # were computed on its first shape, in the loop, before they were known)
+        keys, fresh = self._rules(tp, cp, pp, vp, split, ep, etp)
+        blocked = self.blocked
+        first_past = sizes[0] > STRUCTURAL_MICRO_BATCHES[-1]
+        if all(blocked[key] for _, key, _ in keys) and not (fresh and first_past):
+            # no memory bound to ask: the sizes up to the first one past the structural
+            # ones (the loop below stops there when every precision is blocked)
+            head = itertools.takewhile(lambda mb: mb <= STRUCTURAL_MICRO_BATCHES[-1], sizes)
+            out.extend(
+                Candidate(
+                    Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp), found, source
+                )
+                for mb in head
+                for rc in modes
+                for prec, _, found in keys
+            )
+            return
         # memory grows with the micro-batch: (recompute, precision) -> the smallest
         # micro-batch that never fits
         never_fits: dict[tuple[str, str], int] = {}
-        for mb in self.sizes:
+        for i, mb in enumerate(sizes):
             # above the sizes searched before (which explain's diagnoses keep), stop once no
             # unblocked (recompute, precision) fits: memory grows with the micro-batch, so
             # no larger one would
-            if mb > STRUCTURAL_MICRO_BATCHES[-1] and all(
-                blocked.get(key, False) or (rc, prec) in never_fits
-                for rc in self.recompute_modes
-                for prec, key in keys
+            if (
+                mb > STRUCTURAL_MICRO_BATCHES[-1]
+                and not (fresh and i == 0)
+                and all(
+                    blocked[key] or (rc, prec) in never_fits
+                    for rc in modes
+                    for prec, key, _ in keys
+                )
             ):
                 break
-            for rc in self.recompute_modes:
-                for prec, key in keys:
+            for rc in modes:
+                for prec, key, found in keys:
                     shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp)
-                    found = structural.get(key)
-                    if found is None:
-                        found = structural_violations(scenario, shape, source.gpu)
-                        structural[key] = found
-                        blocked[key] = any(active(scenario, f) for f in found)
                     cand = Candidate(shape, found, source)
                     out.append(cand)
                     if blocked[key]:
@@ -619,6 +636,27 @@ class _Walk:
                         cand.never_fits_memory()
                     elif cand.dp_min_memory is None:
                         never_fits[rc, prec] = min(mb, smallest or mb)
+
+    def _rules(
+        self, tp: int, cp: int, pp: int, vp: int, split: Split, ep: int, etp: int
+    ) -> tuple[list[tuple[str, tuple, frozenset[str]]], bool]:
+        """(precision, rule key, shape rules broken) of each precision, and whether a key
+        is new: the rules computed on the first shape of a key (its first micro-batch and
+        recomputation), kept for the key's other shapes (``structural``, ``blocked``)."""
+        scenario, structural = self.scenario, self.structural
+        experts = (ep, etp) if scenario.ep_in_domain else ()
+        mb, rc = self.sizes[0], self.recompute_modes[0]
+        out, fresh = [], False
+        for prec in self.precisions:
+            key = (tp, cp, pp, vp, prec, split, *experts)
+            found = structural.get(key)
+            if found is None:
+                shape = Shape(self.gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp)
+                found = structural[key] = structural_violations(scenario, shape, self.source.gpu)
+                self.blocked[key] = any(active(scenario, f) for f in found)
+                fresh = True
+            out.append((prec, key, found))
+        return out, fresh
 
 
 def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
