@@ -414,12 +414,18 @@ def dp_min_from_terms(terms: list[tuple[float, float]], cp: int, capacity: float
     (ZeRO-1 shards the optimizer states); the bound is solved in closed form and
     checked against the evaluator, so both solvers agree with it exactly."""
 
+    limit = capacity + TOL
+
     def fits(dp: int) -> bool:  # the evaluator's total, stage by stage (models.memory)
-        return max(fixed + sharded / (dp * cp) for fixed, sharded in terms) <= capacity + TOL
+        ranks = dp * cp
+        for fixed, sharded in terms:  # (their maximum at most the limit: each one is)
+            if fixed + sharded / ranks > limit:
+                return False
+        return True
 
     need = 1
     for fixed, sharded in terms:
-        room = capacity + TOL - fixed
+        room = limit - fixed
         if room <= 0:
             return None
         need = max(need, math.ceil(sharded / (room * cp)) if sharded > 0 else 1)
@@ -598,14 +604,14 @@ class _Walk:
             # no memory bound to ask: the sizes up to the first one past the structural
             # ones (the loop below stops there when every precision is blocked)
             head = itertools.takewhile(lambda mb: mb <= STRUCTURAL_MICRO_BATCHES[-1], sizes)
-            out.extend(
+            out += [
                 Candidate(
                     Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp), found, source
                 )
                 for mb in head
                 for rc in modes
                 for prec, _, found in keys
-            )
+            ]
             return
         # memory grows with the micro-batch: (recompute, precision) -> the smallest
         # micro-batch that never fits
