@@ -112,7 +112,9 @@ class _Source:
     """What a shape's numbers are computed from: the question, the GPU, the nominal network.
 
     ``terms_cache`` is shared by every GPU of one enumeration: a shape's memory
-    terms do not depend on the GPU (keyed by the other fields of the shape)."""
+    terms (their frontier), a MoE shape's ranks at a micro-batch of 1, its expert
+    memory and its GEMM FLOPs do not depend on the GPU but through FlashAttention
+    (keyed by it, a tag and the other fields of the shape they read)."""
 
     scenario: Scenario
     gpu: GPUSpec
@@ -248,12 +250,8 @@ class Candidate:
         """models.expert.moe_gemm_work of the shape, its ranks' work shared by the shapes
         that differ only in precision, EP and ETP (moe_gemm_stages reads none of them)."""
         src, shape = self._source, self.shape
-        spec, seq, layout, ex = (
-            src.scenario.spec,
-            src.scenario.seq_len,
-            shape.probe_layout(),
-            shape.experts,
-        )
+        spec, seq = src.scenario.spec, src.scenario.seq_len
+        layout, ex = shape.probe_layout(), shape.experts
         key = ("stages", flash, *shape[1:7], shape.split)
         stages = src.terms_cache.get(key)
         if stages is None:
@@ -508,9 +506,10 @@ _TERMS: dict[tuple, dict] = {}
 
 
 def _terms_cache(scenario: Scenario) -> dict:
-    """The memory terms of the shapes of every question with this model, sequence length
-    and assumptions (shape_memory_terms reads nothing else; with_profile's FlashAttention,
-    the one thing it takes from the GPU, is in each key): the GPUs an explanation's
+    """The memory terms (and the other GPU-independent numbers, _Source) of the shapes of
+    every question with this model, sequence length and assumptions (shape_memory_terms
+    and moe_gemm_work read nothing else; with_profile's FlashAttention, the one thing they
+    take from the GPU, is in each key): the GPUs an explanation's
     alternatives solve one at a time, and the precisions beside the answer's, share them
     instead of recomputing them per question. The last few are kept."""
     key = (
