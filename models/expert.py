@@ -110,6 +110,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 from catalog.specs import GPUSpec
 from models import comm, flops, moe, scaleup
@@ -117,16 +118,18 @@ from models import linear_attention as la
 from models.layout import Assumptions, Layout, Network
 from models.memory import MoEMemory, StoredActivations, moe_memory_per_gpu, moe_rank_counts
 from models.step import (
+    GemmRates,
     StageWork,
     StepCoefficients,
     forward_passes,
+    gemm_rates,
     group_reduce_s,
     host_issue_per_microbatch_s,
     matmul_efficiency,
     memory_bound_per_microbatch_s,
     nic_share_gb_per_s,
     step_coefficients,
-    work_gemm_s,
+    work_at_rates_s,
 )
 from models.transformer import TransformerSpec
 
@@ -423,17 +426,47 @@ def grouped_gemm_efficiency(
     """1 / (1 + m_half / m + a): the rows m of one local expert's GEMM, m_half its weights'
     bytes and a its activations' (``routed_activation_units``; module docstring); m / (m +
     ``grouped_gemm_half_tokens``) when that is given."""
+    return _efficiency_at(grouped_terms(spec, layout, seq_len, ex), ridge(gpu, layout.precision))
+
+
+class GroupedGemmTerms(NamedTuple):
+    """``grouped_gemm_efficiency``'s inputs but the GPU's ridge point (``ridge``)."""
+
+    rows: float  # m, one local expert's rows
+    fixed: float | None  # the efficiency where no ridge enters (dense: 1; a named m_half)
+    weight_bytes: float  # weight_bytes_per_pass
+    activation: tuple[float, float, int] | None  # _activation_terms
+
+
+def grouped_terms(
+    spec: TransformerSpec, layout: Layout, seq_len: int, ex: ExpertLayout
+) -> GroupedGemmTerms:
+    """What ``grouped_gemm_efficiency`` reads of the model and the layout (no GPU)."""
     if not spec.is_moe:
-        return 1.0
+        return GroupedGemmTerms(0.0, 1.0, 0.0, None)
     assert spec.experts and spec.experts_per_token
     rows = tokens_per_gpu(layout, seq_len) * spec.experts_per_token * ex.load
     rows *= ex.ep * ex.etp / spec.experts
     if ex.grouped_gemm_half_tokens is not None:  # a named m_half replaces the roofline
-        return rows / (rows + ex.grouped_gemm_half_tokens)
-    peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
-    ridge = peak / gpu.memory_bw_tb_per_s
-    half = ridge * weight_bytes_per_pass(spec, layout, ex) / 2.0
-    return rows / (rows + half + routed_activation_units(spec, layout, ex, ridge) * rows)
+        return GroupedGemmTerms(rows, rows / (rows + ex.grouped_gemm_half_tokens), 0.0, None)
+    wb = weight_bytes_per_pass(spec, layout, ex)
+    return GroupedGemmTerms(rows, None, wb, _activation_terms(spec, layout, ex))
+
+
+def ridge(gpu: GPUSpec, precision: str) -> float:
+    """The roofline's ridge point: peak FLOP/s at ``precision`` (bf16's where the GPU has
+    none) / HBM bytes/s, in FLOPs per byte / 1e12 x 1e12."""
+    peak = gpu.peak_tflops(precision) or gpu.dense_bf16_tflops
+    return peak / gpu.memory_bw_tb_per_s
+
+
+def _efficiency_at(t: GroupedGemmTerms, ridge_flop_per_byte: float) -> float:
+    """``grouped_gemm_efficiency`` of its terms at a GPU's ridge point."""
+    if t.fixed is not None:
+        return t.fixed
+    half = ridge_flop_per_byte * t.weight_bytes / 2.0
+    units = _units(t.activation, ridge_flop_per_byte)
+    return t.rows / (t.rows + half + units * t.rows)
 
 
 def routed_activation_units(
@@ -449,13 +482,29 @@ def routed_activation_units(
     at w): (2 w + a) / 3 per element with a = ``routed_activation_bytes`` (bf16 outputs) and w 1 in
     fp8 (Transformer Engine casts the operands in their own kernels), else a. ``ridge``:
     peak FLOP/s / HBM bytes/s. 0 with ``routed_activation_bytes`` None."""
+    return _units(_activation_terms(spec, layout, ex), ridge)
+
+
+def _activation_terms(
+    spec: TransformerSpec, layout: Layout, ex: ExpertLayout
+) -> tuple[float, float, int] | None:
+    """``routed_activation_units``'s (2 w + a, the FLOP-weighted 1/k + 1/n sum, matrices):
+    all but the ridge point; None with ``routed_activation_bytes`` None."""
     if ex.routed_activation_bytes is None:
-        return 0.0
+        return None
     a = ex.routed_activation_bytes
     w = 1.0 if layout.precision == "fp8" else a
     h, f, mats = spec.hidden, spec.expert_ffn / ex.etp, spec.mlp_matrices
     up = (mats - 1) * (1.0 / h + 1.0 / ((mats - 1) * f))
-    return ridge * (2.0 * w + a) / 3.0 / 2.0 * (up + 1.0 / f + 1.0 / h) / mats
+    return 2.0 * w + a, up + 1.0 / f + 1.0 / h, mats
+
+
+def _units(terms: tuple[float, float, int] | None, ridge_flop_per_byte: float) -> float:
+    """``routed_activation_units`` of its terms (the same operations in the same order)."""
+    if terms is None:
+        return 0.0
+    nbytes, widths, mats = terms
+    return ridge_flop_per_byte * nbytes / 3.0 / 2.0 * widths / mats
 
 
 def weight_bytes_per_pass(spec: TransformerSpec, layout: Layout, ex: ExpertLayout) -> float:
@@ -536,17 +585,32 @@ def gdn_chunk_per_microbatch_s(
     ``attention_efficiency``, no causal half: the formula counts only what runs), or the
     GEMM efficiency where the GPU has none. 0 without linear attention or with
     ``linear_attention_chunk`` off."""
-    if not spec.has_linear_attention or not ex.linear_attention_chunk:
+    work = gdn_chunk_flops(spec, layout, seq_len, ex, layers)
+    if work is None:
         return 0.0
+    return work / gdn_flop_s(gpu, spec.hidden, layout.precision, layout.tp)
+
+
+def gdn_chunk_flops(
+    spec: TransformerSpec, layout: Layout, seq_len: int, ex: ExpertLayout, layers: int
+) -> float | None:
+    """``gdn_chunk_per_microbatch_s``'s FLOPs (None: the term is 0)."""
+    if not spec.has_linear_attention or not ex.linear_attention_chunk:
+        return None
     per_token = la.gdn_conv_forward_per_token(spec) + la.gdn_chunk_forward_per_token(spec)
     passes = 3.0 + (1.0 if layout.recompute == "full" else 0.0)
     work = tokens_per_gpu(layout, seq_len) * passes * layers * la.linear_share(spec)
     work *= per_token
+    return work
+
+
+def gdn_flop_s(gpu: GPUSpec, hidden: int, precision: str, tp: int) -> float:
+    """The rate ``gdn_chunk_per_microbatch_s`` runs its FLOPs at on ``gpu``."""
     cal = gpu.calibration
     if cal.attention_efficiency is None:
-        peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
-        return work / (peak * 1e12 * matmul_efficiency(gpu, spec.hidden, layout.tp))
-    return work / (gpu.dense_bf16_tflops * 1e12 * cal.attention_efficiency)
+        peak = gpu.peak_tflops(precision) or gpu.dense_bf16_tflops
+        return peak * 1e12 * matmul_efficiency(gpu, hidden, tp)
+    return gpu.dense_bf16_tflops * 1e12 * cal.attention_efficiency
 
 
 def permute_per_microbatch_s(
@@ -676,15 +740,74 @@ def moe_gemm_per_microbatch_s(
     """Tensor-core time of one micro-batch on the slowest pipeline rank of a MoE / MLA /
     MTP model: its layers' active GEMMs (routed ones at the grouped-GEMM efficiency and
     ``expert_load``), attention cores (at ``attention_kernel_speedup`` x the profile's rate)
-    and, on the last rank, logits (models.step rules)."""
-    h = spec.hidden
-    gg = grouped_gemm_efficiency(spec, layout, seq_len, gpu, ex)
+    and, on the last rank, logits (models.step rules). Computed as ``moe_gemm_work`` (no
+    GPU but its FlashAttention) at ``moe_gemm_rates`` (the GPU's, per precision and TP)."""
+    work = moe_gemm_work(spec, layout, seq_len, gpu.calibration.flash_attention, ex)
+    return moe_gemm_at_rates_s(work, moe_gemm_rates(gpu, spec.hidden, layout.precision, layout.tp))
+
+
+class MoEGemmWork(NamedTuple):
+    """``moe_gemm_per_microbatch_s``'s inputs that do not depend on the GPU but through
+    FlashAttention: each kind of pipeline rank's (work but the routed experts', the routed
+    experts' FLOPs, the Gated DeltaNet chunk FLOPs or None) and the grouped-GEMM terms."""
+
+    stages: tuple[tuple[StageWork, float, float | None], ...]
+    grouped: GroupedGemmTerms
+
+
+class MoEGemmRates(NamedTuple):
+    """``moe_gemm_per_microbatch_s``'s numbers of one GPU at one precision and TP."""
+
+    gemm: GemmRates  # models.step.gemm_rates
+    gdn_flop_s: float  # gdn_flop_s
+    ridge: float  # ridge
+
+
+def moe_gemm_work(
+    spec: TransformerSpec, layout: Layout, seq_len: int, flash_attention: bool, ex: ExpertLayout
+) -> MoEGemmWork:
+    """The GPU-independent part of ``moe_gemm_per_microbatch_s`` (a caller pricing one shape
+    on many GPUs of the same FlashAttention computes it once)."""
+    stages = moe_gemm_stages(spec, layout, seq_len, flash_attention, ex)
+    return MoEGemmWork(stages, grouped_terms(spec, layout, seq_len, ex))
+
+
+def moe_gemm_stages(
+    spec: TransformerSpec, layout: Layout, seq_len: int, flash_attention: bool, ex: ExpertLayout
+) -> tuple[tuple[StageWork, float, float | None], ...]:
+    """``MoEGemmWork.stages``: each kind of rank's work (_stage_flops) and Gated DeltaNet
+    chunk FLOPs. They read the layout's TP, CP, pipeline split, micro-batch and
+    recomputation, and ``ex``'s named factors, not the precision, the DP degree or EP and
+    ETP (tests/test_moe_plan.py): a caller may share them between shapes that differ
+    only in those."""
+    return tuple(
+        (work, routed, gdn_chunk_flops(spec, layout, seq_len, ex, layers))
+        for work, routed, layers in _stage_flops(spec, layout, seq_len, flash_attention, ex)
+    )
+
+
+def moe_gemm_rates(gpu: GPUSpec, hidden: int, precision: str, tp: int) -> MoEGemmRates:
+    """The GPU's part of ``moe_gemm_per_microbatch_s`` (depends on the shape only through
+    its precision and TP)."""
+    return MoEGemmRates(
+        gemm_rates(gpu, hidden, precision, tp),
+        gdn_flop_s(gpu, hidden, precision, tp),
+        ridge(gpu, precision),
+    )
+
+
+def moe_gemm_at_rates_s(work: MoEGemmWork, rates: MoEGemmRates) -> float:
+    """``moe_gemm_per_microbatch_s`` of its two parts: the slowest rank's GEMM seconds (the
+    same operations in the same order as pricing each rank's work on the GPU directly)."""
+    gg = _efficiency_at(work.grouped, rates.ridge)
+    linear_flop_s = rates.gemm.linear_flop_s
     worst = 0.0
-    stages = _stage_flops(spec, layout, seq_len, gpu.calibration.flash_attention, ex)
-    for work, routed_flops, layers in stages:
-        routed = StageWork(routed_flops / gg, 0.0, 0.0)
-        seconds = work_gemm_s(work, h, layout, gpu) + work_gemm_s(routed, h, layout, gpu)
-        seconds += gdn_chunk_per_microbatch_s(spec, layout, seq_len, gpu, ex, layers)
+    for stage, routed_flops, gdn in work.stages:
+        # the routed experts' work is linear FLOPs only: work_at_rates_s of StageWork(
+        # routed_flops / gg, 0.0, 0.0), whose attention and logits seconds are +0.0
+        routed_s = routed_flops / gg / linear_flop_s
+        seconds = work_at_rates_s(stage, rates.gemm) + routed_s
+        seconds += 0.0 if gdn is None else gdn / rates.gdn_flop_s
         worst = max(worst, seconds)
     return worst
 

@@ -593,17 +593,90 @@ def moe_memory_terms(
     ``moe_memory_per_gpu``'s rank total at every DP degree the folding allows. The
     dense states shard over DP x CP by the ZeRO stage; the expert states over expert-DP
     = TP x CP x DP / (EP x ETP), i.e. ``sharded`` holds them times EP x ETP / TP."""
+    ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load)
+    return _moe_rank_terms(ranks, layout, a, ep, etp)
+
+
+def moe_memory_bound_terms(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    a: Assumptions,
+    ep: int,
+    etp: int = 1,
+    expert_load: float = 1.0,
+) -> list[tuple[float, float]]:
+    """``moe_memory_terms`` of the ranks that can hold the most memory: of ranks equal
+    but for their stored activations (a pipeline's ranks differ mostly by the
+    micro-batches in flight), the one that stores the most. Each term grows with every
+    input of its rank (non-negative bytes and factors; rounded IEEE operations are
+    monotone), so the kept rank's term is at least each left-out one's, part by part:
+    the largest memory at any DP degree, and the least degree that fits
+    (solvers.space.dp_min_from_terms), are those of every rank."""
+    ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load, binding=True)
+    return _moe_rank_terms(ranks, layout, a, ep, etp)
+
+
+def moe_unit_bound_ranks(
+    spec: TransformerSpec,
+    unit: Layout,
+    seq_len: int,
+    a: Assumptions,
+    ep: int,
+    etp: int = 1,
+    expert_load: float = 1.0,
+) -> tuple[_MoERank, ...]:
+    """``moe_memory_bound_terms``'s ranks of ``unit``, a layout at a micro-batch of 1: the
+    same layout at micro-batch b, its micro-batches per step whole, has them times b
+    (``_moe_ranks``), so a caller pricing every micro-batch computes them once
+    (``moe_bound_terms_at``)."""
+    assert unit.micro_batch == 1
+    opts = StoredActivations()
+    return _binding_ranks_at(spec, unit, seq_len, a.flash_attention, ep, etp, expert_load, opts)
+
+
+def moe_bound_terms_at(
+    unit_ranks: tuple[_MoERank, ...], b: int, unit: Layout, a: Assumptions, ep: int, etp: int
+) -> list[tuple[float, float]]:
+    """``moe_memory_bound_terms`` of ``unit`` (a layout at a micro-batch of 1) at micro-batch
+    ``b`` with whole micro-batches per step, from ``moe_unit_bound_ranks(unit)``: the same
+    operations (x 1 at b = 1, exact)."""
+    return _moe_rank_terms(_scaled(unit_ranks, b), unit, a, ep, etp)
+
+
+def _scaled(ranks: tuple[_MoERank, ...], b: int) -> list[_MoERank]:
+    """Ranks at a micro-batch of 1 at micro-batch ``b``: every byte of activations, logits
+    and buffers times b, the parameters as they are."""
+    return [
+        _MoERank(
+            r.rank,
+            r.dense_params,
+            r.expert_params,
+            r.act * b,
+            r.routed * b,
+            r.router * b,
+            r.logits * b,
+            r.dispatch * b,
+        )
+        for r in ranks
+    ]
+
+
+def _moe_rank_terms(
+    ranks: list[_MoERank], layout: Layout, a: Assumptions, ep: int, etp: int
+) -> list[tuple[float, float]]:
+    """``moe_memory_terms`` of each of ``ranks``."""
     zero = layout.zero
     per_expert = ep * etp / layout.tp
     scale = 1.0 + a.memory_overhead_fraction
+    parts = (
+        (a.weight_bytes, zero >= 3),
+        (a.grad_bytes, zero >= 2),
+        (a.optimizer_bytes, zero >= 1),
+    )
     out = []
-    for rank in _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load):
+    for rank in ranks:
         dense, expert = rank.dense_params, rank.expert_params
-        parts = (
-            (a.weight_bytes, zero >= 3),
-            (a.grad_bytes, zero >= 2),
-            (a.optimizer_bytes, zero >= 1),
-        )
         fixed = sharded = 0.0
         for nbytes, on in parts:
             if on:
@@ -639,32 +712,52 @@ def _moe_ranks(
     capacity_factor: float | None,
     expert_load: float,
     stored: StoredActivations | None = None,
+    binding: bool = False,
 ) -> list[_MoERank]:
     """Each pipeline rank's parameters, activations, logits and dispatch buffers
     (``moe_memory_per_gpu``'s docstring). Every activation, logit and buffer byte is
     proportional to the micro-batch (s b h, tokens s b / TP), so the ranks are computed
     once per micro-batch of 1 (cached: the solvers ask for every micro-batch of a shape)
-    and scaled, whenever the layout's micro-batches per step are whole."""
+    and scaled, whenever the layout's micro-batches per step are whole. ``binding``:
+    only the ranks that can bind (``_binding_ranks_at``; scaling by b keeps them so)."""
     load = capacity_factor if capacity_factor is not None else expert_load
     opts = stored or StoredActivations()
+    at = _binding_ranks_at if binding else _moe_ranks_at
     b = layout.micro_batch
     if b > 1 and layout.global_batch % (b * layout.dp) == 0:
-        unit = replace(layout, micro_batch=1, global_batch=layout.global_batch // b)
-        ranks = _moe_ranks_at(spec, unit, seq_len, a.flash_attention, ep, etp, load, opts)
-        return [
-            _MoERank(
-                r.rank,
-                r.dense_params,
-                r.expert_params,
-                r.act * b,
-                r.routed * b,
-                r.router * b,
-                r.logits * b,
-                r.dispatch * b,
-            )
-            for r in ranks
-        ]
-    return list(_moe_ranks_at(spec, layout, seq_len, a.flash_attention, ep, etp, load, opts))
+        unit = _unit_layout(layout)
+        return _scaled(at(spec, unit, seq_len, a.flash_attention, ep, etp, load, opts), b)
+    return list(at(spec, layout, seq_len, a.flash_attention, ep, etp, load, opts))
+
+
+@lru_cache(maxsize=1 << 14)
+def _binding_ranks_at(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    flash_attention: bool,
+    ep: int,
+    etp: int,
+    load: float,
+    opts: StoredActivations = StoredActivations(),
+) -> tuple[_MoERank, ...]:
+    """``_moe_ranks_at``'s ranks that can hold the most memory (moe_memory_bound_terms): of
+    ranks equal but for their stored activations, the one that stores the most."""
+    heaviest: dict[tuple[float, float, float, float], _MoERank] = {}
+    for rank in _moe_ranks_at(spec, layout, seq_len, flash_attention, ep, etp, load, opts):
+        key = (rank.dense_params, rank.expert_params, rank.logits, rank.dispatch)
+        held = heaviest.get(key)
+        if held is None or rank.act > held.act:
+            heaviest[key] = rank
+    return tuple(heaviest.values())
+
+
+@lru_cache(maxsize=1 << 14)
+def _unit_layout(layout: Layout) -> Layout:
+    """``layout`` at a micro-batch of 1, its micro-batches per step kept (``_moe_ranks``;
+    cached: dataclasses.replace costs more than the lookup)."""
+    b = layout.micro_batch
+    return replace(layout, micro_batch=1, global_batch=layout.global_batch // b)
 
 
 @lru_cache(maxsize=1 << 14)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -191,23 +191,46 @@ def gemm_per_microbatch_s(
 def work_gemm_s(work: StageWork, hidden: int, layout: Layout, gpu: GPUSpec) -> float:
     """Tensor-core seconds of ``work`` at the layout's precision (gemm_per_microbatch_s's
     rules; models/expert.py prices a MoE stage's work with it too)."""
-    peak = gpu.peak_tflops(layout.precision)
+    return work_at_rates_s(work, gemm_rates(gpu, hidden, layout.precision, layout.tp))
+
+
+class GemmRates(NamedTuple):
+    """The FLOP/s that ``work_gemm_s`` divides each kind of work by on one GPU at one
+    precision and TP (gemm_per_microbatch_s's rules), and the share of the attention
+    FLOPs that run (causal masking skips half with a fitted attention rate)."""
+
+    linear_flop_s: float
+    logits_flop_s: float
+    attention_share: float
+    attention_flop_s: float
+
+
+def gemm_rates(gpu: GPUSpec, hidden: int, precision: str, tp: int) -> GemmRates:
+    """``work_gemm_s``'s rates (gemm_per_microbatch_s's docstring): they depend on the GPU,
+    the precision and the GEMM width h / TP only, so a caller pricing many shapes on one
+    GPU computes them once per (precision, TP)."""
+    peak = gpu.peak_tflops(precision)
     if peak is None:
-        raise ValueError(f"{gpu.name} has no {layout.precision} peak")
+        raise ValueError(f"{gpu.name} has no {precision} peak")
     cal = gpu.calibration
-    eff = matmul_efficiency(gpu, hidden, layout.tp)
+    eff = matmul_efficiency(gpu, hidden, tp)
     bf16 = gpu.dense_bf16_tflops * 1e12
-    if layout.precision == "fp8" and cal.fp8_matmul_efficiency is not None:
-        linear_s = work.linear / (peak * 1e12 * cal.fp8_matmul_efficiency)
-        logits_s = work.logits / (bf16 * eff)
+    if precision == "fp8" and cal.fp8_matmul_efficiency is not None:
+        linear, logits = peak * 1e12 * cal.fp8_matmul_efficiency, bf16 * eff
     else:
-        linear_s = work.linear / (peak * 1e12 * eff)
-        logits_s = work.logits / (peak * 1e12 * eff)
+        linear = logits = peak * 1e12 * eff
     if cal.attention_efficiency is None:
-        attention_s = work.attention / (peak * 1e12 * eff)
-    else:
-        share = 0.5 if cal.causal_attention_skip else 1.0
-        attention_s = share * work.attention / (bf16 * cal.attention_efficiency)
+        return GemmRates(linear, logits, 1.0, peak * 1e12 * eff)
+    share = 0.5 if cal.causal_attention_skip else 1.0
+    return GemmRates(linear, logits, share, bf16 * cal.attention_efficiency)
+
+
+def work_at_rates_s(work: StageWork, rates: GemmRates) -> float:
+    """``work_gemm_s`` at rates already computed (``gemm_rates``): each kind of work over
+    its rate, the attention's share of it (x 1.0 where all of it runs: exact)."""
+    linear_s = work.linear / rates.linear_flop_s
+    logits_s = work.logits / rates.logits_flop_s
+    attention_s = rates.attention_share * work.attention / rates.attention_flop_s
     return linear_s + attention_s + logits_s
 
 

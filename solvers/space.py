@@ -35,13 +35,23 @@ from typing import Any
 from catalog.specs import GPUSpec
 from models.evaluate import with_profile
 from models.expert import (
+    MoEGemmWork,
     expert_memory,
-    moe_gemm_per_microbatch_s,
+    grouped_terms,
+    moe_gemm_at_rates_s,
+    moe_gemm_rates,
+    moe_gemm_stages,
     moe_step_coefficients,
 )
 from models.feasibility import TOL
 from models.layout import Assumptions, Network
-from models.memory import memory_terms, moe_memory_terms, usable_memory_gb
+from models.memory import (
+    memory_terms,
+    moe_bound_terms_at,
+    moe_memory_terms,
+    moe_unit_bound_ranks,
+    usable_memory_gb,
+)
 from models.pipeline import EVEN, Split, uneven_splits
 from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
 from solvers.decisions import Shape
@@ -102,7 +112,9 @@ class _Source:
     """What a shape's numbers are computed from: the question, the GPU, the nominal network.
 
     ``terms_cache`` is shared by every GPU of one enumeration: a shape's memory
-    terms do not depend on the GPU (keyed by the other fields of the shape)."""
+    terms (their frontier), a MoE shape's ranks at a micro-batch of 1, its expert
+    memory and its GEMM FLOPs do not depend on the GPU but through FlashAttention
+    (keyed by it, a tag and the other fields of the shape they read)."""
 
     scenario: Scenario
     gpu: GPUSpec
@@ -112,14 +124,17 @@ class _Source:
     # the shape at EP 1, ETP 1: models.step.step_coefficients does not look at them or
     # at the DP degree; tests/test_space.py checks it)
     dense_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # the GPU's rates of a MoE shape's GEMMs, keyed by (precision, TP) (Candidate.gemm_mb_s)
+    rates_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @cached_property
     def profiled(self) -> Assumptions:
         """The question's assumptions under this GPU's stack profile (with_profile)."""
         return with_profile(self.scenario.assumptions, self.gpu)
 
-    @property
+    @cached_property
     def capacity_gb(self) -> float:
+        """The memory a plan may fill on this GPU (usable_memory_gb x memory_scale)."""
         usable = usable_memory_gb(self.gpu.memory_gb, self.scenario.assumptions)
         return usable * self.scenario.memory_scale
 
@@ -211,14 +226,37 @@ class Candidate:
                         scenario.spec, layout, scenario.seq_len, src.gpu
                     )
                 else:
-                    self._gemm = moe_gemm_per_microbatch_s(
-                        scenario.spec,
-                        shape.probe_layout(),
-                        scenario.seq_len,
-                        src.gpu,
-                        shape.experts,
-                    )
+                    self._gemm = self._moe_gemm_mb_s()
         return self._gemm
+
+    def _moe_gemm_mb_s(self) -> float:
+        """models.expert.moe_gemm_per_microbatch_s of the shape, from its two parts: the
+        FLOPs (moe_gemm_work, shared by the GPUs of one FlashAttention, as the memory
+        terms) and the GPU's rates (moe_gemm_rates, one per precision and TP)."""
+        src, shape = self._source, self.shape
+        spec, flash = src.scenario.spec, src.gpu.calibration.flash_attention
+        key = ("gemm", flash, *shape[1:])
+        work = src.terms_cache.get(key)
+        if work is None:
+            work = src.terms_cache[key] = self._moe_gemm_work(flash)
+        rates = src.rates_cache.get((shape.precision, shape.tp))
+        if rates is None:
+            rates = src.rates_cache[shape.precision, shape.tp] = moe_gemm_rates(
+                src.gpu, spec.hidden, shape.precision, shape.tp
+            )
+        return moe_gemm_at_rates_s(work, rates)
+
+    def _moe_gemm_work(self, flash: bool) -> MoEGemmWork:
+        """models.expert.moe_gemm_work of the shape, its ranks' work shared by the shapes
+        that differ only in precision, EP and ETP (moe_gemm_stages reads none of them)."""
+        src, shape = self._source, self.shape
+        spec, seq = src.scenario.spec, src.scenario.seq_len
+        layout, ex = shape.probe_layout(), shape.experts
+        key = ("stages", flash, *shape[1:7], shape.split)
+        stages = src.terms_cache.get(key)
+        if stages is None:
+            stages = src.terms_cache[key] = moe_gemm_stages(spec, layout, seq, flash, ex)
+        return MoEGemmWork(stages, grouped_terms(spec, layout, seq, ex))
 
     @property
     def dp_min_memory(self) -> int | None:
@@ -228,7 +266,8 @@ class Candidate:
             key = (src.gpu.calibration.flash_attention, *shape[1:])
             terms = src.terms_cache.get(key)
             if terms is None:
-                terms = src.terms_cache[key] = shape_memory_terms(src.scenario, shape)
+                binding = shape_bound_terms(src.scenario, shape, src.profiled, src.terms_cache)
+                terms = src.terms_cache[key] = memory_frontier(binding)
             self._dp_min = dp_min_from_terms(terms, shape.cp, src.capacity_gb)
         return self._dp_min
 
@@ -302,10 +341,15 @@ def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> fro
     return frozenset(f.name for f in SHAPE_RULES if f.violated_by(scenario, shape, gpu))
 
 
-def shape_memory_terms(scenario: Scenario, shape: Shape) -> list[tuple[float, float]]:
+def shape_memory_terms(
+    scenario: Scenario, shape: Shape, profiled: Assumptions | None = None
+) -> list[tuple[float, float]]:
     """models.memory.memory_terms of the shape's layout (any DP degree; a MoE / MLA / MTP
-    model's moe_memory_terms at the shape's EP and ETP)."""
-    a = with_profile(scenario.assumptions, scenario.catalog.gpu(shape.gpu))
+    model's moe_memory_terms at the shape's EP and ETP). ``profiled``: the question's
+    assumptions under the shape's GPU's profile (with_profile), when the caller has them."""
+    a = profiled
+    if a is None:
+        a = with_profile(scenario.assumptions, scenario.catalog.gpu(shape.gpu))
     if not scenario.spec.is_dense:
         layout = shape.probe_layout()
         return moe_memory_terms(scenario.spec, layout, scenario.seq_len, a, shape.ep, shape.etp)
@@ -313,10 +357,52 @@ def shape_memory_terms(scenario: Scenario, shape: Shape) -> list[tuple[float, fl
     return memory_terms(scenario.spec, layout, scenario.seq_len, a)
 
 
+def shape_bound_terms(
+    scenario: Scenario, shape: Shape, profiled: Assumptions, cache: dict | None = None
+) -> list[tuple[float, float]]:
+    """shape_memory_terms of the ranks that can bind (a MoE / MLA / MTP model's
+    moe_memory_bound_terms: of ranks equal but for their activations, the one storing
+    the most); dp_min_from_terms gives the same degree from them as from every rank.
+    A MoE shape's come from its ranks at a micro-batch of 1 (moe_unit_bound_ranks),
+    kept in ``cache`` for its other micro-batches when given (keyed as the memory terms,
+    less the micro-batch)."""
+    if scenario.spec.is_dense:
+        return shape_memory_terms(scenario, shape, profiled)
+    key = ("unit", profiled.flash_attention, *shape[1:5], *shape[6:])
+    unit = None if cache is None else cache.get(key)
+    if unit is None:
+        layout = shape._replace(micro_batch=1).probe_layout()
+        ranks = moe_unit_bound_ranks(
+            scenario.spec, layout, scenario.seq_len, profiled, shape.ep, shape.etp
+        )
+        unit = (layout, ranks)
+        if cache is not None:
+            cache[key] = unit
+    layout, ranks = unit
+    return moe_bound_terms_at(ranks, shape.micro_batch, layout, profiled, shape.ep, shape.etp)
+
+
 def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | None:
     """Smallest d with memory(d) <= capacity x memory_scale, pipelines full (m >= p)."""
     capacity = usable_memory_gb(gpu.memory_gb, scenario.assumptions) * scenario.memory_scale
     return dp_min_from_terms(shape_memory_terms(scenario, shape), shape.cp, capacity)
+
+
+def memory_frontier(terms: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The terms no other one dominates (a term whose fixed and sharded parts are both at
+    most another's, or equal to an earlier one's, is left out), largest fixed part first.
+
+    dp_min_from_terms reads the terms only through a maximum over them and through
+    the closed form's largest degree and any stage that never fits, each of which a
+    dominated term cannot set: rounded IEEE operations are monotone, so fixed + sharded
+    / x of a dominated term never exceeds the dominating one's. It gives the same degree
+    from the frontier as from every term, in fewer steps (a pipeline's ranks differ
+    mostly by their micro-batches in flight: the first dominates the middle ones)."""
+    out: list[tuple[float, float]] = []
+    for fixed, sharded in sorted(terms, key=lambda t: (-t[0], -t[1])):
+        if not out or sharded > out[-1][1]:
+            out.append((fixed, sharded))
+    return out
 
 
 def dp_min_from_terms(terms: list[tuple[float, float]], cp: int, capacity: float) -> int | None:
@@ -326,12 +412,18 @@ def dp_min_from_terms(terms: list[tuple[float, float]], cp: int, capacity: float
     (ZeRO-1 shards the optimizer states); the bound is solved in closed form and
     checked against the evaluator, so both solvers agree with it exactly."""
 
+    limit = capacity + TOL
+
     def fits(dp: int) -> bool:  # the evaluator's total, stage by stage (models.memory)
-        return max(fixed + sharded / (dp * cp) for fixed, sharded in terms) <= capacity + TOL
+        ranks = dp * cp
+        for fixed, sharded in terms:  # (their maximum at most the limit: each one is)
+            if fixed + sharded / ranks > limit:
+                return False
+        return True
 
     need = 1
     for fixed, sharded in terms:
-        room = capacity + TOL - fixed
+        room = limit - fixed
         if room <= 0:
             return None
         need = max(need, math.ceil(sharded / (room * cp)) if sharded > 0 else 1)
@@ -414,9 +506,10 @@ _TERMS: dict[tuple, dict] = {}
 
 
 def _terms_cache(scenario: Scenario) -> dict:
-    """The memory terms of the shapes of every question with this model, sequence length
-    and assumptions (shape_memory_terms reads nothing else; with_profile's FlashAttention,
-    the one thing it takes from the GPU, is in each key): the GPUs an explanation's
+    """The memory terms (and the other GPU-independent numbers, _Source) of the shapes of
+    every question with this model, sequence length and assumptions (shape_memory_terms
+    and moe_gemm_work read nothing else; with_profile's FlashAttention, the one thing they
+    take from the GPU, is in each key): the GPUs an explanation's
     alternatives solve one at a time, and the precisions beside the answer's, share them
     instead of recomputing them per question. The last few are kept."""
     key = (
@@ -457,11 +550,7 @@ def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:
             for rc in scenario.recompute_modes
             if not (flash and rc == "selective" and "none" in scenario.recompute_modes)
         ]
-        # the structural rules do not look at the micro-batch or the recomputation (nor at EP
-        # and ETP, but for ep_domain's --ep-in-domain: then they join the key, ``experts``)
-        structural: dict[tuple, frozenset[str]] = {}
-        blocked: dict[tuple, bool] = {}  # by an enforced structural family
-        micro_batches = micro_batch_options(scenario)
+        walk = _Walk(scenario, gpu_name, source, recompute_modes, precisions, out)
         for tp in tp_options(spec, gpu):
             for cp in cp_options(scenario.seq_len):
                 for pp in pp_options(spec.layers):
@@ -472,41 +561,107 @@ def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:
                         for split, (ep, etp) in itertools.product(
                             pipeline_splits(spec.layers, pp, vp), expert_options(spec, tp, gpu)
                         ):
-                            # memory grows with the micro-batch: (recompute, precision) -> the
-                            # smallest micro-batch that never fits
-                            never_fits: dict[tuple[str, str], int] = {}
-                            experts = (ep, etp) if scenario.ep_in_domain else ()
-                            for mb in micro_batches:
-                                # above the sizes searched before (which explain's diagnoses
-                                # keep), stop once no unblocked (recompute, precision) fits:
-                                # memory grows with the micro-batch, so no larger one would
-                                if mb > STRUCTURAL_MICRO_BATCHES[-1] and all(
-                                    blocked.get((tp, cp, pp, vp, prec, split, *experts), False)
-                                    or (rc, prec) in never_fits
-                                    for rc in recompute_modes
-                                    for prec in precisions
-                                ):
-                                    break
-                                for rc in recompute_modes:
-                                    for prec in precisions:
-                                        shape = Shape(
-                                            gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp
-                                        )
-                                        key = (tp, cp, pp, vp, prec, split, *experts)
-                                        if key not in structural:
-                                            found = structural_violations(scenario, shape, gpu)
-                                            structural[key] = found
-                                            blocked[key] = any(active(scenario, f) for f in found)
-                                        cand = Candidate(shape, structural[key], source)
-                                        out.append(cand)
-                                        if blocked[key]:
-                                            continue  # presolve will not ask for its memory bound
-                                        smallest = never_fits.get((rc, prec))
-                                        if smallest is not None and mb >= smallest:
-                                            cand.never_fits_memory()
-                                        elif cand.dp_min_memory is None:
-                                            never_fits[rc, prec] = min(mb, smallest or mb)
+                            walk.micro_batches(tp, cp, pp, vp, split, ep, etp)
     return out
+
+
+class _Walk:
+    """_enumerate's shapes of one GPU: for each (TP, CP, PP, VP, split, EP, ETP), every
+    micro-batch, recomputation and precision, appended to ``out`` in that order."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        gpu_name: str,
+        source: _Source,
+        recompute_modes: list[str],
+        precisions: list[str],
+        out: list[Candidate],
+    ) -> None:
+        self.scenario, self.gpu_name, self.source, self.out = scenario, gpu_name, source, out
+        self.recompute_modes, self.precisions = recompute_modes, precisions
+        self.sizes = micro_batch_options(scenario)
+        # the structural rules do not look at the micro-batch or the recomputation (nor at EP
+        # and ETP, but for ep_domain's --ep-in-domain: then they join the key, ``experts``)
+        self.structural: dict[tuple, frozenset[str]] = {}
+        self.blocked: dict[tuple, bool] = {}  # by an enforced structural family
+
+    def micro_batches(
+        self, tp: int, cp: int, pp: int, vp: int, split: Split, ep: int, etp: int
+    ) -> None:
+        """The candidates of one shape but its micro-batch, recomputation and precision."""
+        gpu_name, source, out = self.gpu_name, self.source, self.out
+        sizes, modes = self.sizes, self.recompute_modes
+        if not sizes or not modes:
+            return
+        # fresh: a key first seen here, unblocked for the loop's first stop test (its rules
+        # were computed on its first shape, in the loop, before they were known)
+        keys, fresh = self._rules(tp, cp, pp, vp, split, ep, etp)
+        blocked = self.blocked
+        first_past = sizes[0] > STRUCTURAL_MICRO_BATCHES[-1]
+        if all(blocked[key] for _, key, _ in keys) and not (fresh and first_past):
+            # no memory bound to ask: the sizes up to the first one past the structural
+            # ones (the loop below stops there when every precision is blocked)
+            head = itertools.takewhile(lambda mb: mb <= STRUCTURAL_MICRO_BATCHES[-1], sizes)
+            out += [
+                Candidate(
+                    Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp), found, source
+                )
+                for mb in head
+                for rc in modes
+                for prec, _, found in keys
+            ]
+            return
+        # memory grows with the micro-batch: (recompute, precision) -> the smallest
+        # micro-batch that never fits
+        never_fits: dict[tuple[str, str], int] = {}
+        for i, mb in enumerate(sizes):
+            # above the sizes searched before (which explain's diagnoses keep), stop once no
+            # unblocked (recompute, precision) fits: memory grows with the micro-batch, so
+            # no larger one would
+            if (
+                mb > STRUCTURAL_MICRO_BATCHES[-1]
+                and not (fresh and i == 0)
+                and all(
+                    blocked[key] or (rc, prec) in never_fits
+                    for rc in modes
+                    for prec, key, _ in keys
+                )
+            ):
+                break
+            for rc in modes:
+                for prec, key, found in keys:
+                    shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp)
+                    cand = Candidate(shape, found, source)
+                    out.append(cand)
+                    if blocked[key]:
+                        continue  # presolve will not ask for its memory bound
+                    smallest = never_fits.get((rc, prec))
+                    if smallest is not None and mb >= smallest:
+                        cand.never_fits_memory()
+                    elif cand.dp_min_memory is None:
+                        never_fits[rc, prec] = min(mb, smallest or mb)
+
+    def _rules(
+        self, tp: int, cp: int, pp: int, vp: int, split: Split, ep: int, etp: int
+    ) -> tuple[list[tuple[str, tuple, frozenset[str]]], bool]:
+        """(precision, rule key, shape rules broken) of each precision, and whether a key
+        is new: the rules computed on the first shape of a key (its first micro-batch and
+        recomputation), kept for the key's other shapes (``structural``, ``blocked``)."""
+        scenario, structural = self.scenario, self.structural
+        experts = (ep, etp) if scenario.ep_in_domain else ()
+        mb, rc = self.sizes[0], self.recompute_modes[0]
+        out, fresh = [], False
+        for prec in self.precisions:
+            key = (tp, cp, pp, vp, prec, split, *experts)
+            found = structural.get(key)
+            if found is None:
+                shape = Shape(self.gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp)
+                found = structural[key] = structural_violations(scenario, shape, self.source.gpu)
+                self.blocked[key] = any(active(scenario, f) for f in found)
+                fresh = True
+            out.append((prec, key, found))
+        return out, fresh
 
 
 def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -255,3 +256,56 @@ def test_moe_numbers_shared_across_gpus_equal_their_own(cat):
     assert on != _stage_flops(s.spec, layout, s.seq_len, False, ex)
     flash = cat.gpu("h200").calibration.flash_attention
     assert _stage_flops(s.spec, layout, s.seq_len, flash, ex) == on
+
+
+def test_moe_gemm_shared_across_gpus_equals_the_direct_formula(cat):
+    """Candidate.gemm_mb_s prices a MoE shape's FLOPs (models.expert.moe_gemm_work, computed
+    once for every GPU of the same FlashAttention) at each GPU's rates (moe_gemm_rates):
+    on H200, after H100 filled the shared FLOPs, every shape's GEMM time equals
+    moe_gemm_per_microbatch_s computed from scratch, and that equals the formula written
+    out rank by rank (grouped-GEMM efficiency, work_gemm_s, the Gated DeltaNet chunks)
+    bit for bit, in bf16 and fp8, for a model with linear attention too; the ranks' work
+    (moe_gemm_stages) does not change with the precision, EP or ETP."""
+    from models.expert import (
+        _stage_flops,
+        gdn_chunk_per_microbatch_s,
+        grouped_gemm_efficiency,
+        moe_gemm_per_microbatch_s,
+        moe_gemm_stages,
+    )
+    from models.step import StageWork, work_gemm_s
+    from models.zoo import moe_zoo
+
+    base = random_moe_scenario(1, cat).with_changes(
+        gpus=("h100-sxm", "h200"), precisions=("bf16", "fp8")
+    )
+    for s in (base, base.with_changes(spec=moe_zoo()["qwen3-next-80b-a3b"])):
+        cands = enumerate_candidates(s)
+        by_gpu = {g: {c.shape[1:]: c for c in cands if c.shape.gpu == g} for g in s.gpus}
+        common = sorted(set(by_gpu["h100-sxm"]) & set(by_gpu["h200"]))
+        picked = random.Random(2).sample(common, min(60, len(common)))
+        assert {key[6] for key in picked} == {"bf16", "fp8"}  # the shape's precision
+        for key in picked:
+            assert by_gpu["h100-sxm"][key].gemm_mb_s > 0  # fills the shared FLOPs
+        for key in picked:
+            cand = by_gpu["h200"][key]
+            gpu, layout, ex = cand._source.gpu, cand.shape.probe_layout(), cand.shape.experts
+            direct = moe_gemm_per_microbatch_s(s.spec, layout, s.seq_len, gpu, ex)
+            gg = grouped_gemm_efficiency(s.spec, layout, s.seq_len, gpu, ex)
+            worst = 0.0
+            flash = gpu.calibration.flash_attention
+            for work, routed, layers in _stage_flops(s.spec, layout, s.seq_len, flash, ex):
+                t = work_gemm_s(work, s.spec.hidden, layout, gpu)
+                t += work_gemm_s(StageWork(routed / gg, 0.0, 0.0), s.spec.hidden, layout, gpu)
+                t += gdn_chunk_per_microbatch_s(s.spec, layout, s.seq_len, gpu, ex, layers)
+                worst = max(worst, t)
+            assert cand.gemm_mb_s == direct == worst, cand.shape
+        # the ranks' work, shared by the shapes that differ in precision, EP and ETP only
+        flash = cat.gpu("h200").calibration.flash_attention
+        for key in picked[:20]:
+            shape = by_gpu["h200"][key].shape
+            ref = moe_gemm_stages(s.spec, shape.probe_layout(), s.seq_len, flash, shape.experts)
+            for prec, (ep, etp) in itertools.product(("bf16", "fp8"), ((1, 1), (8, 1), (4, 2))):
+                other = shape._replace(precision=prec, ep=ep, etp=etp)
+                got = moe_gemm_stages(s.spec, other.probe_layout(), s.seq_len, flash, other.experts)
+                assert got == ref, other

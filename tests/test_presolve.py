@@ -80,3 +80,27 @@ def test_breaking_keeps_only_the_shapes_that_break_the_rule(cat, rule):
     pre = presolve(off, cands, breaking=rule)
     assert all(rule in c.structural for c in pre.candidates)
     assert {c.shape for c in pre.candidates} <= {c.shape for c in presolve(off, cands).candidates}
+
+
+def test_columns_hold_each_shapes_own_numbers(cat):
+    """presolve's columns (_gather, on arrays) equal each shape's own numbers: its GPU, GPUs
+    per replica, DP step (bounds.dp_step: purchase units and the expert folding), micro-
+    batch, pipeline fill and shape rules, over a MoE space of several GPUs."""
+    from designer.question.build import build_scenario
+    from solvers.screen.bounds import dp_step
+    from solvers.screen.presolve import _RULE_BITS, _gather
+
+    gpus = ("rtx4090", "h100-sxm", "gb200")
+    s = build_scenario(model="qwen3-30b-a3b", tokens=1e12, budget=1e8, gpus=gpus, evidence="any")
+    s = s.with_changes(micro_batches=(1, 2))
+    cands = enumerate_candidates(s)
+    col = _gather(cands)
+    assert len({c.shape.gpu for c in cands}) == 3 and len({c.shape.ep for c in cands}) > 2
+    assert any(c.structural for c in cands)
+    for i, c in enumerate(cands):
+        sh = c.shape
+        assert col.gpu_names[col.gpu[i]] == sh.gpu
+        assert col.replica[i] == sh.replica_gpus and col.micro_batch[i] == sh.micro_batch
+        assert col.dp_step[i] == dp_step(s, c)
+        assert col.m_min[i] == max(1, sh.pp) and col.interleaved[i] == (sh.vp > 1 and sh.pp > 1)
+        assert col.rules[i] == sum(_RULE_BITS[r] for r in c.structural)

@@ -3,6 +3,8 @@ module (tests/test_decision_space.py checks what the solvers choose from it)."""
 
 from __future__ import annotations
 
+import random
+
 from designer.question.build import build_scenario
 from helpers import prime_scenario, wide_moe_scenario
 from solvers.families import SHAPE_RULES
@@ -13,11 +15,14 @@ from solvers.space import (
     dp_min_from_terms,
     enumerate_candidates,
     expert_options,
+    memory_frontier,
     micro_batch_options,
     nic_specs,
     pipeline_splits,
     powers_of_two,
     pp_options,
+    shape_bound_terms,
+    shape_memory_terms,
     structural_violations,
     tp_options,
     vp_options,
@@ -85,6 +90,66 @@ def test_dp_min_from_terms_is_the_least_fitting_degree():
         assert d is not None and fits(d, cp, cap) and (d == 1 or not fits(d - 1, cp, cap))
     assert dp_min_from_terms(terms, 1, 20.0) is None  # a stage's fixed part alone fills it
     assert dp_min_from_terms([(0.0, 0.0)], 1, 1.0) == 1
+
+
+def test_memory_frontier_keeps_the_least_fitting_degree():
+    """memory_frontier drops the dominated terms (and repeats) and dp_min_from_terms gives
+    the same degree from what it keeps, at capacities around every term's, over random
+    pipelines whose ranks repeat, tie and dominate one another."""
+    rng = random.Random(7)
+    assert memory_frontier([(1.0, 5.0), (2.0, 5.0), (1.0, 6.0), (2.0, 5.0), (0.5, 1.0)]) == [
+        (2.0, 5.0),
+        (1.0, 6.0),
+    ]
+    for _ in range(400):
+        pool = [(rng.choice([0.5, 3.0, 7.25]) * rng.random() * 40, rng.random() * 900.0)]
+        pool += [(rng.random() * 40, rng.choice([0.0, 1e-3, 450.0]) * rng.random())]
+        terms = [
+            rng.choice(pool) if rng.random() < 0.3 else (rng.random() * 40, rng.random() * 900)
+            for _ in range(rng.randint(1, 12))
+        ]
+        kept = memory_frontier(terms)
+        assert set(kept) <= set(terms) and len(kept) == len(set(kept))
+        for fixed, sharded in terms:  # each term is at most a kept one, part by part
+            assert any(f >= fixed and s >= sharded for f, s in kept)
+        for cp in (1, 2, 8):
+            for cap in [f + s / rng.choice([1, 3, 64]) for f, s in terms] + [10.0, 80.0]:
+                assert dp_min_from_terms(kept, cp, cap) == dp_min_from_terms(terms, cp, cap)
+
+
+def test_bound_terms_keep_the_frontier_of_every_rank():
+    """A MoE shape's memory bound reads shape_bound_terms (the rank storing the most of
+    those equal but for their activations; from its ranks at a micro-batch of 1, cached or
+    not, equal to moe_memory_bound_terms at its own): their frontier is that of every rank's
+    terms, over MoE zoo models' pipelines (deep ones, uneven splits, MTP, fp8, ZeRO-1),
+    and so is the least DP degree that fits."""
+    from models.evaluate import with_profile
+    from models.memory import moe_memory_bound_terms
+    from models.zoo import moe_zoo
+
+    rng = random.Random(3)
+    checked = fewer = 0
+    for name in ("deepseek-v3", "gpt-oss-120b", "qwen3-30b-a3b"):
+        s = build_scenario(model=moe_zoo()[name], tokens=1e12, budget=1e8, evidence="any")
+        s = s.with_changes(gpus=("h100-sxm",), precisions=("bf16", "fp8"))
+        cands = [c for c in enumerate_candidates(s) if c.shape.pp > 2]
+        a = with_profile(s.assumptions, cands[0]._source.gpu)
+        cache: dict = {}  # the ranks at a micro-batch of 1, shared by the micro-batches
+        for cand in rng.sample(cands, 40):
+            every = shape_memory_terms(s, cand.shape, a)
+            bound = shape_bound_terms(s, cand.shape, a, cache)
+            layout, ep, etp = cand.shape.probe_layout(), cand.shape.ep, cand.shape.etp
+            assert bound == moe_memory_bound_terms(s.spec, layout, s.seq_len, a, ep, etp)
+            assert bound == shape_bound_terms(s, cand.shape, a)  # no cache: the same
+            assert set(bound) <= set(every)
+            fewer += len(bound) < len(every)
+            assert memory_frontier(bound) == memory_frontier(every)
+            for cap in (40.0, 80.0, 141.0):
+                assert dp_min_from_terms(bound, cand.shape.cp, cap) == dp_min_from_terms(
+                    every, cand.shape.cp, cap
+                )
+            checked += 1
+    assert checked == 120 and fewer > 60  # most pipelines repeat their middle ranks
 
 
 def test_micro_batch_options_follow_the_question_and_the_ceiling(cat):

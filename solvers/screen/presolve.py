@@ -67,8 +67,9 @@ class _Columns:
         self.gemm = np.full(len(self.cands), np.nan)
 
     def memory_floor(self, ok: np.ndarray) -> np.ndarray:
-        for i in np.flatnonzero(ok & (self.dp_min < 0)):
-            self.dp_min[i] = self.cands[i].dp_min_memory or 0
+        missing = np.flatnonzero(ok & (self.dp_min < 0))
+        cands = self.cands
+        self.dp_min[missing] = [cands[i].dp_min_memory or 0 for i in missing.tolist()]
         return self.dp_min
 
     def memory_cheap(self, ok: np.ndarray) -> np.ndarray:
@@ -79,8 +80,9 @@ class _Columns:
         return cheap
 
     def gemm_times(self, ok: np.ndarray) -> np.ndarray:
-        for i in np.flatnonzero(ok & np.isnan(self.gemm)):
-            self.gemm[i] = self.cands[i].gemm_mb_s
+        missing = np.flatnonzero(ok & np.isnan(self.gemm))
+        cands = self.cands
+        self.gemm[missing] = [cands[i].gemm_mb_s for i in missing.tolist()]
         return self.gemm
 
     def stage_times(self, ok: np.ndarray) -> np.ndarray:
@@ -106,26 +108,38 @@ def _columns(cands: list[Candidate]) -> _Columns:
 
 
 def _gather(cands: list[Candidate]) -> _Columns:
+    """The columns of ``cands``: one pass over the shapes for their integer fields, the
+    rest on arrays (Shape.replica_gpus and Shape.dp_step, the same integer operations)."""
     names = sorted({c.shape.gpu for c in cands})
     index = {g: i for i, g in enumerate(names)}
     shapes = [c.shape for c in cands]
-    pp = np.array([s.pp for s in shapes], dtype=np.int64)
-    vp = np.array([s.vp for s in shapes], dtype=np.int64)
+    ints = np.array(
+        [(s.tp, s.cp, s.pp, s.vp, s.micro_batch, s.ep, s.etp) for s in shapes], dtype=np.int64
+    ).reshape(len(shapes), 7)
+    tp, cp, pp, vp, micro_batch, ep, etp = ints.T
     gpu = np.array([index[s.gpu] for s in shapes], dtype=np.int64)
-    replica = np.array([s.replica_gpus for s in shapes], dtype=np.int64)
+    replica = tp * cp * pp
     # bounds.dp_step on arrays (intmath.whole_units_step): whole purchase units of the GPU (the candidates' own spec),
     # and the expert folding's step (Shape.dp_step)
-    units = {c.shape.gpu: c._source.gpu.server.purchase_unit_gpus for c in cands}
+    units: dict[str, int] = {}
+    for c in reversed(cands):  # the last candidate's spec of each name, as a dict display
+        if c.shape.gpu not in units:
+            units[c.shape.gpu] = c._source.gpu.server.purchase_unit_gpus
     unit = np.array([units[g] for g in names], dtype=np.int64)[gpu]
-    folding = np.array([s.dp_step for s in shapes], dtype=np.int64)
+    folded = ep * etp
+    folding = folded // np.gcd(folded, tp * cp)
+    bits: dict[frozenset[str], int] = {}
+    for c in cands:
+        if c.structural not in bits:
+            bits[c.structural] = sum(_RULE_BITS[r] for r in c.structural)
     col = _Columns(
         cands=cands,
-        rules=np.array([sum(_RULE_BITS[r] for r in c.structural) for c in cands], dtype=np.int64),
+        rules=np.array([bits[c.structural] for c in cands], dtype=np.int64),
         gpu=gpu,
         gpu_names=names,
         replica=replica,
         dp_step=whole_units_step(unit, replica, folding, xp=np),
-        micro_batch=np.array([s.micro_batch for s in shapes], dtype=np.int64),
+        micro_batch=micro_batch.copy(),
         m_min=np.where(pp > 1, pp, 1),
         interleaved=(vp > 1) & (pp > 1),
     )
