@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from models import linear_attention as la
 from models import moe
@@ -731,20 +731,12 @@ def _moe_ranks(
 
 
 @lru_cache(maxsize=1 << 14)
-def _binding_ranks_at(
-    spec: TransformerSpec,
-    layout: Layout,
-    seq_len: int,
-    flash_attention: bool,
-    ep: int,
-    etp: int,
-    load: float,
-    opts: StoredActivations = StoredActivations(),
-) -> tuple[_MoERank, ...]:
-    """``_moe_ranks_at``'s ranks that can hold the most memory (moe_memory_bound_terms): of
-    ranks equal but for their stored activations, the one that stores the most."""
+def _binding_ranks_at(*args: Any) -> tuple[_MoERank, ...]:
+    """``_moe_ranks_at(*args)``'s ranks that can hold the most memory
+    (moe_memory_bound_terms): of ranks equal but for their stored activations, the one that
+    stores the most. (Its arguments are ``_moe_ranks_at``'s, passed on as they come.)"""
     heaviest: dict[tuple[float, float, float, float], _MoERank] = {}
-    for rank in _moe_ranks_at(spec, layout, seq_len, flash_attention, ep, etp, load, opts):
+    for rank in _moe_ranks_at(*args):
         key = (rank.dense_params, rank.expert_params, rank.logits, rank.dispatch)
         held = heaviest.get(key)
         if held is None or rank.act > held.act:
