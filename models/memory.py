@@ -587,33 +587,22 @@ def moe_memory_terms(
     ep: int,
     etp: int = 1,
     expert_load: float = 1.0,
+    binding: bool = False,
 ) -> list[tuple[float, float]]:
     """``memory_terms`` of a MoE / MLA / MTP model at EP and ETP: per pipeline rank,
     memory as ``fixed + sharded / (dp * cp)`` GB (``layout.dp`` ignored), equal to
     ``moe_memory_per_gpu``'s rank total at every DP degree the folding allows. The
     dense states shard over DP x CP by the ZeRO stage; the expert states over expert-DP
-    = TP x CP x DP / (EP x ETP), i.e. ``sharded`` holds them times EP x ETP / TP."""
-    ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load)
-    return _moe_rank_terms(ranks, layout, a, ep, etp)
+    = TP x CP x DP / (EP x ETP), i.e. ``sharded`` holds them times EP x ETP / TP.
 
-
-def moe_memory_bound_terms(
-    spec: TransformerSpec,
-    layout: Layout,
-    seq_len: int,
-    a: Assumptions,
-    ep: int,
-    etp: int = 1,
-    expert_load: float = 1.0,
-) -> list[tuple[float, float]]:
-    """``moe_memory_terms`` of the ranks that can hold the most memory: of ranks equal
-    but for their stored activations (a pipeline's ranks differ mostly by the
-    micro-batches in flight), the one that stores the most. Each term grows with every
-    input of its rank (non-negative bytes and factors; rounded IEEE operations are
-    monotone), so the kept rank's term is at least each left-out one's, part by part:
-    the largest memory at any DP degree, and the least degree that fits
+    ``binding``: only the terms of the ranks that can hold the most memory (the memory
+    bound's terms): of ranks equal but for their stored activations (a pipeline's ranks
+    differ mostly by the micro-batches in flight), the one that stores the most. Each
+    term grows with every input of its rank (non-negative bytes and factors; rounded IEEE
+    operations are monotone), so the kept rank's term is at least each left-out one's,
+    part by part: the largest memory at any DP degree, and the least degree that fits
     (solvers.space.dp_min_from_terms), are those of every rank."""
-    ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load, binding=True)
+    ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, None, expert_load, binding=binding)
     return _moe_rank_terms(ranks, layout, a, ep, etp)
 
 
@@ -626,7 +615,7 @@ def moe_unit_bound_ranks(
     etp: int = 1,
     expert_load: float = 1.0,
 ) -> tuple[_MoERank, ...]:
-    """``moe_memory_bound_terms``'s ranks of ``unit``, a layout at a micro-batch of 1: the
+    """``moe_memory_terms(..., binding=True)``'s ranks of ``unit``, a layout at a micro-batch of 1: the
     same layout at micro-batch b, its micro-batches per step whole, has them times b
     (``_moe_ranks``), so a caller pricing every micro-batch computes them once
     (``moe_bound_terms_at``)."""
@@ -638,7 +627,7 @@ def moe_unit_bound_ranks(
 def moe_bound_terms_at(
     unit_ranks: tuple[_MoERank, ...], b: int, unit: Layout, a: Assumptions, ep: int, etp: int
 ) -> list[tuple[float, float]]:
-    """``moe_memory_bound_terms`` of ``unit`` (a layout at a micro-batch of 1) at micro-batch
+    """``moe_memory_terms(..., binding=True)`` of ``unit`` (a layout at a micro-batch of 1) at micro-batch
     ``b`` with whole micro-batches per step, from ``moe_unit_bound_ranks(unit)``: the same
     operations (x 1 at b = 1, exact)."""
     return _moe_rank_terms(_scaled(unit_ranks, b), unit, a, ep, etp)
@@ -733,7 +722,7 @@ def _moe_ranks(
 @lru_cache(maxsize=1 << 14)
 def _binding_ranks_at(*args: Any) -> tuple[_MoERank, ...]:
     """``_moe_ranks_at(*args)``'s ranks that can hold the most memory
-    (moe_memory_bound_terms): of ranks equal but for their stored activations, the one that
+    (moe_memory_terms' ``binding``): of ranks equal but for their stored activations, the one that
     stores the most. (Its arguments are ``_moe_ranks_at``'s, passed on as they come.)"""
     heaviest: dict[tuple[float, float, float, float], _MoERank] = {}
     for rank in _moe_ranks_at(*args):

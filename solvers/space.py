@@ -361,7 +361,7 @@ def shape_bound_terms(
     scenario: Scenario, shape: Shape, profiled: Assumptions, cache: dict | None = None
 ) -> list[tuple[float, float]]:
     """shape_memory_terms of the ranks that can bind (a MoE / MLA / MTP model's
-    moe_memory_bound_terms: of ranks equal but for their activations, the one storing
+    moe_memory_terms' ``binding``: of ranks equal but for their activations, the one storing
     the most); dp_min_from_terms gives the same degree from them as from every rank.
     A MoE shape's come from its ranks at a micro-batch of 1 (moe_unit_bound_ranks),
     kept in ``cache`` for its other micro-batches when given (keyed as the memory terms,
