@@ -110,9 +110,9 @@ class _Pair:
         """[cheap bounds, {index: full bound}, terms]: the cheap bound of every presolved
         shape (they do not depend on any limit: computed once per pair), the full ones
         filled as limits ask for them, and the question's bound terms (prepare_bounds)."""
-        assert self.pre is not None
+        assert self.pre is not None and self.terms is not None  # _prepared sets both
         if not self.bounds:
-            terms = self.terms if self.terms is not None else prepare_bounds(self.scenario)
+            terms = self.terms
             self.bounds.append(gemm_lower_bounds(terms, self.pre.candidates, self.pre.dp_ranges))
             self.bounds.append({})
             self.bounds.append(terms)

@@ -2,14 +2,13 @@
 the search), the configuration (the shape plus DP degree, micro-batches per step, NICs and
 purchases) and the plan (a configuration re-evaluated by the float model).
 
-The bottom of solvers/ (issue 32: shared types on a bottom floor): it imports only models/
-and solvers/purchases.py's column names, so that every module of the solver stack can
-build and read these without importing the space or the plan builder
+The bottom of solvers/ (issue 32: shared types on a bottom floor): it imports only models/,
+solvers/intmath.py and solvers/purchases.py's column names, so that every module of the
+solver stack can build and read these without importing the space or the plan builder
 (solvers/space.py enumerates shapes, solvers/plan.py builds plans)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -18,6 +17,7 @@ from models.expert import ExpertLayout
 from models.feasibility import Violation
 from models.layout import Layout
 from models.pipeline import EVEN, Split
+from solvers.intmath import expert_folding_step
 from solvers.purchases import purchase_columns
 
 
@@ -43,9 +43,8 @@ class Shape(NamedTuple):
     @property
     def dp_step(self) -> int:
         """The DP degrees Megatron-Core's folding allows are the multiples of this: EP x ETP
-        divides TP x CP x DP (models.memory.expert_data_parallel); 1 for a dense model."""
-        folded = self.ep * self.etp
-        return folded // math.gcd(folded, self.tp * self.cp)
+        divides TP x CP x DP (solvers.intmath.expert_folding_step); 1 for a dense model."""
+        return expert_folding_step(self.tp, self.cp, self.ep, self.etp)
 
     @property
     def experts(self) -> ExpertLayout:

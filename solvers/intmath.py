@@ -37,6 +37,15 @@ def whole_units_step(unit: Any, replica: Any, folding: Any, xp: Any = math) -> A
     return xp.lcm(unit // xp.gcd(replica, unit), folding)
 
 
+def expert_folding_step(tp: Any, cp: Any, ep: Any, etp: Any, xp: Any = math) -> Any:
+    """The expert folding's step of the DP degree: EP x ETP divides TP x CP x DP
+    (models.memory.expert_data_parallel), so DP is a multiple of EP x ETP / gcd(EP x ETP,
+    TP x CP); 1 for a dense model (EP = ETP = 1). ``xp``: ``math`` for one shape
+    (Shape.dp_step), numpy for a whole space at once (presolve)."""
+    folded = ep * etp
+    return folded // xp.gcd(folded, tp * cp)
+
+
 def lo(var: cp_model.IntVar) -> int:
     """The lower end of a variable's domain."""
     return int(var.proto.domain[0])

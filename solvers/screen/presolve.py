@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solvers.families import SHAPE_RULES, enforced
-from solvers.intmath import whole_units_step
+from solvers.intmath import expert_folding_step, whole_units_step
 from solvers.scenario import GPU_CAP, Scenario
 from solvers.screen.bounds import (
     BoundTerms,
@@ -126,8 +126,7 @@ def _gather(cands: list[Candidate]) -> _Columns:
         if c.shape.gpu not in units:
             units[c.shape.gpu] = c._source.gpu.server.purchase_unit_gpus
     unit = np.array([units[g] for g in names], dtype=np.int64)[gpu]
-    folded = ep * etp
-    folding = folded // np.gcd(folded, tp * cp)
+    folding = expert_folding_step(tp, cp, ep, etp, xp=np)
     bits: dict[frozenset[str], int] = {}
     for c in cands:
         if c.structural not in bits:
