@@ -120,24 +120,19 @@ class _Pair:
 
     def solve(self, time_limit_s: float, cap: float | None = None) -> SolveResult:
         """The solve optimize would run (its shapes and presolve, already made, handed on).
-        ``cap`` (time objective): first whether any plan is at most that fast (solve_cpsat's
-        ``time_cap_days``), asked over the shapes whose lower bounds reach the cap (with
-        prune's margin: no other shape holds such a plan); when none is, that probe's
-        "infeasible" answers, since such a pair cannot enter the list, else the full solve."""
-        if cap is not None and self.pre is not None:
-            keep = self.below(cap * (1 + PRUNE_MARGIN), strict=False)
-            pre = self.pre
-            alive = Presolved([pre.candidates[i] for i in keep], [pre.dp_ranges[i] for i in keep])
-            probe = resolve_cpsat(
-                self.scenario,
-                Resolve(alive=alive, time_cap_days=cap, terms=self.bounds_known()[2]),
-                time_limit_s=time_limit_s,
-                candidates=self.space,
-            )
-            if probe.status == "infeasible":
-                return probe
+        ``cap`` (time objective): only a plan at most that fast can enter the list, so the
+        search minimises over the plans at most that fast (Resolve's ``cap_minimises``:
+        prune drops the shapes whose lower bounds lie above the cap): the pair's optimum
+        when it lies at or below the cap (the cap only prunes), "infeasible" when no plan
+        does. The cap is raised by prune's margin: CP-SAT's integer objective rounds a
+        plan's time up (by under 1e-7 of it on the benchmark questions), and a plan tied
+        with the cap is ranked by the float model, as when the pair is solved in full."""
         terms = self.bounds_known()[2] if self.pre is not None else None
-        how = Resolve(alive=self.pre, terms=terms)
+        if cap is not None and self.pre is not None:
+            lid = cap * (1 + PRUNE_MARGIN)
+            how = Resolve(alive=self.pre, terms=terms, time_cap_days=lid, cap_minimises=True)
+        else:
+            how = Resolve(alive=self.pre, terms=terms)
         return resolve_cpsat(self.scenario, how, time_limit_s=time_limit_s, candidates=self.space)
 
 
@@ -211,9 +206,10 @@ def _solved(
     MAX_ALTERNATIVES-th extrapolated alternative solved before it (it would be cut from
     the list). Solved a few at a time (CP-SAT releases the GIL while it searches), the
     most promising first; the answer is the one solving every pair gives. A time
-    question's pair that cannot be thin, visited once MAX_ALTERNATIVES extrapolated
-    alternatives are known, is first asked whether any plan beats the last of them
-    (_Pair.solve's ``cap``): a pair none of whose plans does is cut from the list.
+    question's pair is searched only below the time that lets it enter the list
+    (_cap, _Pair.solve's ``cap``): the answer's, or, for a pair that cannot be thin
+    visited once MAX_ALTERNATIVES extrapolated alternatives are known, the last of them;
+    a pair with no plan there is one the list would drop.
 
     Every pair is prepared (its shapes enumerated, presolved and cheaply bounded) in the
     visiting order, and while a wave of solves searches, the next pairs are prepared
@@ -271,13 +267,15 @@ def _wins(done: list[tuple[_Pair, SolveResult]], best: float) -> list[float]:
 
 
 def _cap(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float) -> float | None:
-    """The time a pair's plan must reach to enter the list (the MAX_ALTERNATIVES-th
-    extrapolated alternative solved so far), for a time question's pair that cannot be
-    thin; None otherwise (solved in full)."""
-    if pair.maybe_thin or pair.pre is None or pair.scenario.objective != "time":
+    """The time a pair's plan must reach to enter the list, for a time question's pair
+    (None otherwise: solved in full): the answer's, or, for a pair that cannot be thin
+    once MAX_ALTERNATIVES extrapolated alternatives are solved, the last of them."""
+    if pair.pre is None or pair.scenario.objective != "time":
         return None
     wins = _wins(done, best)
-    return wins[MAX_ALTERNATIVES - 1] if len(wins) >= MAX_ALTERNATIVES else None
+    if pair.maybe_thin or len(wins) < MAX_ALTERNATIVES:
+        return best
+    return wins[MAX_ALTERNATIVES - 1]
 
 
 def _crowded_out(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float) -> bool:

@@ -78,3 +78,27 @@ def test_the_plan_first_order_prices_every_family_as_the_probe_first_order(optio
         f.name: _probe_first(scenario, res.best, cands, f) for f in REGISTRY if f.active(scenario)
     }
     assert got == want
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"model": "llama2-7b", "tokens": 1e12, "budget": 1e7},
+        {"model": "qwen3-30b-a3b", "tokens": 15e12, "budget": 100e6, "evidence": "any"},
+    ],
+)
+def test_a_capped_minimisation_finds_the_optimum_at_or_below_the_cap_and_nothing_above(options):
+    """Resolve(time_cap_days=cap, cap_minimises=True): the question's optimum (objective and
+    status) when it lies below the cap, "infeasible" when it lies above; prune
+    drops the shapes whose bounds pass the cap, and a cap none reaches builds no model."""
+    s = scenario_from_options(options)
+    full = solve_cpsat(s)
+    assert full.status == "optimal" and full.best is not None
+    opt = full.best.objective
+    for cap in (opt * (1 + 1e-6), opt * 1.2):  # (at opt itself CP-SAT's rounding may not)
+        got = resolve_cpsat(s, Resolve(time_cap_days=cap, cap_minimises=True))
+        assert got.status == "optimal" and got.best is not None
+        assert got.best.objective == opt
+    for cap in (opt * 0.999, opt * 0.5, opt * 1e-6):
+        got = resolve_cpsat(s, Resolve(time_cap_days=cap, cap_minimises=True))
+        assert (got.status, got.best) == ("infeasible", None)

@@ -47,6 +47,16 @@ def test_prune_by_incumbent_allows_the_margin():
     assert prune_by_incumbent([inside, outside], [(cutoff, None)], 1) == [0]
 
 
+def test_prune_by_incumbent_cuts_at_a_ceiling_below_the_incumbent():
+    """A capped minimisation's ceiling (Resolve.cap_minimises) cuts as an incumbent at that
+    value would, with the same margin; the lower of the two cuts, and alone it cuts too."""
+    lbs = [1.0, 5.0, 9.0, 100.0 * (1 + PRUNE_MARGIN / 2)]
+    assert prune_by_incumbent(lbs, [(8.0, None)], 1, ceiling=4.0) == [0]
+    assert prune_by_incumbent(lbs, [(4.0, None)], 1, ceiling=8.0) == [0]
+    assert prune_by_incumbent(lbs, [], 1, ceiling=100.0) == [0, 1, 2, 3]
+    assert prune_by_incumbent(lbs, [], 1, ceiling=99.0) == [0, 1, 2]
+
+
 @pytest.mark.parametrize("seed", [3, 11, 16, 27])  # shapes pruned in each
 @pytest.mark.parametrize("top_k", [1, 3])
 def test_prune_keeps_the_optimum_and_valid_bounds(cat, seed, top_k):

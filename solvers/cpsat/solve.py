@@ -111,7 +111,10 @@ class Resolve:
     tries (fewer will do when ``hint`` is a good plan); ``time_cap_days`` (time
     objective): whether any plan is faster than this (a relaxed question against the
     plan it explains): "infeasible" says none is; otherwise the search stops at the
-    first one it finds ("feasible"); ``terms``: ``bounds.prepare_bounds(scenario)``. Each
+    first one it finds ("feasible"), or, with ``cap_minimises``, searches on for the best
+    plan at most that fast (the cap only prunes: the question's optimum when it lies at
+    or below the cap, "infeasible" when it does not); ``terms``:
+    ``bounds.prepare_bounds(scenario)``. Each
     of ``alive`` and ``terms`` belongs to the question it is handed in with: a solve
     split by rental term or GPU type drops them (and the time cap with the GPU types,
     the cost objective's)."""
@@ -122,6 +125,7 @@ class Resolve:
     warm_shapes: int = WARM_SHAPES
     time_cap_days: float | None = None
     terms: BoundTerms | None = None
+    cap_minimises: bool = False
 
 
 class _Found(NamedTuple):
@@ -233,7 +237,7 @@ def resolve_cpsat(
     terms = how.terms if how.terms is not None else prepare_bounds(scenario)
     space = candidates if candidates is not None else enumerate_candidates(scenario, terms.prepared)
     kept = _pruned(scenario, how, space, top_k, terms)
-    if kept is None:
+    if kept is None or not kept.candidates:  # (none: every bound above a minimised cap)
         return SolveResult(
             "infeasible", "cpsat", time.perf_counter() - start, None, candidates=space
         )
@@ -252,7 +256,7 @@ def resolve_cpsat(
         workers,
         how.effort,
     )
-    result = _solve_built(search, terms, cap, how.time_cap_days)
+    result = _solve_built(search, terms, cap, how.time_cap_days, how.cap_minimises)
     if result.status == "infeasible" and cap is not None:
         # the incumbent's bound is valid by construction; this only guards against rounding
         result = _solve_built(search, terms)
@@ -273,7 +277,10 @@ def _pruned(
     pre = how.alive if how.alive is not None else presolve(scenario, space, terms=terms)
     if not pre.candidates:
         return None
-    return prune(scenario, pre, top_k, how.hint, how.warm_shapes, terms)
+    ceiling = math.inf  # a capped minimisation asks only for plans at most the cap
+    if how.cap_minimises and how.time_cap_days is not None and scenario.objective == "time":
+        ceiling = how.time_cap_days
+    return prune(scenario, pre, top_k, how.hint, how.warm_shapes, terms, ceiling)
 
 
 def _solve_built(
@@ -281,16 +288,18 @@ def _solve_built(
     terms: BoundTerms,
     cost_cap_usd: float | None = None,
     time_cap_days: float | None = None,
+    cap_minimises: bool = False,
 ) -> SolveResult:
     """One CP-SAT search (``cost_cap_usd``: no plan that matters costs more;
-    ``time_cap_days``: Resolve's)."""
+    ``time_cap_days`` and ``cap_minimises``: Resolve's)."""
     start = time.perf_counter()
     scenario = search.scenario
     form = build(scenario, search.cands, cost_cap_usd, search.bounds, terms)
     md = form.model
     md.minimize(form.objective)
-    first_only = time_cap_days is not None and form.days_per_unit is not None
-    if first_only:  # the cap on the objective variable's own domain (TIME_CAP_MARGIN)
+    capped = time_cap_days is not None and form.days_per_unit is not None
+    first_only = capped and not cap_minimises
+    if capped:  # the cap on the objective variable's own domain (TIME_CAP_MARGIN)
         var = form.objective
         assert isinstance(var, cp_model.IntVar)
         assert time_cap_days is not None and form.days_per_unit is not None

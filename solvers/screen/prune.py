@@ -72,8 +72,10 @@ def prune(
     hint: Config | None = None,
     warm_shapes: int = WARM_SHAPES,
     terms: BoundTerms | None = None,
+    ceiling: float = math.inf,
 ) -> Pruned:
-    """The presolved candidates that may hold one of the ``top_k`` best plans.
+    """The presolved candidates that may hold one of the ``top_k`` best plans (``ceiling``:
+    the plans asked for lie at or below it, Resolve's capped minimisation).
 
     Incumbents: ``hint`` if it is feasible here, and the best plan of each of up
     to ``warm_shapes`` shapes, the most promising first. Two bounds then prune:
@@ -90,8 +92,9 @@ def prune(
     incumbents = _incumbents(scenario, t, cands, full, tries, top_k, hint if hinted else None)
     at = [ranges[i] for i in head]
     cut = _more_incumbents(scenario, t, [cands[i] for i in head], at, incumbents, tries, top_k)
-    keep = prune_by_incumbent(cheap, cut, top_k)
-    return _sharper(t, _by_full_bound(t, cands, ranges, keep, full, cut, top_k), incumbents, top_k)
+    keep = prune_by_incumbent(cheap, cut, top_k, ceiling)
+    got = _by_full_bound(t, cands, ranges, keep, full, cut, top_k, ceiling)
+    return _sharper(t, got, incumbents, top_k)
 
 
 def _incumbents(
@@ -127,14 +130,17 @@ def _by_full_bound(
     full: dict[int, float],
     incumbents: list[tuple[float, Config]],
     top_k: int,
+    ceiling: float = math.inf,
 ) -> Pruned:
     """The shapes at positions ``keep`` (which the cheap bound leaves) whose full bound
-    (``full``, where known; computed here for the rest) the incumbents leave."""
+    (``full``, where known; computed here for the rest) the incumbents and ``ceiling``
+    leave."""
     rest = [i for i in keep if i not in full]
     if rest:
         got = objective_lower_bounds(t, [cands[i] for i in rest], [ranges[i] for i in rest])
         full.update(zip(rest, got, strict=True))
-    keep = [keep[j] for j in prune_by_incumbent([full[i] for i in keep], incumbents, top_k)]
+    lbs = [full[i] for i in keep]
+    keep = [keep[j] for j in prune_by_incumbent(lbs, incumbents, top_k, ceiling)]
     return Pruned(
         [cands[i] for i in keep],
         [ranges[i] for i in keep],
@@ -322,14 +328,20 @@ def add_incumbents(
 
 
 def prune_by_incumbent(
-    lbs: list[float], incumbents: list[tuple[float, Config]], top_k: int
+    lbs: list[float],
+    incumbents: list[tuple[float, Config]],
+    top_k: int,
+    ceiling: float = math.inf,
 ) -> list[int]:
     """Indices of the bounds whose shapes may still hold one of the ``top_k`` best plans.
 
     The k-th best incumbent (distinct shapes) bounds the k-th best plan from
-    above; a shape whose valid lower bound lies above it cannot improve on it."""
-    if len(incumbents) < top_k:
+    above; a shape whose valid lower bound lies above it cannot improve on it. Nor can
+    one whose bound lies above ``ceiling``, when the plans asked for lie at or below it
+    (Resolve's capped minimisation), with the same margin."""
+    cutoff = incumbents[top_k - 1][0] if len(incumbents) >= top_k else math.inf
+    cutoff = min(cutoff, ceiling)
+    if cutoff == math.inf:
         return list(range(len(lbs)))
-    cutoff = incumbents[top_k - 1][0]
     limit = cutoff + PRUNE_MARGIN * abs(cutoff)
     return [i for i, lb in enumerate(lbs) if lb <= limit]
