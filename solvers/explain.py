@@ -39,7 +39,7 @@ from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.screen.bounds import objective_lower_bounds, prepare_bounds, shared_bounds
 from solvers.screen.presolve import Presolved, presolve
-from solvers.screen.prune import may_beat
+from solvers.screen.prune import PRUNE_MARGIN, may_beat
 from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
 
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
@@ -131,11 +131,17 @@ def binding_constraints(
         if not may_beat(relaxed, alive, base, terms):
             return base, True
 
-        def run(hint: Config | None, cap: float | None, wall_s: float | None = None) -> SolveResult:
-            how = Resolve(hint, effort, alive, EXPLAIN_WARM_SHAPES, cap, terms)
+        def run(
+            hint: Config | None, cap: float | None, wall_s: float | None = None, lid: bool = False
+        ) -> SolveResult:
+            how = Resolve(hint, effort, alive, EXPLAIN_WARM_SHAPES, cap, terms, lid)
             limit_s = time_limit_s if wall_s is None else min(time_limit_s, wall_s)
             return resolve_cpsat(relaxed, how, time_limit_s=limit_s, candidates=space)
 
+        if admits and relaxed.objective == "time":
+            lidded = _under_the_plan(run, base)
+            if lidded is not None:
+                return lidded
         first = run(plan.config, None, None)
         res = first
         if relaxed.objective == "time" and first.status != "optimal":
@@ -161,6 +167,21 @@ def binding_constraints(
         out.append(Binding(family.name, slack, unit, detail, how, gain, pct, exact, decided))
     out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
+
+
+def _under_the_plan(run: Callable[..., SolveResult], base: float) -> tuple[float, bool] | None:
+    """A time question's re-solve over only the shapes a shape rule kept out (none of them
+    the plan's, so only a plan faster than it changes the answer): minimised under the
+    plan's time (Resolve's ``cap_minimises``, raised by prune's margin, as the
+    alternatives do: a plan tied with it improves nothing). (base, True) when no plan lies
+    there, (its objective, True) when the search proves one optimal; None when it stops
+    at its effort undecided, and the full route answers (binding_constraints)."""
+    res = run(None, base * (1 + PRUNE_MARGIN), None, True)
+    if res.status == "infeasible":
+        return base, True
+    if res.status == "optimal" and res.best is not None:
+        return min(base, res.best.objective), True
+    return None
 
 
 def _probed(
