@@ -9,7 +9,9 @@ Usage:
       (bench/data/published, calibration/published.py): their MAPE plus the excess
       over 25% of the worst row of the shared calibration set;
       --fields limits the fit to some constants (the others stay as shipped, e.g.
-      the software mechanisms fitted on H100 when a platform has few runs).
+      the software mechanisms fitted on H100 when a platform has few runs);
+      --hold-out-organisations also fits on each organisation's runs left out
+      (organisations.csv) and scores them at that fit (out-of-sample).
 Nelder-Mead over the constants of catalog.Calibration, starting from the shipped
 values; prints the fitted block to paste into catalog/data/gpus.yaml. Only the
 calibration sets are used, never the held-out sources (DEVELOPERS guide).
@@ -26,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration import published as pub  # noqa: E402
 from calibration.vtrain import mape, predict, read_rows, vtrain_hardware  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 
@@ -103,14 +106,17 @@ def start_point(start: np.ndarray, seed: str) -> np.ndarray:
     return x
 
 
-def published_objective_factory(gpu_name: str, fields: tuple[str, ...]):
-    """Objective on the published runs of one GPU under the megatron-core profile."""
-    from calibration.published import MODERN_STACK, read_runs
-    from calibration.published import predict as pub_predict
-    from calibration.vtrain import mape as pub_mape
-
-    catalog = load_catalog().with_stack(MODERN_STACK)
-    runs = [r for r in read_runs(catalog)[0] if r.gpu == gpu_name]
+def published_objective_factory(
+    gpu_name: str, fields: tuple[str, ...], organisations: frozenset[str] | None = None
+):
+    """Objective on the published runs of one GPU under the megatron-core profile (those
+    of ``organisations`` only, where given)."""
+    catalog = load_catalog().with_stack(pub.MODERN_STACK)
+    runs = [
+        r
+        for r in pub.read_runs(catalog)[0]
+        if r.gpu == gpu_name and (organisations is None or r.organisation in organisations)
+    ]
     if not runs:
         raise SystemExit(f"--gpu: no published runs for {gpu_name}")
     base = catalog.gpu(gpu_name)
@@ -123,12 +129,48 @@ def published_objective_factory(gpu_name: str, fields: tuple[str, ...]):
 
     def objective(x):
         cat, _ = fitted_catalog(x)
-        preds = pub_predict(runs, cat, MODERN_STACK)
+        preds = pub.predict(runs, cat, pub.MODERN_STACK)
         shared = [abs(p.error) for p in preds if p.run.shared] or [0.0]
-        return pub_mape(preds) + max(0.0, max(shared) - 0.25)
+        return mape(preds) + max(0.0, max(shared) - 0.25)
 
     start = np.array([getattr(base.calibration, f) or 0.5 for f in fields], dtype=float)
     return objective, fitted_catalog, start
+
+
+def fit_published(
+    gpu_name: str,
+    fields: tuple[str, ...],
+    iterations: int,
+    organisations: frozenset[str] | None = None,
+) -> tuple[dict[str, float], float, float]:
+    """(fitted values, start objective, fitted objective) of ``fields`` on GPU's published
+    runs (of ``organisations`` only, where given): Nelder-Mead from the shipped values,
+    three restarts (it stalls in many dimensions)."""
+    objective, fitted, start = published_objective_factory(gpu_name, fields, organisations)
+    start_value = objective(start)
+    for _ in range(3):
+        start, value = nelder_mead(objective, start, iterations)
+    return fitted(start)[1], start_value, value
+
+
+def held_out_by_organisation(
+    gpu_name: str, fields: tuple[str, ...], iterations: int
+) -> dict[str, tuple[dict[str, float], float, float]]:
+    """Per organisation with published runs on GPU (when another has runs too): the
+    ``fields`` fitted on the other organisations' runs (fit_published), and its own runs'
+    MAPE and mean signed error at that fit (out-of-sample)."""
+    catalog = load_catalog().with_stack(pub.MODERN_STACK)
+    runs = [r for r in pub.read_runs(catalog)[0] if r.gpu == gpu_name]
+    orgs = {r.organisation for r in runs}
+    out = {}
+    for org in sorted(orgs) if len(orgs) > 1 else ():
+        values, _, _ = fit_published(gpu_name, fields, iterations, frozenset(orgs - {org}))
+        base = catalog.gpu(gpu_name)
+        gpu = base.with_calibration(base.calibration.model_copy(update=values))
+        cat = dataclasses.replace(catalog, gpus={**catalog.gpus, gpu_name: gpu})
+        preds = pub.predict([r for r in runs if r.organisation == org], cat, pub.MODERN_STACK)
+        out[org] = (values, mape(preds), sum(p.error for p in preds) / len(preds))
+    return out
 
 
 def nelder_mead(f, x0, iterations, step=0.25):
@@ -162,6 +204,27 @@ def nelder_mead(f, x0, iterations, step=0.25):
     return simplex[i], values[i]
 
 
+def print_published_fit(gpu: str, field_list: str, iterations: int, hold_out: bool) -> None:
+    """The fit of ``field_list`` (comma-separated) on GPU's published runs, printed as the
+    block to paste; with ``hold_out``, each organisation's runs scored at the fit on the
+    others' (held_out_by_organisation)."""
+    fields = tuple(f for f in field_list.split(",") if f)
+    unknown = [f for f in fields if f not in BOUNDS]
+    if unknown:
+        raise SystemExit(f"--fields: unknown {unknown}; choose from {sorted(BOUNDS)}")
+    values, start_value, value = fit_published(gpu, fields, iterations)
+    print(f"start: objective {100 * start_value:.2f}%")
+    print(f"fitted: objective {100 * value:.2f}%")
+    for field in fields:
+        print(f"        {field}: {values[field]:.4g}")
+    if not hold_out:
+        return
+    print("each organisation held out (fitted on the others' runs, scored on its own)")
+    for org, (held, err, bias) in held_out_by_organisation(gpu, fields, iterations).items():
+        fitted = ", ".join(f"{f} {v:.4g}" for f, v in held.items())
+        print(f"  {org:14} {fitted}: MAPE {100 * err:.1f}%, mean signed {100 * bias:+.1f}%")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=300)
@@ -171,20 +234,14 @@ def main() -> None:
     parser.add_argument(
         "--start", default="", help="vtrain: FIELD=VALUE,... to start from instead of the shipped"
     )
+    parser.add_argument(
+        "--hold-out-organisations",
+        action="store_true",
+        help="with --set published: also fit without each organisation's runs, score them",
+    )
     args = parser.parse_args()
     if args.set == "published":
-        fields = tuple(f for f in args.fields.split(",") if f)
-        unknown = [f for f in fields if f not in BOUNDS]
-        if unknown:
-            raise SystemExit(f"--fields: unknown {unknown}; choose from {sorted(BOUNDS)}")
-        objective, fitted, start = published_objective_factory(args.gpu, fields)
-        print(f"start: objective {100 * objective(start):.2f}%")
-        for _ in range(3):  # restarts: Nelder-Mead stalls in many dimensions
-            start, value = nelder_mead(objective, start, args.iterations)
-        _, values = fitted(start)
-        print(f"fitted: objective {100 * value:.2f}%")
-        for field in fields:
-            print(f"        {field}: {values[field]:.4g}")
+        print_published_fit(args.gpu, args.fields, args.iterations, args.hold_out_organisations)
         return
     objective, hardware, start = objective_factory()
     start = start_point(start, args.start)

@@ -15,7 +15,10 @@ Narayanan et al.'s SC'21 table (its eq. 3, 96 B s l h^2 (...)). Where a row
 does not give the micro-batch, 1 is assumed; the virtual pipeline size, 1;
 the recomputation, none (Megatron-Core's default); each assumption is listed
 on the run. Networks are the reference systems': DGX H100 / B200 with eight
-400 Gb/s NICs, DGX A100 (Selene) with eight 200 Gb/s.
+400 Gb/s NICs, DGX A100 (Selene) with eight 200 Gb/s. Data parallelism is the
+distributed optimizer (ZeRO-1), except where the row's optimizer cell names
+PyTorch FSDP2 or ZeRO-3 (Megatron-LM's --use-torch-fsdp2: parameters sharded
+and gathered per micro-batch, models.step.zero3_microbatch_s).
 """
 
 from __future__ import annotations
@@ -261,6 +264,16 @@ def _degrees(row: dict[str, str], assumed: list[str]) -> dict[str, int] | str:
     }
 
 
+FULL_SHARD = re.compile(r"FSDP2|ZeRO-3", re.IGNORECASE)
+"""An optimizer cell that shards the parameters too (evaluated as ZeRO-3)."""
+
+
+def _zero(row: dict[str, str]) -> int:
+    """The row's ZeRO stage: 3 where its optimizer cell says the parameters are sharded
+    (PyTorch FSDP2, ZeRO-3), else the distributed optimizer (1)."""
+    return 3 if FULL_SHARD.search(row["zero_or_distributed_optimizer"] or "") else 1
+
+
 def _split(layers: int, pp: int, vp: int, assumed: list[str]) -> dict[str, Any] | str:
     """The Layout's pipeline-split fields: even, or the first uneven split Megatron-LM runs."""
     first, last, emb, loss = EVEN
@@ -305,7 +318,7 @@ def parse_row(
         micro_batch=d["mb"],
         global_batch=d["gb"],
         recompute=_recompute(row["recompute"], gpu, assumed),
-        zero=1,
+        zero=_zero(row),
         precision=precision,
         **split,
     )

@@ -136,6 +136,21 @@ def test_uneven_and_inconsistent_rows_are_read_as_documented(catalog):
     assert proxy.layout.num_gpus == 96 and proxy.layout.dp == 2
 
 
+def test_fsdp2_rows_are_evaluated_with_sharded_parameters(catalog):
+    """Rows whose optimizer cell names PyTorch FSDP2 (the MI325X Megatron runs of issue 30)
+    are evaluated as ZeRO-3; every other evaluated row keeps the distributed optimizer."""
+    from calibration import published
+
+    runs, _ = published.read_runs(catalog)
+    fsdp2 = [r for r in runs if r.layout.zero == 3]
+    assert len(fsdp2) == 2
+    assert all(r.gpu == "mi325x" and "FSDP2" in r.name for r in fsdp2)
+    assert {r.layout.zero for r in runs} == {1, 3}
+    cell = "zero_or_distributed_optimizer"
+    assert published._zero({cell: "distributed optimizer (use_distributed_optimizer True)"}) == 1
+    assert published._zero({cell: "torch FSDP2 (use_torch_fsdp2 True)"}) == 3
+
+
 def test_catalog_evidence_matches_the_calibration_sets(catalog):
     """The catalog's measured: blocks are what bench/accuracy.py --evidence computes now
     (so a model change that moves the errors must refresh them)."""
