@@ -112,3 +112,27 @@ def test_default_headroom_cites_the_error_on_measured_peaks():
     assert f"{refused[0]} of {len(runs)} published runs that ran refused at 5%" in HEADROOM_EVIDENCE
     assert f"{refused[1]} at 12%" in HEADROOM_EVIDENCE
     assert HEADROOM_EVIDENCE in ASSUMPTION_HELP["--headroom"]
+
+
+def test_bench_memory_py_is_the_memory_accuracy_report_under_the_issues_name():
+    """``python bench/memory.py --published`` (issue 31's command) prints what
+    bench/memory_accuracy.py --published prints: the same script, run under either name."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    def report(script: str) -> str:
+        done = subprocess.run(
+            [sys.executable, f"bench/{script}", "--published"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        return done.stdout
+
+    out = report("memory.py")
+    assert "refused" in out and "median |error|" in out
+    assert out == report("memory_accuracy.py")
