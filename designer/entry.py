@@ -64,8 +64,10 @@ def _leave(code: int) -> None:
     coefficients and memory terms) one by one took 0.7-0.8 s after a MoE optimize had
     printed its answer (bench/side_by_side.py). Nothing is lost by skipping it: the
     commands write their files whole before they return (designer.output.files) and join
-    the processes and threads they start. Output to a closed pipe (``| head``) ends with
-    Python's own status for it, 120, without its "Exception ignored" lines."""
+    the processes and threads they start. A sweep run on Ray (``--executor
+    ray``) exits the usual way instead, so that Ray's own exit handler disconnects the
+    driver from its cluster. Output to a closed pipe (``| head``) ends with Python's own
+    status for it, 120, without its "Exception ignored" lines."""
     try:
         sys.stdout.flush()
     except OSError:
@@ -74,6 +76,8 @@ def _leave(code: int) -> None:
         sys.stderr.flush()
     except OSError:
         pass
+    if "ray" in sys.modules:
+        sys.exit(code)
     os._exit(code)
 
 

@@ -118,3 +118,16 @@ def test_exit_code_follows_pythons_rules_for_system_exit(code, status, printed, 
 
     assert _exit_code(code) == status
     assert capsys.readouterr().err == printed
+
+
+def test_a_process_that_loaded_ray_exits_the_usual_way():
+    """_leave with Ray loaded (a sweep on a cluster) leaves by SystemExit, so that Ray's
+    exit handler runs: a stand-in ``ray`` module's atexit handler prints."""
+    code = (
+        "import atexit, sys, types, designer.entry as e\n"
+        "sys.modules['ray'] = types.ModuleType('ray')\n"
+        "atexit.register(lambda: print('disconnected'))\n"
+        "e._leave(3)\n"
+    )
+    proc = _python(code)
+    assert (proc.returncode, proc.stdout) == (3, "disconnected\n")
