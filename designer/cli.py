@@ -71,6 +71,8 @@ class DesignerGroup(click.Group):
                 return super().invoke(ctx)
             except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
                 raise
+            except BrokenPipeError:  # the reader closed the output (``| head``): click's
+                raise  # main ends quietly with 1, Python's advice for SIGPIPE
             except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
                 raise interrupts.stopped(err) from err
             except Exception as err:

@@ -131,3 +131,19 @@ def test_a_process_that_loaded_ray_exits_the_usual_way():
     )
     proc = _python(code)
     assert (proc.returncode, proc.stdout) == (3, "disconnected\n")
+
+
+def test_output_to_a_pipe_the_reader_closed_ends_quietly():
+    """``designer catalog | head -1``: the reader closes the pipe before the command writes;
+    the command ends as click ends a closed pipe (status 1, Python's advice for SIGPIPE),
+    not with an "internal error" line, and nothing reaches stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "designer", "catalog"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=120), err) == (1, "")
