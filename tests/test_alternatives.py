@@ -122,8 +122,9 @@ def test_a_moe_alternatives_tier_is_the_rules_in_its_row_and_its_sentence():
 
 
 def test_a_capped_pair_is_infeasible_only_when_no_plan_reaches_the_cap():
-    """``_Pair.solve`` with a cap: "infeasible" when the pair's optimum is slower than the
-    cap (it cannot enter the list), else the uncapped solve's answer."""
+    """``_Pair.solve`` with a cap (a minimisation below it): "infeasible" when the pair's
+    optimum is slower than the cap (it cannot enter the list), else the uncapped solve's
+    optimum."""
     pairs = _pairs_solved_to_optimum(budget=1e6)
     for pair, opt in pairs:
         assert pair.solve(60.0, cap=opt * 0.9).status == "infeasible"
@@ -172,9 +173,10 @@ def test_the_pairs_solved_do_not_depend_on_how_many_were_prepared_beside_a_wave(
 
 
 def test_a_pair_capped_at_its_own_optimum_is_solved():
-    """The capped probe asks only the shapes whose bounds reach the cap, with prune's margin:
-    a cap equal to the pair's optimum keeps the optimum's shape (a bound equal to the cap
-    is not cut), so the pair is solved in full, not called infeasible."""
+    """The capped minimisation keeps only the shapes whose bounds reach the cap, with prune's
+    margin, and caps CP-SAT's objective with it too: a cap equal to the pair's optimum
+    keeps the optimum's shape and plan (CP-SAT's rounding of the time lies within the
+    margin), so the pair is solved to its optimum, not called infeasible."""
     pairs = _pairs_solved_to_optimum(budget=1e7)
     for pair, opt in pairs:
         at = pair.solve(60.0, cap=opt)
