@@ -123,9 +123,7 @@ def published_objective_factory(
 
     def fitted_catalog(x):
         values = {f: float(np.clip(v, *BOUNDS[f])) for f, v in zip(fields, x, strict=True)}
-        cal = base.calibration.model_copy(update=values)
-        gpus = {**catalog.gpus, gpu_name: base.with_calibration(cal)}
-        return dataclasses.replace(catalog, gpus=gpus), values
+        return with_fitted(catalog, gpu_name, values), values
 
     def objective(x):
         cat, _ = fitted_catalog(x)
@@ -135,6 +133,13 @@ def published_objective_factory(
 
     start = np.array([getattr(base.calibration, f) or 0.5 for f in fields], dtype=float)
     return objective, fitted_catalog, start
+
+
+def with_fitted(catalog, gpu_name: str, values: dict[str, float]):
+    """``catalog`` with GPU's calibration (its megatron-core profile) set to ``values``."""
+    base = catalog.gpu(gpu_name)
+    gpu = base.with_calibration(base.calibration.model_copy(update=values))
+    return dataclasses.replace(catalog, gpus={**catalog.gpus, gpu_name: gpu})
 
 
 def fit_published(
@@ -165,9 +170,7 @@ def held_out_by_organisation(
     out = {}
     for org in sorted(orgs) if len(orgs) > 1 else ():
         values, _, _ = fit_published(gpu_name, fields, iterations, frozenset(orgs - {org}))
-        base = catalog.gpu(gpu_name)
-        gpu = base.with_calibration(base.calibration.model_copy(update=values))
-        cat = dataclasses.replace(catalog, gpus={**catalog.gpus, gpu_name: gpu})
+        cat = with_fitted(catalog, gpu_name, values)
         preds = pub.predict([r for r in runs if r.organisation == org], cat, pub.MODERN_STACK)
         out[org] = (values, mape(preds), sum(p.error for p in preds) / len(preds))
     return out
