@@ -34,7 +34,6 @@ from solvers.screen.bounds import (
     prepare_bounds,
 )
 from solvers.screen.presolve import Presolved, presolve
-from solvers.screen.prune import PRUNE_MARGIN
 from solvers.space import Candidate, enumerate_candidates
 
 MAX_ALTERNATIVES = 3
@@ -123,14 +122,11 @@ class _Pair:
         ``cap`` (time objective): only a plan at most that fast can enter the list, so the
         search minimises over the plans at most that fast (Resolve's ``cap_minimises``:
         prune drops the shapes whose lower bounds lie above the cap): the pair's optimum
-        when it lies at or below the cap (the cap only prunes), "infeasible" when no plan
-        does. The cap is raised by prune's margin: CP-SAT's integer objective rounds a
-        plan's time up (by under 1e-7 of it on the benchmark questions), and a plan tied
-        with the cap is ranked by the float model, as when the pair is solved in full."""
+        when it lies at or below the cap (the cap only prunes; a plan tied with it too:
+        solvers.cpsat.solve._time_cap), "infeasible" when no plan does."""
         terms = self.bounds_known()[2] if self.pre is not None else None
         if cap is not None and self.pre is not None:
-            lid = cap * (1 + PRUNE_MARGIN)
-            how = Resolve(alive=self.pre, terms=terms, time_cap_days=lid, cap_minimises=True)
+            how = Resolve(alive=self.pre, terms=terms, time_cap_days=cap, cap_minimises=True)
         else:
             how = Resolve(alive=self.pre, terms=terms)
         return resolve_cpsat(self.scenario, how, time_limit_s=time_limit_s, candidates=self.space)

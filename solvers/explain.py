@@ -39,7 +39,7 @@ from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.screen.bounds import objective_lower_bounds, prepare_bounds, shared_bounds
 from solvers.screen.presolve import Presolved, presolve
-from solvers.screen.prune import PRUNE_MARGIN, may_beat
+from solvers.screen.prune import may_beat
 from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
 
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
@@ -172,11 +172,11 @@ def binding_constraints(
 def _under_the_plan(run: Callable[..., SolveResult], base: float) -> tuple[float, bool] | None:
     """A time question's re-solve over only the shapes a shape rule kept out (none of them
     the plan's, so only a plan faster than it changes the answer): minimised under the
-    plan's time (Resolve's ``cap_minimises``, raised by prune's margin, as the
-    alternatives do: a plan tied with it improves nothing). (base, True) when no plan lies
+    plan's time (Resolve's ``cap_minimises``, as the alternatives do: a plan tied with it
+    improves nothing). (base, True) when no plan lies
     there, (its objective, True) when the search proves one optimal; None when it stops
     at its effort undecided, and the full route answers (binding_constraints)."""
-    res = run(None, base * (1 + PRUNE_MARGIN), None, True)
+    res = run(None, base, None, True)
     if res.status == "infeasible":
         return base, True
     if res.status == "optimal" and res.best is not None:

@@ -353,13 +353,12 @@ def test_bisect_answers_as_before_and_stops_early_when_nothing_fits(integer):
 
 def test_under_the_plan_answers_only_what_the_capped_search_decided():
     """solvers.explain._under_the_plan: a shape rule's re-solve minimised under the plan's
-    time (with prune's margin): no plan there is no improvement (exact); a proved optimum
-    is the improvement (exact, never above the plan); a search stopped at its effort
-    leaves the answer to the full route (None)."""
+    time (Resolve raises it by prune's margin): no plan there is no improvement (exact);
+    a proved optimum is the improvement (exact, never above the plan); a search stopped
+    at its effort leaves the answer to the full route (None)."""
     from types import SimpleNamespace
 
     from solvers.explain import _under_the_plan
-    from solvers.screen.prune import PRUNE_MARGIN
 
     asked = []
 
@@ -373,7 +372,7 @@ def test_under_the_plan_answers_only_what_the_capped_search_decided():
         return run
 
     assert _under_the_plan(run_giving("infeasible"), 10.0) == (10.0, True)
-    assert asked[-1] == (None, 10.0 * (1 + PRUNE_MARGIN), None, True)
+    assert asked[-1] == (None, 10.0, None, True)
     assert _under_the_plan(run_giving("optimal", 9.0), 10.0) == (9.0, True)
     assert _under_the_plan(run_giving("optimal", 10.0005), 10.0) == (10.0, True)
     assert _under_the_plan(run_giving("feasible", 9.5), 10.0) is None
