@@ -14,6 +14,7 @@ eligible (``PairEvidence.to_eligible``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -193,9 +194,44 @@ def _maybe_thin(s: Scenario, gpu: str, precisions: tuple[str, ...]) -> bool:
     )
 
 
-def _solved(
-    wide: Scenario, excluded: dict[str, tuple[str, ...]], best: float, time_limit_s: float
-) -> list[tuple[_Pair, SolveResult]]:
+class PairQueue:
+    """The excluded pairs of a question in visiting order (the most promising first:
+    _promise), prepared one at a time (their shapes enumerated, presolved and cheaply
+    bounded). Nothing here depends on the answer: optimize starts preparing them before
+    its own solve ends (designer/ahead.py), and _solved goes on from where that stopped."""
+
+    def __init__(self, wide: Scenario, excluded: dict[str, tuple[str, ...]]) -> None:
+        self.wide = wide
+        self.excluded = excluded
+        self.order = sorted(
+            excluded.items(), key=lambda gp: (*(-x for x in _promise(wide, *gp)), gp[0])
+        )
+        self.ready: list[_Pair] = []  # prepared, not yet visited
+
+    def prepare_next(self, skip: Callable[[Scenario, tuple, BoundTerms], bool] | None) -> bool:
+        """Prepare the next pair but those ``skip`` (its question, the pair, its bound
+        terms) skips unprepared; False once none is left."""
+        while self.order:
+            gp = self.order.pop(0)
+            s = _question(self.wide, *gp)
+            terms = None if cloud_terms.applies(s) else prepare_bounds(s)
+            if terms is not None and skip is not None and skip(s, gp, terms):
+                continue  # its shapes would all be bounded out: never enumerated
+            pair = _prepared(self.wide, *gp, terms)
+            if pair.pre is not None:
+                pair.bounds_known()  # the part of its bounds that no limit changes
+            self.ready.append(pair)
+            return True
+        return False
+
+    def prepare_until(self, stop: Callable[[], bool]) -> None:
+        """Prepare pairs (none skipped: the answer is not known yet) until ``stop()`` or
+        none is left."""
+        while not stop() and self.prepare_next(None):
+            pass
+
+
+def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_Pair, SolveResult]]:
     """The pairs that may hold an alternative, solved; the others are skipped, each skip
     implied by the valid lower bounds of its shapes: a pair none of whose shapes can beat
     ``best``, or one that cannot be thin and whose shapes all lie above the
@@ -207,37 +243,26 @@ def _solved(
     visited once MAX_ALTERNATIVES extrapolated alternatives are known, the last of them;
     a pair with no plan there is one the list would drop.
 
-    Every pair is prepared (its shapes enumerated, presolved and cheaply bounded) in the
-    visiting order, and while a wave of solves searches, the next pairs are prepared
-    beside it; which pairs a wave holds, and what each is asked, depends only on the
-    waves before it, as when every pair was prepared first (tests/test_alternatives.py).
-    A pair whose lower bound from the catalog and the question alone
-    (solvers/pair_bound.py, at most every shape's) already skips it, against the waves
-    solved when its turn to be prepared comes, is never prepared: the skip its shapes'
-    bounds would imply anyway (wins only accumulate), so the waves are the same."""
-    workers = max(1, min(len(excluded), os.cpu_count() or 1))
-    order = sorted(excluded.items(), key=lambda gp: (*(-x for x in _promise(wide, *gp)), gp[0]))
-    ready: list[_Pair] = []  # prepared, not yet visited
-
-    def prepare_next() -> bool:
-        while order:
-            gp = order.pop(0)
-            s = _question(wide, *gp)
-            terms = None if cloud_terms.applies(s) else prepare_bounds(s)
-            if terms is not None and _hopeless(s, gp, terms, _wins(done, best), best):
-                continue  # its shapes would all be bounded out: never enumerated
-            pair = _prepared(wide, *gp, terms)
-            if pair.pre is not None:
-                pair.bounds_known()  # the part of its bounds that no limit changes
-            ready.append(pair)
-            return True
-        return False
-
+    Every pair is prepared in the visiting order (``queue``), and while a wave of solves
+    searches, the next pairs are prepared beside it; which pairs a wave holds, and what
+    each is asked, depends only on the waves before it, as when every pair was prepared
+    first (tests/test_alternatives.py): a pair prepared before the answer was known (none
+    skipped) is skipped at its visit as its shapes' bounds say. A pair whose lower bound
+    from the catalog and the question alone (solvers/pair_bound.py, at most every
+    shape's) already skips it, against the waves solved when its turn to be prepared
+    comes, is never prepared: the skip its shapes' bounds would imply anyway (wins only
+    accumulate), so the waves are the same."""
+    workers = max(1, min(len(queue.excluded), os.cpu_count() or 1))
+    ready = queue.ready
     done: list[tuple[_Pair, SolveResult]] = []
+
+    def hopeless(s: Scenario, gp: tuple, terms: BoundTerms) -> bool:
+        return _hopeless(s, gp, terms, _wins(done, best), best)
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        while ready or order:
+        while ready or queue.order:
             wave: list[tuple[_Pair, float | None]] = []
-            while len(wave) < workers and (ready or prepare_next()):
+            while len(wave) < workers and (ready or queue.prepare_next(hopeless)):
                 pair = ready.pop(0)
                 if pair.reaches(best, strict=True) and not _crowded_out(pair, done, best):
                     wave.append((pair, _cap(pair, done, best)))
@@ -245,7 +270,7 @@ def _solved(
             # (a pair solved per rental term enumerates its shapes in its thread: the
             # space cache is not shared with an enumeration beside it)
             beside = all(p.pre is not None for p, _ in wave)
-            while beside and not all(f.done() for f in running) and prepare_next():
+            while beside and not all(f.done() for f in running) and queue.prepare_next(hopeless):
                 pass
             done += [(p, f.result()) for (p, _), f in zip(wave, running, strict=True)]
     return done
@@ -287,17 +312,22 @@ def _crowded_out(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float
 
 @without_gc_pauses  # (solvers/gc_pause.py) enumerating the pairs' shapes allocates no cycle
 def alternatives(
-    scenario: Scenario, wide: Scenario, res: SolveResult, time_limit_s: float = 60.0
+    scenario: Scenario,
+    wide: Scenario,
+    res: SolveResult,
+    time_limit_s: float = 60.0,
+    queue: PairQueue | None = None,
 ) -> list[Alternative]:
     """The pairs ``wide`` adds to ``scenario`` whose best plan beats ``res``'s, best first
     (every thin one, at most MAX_ALTERNATIVES extrapolated). None when the answer has no
-    plan."""
+    plan. ``queue``: the excluded pairs, some already prepared (PairQueue)."""
     best = res.best
-    excluded = excluded_pairs(scenario, wide)
-    if best is None or not excluded:
+    if queue is None:
+        queue = PairQueue(wide, excluded_pairs(scenario, wide))
+    if best is None or not queue.excluded:
         return []
     out = []
-    for pair, r in _solved(wide, excluded, best.objective, time_limit_s):
+    for pair, r in _solved(queue, best.objective, time_limit_s):
         gpu, s = pair.gpu, pair.scenario
         if r.best is None or r.best.objective >= best.objective:
             continue
@@ -406,14 +436,30 @@ def text(scenario: Scenario, alts: list[Alternative]) -> str:
     return "\n".join(lines)
 
 
+def asked_for(q: dict[str, Any], scenario: Scenario) -> bool:
+    """Whether optimize's question ``q`` (command-line options) has alternatives to look
+    for, whatever its answer: no GPUs named, and an evidence level that keeps some out."""
+    return not q.get("gpus") and scenario.evidence != "any"
+
+
+def wide_question(q: dict[str, Any]) -> Scenario:
+    """``q`` under --evidence any: every pair the evidence rule could keep out."""
+    return scenario_from_options({**q, "evidence": "any"})
+
+
 def beyond_evidence(
-    q: dict[str, Any], scenario: Scenario, res: SolveResult, time_limit_s: float
+    q: dict[str, Any],
+    scenario: Scenario,
+    res: SolveResult,
+    time_limit_s: float,
+    queue: PairQueue | None = None,
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """optimize's hook: the JSON keys (``alternatives``) and the text section of the pairs
     the evidence rule kept out of the question ``q`` (command-line options); none when GPUs
-    were named, --evidence any searched every pair, or nothing fits."""
-    if q.get("gpus") or scenario.evidence == "any" or res.best is None:
+    were named, --evidence any searched every pair, or nothing fits. ``queue``: the
+    excluded pairs of wide_question(q), some prepared already (designer/ahead.py)."""
+    if not asked_for(q, scenario) or res.best is None:
         return {"alternatives": []}, ()
-    wide = scenario_from_options({**q, "evidence": "any"})
-    alts = alternatives(scenario, wide, res, time_limit_s)
+    wide = queue.wide if queue is not None else wide_question(q)
+    alts = alternatives(scenario, wide, res, time_limit_s, queue)
     return {"alternatives": as_dicts(alts)}, (text(scenario, alts),)

@@ -270,7 +270,7 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
     """Choose the hardware and the layout: fastest under a budget, or cheapest by a deadline."""
     # lazy: the solvers (OR-Tools, numpy) and the performance model (numpy) load on use;
     # commands that never solve do not load them
-    from designer.alternatives import beyond_evidence
+    from designer.ahead import Ahead
     from designer.launch import diff as megatron_diff
 
     time_limit, explain, as_json, csv_file = (q.pop(k) for k in ANSWER_KEYS)
@@ -284,22 +284,24 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
         if blamed is None:
             raise
         raise blamed from err
-    res = solve(scenario, solver=solver, top_k=top_k, time_limit_s=time_limit)
-    extra = megatron_diff.report(scenario, run, res.best) if run is not None else None
-    launch = None
-    if emit_format is not None and res.best is not None:
-        launch = (emit_format, emit(Launch.from_plan(scenario, res.best), emit_format))
-    if bom_file is not None and res.best is not None:
-        write_file(bom_file, report.bom_csv_text(res.best), "--bom")
+    # the alternatives need the answer only to be solved: prepared beside its solve
+    with Ahead(q, scenario, time_limit, wanted=emit_format is None) as ahead:
+        res = solve(scenario, solver=solver, top_k=top_k, time_limit_s=time_limit)
+        extra = megatron_diff.report(scenario, run, res.best) if run is not None else None
+        launch = None
+        if emit_format is not None and res.best is not None:
+            launch = (emit_format, emit(Launch.from_plan(scenario, res.best), emit_format))
+        if bom_file is not None and res.best is not None:
+            write_file(bom_file, report.bom_csv_text(res.best), "--bom")
 
-    def notes() -> tuple[dict[str, Any], tuple[str, ...]]:
-        return beyond_evidence(q, scenario, res, time_limit) if launch is None else ({}, ())
+        def notes() -> tuple[dict[str, Any], tuple[str, ...]]:
+            return ahead.result(res) if launch is None else ({}, ())
 
-    if explain and (launch is None or as_json):  # the alternatives beside the explanation
-        said, why = explain_beside(scenario, res, time_limit, notes)
-        _answer(scenario, res, True, time_limit, as_json, csv_file, extra, launch, said, why)
-    else:
-        _answer(scenario, res, False, time_limit, as_json, csv_file, extra, launch, notes())
+        if explain and (launch is None or as_json):  # the alternatives beside the explanation
+            said, why = explain_beside(scenario, res, time_limit, notes)
+            _answer(scenario, res, True, time_limit, as_json, csv_file, extra, launch, said, why)
+        else:
+            _answer(scenario, res, False, time_limit, as_json, csv_file, extra, launch, notes())
 
 
 @cli.command("export")
