@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -127,3 +128,16 @@ def test_no_process_when_no_alternatives_are_looked_for(options, wanted):
     scenario = scenario_from_options(options)
     with Ahead(options, scenario, 30.0, wanted=wanted) as ahead:
         assert ahead.proc is None
+
+
+@linux_only
+def test_an_answer_with_no_plan_ends_the_process_without_waiting(monkeypatch, question):
+    """Nothing fits: no alternatives to look for, and no wait for the pair the process is
+    preparing."""
+    scenario, res = question
+    monkeypatch.setattr(PairQueue, "prepare_until", lambda self, stop: time.sleep(60))
+    start = time.perf_counter()
+    with Ahead(OPTIONS, scenario, 30.0) as ahead:
+        assert ahead.result(replace(res, plans=[])) == ({"alternatives": []}, ())
+    assert time.perf_counter() - start < 30
+    assert not multiprocessing.active_children()
