@@ -162,7 +162,8 @@ def _prepared(
     if cloud_terms.applies(s):
         return _Pair(gpu, s, None, None, maybe_thin)
     terms = terms if terms is not None else prepare_bounds(s)
-    space = enumerate_candidates(s, terms.prepared)
+    # (no shape an enforced shape rule rules out: nothing explains the pair's solve)
+    space = enumerate_candidates(s, terms.prepared, blocked=False)
     return _Pair(gpu, s, space, presolve(s, space, terms=terms), maybe_thin, terms=terms)
 
 

@@ -483,7 +483,7 @@ def _space_key(scenario: Scenario) -> tuple:
 
 
 def enumerate_candidates(
-    scenario: Scenario, prepared: PreparedQuestion | None = None
+    scenario: Scenario, prepared: PreparedQuestion | None = None, blocked: bool = True
 ) -> list[Candidate]:
     """Every shape of the decision space, in a fixed order.
 
@@ -492,13 +492,16 @@ def enumerate_candidates(
     that never fits; the step coefficients wait until a solver asks. The last few
     spaces are kept: questions that differ only in their limits, tokens or prices
     (a sweep) share one space and its computed coefficients. ``prepared``:
-    ``scenario.prepare()``, when the caller has it (the NIC options per GPU type)."""
-    key = _space_key(scenario)
+    ``scenario.prepare()``, when the caller has it (the NIC options per GPU type).
+    ``blocked`` False: without the shapes an enforced shape rule rules out (presolve drops
+    them first, so a solve's answer is the same; an explanation, which switches the rules
+    off, needs them), the others in the same order."""
+    key = (_space_key(scenario), blocked)
     with _CACHE_LOCK:
         space = _SPACES.get(key)
     if space is None:
         q = prepared if prepared is not None else scenario.prepare()
-        space = _kept(_SPACES, key, _enumerate(scenario, q))
+        space = _kept(_SPACES, key, _enumerate(scenario, q, blocked))
     return list(space)
 
 
@@ -522,7 +525,7 @@ def _terms_cache(scenario: Scenario) -> dict:
     return terms if terms is not None else _kept(_TERMS, key, {})
 
 
-def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:
+def _enumerate(scenario: Scenario, q: PreparedQuestion, blocked: bool = True) -> list[Candidate]:
     spec = scenario.spec
     out: list[Candidate] = []
     terms_cache = _terms_cache(scenario)
@@ -550,7 +553,7 @@ def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:
             for rc in scenario.recompute_modes
             if not (flash and rc == "selective" and "none" in scenario.recompute_modes)
         ]
-        walk = _Walk(scenario, gpu_name, source, recompute_modes, precisions, out)
+        walk = _Walk(scenario, gpu_name, source, recompute_modes, precisions, out, blocked)
         for tp in tp_options(spec, gpu):
             for cp in cp_options(scenario.seq_len):
                 for pp in pp_options(spec.layers):
@@ -567,7 +570,8 @@ def _enumerate(scenario: Scenario, q: PreparedQuestion) -> list[Candidate]:
 
 class _Walk:
     """_enumerate's shapes of one GPU: for each (TP, CP, PP, VP, split, EP, ETP), every
-    micro-batch, recomputation and precision, appended to ``out`` in that order."""
+    micro-batch, recomputation and precision, appended to ``out`` in that order (those an
+    enforced shape rule rules out only with ``keep_blocked``)."""
 
     def __init__(
         self,
@@ -577,8 +581,10 @@ class _Walk:
         recompute_modes: list[str],
         precisions: list[str],
         out: list[Candidate],
+        keep_blocked: bool = True,
     ) -> None:
         self.scenario, self.gpu_name, self.source, self.out = scenario, gpu_name, source, out
+        self.keep_blocked = keep_blocked
         self.recompute_modes, self.precisions = recompute_modes, precisions
         self.sizes = micro_batch_options(scenario)
         # the structural rules do not look at the micro-batch or the recomputation (nor at EP
@@ -600,6 +606,8 @@ class _Walk:
         blocked = self.blocked
         first_past = sizes[0] > STRUCTURAL_MICRO_BATCHES[-1]
         if all(blocked[key] for _, key, _ in keys) and not (fresh and first_past):
+            if not self.keep_blocked:
+                return
             # no memory bound to ask: the sizes up to the first one past the structural
             # ones (the loop below stops there when every precision is blocked)
             head = itertools.takewhile(lambda mb: mb <= STRUCTURAL_MICRO_BATCHES[-1], sizes)
@@ -631,6 +639,8 @@ class _Walk:
                 break
             for rc in modes:
                 for prec, key, found in keys:
+                    if blocked[key] and not self.keep_blocked:
+                        continue
                     shape = Shape(gpu_name, tp, cp, pp, vp, mb, rc, prec, split, ep, etp)
                     cand = Candidate(shape, found, source)
                     out.append(cand)

@@ -7,7 +7,8 @@ import random
 
 from designer.question.build import build_scenario
 from helpers import prime_scenario, wide_moe_scenario
-from solvers.families import SHAPE_RULES
+from solvers.families import SHAPE_RULES, enforced
+from solvers.screen.presolve import presolve
 from solvers.space import (
     EVEN,
     Shape,
@@ -214,8 +215,8 @@ def test_threads_racing_on_one_space_share_one_and_the_cache_keeps_its_size(monk
     both_enumerating = threading.Barrier(2)
     real = space._enumerate
 
-    def enumerate_together(scenario, q):
-        out = real(scenario, q)
+    def enumerate_together(scenario, q, *rest):
+        out = real(scenario, q, *rest)
         both_enumerating.wait(timeout=30)  # neither stores before the other has enumerated
         return out
 
@@ -233,3 +234,18 @@ def test_threads_racing_on_one_space_share_one_and_the_cache_keeps_its_size(monk
         kept = space._kept(space._SPACES, ("k", i), [i])
         assert kept == [i] and len(space._SPACES) <= space._SPACES_KEPT
     assert space._kept(space._SPACES, ("k", 5), ["other"]) == [5]
+
+
+def test_a_space_without_blocked_shapes_presolves_as_the_whole_one():
+    """enumerate_candidates(blocked=False), as the alternatives' pairs ask: none of the
+    shapes an enforced shape rule rules out, and the same presolved shapes, ranges and
+    order as the whole space (presolve drops those shapes first)."""
+    s = build_scenario(model="gpt-oss-120b", tokens=15e12, budget=1e8, gpus=("h200",))
+    whole = enumerate_candidates(s)
+    kept = enumerate_candidates(s, blocked=False)
+    on = enforced(s)
+    assert len(kept) < len(whole) and not any(c.structural & on for c in kept)
+    assert [c.shape for c in kept] == [c.shape for c in whole if not c.structural & on]
+    a, b = presolve(s, whole), presolve(s, kept)
+    assert a.candidates and [c.shape for c in a.candidates] == [c.shape for c in b.candidates]
+    assert a.dp_ranges == b.dp_ranges
