@@ -43,7 +43,8 @@ class Ahead:
         self, q: dict[str, Any], scenario: Scenario, time_limit_s: float, wanted: bool = True
     ) -> None:
         self.q, self.scenario, self.time_limit_s = q, scenario, time_limit_s
-        self.proc = self.conn = None
+        self.proc: Any = None  # the forked process (multiprocessing's), while it runs
+        self.conn: Any = None  # this end of its pipe
         if wanted and asked_for(q, scenario) and sys.platform.startswith("linux"):
             self._fork()
 
