@@ -525,7 +525,7 @@ def _terms_cache(scenario: Scenario) -> dict:
     return terms if terms is not None else _kept(_TERMS, key, {})
 
 
-def _enumerate(scenario: Scenario, q: PreparedQuestion, blocked: bool = True) -> list[Candidate]:
+def _enumerate(scenario: Scenario, q: PreparedQuestion, keep_blocked: bool) -> list[Candidate]:
     spec = scenario.spec
     out: list[Candidate] = []
     terms_cache = _terms_cache(scenario)
@@ -553,7 +553,7 @@ def _enumerate(scenario: Scenario, q: PreparedQuestion, blocked: bool = True) ->
             for rc in scenario.recompute_modes
             if not (flash and rc == "selective" and "none" in scenario.recompute_modes)
         ]
-        walk = _Walk(scenario, gpu_name, source, recompute_modes, precisions, out, blocked)
+        walk = _Walk(scenario, gpu_name, source, recompute_modes, precisions, out, keep_blocked)
         for tp in tp_options(spec, gpu):
             for cp in cp_options(scenario.seq_len):
                 for pp in pp_options(spec.layers):
