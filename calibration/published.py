@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calibration.vtrain import error_band_pct, evidence_record, padded_vocab
+from calibration.error_band import error_band_pct
+from calibration.vtrain import evidence_record, padded_vocab
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
 from models import flops
@@ -430,7 +431,8 @@ def published_evidence(catalog: Catalog) -> dict[str, Evidence]:
 
 def bands_of(preds: list[Prediction]) -> dict[str, tuple[float, float]]:
     """Per family and precision ('dense fp8'; every published run evaluated here is
-    dense), the 10th-90th percentile band of the signed errors, percent (2 dp)."""
+    dense), the band of the signed errors that holds about 80% of new runs
+    (calibration.error_band), percent (2 dp)."""
     out = {}
     for precision in sorted({p.run.precision for p in preds}):
         errors = [100.0 * p.error for p in preds if p.run.precision == precision]

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-
+from calibration.error_band import error_band_pct
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
 from models.evaluate import Hardware, evaluate
@@ -140,15 +139,6 @@ class HasError(Protocol):
 def mape(preds: Sequence[HasError]) -> float:
     """Mean absolute relative error of predictions (vTrain or published runs)."""
     return sum(abs(p.error) for p in preds) / len(preds)
-
-
-def error_band_pct(errors_pct: list[float]) -> tuple[float, float]:
-    """The 10th and 90th percentiles of signed errors (linear interpolation), or the
-    extremes with fewer than 10 runs: the band models/evidence_range.py reads a plan with."""
-    if len(errors_pct) < 10:
-        return min(errors_pct), max(errors_pct)
-    lo, hi = np.percentile(errors_pct, [10.0, 90.0])
-    return float(lo), float(hi)
 
 
 def evidence_record(errors_pct: list[float], sets: str, precisions: tuple[str, ...]) -> Evidence:

@@ -123,12 +123,13 @@ class Evidence(_Strict):
     mape_pct: float = Field(ge=0, description="mean absolute step-time error, percent")
     worst_pct: float = Field(ge=0, description="largest absolute step-time error, percent")
     error_lo_pct: float = Field(
-        description="10th percentile of the signed errors (the most negative with fewer than "
-        "10 runs), percent: the model too fast"
+        description="lower end of the band that holds about 80% of new runs' signed errors "
+        "(calibration/error_band.py: the 10th percentile at 9+ runs, a prediction interval "
+        "under 9), percent: the model too fast"
     )
     error_hi_pct: float = Field(
-        description="90th percentile of the signed errors (the most positive with fewer than "
-        "10 runs), percent: the model too slow"
+        description="upper end of that band (the 90th percentile at 9+ runs), percent: the "
+        "model too slow"
     )
     sets: str = Field(min_length=1, description="the measurement sets and precisions")
     precisions: tuple[str, ...] = Field(
@@ -136,9 +137,9 @@ class Evidence(_Strict):
     )
     bands: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
-        description="per model family and precision ('dense bf16'), the 10th and 90th "
-        "percentiles of the signed errors of those runs alone (extremes under 10 runs), "
-        "percent; a plan of that family and precision is read with it (models/evidence_range.py)",
+        description="per model family and precision ('dense bf16'), the band of the signed "
+        "errors of those runs alone (as error_lo_pct and error_hi_pct), percent; a plan of "
+        "that family and precision is read with it (models/evidence_range.py)",
     )
     sources: dict[str, dict[str, int]] = Field(
         default_factory=dict,

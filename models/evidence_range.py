@@ -2,8 +2,9 @@
 
 A GPU's profile (catalog ``stacks``) records how it was checked against measured
 training runs (``catalog.specs.Evidence``): of the signed errors
-``e = (predicted - measured) / measured`` of its step times, the 10th percentile
-``lo`` and the 90th ``hi`` (the extremes with fewer than 10 runs). Reading those
+``e = (predicted - measured) / measured`` of its step times, the band ``[lo, hi]``
+built to hold about 80% of new runs' errors (calibration/error_band.py: the 10th and
+90th percentiles from 9 runs, a prediction interval under 9). Reading those
 residuals backwards, a run predicted at ``p`` seconds per step measures
 ``p / (1 + e)`` for ``e`` in ``[min(lo, 0), max(hi, 0)]`` (widened to contain the
 prediction itself), so the measured step time lies in
@@ -17,9 +18,10 @@ Time to train is proportional to the step time and scales the same way. Cost
 scales in its time-proportional part only (``cost_range``).
 
 A GPU without measured runs (``evidence`` None) is *extrapolated*: its band is the
-catalog's widest measured band (in the ratio measured / predicted, after widening
-it to contain the prediction), doubled on the ratio scale, or a signed error of
-+/-35% when no GPU in the catalog has measured runs.
+catalog's widest band (in the ratio measured / predicted, after widening it to contain
+the prediction) among the GPUs with a pair on the evidence rule's measured tier
+(extrapolation_basis: a thin pair's band is its few runs' scatter), doubled on the
+ratio scale, or a signed error of +/-35% when no GPU in the catalog has measured runs.
 """
 
 from __future__ import annotations
@@ -268,8 +270,22 @@ def catalog_band(
         status = "extrapolated" if b.status == "extrapolated" else "measured"
         basis = b.basis.replace("measured band", "MoE band")
         return replace(b, status=status, pair=None, family="MoE ", basis=basis)
-    measured = [(n, g.evidence) for n, g in catalog.gpus.items() if g.evidence is not None]
-    return band(catalog.gpu(gpu).evidence, measured, precision, gpu, family)
+    return band(catalog.gpu(gpu).evidence, extrapolation_basis(catalog), precision, gpu, family)
+
+
+def extrapolation_basis(catalog: Catalog) -> list[tuple[str, Evidence]]:
+    """The GPUs whose band an extrapolated one widens (extrapolated_band): those with a
+    pair on the evidence rule's measured tier (models.evidence_rule: enough runs and
+    sources that the band's width is the model's error, not the few runs' scatter: a
+    2-run band is a prediction interval with one degree of freedom,
+    calibration.error_band); every GPU with runs when none has such a pair."""
+    runs = [(n, g.evidence) for n, g in catalog.gpus.items() if g.evidence is not None]
+    measured = [
+        (n, e)
+        for n, e in runs
+        if any(pair_evidence(n, e, p).tier == "measured" for p in e.precisions)
+    ]
+    return measured or runs
 
 
 def _num(x: float) -> float | None:
