@@ -30,6 +30,7 @@ from ortools.sat.python import cp_model
 from solvers.cpsat.context import Bounds
 from solvers.cpsat.model import Formulation, build
 from solvers.cpsat.solve import Resolve, _solver, resolve_cpsat, solve_cpsat
+from solvers.decisions import Shape
 from solvers.exhaustive import best_for_candidate
 from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES, active, enforced
 from solvers.families.base import Family, Fix
@@ -127,14 +128,20 @@ def binding_constraints(
         admits = plan_proved and _adds_shapes_only(family, scenario, relaxed)
         terms = prepare_bounds(relaxed)  # once for its presolve, bound and re-solves
         alive = presolve(relaxed, space, breaking=family.name if admits else None, terms=terms)
-        # no shape of the relaxed question can beat the plan: nothing to re-solve
-        if not may_beat(relaxed, alive, base, terms):
+        # likewise, a relaxation that moves some shapes only: the others keep their plans
+        moves = family.moved_by_relaxing(scenario) if plan_proved and not admits else None
+        moved = None if moves is None else _moved(alive, moves)
+        # no shape of the relaxed question (that it moves) can beat the plan: no re-solve
+        if not may_beat(relaxed, alive if moved is None else moved, base, terms):
             return base, True
+        # the re-solves search the moved shapes and the plan's own (its best plan, the
+        # proved optimum, the warm start and the bound the moved ones must beat)
+        among = alive if moved is None else _with_shape(moved, alive, plan.config.shape)
 
         def run(
             hint: Config | None, cap: float | None, wall_s: float | None = None, lid: bool = False
         ) -> SolveResult:
-            how = Resolve(hint, effort, alive, EXPLAIN_WARM_SHAPES, cap, terms, lid)
+            how = Resolve(hint, effort, among, EXPLAIN_WARM_SHAPES, cap, terms, lid)
             limit_s = time_limit_s if wall_s is None else min(time_limit_s, wall_s)
             return resolve_cpsat(relaxed, how, time_limit_s=limit_s, candidates=space)
 
@@ -182,6 +189,23 @@ def _under_the_plan(run: Callable[..., SolveResult], base: float) -> tuple[float
     if res.status == "optimal" and res.best is not None:
         return min(base, res.best.objective), True
     return None
+
+
+def _moved(alive: Presolved, moves: Callable[[Candidate], bool]) -> Presolved:
+    """The presolved shapes a relaxation moves (Family.moved_by_relaxing), with their
+    DP ranges."""
+    return _kept(alive, [moves(c) for c in alive.candidates])
+
+
+def _with_shape(moved: Presolved, alive: Presolved, shape: Shape) -> Presolved:
+    """``moved`` and, in its place in ``alive``'s order, ``shape`` (when alive)."""
+    inside = {id(c) for c in moved.candidates}
+    return _kept(alive, [id(c) in inside or c.shape == shape for c in alive.candidates])
+
+
+def _kept(pre: Presolved, keep: list[bool]) -> Presolved:
+    at = [i for i, k in enumerate(keep) if k]
+    return Presolved([pre.candidates[i] for i in at], [pre.dp_ranges[i] for i in at])
 
 
 def _probed(

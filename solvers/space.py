@@ -171,6 +171,11 @@ class Candidate:
         self._dp_min: int | None = _UNSET
 
     @property
+    def origin(self) -> Candidate | None:
+        """The same shape in the question this one was derived from (with_memory_scale)."""
+        return self._origin
+
+    @property
     def coeffs(self) -> StepCoefficients:
         if self._coeffs is None:
             if self._origin is not None:

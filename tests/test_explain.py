@@ -429,3 +429,81 @@ def test_unproved_plan_is_never_called_bound_by_an_unproved_relaxation():
             assert b.exact
     proved = binding_constraints(s, res.best, res.candidates, effort=1e-9)
     assert all(b.decided for b in proved)
+
+
+# --- re-solving only the shapes a relaxation moves --------------------------------------------
+
+
+def _moves_off(monkeypatch) -> None:
+    from solvers.families import REGISTRY
+
+    for family in REGISTRY:
+        monkeypatch.setattr(family, "moved_by_relaxing", lambda s: None)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        # pipeline_fill binds (with tp_bandwidth, batch_ceiling and nic_slots)
+        dict(model="llama2-13b", gpus=("rtx4090",), budget_usd=1e9),
+        # memory binds, behind budget and batch_ceiling
+        dict(model="llama2-70b", gpus=("h100-sxm",), budget_usd=3e7),
+        # memory first by far
+        dict(model="llama2-70b", gpus=("rtx4090",), budget_usd=1e9, max_gpus=64),
+    ],
+)
+def test_re_solving_only_the_moved_shapes_prices_every_family_alike(models, monkeypatch, question):
+    q = dict(question)
+    s = scenario(models, load_catalog(), q.pop("model"), q.pop("gpus"), **q)
+    res, binding = ranking(s)
+    _moves_off(monkeypatch)
+    whole = binding_constraints(s, res.best, res.candidates, time_limit_s=TIME_LIMIT_S)
+    assert [b.as_dict() for b in binding] == [b.as_dict() for b in whole]
+    assert {"memory", "pipeline_fill"} & {b.constraint for b in binding if b.binding}
+
+
+def test_pipeline_fill_re_solves_the_shapes_it_fills_and_the_plans_own(models, monkeypatch):
+    import solvers.explain as explain
+
+    s = scenario(models, load_catalog(), "llama2-13b", ("rtx4090",), budget_usd=1e9)
+    res = solve_cpsat(s, time_limit_s=TIME_LIMIT_S)
+    family = BY_NAME["pipeline_fill"]
+    searched = []
+    real = explain.resolve_cpsat
+
+    def spy(question, how, **kw):
+        if enforced(question) == enforced(s) - {"pipeline_fill"}:
+            searched.append(how.alive.candidates)
+        return real(question, how, **kw)
+
+    monkeypatch.setattr(explain, "REGISTRY", [family])
+    monkeypatch.setattr(explain, "resolve_cpsat", spy)
+    (fill,) = binding_constraints(s, res.best, res.candidates, time_limit_s=TIME_LIMIT_S)
+    assert fill.binding and searched
+    own = res.best.config.shape
+    for cands in searched:
+        assert any(c.shape == own for c in cands)
+        others = [c.shape for c in cands if c.shape != own]
+        assert others and all(sh.pp > 1 and sh.vp == 1 for sh in others)
+
+
+def test_what_each_relaxation_moves(models):
+    from solvers.space import enumerate_candidates, with_memory_scale
+
+    s = scenario(models, load_catalog(), "llama2-70b", ("h100-sxm",), budget_usd=3e7)
+    cands = enumerate_candidates(s)
+    fill = BY_NAME["pipeline_fill"].moved_by_relaxing(s)
+    assert fill is not None
+    for c in cands[:2000]:
+        assert fill(c) == (c.shape.pp > 1 and c.shape.vp == 1)
+    relaxed = BY_NAME["memory"].relax(s)
+    moved = BY_NAME["memory"].moved_by_relaxing(s)
+    assert moved is not None
+    scaled = with_memory_scale(relaxed, cands[:2000])
+    flags = [moved(c) for c in scaled]
+    assert any(flags) and not all(flags)
+    for c, flag in zip(scaled, flags, strict=True):
+        assert flag == (c.dp_min_memory != c.origin.dp_min_memory)
+    assert moved(cands[0])  # not made from another question's shape: it may move
+    for name in ("budget", "batch_ceiling", "nic_slots"):
+        assert BY_NAME[name].moved_by_relaxing(s) is None

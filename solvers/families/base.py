@@ -215,6 +215,13 @@ class Family:
         """The least relaxation that makes the question feasible, the others unchanged."""
         raise NotImplementedError
 
+    def moved_by_relaxing(self, s: Scenario) -> Callable[[Candidate], bool] | None:
+        """Optional: which shapes of the relaxed question (``relax(s)``, its candidates) can
+        have other plans than in ``s`` (other feasible d, m or NICs, or another objective).
+        A shape it does not move keeps every plan, so when the plan being explained is proved
+        optimal, only the moved shapes can beat it (solvers/explain.py). None: any shape."""
+        return None
+
     def gpu_limit(self, s: Scenario, gpu: GPUSpec, least: LeastPerGpu) -> int | None:
         """Optional: the most GPUs of this type any plan within the limit can use, a valid
         bound that prunes DP degrees before the search (solvers/screen/bounds.py dp_bounds, which

@@ -6,6 +6,7 @@ dp_min_from_terms). Relaxed by scaling every GPU's capacity (Scenario.memory_sca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from solvers.families.base import EvaluatorCheck, Fix, FixSearch, Grid, bisect
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from solvers.cpsat.context import BuildContext
     from solvers.plan import Plan
     from solvers.scenario import Scenario
+    from solvers.space import Candidate
 
 
 class Memory(EvaluatorCheck):
@@ -28,6 +30,11 @@ class Memory(EvaluatorCheck):
         ctx.md.add(ctx.dp >= ctx.sel(c.dp_min_memory or 1 for c in ctx.candidates)).only_enforce_if(
             on
         )
+
+    def moved_by_relaxing(self, s: Scenario) -> Callable[[Candidate], bool] | None:
+        # the capacity reaches the plans through one bound, d >= dp_min_memory (encode):
+        # a shape whose bound stays put keeps every plan
+        return memory_bound_moved
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
         need = grid.cand.dp_min_memory
@@ -65,4 +72,12 @@ class Memory(EvaluatorCheck):
 
 
 # the capacity is the GPU's; the question scales it (explain)
+def memory_bound_moved(cand: Candidate) -> bool:
+    """Whether a shape of a question at another memory scale (space.with_memory_scale)
+    has another smallest fitting DP degree than the shape it was made from (True when it
+    was not made from one)."""
+    origin = cand.origin
+    return origin is None or cand.dp_min_memory != origin.dp_min_memory
+
+
 FAMILY = Memory("memory", 10, "GPU memory +10%", field="memory_scale")

@@ -6,6 +6,7 @@ it holds whether the rule is enforced or not (solvers/cpsat/model.py, exhaustive
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from solvers.families.base import EvaluatorCheck, Grid, Rule
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from solvers.cpsat.context import BuildContext
     from solvers.plan import Plan
     from solvers.scenario import Scenario
+    from solvers.space import Candidate
 
 
 class PipelineFill(Rule, EvaluatorCheck):
@@ -21,6 +23,11 @@ class PipelineFill(Rule, EvaluatorCheck):
         ctx.md.add(ctx.m >= ctx.sel(s.pp for s in ctx.shapes)).only_enforce_if(
             ctx.enforce[self.name]
         )
+
+    def moved_by_relaxing(self, s: Scenario) -> Callable[[Candidate], bool] | None:
+        # m >= p binds a pipeline of one chunk per stage only: one stage needs no fill, and
+        # the interleaved schedule needs m >= p whether the rule holds or not (module doc)
+        return _fills_its_own_pipeline
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
         pp = grid.cand.shape.pp
@@ -33,6 +40,11 @@ class PipelineFill(Rule, EvaluatorCheck):
             "micro-batches",
             f"{cfg.microbatches} micro-batches per step for {pp} stages",
         )
+
+
+def _fills_its_own_pipeline(cand: Candidate) -> bool:
+    """Whether pipeline_fill is the shape's only need for m >= p (PipelineFill)."""
+    return cand.shape.pp > 1 and cand.shape.vp == 1
 
 
 FAMILY = PipelineFill("pipeline_fill", 50, "fewer micro-batches than stages allowed")
