@@ -95,3 +95,14 @@ def test_idle_steps_say_what_each_saves_against_the_next_cheaper_level():
     days = plan.evaluation.time_to_train_days
     assert saved == pytest.approx(cheaper.evaluation.time_to_train_days - days, rel=1e-9)
     assert 0 <= saved <= PURCHASE_TOLERANCE * days
+
+
+def test_a_purchase_that_saves_under_a_tenth_of_a_day_says_so_in_hours():
+    """GPT-OSS-120B on $100M bought 3 hot spare servers "saving 0.0 days" (0.8 hours: the
+    budget's remainder could buy no DP step of 32 GPUs): a purchase the plan makes saves
+    time, so its saving is never printed as zero."""
+    from designer.output.formats import _saved
+
+    assert _saved(0.8 / 24) == "0.8 hours"
+    assert _saved(0.0999) == "2.4 hours"
+    assert _saved(0.1) == "0.1 days" and _saved(4.72) == "4.7 days"

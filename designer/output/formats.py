@@ -260,7 +260,7 @@ def _spares_part(c, days, have_k: float, have_b: float) -> str:
         count, usd, saved = what(have_k)
         return (
             f"; it buys {count:,} hot spare server{'s' if count != 1 else ''} ({have_k:g} per "
-            f"100, {render.usd(usd)}), saving {saved:,.1f} days"
+            f"100, {render.usd(usd)}), saving {_saved(saved)}"
         )
     options = [(*what(k), k) for k in fac.hot_spare_options_per_100_servers if k > 0]
     best = max(options, key=lambda o: (round(o[2], 6), -o[1]), default=None)
@@ -271,6 +271,14 @@ def _spares_part(c, days, have_k: float, have_b: float) -> str:
         f"; not bought: {count:,} hot spare server{'s' if count != 1 else ''} ({k:g} per 100, "
         f"{render.usd(usd)}) would save {saved:,.1f} days ({render.usd(usd / saved)} a day)"
     )
+
+
+def _saved(days: float) -> str:
+    """What a purchase saves, in days, or in hours under a tenth of a day (a purchase
+    the plan makes saves time, however little: solvers/purchase_rule.py)."""
+    if days < 0.1:
+        return f"{days * 24:,.1f} hours"
+    return f"{days:,.1f} days"
 
 
 def _storage_part(c, days, have_k: float, have_b: float) -> str:
@@ -284,7 +292,7 @@ def _storage_part(c, days, have_k: float, have_b: float) -> str:
         saved = days(have_k, base) - days(have_k, have_b)
         return (
             f"; it buys {have_b:g} GB/s of checkpoint storage per server against the facility's "
-            f"{base:g} ({render.usd(usd)}), saving {saved:,.1f} days"
+            f"{base:g} ({render.usd(usd)}), saving {_saved(saved)}"
         )
     options = [
         (days(have_k, base) - days(have_k, b), storage_upgrade_usd(fac, b) * c.servers, b)
