@@ -882,6 +882,8 @@ def moe_step_coefficients(
     gemm_s: float | None = None,
     dense: StepCoefficients | None = None,
     mem: MoEMemory | None = None,
+    elementwise_s: float | None = None,
+    host_s: float | None = None,
 ) -> StepCoefficients:
     """A MoE / MLA / MTP model's step coefficients: models.step's for the dense parts,
     with the compute, the expert-parallel all-to-alls, the gradient bytes and the Adam
@@ -890,27 +892,33 @@ def moe_step_coefficients(
     step_coefficients of these arguments (any DP degree), when the caller has it; ``mem``:
     the expert_memory of these arguments at any GPU capacity (only its parameter counts
     and expert-DP degree are read, and the most loaded rank they come from is chosen by
-    the total, which the capacity does not enter), when the caller has it."""
+    the total, which the capacity does not enter), when the caller has it;
+    ``elementwise_s`` and ``host_s``: models.step's memory_bound_per_microbatch_s and
+    host_issue_per_microbatch_s of these arguments (neither reads the experts or the DP
+    degree), when the caller has them."""
     c = dense if dense is not None else step_coefficients(spec, layout, seq_len, gpu, network, a)
     if mem is None:
         mem = expert_memory(spec, layout, seq_len, gpu.memory_gb, a, ex)
     if gemm_s is None:
         gemm_s = moe_gemm_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     gemm = gemm_s
-    compute = gemm + memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
+    if elementwise_s is None:
+        elementwise_s = memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
+    if host_s is None:
+        host_s = host_issue_per_microbatch_s(spec, layout, gpu)
+    compute = gemm + elementwise_s
     compute += permute_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     compute += routed_elementwise_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     compute += overlap_cost_per_microbatch_s(spec, layout, seq_len, gpu, network, ex)
     compute += router_fp32_per_microbatch_s(spec, layout, seq_len, gpu, ex)
-    compute = max(compute, host_issue_per_microbatch_s(spec, layout, gpu) - c.tp_mb_s)
+    compute = max(compute, host_s - c.tp_mb_s)
     per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
     group = layout.dp * layout.cp
     expert_states = mem.expert_params * (group / mem.expert_dp if layout.zero >= 1 else 1.0)
     disp = dispatch_terms(spec, layout, seq_len, gpu, ex)
     num, den = expert_dp_group(layout, ex)
     k_e = scaleup.ranks_in_domain(gpu, ex.ep * ex.etp)
-    return replace(
-        c,
+    return c.updated(
         compute_mb_s=compute,
         gemm_mb_s=gemm,
         ep_mb_s=disp.fixed_s,

@@ -42,7 +42,7 @@ raised to max(compute, issue - TP) so that compute + TP >= issue.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -417,6 +417,20 @@ class StepCoefficients:
     cp_nic_bytes: float = 0.0
     cp_window_s: float = 0.0
 
+    def updated(self, **changes: Any) -> StepCoefficients:
+        """dataclasses.replace(self, **changes), a third of its cost: the fields' values
+        copied, not passed through the frozen __init__ again (nothing here validates or
+        derives a field: no __post_init__). Used for the MoE coefficients, built from the
+        dense ones once per shape (models.expert.moe_step_coefficients)."""
+        unknown = changes.keys() - _STEP_FIELDS
+        if unknown:
+            raise TypeError(f"StepCoefficients has no field {sorted(unknown)[0]!r}")
+        new = object.__new__(StepCoefficients)
+        state = new.__dict__
+        state.update(self.__dict__)
+        state.update(changes)
+        return new
+
     @property
     def ep_crosses_nics(self) -> bool:
         """Whether the expert dispatch has a part that depends on the NICs (ep_nic_mb_s)."""
@@ -440,6 +454,9 @@ class StepCoefficients:
     def bubble_s(self) -> float:
         # (p-1)/(v m) of the m micro-batches' work: (p-1)/v stage times, whatever m is
         return bubble_fraction(self.pp, 1, self.vp) * self.bubble_scale * self.stage_mb_s
+
+
+_STEP_FIELDS = frozenset(f.name for f in fields(StepCoefficients))
 
 
 def step_coefficients(

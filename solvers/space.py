@@ -53,7 +53,13 @@ from models.memory import (
     usable_memory_gb,
 )
 from models.pipeline import EVEN, Split, uneven_splits
-from models.step import StepCoefficients, gemm_per_microbatch_s, step_coefficients
+from models.step import (
+    StepCoefficients,
+    gemm_per_microbatch_s,
+    host_issue_per_microbatch_s,
+    memory_bound_per_microbatch_s,
+    step_coefficients,
+)
 from solvers.decisions import Shape
 from solvers.families import SHAPE_RULES, active, enforced
 from solvers.scenario import (  # noqa: F401  (nic_specs: its home before scenario.py)
@@ -120,9 +126,9 @@ class _Source:
     gpu: GPUSpec
     network: Network
     terms_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
-    # a MoE shape's dense step coefficients, shared by its EP x ETP variants (keyed by
-    # the shape at EP 1, ETP 1: models.step.step_coefficients does not look at them or
-    # at the DP degree; tests/test_space.py checks it)
+    # a MoE shape's dense step coefficients, element-wise and host issue times, shared by
+    # its EP x ETP variants (keyed by the shape at EP 1, ETP 1: _dense_part; models.step
+    # does not look at them or at the DP degree; tests/test_moe_plan.py checks it)
     dense_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
     # the GPU's rates of a MoE shape's GEMMs, keyed by (precision, TP) (Candidate.gemm_mb_s)
     rates_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -140,6 +146,16 @@ class _Source:
 
 
 _UNSET: Any = object()
+
+
+def _dense_part(src: _Source, key: Shape) -> tuple[StepCoefficients, float, float]:
+    """What a MoE shape's EP x ETP variants share (``key``: the shape at EP 1, ETP 1): its
+    dense step coefficients, element-wise time and host issue time per micro-batch
+    (models.step; none of them reads the experts or the DP degree)."""
+    spec, seq, layout = src.scenario.spec, src.scenario.seq_len, key.probe_layout()
+    dense = step_coefficients(spec, layout, seq, src.gpu, src.network, src.profiled)
+    elementwise = memory_bound_per_microbatch_s(spec, layout, seq, src.gpu)
+    return dense, elementwise, host_issue_per_microbatch_s(spec, layout, src.gpu)
 
 
 class Candidate:
@@ -195,11 +211,10 @@ class Candidate:
                 else:
                     a = src.profiled
                     key = shape._replace(ep=1, etp=1)
-                    dense = src.dense_cache.get(key)
-                    if dense is None:
-                        dense = src.dense_cache[key] = step_coefficients(
-                            spec, key.probe_layout(), seq, src.gpu, src.network, a
-                        )
+                    shared = src.dense_cache.get(key)
+                    if shared is None:
+                        shared = src.dense_cache[key] = _dense_part(src, key)
+                    dense, elementwise, host = shared
                     layout, ex = shape.probe_layout(), shape.experts
                     # its parameter counts do not depend on the GPU but through the
                     # profile's FlashAttention (as the memory terms): shared across GPUs
@@ -210,8 +225,9 @@ class Candidate:
                             spec, layout, seq, src.gpu.memory_gb, a, ex
                         )
                     self._coeffs = moe_step_coefficients(
-                        spec, layout, ex, seq, src.gpu, src.network, a, self._gemm, dense, mem
-                    )
+                        spec, layout, ex, seq, src.gpu, src.network, a, self._gemm, dense, mem,
+                        elementwise, host,
+                    )  # fmt: skip
         return self._coeffs
 
     @property

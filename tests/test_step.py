@@ -43,3 +43,26 @@ def test_pipeline_inside_one_rack_stays_on_nvlink(cat):
     assert float(step_from_coefficients(c, 4, 4, 1.0, 0.0).pp_comm) == float(
         step_from_coefficients(c, 4, 4, 400.0, 0.0).pp_comm
     )
+
+
+def test_updated_coefficients_equal_dataclasses_replace(cat):
+    """StepCoefficients.updated (the MoE coefficients' copy of the dense ones) is
+    dataclasses.replace: the same fields, the changed ones changed, the source untouched;
+    an unknown field is refused as replace refuses it."""
+    from dataclasses import asdict, replace
+
+    import pytest
+
+    spec = zoo()["llama2-70b"]
+    layout = Layout(tp=4, pp=2, dp=8, micro_batch=1, global_batch=64, recompute="none")
+    c = step_coefficients(
+        spec, layout, spec.seq_len, cat.gpu("h100-sxm"), Network("-", 8, 50.0), Assumptions()
+    )
+    changes = {"compute_mb_s": 1.25, "ep_mb_s": 0.5, "expert_dp_num": 3}
+    new = c.updated(**changes)
+    assert new == replace(c, **changes) and asdict(new) == asdict(replace(c, **changes))
+    assert new is not c and c.compute_mb_s != 1.25 and new.compute_mb_s == 1.25
+    with pytest.raises(TypeError, match="no_such_field"):
+        c.updated(no_such_field=1.0)
+    with pytest.raises(AttributeError):
+        new.compute_mb_s = 2.0  # still frozen
