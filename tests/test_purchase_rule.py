@@ -106,3 +106,16 @@ def test_a_purchase_that_saves_under_a_tenth_of_a_day_says_so_in_hours():
     assert _saved(0.8 / 24) == "0.8 hours"
     assert _saved(0.0999) == "2.4 hours"
     assert _saved(0.1) == "0.1 days" and _saved(4.72) == "4.7 days"
+
+
+def test_a_binding_family_that_saves_under_a_tenth_of_a_day_says_so_in_hours(capsys):
+    """mt-nlg-530b on $200M is limited by nic_slots and memory, whose relaxations each
+    save under 0.05 days: the explanation says how many hours, not "would save 0.0 days"."""
+    code, text, _ = run_main(
+        capsys,
+        ["optimize", "--model", "mt-nlg-530b", "--tokens", "270B", "--budget", "200M",
+         "--gpu", "h100-sxm"],
+    )  # fmt: skip
+    assert code == 0 and "would save 0.0 days" not in text and "saving 0.0 days" not in text
+    head = text.split("Not limiting")[0]
+    assert "one more NIC slot per server would save" in head and "hours" in head

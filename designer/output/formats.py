@@ -274,8 +274,9 @@ def _spares_part(c, days, have_k: float, have_b: float) -> str:
 
 
 def _saved(days: float) -> str:
-    """What a purchase saves, in days, or in hours under a tenth of a day (a purchase
-    the plan makes saves time, however little: solvers/purchase_rule.py)."""
+    """What a purchase or a binding family's relaxation saves, in days, or in hours under a
+    tenth of a day (either saves time, however little: solvers/purchase_rule.py,
+    solvers/explain.py), never "0.0 days"."""
     if days < 0.1:
         return f"{days * 24:,.1f} hours"
     return f"{days:,.1f} days"
@@ -446,7 +447,7 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
         parts = []
         for b in binds[:3]:
             gain = (
-                _days(b.improvement_if_relaxed)
+                _saved(b.improvement_if_relaxed)  # binding: it saves time, however little
                 if unit == "days"
                 else render.usd(b.improvement_if_relaxed)
             )
