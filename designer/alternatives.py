@@ -30,6 +30,7 @@ from solvers.gc_pause import without_gc_pauses
 from solvers.pair_bound import pair_lower_bound
 from solvers.screen.bounds import (
     BoundTerms,
+    dense_part_lower_bounds,
     gemm_lower_bounds,
     objective_lower_bound,
     prepare_bounds,
@@ -76,7 +77,7 @@ class _Pair:
     space: list[Candidate] | None
     pre: Presolved | None
     maybe_thin: bool
-    # reaches' shape bounds, filled on first use: [cheap bounds, {index: full bound}, terms]
+    # reaches' shape bounds, filled on first use: bounds_known
     bounds: list = field(default_factory=list, compare=False, repr=False)
     terms: BoundTerms | None = field(default=None, compare=False, repr=False)  # prepare_bounds
 
@@ -90,7 +91,7 @@ class _Pair:
         full one, both lie below ``limit`` (``strict``) or at most at it; only the first
         with ``stop_at_first``."""
         assert self.pre is not None
-        cheap, full, terms = self.bounds_known()
+        cheap, full, terms, mids = self.bounds_known()
         pre = self.pre
 
         def under(lb: float) -> bool:
@@ -98,7 +99,12 @@ class _Pair:
 
         def bound(i: int) -> float:
             if i not in full:
-                full[i] = objective_lower_bound(terms, pre.candidates[i], pre.dp_ranges[i])
+                c, r = pre.candidates[i], pre.dp_ranges[i]
+                if i not in mids:  # the dense part's bound first: no expert term computed
+                    mids[i] = dense_part_lower_bounds(terms, [c], [r])[0]
+                if not under(mids[i]):
+                    return mids[i]  # the full bound, at least it, is not under either
+                full[i] = objective_lower_bound(terms, c, r)
             return full[i]
 
         found = (i for i, lb in enumerate(cheap) if under(lb) and under(bound(i)))
@@ -107,15 +113,17 @@ class _Pair:
         return list(found)
 
     def bounds_known(self) -> list:
-        """[cheap bounds, {index: full bound}, terms]: the cheap bound of every presolved
-        shape (they do not depend on any limit: computed once per pair), the full ones
-        filled as limits ask for them, and the question's bound terms (prepare_bounds)."""
+        """[cheap bounds, {index: full bound}, terms, {index: dense part's bound}]: the cheap
+        bound of every presolved shape (they do not depend on any limit: computed once per
+        pair), the full ones and the dense part's (bounds.dense_part_lower_bounds) filled as
+        limits ask for them, and the question's bound terms (prepare_bounds)."""
         assert self.pre is not None and self.terms is not None  # _prepared sets both
         if not self.bounds:
             terms = self.terms
             self.bounds.append(gemm_lower_bounds(terms, self.pre.candidates, self.pre.dp_ranges))
             self.bounds.append({})
             self.bounds.append(terms)
+            self.bounds.append({})
         return self.bounds
 
     def solve(self, time_limit_s: float, cap: float | None = None) -> SolveResult:

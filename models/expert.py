@@ -649,12 +649,19 @@ def routed_elementwise_per_microbatch_s(
         return 0.0
     cal = gpu.calibration
     n_moe = max(m for _, m in rank_layers(spec, layout))
-    width = (spec.experts_per_token or 0) * ex.load * spec.expert_ffn
-    width += spec.shared_experts * spec.shared_expert_ffn - spec.ffn
-    per_token = (6.0 if spec.gated_mlp else 4.0) * width
+    per_token = (6.0 if spec.gated_mlp else 4.0) * routed_elementwise_width(spec, ex)
     nbytes = tokens_per_gpu(layout, seq_len) * per_token * n_moe
     passes = cal.elementwise_passes + (cal.fp8_cast_passes if layout.precision == "fp8" else 0)
     return forward_passes(layout.recompute) * passes * nbytes / (gpu.memory_bw_tb_per_s * 1e12)
+
+
+def routed_elementwise_width(spec: TransformerSpec, ex: ExpertLayout) -> float:
+    """The MLP width per token of an MoE layer whose element-wise bytes the dense formula
+    misses (routed_elementwise_per_microbatch_s): k load expert_ffn + shared experts x
+    their width - ffn; negative where the dense ``ffn`` is the wider."""
+    width = (spec.experts_per_token or 0) * ex.load * spec.expert_ffn
+    width += spec.shared_experts * spec.shared_expert_ffn - spec.ffn
+    return width
 
 
 def router_fp32_per_microbatch_s(

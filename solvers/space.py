@@ -42,6 +42,7 @@ from models.expert import (
     moe_gemm_rates,
     moe_gemm_stages,
     moe_step_coefficients,
+    routed_elementwise_width,
 )
 from models.feasibility import TOL
 from models.layout import Assumptions, Network
@@ -229,6 +230,30 @@ class Candidate:
                         elementwise, host,
                     )  # fmt: skip
         return self._coeffs
+
+    @property
+    def dense_stage_mb_s(self) -> float | None:
+        """A MoE shape's stage time per micro-batch without its expert terms: ((GEMM +
+        element-wise) + TP) + CP, its GEMM time (``gemm_mb_s``) and the dense part its EP x
+        ETP variants share (_dense_part), none of the expert memory or dispatch terms
+        computed. At most ``coeffs.stage_mb_s``, which adds only non-negative terms to
+        these, in this order (models.expert.moe_step_coefficients: permutation, routed
+        element-wise, overlap cost, fp32 router; dispatch), when the routed element-wise
+        width is not negative. None: a dense shape (its coefficients are cheap), or a
+        negative width (screen.bounds.dense_part_lower_bounds)."""
+        if self._origin is not None:
+            return self._origin.dense_stage_mb_s
+        src, shape = self._source, self.shape
+        spec = src.scenario.spec
+        ex = shape.experts
+        if spec.is_dense or (ex.routed_elementwise and routed_elementwise_width(spec, ex) < 0):
+            return None
+        key = shape._replace(ep=1, etp=1)
+        shared = src.dense_cache.get(key)
+        if shared is None:
+            shared = src.dense_cache[key] = _dense_part(src, key)
+        dense, elementwise, _ = shared
+        return ((self.gemm_mb_s + elementwise) + dense.tp_mb_s) + dense.cp_mb_s
 
     @property
     def gemm_mb_s(self) -> float:

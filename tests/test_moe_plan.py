@@ -309,3 +309,57 @@ def test_moe_gemm_shared_across_gpus_equals_the_direct_formula(cat):
                 other = shape._replace(precision=prec, ep=ep, etp=etp)
                 got = moe_gemm_stages(s.spec, other.probe_layout(), s.seq_len, flash, other.experts)
                 assert got == ref, other
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_dense_part_bound_lies_between_the_cheap_and_the_full_one(seed, cat):
+    """bounds.dense_part_lower_bounds, the bound prune asks before a MoE shape's full one
+    (no expert term computed): never above objective_lower_bound, shape by shape, on
+    random MoE questions (the time objective), and never below the GEMM-only bound; it
+    prunes nothing under another objective."""
+    from solvers.screen.bounds import (
+        dense_part_lower_bounds,
+        gemm_lower_bounds,
+        objective_lower_bounds,
+        prepare_bounds,
+    )
+    from solvers.screen.presolve import presolve
+
+    s = random_moe_scenario(seed, cat)
+    t = prepare_bounds(s)
+    pre = presolve(s, enumerate_candidates(s), terms=t)
+    r = random.Random(seed)
+    at = r.sample(range(len(pre.candidates)), min(80, len(pre.candidates)))
+    cands, ranges = [pre.candidates[i] for i in at], [pre.dp_ranges[i] for i in at]
+    mid = dense_part_lower_bounds(t, cands, ranges)
+    if s.objective != "time":
+        assert all(m == -math.inf for m in mid)
+        return
+    full = objective_lower_bounds(t, cands, ranges)
+    cheap = gemm_lower_bounds(t, cands, ranges)
+    for c, m, f, g in zip(cands, mid, full, cheap, strict=True):
+        assert m <= f, c.shape
+        if m > -math.inf:
+            assert m >= g * (1 - 1e-9), c.shape
+
+
+def test_the_dense_part_bound_prunes_before_any_expert_term(cat):
+    """On GPT-OSS-120B's $100M question (time), most shapes the GEMM-only bound leaves
+    under the optimum's time are settled by the dense part's bound, whose shapes keep
+    their MoE step coefficients uncomputed."""
+    from designer.question.build import build_scenario
+    from solvers.screen.bounds import dense_part_lower_bounds, gemm_lower_bounds, prepare_bounds
+    from solvers.screen.presolve import presolve
+
+    s = build_scenario(model="gpt-oss-120b", tokens=15e12, budget=100e6, gpus=("h100-sxm",))
+    t = prepare_bounds(s)
+    pre = presolve(s, enumerate_candidates(s), terms=t)
+    optimum_days = 12.06  # bench: designer optimize --model gpt-oss-120b --tokens 15T --budget 100M
+    cheap = gemm_lower_bounds(t, pre.candidates, pre.dp_ranges)
+    left = [i for i, b in enumerate(cheap) if b < optimum_days]
+    mid = dense_part_lower_bounds(
+        t, [pre.candidates[i] for i in left], [pre.dp_ranges[i] for i in left]
+    )
+    settled = [i for i, m in zip(left, mid, strict=True) if m >= optimum_days]
+    assert len(settled) > len(left) // 4
+    assert all(pre.candidates[i]._coeffs is None for i in settled)

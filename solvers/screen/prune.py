@@ -22,6 +22,7 @@ from solvers.scenario import PreparedQuestion, Scenario
 from solvers.screen.bounds import (
     BoundTerms,
     deadline_cost_bounds,
+    dense_part_lower_bounds,
     gemm_lower_bounds,
     objective_lower_bounds,
     prepare_bounds,
@@ -54,13 +55,15 @@ def may_beat(
     scenario: Scenario, pre: Presolved, objective: float, terms: BoundTerms | None = None
 ) -> bool:
     """Whether any presolved shape's objective bound lies below ``objective``: the cheap
-    bound first, the full one only where the cheap one does not settle it (``terms``:
+    bound first, then the dense part's, the full one only where neither settles it (``terms``:
     ``bounds.prepare_bounds(scenario)``, when the caller has it)."""
     limit = objective * (1 - 1e-9)
     t = terms if terms is not None else prepare_bounds(scenario)
     cheap = gemm_lower_bounds(t, pre.candidates, pre.dp_ranges)
     return any(
-        lb < limit and objective_lower_bounds(t, [c], [r])[0] < limit
+        lb < limit
+        and dense_part_lower_bounds(t, [c], [r])[0] < limit
+        and objective_lower_bounds(t, [c], [r])[0] < limit
         for lb, c, r in zip(cheap, pre.candidates, pre.dp_ranges, strict=True)
     )
 
@@ -78,8 +81,9 @@ def prune(
     the plans asked for lie at or below it, Resolve's capped minimisation).
 
     Incumbents: ``hint`` if it is feasible here, and the best plan of each of up
-    to ``warm_shapes`` shapes, the most promising first. Two bounds then prune:
-    the cheap GEMM-only bound first (most shapes), the full bound on the rest.
+    to ``warm_shapes`` shapes, the most promising first. Three bounds then prune:
+    the cheap GEMM-only bound first (most shapes), a MoE shape's dense part's next
+    (bounds.dense_part_lower_bounds: no expert term computed), the full bound on the rest.
     ``terms``: ``bounds.prepare_bounds(scenario)``, when the caller has it (once per solve):
     the bounds come in two calls, the cheap ones and the head's full ones first
     (bounds.screen_bounds), then the full ones of the shapes the incumbents leave."""
@@ -137,6 +141,11 @@ def _by_full_bound(
     leave."""
     rest = [i for i in keep if i not in full]
     if rest:
+        # the dense part's bound first: a shape it prunes, the full bound would too
+        mid = dense_part_lower_bounds(t, [cands[i] for i in rest], [ranges[i] for i in rest])
+        left = {rest[j] for j in prune_by_incumbent(mid, incumbents, top_k, ceiling)}
+        keep = [i for i in keep if i in full or i in left]
+        rest = [i for i in rest if i in left]
         got = objective_lower_bounds(t, [cands[i] for i in rest], [ranges[i] for i in rest])
         full.update(zip(rest, got, strict=True))
     lbs = [full[i] for i in keep]
