@@ -53,7 +53,7 @@ from models.memory import (
     moe_unit_bound_ranks,
     usable_memory_gb,
 )
-from models.pipeline import EVEN, Split, uneven_splits
+from models.pipeline import EVEN, Split, bubble_fraction, uneven_splits
 from models.step import (
     StepCoefficients,
     gemm_per_microbatch_s,
@@ -170,7 +170,9 @@ class Candidate:
     a structural family, by memory or by a bound before anyone needs their step
     time."""
 
-    __slots__ = ("shape", "structural", "_source", "_coeffs", "_gemm", "_dp_min", "_origin")
+    __slots__ = (
+        "shape", "structural", "_source", "_coeffs", "_gemm", "_dp_min", "_origin", "_dense",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -186,6 +188,7 @@ class Candidate:
         self._coeffs: StepCoefficients | None = None
         self._gemm: float | None = None
         self._dp_min: int | None = _UNSET
+        self._dense: tuple[float, float] | None = _UNSET
 
     @property
     def origin(self) -> Candidate | None:
@@ -232,17 +235,23 @@ class Candidate:
         return self._coeffs
 
     @property
-    def dense_stage_mb_s(self) -> float | None:
-        """A MoE shape's stage time per micro-batch without its expert terms: ((GEMM +
-        element-wise) + TP) + CP, its GEMM time (``gemm_mb_s``) and the dense part its EP x
-        ETP variants share (_dense_part), none of the expert memory or dispatch terms
-        computed. At most ``coeffs.stage_mb_s``, which adds only non-negative terms to
-        these, in this order (models.expert.moe_step_coefficients: permutation, routed
-        element-wise, overlap cost, fp32 router; dispatch), when the routed element-wise
-        width is not negative. None: a dense shape (its coefficients are cheap), or a
-        negative width (screen.bounds.dense_part_lower_bounds)."""
-        if self._origin is not None:
-            return self._origin.dense_stage_mb_s
+    def dense_stage(self) -> tuple[float, float] | None:
+        """A MoE shape's stage time per micro-batch without its expert terms, and the share
+        of it its pipeline bubble is: (((GEMM + element-wise) + TP) + CP, (p - 1)/v, 0 under
+        DualPipe), from its GEMM time (``gemm_mb_s``) and the dense part its EP x ETP
+        variants share (_dense_part), none of the expert memory or dispatch terms
+        computed. The time is at most ``coeffs.stage_mb_s``, which adds only non-negative
+        terms to these, in this order (models.expert.moe_step_coefficients: permutation,
+        routed element-wise, overlap cost, fp32 router; dispatch), when the routed
+        element-wise width is not negative. None: a dense shape (its coefficients are
+        cheap), or a negative width (screen.bounds.dense_part_lower_bounds). Computed once."""
+        if self._dense is _UNSET:
+            self._dense = (
+                self._origin.dense_stage if self._origin is not None else self._dense_stage()
+            )
+        return self._dense
+
+    def _dense_stage(self) -> tuple[float, float] | None:
         src, shape = self._source, self.shape
         spec = src.scenario.spec
         ex = shape.experts
@@ -253,7 +262,8 @@ class Candidate:
         if shared is None:
             shared = src.dense_cache[key] = _dense_part(src, key)
         dense, elementwise, _ = shared
-        return ((self.gemm_mb_s + elementwise) + dense.tp_mb_s) + dense.cp_mb_s
+        stage = ((self.gemm_mb_s + elementwise) + dense.tp_mb_s) + dense.cp_mb_s
+        return stage, 0.0 if ex.dualpipe else bubble_fraction(shape.pp, 1, shape.vp)
 
     @property
     def gemm_mb_s(self) -> float:

@@ -31,7 +31,6 @@ from models.cost import (
 )
 from models.evaluate import cloud_usd
 from models.goodput import with_purchases
-from models.pipeline import bubble_fraction
 from models.step import group_reduce_s, nic_stage_mb_s
 from models.units import days_from_seconds, seconds_from_days
 from solvers.families import REGISTRY, active
@@ -924,25 +923,25 @@ def dense_part_lower_bounds(
 ) -> list[float]:
     """A bound between gemm_lower_bound and objective_lower_bound, for the shapes of a MoE
     model under the time objective: expected_time_lower_bound with the stage time A
-    replaced by the shape's ``dense_stage_mb_s`` (GEMM, element-wise, TP and CP: A >= it),
+    replaced by the shape's ``dense_stage`` (GEMM, element-wise, TP and CP: A >= it),
     the bubble by (p - 1)/v of it, and the gradient reduction and optimizer step by 0,
     each term no larger than objective_lower_bound's (the same operations on smaller
     operands), less 1e-12 of itself. It needs no expert memory or dispatch term: a shape it
     prunes never has its MoE step coefficients computed (on GPT-OSS-120B's relaxed
     tp_bandwidth question it leaves 1,831 of the 3,889 shapes the cheap bound leaves,
     the full bound 124). -inf (prunes nothing) for a dense shape, one with a negative
-    routed element-wise width (Candidate.dense_stage_mb_s), or another objective."""
+    routed element-wise width (Candidate.dense_stage), or another objective."""
     t = _terms(question)
     if t.scenario.objective != "time":
         return [-math.inf] * len(cands)
     out = []
     for cand, r in zip(cands, ranges, strict=True):
-        stage = cand.dense_stage_mb_s
-        if stage is None:
+        dense = cand.dense_stage
+        if dense is None:
             out.append(-math.inf)
             continue
         g = t.of(cand.shape.gpu)
-        out.append(_dense_part_lower(cand, max(1, r[1]), stage, g.time_terms, g.least_overhead))
+        out.append(_dense_part_lower(cand, max(1, r[1]), *dense, g.time_terms, g.least_overhead))
     return out
 
 
@@ -950,18 +949,17 @@ def _dense_part_lower(
     cand: Candidate,
     hi: int,
     stage: float,
+    bubble_share: float,
     terms: _TimeTerms,
     overhead: tuple[float, float] | None,
 ) -> float:
-    """dense_part_lower_bounds of one shape (``stage``: its dense_stage_mb_s), as
-    _expected_time_lower and _time_lower compute theirs."""
+    """dense_part_lower_bounds of one shape (``stage`` and ``bubble_share``: its
+    Candidate.dense_stage), as _expected_time_lower and _time_lower compute theirs."""
     s = cand.shape
     b = s.micro_batch
     w_hi = terms.ceiling_seqs // b if terms.ceiling_seqs is not None else GPU_CAP**2
     w_hi = max(1, w_hi)
-    # (DualPipe's bubble is smaller than 1F1B's: none counted for it)
-    bubble = 0.0 if s.experts.dualpipe else bubble_fraction(s.pp, 1, s.vp) * stage
-    rest = bubble / (b * w_hi) * terms.tokens_x(b * w_hi)
+    rest = bubble_share * stage / (b * w_hi) * terms.tokens_x(b * w_hi)
     ideal = days_from_seconds((stage / (b * hi) * terms.tokens_x(b * hi) + rest) * terms.sequences)
     if overhead is not None:
         a, c = overhead
