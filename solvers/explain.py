@@ -55,6 +55,10 @@ PROBE_WALL_FACTOR = 3.0
 # Shapes each re-solve's warm start tries besides the plan being explained, which is
 # already a good incumbent for its relaxed question
 EXPLAIN_WARM_SHAPES = 6
+# How far above the plan's time a shape rule's admitted shape may lie and still be
+# presolved: more than the capped search's own room (prune's 1e-4 margin on a cap raised by
+# it, solvers.cpsat.solve._time_cap), so it drops none of the shapes the search would keep
+UNDER_THE_PLAN_ROOM = 1.001
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,13 @@ def binding_constraints(
         # best of which is the proved optimum; only the shapes it kept out can improve
         admits = plan_proved and _adds_shapes_only(family, scenario, relaxed)
         terms = prepare_bounds(relaxed)  # once for its presolve, bound and re-solves
-        alive = presolve(relaxed, space, breaking=family.name if admits else None, terms=terms)
+        # a shape rule's admitted shapes are searched only under the plan's time (the lid,
+        # _under_the_plan): those whose GEMM-only bound lies above it (with room for prune's
+        # margins) are left out before their memory bounds are computed
+        lid = base * UNDER_THE_PLAN_ROOM if admits and relaxed.objective == "time" else None
+        alive = presolve(
+            relaxed, space, breaking=family.name if admits else None, terms=terms, under_days=lid
+        )
         # likewise, a relaxation that moves some shapes only: the others keep their plans
         moves = family.moved_by_relaxing(scenario) if plan_proved and not admits else None
         moved = None if moves is None else _moved(alive, moves)

@@ -104,3 +104,28 @@ def test_columns_hold_each_shapes_own_numbers(cat):
         assert col.dp_step[i] == dp_step(s, c)
         assert col.m_min[i] == max(1, sh.pp) and col.interleaved[i] == (sh.vp > 1 and sh.pp > 1)
         assert col.rules[i] == sum(_RULE_BITS[r] for r in c.structural)
+
+
+@pytest.mark.parametrize("seed", [2, 3, 8, 11, 17])
+def test_under_days_keeps_the_shapes_whose_gemm_bound_lies_under_it(cat, seed):
+    """presolve(..., under_days=x): exactly the shapes of the whole presolve whose GEMM-only
+    bound (at their range) lies at or under x, with the same ranges; the others are left
+    out before their memory bounds (a time question only: another keeps them all)."""
+    from solvers.screen.bounds import gemm_lower_bounds
+
+    s = random_scenario(seed, cat)
+    cands = enumerate_candidates(s)
+    whole = presolve(s, cands)
+    if not whole.candidates:
+        return
+    cheap = gemm_lower_bounds(s, whole.candidates, whole.dp_ranges)
+    under = sorted(cheap)[len(cheap) // 3]
+    part = presolve(s, cands, under_days=under)
+    if s.objective != "time":
+        assert part.candidates == whole.candidates and part.dp_ranges == whole.dp_ranges
+        return
+    pairs = zip(whole.candidates, whole.dp_ranges, cheap, strict=True)
+    kept = [(c, r) for c, r, b in pairs if b <= under]
+    assert [c for c, _ in kept] == part.candidates
+    assert [r for _, r in kept] == part.dp_ranges
+    assert 0 < len(part.candidates) < len(whole.candidates)

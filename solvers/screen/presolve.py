@@ -22,6 +22,7 @@ from solvers.scenario import GPU_CAP, Scenario
 from solvers.screen.bounds import (
     BoundTerms,
     dp_limits,
+    gemm_lower_bounds,
     prepare_bounds,
     ruled_out,
     stage_times_lower,
@@ -151,6 +152,7 @@ def presolve(
     cheap_only: bool = False,
     breaking: str | None = None,
     terms: BoundTerms | None = None,
+    under_days: float | None = None,
 ) -> Presolved:
     """The candidates the enforced shape rules and memory allow and whose DP range
     (bounds.dp_bounds) is not empty, with that range. ``cheap_only``: only among the
@@ -159,10 +161,14 @@ def presolve(
     the shapes that break that shape rule (switched off in ``scenario``: the shapes it
     admits; every other shape presolves as it did with the rule on). ``terms``:
     ``bounds.prepare_bounds(scenario)``, when the caller has it (once per solve).
-    Deferred's screen, then its last steps for every shape the screen keeps."""
+    ``under_days`` (time objective): only among the shapes whose GEMM-only bound
+    (bounds.gemm_lower_bounds, at the range's upper end, which memory does not move)
+    lies at or under it, for a search that asks only for plans that fast: the others'
+    memory bounds are never computed. Deferred's screen, then its last steps for every
+    shape the screen keeps."""
     if not candidates:
         return Presolved([], [])
-    d = _screened(scenario, candidates, cheap_only, breaking, terms)
+    d = _screened(scenario, candidates, cheap_only, breaking, terms, under_days)
     ranges = d.finish(list(range(len(d.candidates))))
     keep = [i for i, r in enumerate(ranges) if r is not None]
     return Presolved(
@@ -201,6 +207,7 @@ def _screened(
     cheap_only: bool,
     breaking: str | None,
     terms: BoundTerms | None,
+    under_days: float | None = None,
 ) -> Deferred:
     """presolve's screen (its arguments), its last steps left to Deferred.finish."""
     if not candidates:
@@ -222,6 +229,10 @@ def _screened(
         hi = np.minimum(hi, ceiling // (col.micro_batch * m_min))
     hi = hi // col.dp_step * col.dp_step
     ok &= hi >= 1
+    if under_days is not None and scenario.objective == "time":
+        at = np.flatnonzero(ok)
+        bound = gemm_lower_bounds(t, [candidates[i] for i in at], [(1, int(hi[i])) for i in at])
+        ok[at[np.asarray(bound) > under_days]] = False
     lo = np.ones(len(candidates))
     complete = True
     if "memory" in on:
