@@ -38,7 +38,12 @@ from solvers.gc_pause import without_gc_pauses
 from solvers.plan import Config, Plan, build_plan
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
-from solvers.screen.bounds import objective_lower_bounds, prepare_bounds, shared_bounds
+from solvers.screen.bounds import (
+    BoundTerms,
+    objective_lower_bounds,
+    prepare_bounds,
+    shared_bounds,
+)
 from solvers.screen.presolve import Presolved, presolve
 from solvers.screen.prune import may_beat
 from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
@@ -131,22 +136,12 @@ def binding_constraints(
         # best of which is the proved optimum; only the shapes it kept out can improve
         admits = plan_proved and _adds_shapes_only(family, scenario, relaxed)
         terms = prepare_bounds(relaxed)  # once for its presolve, bound and re-solves
-        # a shape rule's admitted shapes are searched only under the plan's time (the lid,
-        # _under_the_plan): those whose GEMM-only bound lies above it (with room for prune's
-        # margins) are left out before their memory bounds are computed
-        lid = base * UNDER_THE_PLAN_ROOM if admits and relaxed.objective == "time" else None
-        alive = presolve(
-            relaxed, space, breaking=family.name if admits else None, terms=terms, under_days=lid
+        changed, among = _relaxed_shapes(
+            family, scenario, relaxed, space, plan, plan_proved, admits, terms
         )
-        # likewise, a relaxation that moves some shapes only: the others keep their plans
-        moves = family.moved_by_relaxing(scenario) if plan_proved and not admits else None
-        moved = None if moves is None else _moved(alive, moves)
-        # no shape of the relaxed question (that it moves) can beat the plan: no re-solve
-        if not may_beat(relaxed, alive if moved is None else moved, base, terms):
+        # no shape of the relaxed question (that it changes) can beat the plan: no re-solve
+        if not may_beat(relaxed, changed, base, terms):
             return base, True
-        # the re-solves search the moved shapes and the plan's own (its best plan, the
-        # proved optimum, the warm start and the bound the moved ones must beat)
-        among = alive if moved is None else _with_shape(moved, alive, plan.config.shape)
 
         def run(
             hint: Config | None, cap: float | None, wall_s: float | None = None, lid: bool = False
@@ -184,6 +179,39 @@ def binding_constraints(
         out.append(Binding(family.name, slack, unit, detail, how, gain, pct, exact, decided))
     out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
+
+
+def _relaxed_shapes(
+    family: Family,
+    scenario: Scenario,
+    relaxed: Scenario,
+    space: list[Candidate],
+    plan: Plan,
+    proved: bool,
+    admits: bool,
+    terms: BoundTerms,
+) -> tuple[Presolved, Presolved]:
+    """(the presolved shapes of ``relaxed`` whose plans relaxing ``family`` may change, the
+    shapes its re-solves search); ``proved``: the plan is proved optimal.
+
+    - ``admits`` (a shape rule off, the plan proved optimal): the shapes it admits, for
+      both, presolved only under the plan's time for a time question (the lid,
+      _under_the_plan: those whose GEMM-only bound lies above it, with room for prune's
+      margins, are left out before their memory bounds are computed).
+    - A relaxation that moves some shapes only (Family.moved_by_relaxing, the plan proved
+      optimal): those; to search, those and the plan's own (its best plan, the proved
+      optimum, is the warm start and the bound the moved ones must beat).
+    - Otherwise every shape, for both."""
+    base = plan.objective
+    lid = base * UNDER_THE_PLAN_ROOM if admits and relaxed.objective == "time" else None
+    alive = presolve(
+        relaxed, space, breaking=family.name if admits else None, terms=terms, under_days=lid
+    )
+    moves = family.moved_by_relaxing(scenario) if proved and not admits else None
+    if moves is None:
+        return alive, alive
+    moved = _moved(alive, moves)
+    return moved, _with_shape(moved, alive, plan.config.shape)
 
 
 def _under_the_plan(run: Callable[..., SolveResult], base: float) -> tuple[float, bool] | None:
