@@ -8,8 +8,8 @@ and 90th percentiles at the positions i / (n + 1) from 9 runs, a prediction inte
 the log-ratios under 9), widened to contain zero (models/evidence_range.py, catalog
 Evidence.bands). Here each published run the model evaluates (calibration/published.py)
 is left out in turn, the band is rebuilt from the others of its group the same way, and
-the run counts as covered when its own error falls inside: its measured step lies in the range that band would have
-printed for it. ``--by source`` leaves out every run of the run's organisation at once
+the run counts as covered when its own error falls inside: its measured step lies in the
+range that band would have printed for it. ``--by source`` leaves out every run of the run's organisation at once
 (organisations.csv), the harder test: a new source's runs are read with the others'
 band. A band from fewer than ``--min-runs`` runs (default 2) is not built; such runs
 are listed as uncovered-by-default under "no band".

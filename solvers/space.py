@@ -214,11 +214,7 @@ class Candidate:
                     )
                 else:
                     a = src.profiled
-                    key = shape._replace(ep=1, etp=1)
-                    shared = src.dense_cache.get(key)
-                    if shared is None:
-                        shared = src.dense_cache[key] = _dense_part(src, key)
-                    dense, elementwise, host = shared
+                    dense, elementwise, host = self._dense_part()
                     layout, ex = shape.probe_layout(), shape.experts
                     # its parameter counts do not depend on the GPU but through the
                     # profile's FlashAttention (as the memory terms): shared across GPUs
@@ -257,13 +253,18 @@ class Candidate:
         ex = shape.experts
         if spec.is_dense or (ex.routed_elementwise and routed_elementwise_width(spec, ex) < 0):
             return None
-        key = shape._replace(ep=1, etp=1)
+        dense, elementwise, _ = self._dense_part()
+        stage = ((self.gemm_mb_s + elementwise) + dense.tp_mb_s) + dense.cp_mb_s
+        return stage, 0.0 if ex.dualpipe else bubble_fraction(shape.pp, 1, shape.vp)
+
+    def _dense_part(self) -> tuple[StepCoefficients, float, float]:
+        """_dense_part of this MoE shape, from (or into) its source's dense_cache."""
+        src = self._source
+        key = self.shape._replace(ep=1, etp=1)
         shared = src.dense_cache.get(key)
         if shared is None:
             shared = src.dense_cache[key] = _dense_part(src, key)
-        dense, elementwise, _ = shared
-        stage = ((self.gemm_mb_s + elementwise) + dense.tp_mb_s) + dense.cp_mb_s
-        return stage, 0.0 if ex.dualpipe else bubble_fraction(shape.pp, 1, shape.vp)
+        return shared
 
     @property
     def gemm_mb_s(self) -> float:

@@ -71,7 +71,6 @@ class Memory(EvaluatorCheck):
         )
 
 
-# the capacity is the GPU's; the question scales it (explain)
 def memory_bound_moved(cand: Candidate) -> bool:
     """Whether a shape of a question at another memory scale (space.with_memory_scale)
     has another smallest fitting DP degree than the shape it was made from (True when it
@@ -80,4 +79,5 @@ def memory_bound_moved(cand: Candidate) -> bool:
     return origin is None or cand.dp_min_memory != origin.dp_min_memory
 
 
+# the capacity is the GPU's; the question scales it (explain)
 FAMILY = Memory("memory", 10, "GPU memory +10%", field="memory_scale")

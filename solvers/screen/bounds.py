@@ -445,14 +445,17 @@ def _fixed_lower(
     """_step_fixed_lower of a shape whose smallest DP degree is ``floor``, from the
     question's terms alone."""
     s, c = cand.shape, cand.coeffs
-    w_hi = (  # micro-batches per step: b x W sequences fit the ceiling
-        terms.ceiling_seqs // s.micro_batch if terms.ceiling_seqs is not None else GPU_CAP**2
-    )
     if node_gb_s is None:
         node_gb_s = terms.node_gb_s
     d_min = float(group_reduce_s(c, c.dp_bytes, floor * c.cp, node_gb_s))
     d_min = max(0.0, d_min - c.dp_window_s(terms.dp_overlap))
-    return c.bubble_s + d_min, c.optimizer_s, max(1, w_hi)
+    return c.bubble_s + d_min, c.optimizer_s, _most_microbatches(terms, s.micro_batch)
+
+
+def _most_microbatches(terms: _TimeTerms, micro_batch: int) -> int:
+    """W_hi, the most micro-batches per step: b x W sequences fit the ceiling (at least 1)."""
+    w_hi = terms.ceiling_seqs // micro_batch if terms.ceiling_seqs is not None else GPU_CAP**2
+    return max(1, w_hi)
 
 
 def gpu_seconds_per_sequence(
@@ -578,12 +581,30 @@ def time_lower_bound(question: Scenario | BoundTerms, cand: Candidate, hi: int) 
 def _time_lower(cand: Candidate, hi: int, floor: int, terms: _TimeTerms) -> float:
     """time_lower_bound from the question's terms alone (``floor``: the shape's smallest
     DP degree)."""
-    b = cand.shape.micro_batch
     fixed, opt, w_hi = _fixed_lower(cand, floor, terms)
     stage = stage_time_lower(cand, terms.node_gb_s)
-    rest = (fixed + opt / (hi * cand.coeffs.cp)) / (b * w_hi) * terms.tokens_x(b * w_hi)
+    fixed = fixed + opt / (hi * cand.coeffs.cp)
+    return _days_lower(stage, fixed, cand.shape.micro_batch, hi, w_hi, terms)
+
+
+def _days_lower(stage: float, fixed: float, b: int, hi: int, w_hi: float, terms: _TimeTerms):
+    """sequences x (A f(b hi) / (b hi) + F f(b W) / (b W)) in days: the time bound of a
+    stage time A and a per-step time F (time_lower_bound's and dense_part_lower_bounds'
+    one formula, in one order of operations)."""
+    rest = fixed / (b * w_hi) * terms.tokens_x(b * w_hi)
     per_seq = stage / (b * hi) * terms.tokens_x(b * hi) + rest
     return days_from_seconds(per_seq * terms.sequences)
+
+
+def _with_failures(ideal, cand: Candidate, stage: float, terms: _TimeTerms, overhead):
+    """(1 + a) T + c G T with G T >= replica x sequences x A / b (expected_time_lower_bound;
+    ``overhead``: (a, c), None for the ideal model)."""
+    if overhead is None:
+        return ideal
+    a, c = overhead
+    s = cand.shape
+    gpu_days = days_from_seconds(s.replica_gpus * terms.sequences * stage / s.micro_batch)
+    return (1.0 + a) * ideal + c * gpu_days
 
 
 def too_slow(question: Scenario | BoundTerms, cand: Candidate, hi: int) -> bool:
@@ -694,12 +715,7 @@ def _expected_time_lower(
     ideal = _time_lower(cand, hi, floor, terms)
     if overhead is None:
         return ideal
-    a, c = overhead
-    s = cand.shape
-    gpu_days = days_from_seconds(
-        s.replica_gpus * terms.sequences * stage_time_lower(cand) / s.micro_batch
-    )
-    return (1.0 + a) * ideal + c * gpu_days
+    return _with_failures(ideal, cand, stage_time_lower(cand), terms, overhead)
 
 
 def _least_overhead_of(s: Scenario, q: PreparedQuestion, gpu: str) -> tuple[float, float] | None:
@@ -929,8 +945,9 @@ def dense_part_lower_bounds(
     operands), less 1e-12 of itself. It needs no expert memory or dispatch term: a shape it
     prunes never has its MoE step coefficients computed (on H100, of the shapes whose
     cheap bound lies under the optimum of the $100M question, it leaves GPT-OSS-120B
-    1,736 of 2,672 and Qwen3-30B-A3B 891 of 3,185; the full bound 276 and 52). -inf (prunes nothing) for a dense shape, one with a negative
-    routed element-wise width (Candidate.dense_stage), or another objective."""
+    1,736 of 2,672 and Qwen3-30B-A3B 891 of 3,185; the full bound 276 and 52). -inf
+    (prunes nothing) for a dense shape, one with a negative routed element-wise width
+    (Candidate.dense_stage), or another objective."""
     t = _terms(question)
     if t.scenario.objective != "time":
         return [-math.inf] * len(cands)
@@ -955,17 +972,10 @@ def _dense_part_lower(
 ) -> float:
     """dense_part_lower_bounds of one shape (``stage`` and ``bubble_share``: its
     Candidate.dense_stage), as _expected_time_lower and _time_lower compute theirs."""
-    s = cand.shape
-    b = s.micro_batch
-    w_hi = terms.ceiling_seqs // b if terms.ceiling_seqs is not None else GPU_CAP**2
-    w_hi = max(1, w_hi)
-    rest = bubble_share * stage / (b * w_hi) * terms.tokens_x(b * w_hi)
-    ideal = days_from_seconds((stage / (b * hi) * terms.tokens_x(b * hi) + rest) * terms.sequences)
-    if overhead is not None:
-        a, c = overhead
-        gpu_days = days_from_seconds(s.replica_gpus * terms.sequences * stage / b)
-        ideal = (1.0 + a) * ideal + c * gpu_days
-    return float(ideal) * (1.0 - 1e-12)
+    b = cand.shape.micro_batch
+    w_hi = _most_microbatches(terms, b)
+    ideal = _days_lower(stage, bubble_share * stage, b, hi, w_hi, terms)
+    return float(_with_failures(ideal, cand, stage, terms, overhead)) * (1.0 - 1e-12)
 
 
 def screen_bounds(
