@@ -26,6 +26,14 @@ under the catalog's profile; the fit on all three sources (in-sample); each sour
 out (fitted on the other two, scored on it: out-of-sample); and OLMo-core held out by
 model size (fitted on the other sizes' OLMo-core rows). The catalog's value is the fit on
 all three sources (FIT_SOURCES), rounded to FACTOR_STEP.
+
+Then two checks of the ZeRO-3 gather overlap (param_gather_overlap_fraction), which the
+profile inherits from megatron-core: each source's error from issue 31's filing (the
+megatron-core profile without the overlap, the per-micro-batch reduce-scatter or the
+contention) to now, LLaMA-65B / OPT-175B (bench/fsdp_overlap.py RUNS) included; and the
+overlap cross-validated: at each fraction of FRACTION_GRID the level is refitted, on all
+three sources (in-sample) and on all but one (that source scored out of sample), so the
+overlap is judged with its own level rather than against a level fitted without it.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from catalog.specs import Calibration, scaled_compute  # noqa: E402
 from models.evaluate import Hardware, evaluate  # noqa: E402
 
 FSDP2 = "pytorch-fsdp2"
+FRACTION = "param_gather_overlap_fraction"
 BASE = "megatron-core"
 SOURCES = ("olmo-core", "torchtitan", "fms-fsdp")
 FIT_SOURCES = SOURCES
@@ -70,15 +79,16 @@ class LevelRow:
         return measured / predicted - 1.0
 
 
-def with_level(cat: Catalog, factor: float) -> Catalog:
+def with_level(cat: Catalog, factor: float, fraction: float | None = None) -> Catalog:
     """``cat`` with every GPU's pytorch-fsdp2 profile re-derived from its megatron-core one
-    at ``factor`` (the catalog's derivation, catalog.specs.scaled_compute)."""
+    at ``factor`` (the catalog's derivation, catalog.specs.scaled_compute), its
+    param_gather_overlap_fraction at ``fraction`` when given (the catalog's otherwise)."""
     gpus = {}
     for name, gpu in cat.gpus.items():
-        note = gpu.stacks[FSDP2].note
-        prof = Calibration.model_validate(
-            {**scaled_compute(gpu.stacks[BASE].model_dump(), factor), "note": note}
-        )
+        fields = scaled_compute(gpu.stacks[BASE].model_dump(), factor)
+        if fraction is not None:
+            fields[FRACTION] = fraction
+        prof = Calibration.model_validate({**fields, "note": gpu.stacks[FSDP2].note})
         gpus[name] = gpu.model_copy(update={"stacks": {**gpu.stacks, FSDP2: prof}})
     return replace(cat, gpus=gpus)
 
@@ -152,32 +162,173 @@ def source_mae(errors: Iterable[tuple[str, float]]) -> dict[str, float]:
     return {s: statistics.mean(v) for s, v in by.items()}
 
 
-def errors_at(cat: Catalog, rows: list[LevelRow], factor: float) -> list[tuple[str, float]]:
-    """(source, error) of each row with the pytorch-fsdp2 profile at ``factor``."""
-    c = with_level(cat, factor)
+def errors_at(
+    cat: Catalog, rows: list[LevelRow], factor: float, fraction: float | None = None
+) -> list[tuple[str, float]]:
+    """(source, error) of each row with the pytorch-fsdp2 profile at ``factor`` (and its
+    gather overlap at ``fraction`` when given)."""
+    c = with_level(cat, factor, fraction)
     return [(r.source, r.error(c)) for r in rows]
 
 
-def fit(cat: Catalog, rows: list[LevelRow]) -> tuple[float, float]:
-    """(factor, objective): the FACTOR_GRID value minimising the mean over the rows'
-    sources of each source's mean absolute error."""
+ErrorTable = dict[float, list[tuple[str, float]]]
+
+
+def error_table(cat: Catalog, rows: list[LevelRow], fraction: float | None = None) -> ErrorTable:
+    """errors_at for every FACTOR_GRID value: each row evaluated once per factor, so every
+    fit of a subset of the rows reads it instead of evaluating again."""
+    return {f: errors_at(cat, rows, f, fraction) for f in FACTOR_GRID}
+
+
+def _objective(errors: Iterable[tuple[str, float]]) -> float:
+    """The fit's objective: the mean over the rows' sources of each source's mean absolute
+    error (each source one vote, however many rows it has)."""
+    return statistics.mean(source_mae(errors).values())
+
+
+def _fit_table(table: ErrorTable, keep: list[bool]) -> tuple[float, float]:
+    """(factor, objective) minimising the objective over the rows ``keep`` marks."""
     best = min(
-        (statistics.mean(source_mae(errors_at(cat, rows, f)).values()), f) for f in FACTOR_GRID
+        (_objective(e for e, k in zip(errs, keep, strict=True) if k), f)
+        for f, errs in table.items()
     )
     return best[1], best[0]
 
 
-def held_out(cat: Catalog, rows: list[LevelRow], key: Callable[[LevelRow], str]):
-    """Per value of ``key``: (its rows' factor fitted without them, their mean absolute
-    error at it, at the catalog's factor)."""
+def fit(cat: Catalog, rows: list[LevelRow], fraction: float | None = None) -> tuple[float, float]:
+    """(factor, objective): the FACTOR_GRID value minimising the mean over the rows'
+    sources of each source's mean absolute error."""
+    return _fit_table(error_table(cat, rows, fraction), [True] * len(rows))
+
+
+def _held_out_table(table: ErrorTable, rows: list[LevelRow], key: Callable[[LevelRow], str]):
     out = {}
     for value in sorted({key(r) for r in rows}):
-        train = [r for r in rows if key(r) != value]
-        test = [r for r in rows if key(r) == value]
-        factor, _ = fit(cat, train)
-        mae = statistics.mean(abs(e) for _, e in errors_at(cat, test, factor))
-        out[value] = (factor, mae)
+        factor, _ = _fit_table(table, [key(r) != value for r in rows])
+        test = [abs(e) for (_, e), r in zip(table[factor], rows, strict=True) if key(r) == value]
+        out[value] = (factor, statistics.mean(test))
     return out
+
+
+def held_out(
+    cat: Catalog,
+    rows: list[LevelRow],
+    key: Callable[[LevelRow], str],
+    fraction: float | None = None,
+):
+    """Per value of ``key``: (its rows' factor fitted without them, their mean absolute
+    error at it)."""
+    return _held_out_table(error_table(cat, rows, fraction), rows, key)
+
+
+# the gather overlap fractions cross-validated (fraction_cv), and the ZeRO-3 charge as it
+# stood when issue 31 was filed: no overlap, no per-micro-batch reduce-scatter, no contention
+FRACTION_GRID = tuple(round(0.05 * i, 2) for i in range(21))
+AT_FILING = {
+    FRACTION: 0.0,
+    "zero3_microbatch_grad_reduce_bytes": 0.0,
+    "zero3_overlap_hbm_passes": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class FractionFit:
+    """The level fitted with the gather overlap at ``fraction``: in-sample (factor, each
+    source's MAE) and each source held out ({source: (factor fitted without it, its MAE)})."""
+
+    fraction: float
+    factor: float
+    in_sample: dict[str, float]
+    held_out: dict[str, tuple[float, float]]
+
+    @property
+    def held_out_mean(self) -> float:
+        return statistics.mean(m for _, m in self.held_out.values())
+
+
+def fraction_fit(cat: Catalog, rows: list[LevelRow], fraction: float) -> FractionFit:
+    """The level refitted at one overlap fraction, in-sample and by source held out."""
+    table = error_table(cat, rows, fraction)
+    factor, _ = _fit_table(table, [True] * len(rows))
+    return FractionFit(
+        fraction,
+        factor,
+        source_mae(table[factor]),
+        _held_out_table(table, rows, lambda r: r.source),
+    )
+
+
+def fraction_cv(cat: Catalog, rows: list[LevelRow], fractions=FRACTION_GRID) -> list[FractionFit]:
+    """fraction_fit at every fraction: which overlap the runs support out of sample (each
+    source scored at the level fitted on the other sources, at the same fraction)."""
+    return [fraction_fit(cat, rows, f) for f in fractions]
+
+
+def paper_mae(cat: Catalog) -> float:
+    """The LLaMA-65B / OPT-175B rows' mean absolute error (bench/fsdp_overlap.py RUNS:
+    2022-23 FSDP, layouts assumed) on ``cat``'s A100 profile as given."""
+    rows = fsdp_overlap.compare(Hardware.from_catalog(cat, "a100-80gb"), fsdp_overlap.RUNS)
+    return fsdp_overlap._mae_pair(rows)[1]
+
+
+def since_filing(cat: Catalog, rows: list[LevelRow]) -> dict[str, dict[str, float]]:
+    """Each source's mean absolute error (LLaMA/OPT too) in four settings: at filing
+    (megatron-core, AT_FILING), megatron-core now, pytorch-fsdp2 with the overlap off (its
+    level refitted at fraction 0) and pytorch-fsdp2 as the catalog has it."""
+    filing = fsdp_overlap.catalog_with(cat, **AT_FILING)
+    off = fit(cat, rows, 0.0)[0]
+    ours = _catalog_factor(cat)
+    settings = {
+        "at filing": (errors_at(filing, rows, 1.0), paper_mae(filing.with_stack(BASE))),
+        "megatron-core now": (errors_at(cat, rows, 1.0), paper_mae(cat.with_stack(BASE))),
+        f"{FSDP2} overlap off": (
+            errors_at(cat, rows, off, 0.0),
+            paper_mae(with_level(cat, off, 0.0).with_stack(FSDP2)),
+        ),
+        f"{FSDP2} (catalog)": (errors_at(cat, rows, ours), paper_mae(cat.with_stack(FSDP2))),
+    }
+    return {
+        name: {**source_mae(errors), "LLaMA/OPT": paper}
+        for name, (errors, paper) in settings.items()
+    }
+
+
+def _catalog_factor(cat: Catalog) -> float:
+    """The catalog's compute_time_factor (megatron-core's H100 GEMM efficiency over
+    pytorch-fsdp2's)."""
+    gpu = cat.gpu("h100-sxm")
+    return round(gpu.stacks[BASE].matmul_efficiency / gpu.stacks[FSDP2].matmul_efficiency, 2)
+
+
+def print_fraction_cv(cat: Catalog, rows: list[LevelRow]) -> None:
+    fits = fraction_cv(cat, rows)
+    ours = cat.gpu("h100-sxm").stacks[FSDP2].param_gather_overlap_fraction
+    print(
+        f"\n{FRACTION} cross-validated: at each fraction the level refitted on all sources "
+        "(in-sample) and on all but one (that source's MAE out of sample)"
+    )
+    print(f"{'fraction':>8} {'factor':>6} " + " ".join(f"{s + ' in/out':>22}" for s in SOURCES)
+          + f" {'mean out':>8}")  # fmt: skip
+    for ff in fits:
+        cells = " ".join(
+            f"{f'{ff.in_sample[s]:.1%} / {ff.held_out[s][1]:.1%}':>22}" for s in SOURCES
+        )
+        print(f"{ff.fraction:8.2f} {ff.factor:6.2f} {cells} {ff.held_out_mean:8.1%}")
+    best = min(fits, key=lambda ff: ff.held_out_mean)
+    at = next(ff for ff in fits if ff.fraction == ours)
+    print(
+        f"best out of sample: {best.fraction:.2f} ({best.held_out_mean:.1%}); the catalog's "
+        f"{ours:.2f}: {at.held_out_mean:.1%}; off (0): {fits[0].held_out_mean:.1%}"
+    )
+
+
+def print_since_filing(cat: Catalog, rows: list[LevelRow]) -> None:
+    table = since_filing(cat, rows)
+    names = [*SOURCES, "LLaMA/OPT"]
+    print("\nmean absolute error by source, from issue 31's filing to now")
+    print(f"{'setting':28} " + " ".join(f"{n:>11}" for n in names))
+    for setting, maes in table.items():
+        print(f"{setting:28} " + " ".join(f"{maes[n]:11.1%}" for n in names))
 
 
 def olmo_size(row: LevelRow) -> str:
@@ -228,7 +379,11 @@ def print_report(cat: Catalog) -> None:
 
 
 def main() -> None:
-    print_report(load_catalog())
+    cat = load_catalog()
+    print_report(cat)
+    rows = level_rows(cat)
+    print_since_filing(cat, rows)
+    print_fraction_cv(cat, rows)
 
 
 if __name__ == "__main__":
