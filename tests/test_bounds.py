@@ -279,3 +279,47 @@ def test_power_and_rack_caps_bound_the_dp_degree(cat):
             assert dp_bounds(s, cand)[1] <= dp_bounds(loose, cand)[1]
             checked += 1
     assert checked >= 10
+
+
+def _time_terms(critical_seqs):
+    from solvers.screen.bounds import _TimeTerms
+
+    return _TimeTerms(1e6, None, None, 1.0, critical_seqs)
+
+
+@pytest.mark.parametrize("critical_seqs", [None, 50, 700, 5_000])
+def test_days_lower_is_the_least_over_the_global_batch(critical_seqs):
+    """bounds._days_lower: the exact least of sequences f(B) (A / (b d) + F / B) over the
+    batch B = b m d (b d <= B <= b W, d <= hi), so at most every integer plan's value and
+    at least the bound that took A and F apart (A at b d_max, F at b W), which it
+    replaces; strictly above it where a large F and the critical batch pull apart."""
+    from models.units import days_from_seconds
+    from solvers.screen.bounds import _days_lower
+
+    rng = np.random.default_rng(7)
+    terms = _time_terms(critical_seqs)
+    strict = 0
+    for _ in range(300):
+        stage, fixed = rng.uniform(0.01, 2.0), rng.choice([0.0, rng.uniform(0.0, 5.0)])
+        b, hi, w = int(rng.integers(1, 9)), int(rng.integers(1, 400)), int(rng.integers(1, 3000))
+        got = _days_lower(stage, fixed, b, hi, w, terms)
+        apart = days_from_seconds(
+            terms.sequences
+            * (stage / (b * hi) * terms.tokens_x(b * hi) + fixed / (b * w) * terms.tokens_x(b * w))
+        )
+        assert got >= apart * (1 - 1e-12)
+        if w >= hi:  # (with W < hi, d <= W tightens it too: B >= b d)
+            strict += got > apart * (1 + 1e-6)
+        d = np.arange(1, min(hi, w) + 1)[:, None]
+        m = np.arange(1, w + 1)[None, :]
+        batch = b * m * d
+        value = terms.tokens_x(batch) * (stage / (b * d) + fixed / batch)
+        plans = days_from_seconds(terms.sequences * np.where(m * d <= w, value, np.inf).min())
+        assert got <= plans * (1 + 1e-12)
+        # the least over the continuous batch, which a fine grid approaches from above
+        grid = np.linspace(b * min(hi, w), b * w, 20_001)
+        d_of = np.minimum(grid / b, min(hi, w))
+        cont = terms.tokens_x(grid) * (stage / (b * d_of) + fixed / grid)
+        assert got <= days_from_seconds(terms.sequences * cont.min()) * (1 + 1e-12)
+        assert got >= days_from_seconds(terms.sequences * cont.min()) * (1 - 1e-3)
+    assert (strict > 0) == (critical_seqs is not None)

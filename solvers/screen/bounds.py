@@ -488,10 +488,10 @@ def objective_lower_bound(
 ) -> float:
     """A value the objective cannot beat with this shape (days, or USD), whatever d, m and NICs are.
 
-    Time: T = sequences x f(b m d) x (m A + C + D + O/g) / (b m d) >= sequences x
-    (A f(b d_max) / (b d_max) + (C + D_min + O / g_max) f(b W_max) / (b W_max)), f the
-    batch's token multiplier (_TimeTerms.tokens_x: f(B) >= f(b d) and f(B) / B does not
-    increase), with D_min the gradient reduction at the
+    Time: T = sequences x f(B) x (m A + C + D + O/g) / B with B = b m d >= the least
+    over B of sequences x f(B) (A / (b d) + (C + D_min + O / g_max) / B), d <= d_max and
+    B <= b W_max (_days_lower), f the batch's token multiplier (_TimeTerms.tokens_x), with
+    D_min the gradient reduction at the
     smallest DP degree over every NIC slot of the fastest NIC; with failures, the
     expected time's (expected_time_lower_bound: the objective is the expected time, and
     the failures' overhead can be several times the ideal time). Cost: the least
@@ -572,8 +572,9 @@ def _capex_of(
 
 
 def time_lower_bound(question: Scenario | BoundTerms, cand: Candidate, hi: int) -> float:
-    """The least time (days) of any plan of this shape with d <= ``hi``: sequences x
-    (A / (b hi) + (C + D_min + O / (hi cp)) / (b W_max)) (objective_lower_bound)."""
+    """The least time (days) of any plan of this shape with d <= ``hi``: the least over
+    the global batch B of sequences x f(B) (A / (b d) + (C + D_min + O / (hi cp)) / B)
+    (_days_lower; objective_lower_bound)."""
     t = _terms(question)
     return _time_lower(cand, hi, cand.dp_floor(t.scenario), t.of(cand.shape.gpu).time_terms)
 
@@ -588,11 +589,30 @@ def _time_lower(cand: Candidate, hi: int, floor: int, terms: _TimeTerms) -> floa
 
 
 def _days_lower(stage: float, fixed: float, b: int, hi: int, w_hi: float, terms: _TimeTerms):
-    """sequences x (A f(b hi) / (b hi) + F f(b W) / (b W)) in days: the time bound of a
-    stage time A and a per-step time F (time_lower_bound's and dense_part_lower_bounds'
-    one formula, in one order of operations)."""
-    rest = fixed / (b * w_hi) * terms.tokens_x(b * w_hi)
-    per_seq = stage / (b * hi) * terms.tokens_x(b * hi) + rest
+    """The least of sequences x f(B) x (A / (b d) + F / B) in days over the global batch
+    B = b m d (m >= 1 micro-batches, so b d <= B <= b W) and d <= ``hi``: the time bound of
+    a stage time A and a per-step time F (time_lower_bound's and dense_part_lower_bounds'
+    one formula). A step of B sequences takes m A + F' (F' >= F) and the question's tokens
+    take sequences x f(B) / B steps: T = sequences x f(B) (A / (b d) + F' / B).
+
+    For a given B the largest d = min(hi, W, B / b) is best. Below b d_max = b min(hi, W)
+    the time is f(B) (A + F) / B, which does not increase (f(B) / B does not); above it,
+    f(B) (a + F / B) with a = A / (b d_max): with f = max(1, (1 + B / B_c) / 2)
+    (models.batch_tokens.token_multiplier) it falls until B_c and is convex past it, least
+    at B* = sqrt(F B_c / a). So the least lies at one of b d_max, b W, B_c and B* (each
+    clipped to [b d_max, b W]), every one a batch the step may run: the exact least, which
+    is never below the bound of A and F taken apart at b d_max and b W that it replaces,
+    sequences x (A f(b d_max) / (b d_max) + F f(b W) / (b W))."""
+    d_max = min(hi, w_hi)
+    lo, up = b * d_max, b * w_hi
+    a = stage / lo
+    batches = [lo, up]
+    crit = terms.critical_seqs
+    if crit is not None:
+        batches.append(min(max(crit, lo), up))
+        if a > 0 and fixed > 0:
+            batches.append(min(max(math.sqrt(fixed * crit / a), lo), up))
+    per_seq = min(terms.tokens_x(x) * (a + fixed / x) for x in batches)
     return days_from_seconds(per_seq * terms.sequences)
 
 
