@@ -545,14 +545,21 @@ def group_reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s):
     Works element-wise on numpy arrays of ``group`` and ``node_bw_gb_per_s``; on two
     numbers it returns a float (the same operations, without numpy's overhead: the
     solvers' bounds call it per shape)."""
+    return _reduce_s(
+        c, nbytes, group, node_bw_gb_per_s, c.dp_ranks_per_node, c.scale_up_bw_gb_per_s
+    )
+
+
+def _reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s, k: int, up_gb_s):
+    """group_reduce_s with ``k`` ranks per scale-up domain at ``up_gb_s`` GB/s (the DP
+    group's, or the expert-DP group's: expert_reduce_s)."""
     scalar = isinstance(group, int | float) and isinstance(node_bw_gb_per_s, int | float)
     if scalar:
         group, node_bw_gb_per_s = float(group), float(node_bw_gb_per_s)
     else:
         group = np.asarray(group, dtype=float)
         node_bw_gb_per_s = np.asarray(node_bw_gb_per_s, dtype=float)
-    k = c.dp_ranks_per_node
-    up = c.scale_up_bw_gb_per_s * comm.GB
+    up = up_gb_s * comm.GB
     share = comm.nic_share(node_bw_gb_per_s, c.gpus_per_node, c.network_efficiency)
     inside = 2.0 * nbytes * (1.0 - 1.0 / group) / up
     across = 2.0 * nbytes * (k - 1) / k / up + 2.0 * (nbytes / k) * (1.0 - k / group) / share
@@ -604,18 +611,16 @@ def nic_stage_mb_s(c: StepCoefficients, share):
 
 def expert_reduce_s(c: StepCoefficients, dp, node_bw_gb_per_s):
     """The expert gradients' reduction over expert-DP (``group_reduce_s`` with the
-    expert-DP group's ranks per scale-up domain and its bandwidth); 0 for a dense model."""
-    from dataclasses import replace
-
+    expert-DP group's ranks per scale-up domain and its bandwidth); 0 for a dense model.
+    On two numbers (``dp`` and ``node_bw_gb_per_s``) it returns a float, as
+    group_reduce_s does."""
     if c.expert_dp_bytes <= 0:
         return 0.0
-    group = np.asarray(dp, dtype=float) * c.cp * c.expert_dp_num / c.expert_dp_den
-    ce = replace(
-        c,
-        dp_ranks_per_node=c.expert_ranks_per_node,
-        scale_up_bw_gb_per_s=c.expert_scale_up_bw_gb_per_s,
-    )
-    return group_reduce_s(ce, c.expert_dp_bytes, group, node_bw_gb_per_s)
+    scalar = isinstance(dp, int | float)
+    group = (float(dp) if scalar else np.asarray(dp, dtype=float)) * c.cp
+    group = group * c.expert_dp_num / c.expert_dp_den
+    k, up = c.expert_ranks_per_node, c.expert_scale_up_bw_gb_per_s
+    return _reduce_s(c, c.expert_dp_bytes, group, node_bw_gb_per_s, k, up)
 
 
 def _last_reduced_params(spec: TransformerSpec, layout: Layout, rank_params: float) -> float:

@@ -323,3 +323,23 @@ def test_days_lower_is_the_least_over_the_global_batch(critical_seqs):
         assert got <= days_from_seconds(terms.sequences * cont.min()) * (1 + 1e-12)
         assert got >= days_from_seconds(terms.sequences * cont.min()) * (1 - 1e-3)
     assert (strict > 0) == (critical_seqs is not None)
+
+
+@pytest.mark.parametrize("tokens_model", [False, True], ids=["tokens", "batch-tokens"])
+def test_moe_bounds_never_exceed_a_shapes_best_plan(cat, tokens_model):
+    """As test_bounds_never_exceed_a_shapes_best_plan, on random MoE questions: the full
+    bound, which counts the expert gradients' reduction over expert-DP at the smallest DP
+    degree (bounds._fixed_lower), stays at or below each sampled shape's best plan."""
+    from test_moe_plan import random_moe_scenario
+
+    checked = 0
+    for seed in range(16):
+        s = _tokens_model(random_moe_scenario(seed, cat), tokens_model)
+        for cand, dp_range, best in _sampled_shapes(s):
+            cheap = gemm_lower_bound(s, cand, dp_range)
+            full = objective_lower_bound(s, cand, dp_range)
+            assert cheap <= full, (seed, cand)
+            if best is not None:
+                assert full <= best[0][0] * (1 + 1e-9), (seed, cand)
+                checked += 1
+    assert checked >= 150, checked

@@ -31,7 +31,7 @@ from models.cost import (
 )
 from models.evaluate import cloud_usd
 from models.goodput import with_purchases
-from models.step import group_reduce_s, nic_stage_mb_s
+from models.step import expert_reduce_s, group_reduce_s, nic_stage_mb_s
 from models.units import days_from_seconds, seconds_from_days
 from solvers.families import REGISTRY, active
 from solvers.intmath import down, whole_units_step
@@ -448,6 +448,8 @@ def _fixed_lower(
     if node_gb_s is None:
         node_gb_s = terms.node_gb_s
     d_min = float(group_reduce_s(c, c.dp_bytes, floor * c.cp, node_gb_s))
+    if c.expert_dp_bytes > 0:  # a MoE shape's expert gradients, over expert-DP
+        d_min += float(expert_reduce_s(c, floor, node_gb_s))
     d_min = max(0.0, d_min - c.dp_window_s(terms.dp_overlap))
     return c.bubble_s + d_min, c.optimizer_s, _most_microbatches(terms, s.micro_batch)
 
