@@ -31,11 +31,13 @@ from solvers.pair_bound import pair_lower_bound
 from solvers.screen.bounds import (
     BoundTerms,
     dense_part_lower_bounds,
+    dp_split_lower_bounds,
     gemm_lower_bounds,
     objective_lower_bound,
     prepare_bounds,
 )
 from solvers.screen.presolve import Presolved, presolve
+from solvers.screen.prune import PRUNE_MARGIN
 from solvers.space import Candidate, enumerate_candidates
 
 MAX_ALTERNATIVES = 3
@@ -105,6 +107,8 @@ class _Pair:
                 if not under(mids[i]):
                     return mids[i]  # the full bound, at least it, is not under either
                 full[i] = objective_lower_bound(terms, c, r)
+                if under(full[i]):  # the DP-split bound, where the full one leaves it open
+                    full[i] = max(full[i], dp_split_lower_bounds(terms, [c], [r])[0])
             return full[i]
 
         found = (i for i, lb in enumerate(cheap) if under(lb) and under(bound(i)))
@@ -274,7 +278,9 @@ def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_P
             while len(wave) < workers and (ready or queue.prepare_next(hopeless)):
                 pair = ready.pop(0)
                 if pair.reaches(best, strict=True) and not _crowded_out(pair, done, best):
-                    wave.append((pair, _cap(pair, done, best)))
+                    cap = _cap(pair, done, best)
+                    if cap is None or pair.reaches(cap * (1 + PRUNE_MARGIN), strict=False):
+                        wave.append((pair, cap))  # (else its search under the cap is empty)
             running = [pool.submit(p.solve, time_limit_s, cap) for p, cap in wave]
             # (a pair solved per rental term enumerates its shapes in its thread: the
             # space cache is not shared with an enumeration beside it)

@@ -343,3 +343,32 @@ def test_moe_bounds_never_exceed_a_shapes_best_plan(cat, tokens_model):
                 assert full <= best[0][0] * (1 + 1e-9), (seed, cand)
                 checked += 1
     assert checked >= 150, checked
+
+
+@pytest.mark.parametrize("moe", [False, True], ids=["dense", "moe"])
+def test_dp_split_bound_lies_between_the_full_bound_and_the_best_plan(cat, moe):
+    """bounds.dp_split_lower_bounds (the gradient reduction bounded per half of the DP
+    range): never below the full bound over the whole range, never above the shape's best
+    plan (the reference solver's per-shape search), with the batch-tokens model; strictly
+    above the full bound on some MoE shape (the expert gradients' reduction grows with the
+    DP degree)."""
+    from solvers.screen.bounds import dp_split_lower_bounds
+    from test_moe_plan import random_moe_scenario
+
+    checked = sharper = 0
+    for seed in range(24):
+        s = random_moe_scenario(seed, cat) if moe else random_scenario(seed, cat)
+        s = _tokens_model(s, True)
+        for cand, dp_range, best in _sampled_shapes(s):
+            split = dp_split_lower_bounds(s, [cand], [dp_range])[0]
+            if s.objective != "time":
+                assert split == -np.inf
+                continue
+            full = objective_lower_bound(s, cand, dp_range)
+            assert split >= full * (1 - 1e-12), (seed, cand)
+            sharper += split > full * (1 + 1e-6)
+            if best is not None:
+                assert split <= best[0][0] * (1 + 1e-9), (seed, cand)
+                checked += 1
+    assert checked >= 60, checked
+    assert sharper > 0 or not moe

@@ -618,6 +618,49 @@ def _days_lower(stage: float, fixed: float, b: int, hi: int, w_hi: float, terms:
     return days_from_seconds(per_seq * terms.sequences)
 
 
+def dp_split_lower_bounds(
+    question: Scenario | BoundTerms, cands: list[Candidate], ranges: list[tuple[int, int]]
+) -> list[float]:
+    """expected_time_lower_bound sharpened where the gradient reduction grows with the DP
+    degree (a MoE shape's expert gradients over expert-DP above all): the shape's DP range
+    [lo, hi] is split into halves, [ceil(top / 2), top] from top = hi down to lo, and each
+    half is bounded with its own smallest reduction D(low) (the reduction does not fall as
+    d grows: models.step.group_reduce_s) and its own largest d (the stage time's and the
+    optimizer's share at ``top``); the least of the halves' bounds. Each half's bound is
+    _time_lower's on a narrower range, so the least is never below
+    expected_time_lower_bound's over the whole range. It costs a bound per half: the
+    callers ask it only to skip a search whose answer it already gives (a pair with no
+    plan under its cap, an explanation's relaxation that moves no shape below the plan),
+    never to shrink a search. Time objective only: another objective gets -inf."""
+    t = _terms(question)
+    if t.scenario.objective != "time":
+        return [-math.inf] * len(cands)
+    out = []
+    for cand, (lo, hi) in zip(cands, ranges, strict=True):
+        g = t.of(cand.shape.gpu)
+        hi = max(1, hi)
+        floor = min(hi, max(1, lo, cand.dp_floor(t.scenario)))
+        out.append(_split_time_lower(cand, hi, floor, g.time_terms, g.least_overhead))
+    return out
+
+
+def _split_time_lower(
+    cand: Candidate, hi: int, floor: int, terms: _TimeTerms, overhead: tuple[float, float] | None
+) -> float:
+    """dp_split_lower_bounds of one shape whose DP degrees lie in [floor, hi]."""
+    s, c = cand.shape, cand.coeffs
+    stage = stage_time_lower(cand, terms.node_gb_s)
+    w_hi = _most_microbatches(terms, s.micro_batch)
+    best, top = math.inf, hi
+    while top >= floor:
+        low = max(floor, (top + 1) // 2)
+        fixed, opt, _ = _fixed_lower(cand, low, terms)
+        fixed = fixed + opt / (top * c.cp)
+        best = min(best, _days_lower(stage, fixed, s.micro_batch, top, w_hi, terms))
+        top = low - 1
+    return _with_failures(best, cand, stage_time_lower(cand), terms, overhead)
+
+
 def _with_failures(ideal, cand: Candidate, stage: float, terms: _TimeTerms, overhead):
     """(1 + a) T + c G T with G T >= replica x sequences x A / b (expected_time_lower_bound;
     ``overhead``: (a, c), None for the ideal model)."""

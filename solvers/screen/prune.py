@@ -23,6 +23,7 @@ from solvers.screen.bounds import (
     BoundTerms,
     deadline_cost_bounds,
     dense_part_lower_bounds,
+    dp_split_lower_bounds,
     gemm_lower_bounds,
     objective_lower_bounds,
     prepare_bounds,
@@ -55,7 +56,8 @@ def may_beat(
     scenario: Scenario, pre: Presolved, objective: float, terms: BoundTerms | None = None
 ) -> bool:
     """Whether any presolved shape's objective bound lies below ``objective``: the cheap
-    bound first, then the dense part's, the full one only where neither settles it (``terms``:
+    bound first, then the dense part's, the full one and the DP-split one
+    (bounds.dp_split_lower_bounds) only where none before settles it (``terms``:
     ``bounds.prepare_bounds(scenario)``, when the caller has it)."""
     limit = objective * (1 - 1e-9)
     t = terms if terms is not None else prepare_bounds(scenario)
@@ -64,6 +66,7 @@ def may_beat(
         lb < limit
         and dense_part_lower_bounds(t, [c], [r])[0] < limit
         and objective_lower_bounds(t, [c], [r])[0] < limit
+        and dp_split_lower_bounds(t, [c], [r])[0] < limit
         for lb, c, r in zip(cheap, pre.candidates, pre.dp_ranges, strict=True)
     )
 
