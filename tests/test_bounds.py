@@ -372,3 +372,36 @@ def test_dp_split_bound_lies_between_the_full_bound_and_the_best_plan(cat, moe):
                 checked += 1
     assert checked >= 60, checked
     assert sharper > 0 or not moe
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("model", "counts"),
+    [("gpt-oss-120b", (2672, 1445, 111, 26)), ("qwen3-30b-a3b", (3185, 695, 30, 12))],
+)
+def test_how_many_moe_shapes_each_bound_leaves(model, counts):
+    """The figures README's speed section quotes: of the H100 shapes of the $100M question
+    whose cheap bound lies under the optimum, how many the dense part's bound, the full
+    bound and the DP-split bound leave under it."""
+    from designer.question.build import scenario_from_options
+    from solvers.screen.bounds import (
+        dense_part_lower_bounds,
+        dp_split_lower_bounds,
+        gemm_lower_bounds,
+        objective_lower_bounds,
+        prepare_bounds,
+    )
+
+    s = scenario_from_options({"model": model, "tokens": 15e12, "budget": 100e6})
+    assert s.gpus == ("h100-sxm",)
+    opt = solve_cpsat(s).best.objective
+    t = prepare_bounds(s)
+    pre = presolve(s, enumerate_candidates(s), terms=t)
+    cheap = gemm_lower_bounds(t, pre.candidates, pre.dp_ranges)
+    under = [i for i, lb in enumerate(cheap) if lb < opt]
+    cands, ranges = [pre.candidates[i] for i in under], [pre.dp_ranges[i] for i in under]
+    left = [
+        sum(lb < opt for lb in bound(t, cands, ranges))
+        for bound in (dense_part_lower_bounds, objective_lower_bounds, dp_split_lower_bounds)
+    ]
+    assert (len(under), *left) == counts

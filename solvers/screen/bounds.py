@@ -623,15 +623,16 @@ def dp_split_lower_bounds(
 ) -> list[float]:
     """expected_time_lower_bound sharpened where the gradient reduction grows with the DP
     degree (a MoE shape's expert gradients over expert-DP above all): the shape's DP range
-    [lo, hi] is split into halves, [ceil(top / 2), top] from top = hi down to lo, and each
-    half is bounded with its own smallest reduction D(low) (the reduction does not fall as
-    d grows: models.step.group_reduce_s) and its own largest d (the stage time's and the
-    optimizer's share at ``top``); the least of the halves' bounds. Each half's bound is
-    _time_lower's on a narrower range, so the least is never below
-    expected_time_lower_bound's over the whole range. It costs a bound per half: the
-    callers ask it only to skip a search whose answer it already gives (a pair with no
-    plan under its cap, an explanation's relaxation that moves no shape below the plan),
-    never to shrink a search. Time objective only: another objective gets -inf."""
+    [lo, hi] is split at ceil(hi / 2), and each part is bounded with its own smallest
+    reduction D(low) (the reduction does not fall as d grows: models.step.group_reduce_s)
+    and its own largest d (the stage time's and the optimizer's share at its top); the
+    lesser of the two. Each part's bound is _time_lower's on a narrower range, so the
+    lesser is never below expected_time_lower_bound's over the whole range. (Splitting the
+    lower part again, halving down to lo, prunes no more shapes of the $100M GPT-OSS-120B
+    and Qwen3-30B-A3B questions on H100.) It costs two bounds: the callers ask it only to
+    skip a search whose answer it already gives (a pair with no plan under its cap, an
+    explanation's relaxation that moves no shape below the plan), never to shrink a
+    search. Time objective only: another objective gets -inf."""
     t = _terms(question)
     if t.scenario.objective != "time":
         return [-math.inf] * len(cands)
@@ -652,8 +653,9 @@ def _split_time_lower(
     stage = stage_time_lower(cand, terms.node_gb_s)
     w_hi = _most_microbatches(terms, s.micro_batch)
     best, top = math.inf, hi
-    while top >= floor:
-        low = max(floor, (top + 1) // 2)
+    for low in (max(floor, (hi + 1) // 2), floor):
+        if low > top:
+            continue
         fixed, opt, _ = _fixed_lower(cand, low, terms)
         fixed = fixed + opt / (top * c.cp)
         best = min(best, _days_lower(stage, fixed, s.micro_batch, top, w_hi, terms))
@@ -1010,7 +1012,8 @@ def dense_part_lower_bounds(
     operands), less 1e-12 of itself. It needs no expert memory or dispatch term: a shape it
     prunes never has its MoE step coefficients computed (on H100, of the shapes whose
     cheap bound lies under the optimum of the $100M question, it leaves GPT-OSS-120B
-    1,736 of 2,672 and Qwen3-30B-A3B 891 of 3,185; the full bound 276 and 52). -inf
+    1,445 of 2,672 and Qwen3-30B-A3B 695 of 3,185; the full bound 111 and 30:
+    tests/test_bounds.py). -inf
     (prunes nothing) for a dense shape, one with a negative routed element-wise width
     (Candidate.dense_stage), or another objective."""
     t = _terms(question)
