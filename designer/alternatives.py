@@ -25,7 +25,7 @@ from designer.question.build import scenario_from_options
 from models.evidence_range import catalog_band
 from models.evidence_rule import pair_evidence
 from solvers import Scenario, SolveResult, cloud_terms
-from solvers.cpsat.solve import Resolve, resolve_cpsat
+from solvers.cpsat.solve import Resolve, capped_search_limit, resolve_cpsat
 from solvers.gc_pause import without_gc_pauses
 from solvers.pair_bound import pair_lower_bound
 from solvers.screen.bounds import (
@@ -37,7 +37,6 @@ from solvers.screen.bounds import (
     prepare_bounds,
 )
 from solvers.screen.presolve import Presolved, presolve
-from solvers.screen.prune import PRUNE_MARGIN
 from solvers.space import Candidate, enumerate_candidates
 
 MAX_ALTERNATIVES = 3
@@ -279,7 +278,7 @@ def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_P
                 pair = ready.pop(0)
                 if pair.reaches(best, strict=True) and not _crowded_out(pair, done, best):
                     cap = _cap(pair, done, best)
-                    if cap is None or pair.reaches(cap * (1 + PRUNE_MARGIN), strict=False):
+                    if cap is None or pair.reaches(capped_search_limit(cap), strict=False):
                         wave.append((pair, cap))  # (else its search under the cap is empty)
             running = [pool.submit(p.solve, time_limit_s, cap) for p, cap in wave]
             # (a pair solved per rental term enumerates its shapes in its thread: the

@@ -27,7 +27,14 @@ from solvers.result import SolveResult
 from solvers.scenario import PreparedQuestion, Scenario
 from solvers.screen.bounds import BoundTerms, prepare_bounds
 from solvers.screen.presolve import Presolved, defer_presolve, finish_is_costly, presolve
-from solvers.screen.prune import PRUNE_MARGIN, WARM_SHAPES, Pruned, prune, prune_deferred
+from solvers.screen.prune import (
+    PRUNE_MARGIN,
+    WARM_SHAPES,
+    Pruned,
+    kept_limit,
+    prune,
+    prune_deferred,
+)
 from solvers.space import Candidate, enumerate_candidates
 from solvers.stop import stoppable_solver
 
@@ -283,6 +290,14 @@ def _pruned(
         lid if how.cap_minimises and lid is not None and scenario.objective == "time" else math.inf
     )
     return prune(scenario, pre, top_k, how.hint, how.warm_shapes, terms, ceiling)
+
+
+def capped_search_limit(time_cap_days: float) -> float:
+    """The largest lower bound a shape may have and still be searched by a capped
+    minimisation at ``time_cap_days`` (Resolve's ``cap_minimises``): prune's margin above
+    the search's cap (_time_cap). A question none of whose shapes' bounds lies at or
+    under it has no plan that search could return."""
+    return kept_limit(time_cap_days * (1 + PRUNE_MARGIN))
 
 
 def _time_cap(how: Resolve) -> float | None:

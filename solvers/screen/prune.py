@@ -355,5 +355,11 @@ def prune_by_incumbent(
     cutoff = min(cutoff, ceiling)
     if cutoff == math.inf:
         return list(range(len(lbs)))
-    limit = cutoff + PRUNE_MARGIN * abs(cutoff)
+    limit = kept_limit(cutoff)
     return [i for i, lb in enumerate(lbs) if lb <= limit]
+
+
+def kept_limit(cutoff: float) -> float:
+    """The largest lower bound a shape may have and be kept against ``cutoff`` (a k-th
+    incumbent, or a capped minimisation's ceiling): PRUNE_MARGIN above it."""
+    return cutoff + PRUNE_MARGIN * abs(cutoff)
