@@ -336,12 +336,8 @@ def olmo_size(row: LevelRow) -> str:
     return row.label.split(" ")[1]
 
 
-def print_report(cat: Catalog) -> None:
-    rows = level_rows(cat)
-    factor = (
-        cat.gpu("h100-sxm").stacks[BASE].matmul_efficiency
-        / cat.gpu("h100-sxm").stacks[FSDP2].matmul_efficiency
-    )
+def print_report(cat: Catalog, rows: list[LevelRow]) -> None:
+    factor = _catalog_factor(cat)
     base = errors_at(cat, rows, 1.0)  # factor 1: megatron-core's profile
     ours = errors_at(cat, rows, factor)
     print(
@@ -354,13 +350,9 @@ def print_report(cat: Catalog) -> None:
         o = [e for src, e in ours if src == s]
         mae_b, mae_o = statistics.mean(map(abs, b)), statistics.mean(map(abs, o))
         print(f"{s:12} {len(o):4d} {mae_b:18.1%} {mae_o:18.1%} {statistics.mean(o):+7.1%}")
-    paper = [
-        fsdp_overlap.compare(Hardware.from_catalog(c, "a100-80gb"), fsdp_overlap.RUNS)
-        for c in (cat.with_stack(BASE), cat.with_stack(FSDP2))
-    ]
     print(
-        f"{'LLaMA/OPT':12} {len(paper[0]):4d} {fsdp_overlap._mae_pair(paper[0])[1]:18.1%} "
-        f"{fsdp_overlap._mae_pair(paper[1])[1]:18.1%}  (2022-23 FSDP, layouts assumed: not fitted)"
+        f"{'LLaMA/OPT':12} {len(fsdp_overlap.RUNS):4d} {paper_mae(cat.with_stack(BASE)):18.1%} "
+        f"{paper_mae(cat.with_stack(FSDP2)):18.1%}  (2022-23 FSDP, layouts assumed: not fitted)"
     )
     f_all, obj = fit(cat, [r for r in rows if r.source in FIT_SOURCES])
     print(
@@ -380,8 +372,8 @@ def print_report(cat: Catalog) -> None:
 
 def main() -> None:
     cat = load_catalog()
-    print_report(cat)
     rows = level_rows(cat)
+    print_report(cat, rows)
     print_since_filing(cat, rows)
     print_fraction_cv(cat, rows)
 

@@ -589,7 +589,7 @@ def main() -> None:
     print_fms_fsdp(cat)
     import fsdp_level  # lazy: bench/fsdp_level.py imports this script (its rows)
 
-    fsdp_level.print_report(cat)
+    fsdp_level.print_report(cat, fsdp_level.level_rows(cat))
 
 
 if __name__ == "__main__":

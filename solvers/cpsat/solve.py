@@ -297,7 +297,7 @@ def capped_search_limit(time_cap_days: float) -> float:
     minimisation at ``time_cap_days`` (Resolve's ``cap_minimises``): prune's margin above
     the search's cap (_time_cap). A question none of whose shapes' bounds lies at or
     under it has no plan that search could return."""
-    return kept_limit(time_cap_days * (1 + PRUNE_MARGIN))
+    return kept_limit(_raised_cap(time_cap_days))
 
 
 def _time_cap(how: Resolve) -> float | None:
@@ -308,7 +308,12 @@ def _time_cap(how: Resolve) -> float | None:
     (the alternatives and the explanation's shape rules minimise under a cap)."""
     if how.time_cap_days is None or not how.cap_minimises:
         return how.time_cap_days
-    return how.time_cap_days * (1 + PRUNE_MARGIN)
+    return _raised_cap(how.time_cap_days)
+
+
+def _raised_cap(time_cap_days: float) -> float:
+    """A capped minimisation's cap raised by prune's margin (_time_cap)."""
+    return time_cap_days * (1 + PRUNE_MARGIN)
 
 
 def _solve_built(

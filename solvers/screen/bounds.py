@@ -648,19 +648,11 @@ def dp_split_lower_bounds(
 def _split_time_lower(
     cand: Candidate, hi: int, floor: int, terms: _TimeTerms, overhead: tuple[float, float] | None
 ) -> float:
-    """dp_split_lower_bounds of one shape whose DP degrees lie in [floor, hi]."""
-    s, c = cand.shape, cand.coeffs
-    stage = stage_time_lower(cand, terms.node_gb_s)
-    w_hi = _most_microbatches(terms, s.micro_batch)
-    best, top = math.inf, hi
-    for low in (max(floor, (hi + 1) // 2), floor):
-        if low > top:
-            continue
-        fixed, opt, _ = _fixed_lower(cand, low, terms)
-        fixed = fixed + opt / (top * c.cp)
-        best = min(best, _days_lower(stage, fixed, s.micro_batch, top, w_hi, terms))
-        top = low - 1
-    return _with_failures(best, cand, stage_time_lower(cand), terms, overhead)
+    """dp_split_lower_bounds of one shape whose DP degrees lie in [floor, hi]: the lesser
+    of _expected_time_lower over [mid, hi] and over [floor, mid - 1], mid = ceil(hi / 2)."""
+    mid = max(floor, (hi + 1) // 2)
+    parts = [(hi, mid)] + ([(mid - 1, floor)] if floor < mid else [])
+    return min(_expected_time_lower(cand, top, low, terms, overhead) for top, low in parts)
 
 
 def _with_failures(ideal, cand: Candidate, stage: float, terms: _TimeTerms, overhead):
