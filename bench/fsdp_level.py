@@ -21,11 +21,18 @@ reduce-scatter, contention) as megatron-core's. The public PyTorch FSDP runs, by
 A row's error is measured step / predicted step - 1 (the predicted throughput over the
 measured: + the model too fast). The fit takes the factor on a grid of FACTOR_STEP that
 minimises the mean, over the fitted sources, of each source's mean absolute error (each
-source one vote, however many rows it has). Printed: every source under megatron-core and
-under the catalog's profile; the fit on all three sources (in-sample); each source held
-out (fitted on the other two, scored on it: out-of-sample); and OLMo-core held out by
-model size (fitted on the other sizes' OLMo-core rows). The catalog's value is the fit on
-all three sources (FIT_SOURCES), rounded to FACTOR_STEP.
+source one vote, however many rows it has), on the fitted rows only (fit_mask): those
+whose megatron-core base has measured runs of their GPU and precision (the level is a
+ratio to that base; BF16 on Blackwell is extrapolated, so the GB200 sweep rows are scored,
+not fitted) on a GPU without a pytorch-fsdp2 profile of its own (own_level: the A100's,
+megatron-core's 2021-22 profile with FlashAttention-2's attention efficiency, set from
+Dao 2023, not fitted). Printed: every source under megatron-core and under the catalog's
+profile; the fit on all three sources (in-sample); each source held out (fitted on the
+other two, scored on it: out-of-sample); OLMo-core held out by model size (fitted on the
+other sizes' OLMo-core rows); and each GPU with a profile of its own checked on its rows
+(own_check: its MAE there, at the common level and under megatron-core, and the factor a
+fit on them would choose). The catalog's value is the fit on all three sources
+(FIT_SOURCES), rounded to FACTOR_STEP.
 
 Then two checks of the ZeRO-3 gather overlap (param_gather_overlap_fraction), which the
 profile inherits from megatron-core: each source's error from issue 31's filing (the
@@ -51,10 +58,12 @@ sys.path.insert(0, str(BENCH))
 import fsdp_overlap  # noqa: E402
 import ranking  # noqa: E402
 
+from calibration import published  # noqa: E402
 from catalog import load_catalog  # noqa: E402
 from catalog.catalog import Catalog  # noqa: E402
 from catalog.specs import Calibration, scaled_compute  # noqa: E402
 from models.evaluate import Hardware, evaluate  # noqa: E402
+from models.evidence_rule import pair_evidence  # noqa: E402
 
 FSDP2 = "pytorch-fsdp2"
 FRACTION = "param_gather_overlap_fraction"
@@ -67,25 +76,45 @@ FACTOR_GRID = tuple(round(0.80 + FACTOR_STEP * i, 2) for i in range(121))  # 0.8
 
 @dataclass(frozen=True)
 class LevelRow:
-    """One measured PyTorch FSDP run: its source, label and (measured, predicted) step
-    seconds under a catalog whose pytorch-fsdp2 profile is in effect for it."""
+    """One measured PyTorch FSDP run: its source, label, (measured, predicted) step
+    seconds under a catalog whose pytorch-fsdp2 profile is in effect for it, GPU and
+    precision."""
 
     source: str
     label: str
     steps: Callable[[Catalog], tuple[float, float]]
+    gpu: str  # the catalog GPU it ran on
+    precision: str
 
     def error(self, cat: Catalog) -> float:
         measured, predicted = self.steps(cat)
         return measured / predicted - 1.0
 
 
-def with_level(cat: Catalog, factor: float, fraction: float | None = None) -> Catalog:
+def own_level(cat: Catalog, name: str) -> bool:
+    """Whether GPU ``name``'s pytorch-fsdp2 profile is not the common level's derivation
+    (its megatron-core profile at the H100's factor): a profile of its own (the A100's,
+    catalog/data/gpus.yaml), which the common level's fit neither moves nor reads."""
+    gpu = cat.gpu(name)
+    common = scaled_compute(gpu.stacks[BASE].model_dump(), _catalog_factor(cat))
+    return gpu.stacks[FSDP2].model_dump() != {**common, "note": gpu.stacks[FSDP2].note}
+
+
+def with_level(
+    cat: Catalog, factor: float, fraction: float | None = None, own: bool = True
+) -> Catalog:
     """``cat`` with every GPU's pytorch-fsdp2 profile re-derived from its megatron-core one
-    at ``factor`` (the catalog's derivation, catalog.specs.scaled_compute), its
-    param_gather_overlap_fraction at ``fraction`` when given (the catalog's otherwise)."""
+    at ``factor`` (the catalog's derivation, catalog.specs.scaled_compute), except, with
+    ``own``, a GPU with a profile of its own (own_level: kept), its
+    param_gather_overlap_fraction at ``fraction`` when given (the catalog's otherwise).
+    ``own=False`` at factor 1 is megatron-core's profile on every GPU."""
     gpus = {}
     for name, gpu in cat.gpus.items():
-        fields = scaled_compute(gpu.stacks[BASE].model_dump(), factor)
+        fields = (
+            gpu.stacks[FSDP2].model_dump()
+            if own and own_level(cat, name)
+            else scaled_compute(gpu.stacks[BASE].model_dump(), factor)
+        )
         if fraction is not None:
             fields[FRACTION] = fraction
         prof = Calibration.model_validate({**fields, "note": gpu.stacks[FSDP2].note})
@@ -108,7 +137,11 @@ def olmo_rows() -> list[LevelRow]:
         measured = lay.global_batch * spec.seq_len / (tps * lay.num_gpus)
         out.append(
             LevelRow(
-                "olmo-core", label, _published_step(spec, lay, "h100-sxm", "cx7-400g", 8, measured)
+                "olmo-core",
+                label,
+                _published_step(spec, lay, "h100-sxm", "cx7-400g", 8, measured),
+                "h100-sxm",
+                lay.precision,
             )
         )
     return out
@@ -122,6 +155,8 @@ def extra_rows(cat: Catalog, framework: str, source: str) -> list[LevelRow]:
             source,
             label,
             _published_step(spec, lay, hw.gpu.name, hw.nic.name, hw.nics_per_node, measured),
+            hw.gpu.name,
+            lay.precision,
         )
         for label, spec, lay, hw, measured in fsdp_overlap.pytorch_fsdp_runs(cat, framework)
     ]
@@ -138,6 +173,8 @@ def sweep_level_rows() -> list[LevelRow]:
             "torchtitan",
             f"{r['model']} s{r['seq_len']} {ranking._sweep_layout_name(r)}",
             steps_of(r),
+            published.GPU_NAMES[r["gpu"]][0],
+            r["precision"],
         )
         for r in ranking.sweep_rows()
         if int(r["zero"]) >= 3
@@ -163,12 +200,30 @@ def source_mae(errors: Iterable[tuple[str, float]]) -> dict[str, float]:
 
 
 def errors_at(
-    cat: Catalog, rows: list[LevelRow], factor: float, fraction: float | None = None
+    cat: Catalog,
+    rows: list[LevelRow],
+    factor: float,
+    fraction: float | None = None,
+    own: bool = True,
 ) -> list[tuple[str, float]]:
     """(source, error) of each row with the pytorch-fsdp2 profile at ``factor`` (and its
-    gather overlap at ``fraction`` when given)."""
-    c = with_level(cat, factor, fraction)
+    gather overlap at ``fraction`` when given; with_level's ``own``)."""
+    c = with_level(cat, factor, fraction, own)
     return [(r.source, r.error(c)) for r in rows]
+
+
+def base_measured(cat: Catalog, row: LevelRow) -> bool:
+    """Whether megatron-core has measured runs of ``row``'s GPU and precision (its tier is
+    not extrapolated: models.evidence_rule). The level is a ratio to that profile, so a
+    row on an extrapolated base (GB200 BF16) would fit the base's own error into it."""
+    evidence = cat.gpu(row.gpu).measured.get(BASE)
+    return pair_evidence(row.gpu, evidence, row.precision).tier != "extrapolated"
+
+
+def fit_mask(cat: Catalog, rows: list[LevelRow]) -> list[bool]:
+    """The rows the common level is fitted on: a measured base (base_measured) and no
+    profile of their GPU's own (own_level). The others are scored, not fitted."""
+    return [base_measured(cat, r) and not own_level(cat, r.gpu) for r in rows]
 
 
 ErrorTable = dict[float, list[tuple[str, float]]]
@@ -196,15 +251,20 @@ def _fit_table(table: ErrorTable, keep: list[bool]) -> tuple[float, float]:
 
 
 def fit(cat: Catalog, rows: list[LevelRow], fraction: float | None = None) -> tuple[float, float]:
-    """(factor, objective): the FACTOR_GRID value minimising the mean over the rows'
-    sources of each source's mean absolute error."""
-    return _fit_table(error_table(cat, rows, fraction), [True] * len(rows))
+    """(factor, objective): the FACTOR_GRID value minimising the mean over the sources of
+    each source's mean absolute error on the fitted rows (fit_mask)."""
+    return _fit_table(error_table(cat, rows, fraction), fit_mask(cat, rows))
 
 
-def _held_out_table(table: ErrorTable, rows: list[LevelRow], key: Callable[[LevelRow], str]):
+def _held_out_table(
+    table: ErrorTable, rows: list[LevelRow], key: Callable[[LevelRow], str], mask: list[bool]
+):
+    """Per value of ``key``: the factor fitted on the other values' fitted rows, and the
+    mean absolute error there of every row of that value (fitted or scored only)."""
     out = {}
     for value in sorted({key(r) for r in rows}):
-        factor, _ = _fit_table(table, [key(r) != value for r in rows])
+        keep = [m and key(r) != value for r, m in zip(rows, mask, strict=True)]
+        factor, _ = _fit_table(table, keep)
         test = [abs(e) for (_, e), r in zip(table[factor], rows, strict=True) if key(r) == value]
         out[value] = (factor, statistics.mean(test))
     return out
@@ -218,7 +278,7 @@ def held_out(
 ):
     """Per value of ``key``: (its rows' factor fitted without them, their mean absolute
     error at it)."""
-    return _held_out_table(error_table(cat, rows, fraction), rows, key)
+    return _held_out_table(error_table(cat, rows, fraction), rows, key, fit_mask(cat, rows))
 
 
 # the gather overlap fractions cross-validated (fraction_cv), and the ZeRO-3 charge as it
@@ -248,13 +308,13 @@ class FractionFit:
 
 def fraction_fit(cat: Catalog, rows: list[LevelRow], fraction: float) -> FractionFit:
     """The level refitted at one overlap fraction, in-sample and by source held out."""
-    table = error_table(cat, rows, fraction)
-    factor, _ = _fit_table(table, [True] * len(rows))
+    table, mask = error_table(cat, rows, fraction), fit_mask(cat, rows)
+    factor, _ = _fit_table(table, mask)
     return FractionFit(
         fraction,
         factor,
         source_mae(table[factor]),
-        _held_out_table(table, rows, lambda r: r.source),
+        _held_out_table(table, rows, lambda r: r.source, mask),
     )
 
 
@@ -279,8 +339,14 @@ def since_filing(cat: Catalog, rows: list[LevelRow]) -> dict[str, dict[str, floa
     off = fit(cat, rows, 0.0)[0]
     ours = _catalog_factor(cat)
     settings = {
-        "at filing": (errors_at(filing, rows, 1.0), paper_mae(filing.with_stack(BASE))),
-        "megatron-core now": (errors_at(cat, rows, 1.0), paper_mae(cat.with_stack(BASE))),
+        "at filing": (
+            errors_at(filing, rows, 1.0, own=False),
+            paper_mae(filing.with_stack(BASE)),
+        ),
+        "megatron-core now": (
+            errors_at(cat, rows, 1.0, own=False),
+            paper_mae(cat.with_stack(BASE)),
+        ),
         f"{FSDP2} overlap off": (
             errors_at(cat, rows, off, 0.0),
             paper_mae(with_level(cat, off, 0.0).with_stack(FSDP2)),
@@ -331,6 +397,70 @@ def print_since_filing(cat: Catalog, rows: list[LevelRow]) -> None:
         print(f"{setting:28} " + " ".join(f"{maes[n]:11.1%}" for n in names))
 
 
+def own_fields(cat: Catalog, name: str) -> dict:
+    """The fields GPU ``name``'s own pytorch-fsdp2 profile sets over its megatron-core
+    profile at its own factor (the A100's attention_efficiency)."""
+    gpu = cat.gpu(name)
+    ours = gpu.stacks[FSDP2].model_dump()
+    scaled = scaled_compute(gpu.stacks[BASE].model_dump(), own_factor(cat, name))
+    return {k: v for k, v in ours.items() if k != "note" and v != scaled.get(k)}
+
+
+def own_factor(cat: Catalog, name: str) -> float:
+    """The compute_time_factor of GPU ``name``'s pytorch-fsdp2 profile (its GEMM
+    efficiency ratio, as _catalog_factor reads the H100's)."""
+    stacks = cat.gpu(name).stacks
+    return round(stacks[BASE].matmul_efficiency / stacks[FSDP2].matmul_efficiency, 2)
+
+
+def with_own_factor(cat: Catalog, name: str, factor: float) -> Catalog:
+    """``cat`` with GPU ``name``'s own profile re-derived at ``factor`` (its own fields
+    kept): what a fit of that GPU's level would move."""
+    gpu = cat.gpu(name)
+    fields = scaled_compute(gpu.stacks[BASE].model_dump(), factor) | own_fields(cat, name)
+    prof = Calibration.model_validate({**fields, "note": gpu.stacks[FSDP2].note})
+    gpus = {**cat.gpus, name: gpu.model_copy(update={"stacks": {**gpu.stacks, FSDP2: prof}})}
+    return replace(cat, gpus=gpus)
+
+
+def own_check(cat: Catalog, rows: list[LevelRow], name: str) -> dict[str, float]:
+    """A GPU with a profile of its own, checked on its rows (set, not fitted): their MAE
+    under megatron-core, at the common level, under its own profile, and the factor a fit
+    of its own level on them would choose (with its MAE there)."""
+    mine = [r for r in rows if r.gpu == name]
+    if not mine:
+        return {}
+    common = with_level(cat, _catalog_factor(cat), own=False)
+
+    def mae(c: Catalog) -> float:
+        return statistics.mean(abs(r.error(c)) for r in mine)
+
+    table = {f: [(r.source, r.error(with_own_factor(cat, name, f))) for r in mine]
+             for f in FACTOR_GRID}  # fmt: skip
+    best, obj = _fit_table(table, [True] * len(mine))
+    return {
+        "rows": len(mine),
+        "megatron-core": mae(with_level(cat, 1.0, own=False)),
+        "common": mae(common),
+        "own": mae(cat),
+        "own_factor": own_factor(cat, name),
+        "fit_factor": best,
+        "fit_objective": obj,
+    }
+
+
+def print_own_checks(cat: Catalog, rows: list[LevelRow]) -> None:
+    for name in sorted({r.gpu for r in rows if own_level(cat, r.gpu)}):
+        c = own_check(cat, rows, name)
+        fields = ", ".join(f"{k} {v}" for k, v in own_fields(cat, name).items())
+        print(
+            f"{name}: a profile of its own (factor {c['own_factor']:.2f}, {fields}; set, not "
+            f"fitted): its {c['rows']} rows' MAE {c['own']:.1%}, against {c['common']:.1%} at "
+            f"the common level and {c['megatron-core']:.1%} under {BASE}; a fit of its "
+            f"factor on them would choose {c['fit_factor']:.2f} ({c['fit_objective']:.1%})"
+        )
+
+
 def olmo_size(row: LevelRow) -> str:
     """The model size of an OLMo-core row ('1B', '7B', '8B', '13B')."""
     return row.label.split(" ")[1]
@@ -338,7 +468,7 @@ def olmo_size(row: LevelRow) -> str:
 
 def print_report(cat: Catalog, rows: list[LevelRow]) -> None:
     factor = _catalog_factor(cat)
-    base = errors_at(cat, rows, 1.0)  # factor 1: megatron-core's profile
+    base = errors_at(cat, rows, 1.0, own=False)  # megatron-core's profile
     ours = errors_at(cat, rows, factor)
     print(
         f"\n{FSDP2} profile: compute_time_factor {factor:.2f} (catalog), "
@@ -354,10 +484,17 @@ def print_report(cat: Catalog, rows: list[LevelRow]) -> None:
         f"{'LLaMA/OPT':12} {len(fsdp_overlap.RUNS):4d} {paper_mae(cat.with_stack(BASE)):18.1%} "
         f"{paper_mae(cat.with_stack(FSDP2)):18.1%}  (2022-23 FSDP, layouts assumed: not fitted)"
     )
-    f_all, obj = fit(cat, [r for r in rows if r.source in FIT_SOURCES])
+    fitted = [r for r in rows if r.source in FIT_SOURCES]
+    f_all, obj = fit(cat, fitted)
+    mask = fit_mask(cat, fitted)
+    counts = ", ".join(
+        f"{s} {sum(m for r, m in zip(fitted, mask, strict=True) if r.source == s)}"
+        for s in FIT_SOURCES
+    )
     print(
         f"fit on {', '.join(FIT_SOURCES)} (in-sample): factor {f_all:.2f}, "
-        f"mean of the sources' MAE {obj:.1%}"
+        f"mean of the sources' MAE on the fitted rows {obj:.1%}; fitted rows ({counts}): "
+        "a measured megatron-core base and no GPU profile of its own; the others scored only"
     )
     print("each source held out (fitted on the others, scored on it: out-of-sample)")
     for s, (f, mae) in held_out(cat, rows, lambda r: r.source).items():
@@ -368,6 +505,7 @@ def print_report(cat: Catalog, rows: list[LevelRow]) -> None:
     for s, (f, mae) in sizes.items():
         print(f"  {s:12} factor {f:.2f}  MAE {mae:.1%}")
     print(f"  all {len(olmo)} rows: MAE {statistics.mean(m for _, m in sizes.values()):.1%}")
+    print_own_checks(cat, rows)
 
 
 def main() -> None:
