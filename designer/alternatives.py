@@ -198,8 +198,10 @@ def _hopeless(
 
 def _maybe_thin(s: Scenario, gpu: str, precisions: tuple[str, ...]) -> bool:
     """Whether a pair's plan may be called thin: the evidence band of one of its
-    precisions is."""
-    return any(
+    precisions is, or the rule's tier of one is (alternatives keeps every pair whose
+    tier is thin: such a pair is never crowded out)."""
+    evidence = s.catalog.gpu(gpu).evidence
+    return any(pair_evidence(gpu, evidence, p).tier == "thin" for p in precisions) or any(
         catalog_band(s.catalog, gpu, p, family).status == "thin"
         for p in precisions
         for family in ("dense", "moe")
@@ -220,17 +222,27 @@ class PairQueue:
         )
         self.ready: list[_Pair] = []  # prepared, not yet visited
 
-    def prepare_next(self, skip: Callable[[Scenario, tuple, BoundTerms], bool] | None) -> bool:
+    def prepare_next(
+        self,
+        skip: Callable[[Scenario, tuple, BoundTerms], bool] | None,
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
         """Prepare the next pair but those ``skip`` (its question, the pair, its bound
-        terms) skips unprepared; False once none is left."""
+        terms) skips unprepared; False once none is left, or when ``stop()`` says so
+        between its steps (the pair then stays first in the order, to be prepared, or
+        skipped, where _solved's visit reaches it, as if preparing had stopped before it;
+        a pair presolved before ``stop()`` is kept, its cheap bounds left to its visit)."""
         while self.order:
             gp = self.order.pop(0)
             s = _question(self.wide, *gp)
             terms = None if cloud_terms.applies(s) else prepare_bounds(s)
             if terms is not None and skip is not None and skip(s, gp, terms):
                 continue  # its shapes would all be bounded out: never enumerated
+            if stop is not None and stop():
+                self.order.insert(0, gp)
+                return False
             pair = _prepared(self.wide, *gp, terms)
-            if pair.pre is not None:
+            if pair.pre is not None and not (stop is not None and stop()):
                 pair.bounds_known()  # the part of its bounds that no limit changes
             self.ready.append(pair)
             return True
@@ -238,8 +250,8 @@ class PairQueue:
 
     def prepare_until(self, stop: Callable[[], bool]) -> None:
         """Prepare pairs (none skipped: the answer is not known yet) until ``stop()`` or
-        none is left."""
-        while not stop() and self.prepare_next(None):
+        none is left; ``stop()`` is asked between a pair's steps too (prepare_next)."""
+        while not stop() and self.prepare_next(None, stop):
             pass
 
 
@@ -290,14 +302,21 @@ def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_P
     return done
 
 
+def _tier(pair: _Pair, plan: Any) -> str:
+    """The rule's tier that kept ``pair`` out at its plan's precision (what alternatives
+    ranks it by: every thin one is kept, MAX_ALTERNATIVES of the others)."""
+    gpu = pair.gpu
+    evidence = pair.scenario.catalog.gpu(gpu).evidence
+    return pair_evidence(gpu, evidence, plan.evaluation.layout.precision).tier
+
+
 def _wins(done: list[tuple[_Pair, SolveResult]], best: float) -> list[float]:
-    """The objectives of the extrapolated (not thin) alternatives solved so far, best first."""
+    """The objectives of the alternatives solved so far that compete for the
+    MAX_ALTERNATIVES places (their tier not thin: _tier), best first."""
     return sorted(
         r.best.objective
         for p, r in done
-        if r.best is not None
-        and r.best.objective < best
-        and plan_entry(p.scenario, r.best, 1)["evidence"]["status"] != "thin"
+        if r.best is not None and r.best.objective < best and _tier(p, r.best) != "thin"
     )
 
 
@@ -349,9 +368,7 @@ def alternatives(
         doc = plan_entry(s, r.best, 1)["evidence"]
         # the rule's tier that kept the pair out (its sentence says the same), not the
         # plan's evidence status: a MoE plan's band may rest on MoE runs the rule does not count
-        precision = r.best.evaluation.layout.precision
-        tier = pair_evidence(gpu, s.catalog.gpu(gpu).evidence, precision).tier
-        alt = Alternative(gpu, s, r, tier, gain, "")
+        alt = Alternative(gpu, s, r, _tier(pair, r.best), gain, "")
         out.append(replace(alt, sentence=sentence(scenario, res, alt, doc)))
     out.sort(key=lambda a: (a.result.best.objective, a.gpu))  # type: ignore[union-attr]
     thin = [a for a in out if a.tier == "thin"]

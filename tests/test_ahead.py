@@ -67,6 +67,26 @@ def test_pairs_prepared_before_the_answer_is_known_are_solved_as_before(monkeypa
     assert asked(queue) == asked(None)
 
 
+def test_preparing_stops_between_a_pairs_steps_when_the_answer_comes(question):
+    """prepare_until asks ``stop`` between a pair's steps: stopped before its shapes are
+    enumerated, the pair stays first in the order, unprepared; stopped after its presolve,
+    it is kept without its cheap bounds (its visit computes them). Either way the list is
+    the one computed with nothing prepared ahead."""
+    scenario, res = question
+    wide = scenario_from_options({**OPTIONS, "evidence": "any"})
+    want = as_dicts(alternatives(scenario, wide, res, 30.0))
+    for answers, prepared in (((False, True), 0), ((False, False, True), 1)):
+        queue = PairQueue(wide, alt_mod.excluded_pairs(scenario, wide))
+        first, asks = queue.order[0], iter(answers)
+        queue.prepare_until(lambda asks=asks: next(asks, True))
+        assert len(queue.ready) == prepared
+        if prepared:
+            assert queue.ready[0].gpu == first[0] and queue.ready[0].bounds == []
+        else:
+            assert queue.order[0] == first
+        assert as_dicts(alternatives(scenario, wide, res, 30.0, queue)) == want
+
+
 @linux_only
 def test_the_alternatives_are_computed_in_a_process_of_their_own(monkeypatch, question):
     """The forked process computes them; an error there is raised here."""

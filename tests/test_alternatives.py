@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from designer import alternatives as alt_mod
 from designer.alternatives import MAX_ALTERNATIVES, alternatives, as_dicts
 from designer.question.build import scenario_from_options
+from models.evidence_range import catalog_band
 from solvers import solve_cpsat
 from solvers.pair_bound import pair_lower_bound
 from solvers.screen.bounds import prepare_bounds
@@ -88,6 +90,28 @@ def test_a_pair_is_crowded_out_only_by_enough_extrapolated_wins():
     thin = [p for p in pairs if p.maybe_thin]
     done = [(p, p.solve(60.0)) for p in pairs[: MAX_ALTERNATIVES + 1]]
     assert not any(alt_mod._crowded_out(p, done, res.best.objective) for p in thin)
+
+
+def test_the_wins_that_crowd_a_pair_out_are_the_pairs_the_list_ranks():
+    """_wins counts the alternatives that compete for the MAX_ALTERNATIVES places, by the
+    rule's tier as the list ranks them, not by the plan's band: MI300X BF16 has 2 runs
+    (tier thin, always listed) while its MoE band has none (extrapolated), so its plan is
+    no win, and a pair whose tier is thin may never be crowded out."""
+    scenario, wide, _ = _question(model="gpt-oss-120b", tokens=15e12, budget=100e6)
+    excluded = alt_mod.excluded_pairs(scenario, wide)
+    assert excluded["mi300x"] == ("bf16",) and excluded["gb200"] == ("bf16",)
+    assert catalog_band(wide.catalog, "mi300x", "bf16", "moe").status == "extrapolated"
+
+    def done_with(gpu: str, days: float) -> tuple:
+        pair = alt_mod._Pair(gpu, alt_mod._question(wide, gpu, excluded[gpu]), None, None, False)
+        layout = SimpleNamespace(precision="bf16")
+        plan = SimpleNamespace(objective=days, evaluation=SimpleNamespace(layout=layout))
+        return pair, SimpleNamespace(best=plan)
+
+    done = [done_with("mi300x", 5.0), done_with("gb200", 6.0), done_with("gb200", 20.0)]
+    assert alt_mod._wins(done, 10.0) == [6.0]  # mi300x is thin; 20 days does not win
+    assert alt_mod._maybe_thin(wide, "mi300x", ("bf16",))
+    assert not alt_mod._maybe_thin(wide, "gb200", ("bf16",))
 
 
 def test_a_pair_reaches_a_limit_only_through_a_valid_bound():
