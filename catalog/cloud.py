@@ -3,7 +3,10 @@ each GPU type one provider rents in one region (catalog/data/cloud.yaml, every n
 its source and date or marked [assumed]).
 
 A plan rented under a term pays price_factor x the GPU's on-demand price
-(``GPUSpec.cloud_usd_per_gpu_hour``) x GPUs x 24 x max(job days, the term's minimum days);
+(``GPUSpec.cloud_usd_per_gpu_hour``) x GPUs x 24 x max(job days, the term's minimum days),
+except that on demand (no minimum) a block with a published price of its own
+(``CloudBlock.usd_per_gpu_hour``: AWS's Capacity Blocks) is paid at that price: the plan
+rents that block, not the single-server offer the catalog's on-demand price quotes;
 solvers/cloud_terms.py chooses the term and keeps the cluster within the block."""
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ class CloudBlock(BaseModel):
     provider: str = Field(min_length=1)
     region: str = Field(min_length=1)
     max_gpus: int = Field(ge=1, le=10_000_000)
+    usd_per_gpu_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="the block's own on-demand price per GPU-hour, where its provider "
+        "publishes one (its source says where)",
+    )
     source: str = Field(min_length=1)
     date: str = Field(pattern=_DATE)
 
@@ -54,6 +64,11 @@ class CloudOffers(BaseModel):
         """The largest block of ``gpu`` one provider rents (the default without an entry)."""
         block = self.blocks.get(gpu)
         return block.max_gpus if block is not None else self.default_max_gpus
+
+    def block_usd_per_gpu_hour(self, gpu: str) -> float | None:
+        """The published on-demand price of ``gpu``'s block (None: none published)."""
+        block = self.blocks.get(gpu)
+        return block.usd_per_gpu_hour if block is not None else None
 
     def block_label(self, gpu: str) -> str:
         """Who rents the block, where (or that its size is assumed)."""

@@ -1,7 +1,8 @@
 """Rentable cloud plans (issue 31 item 2): a rented cluster is one block a provider rents
 (catalog/cloud.py: the largest per GPU type, or ``--cloud-max-gpus``), paid under a term
 (on-demand, 1- or 3-year reserved) at price_factor x the on-demand price for max(job days,
-the term's minimum days).
+the term's minimum days); on demand, a catalog block with a published price of its own is
+paid at that price (term_rate).
 
 Both solvers answer a question with terms (``Scenario.cloud_terms``) the same way: one
 solve per term, each an ordinary cloud question at the term's price with the block as a
@@ -46,6 +47,19 @@ def terms(scenario: Scenario) -> tuple[CloudTerm, ...]:
     return every
 
 
+def term_rate(scenario: Scenario, gpu: str, term: CloudTerm) -> float:
+    """USD per GPU-hour of ``gpu`` under ``term``: price_factor x the catalog's on-demand
+    price, except on demand (no minimum) from a catalog block with a published price of
+    its own (AWS's Capacity Blocks: the plan rents that block, catalog/cloud.py), which is
+    paid at that price; a block of --cloud-max-gpus is no catalog block."""
+    block = (
+        None if scenario.cloud_max_gpus is not None else cloud_offers().block_usd_per_gpu_hour(gpu)
+    )
+    if term.min_days == 0 and block is not None:
+        return block
+    return scenario.catalog.gpu(gpu).cloud_usd_per_gpu_hour * term.price_factor
+
+
 def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
     """The question at ``term``'s price, each GPU type capped by its block and, under a
     budget, by the GPUs whose minimum term the budget pays."""
@@ -53,9 +67,8 @@ def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
     gpus = dict(cat.gpus)
     caps = dict(scenario.gpu_caps)
     for name in scenario.gpus:
-        spec = gpus[name]
-        rate = spec.cloud_usd_per_gpu_hour * term.price_factor
-        gpus[name] = spec.model_copy(update={"cloud_usd_per_gpu_hour": rate})
+        rate = term_rate(scenario, name, term)
+        gpus[name] = gpus[name].model_copy(update={"cloud_usd_per_gpu_hour": rate})
         cap = block_gpus(scenario, name)
         if scenario.budget_usd is not None and term.min_days > 0:
             cap = min(cap, math.floor(scenario.budget_usd / (rate * 24.0 * term.min_days)))
@@ -130,7 +143,14 @@ def rental_sentence(scenario: Scenario, plan: Any) -> str:
     paid = f"paid for {max(days, spec.min_days):,.1f} days" + (
         f" (the term's minimum; the job takes {days:,.1f})" if spec.min_days > days else ""
     )
+    rate = term_rate(scenario, gpu, spec)
+    listed = scenario.catalog.gpu(gpu).cloud_usd_per_gpu_hour * spec.price_factor
+    price = (
+        f"{spec.price_factor:.0%} of the on-demand price"
+        if rate == listed
+        else "the block's own price"
+    )
     return (
-        f"Rented {term} at {spec.price_factor:.0%} of the on-demand price, {paid}; "
+        f"Rented {term} at {price} (${rate:,.3f} per GPU-hour), {paid}; "
         f"{plan.num_gpus:,} of the largest rentable block of {block:,} {gpu} ({origin})."
     )

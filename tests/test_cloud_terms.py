@@ -14,7 +14,7 @@ from designer.question.build import build_scenario
 from helpers import run_main
 from models.transformer import TransformerSpec
 from solvers import solve_cpsat, solve_exhaustive
-from solvers.cloud_terms import block_gpus, rental_sentence
+from solvers.cloud_terms import block_gpus, rental_sentence, term_rate
 
 
 def _term(name: str):
@@ -37,9 +37,10 @@ def test_every_term_and_block_has_a_source_and_a_date(cat):
 
 
 def _billed_usd(plan, rate_usd_per_gpu_hour: float) -> float:
+    """The plan's bill at ``rate`` (its term's, term_rate) for max(days, the minimum)."""
     term = _term(plan["cloud_term"])
     days = max(plan["time_to_train_days"], term.min_days)
-    return term.price_factor * rate_usd_per_gpu_hour * plan["num_gpus"] * 24.0 * days
+    return rate_usd_per_gpu_hour * plan["num_gpus"] * 24.0 * days
 
 
 def test_the_30m_cloud_question_rents_within_the_largest_block(capsys, cat):
@@ -51,11 +52,35 @@ def test_the_30m_cloud_question_rents_within_the_largest_block(capsys, cat):
     assert code == 0, out
     plan = json.loads(out)["plans"][0]
     assert plan["num_gpus"] <= cloud_offers().block_gpus(plan["gpu"])
-    rate = cat.gpu(plan["gpu"]).cloud_usd_per_gpu_hour
-    assert plan["cost_usd"] == pytest.approx(_billed_usd(plan, rate), rel=1e-9)
+    # a 9.5-day job rents on demand; AWS's block is paid at its own price, not the catalog's
+    assert (plan["gpu"], plan["cloud_term"]) == ("h100-sxm", "on-demand")
+    assert cloud_offers().block_usd_per_gpu_hour("h100-sxm") == 4.916
+    assert plan["cost_usd"] == pytest.approx(_billed_usd(plan, 4.916), rel=1e-9)
     assert plan["cost_usd"] <= 30e6
     code, text, _ = run_main(capsys, ["optimize", "--budget", "30M", "--pricing", "cloud"])
-    assert f"Rented {plan['cloud_term']} at" in text and "largest rentable block" in text
+    assert "Rented on-demand at the block's own price ($4.916 per GPU-hour)" in text
+    assert "largest rentable block" in text
+
+
+def test_a_block_with_a_published_price_is_rented_on_demand_at_it(cat):
+    """On demand, a catalog block with a price of its own (AWS's Capacity Blocks: H100,
+    H200, A100 40 GB) is paid at it; reserved terms, a block without a price (B200) and a
+    block of --cloud-max-gpus at the catalog's on-demand price times the term's factor."""
+    offers = cloud_offers()
+    on_demand, year = _term("on-demand"), _term("1-year reserved")
+    s = build_scenario(model="llama2-7b", tokens=1e11, budget=1e6, pricing="cloud")
+    for gpu, price in (("h100-sxm", 4.916), ("h200", 5.408), ("a100-40gb", 1.844)):
+        assert offers.block_usd_per_gpu_hour(gpu) == price
+        assert str(price) in offers.blocks[gpu].source
+        assert term_rate(s, gpu, on_demand) == price
+        listed = cat.gpu(gpu).cloud_usd_per_gpu_hour
+        assert term_rate(s, gpu, year) == pytest.approx(0.7 * listed)
+    assert offers.block_usd_per_gpu_hour("b200") is None
+    assert term_rate(s, "b200", on_demand) == cat.gpu("b200").cloud_usd_per_gpu_hour
+    capped = build_scenario(
+        model="llama2-7b", tokens=1e11, budget=1e6, pricing="cloud", cloud_max_gpus=64
+    )
+    assert term_rate(capped, "h100-sxm", on_demand) == cat.gpu("h100-sxm").cloud_usd_per_gpu_hour
 
 
 def test_cloud_max_gpus_overrides_the_block(capsys):
@@ -85,6 +110,7 @@ def test_a_job_longer_than_the_discount_pays_takes_the_reserved_term():
     assert plan.evaluation.extra["cloud_term"] == "1-year reserved"
     rate = s.catalog.gpu("h100-sxm").cloud_usd_per_gpu_hour
     assert plan.cost_usd == pytest.approx(0.7 * rate * plan.num_gpus * 24 * days, rel=1e-9)
+    assert term_rate(s, "h100-sxm", _term("1-year reserved")) == pytest.approx(0.7 * rate)
     assert "Rented 1-year reserved at 70% of the on-demand price" in rental_sentence(s, plan)
 
 
@@ -97,7 +123,7 @@ def test_a_short_job_under_a_minimum_term_pays_the_minimum_within_the_budget():
     plan = solve_cpsat(s).best
     assert plan is not None and plan.cost_usd <= 2e5
     term = _term(plan.evaluation.extra["cloud_term"])
-    rate = s.catalog.gpu("h100-sxm").cloud_usd_per_gpu_hour * term.price_factor
+    rate = term_rate(s, "h100-sxm", term)
     paid_days = max(float(plan.evaluation.time_to_train_days), term.min_days)
     assert plan.cost_usd == pytest.approx(rate * plan.num_gpus * 24 * paid_days, rel=1e-9)
 

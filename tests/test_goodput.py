@@ -152,7 +152,8 @@ def test_failures_by_default_lengthen_the_run_and_the_rent(capsys):
     assert plan["goodput"] == pytest.approx(plan["ideal_time_days"] / plan["time_to_train_days"])
     assert plan["failures_expected"] > 0 and plan["checkpoint_interval_min"] > 0
     # GPU-hours include the lost time: the rent is the expected days' GPU-hours
-    per_hour = 2.99  # catalog h100-sxm cloud price
+    assert (plan["gpu"], plan["cloud_term"]) == ("h100-sxm", "on-demand")
+    per_hour = 4.916  # AWS's H100 Capacity Block, on demand (catalog/data/cloud.yaml)
     hours = plan["num_gpus"] * plan["time_to_train_days"] * 24
     assert plan["cost_usd"] == pytest.approx(hours * per_hour)
 
