@@ -117,9 +117,14 @@ def with_level(
         )
         if fraction is not None:
             fields[FRACTION] = fraction
-        prof = Calibration.model_validate({**fields, "note": gpu.stacks[FSDP2].note})
-        gpus[name] = gpu.model_copy(update={"stacks": {**gpu.stacks, FSDP2: prof}})
+        gpus[name] = _with_fsdp2(gpu, fields)
     return replace(cat, gpus=gpus)
+
+
+def _with_fsdp2(gpu, fields: dict):
+    """``gpu`` with its pytorch-fsdp2 profile made of ``fields`` (its note kept)."""
+    prof = Calibration.model_validate({**fields, "note": gpu.stacks[FSDP2].note})
+    return gpu.model_copy(update={"stacks": {**gpu.stacks, FSDP2: prof}})
 
 
 def _published_step(spec, layout, gpu: str, nic: str, nics: int, measured: float):
@@ -360,10 +365,8 @@ def since_filing(cat: Catalog, rows: list[LevelRow]) -> dict[str, dict[str, floa
 
 
 def _catalog_factor(cat: Catalog) -> float:
-    """The catalog's compute_time_factor (megatron-core's H100 GEMM efficiency over
-    pytorch-fsdp2's)."""
-    gpu = cat.gpu("h100-sxm")
-    return round(gpu.stacks[BASE].matmul_efficiency / gpu.stacks[FSDP2].matmul_efficiency, 2)
+    """The catalog's common compute_time_factor: the H100's (own_factor)."""
+    return own_factor(cat, "h100-sxm")
 
 
 def print_fraction_cv(cat: Catalog, rows: list[LevelRow]) -> None:
@@ -407,8 +410,8 @@ def own_fields(cat: Catalog, name: str) -> dict:
 
 
 def own_factor(cat: Catalog, name: str) -> float:
-    """The compute_time_factor of GPU ``name``'s pytorch-fsdp2 profile (its GEMM
-    efficiency ratio, as _catalog_factor reads the H100's)."""
+    """The compute_time_factor of GPU ``name``'s pytorch-fsdp2 profile: megatron-core's
+    GEMM efficiency over pytorch-fsdp2's, to FACTOR_STEP."""
     stacks = cat.gpu(name).stacks
     return round(stacks[BASE].matmul_efficiency / stacks[FSDP2].matmul_efficiency, 2)
 
@@ -418,9 +421,7 @@ def with_own_factor(cat: Catalog, name: str, factor: float) -> Catalog:
     kept): what a fit of that GPU's level would move."""
     gpu = cat.gpu(name)
     fields = scaled_compute(gpu.stacks[BASE].model_dump(), factor) | own_fields(cat, name)
-    prof = Calibration.model_validate({**fields, "note": gpu.stacks[FSDP2].note})
-    gpus = {**cat.gpus, name: gpu.model_copy(update={"stacks": {**gpu.stacks, FSDP2: prof}})}
-    return replace(cat, gpus=gpus)
+    return replace(cat, gpus={**cat.gpus, name: _with_fsdp2(gpu, fields)})
 
 
 def own_check(cat: Catalog, rows: list[LevelRow], name: str) -> dict[str, float]:

@@ -200,8 +200,7 @@ def _maybe_thin(s: Scenario, gpu: str, precisions: tuple[str, ...]) -> bool:
     """Whether a pair's plan may be called thin: the evidence band of one of its
     precisions is, or the rule's tier of one is (alternatives keeps every pair whose
     tier is thin: such a pair is never crowded out)."""
-    evidence = s.catalog.gpu(gpu).evidence
-    return any(pair_evidence(gpu, evidence, p).tier == "thin" for p in precisions) or any(
+    return any(_rule_tier(s, gpu, p) == "thin" for p in precisions) or any(
         catalog_band(s.catalog, gpu, p, family).status == "thin"
         for p in precisions
         for family in ("dense", "moe")
@@ -302,12 +301,15 @@ def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_P
     return done
 
 
+def _rule_tier(s: Scenario, gpu: str, precision: str) -> str:
+    """The evidence rule's tier of (``gpu``, ``precision``) under ``s``'s catalog."""
+    return pair_evidence(gpu, s.catalog.gpu(gpu).evidence, precision).tier
+
+
 def _tier(pair: _Pair, plan: Any) -> str:
     """The rule's tier that kept ``pair`` out at its plan's precision (what alternatives
     ranks it by: every thin one is kept, MAX_ALTERNATIVES of the others)."""
-    gpu = pair.gpu
-    evidence = pair.scenario.catalog.gpu(gpu).evidence
-    return pair_evidence(gpu, evidence, plan.evaluation.layout.precision).tier
+    return _rule_tier(pair.scenario, pair.gpu, plan.evaluation.layout.precision)
 
 
 def _wins(done: list[tuple[_Pair, SolveResult]], best: float) -> list[float]:

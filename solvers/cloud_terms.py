@@ -52,12 +52,18 @@ def term_rate(scenario: Scenario, gpu: str, term: CloudTerm) -> float:
     price, except on demand (no minimum) from a catalog block with a published price of
     its own (AWS's Capacity Blocks: the plan rents that block, catalog/cloud.py), which is
     paid at that price; a block of --cloud-max-gpus is no catalog block."""
-    block = (
-        None if scenario.cloud_max_gpus is not None else cloud_offers().block_usd_per_gpu_hour(gpu)
-    )
-    if term.min_days == 0 and block is not None:
+    block = _block_rate(scenario, gpu, term)
+    if block is not None:
         return block
     return scenario.catalog.gpu(gpu).cloud_usd_per_gpu_hour * term.price_factor
+
+
+def _block_rate(scenario: Scenario, gpu: str, term: CloudTerm) -> float | None:
+    """The catalog block's own price where term_rate pays it (on demand, no
+    --cloud-max-gpus, a price published); None otherwise."""
+    if term.min_days > 0 or scenario.cloud_max_gpus is not None:
+        return None
+    return cloud_offers().block_usd_per_gpu_hour(gpu)
 
 
 def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
@@ -144,10 +150,9 @@ def rental_sentence(scenario: Scenario, plan: Any) -> str:
         f" (the term's minimum; the job takes {days:,.1f})" if spec.min_days > days else ""
     )
     rate = term_rate(scenario, gpu, spec)
-    listed = scenario.catalog.gpu(gpu).cloud_usd_per_gpu_hour * spec.price_factor
     price = (
         f"{spec.price_factor:.0%} of the on-demand price"
-        if rate == listed
+        if _block_rate(scenario, gpu, spec) is None
         else "the block's own price"
     )
     return (
