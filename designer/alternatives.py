@@ -37,7 +37,7 @@ from solvers.screen.bounds import (
     prepare_bounds,
 )
 from solvers.screen.presolve import Presolved, presolve
-from solvers.space import Candidate, enumerate_candidates
+from solvers.space import Candidate, EnumerationStopped, enumerate_candidates
 
 MAX_ALTERNATIVES = 3
 """Extrapolated alternatives shown, best first (every thin pair that wins is shown too)."""
@@ -164,17 +164,22 @@ def _question(wide: Scenario, gpu: str, precisions: tuple[str, ...]) -> Scenario
 
 
 def _prepared(
-    wide: Scenario, gpu: str, precisions: tuple[str, ...], terms: BoundTerms | None = None
+    wide: Scenario,
+    gpu: str,
+    precisions: tuple[str, ...],
+    terms: BoundTerms | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> _Pair:
     """``wide`` on one GPU in the given precisions, its shapes presolved (``terms``: its
-    prepare_bounds, when the caller has them)."""
+    prepare_bounds, when the caller has them; ``stop``: asked while its shapes are
+    enumerated, EnumerationStopped when it says so)."""
     s = _question(wide, gpu, precisions)
     maybe_thin = _maybe_thin(s, gpu, precisions)
     if cloud_terms.applies(s):
         return _Pair(gpu, s, None, None, maybe_thin)
     terms = terms if terms is not None else prepare_bounds(s)
     # (no shape an enforced shape rule rules out: nothing explains the pair's solve)
-    space = enumerate_candidates(s, terms.prepared, blocked=False)
+    space = enumerate_candidates(s, terms.prepared, blocked=False, stop=stop)
     return _Pair(gpu, s, space, presolve(s, space, terms=terms), maybe_thin, terms=terms)
 
 
@@ -228,7 +233,8 @@ class PairQueue:
     ) -> bool:
         """Prepare the next pair but those ``skip`` (its question, the pair, its bound
         terms) skips unprepared; False once none is left, or when ``stop()`` says so
-        between its steps (the pair then stays first in the order, to be prepared, or
+        between its steps or while its shapes are enumerated (the pair then stays first
+        in the order, to be prepared, or
         skipped, where _solved's visit reaches it, as if preparing had stopped before it;
         a pair presolved before ``stop()`` is kept, its cheap bounds left to its visit)."""
         while self.order:
@@ -240,7 +246,11 @@ class PairQueue:
             if stop is not None and stop():
                 self.order.insert(0, gp)
                 return False
-            pair = _prepared(self.wide, *gp, terms)
+            try:  # (a long enumeration, an A100's memory terms, stops within itself)
+                pair = _prepared(self.wide, *gp, terms, stop)
+            except EnumerationStopped:
+                self.order.insert(0, gp)
+                return False
             if pair.pre is not None and not (stop is not None and stop()):
                 pair.bounds_known()  # the part of its bounds that no limit changes
             self.ready.append(pair)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -539,8 +540,16 @@ def _space_key(scenario: Scenario) -> tuple:
     )
 
 
+class EnumerationStopped(Exception):
+    """enumerate_candidates stopped by its ``stop`` before the space was whole (nothing
+    of it is kept but the memory terms already computed, which a later call reuses)."""
+
+
 def enumerate_candidates(
-    scenario: Scenario, prepared: PreparedQuestion | None = None, blocked: bool = True
+    scenario: Scenario,
+    prepared: PreparedQuestion | None = None,
+    blocked: bool = True,
+    stop: Callable[[], bool] | None = None,
 ) -> list[Candidate]:
     """Every shape of the decision space, in a fixed order.
 
@@ -552,13 +561,14 @@ def enumerate_candidates(
     ``scenario.prepare()``, when the caller has it (the NIC options per GPU type).
     ``blocked`` False: without the shapes an enforced shape rule rules out (presolve drops
     them first, so a solve's answer is the same; an explanation, which switches the rules
-    off, needs them), the others in the same order."""
+    off, needs them), the others in the same order. ``stop``: asked between the
+    (TP, CP, PP, VP) groups of a space not yet kept; EnumerationStopped when it says so."""
     key = (_space_key(scenario), blocked)
     with _CACHE_LOCK:
         space = _SPACES.get(key)
     if space is None:
         q = prepared if prepared is not None else scenario.prepare()
-        space = _kept(_SPACES, key, _enumerate(scenario, q, blocked))
+        space = _kept(_SPACES, key, _enumerate(scenario, q, blocked, stop))
     return list(space)
 
 
@@ -582,7 +592,12 @@ def _terms_cache(scenario: Scenario) -> dict:
     return terms if terms is not None else _kept(_TERMS, key, {})
 
 
-def _enumerate(scenario: Scenario, q: PreparedQuestion, keep_blocked: bool) -> list[Candidate]:
+def _enumerate(
+    scenario: Scenario,
+    q: PreparedQuestion,
+    keep_blocked: bool,
+    stop: Callable[[], bool] | None = None,
+) -> list[Candidate]:
     spec = scenario.spec
     out: list[Candidate] = []
     terms_cache = _terms_cache(scenario)
@@ -618,6 +633,8 @@ def _enumerate(scenario: Scenario, q: PreparedQuestion, keep_blocked: bool) -> l
                         spec.layers, pp, scenario.max_virtual_stages
                     )
                     for vp in vps:
+                        if stop is not None and stop():
+                            raise EnumerationStopped
                         for split, (ep, etp) in itertools.product(
                             pipeline_splits(spec.layers, pp, vp), expert_options(spec, tp, gpu)
                         ):

@@ -67,17 +67,34 @@ def test_pairs_prepared_before_the_answer_is_known_are_solved_as_before(monkeypa
     assert asked(queue) == asked(None)
 
 
-def test_preparing_stops_between_a_pairs_steps_when_the_answer_comes(question):
-    """prepare_until asks ``stop`` between a pair's steps: stopped before its shapes are
-    enumerated, the pair stays first in the order, unprepared; stopped after its presolve,
-    it is kept without its cheap bounds (its visit computes them). Either way the list is
-    the one computed with nothing prepared ahead."""
+def test_preparing_stops_between_a_pairs_steps_when_the_answer_comes(monkeypatch, question):
+    """prepare_until asks ``stop`` between a pair's steps and while its shapes are
+    enumerated: stopped before its shapes are enumerated or during the enumeration, the
+    pair stays first in the order, unprepared; stopped after its presolve, it is kept
+    without its cheap bounds (its visit computes them). Either way the list is the one
+    computed with nothing prepared ahead."""
+    from solvers import space
+
     scenario, res = question
     wide = scenario_from_options({**OPTIONS, "evidence": "any"})
     want = as_dicts(alternatives(scenario, wide, res, 30.0))
-    for answers, prepared in (((False, True), 0), ((False, False, True), 1)):
+    monkeypatch.setattr(space, "_SPACES", {})  # enumerated afresh: the stops are asked
+    queue = PairQueue(wide, alt_mod.excluded_pairs(scenario, wide))
+    first = queue.order[0]
+    groups: list[int] = []  # the stops one enumeration of the first pair asks
+    space.enumerate_candidates(
+        alt_mod._question(wide, *first), blocked=False, stop=lambda: groups.append(1) or False
+    )
+    assert len(groups) > 2
+    cases = (
+        ((False, True), 0),  # before the enumeration
+        ((False, False, False, True), 0),  # at the enumeration's second group
+        ((False, False, *[False] * len(groups), True), 1),  # after the presolve
+    )
+    for answers, prepared in cases:
+        monkeypatch.setattr(space, "_SPACES", {})
         queue = PairQueue(wide, alt_mod.excluded_pairs(scenario, wide))
-        first, asks = queue.order[0], iter(answers)
+        asks = iter(answers)
         queue.prepare_until(lambda asks=asks: next(asks, True))
         assert len(queue.ready) == prepared
         if prepared:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from designer.question.build import build_scenario
 from helpers import prime_scenario, wide_moe_scenario
 from solvers.families import SHAPE_RULES, enforced
@@ -249,3 +251,27 @@ def test_a_space_without_blocked_shapes_presolves_as_the_whole_one():
     a, b = presolve(s, whole), presolve(s, kept)
     assert a.candidates and [c.shape for c in a.candidates] == [c.shape for c in b.candidates]
     assert a.dp_ranges == b.dp_ranges
+
+
+def test_an_enumeration_stops_when_asked_and_keeps_no_partial_space(monkeypatch):
+    """``stop`` is asked between the (TP, CP, PP, VP) groups: True there raises
+    EnumerationStopped and stores no space, so the next call enumerates the whole one,
+    equal to an enumeration never stopped (its memory terms, computed before the stop,
+    reused)."""
+    from solvers import space
+
+    monkeypatch.setattr(space, "_SPACES", {})
+    s = build_scenario(model="llama2-7b", tokens=1e12, budget=2e6, gpus=("h100-sxm",))
+    asked = []
+
+    def stop_at_third() -> bool:
+        asked.append(1)
+        return len(asked) >= 3
+
+    with pytest.raises(space.EnumerationStopped):
+        enumerate_candidates(s, stop=stop_at_third)
+    assert len(asked) == 3 and not space._SPACES
+    resumed = enumerate_candidates(s, stop=lambda: False)
+    monkeypatch.setattr(space, "_SPACES", {})
+    assert [c.shape for c in resumed] == [c.shape for c in enumerate_candidates(s)]
+    assert [c.dp_min_memory for c in resumed] == [c.dp_min_memory for c in enumerate_candidates(s)]
