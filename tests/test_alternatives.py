@@ -57,9 +57,9 @@ def test_skipped_pairs_leave_the_alternatives_unchanged(monkeypatch, options):
     prepared: list[str] = []
     plain_prepared = alt_mod._prepared
 
-    def enumerated(wide, gpu, precisions, terms=None):
+    def enumerated(wide, gpu, precisions, terms=None, stop=None):
         prepared.append(gpu)
-        return plain_prepared(wide, gpu, precisions, terms)
+        return plain_prepared(wide, gpu, precisions, terms, stop)
 
     monkeypatch.setattr(alt_mod, "_prepared", enumerated)
     fast = alternatives(scenario, wide, res)
