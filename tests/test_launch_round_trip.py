@@ -180,7 +180,9 @@ MOE_PLANS = {  # model: (tp, pp, dp, ep, etp)
     "llama4-scout": (4, 4, 8, 16, 2),
     "llama4-maverick": (4, 4, 16, 64, 1),
     "gpt-oss-120b": (4, 4, 8, 32, 1),
+    "gpt-oss-20b": (2, 2, 16, 32, 1),
     "deepseek-v3": (1, 2, 64, 64, 1),
+    "kimi-k2": (1, 2, 64, 64, 1),
 }
 
 
@@ -267,3 +269,11 @@ def test_dense_only_emitters_refuse_moe_plans(fmt):
     with pytest.raises(Infeasible, match="dense models only"):
         emit(Launch.from_plan(scenario, plan), fmt)
     assert "--num-experts 8" in emit(Launch.from_plan(scenario, plan), "slurm")
+
+
+def test_every_moe_zoo_model_has_a_round_trip_plan():
+    """README: every MoE zoo model round-trips through Megatron (or names why not): each
+    has its plan here (Qwen3-Next's is added by tests/test_linear_attention.py)."""
+    from models.zoo import moe_zoo
+
+    assert set(moe_zoo()) - set(MOE_PLANS) <= {"qwen3-next-80b-a3b"}
