@@ -430,3 +430,24 @@ def test_moe_memory_of_a_dense_model_is_the_dense_planners(layout):
     ours = moe_memory_per_gpu(spec, layout, 4096, 80.0, a, ep=1)
     assert ours.memory.as_dict() == pytest.approx(dense.as_dict(), rel=1e-9)
     assert ours.expert_params == 0 and ours.dispatch_gb == 0
+
+
+def test_a_kimi_k2_config_imports_as_the_zoo_model(tmp_path):
+    """Kimi K2's config.json is DeepSeek-V3's keys under model_type kimi_k2 (the zoo entry's
+    source): with Kimi's values it imports with the zoo's architecture and counts."""
+    import json
+
+    cfg = json.loads((HF_MOE / "DeepSeek-V3.json").read_text(encoding="utf-8"))
+    cfg.pop("rope_scaling", None)  # (the zoo entry, as the ModelZoo's config, has none)
+    cfg.update(
+        model_type="kimi_k2", num_attention_heads=64, num_key_value_heads=64,
+        n_routed_experts=384, first_k_dense_replace=1, vocab_size=163840, n_group=1,
+        topk_group=1, routed_scaling_factor=2.827, num_nextn_predict_layers=0,
+        rope_theta=50000.0,
+    )  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    spec, zoo_spec = read_model_file(path), moe_zoo()["kimi-k2"]
+    assert spec.params() == zoo_spec.params()
+    assert moe.active_params(spec) == moe.active_params(zoo_spec)
+    assert (spec.experts, spec.dense_layers, spec.mtp_layers) == (384, 1, 0)
