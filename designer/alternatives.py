@@ -234,9 +234,9 @@ class PairQueue:
         """Prepare the next pair but those ``skip`` (its question, the pair, its bound
         terms) skips unprepared; False once none is left, or when ``stop()`` says so
         between its steps or while its shapes are enumerated (the pair then stays first
-        in the order, to be prepared, or
-        skipped, where _solved's visit reaches it, as if preparing had stopped before it;
-        a pair presolved before ``stop()`` is kept, its cheap bounds left to its visit)."""
+        in the order, to be prepared, or skipped, where _solved's visit reaches it, as if
+        preparing had stopped before it; a pair presolved before ``stop()`` is kept, its
+        cheap bounds left to its visit)."""
         while self.order:
             gp = self.order.pop(0)
             s = _question(self.wide, *gp)
