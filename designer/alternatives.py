@@ -82,6 +82,11 @@ class _Pair:
     bounds: list = field(default_factory=list, compare=False, repr=False)
     terms: BoundTerms | None = field(default=None, compare=False, repr=False)  # prepare_bounds
 
+    @property
+    def key(self) -> tuple[str, tuple[str, ...]]:
+        """(GPU, precisions): the pair as PairQueue's order names it."""
+        return self.gpu, self.scenario.precisions
+
     def reaches(self, limit: float, strict: bool) -> bool:
         """Whether a plan's objective may lie below ``limit`` (``strict``) or at most at
         it: some shape's valid lower bound (solvers.screen.bounds, the cheap one first) does."""
@@ -277,14 +282,16 @@ def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_P
     a pair with no plan there is one the list would drop.
 
     Every pair is prepared in the visiting order (``queue``), and while a wave of solves
-    searches, the next pairs are prepared beside it; which pairs a wave holds, and what
-    each is asked, depends only on the waves before it, as when every pair was prepared
-    first (tests/test_alternatives.py): a pair prepared before the answer was known (none
+    searches, the next pairs are prepared beside it, until its solves end (a pair whose
+    enumeration they interrupt is prepared again at its visit); which pairs a wave holds,
+    and what each is asked, depends only on the waves before it, as when every pair was
+    prepared first (tests/test_alternatives.py): a pair prepared before the answer was known (none
     skipped) is skipped at its visit as its shapes' bounds say. A pair whose lower bound
     from the catalog and the question alone (solvers/pair_bound.py, at most every
     shape's) already skips it, against the waves solved when its turn to be prepared
     comes, is never prepared: the skip its shapes' bounds would imply anyway (wins only
-    accumulate), so the waves are the same."""
+    accumulate), so the waves are the same; one prepared beside an earlier wave is skipped
+    by the same bound at its visit, its shapes' bounds unread."""
     workers = max(1, min(len(queue.excluded), os.cpu_count() or 1))
     ready = queue.ready
     done: list[tuple[_Pair, SolveResult]] = []
@@ -297,6 +304,8 @@ def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_P
             wave: list[tuple[_Pair, float | None]] = []
             while len(wave) < workers and (ready or queue.prepare_next(hopeless)):
                 pair = ready.pop(0)
+                if pair.terms is not None and hopeless(pair.scenario, pair.key, pair.terms):
+                    continue  # (prepared beside an earlier wave: its shapes' bounds agree)
                 if pair.reaches(best, strict=True) and not _crowded_out(pair, done, best):
                     cap = _cap(pair, done, best)
                     if cap is None or pair.reaches(capped_search_limit(cap), strict=False):
@@ -305,7 +314,11 @@ def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_P
             # (a pair solved per rental term enumerates its shapes in its thread: the
             # space cache is not shared with an enumeration beside it)
             beside = all(p.pre is not None for p, _ in wave)
-            while beside and not all(f.done() for f in running) and queue.prepare_next(hopeless):
+
+            def solved(running: list = running) -> bool:
+                return all(f.done() for f in running)
+
+            while beside and not solved() and queue.prepare_next(hopeless, solved):
                 pass
             done += [(p, f.result()) for (p, _), f in zip(wave, running, strict=True)]
     return done

@@ -64,7 +64,7 @@ def test_skipped_pairs_leave_the_alternatives_unchanged(monkeypatch, options):
     monkeypatch.setattr(alt_mod, "_prepared", enumerated)
     fast = alternatives(scenario, wide, res)
     skipped = len(alt_mod.excluded_pairs(scenario, wide)) - len(solved)
-    never_enumerated = len(alt_mod.excluded_pairs(scenario, wide)) - len(prepared)
+    never_enumerated = len(alt_mod.excluded_pairs(scenario, wide)) - len(set(prepared))
     solved_fast = list(solved)
     solved.clear()
     every = _solving_every_pair(monkeypatch, scenario, wide, res)
@@ -230,3 +230,69 @@ def test_a_pair_is_skipped_unprepared_only_where_its_bound_skips_it():
         assert alt_mod._hopeless(s, gp, terms, below, floor * 1.01) == (not thin)
         assert not alt_mod._hopeless(s, gp, terms, below[:-1], floor * 1.01)
     assert thin_seen
+
+
+def test_preparing_beside_a_wave_stops_when_its_solves_end(monkeypatch):
+    """The next pairs are prepared while a wave solves, and no longer: prepare_next is
+    handed a stop that says no while a solve of the wave runs and yes once they have all
+    ended (a long enumeration, an A100's, then stops within itself and the next wave
+    starts; the pair is prepared again at its visit)."""
+    scenario, wide, res = _question(model="llama2-7b", tokens=1e12, budget=1e7)
+    plain_solve, plain_next = alt_mod._Pair.solve, alt_mod.PairQueue.prepare_next
+    stops: list = []
+    asked_while_solving: list[bool] = []
+
+    def recorded_next(self, skip, stop=None):
+        if stop is not None:
+            stops.append(stop)
+        return plain_next(self, skip, stop)
+
+    def recorded_solve(self, time_limit_s, cap=None):
+        got = plain_solve(self, time_limit_s, cap)
+        if stops:  # a solve of the wave still runs (this one): the stop says no
+            asked_while_solving.append(stops[-1]())
+        return got
+
+    monkeypatch.setattr(alt_mod.PairQueue, "prepare_next", recorded_next)
+    monkeypatch.setattr(alt_mod._Pair, "solve", recorded_solve)
+    alternatives(scenario, wide, res)
+    assert stops, "the question should prepare some pair beside a wave"
+    assert asked_while_solving and not any(asked_while_solving)
+    assert all(stop() for stop in stops)
+
+
+@pytest.mark.slow
+def test_a_pair_prepared_beside_a_wave_is_skipped_at_its_visit_by_its_catalog_bound(
+    monkeypatch,
+):
+    """A pair prepared before the waves that would skip it (here every pair, prepared
+    before the answer) is skipped at its visit by its catalog bound (_hopeless), its
+    shapes' bounds never read: RTX 4090's bound on GPT-OSS-120B lies far above the
+    answer. The solves and the list are those of nothing prepared ahead."""
+    scenario, wide, res = _question(model="gpt-oss-120b", tokens=15e12, budget=100e6)
+    s = alt_mod._question(wide, "rtx4090", ("bf16",))
+    assert pair_lower_bound(prepare_bounds(s), "rtx4090", ("bf16",)) > res.best.objective
+    plain_solve, plain_reaches = alt_mod._Pair.solve, alt_mod._Pair.reaches
+
+    def asked(queue):
+        calls: list[tuple[str, float | None]] = []
+        read: list[str] = []
+
+        def recorded(self, time_limit_s, cap=None):
+            calls.append((self.gpu, cap))
+            return plain_solve(self, time_limit_s, cap)
+
+        def reaches(self, limit, strict):
+            read.append(self.gpu)
+            return plain_reaches(self, limit, strict)
+
+        with monkeypatch.context() as m:
+            m.setattr(alt_mod._Pair, "solve", recorded)
+            m.setattr(alt_mod._Pair, "reaches", reaches)
+            return calls, as_dicts(alternatives(scenario, wide, res, 60.0, queue)), read
+
+    queue = alt_mod.PairQueue(wide, alt_mod.excluded_pairs(scenario, wide))
+    queue.prepare_until(lambda: False)
+    assert "rtx4090" in [p.gpu for p in queue.ready]
+    ahead, plain = asked(queue), asked(None)
+    assert "rtx4090" not in ahead[2] and ahead[:2] == plain[:2]
