@@ -59,6 +59,11 @@ class Ahead:
         there.close()
         self.conn = here
 
+    def computing(self, res: SolveResult) -> bool:
+        """Whether ``result(res)`` waits for the forked process's work (a process runs, and
+        the answer has a plan to look for alternatives to)."""
+        return self.proc is not None and res.best is not None
+
     def result(self, res: SolveResult) -> Notes:
         """beyond_evidence(q, scenario, res): from the forked process when it answers,
         computed here otherwise (no process, or it ended without an answer; an answer

@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 EXPLAIN_NICENESS = 10
 """How much the explanation's forked process yields the CPU (os.nice) to the work beside
-it, optimize's alternatives: both are mostly Python, and on a MoE question the
+it when that runs in a process of its own, optimize's alternatives (designer/ahead.py;
+alone, as on an infeasible question, it keeps optimize's priority): both are mostly Python, and on a MoE question the
 alternatives (a dozen pairs prepared and solved) take longer, so the command ends when they
 do. Given way to, they end sooner and the explanation still ends before them
 (GPT-OSS-120B's $100M question on 2 cores: 4.53 s against 4.75 s, medians of 7; the
@@ -53,17 +54,22 @@ def explain(scenario: Scenario, res: SolveResult, time_limit: float) -> tuple[An
 
 @without_gc_pauses  # both sides pause the collector; paused here, neither resumes it early
 def explain_beside(
-    scenario: Scenario, res: SolveResult, time_limit: float, work: Callable[[], T]
+    scenario: Scenario,
+    res: SolveResult,
+    time_limit: float,
+    work: Callable[[], T],
+    yield_cpu: bool = False,
 ) -> tuple[T, tuple[Any, Any]]:
     """``work()`` (optimize's alternatives, designer/alternatives.py) and ``explain`` side by
     side: on Linux the explanation in a forked process of its own (both are mostly
     Python, so threads would share one core through the GIL; the fork starts from this
-    process's shapes and caches, and only the explanation comes back, pickled; it yields
-    the CPU to ``work``: EXPLAIN_NICENESS), elsewhere in a thread. Neither reads what the other computes (the shapes' caches hold values,
+    process's shapes and caches, and only the explanation comes back, pickled; with
+    ``yield_cpu``, when ``work`` runs in a process of its own, it yields the CPU to it:
+    EXPLAIN_NICENESS), elsewhere in a thread. Neither reads what the other computes (the shapes' caches hold values,
     not choices), so the answers are those of running one after the other
     (tests/test_answer.py). An error or interrupt in ``work`` ends the explanation."""
     if sys.platform.startswith("linux"):
-        return _explain_forked(scenario, res, time_limit, work)
+        return _explain_forked(scenario, res, time_limit, work, yield_cpu)
     with ThreadPoolExecutor(max_workers=1) as pool:
         why = pool.submit(explain, scenario, res, time_limit)
         try:
@@ -74,13 +80,13 @@ def explain_beside(
 
 
 def _explain_forked(
-    scenario: Scenario, res: SolveResult, time_limit: float, work: Callable[[], T]
+    scenario: Scenario, res: SolveResult, time_limit: float, work: Callable[[], T], yield_cpu: bool
 ) -> tuple[T, tuple[Any, Any]]:
     """explain_beside with the explanation in a forked process; computed here instead
     when that process ends without an answer (killed, or its answer would not pickle)."""
     ctx = multiprocessing.get_context("fork")
     answer, send = ctx.Pipe(duplex=False)
-    args = (send, scenario, res, time_limit, os.getpid())
+    args = (send, scenario, res, time_limit, os.getpid(), yield_cpu)
     proc = ctx.Process(target=_explain_child, args=args, daemon=True)
     proc.start()
     send.close()
@@ -101,10 +107,13 @@ def _explain_forked(
     return done, value
 
 
-def _explain_child(send, scenario: Scenario, res: SolveResult, time_limit: float, parent: int):
+def _explain_child(
+    send, scenario: Scenario, res: SolveResult, time_limit: float, parent: int, yield_cpu: bool
+):
     """The forked process: ``explain``, sent back as ("ok", answer) or ("error", error)."""
     leave_signals_to(parent)
-    os.nice(EXPLAIN_NICENESS)  # the alternatives beside it set the wall time
+    if yield_cpu:  # the alternatives beside it set the wall time
+        os.nice(EXPLAIN_NICENESS)
     try:
         out: tuple[str, Any] = ("ok", explain(scenario, res, time_limit))
     except Exception as err:  # raised in optimize's process, as a thread's would be

@@ -298,7 +298,8 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
             return ahead.result(res) if launch is None else ({}, ())
 
         if explain and (launch is None or as_json):  # the alternatives beside the explanation
-            said, why = explain_beside(scenario, res, time_limit, notes)
+            beside = ahead.computing(res)
+            said, why = explain_beside(scenario, res, time_limit, notes, yield_cpu=beside)
             _answer(scenario, res, True, time_limit, as_json, csv_file, extra, launch, said, why)
         else:
             _answer(scenario, res, False, time_limit, as_json, csv_file, extra, launch, notes())

@@ -13,9 +13,11 @@ import pytest
 
 from designer import ahead as ahead_mod
 from designer import alternatives as alt_mod
+from designer import cli as cli_mod
 from designer.ahead import Ahead
 from designer.alternatives import PairQueue, alternatives, as_dicts, beyond_evidence
 from designer.question.build import scenario_from_options
+from helpers import run_main
 from solvers import solve_cpsat
 
 OPTIONS = {"model": "llama2-7b", "tokens": 1e12, "budget": 1e7}
@@ -165,6 +167,16 @@ def test_no_process_when_no_alternatives_are_looked_for(options, wanted):
     scenario = scenario_from_options(options)
     with Ahead(options, scenario, 30.0, wanted=wanted) as ahead:
         assert ahead.proc is None
+        assert not ahead.computing(solve_cpsat(scenario))  # the explanation need not yield
+
+
+@linux_only
+def test_the_process_computes_only_for_an_answer_with_a_plan(question):
+    """``computing``: the forked process works on for an answer with a plan (optimize's
+    explanation then yields it the CPU), not for one without."""
+    scenario, res = question
+    with Ahead(OPTIONS, scenario, 30.0) as ahead:
+        assert ahead.computing(res) and not ahead.computing(replace(res, plans=[]))
 
 
 @linux_only
@@ -178,3 +190,23 @@ def test_an_answer_with_no_plan_ends_the_process_without_waiting(monkeypatch, qu
         assert ahead.result(replace(res, plans=[])) == ({"alternatives": []}, ())
     assert time.perf_counter() - start < 30
     assert not multiprocessing.active_children()
+
+
+@linux_only
+@pytest.mark.parametrize(("extra", "yields"), [([], True), (["--gpu", "h100-sxm"], False)])
+def test_optimize_s_explanation_yields_only_to_alternatives_being_computed(
+    monkeypatch, capsys, extra, yields
+):
+    """optimize asks its explanation to yield the CPU only while the alternatives are
+    computed in their own process; with a GPU named there are none to compute."""
+    seen: list[bool] = []
+    plain = cli_mod.explain_beside
+
+    def recorded(*args, yield_cpu=False):
+        seen.append(yield_cpu)
+        return plain(*args, yield_cpu=yield_cpu)
+
+    monkeypatch.setattr(cli_mod, "explain_beside", recorded)
+    args = ["optimize", "--model", "llama2-7b", "--tokens", "1T", "--budget", "10M", *extra]
+    code, _, _ = run_main(capsys, args)
+    assert code == 0 and seen == [yields]

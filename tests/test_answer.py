@@ -122,14 +122,16 @@ def test_the_explanation_beside_runs_in_a_process_of_its_own(monkeypatch):
 
 @linux_only
 def test_the_explanation_process_gives_way_to_the_work_beside_it(monkeypatch):
-    """The forked explanation runs EXPLAIN_NICENESS steps nicer than optimize's process
-    (os.nice): the alternatives beside it, the longer of the two on a MoE question, get
-    the CPU first. optimize's own niceness is unchanged."""
+    """With ``yield_cpu`` (work in a process of its own beside it) the forked explanation
+    runs EXPLAIN_NICENESS steps nicer than optimize's process (os.nice): the alternatives,
+    the longer of the two on a MoE question, get the CPU first. Without it, and in
+    optimize's own process, the niceness is unchanged."""
     here = os.nice(0)
     monkeypatch.setattr(answer_mod, "explain", lambda s, r, t: os.nice(0))
-    done, there = explain_beside(None, None, 1.0, lambda: os.nice(0))
+    done, there = explain_beside(None, None, 1.0, lambda: os.nice(0), yield_cpu=True)
     assert answer_mod.EXPLAIN_NICENESS > 0
     assert there == min(19, here + answer_mod.EXPLAIN_NICENESS) and done == here == os.nice(0)
+    assert explain_beside(None, None, 1.0, lambda: os.nice(0)) == (here, here)  # alone
 
 
 @linux_only
