@@ -68,7 +68,7 @@ class Ahead:
         """beyond_evidence(q, scenario, res): from the forked process when it answers,
         computed here otherwise (no process, or it ended without an answer; an answer
         with no plan has none to look for: its process is ended, not waited for)."""
-        if self.proc is None or res.best is None:
+        if not self.computing(res):
             self.close()
             return beyond_evidence(self.q, self.scenario, res, self.time_limit_s)
         assert self.conn is not None

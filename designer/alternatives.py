@@ -285,8 +285,8 @@ def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_P
     searches, the next pairs are prepared beside it, until its solves end (a pair whose
     enumeration they interrupt is prepared again at its visit); which pairs a wave holds,
     and what each is asked, depends only on the waves before it, as when every pair was
-    prepared first (tests/test_alternatives.py): a pair prepared before the answer was known (none
-    skipped) is skipped at its visit as its shapes' bounds say. A pair whose lower bound
+    prepared first (tests/test_alternatives.py): a pair prepared before the answer was
+    known (none skipped) is skipped at its visit as its shapes' bounds say. A pair whose lower bound
     from the catalog and the question alone (solvers/pair_bound.py, at most every
     shape's) already skips it, against the waves solved when its turn to be prepared
     comes, is never prepared: the skip its shapes' bounds would imply anyway (wins only

@@ -23,11 +23,12 @@ T = TypeVar("T")
 EXPLAIN_NICENESS = 10
 """How much the explanation's forked process yields the CPU (os.nice) to the work beside
 it when that runs in a process of its own, optimize's alternatives (designer/ahead.py;
-alone, as on an infeasible question, it keeps optimize's priority): both are mostly Python, and on a MoE question the
-alternatives (a dozen pairs prepared and solved) take longer, so the command ends when they
-do. Given way to, they end sooner and the explanation still ends before them
-(GPT-OSS-120B's $100M question on 2 cores: 4.53 s against 4.75 s, medians of 7; the
-DeepSeek-V3, Qwen3-30B-A3B and default questions unchanged)."""
+alone, as on an infeasible question, it keeps optimize's priority): both are mostly
+Python, and on a MoE question the alternatives (a dozen pairs prepared and solved) take
+longer, so the command ends when they do. Given way to, they end sooner and the
+explanation still ends before them (GPT-OSS-120B's $100M question on 2 cores: 4.53 s
+against 4.75 s, medians of 7; the DeepSeek-V3, Qwen3-30B-A3B and default questions
+unchanged)."""
 
 
 def explain(scenario: Scenario, res: SolveResult, time_limit: float) -> tuple[Any, Any]:
@@ -65,9 +66,10 @@ def explain_beside(
     Python, so threads would share one core through the GIL; the fork starts from this
     process's shapes and caches, and only the explanation comes back, pickled; with
     ``yield_cpu``, when ``work`` runs in a process of its own, it yields the CPU to it:
-    EXPLAIN_NICENESS), elsewhere in a thread. Neither reads what the other computes (the shapes' caches hold values,
-    not choices), so the answers are those of running one after the other
-    (tests/test_answer.py). An error or interrupt in ``work`` ends the explanation."""
+    EXPLAIN_NICENESS), elsewhere in a thread. Neither reads what the other computes (the
+    shapes' caches hold values, not choices), so the answers are those of running one
+    after the other (tests/test_answer.py). An error or interrupt in ``work`` ends the
+    explanation."""
     if sys.platform.startswith("linux"):
         return _explain_forked(scenario, res, time_limit, work, yield_cpu)
     with ThreadPoolExecutor(max_workers=1) as pool:
