@@ -8,11 +8,15 @@ beats the answer's objective are the alternatives (every thin one, the best
 MAX_ALTERNATIVES extrapolated ones), best first, each with its evidence
 band and one sentence computed from the two plans: how much it would win by, whether it
 still wins at the slow (or dear) end of its band, and what more evidence would make it
-eligible (``PairEvidence.to_eligible``).
+eligible (``PairEvidence.to_eligible``). Only the pairs that may enter the list are
+solved: the others are skipped by valid bounds against the answer and against what the
+pairs visited first reach (their optima, or their incumbents before they are solved), the
+least incumbent first (_solved).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,8 +30,10 @@ from models.evidence_range import catalog_band
 from models.evidence_rule import pair_evidence
 from solvers import Scenario, SolveResult, cloud_terms
 from solvers.cpsat.solve import Resolve, capped_search_limit, resolve_cpsat
+from solvers.families import active
 from solvers.gc_pause import without_gc_pauses
 from solvers.pair_bound import pair_lower_bound
+from solvers.purchase_rule import PURCHASE_TOLERANCE
 from solvers.screen.bounds import (
     BoundTerms,
     dense_part_lower_bounds,
@@ -37,10 +43,23 @@ from solvers.screen.bounds import (
     prepare_bounds,
 )
 from solvers.screen.presolve import Presolved, presolve
+from solvers.screen.prune import PRUNE_MARGIN, add_incumbents
 from solvers.space import Candidate, EnumerationStopped, enumerate_candidates
 
 MAX_ALTERNATIVES = 3
 """Extrapolated alternatives shown, best first (every thin pair that wins is shown too)."""
+
+LEADING_SHARE = 0.5
+"""A pair leads when its catalog promise (_promise: peak FLOP/s, per dollar under the cost
+objective) is at least this share of the most promising excluded pair's: only leading pairs
+are prepared before the first wave and stand for their incumbents (PairQueue.settle); the
+others are visited after them (on the buyer questions: H100 PCIe, H200, L40S, the A100s
+and the RTX 4090 against Blackwell and MI355X)."""
+
+INCUMBENT_SHAPES = 3
+"""Shapes whose best plans give a pair its incumbent (_Pair.incumbent): the first this many
+feasible ones in the order of their cheap bounds (about 10 ms a pair on the MoE questions,
+within 0-17% of the pair's optimum on GPT-OSS-120B's $100M question)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,7 @@ class _Pair:
     # reaches' shape bounds, filled on first use: bounds_known
     bounds: list = field(default_factory=list, compare=False, repr=False)
     terms: BoundTerms | None = field(default=None, compare=False, repr=False)  # prepare_bounds
+    found: list = field(default_factory=list, compare=False, repr=False)  # [incumbent()]
 
     @property
     def key(self) -> tuple[str, tuple[str, ...]]:
@@ -133,6 +153,44 @@ class _Pair:
             self.bounds.append(terms)
             self.bounds.append({})
         return self.bounds
+
+    def incumbent(self) -> float:
+        """An objective one of the pair's plans reaches, so its optimum is at most it
+        (math.inf: none found, or a pair not bounded here): the best plan of each of the
+        first INCUMBENT_SHAPES feasible presolved shapes in the order of their cheap bounds
+        (solvers.screen.prune.add_incumbents, CP-SAT's warm start), from the first
+        10 x INCUMBENT_SHAPES of them. Computed once."""
+        if not self.found:
+            self.found.append(math.inf)
+            if self.pre is not None and self.pre.candidates:
+                cheap, _, terms, _ = self.bounds_known()
+                first = sorted(range(len(cheap)), key=lambda i: (cheap[i], i))
+                first = first[: 10 * INCUMBENT_SHAPES]
+                got: dict = {}
+                cands = [self.pre.candidates[i] for i in first]
+                lbs = [cheap[i] for i in first]
+                add_incumbents(self.scenario, cands, lbs, INCUMBENT_SHAPES, 1, got, terms.prepared)
+                self.found[0] = min((v[0] for v in got.values()), default=math.inf)
+        return self.found[0]
+
+    def reached(self) -> float:
+        """An objective the pair's solve is known to report at most: its incumbent raised
+        by prune's margin PRUNE_MARGIN (CP-SAT's integer objective may return a plan tied
+        with it a hair above it) and, where the question decides purchases, by
+        1 + PURCHASE_TOLERANCE per purchase step (the solve reports the fastest plan with
+        the purchases that pay, solvers/purchase_rule.py: each idle step dropped from the
+        fastest plan's costs at most that share of its time). math.inf under a deadline
+        with the time objective, where dropping a purchase may break the deadline."""
+        u = self.incumbent()
+        if u == math.inf or self.pre is None:
+            return math.inf
+        q, gpu = self.bounds_known()[2].prepared, self.gpu
+        steps = 0
+        if self.scenario.objective == "time" and q.decides_purchases[gpu]:
+            if active(self.scenario, "deadline"):
+                return math.inf
+            steps = len(q.spare_options[gpu]) + len(q.storage_options[gpu]) - 2
+        return u * (1 + PRUNE_MARGIN) * (1 + PURCHASE_TOLERANCE) ** steps
 
     def solve(self, time_limit_s: float, cap: float | None = None) -> SolveResult:
         """The solve optimize would run (its shapes and presolve, already made, handed on).
@@ -192,17 +250,17 @@ def _hopeless(
     s: Scenario,
     pair: tuple[str, tuple[str, ...]],
     terms: BoundTerms,
-    wins: list[float],
+    standing: list[float],
     best: float,
 ) -> bool:
-    """Whether a pair (its question ``s``, not yet prepared) is skipped whatever its shapes
-    are: its lower bound (solvers/pair_bound.py, at most every shape's) cannot beat
-    ``best``, or, for a pair that cannot be thin, lies above the MAX_ALTERNATIVES-th
-    extrapolated alternative solved so far (``wins``, best first: _crowded_out)."""
+    """Whether a pair (its question ``s``) is skipped whatever its shapes are: its lower
+    bound (solvers/pair_bound.py, at most every shape's) cannot beat ``best``, or, for a
+    pair that cannot be thin, lies above the MAX_ALTERNATIVES-th of the objectives other
+    pairs are known to reach (``standing``, best first: _standing)."""
     floor = pair_lower_bound(terms, *pair)
     if floor >= best:
         return True
-    crowded = len(wins) >= MAX_ALTERNATIVES and floor > wins[MAX_ALTERNATIVES - 1]
+    crowded = len(standing) >= MAX_ALTERNATIVES and floor > standing[MAX_ALTERNATIVES - 1]
     return crowded and not _maybe_thin(s, *pair)
 
 
@@ -218,10 +276,11 @@ def _maybe_thin(s: Scenario, gpu: str, precisions: tuple[str, ...]) -> bool:
 
 
 class PairQueue:
-    """The excluded pairs of a question in visiting order (the most promising first:
-    _promise), prepared one at a time (their shapes enumerated, presolved and cheaply
-    bounded). Nothing here depends on the answer: optimize starts preparing them before
-    its own solve ends (designer/ahead.py), and _solved goes on from where that stopped."""
+    """The excluded pairs of a question in the order they are prepared (the most promising
+    by the catalog first: _promise), one at a time (their shapes enumerated, presolved and
+    cheaply bounded, and their incumbents found). Nothing here depends on the answer:
+    optimize starts preparing them before its own solve ends (designer/ahead.py), and
+    ``settle`` goes on from where that stopped once the answer is known."""
 
     def __init__(self, wide: Scenario, excluded: dict[str, tuple[str, ...]]) -> None:
         self.wide = wide
@@ -229,7 +288,10 @@ class PairQueue:
         self.order = sorted(
             excluded.items(), key=lambda gp: (*(-x for x in _promise(wide, *gp)), gp[0])
         )
-        self.ready: list[_Pair] = []  # prepared, not yet visited
+        self.rank = {gp: i for i, gp in enumerate(self.order)}
+        most = max((_promise(wide, *gp)[0] for gp in self.order), default=0.0)
+        self.leading = {gp for gp in self.order if _promise(wide, *gp)[0] >= LEADING_SHARE * most}
+        self.ready: list[_Pair] = []  # prepared, in the order (a prefix of it)
 
     def prepare_next(
         self,
@@ -239,9 +301,9 @@ class PairQueue:
         """Prepare the next pair but those ``skip`` (its question, the pair, its bound
         terms) skips unprepared; False once none is left, or when ``stop()`` says so
         between its steps or while its shapes are enumerated (the pair then stays first
-        in the order, to be prepared, or skipped, where _solved's visit reaches it, as if
-        preparing had stopped before it; a pair presolved before ``stop()`` is kept, its
-        cheap bounds left to its visit)."""
+        in the order, to be prepared, or skipped, by ``settle``, as if preparing had
+        stopped before it; a pair presolved before ``stop()`` is kept, its cheap bounds
+        and incumbent left to ``settle``)."""
         while self.order:
             gp = self.order.pop(0)
             s = _question(self.wide, *gp)
@@ -256,9 +318,12 @@ class PairQueue:
             except EnumerationStopped:
                 self.order.insert(0, gp)
                 return False
+            self.ready.append(pair)
             if pair.pre is not None and not (stop is not None and stop()):
                 pair.bounds_known()  # the part of its bounds that no limit changes
-            self.ready.append(pair)
+                if pair.key in self.leading and not pair.maybe_thin:
+                    if not (stop is not None and stop()):
+                        pair.incumbent()  # (only these stand against the others: settle)
             return True
         return False
 
@@ -268,60 +333,185 @@ class PairQueue:
         while not stop() and self.prepare_next(None, stop):
             pass
 
+    def settle(self, best: float) -> tuple[list[_Pair], list]:
+        """(the pairs that stand against the others for their incumbents, prepared; the
+        other pairs, in the order, some not prepared yet): the pairs the answer's objective
+        ``best`` leaves a chance, the rest dropped.
+
+        In the preparing order, a pair is dropped when its catalog bound already skips it
+        (_hopeless) against the incumbents of the standing pairs before it; a thin pair
+        (_maybe_thin, whose visit reads ``best`` alone) or one that does not lead
+        (LEADING_SHARE) is kept as it is, to be prepared where it is visited; the others
+        are prepared, and stand. A pair prepared before the answer was known is judged by
+        the same rule, so what is kept does not depend on how far preparing got (tests)."""
+        firm: list[_Pair] = []
+        rest: list = []
+
+        def skip(s: Scenario, gp: tuple, terms: BoundTerms) -> bool:
+            if _hopeless(s, gp, terms, _standing(firm, [], best), best):
+                return True
+            if _maybe_thin(s, *gp) or gp not in self.leading:
+                rest.append(gp)
+                return True  # not prepared now
+            return False
+
+        for pair in self.ready:
+            if pair.terms is not None and _hopeless(
+                pair.scenario, pair.key, pair.terms, _standing(firm, [], best), best
+            ):
+                continue
+            leads = not pair.maybe_thin and pair.key in self.leading
+            (firm if leads else rest).append(pair)
+        self.ready = []
+        while self.prepare_next(skip):
+            firm.append(self.ready.pop())
+        return firm, rest
+
+
+class _Visits:
+    """_solved's pairs: those still to visit (``todo``: the standing pairs, ``firm``, least
+    incumbent first, then the others in the preparing order, some not prepared yet) and
+    the solves done."""
+
+    def __init__(self, queue: PairQueue, best: float) -> None:
+        self.queue, self.best = queue, best
+        self.firm, rest = queue.settle(best)
+        rank = queue.rank
+        self.firm.sort(key=lambda p: (p.incumbent(), rank[p.key]))
+        self.todo: list = [*self.firm, *rest]  # a pair, or the key of one not prepared yet
+        self.done: list[tuple[_Pair, SolveResult]] = []
+
+    def pair(self, at: int, stop: Callable[[], bool] | None = None) -> _Pair | None:
+        """The pair ``todo[at]``, prepared if it was not; None when it was not and its
+        catalog bound already skips it (_hopeless: it is dropped, never prepared, as its
+        visit would skip it), or ``stop()`` stopped its preparation."""
+        item = self.todo[at]
+        if isinstance(item, _Pair):
+            return item
+        s = _question(self.queue.wide, *item)
+        terms = None if cloud_terms.applies(s) else prepare_bounds(s)
+        if terms is not None and _hopeless(s, item, terms, self.standing(None), self.best):
+            del self.todo[at]
+            return None
+        try:
+            pair = _prepared(self.queue.wide, item[0], item[1], terms, stop)
+        except EnumerationStopped:
+            return None
+        self.todo[at] = pair
+        return pair
+
+    def standing(self, pair: _Pair | None) -> list[float]:
+        return _standing(self.firm, self.done, self.best, pair)
+
+    def own(self, pair: _Pair) -> float:
+        """What ``pair``, not yet solved, adds to _standing (math.inf: nothing)."""
+        if not any(pair is p for p in self.firm):
+            return math.inf
+        reached = pair.reached()
+        return reached if reached < self.best else math.inf
+
+    def wave(self, workers: int) -> list[tuple[_Pair, float | None]]:
+        """The next pairs to solve, at most ``workers``, each with its cap: in the order of
+        ``todo``, those whose visit no solve of the wave can change (_settled), each
+        skipped or asked as _asked says (a pair whose visit a solve of the wave could
+        change waits for the next one)."""
+        wave: list[tuple[_Pair, float | None]] = []
+        at = 0
+        while at < len(self.todo) and len(wave) < workers:
+            pair = self.pair(at)
+            if pair is None:  # dropped by its catalog bound
+                continue
+            standing = self.standing(pair)
+            pending = [self.own(p) for p, _ in wave if _may_stand(p)]
+            if not _settled(pair, standing, pending):
+                at += 1
+                continue
+            del self.todo[at]
+            solve, cap = _asked(pair, standing, self.best)
+            if solve:
+                wave.append((pair, cap))
+        return wave
+
+    def prepare_ahead(self, stop: Callable[[], bool]) -> None:
+        """Beside a wave, until ``stop()``: the pairs to visit not prepared yet, prepared,
+        or dropped where their catalog bound already skips them (``pair``: they would be
+        at their visit, as what other pairs are known to reach only falls). Their shapes'
+        bounds are left to their visits: read now, against the looser objectives known
+        before the wave ends, they would be read for more shapes (DeepSeek-V3's $100M
+        question: 0.3 s more of CPU)."""
+        at = 0
+        while at < len(self.todo) and not stop():
+            size = len(self.todo)
+            self.pair(at, stop)
+            if len(self.todo) == size:
+                at += 1
+
 
 def _solved(queue: PairQueue, best: float, time_limit_s: float) -> list[tuple[_Pair, SolveResult]]:
     """The pairs that may hold an alternative, solved; the others are skipped, each skip
-    implied by the valid lower bounds of its shapes: a pair none of whose shapes can beat
-    ``best``, or one that cannot be thin and whose shapes all lie above the
-    MAX_ALTERNATIVES-th extrapolated alternative solved before it (it would be cut from
-    the list). Solved a few at a time (CP-SAT releases the GIL while it searches), the
-    most promising first; the answer is the one solving every pair gives. A time
-    question's pair is searched only below the time that lets it enter the list
-    (_cap, _Pair.solve's ``cap``): the answer's, or, for a pair that cannot be thin
-    visited once MAX_ALTERNATIVES extrapolated alternatives are known, the last of them;
-    a pair with no plan there is one the list would drop.
+    implied by valid bounds: a pair none of whose shapes' lower bounds beats ``best``,
+    or one that cannot be thin and whose shapes' bounds all lie above the objectives
+    MAX_ALTERNATIVES other pairs that cannot be thin are known to reach (their optima
+    where solved, else their incumbents: _standing), so the list would cut it. The answer
+    is the one solving every pair gives. A time question's pair is searched only below
+    the time that lets it enter the list (_cap, _Pair.solve's ``cap``): the answer's, or,
+    for a pair that cannot be thin, the MAX_ALTERNATIVES-th of those objectives; a pair
+    with no plan there is one the list would drop.
 
-    Every pair is prepared in the visiting order (``queue``), and while a wave of solves
-    searches, the next pairs are prepared beside it, until its solves end (a pair whose
-    enumeration they interrupt is prepared again at its visit); which pairs a wave holds,
-    and what each is asked, depends only on the waves before it, as when every pair was
-    prepared first (tests/test_alternatives.py): a pair prepared before the answer was
-    known (none skipped) is skipped at its visit as its shapes' bounds say. A pair whose lower bound
-    from the catalog and the question alone (solvers/pair_bound.py, at most every
-    shape's) already skips it, against the waves solved when its turn to be prepared
-    comes, is never prepared: the skip its shapes' bounds would imply anyway (wins only
-    accumulate), so the waves are the same; one prepared beside an earlier wave is skipped
-    by the same bound at its visit, its shapes' bounds unread."""
+    The pairs are visited the least incumbent first (_Visits), so that the pairs that fill
+    the list are solved first and the rest bounded against them, a few at a time (CP-SAT
+    releases the GIL while it searches): what a wave holds, and what each of its pairs is
+    asked, depends only on the waves before it and on the incumbents, not on the machine
+    (tests/test_alternatives.py). Beside a wave, the pairs visited later are prepared (or
+    dropped by their catalog bound)."""
     workers = max(1, min(len(queue.excluded), os.cpu_count() or 1))
-    ready = queue.ready
-    done: list[tuple[_Pair, SolveResult]] = []
-
-    def hopeless(s: Scenario, gp: tuple, terms: BoundTerms) -> bool:
-        return _hopeless(s, gp, terms, _wins(done, best), best)
-
+    visits = _Visits(queue, best)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        while ready or queue.order:
-            wave: list[tuple[_Pair, float | None]] = []
-            while len(wave) < workers and (ready or queue.prepare_next(hopeless)):
-                pair = ready.pop(0)
-                if pair.terms is not None and hopeless(pair.scenario, pair.key, pair.terms):
-                    continue  # (prepared beside an earlier wave: its shapes' bounds agree)
-                if pair.reaches(best, strict=True) and not _crowded_out(pair, done, best):
-                    cap = _cap(pair, done, best)
-                    if cap is None or pair.reaches(capped_search_limit(cap), strict=False):
-                        wave.append((pair, cap))  # (else its search under the cap is empty)
+        while visits.todo:
+            wave = visits.wave(workers)
             running = [pool.submit(p.solve, time_limit_s, cap) for p, cap in wave]
-            # (a pair solved per rental term enumerates its shapes in its thread: the
-            # space cache is not shared with an enumeration beside it)
-            beside = all(p.pre is not None for p, _ in wave)
 
             def solved(running: list = running) -> bool:
                 return all(f.done() for f in running)
 
-            while beside and not solved() and queue.prepare_next(hopeless, solved):
-                pass
-            done += [(p, f.result()) for (p, _), f in zip(wave, running, strict=True)]
-    return done
+            if running and all(p.pre is not None for p, _ in wave):
+                visits.prepare_ahead(solved)
+            visits.done += [(p, f.result()) for (p, _), f in zip(wave, running, strict=True)]
+    return visits.done
+
+
+def _settled(pair: _Pair, standing: list[float], pending: list[float]) -> bool:
+    """Whether what ``pair`` is asked (_asked) no longer depends on the solves of the wave
+    being formed, ``pending`` what each of its pairs whose solve may add to ``standing``
+    adds now (math.inf: nothing yet): a thin pair's never does (it reads the answer's
+    objective alone); another's reads the MAX_ALTERNATIVES-th of ``standing``, which a
+    pending solve moves only when that pair's own objective is not already below it."""
+    if pair.maybe_thin:
+        return True
+    limit = standing[MAX_ALTERNATIVES - 1] if len(standing) >= MAX_ALTERNATIVES else math.inf
+    return all(own < limit for own in pending)
+
+
+def _may_stand(pair: _Pair) -> bool:
+    """Whether a solve of ``pair`` can add an objective to _standing: one of its
+    precisions' rule tier is not thin."""
+    return any(_rule_tier(pair.scenario, pair.gpu, p) != "thin" for p in pair.scenario.precisions)
+
+
+def _asked(pair: _Pair, standing: list[float], best: float) -> tuple[bool, float | None]:
+    """Whether ``pair`` is solved, and under which cap (_cap), given the objectives the
+    other pairs are known to reach (``standing``: _standing): not when its catalog bound
+    skips it (a pair prepared before the answer was known), when no shape's bounds beat
+    ``best``, when it is crowded out (_crowded_out), or when its search under the cap
+    would be empty."""
+    if pair.terms is not None and _hopeless(pair.scenario, pair.key, pair.terms, standing, best):
+        return False, None  # (its shapes' bounds agree: they are at least its catalog bound)
+    if not pair.reaches(best, strict=True) or _crowded_out(pair, standing):
+        return False, None
+    cap = _cap(pair, standing, best)
+    if cap is not None and not pair.reaches(capped_search_limit(cap), strict=False):
+        return False, None
+    return True, cap
 
 
 def _rule_tier(s: Scenario, gpu: str, precision: str) -> str:
@@ -335,36 +525,48 @@ def _tier(pair: _Pair, plan: Any) -> str:
     return _rule_tier(pair.scenario, pair.gpu, plan.evaluation.layout.precision)
 
 
-def _wins(done: list[tuple[_Pair, SolveResult]], best: float) -> list[float]:
-    """The objectives of the alternatives solved so far that compete for the
-    MAX_ALTERNATIVES places (their tier not thin: _tier), best first."""
-    return sorted(
-        r.best.objective
-        for p, r in done
-        if r.best is not None and r.best.objective < best and _tier(p, r.best) != "thin"
-    )
+def _standing(
+    firm: list[_Pair],
+    done: list[tuple[_Pair, SolveResult]],
+    best: float,
+    but: _Pair | None = None,
+) -> list[float]:
+    """The objectives that compete for the MAX_ALTERNATIVES places, best first, each below
+    ``best``, of pairs other than ``but`` that the list cannot call thin: the plan of each
+    pair ``done`` solved, where its rule tier is not thin (_tier: what the list ranks it
+    by), and the incumbent's bound (_Pair.reached) of each standing pair of ``firm`` not
+    solved yet (none of them can be thin)."""
+    out = []
+    for q, r in done:
+        if q is not but and r.best is not None and _tier(q, r.best) != "thin":
+            out.append(r.best.objective)
+    solved = {id(q) for q, _ in done}
+    for q in firm:
+        if q is not but and id(q) not in solved and not q.maybe_thin:
+            out.append(q.reached())
+    return sorted(x for x in out if x < best)
 
 
-def _cap(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float) -> float | None:
+def _cap(pair: _Pair, standing: list[float], best: float) -> float | None:
     """The time a pair's plan must reach to enter the list, for a time question's pair
     (None otherwise: solved in full): the answer's, or, for a pair that cannot be thin
-    once MAX_ALTERNATIVES extrapolated alternatives are solved, the last of them."""
+    once MAX_ALTERNATIVES other pairs are known to reach objectives below it
+    (``standing``: _standing), the last of them."""
     if pair.pre is None or pair.scenario.objective != "time":
         return None
-    wins = _wins(done, best)
-    if pair.maybe_thin or len(wins) < MAX_ALTERNATIVES:
+    if pair.maybe_thin or len(standing) < MAX_ALTERNATIVES:
         return best
-    return wins[MAX_ALTERNATIVES - 1]
+    return standing[MAX_ALTERNATIVES - 1]
 
 
-def _crowded_out(pair: _Pair, done: list[tuple[_Pair, SolveResult]], best: float) -> bool:
-    """Whether MAX_ALTERNATIVES extrapolated alternatives already solved all beat every
-    plan ``pair`` may have (a thin pair is always shown)."""
+def _crowded_out(pair: _Pair, standing: list[float]) -> bool:
+    """Whether MAX_ALTERNATIVES other pairs that cannot be thin are known to reach
+    objectives (``standing``: _standing) that beat every plan ``pair`` may have (a thin
+    pair is always shown)."""
     if pair.maybe_thin:
         return False
-    wins = _wins(done, best)
-    return len(wins) >= MAX_ALTERNATIVES and not pair.reaches(
-        wins[MAX_ALTERNATIVES - 1], strict=False
+    return len(standing) >= MAX_ALTERNATIVES and not pair.reaches(
+        standing[MAX_ALTERNATIVES - 1], strict=False
     )
 
 
