@@ -16,6 +16,7 @@ least incumbent first (_solved).
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 from collections.abc import Callable
@@ -164,8 +165,9 @@ class _Pair:
             self.found.append(math.inf)
             if self.pre is not None and self.pre.candidates:
                 cheap, _, terms, _ = self.bounds_known()
-                first = sorted(range(len(cheap)), key=lambda i: (cheap[i], i))
-                first = first[: 10 * INCUMBENT_SHAPES]
+                first = heapq.nsmallest(
+                    10 * INCUMBENT_SHAPES, range(len(cheap)), key=lambda i: (cheap[i], i)
+                )
                 got: dict = {}
                 cands = [self.pre.candidates[i] for i in first]
                 lbs = [cheap[i] for i in first]
@@ -246,6 +248,26 @@ def _prepared(
     return _Pair(gpu, s, space, presolve(s, space, terms=terms), maybe_thin, terms=terms)
 
 
+def _prepared_unless(
+    wide: Scenario,
+    gp: tuple[str, tuple[str, ...]],
+    skip: Callable[[Scenario, tuple, BoundTerms | None], bool] | None,
+    stop: Callable[[], bool] | None = None,
+) -> _Pair | None:
+    """The pair ``gp`` of ``wide`` prepared (_prepared), or None where ``skip`` (its
+    question, the pair, its bound terms: None for a question solved per rental term)
+    skips it unprepared; EnumerationStopped when ``stop()`` says so before or while its
+    shapes are enumerated."""
+    s = _question(wide, *gp)
+    terms = None if cloud_terms.applies(s) else prepare_bounds(s)
+    if skip is not None and skip(s, gp, terms):
+        return None  # its shapes would all be bounded out: never enumerated
+    if stop is not None and stop():
+        raise EnumerationStopped
+    # (a long enumeration, an A100's memory terms, stops within itself)
+    return _prepared(wide, gp[0], gp[1], terms, stop)
+
+
 def _hopeless(
     s: Scenario,
     pair: tuple[str, tuple[str, ...]],
@@ -285,39 +307,32 @@ class PairQueue:
     def __init__(self, wide: Scenario, excluded: dict[str, tuple[str, ...]]) -> None:
         self.wide = wide
         self.excluded = excluded
-        self.order = sorted(
-            excluded.items(), key=lambda gp: (*(-x for x in _promise(wide, *gp)), gp[0])
-        )
+        promise = {gp: _promise(wide, *gp) for gp in excluded.items()}
+        self.order = sorted(promise, key=lambda gp: (*(-x for x in promise[gp]), gp[0]))
         self.rank = {gp: i for i, gp in enumerate(self.order)}
-        most = max((_promise(wide, *gp)[0] for gp in self.order), default=0.0)
-        self.leading = {gp for gp in self.order if _promise(wide, *gp)[0] >= LEADING_SHARE * most}
+        most = max((x[0] for x in promise.values()), default=0.0)
+        self.leading = {gp for gp, x in promise.items() if x[0] >= LEADING_SHARE * most}
         self.ready: list[_Pair] = []  # prepared, in the order (a prefix of it)
 
     def prepare_next(
         self,
-        skip: Callable[[Scenario, tuple, BoundTerms], bool] | None,
+        skip: Callable[[Scenario, tuple, BoundTerms | None], bool] | None,
         stop: Callable[[], bool] | None = None,
     ) -> bool:
-        """Prepare the next pair but those ``skip`` (its question, the pair, its bound
-        terms) skips unprepared; False once none is left, or when ``stop()`` says so
+        """Prepare the next pair but those ``skip`` (_prepared_unless) skips unprepared; False once none is left, or when ``stop()`` says so
         between its steps or while its shapes are enumerated (the pair then stays first
         in the order, to be prepared, or skipped, by ``settle``, as if preparing had
         stopped before it; a pair presolved before ``stop()`` is kept, its cheap bounds
         and incumbent left to ``settle``)."""
         while self.order:
             gp = self.order.pop(0)
-            s = _question(self.wide, *gp)
-            terms = None if cloud_terms.applies(s) else prepare_bounds(s)
-            if terms is not None and skip is not None and skip(s, gp, terms):
-                continue  # its shapes would all be bounded out: never enumerated
-            if stop is not None and stop():
-                self.order.insert(0, gp)
-                return False
-            try:  # (a long enumeration, an A100's memory terms, stops within itself)
-                pair = _prepared(self.wide, *gp, terms, stop)
+            try:
+                pair = _prepared_unless(self.wide, gp, skip, stop)
             except EnumerationStopped:
                 self.order.insert(0, gp)
                 return False
+            if pair is None:
+                continue
             self.ready.append(pair)
             if pair.pre is not None and not (stop is not None and stop()):
                 pair.bounds_known()  # the part of its bounds that no limit changes
@@ -347,21 +362,22 @@ class PairQueue:
         firm: list[_Pair] = []
         rest: list = []
 
-        def skip(s: Scenario, gp: tuple, terms: BoundTerms) -> bool:
-            if _hopeless(s, gp, terms, _standing(firm, [], best), best):
-                return True
-            if _maybe_thin(s, *gp) or gp not in self.leading:
-                rest.append(gp)
-                return True  # not prepared now
-            return False
+        def home(s: Scenario, gp: tuple, terms: BoundTerms | None) -> list | None:
+            """firm or rest, where the pair belongs; None: dropped."""
+            if terms is not None and _hopeless(s, gp, terms, _standing(firm, [], best), best):
+                return None
+            return firm if gp in self.leading and not _maybe_thin(s, *gp) else rest
+
+        def skip(s: Scenario, gp: tuple, terms: BoundTerms | None) -> bool:
+            found = home(s, gp, terms)
+            if found is rest:
+                rest.append(gp)  # prepared where it is visited
+            return found is not firm
 
         for pair in self.ready:
-            if pair.terms is not None and _hopeless(
-                pair.scenario, pair.key, pair.terms, _standing(firm, [], best), best
-            ):
-                continue
-            leads = not pair.maybe_thin and pair.key in self.leading
-            (firm if leads else rest).append(pair)
+            found = home(pair.scenario, pair.key, pair.terms)
+            if found is not None:
+                found.append(pair)
         self.ready = []
         while self.prepare_next(skip):
             firm.append(self.ready.pop())
@@ -388,16 +404,18 @@ class _Visits:
         item = self.todo[at]
         if isinstance(item, _Pair):
             return item
-        s = _question(self.queue.wide, *item)
-        terms = None if cloud_terms.applies(s) else prepare_bounds(s)
-        if terms is not None and _hopeless(s, item, terms, self.standing(None), self.best):
-            del self.todo[at]
-            return None
+
+        def skip(s: Scenario, gp: tuple, terms: BoundTerms | None) -> bool:
+            return terms is not None and _hopeless(s, gp, terms, self.standing(None), self.best)
+
         try:
-            pair = _prepared(self.queue.wide, item[0], item[1], terms, stop)
+            pair = _prepared_unless(self.queue.wide, item, skip, stop)
         except EnumerationStopped:
             return None
-        self.todo[at] = pair
+        if pair is None:
+            del self.todo[at]
+        else:
+            self.todo[at] = pair
         return pair
 
     def standing(self, pair: _Pair | None) -> list[float]:
