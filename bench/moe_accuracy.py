@@ -78,7 +78,8 @@ columns map onto the model as follows:
   the Mixtral 8x7B rows have no twin: both keep 1.0.
 - ``attention_kernels``: ``fused`` for the Megatron-MoE-ModelZoo runs on Hopper (its
   model configs run ``--transformer-impl transformer_engine`` in 2025-26 containers, whose
-  attention on Hopper is Transformer Engine's cuDNN fused attention), priced at
+  attention on Hopper is Transformer Engine's cuDNN fused attention) and Megatron-Bridge
+  issue #949's (Megatron-Bridge's GPTModelProvider builds Transformer Engine layers), priced at
   ExpertLayout.attention_kernel_speedup = models.expert.HOPPER_FUSED_ATTENTION_SPEEDUP
   (1.61, the FlashAttention-3 paper's cuDNN / FlashAttention-2 rates on H100; not fitted
   to these rows); ``profile`` (1.0) for the 2024 Megatron-LM README rows (the releases of
@@ -89,16 +90,22 @@ columns map onto the model as follows:
   reproduce guide's launch script), priced by ExpertLayout.router_fp32 (the router's
   backward GEMMs at the TF32 rate, models.expert.router_fp32_per_microbatch_s); ``bf16``
   where it is not set (Mixtral-8x22B.yaml; the 2024 Mixtral 8x7B README rows predate the
-  flag), Megatron-Core's default.
+  flag; Pai-Megatron-Patch's Qwen3 example; Megatron-Bridge's Qwen3MoEModelProvider),
+  Megatron-Core's default.
 - Fine-grained rows (issue 34: many small experts): Qwen3-30B-A3B on 16 H800 from
   Pai-Megatron-Patch issue #643 (a table of two measured layouts with the example script
   they ran; ``routing`` capacity-1.0, --moe-expert-capacity-factor 1.0, runs at
   ``expert_load`` 1.0 as every routing but dropless does), Qwen3-235B-A22B on 256 H800
   in eight layouts of the same stack (xtuner's Megatron MoE benchmark, the runs of
   Pai-Megatron-Patch issue #658: a coarser model measured the same way, so the two
-  models' errors compare on one stack), and two community reports of
-  runs their authors call slow (Megatron-MoE-ModelZoo issue #7, 8 B200; Megatron-LM issue
-  #2762, 32 H100): ``scored`` "no: <why>" lists them with their error
+  models' errors compare on one stack), Qwen3-30B-A3B on 16 H100 from Megatron-Bridge
+  issue #949 (a user's layout for the repository's performance script, TP 1 PP 2 VP 2 EP 2,
+  MBS 8, full recompute, measured dropless, 14.44 s over 3,000 steps, and in the script's
+  token-drop mode, 13.61 s: capacity 1.0 padded, priced at ``expert_load`` 1.0; with no
+  forced / dropless pair of the model to fit on, the dropless row runs at 1.0 too; a user's
+  measurement in an issue, not the repository's held-out performance summaries), and two
+  community reports of runs their authors call slow (Megatron-MoE-ModelZoo issue #7,
+  8 B200; Megatron-LM issue #2762, 32 H100): ``scored`` "no: <why>" lists them with their error
   (``listed_errors``) outside the means, since a report asking why a run is slow is
   selected for being slow and gives an approximate figure. An empty ``scored`` scores.
 
