@@ -215,3 +215,31 @@ def test_megatron_bridge_949_rows_run_the_user_s_layout_both_ways():
         assert r["name"] not in bench.dropless_loads(ROWS)
         pred, meas = scored[r["name"]]
         assert -0.2 < pred / meas - 1 < 0
+
+
+def test_rows_the_model_puts_over_their_memory_are_explained():
+    """Every independent row ran, so a row whose predicted memory exceeds its GPU's must be
+    one bench/moe_accuracy.py explains (MEMORY_EXPLAINED), and every explained row must
+    still be over (an explanation for a row that fits is stale). For Megatron-Bridge
+    #949's layout the explanation is numeric: with its loss's 2 bytes a logit instead of 4
+    (half the fp32 logits priced) its tensors fit 80 GB; under the planning defaults (3 GB
+    reserved, 5% headroom) they fit only an H100's 80 GiB counted in bytes."""
+    from models.memory import logits_gb
+
+    over = {
+        row["name"]: mem
+        for row, mem in bench.memory_of_rows(ROWS)
+        if mem["total"] > mem["capacity"]
+    }
+    assert set(over) == set(bench.MEMORY_EXPLAINED)
+    for name, mem in over.items():
+        if "mbridge 949" not in name:
+            continue
+        row = next(r for r in ROWS if r["name"] == name)
+        layout, _ = bench.independent_layout(row)
+        fp32_logits = logits_gb(bench.independent_spec(row), layout, 4096, "last")
+        assert fp32_logits == pytest.approx(4 * 4096 * 8 * 151936 / 1e9)
+        tensors = mem["total"] - fp32_logits / 2
+        assert tensors < mem["capacity"]
+        planned = tensors + 3.0  # designer's --reserved-gb default, then its 5% headroom
+        assert mem["capacity"] * 0.95 < planned < mem["capacity"] * 2**30 / 1e9 * 0.95
