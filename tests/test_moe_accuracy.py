@@ -243,3 +243,18 @@ def test_rows_the_model_puts_over_their_memory_are_explained():
         assert tensors < mem["capacity"]
         planned = tensors + 3.0  # designer's --reserved-gb default, then its 5% headroom
         assert mem["capacity"] * 0.95 < planned < mem["capacity"] * 2**30 / 1e9 * 0.95
+
+
+def test_memory_report_names_each_row_over_and_why(capsys):
+    """``python bench/moe_accuracy.py --memory``: a line per scored row with its predicted
+    GB against its GPU's, "over" on the rows above it, then each of those with its parts
+    and MEMORY_EXPLAINED's reason (never "NOT EXPLAINED")."""
+    bench.report_memory(ROWS)
+    out = capsys.readouterr().out
+    scored = bench.score_independent(ROWS)[0]
+    rows = [line for line in out.splitlines() if re.search(r" \d+\.\d +\d+(  over)?$", line)]
+    assert len(rows) == len(scored)
+    assert sum(line.endswith("  over") for line in rows) == len(bench.MEMORY_EXPLAINED)
+    for name, why in bench.MEMORY_EXPLAINED.items():
+        assert f"{name}: weights " in out and f"ran because {why}" in out
+    assert "NOT EXPLAINED" not in out
