@@ -9,8 +9,9 @@ margin and the purchase rule's tolerance. That is valid only if no pair's solve 
 more. For every excluded pair of each question below this solves the pair in full and
 prints its incumbent, ``reached``, the reported optimum and their ratio; it exits 1 when a
 solve reports more than ``reached`` (a violation). The questions: the README's four buyer
-questions but GPT-OSS-120B's (its A100 pairs take 30-40 s each in full) and issue 34's
-DeepSeek-V3 and Qwen3-30B-A3B, and two small Llama 2 7B questions.
+questions (DeepSeek-V3's $100M among them), issue 34's Qwen3-30B-A3B question (not its
+GPT-OSS-120B one: that question's A100 pairs take 30-40 s each in full) and two small
+Llama 2 7B questions.
 """
 
 from __future__ import annotations

@@ -375,9 +375,9 @@ def report_memory(rows: list[dict[str, str]]) -> None:
         print(f"  {row['name'][:60]:60} {mem['total']:6.1f} {mem['capacity']:5.0f}{flag}")
         if flag:
             over.append((row, mem))
+    kinds = ("weights", "gradients", "optimizer", "activations", "other")
     for row, mem in over:
-        parts = ", ".join(f"{k} {mem[k]:.1f}" for k in
-                          ("weights", "gradients", "optimizer", "activations", "other"))  # fmt: skip
+        parts = ", ".join(f"{k} {mem[k]:.1f}" for k in kinds)
         print(f"  {row['name']}: {parts}; ran because "
               f"{MEMORY_EXPLAINED.get(row['name'], 'NOT EXPLAINED')}")  # fmt: skip
 

@@ -282,8 +282,7 @@ def _hopeless(
     floor = pair_lower_bound(terms, *pair)
     if floor >= best:
         return True
-    crowded = len(standing) >= MAX_ALTERNATIVES and floor > standing[MAX_ALTERNATIVES - 1]
-    return crowded and not _maybe_thin(s, *pair)
+    return floor > _last_place(standing) and not _maybe_thin(s, *pair)
 
 
 def _maybe_thin(s: Scenario, gpu: str, precisions: tuple[str, ...]) -> bool:
@@ -319,8 +318,9 @@ class PairQueue:
         skip: Callable[[Scenario, tuple, BoundTerms | None], bool] | None,
         stop: Callable[[], bool] | None = None,
     ) -> bool:
-        """Prepare the next pair but those ``skip`` (_prepared_unless) skips unprepared; False once none is left, or when ``stop()`` says so
-        between its steps or while its shapes are enumerated (the pair then stays first
+        """Prepare the next pair but those ``skip`` (_prepared_unless) skips unprepared;
+        False once none is left, or when ``stop()`` says so between its steps or while
+        its shapes are enumerated (the pair then stays first
         in the order, to be prepared, or skipped, by ``settle``, as if preparing had
         stopped before it; a pair presolved before ``stop()`` is kept, its cheap bounds
         and incumbent left to ``settle``)."""
@@ -506,7 +506,7 @@ def _settled(pair: _Pair, standing: list[float], pending: list[float]) -> bool:
     pending solve moves only when that pair's own objective is not already below it."""
     if pair.maybe_thin:
         return True
-    limit = standing[MAX_ALTERNATIVES - 1] if len(standing) >= MAX_ALTERNATIVES else math.inf
+    limit = _last_place(standing)
     return all(own < limit for own in pending)
 
 
@@ -572,9 +572,7 @@ def _cap(pair: _Pair, standing: list[float], best: float) -> float | None:
     (``standing``: _standing), the last of them."""
     if pair.pre is None or pair.scenario.objective != "time":
         return None
-    if pair.maybe_thin or len(standing) < MAX_ALTERNATIVES:
-        return best
-    return standing[MAX_ALTERNATIVES - 1]
+    return best if pair.maybe_thin else min(best, _last_place(standing))
 
 
 def _crowded_out(pair: _Pair, standing: list[float]) -> bool:
@@ -583,9 +581,15 @@ def _crowded_out(pair: _Pair, standing: list[float]) -> bool:
     pair is always shown)."""
     if pair.maybe_thin:
         return False
-    return len(standing) >= MAX_ALTERNATIVES and not pair.reaches(
-        standing[MAX_ALTERNATIVES - 1], strict=False
-    )
+    limit = _last_place(standing)
+    return limit < math.inf and not pair.reaches(limit, strict=False)
+
+
+def _last_place(standing: list[float]) -> float:
+    """The objective a pair that cannot be thin must reach to enter the list: the
+    MAX_ALTERNATIVES-th of ``standing`` (_standing, best first), math.inf while fewer
+    stand."""
+    return standing[MAX_ALTERNATIVES - 1] if len(standing) >= MAX_ALTERNATIVES else math.inf
 
 
 @without_gc_pauses  # (solvers/gc_pause.py) enumerating the pairs' shapes allocates no cycle
