@@ -40,10 +40,20 @@ from models.transformer import TransformerSpec
 GB = 1e9
 
 
+def attention_activation_coeff(spec: TransformerSpec) -> float:
+    """Korthikanti et al. 2022 (arXiv 2205.05198, section 4.1)'s TP-split attention
+    tensors at their own widths, in bytes per hidden channel: the queries and the
+    attention output (width heads x head_dim) 2 bytes each, the keys and values (kv heads
+    x head_dim) 2 each: (heads x head_dim / h) (4 + 4 kv_ratio), the paper's 2 + 4 + 2
+    (8) where heads x head_dim = h and every head has its keys. Qwen 3 (head_dim 128
+    beside h / heads 64) and GPT-OSS store twice and 1.4 times the paper's."""
+    return spec.q_width / spec.hidden * (4.0 + 4.0 * spec.kv_ratio)
+
+
 def split_activation_coeff(spec: TransformerSpec) -> float:
     """The per-layer s*b*h coefficient split by TP (24 for a GPT-3-shaped layer)."""
     mlp = (6.0 if spec.gated_mlp else 4.0) * spec.ffn / spec.hidden
-    return 2.0 + 4.0 * spec.kv_ratio + 2.0 + mlp
+    return attention_activation_coeff(spec) + mlp
 
 
 @lru_cache(maxsize=1 << 16)
@@ -372,14 +382,14 @@ def _moe_rank_counts(
 
 
 def moe_attention_activation_coeff(spec: TransformerSpec) -> float:
-    """The attention part of Korthikanti's TP-split s*b*h coefficient (Q 2, K and V, the
-    attention output 2, in bytes per hidden channel), for MLA from its widths: Q and K
+    """The attention part of Korthikanti's TP-split s*b*h coefficient
+    (``attention_activation_coeff``), for MLA from its widths: Q and K
     heads x (qk + rope), V and the output heads x v, and the latent inputs; with an
     attention output gate its stored gate, and with Gated DeltaNet layers the mean over
     the layers of theirs and the full-attention layers' (models.linear_attention)."""
     h = spec.hidden
     if not spec.is_mla:
-        full = 2.0 + 4.0 * spec.kv_ratio + 2.0 + la.output_gate_activation_coeff(spec)
+        full = attention_activation_coeff(spec) + la.output_gate_activation_coeff(spec)
         if not spec.has_linear_attention:
             return full
         share = la.linear_share(spec)  # the mean over the layers (models.linear_attention)

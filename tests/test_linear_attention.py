@@ -125,7 +125,7 @@ def test_output_gate_costs_its_gemm(hw):
 
 
 def test_gdn_and_gate_activations_at_the_mean_over_the_layers():
-    full = 2.0 + 4.0 * 2 / 16 + 2.0 + 2.0 * Q_WIDTH / H
+    full = Q_WIDTH / H * (4.0 + 4.0 * 2 / 16) + 2.0 * Q_WIDTH / H  # Q, K, V, output; gate
     gdn = (2 * (2 * D_QK + 2 * D_V + 2 * N_V) + 2 * (2 * D_QK + D_V) + 4 * D_V) / H
     assert moe_attention_activation_coeff(NEXT) == pytest.approx(0.25 * full + 0.75 * gdn)
 
@@ -302,5 +302,5 @@ def test_gdn_activations_switched_to_full_attention_by_their_formula():
     gdn = _moe_ranks(NEXT, layout, 4096, a, 32, 1, None, 1.0)[0].act
     full = _moe_ranks(ALL_FULL, layout, 4096, a, 32, 1, None, 1.0)[0].act
     coeff = (2 * (2 * D_QK + 2 * D_V + 2 * N_V) + 2 * (2 * D_QK + D_V) + 4 * D_V) / H
-    full_coeff = 2.0 + 4.0 * 2 / 16 + 2.0 + 2.0 * Q_WIDTH / H
+    full_coeff = Q_WIDTH / H * (4.0 + 4.0 * 2 / 16) + 2.0 * Q_WIDTH / H
     assert gdn - full == pytest.approx(36 * 4096 * H * (coeff - full_coeff))
