@@ -10,7 +10,7 @@ CPU substitutions (each where the framework has no CPU path; nothing else is stu
   decides whether Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1; torch.cuda.
   get_device_capability likewise (validate_args asks it for grouped GEMMs).
 - the kernel fusions (rope, bias-activation, bias-dropout, masked softmax, gradient
-  accumulation, persistent layer norm) and FP8 are switched off before the
+  accumulation, persistent layer norm, MoE permutation) and FP8 are switched off before the
   TransformerConfig of the parameter count is built, and an MoE model's all-to-all token
   dispatcher (it opens a CUDA stream) is the all-gather one (validate_args judged them as
   emitted): they need Transformer Engine / Apex CUDA kernels and change no parameter.
@@ -136,6 +136,7 @@ def model_check(A, args, exp: dict) -> dict[str, str]:
         "masked_softmax_fusion",
         "persist_layer_norm",
         "moe_grouped_gemm",
+        "moe_permute_fusion",
     ):
         setattr(args, k, False)
     args.no_persist_layer_norm = True

@@ -93,6 +93,16 @@ columns map onto the model as follows:
   where it is not set (Mixtral-8x22B.yaml; the 2024 Mixtral 8x7B README rows predate the
   flag; Pai-Megatron-Patch's Qwen3 example; Megatron-Bridge's Qwen3MoEModelProvider),
   Megatron-Core's default.
+- ``permute_fusion``: ``yes`` where the row's config sets ``--moe-permute-fusion``
+  (Transformer Engine's fused permute and unpermute kernels; every Megatron-MoE-ModelZoo
+  model config the rows cite, xtuner's runs, Megatron-Bridge's Qwen3MoEModelProvider),
+  ``no`` where it runs Megatron-Core's default unfused permutation, priced at
+  models.expert.UNFUSED_PERMUTE_HBM_PASSES (measured: bench/moe_kernels.py):
+  Pai-Megatron-Patch's Qwen3 example (examples/qwen3/run_mcore_qwen3.sh at 2b201af sets
+  no such flag; Megatron-LM 6a6cd478's default is off) and the 2024 Mixtral 8x7B README
+  rows (Megatron-Core v0.8 / v0.9 predate the fused path, Megatron-LM 8a71e3bc7d,
+  2025-02-10, which needs Transformer Engine 2.1). The Grok-1 rows run unfused too
+  (GROK_PERMUTE_FUSION: a NeMo 24.11 release, before that commit).
 - Fine-grained rows (issue 34: many small experts): Qwen3-30B-A3B on 16 H800 from
   Pai-Megatron-Patch issue #643 (a table of two measured layouts with the example script
   they ran; ``routing`` capacity-1.0, --moe-expert-capacity-factor 1.0, runs at
@@ -145,6 +155,10 @@ PER_DOMAIN_DISPATCHERS = ("deepep", "hybridep")  # Megatron's flex dispatcher ba
 ATTENTION_KERNELS = {"profile": 1.0, "fused": HOPPER_FUSED_ATTENTION_SPEEDUP}
 # ``router_dtype``: Megatron's --moe-router-dtype as the row's config sets it (module docstring)
 ROUTER_DTYPES = {"bf16": False, "fp32": True}
+# ``permute_fusion``: Megatron's --moe-permute-fusion as the row's config sets it (module
+# docstring); the Grok-1 rows' NeMo 24.11 release predates the fused path
+PERMUTE_FUSION = {"yes": True, "no": False}
+GROK_PERMUTE_FUSION = False
 # a dropless row's load is fitted on at least this many OTHER forced / dropless pairs of its
 # model (``dropless_loads``): never on one row, never on its own
 MIN_OTHER_PAIRS = 2
@@ -203,12 +217,13 @@ def predict(row: dict[str, str], expert_load: float) -> tuple[float, float, dict
 
 def grok_expert_layout(row: dict[str, str], expert_load: float) -> ExpertLayout:
     """A Grok-1 row's experts as its recipe runs them: EP as printed, ETP = TP, bf16
-    gradient buffers (module docstring)."""
+    gradient buffers, the unfused permutation (module docstring)."""
     return ExpertLayout(
         ep=int(row["ep"]),
         etp=int(row["tp"]),
         expert_load=expert_load,
         wgrad_accumulation_bytes=GROK_WGRAD_ACCUMULATION_BYTES,
+        permute_fusion=GROK_PERMUTE_FUSION,
     )
 
 
@@ -310,6 +325,7 @@ def independent_layout(
         expert_load=expert_load,
         attention_kernel_speedup=ATTENTION_KERNELS[row["attention_kernels"]],
         router_fp32=ROUTER_DTYPES[row["router_dtype"]],
+        permute_fusion=PERMUTE_FUSION[row["permute_fusion"]],
     )
     return layout, ex
 

@@ -6,7 +6,7 @@ returns the evaluation with its evidence; bad input is a UsageError naming the o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,17 +151,18 @@ MOE_PLAN_OPTIONS = {  # option key: (flag, its default)
     "capacity_factor": ("--capacity-factor", None),
     "fused_attention": ("--fused-attention", False),
     "router_fp32": ("--router-fp32", False),
+    "permute_fusion": ("--permute-fusion", None),
 }
 
 
 def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
     """The MoE mechanisms evaluate's options switch on (models/expert.py ExpertLayout);
     on a dense model any of them is a usage error naming it."""
-    from dataclasses import replace
-
     if not spec.is_moe:
         for key, (flag, default) in MOE_PLAN_OPTIONS.items():
             if opts.get(key, default) != default:
+                if opts.get(key) is False:  # the negative of a --x/--no-x pair
+                    flag = flag.replace("--", "--no-", 1)
                 raise UsageError(f"{spec.name} is a dense model (no experts); drop it", flag)
         return ex
     modules = frozenset(
@@ -186,6 +187,9 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
         if opts.get("fused_attention")
         else ex.attention_kernel_speedup,
         router_fp32=bool(opts.get("router_fp32")) or ex.router_fp32,
+        permute_fusion=ex.permute_fusion
+        if opts.get("permute_fusion") is None
+        else bool(opts["permute_fusion"]),
     )
 
 
@@ -228,8 +232,9 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
     if imported is None:
         check_layout(spec, layout, seq_len)
-    if imported is not None:  # the command's --expert-model-parallel-size and ETP
+    if imported is not None:  # the command's EP, ETP and --moe-permute-fusion
         experts = expert_layout(spec, layout, imported.ep, imported.etp)
+        experts = replace(experts, permute_fusion=imported.permute_fusion)
     else:
         experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
     experts = moe_plan(spec, experts, opts)

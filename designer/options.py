@@ -131,6 +131,14 @@ EVALUATE_OPTIONS = [
         "Megatron-Core's].",
     ),
     click.option(
+        "--permute-fusion/--no-permute-fusion",
+        default=None,
+        help="Mixture-of-experts: Megatron-LM --moe-permute-fusion, Transformer Engine's "
+        "fused permute and unpermute kernels (8 HBM passes of the routed copies); "
+        "--no-permute-fusion prices Megatron-Core's unfused permutation (60.6, measured) "
+        "[default: fused, as the emitted launch sets it; --from-megatron: as the command].",
+    ),
+    click.option(
         "--capacity-factor",
         type=Finite(0.01, 100),
         default=None,

@@ -139,6 +139,15 @@ EP_OVERLAP = 0.0  # --overlap-moe-expert-parallel-comm is off by default (module
 # Megatron-Core's permute + unpermute, forward and backward, each reading and writing the
 # k-expanded tokens: 2 x 2 passes forward, the same backward (module docstring)
 PERMUTE_HBM_PASSES = 8.0
+# Megatron-Core's unfused permutation (the default: --moe-permute-fusion is off; moe_utils
+# at 6a6cd478, 2025-06-18: permute an index_select whose backward scatter-adds the k copies
+# into their tokens, unpermute a scatter_add_ into them), forward and backward, in HBM
+# passes over the k-expanded tokens at the catalog's bandwidth: measured on an H200 with
+# PyTorch 2.11's index_select / index_add (bench/device/moe_layer.py; bench/moe_kernels.py
+# prints the median over six models' shapes and three EP degrees at 16,384 tokens, 60.6 at
+# 4.8 TB/s, 53.3 at the copy rate measured beside it; the atomic scatter-adds of colliding
+# rows are most of it); the fused kernels' passes are PERMUTE_HBM_PASSES
+UNFUSED_PERMUTE_HBM_PASSES = 60.6
 # DeepSeek-V3 Technical Report section 3.3.2: fp8 dispatch with one fp32 scale per 128
 # elements (1 + 4/128 bytes per element); the combine stays bf16
 FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
@@ -189,6 +198,10 @@ class ExpertLayout:
     # HBM passes of the k-expanded tokens per MoE layer and micro-batch (forward and
     # backward): permute and unpermute (module docstring); 0 switches the term off
     permute_hbm_passes: float = PERMUTE_HBM_PASSES
+    # Megatron-Core's --moe-permute-fusion (Transformer Engine's fused permute and unpermute
+    # kernels, at ``permute_hbm_passes``); False: its unfused PyTorch permutation, at
+    # UNFUSED_PERMUTE_HBM_PASSES (``permute_per_microbatch_s``)
+    permute_fusion: bool = True
     # bytes per element of the dispatch-direction all-to-alls (forward dispatch, backward
     # combine); 2.0 bf16, FP8_DISPATCH_BYTES for DeepEP's fp8 dispatch (module docstring)
     dispatch_bytes: float = DISPATCH_BYTES
@@ -262,6 +275,8 @@ class ExpertLayout:
             out.append("fp8 activations")
         if self.router_fp32:
             out.append("fp32 router")
+        if not self.permute_fusion:
+            out.append("unfused permutation")
         if self.attention_kernel_speedup != 1.0:
             out.append(f"fused attention (x{self.attention_kernel_speedup:g} the profile's)")
         return tuple(out)
@@ -616,17 +631,20 @@ def gdn_flop_s(gpu: GPUSpec, hidden: int, precision: str, tp: int) -> float:
 def permute_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
 ) -> float:
-    """Token permutation and unpermutation on the rank with the most MoE layers:
-    ``permute_hbm_passes`` x the k-expanded tokens T k load x h x 2 bytes per MoE layer,
-    at the GPU's HBM bandwidth (Megatron-Core moe_utils.permute / unpermute: a gather and
-    a scatter-add, each reading and writing the expanded tokens, in forward and again in
-    backward; ``--moe-permute-fusion`` fuses them with the dispatch's index work, not
-    the passes)."""
+    """Token permutation and unpermutation on the rank with the most MoE layers: the passes
+    x the k-expanded tokens T k load x h x 2 bytes per MoE layer, at the GPU's HBM
+    bandwidth. Fused (``permute_fusion``, Transformer Engine's kernels behind
+    ``--moe-permute-fusion``): ``permute_hbm_passes``, a gather and its weighted sum, each
+    reading and writing the expanded tokens, in forward and again in backward. Unfused
+    (Megatron-Core's default, moe_utils at 6a6cd478: ``index_select`` and ``scatter_add_``,
+    whose scatter-adds of colliding rows run as atomics): UNFUSED_PERMUTE_HBM_PASSES,
+    measured. 0 with ``permute_hbm_passes`` 0 (the term off)."""
     if not spec.is_moe or ex.permute_hbm_passes <= 0:
         return 0.0
+    passes = ex.permute_hbm_passes if ex.permute_fusion else UNFUSED_PERMUTE_HBM_PASSES
     n_moe = max(m for _, m in rank_layers(spec, layout))
     copies = tokens_per_gpu(layout, seq_len) * (spec.experts_per_token or 0) * ex.load
-    nbytes = n_moe * ex.permute_hbm_passes * copies * spec.hidden * DISPATCH_BYTES
+    nbytes = n_moe * passes * copies * spec.hidden * DISPATCH_BYTES
     return nbytes / (gpu.memory_bw_tb_per_s * 1e12)
 
 

@@ -219,7 +219,8 @@ def test_moe_models_round_trip_through_megatron(model):
     text = emit(Launch.from_plan(scenario, plan), "megatron")
     for flag in ("--num-experts", "--moe-router-topk", "--expert-model-parallel-size",
                  "--expert-tensor-parallel-size", "--moe-ffn-hidden-size", "--moe-layer-freq",
-                 "--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"):  # fmt: skip
+                 "--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm",
+                 "--moe-permute-fusion"):  # fmt: skip
         assert flag in text
     if spec.shared_experts:
         assert "--moe-shared-expert-intermediate-size" in text
@@ -230,6 +231,7 @@ def test_moe_models_round_trip_through_megatron(model):
     check_megatron_round_trip(scenario, plan)
     run = load_megatron(text)
     assert (run.ep, run.etp) == (plan.config.shape.ep, plan.config.shape.etp)
+    assert run.permute_fusion  # what the plan prices (models.expert PERMUTE_HBM_PASSES)
 
 
 def test_moe_layer_freq_forms():
@@ -261,6 +263,39 @@ def test_moe_flags_without_designer_rule_are_refused(capsys):
         capsys, ["evaluate", "--from-megatron", base + " --expert-model-parallel-size 16"]
     )
     assert code == 2 and "--expert-model-parallel-size" in err
+
+
+def test_a_moe_command_without_permute_fusion_is_priced_unfused(capsys):
+    """--from-megatron: a MoE command without --moe-permute-fusion runs Megatron-Core's
+    unfused permutation (its default), priced at UNFUSED_PERMUTE_HBM_PASSES and noted; with
+    the flag, the fused passes; --permute-fusion overrides the command; a dense command has
+    nothing to fuse."""
+    import json
+
+    from helpers import run_main
+
+    base = (
+        "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+        "--num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 "
+        "--micro-batch-size 1 --bf16 --num-experts 8 --expert-model-parallel-size 8"
+    )
+    got = {}
+    for name, cmd, extra in (
+        ("unfused", base, []),
+        ("fused", base + " --moe-permute-fusion", []),
+        ("overridden", base, ["--permute-fusion"]),
+    ):
+        code, out, err = run_main(capsys, ["evaluate", "--from-megatron", cmd, "--json", *extra])
+        assert code == 0, err
+        got[name] = json.loads(out)
+    assert "unfused permutation" in got["unfused"]["moe_plan"]
+    assert "unfused permutation" not in got["fused"]["moe_plan"]
+    notes = " ".join(got["unfused"]["from_megatron"]["notes"])
+    assert "no --moe-permute-fusion" in notes
+    assert got["unfused"]["step_time_s"] > got["fused"]["step_time_s"]
+    assert got["overridden"]["step_time_s"] == got["fused"]["step_time_s"]
+    dense = load_megatron(base.replace(" --num-experts 8 --expert-model-parallel-size 8", ""))
+    assert dense.permute_fusion and not any("permute" in n for n in dense.notes)
 
 
 @pytest.mark.parametrize("fmt", ["nemo", "torchtitan"])

@@ -21,8 +21,10 @@ from models.expert import (
     FP8_DISPATCH_BYTES,
     HOPPER_FUSED_ATTENTION_SPEEDUP,
     OVERLAP_SM_FRACTION,
+    PERMUTE_HBM_PASSES,
     ROUTER_FP32_CAST_BYTES,
     TF32_PER_BF16,
+    UNFUSED_PERMUTE_HBM_PASSES,
     ExpertLayout,
     dualpipe_bubble_scale,
     expert_memory,
@@ -66,6 +68,23 @@ def test_permutation_passes_cost_their_hbm_bytes(hw):
     a, b = run(hw, on), run(hw, off)
     assert a.compute - b.compute == pytest.approx(8 * term, rel=1e-9)
     assert a.total - b.total == pytest.approx(8 * term, rel=1e-9)
+
+
+def test_unfused_permutation_costs_its_measured_passes(hw):
+    """permute_fusion off (Megatron-Core without --moe-permute-fusion): the same bytes at
+    UNFUSED_PERMUTE_HBM_PASSES instead of permute_hbm_passes; the step rises by the
+    difference per micro-batch and nothing but compute moves; the term off stays 0."""
+    fused, unfused = ExpertLayout(ep=8), ExpertLayout(ep=8, permute_fusion=False)
+    one_pass = 32 * 4096 * 2 * 4096 * 2.0 / (hw.gpu.memory_bw_tb_per_s * 1e12)
+    got = permute_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, unfused)
+    assert got == pytest.approx(UNFUSED_PERMUTE_HBM_PASSES * one_pass)
+    assert UNFUSED_PERMUTE_HBM_PASSES > PERMUTE_HBM_PASSES
+    a, b = run(hw, unfused), run(hw, fused)
+    extra = 8 * (UNFUSED_PERMUTE_HBM_PASSES - PERMUTE_HBM_PASSES) * one_pass
+    assert a.total - b.total == pytest.approx(extra, rel=1e-9)
+    assert a.compute - b.compute == pytest.approx(extra, rel=1e-9) and a.ep_comm == b.ep_comm
+    off = ExpertLayout(ep=8, permute_fusion=False, permute_hbm_passes=0.0)
+    assert permute_per_microbatch_s(MIXTRAL, FLAT, 4096, hw.gpu, off) == 0.0
 
 
 def test_routed_elementwise_traffic_counts_the_top_k_copies(hw):
@@ -395,6 +414,8 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
         (["--model", "llama2-7b", "--moe-overlap", "a2a"], "--moe-overlap"),
         (["--model", "llama2-7b", "--fused-attention"], "--fused-attention"),
         (["--model", "llama2-7b", "--router-fp32"], "--router-fp32"),
+        (["--model", "llama2-7b", "--no-permute-fusion"], "--no-permute-fusion"),
+        (["--model", "llama2-7b", "--permute-fusion"], "--permute-fusion"),
         (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
          "--recompute-modules"),
     ],
@@ -443,6 +464,25 @@ def test_evaluate_fused_attention_switches_the_kernel_term(capsys):
     assert not any(p.startswith("fused attention") for p in plain["moe_plan"])
     assert fused["step_time_s"] < plain["step_time_s"]
     assert fused["breakdown_s"]["ep_comm"] == plain["breakdown_s"]["ep_comm"]
+
+
+def test_evaluate_no_permute_fusion_switches_the_permutation_term(capsys, hw):
+    """--no-permute-fusion: ExpertLayout.permute_fusion off, named in the plan's moe line; the
+    step rises by 8 micro-batches x (UNFUSED - fused) passes of the routed copies, nothing
+    else moves; --permute-fusion is the default."""
+    plain, unfused = _evaluate_mixtral(capsys, "--no-permute-fusion")
+    _, fused = _evaluate_mixtral(capsys, "--permute-fusion")
+    assert "unfused permutation" in unfused["moe_plan"]
+    assert "unfused permutation" not in plain["moe_plan"] and fused == plain
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64, recompute="none")
+    fused_s, unfused_s = (
+        permute_per_microbatch_s(MIXTRAL, layout, MIXTRAL.seq_len, hw.gpu, ex)
+        for ex in (ExpertLayout(ep=8), ExpertLayout(ep=8, permute_fusion=False))
+    )
+    assert unfused_s / fused_s == pytest.approx(UNFUSED_PERMUTE_HBM_PASSES / PERMUTE_HBM_PASSES)
+    extra = 8 * (unfused_s - fused_s)
+    assert unfused["step_time_s"] - plain["step_time_s"] == pytest.approx(extra, rel=1e-3)
+    assert unfused["breakdown_s"]["ep_comm"] == plain["breakdown_s"]["ep_comm"]
 
 
 def test_evaluate_router_fp32_switches_the_router_term(capsys):

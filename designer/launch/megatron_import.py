@@ -45,6 +45,7 @@ class ImportedRun:
     grad_reduce_dtype: str = "fp32"  # Megatron's default with --bf16; "bf16" with the flag
     ep: int = 1  # expert parallelism (a mixture-of-experts model; 1 otherwise)
     etp: int = 1  # expert tensor parallelism
+    permute_fusion: bool = True  # --moe-permute-fusion (a MoE model without it: False)
 
     @property
     def world_size(self) -> int:
@@ -609,7 +610,22 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     _check_shapes(m, spec, layout, seq)
     ep, etp = _expert_degrees(m, spec, tp, cp, dp)
     tokens = _tokens(m, global_batch, seq)
-    return ImportedRun(spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce, ep, etp)
+    fused = _permute_fusion(m, spec, notes)
+    return ImportedRun(
+        spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce, ep, etp, fused
+    )
+
+
+def _permute_fusion(m: _Flags, spec: TransformerSpec, notes: list[str]) -> bool:
+    """--moe-permute-fusion as the command sets it; a MoE command without it runs
+    Megatron-Core's unfused permutation (its default), which the import notes."""
+    if not spec.is_moe or m.switch("moe_permute_fusion"):
+        return True
+    notes.append(
+        f"no {m.name('moe_permute_fusion')}: Megatron-Core's unfused permutation "
+        "(models.expert.UNFUSED_PERMUTE_HBM_PASSES)"
+    )
+    return False
 
 
 PIPELINE_SPLIT_OPTIONS = {

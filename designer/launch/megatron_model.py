@@ -189,7 +189,8 @@ def moe_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
     """The experts, latent attention and multi-token prediction as Megatron-LM flags: the
     MoE layers as an explicit --moe-layer-freq pattern (Megatron's integer form puts layer
     0 first, the designer's leading dense layers and every n-th layer need the list),
-    the all-to-all dispatcher and grouped GEMMs that models/expert.py prices; n shared
+    the all-to-all dispatcher, grouped GEMMs and fused permutation that models/expert.py
+    prices; n shared
     experts as one of n x their width (--moe-shared-expert-intermediate-size is the total)."""
     out: list[tuple[str, object]] = []
     if spec.is_moe:
@@ -205,6 +206,7 @@ def moe_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
             ("moe_layer_freq", layer_pattern_text(spec)),
             ("moe_dispatcher", "alltoall"),
             ("moe_grouped_gemm", None),
+            ("moe_permute_fusion", None),
         ]
     if spec.is_mla:
         out.append(("mla", None))
