@@ -1,11 +1,11 @@
 """Measure, on a GPU, the kernels a mixture-of-experts layer runs: the evidence for
 models/expert.py's grouped-GEMM roofline, permutation passes and attention kernels.
 
-Usage (on a machine with a CUDA GPU and PyTorch; nothing of this repository is imported):
+Usage (a machine with a CUDA GPU and PyTorch; of this repository it imports only gpu_bench.py):
     python bench/device/moe_kernels.py --out DIR [--quick]
 
 Writes DIR/moe_kernels.csv (one row a measurement) and DIR/environment.txt (GPU,
-driver, CUDA, PyTorch, cuBLAS and cuDNN versions), and prints a table. Every time is
+driver, CUDA, PyTorch and cuDNN versions), and prints a table. Every time is
 the median of CUDA-event timings after warm-up, on random bf16 data (never zeros):
 
 - ``ceiling``: a 8,192-cube bf16 matmul (TFLOP/s) and a device-to-device copy of 4 GiB

@@ -4,7 +4,7 @@ compute terms (router, permutation, grouped GEMMs, routed element-wise work), wi
 the all-to-all (one GPU: balanced routing makes each GPU receive as many routed copies
 as it sends, T x k).
 
-Usage (on a machine with a CUDA GPU and PyTorch; nothing of this repository is imported):
+Usage (a machine with a CUDA GPU and PyTorch; of this repository it imports only gpu_bench.py):
     python bench/device/moe_layer.py --out DIR [--smoke]
 
 For each model of SHAPES and EP in EPS, T tokens of hidden h on the GPU, bf16:
