@@ -5,8 +5,9 @@ Usage: python bench/answers_diff.py [REV_A] [REV_B] [--only TEXT] [--keep DIR] [
 Runs a fixed list of questions as a user asks them (``python -m designer ...
 --json`` in a fresh process, the default explanation and alternatives on) at two
 revisions (default 2914176 against HEAD), each in a temporary git worktree, and
-prints every difference outside the timing fields (``solve.wall_s``; a study's
-``wall_s`` column). The questions: bench/solver.py's suite and its MoE suite (as
+prints the differences outside the timing fields (``solve.wall_s``; a study's
+``wall_s`` column), each answer's plans' first (its layout, time, cost or memory, not
+their evidence), the first 20 of each, and how many answers' plans are the same. The questions: bench/solver.py's suite and its MoE suite (as
 ``optimize`` options; gpt-1t is no zoo name and is left out), bench/moe_optimize.py's
 three MoE questions, the README's four buyer questions and a study
 (examples/budgets-100.yaml through ``designer sweep``). Exit 1 when any answer
@@ -157,6 +158,31 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} against {b!r}"]
 
 
+def plan_differences(diffs: list[str]) -> list[str]:
+    """The differences in an answer's plans outside their evidence: a plan's layout, time,
+    cost or memory (``.answer.plans[i]...``, a study's ``.answer[i]...`` rows), which a
+    change of evidence alone never moves."""
+    out = []
+    for d in diffs:
+        path = d.split(":", 1)[0]
+        if path.startswith((".answer.plans", ".answer[")) and ".evidence" not in path:
+            out.append(d)
+    return out
+
+
+def report(name: str, diffs: list[str], shown: int = 20) -> bool:
+    """Print one answer's differences, its plans' first (they decide whether a change moved
+    an answer; an answer can differ in many evidence fields before them); True when its
+    plans moved."""
+    moved = plan_differences(diffs)
+    rest = [d for d in diffs if d not in moved]
+    head = "same" if not diffs else f"{len(diffs)} differences"
+    print(f"{name}: {head}" + (f", {len(moved)} in its plans" if moved else ""))
+    for d in (moved + rest)[:shown]:
+        print(f"    {d}")
+    return bool(moved)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("rev_a", nargs="?", default=BASE)
@@ -168,14 +194,13 @@ def main() -> None:
     names = [n for n in questions() if args.only is None or args.only in n]
     a = answers(args.rev_a, names, args.keep, args.jobs)
     b = answers(args.rev_b, names, args.keep, args.jobs)
-    differ = 0
+    differ = moved = 0
     for name in names:
         diffs = differences(a[name], b[name])
-        print(f"{name}: {'same' if not diffs else f'{len(diffs)} differences'}")
-        for d in diffs[:20]:
-            print(f"    {d}")
+        moved += report(name, diffs)
         differ += bool(diffs)
     print(f"{len(names) - differ} of {len(names)} answers identical (timing fields aside)")
+    print(f"{len(names) - moved} of {len(names)} answers' plans the same (evidence aside)")
     if differ:
         raise SystemExit(1)
 

@@ -20,6 +20,25 @@ def test_differences_name_each_path_and_both_values():
     assert diff.differences({"x": 1}, {"x": "1"}) == [".x: 1 against '1'"]
 
 
+def test_a_plan_that_moved_is_shown_before_its_evidence(capsys):
+    """An answer whose evidence differs in many fields and whose plan also moved: the plan's
+    difference is printed first and counted; evidence alone is not a moved plan."""
+    evidence = {f"f{i:02d}": i for i in range(30)}
+    a = {"answer": {"plans": [{"tp": 2, "evidence": evidence}]}}
+    b = {"answer": {"plans": [{"tp": 1, "evidence": {k: v + 1 for k, v in evidence.items()}}]}}
+    diffs = diff.differences(a, b)
+    assert len(diffs) == 31 and diffs[0].startswith(".answer.plans[0].evidence")
+    assert diff.plan_differences(diffs) == [".answer.plans[0].tp: 2 against 1"]
+    assert diff.report("q", diffs) is True
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "q: 31 differences, 1 in its plans"
+    assert out[1] == "    .answer.plans[0].tp: 2 against 1" and len(out) == 21
+    only_evidence = {"answer": {"plans": [{"tp": 2, "evidence": {"f00": 5}}]}}
+    assert diff.report("q", diff.differences(a, only_evidence)) is False
+    study = [".answer[3].gpus: 8 against 16", ".answer[3].evidence: 'x' against 'y'"]
+    assert diff.plan_differences(study) == [".answer[3].gpus: 8 against 16"]
+
+
 def test_the_readmes_buyer_questions_are_asked():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     asked = {" ".join(args[1:]) for args in diff.questions().values() if args[0] == "optimize"}
