@@ -7,7 +7,8 @@ Runs a fixed list of questions as a user asks them (``python -m designer ...
 revisions (default 2914176 against HEAD), each in a temporary git worktree, and
 prints the differences outside the timing fields (``solve.wall_s``; a study's
 ``wall_s`` column), each answer's plans' first (its layout, time, cost or memory, not
-their evidence), the first 20 of each, and how many answers' plans are the same. The questions: bench/solver.py's suite and its MoE suite (as
+their evidence), the first 20 of each, and how many answers' plans are the same. The
+questions: bench/solver.py's suite and its MoE suite (as
 ``optimize`` options; gpt-1t is no zoo name and is left out), bench/moe_optimize.py's
 three MoE questions, the README's four buyer questions and a study
 (examples/budgets-100.yaml through ``designer sweep``). Exit 1 when any answer

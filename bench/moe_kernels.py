@@ -36,6 +36,7 @@ import argparse
 import csv
 import statistics
 import sys
+from functools import cache
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -49,6 +50,8 @@ from models.expert import (  # noqa: E402
     ExpertLayout,
     _efficiency_at,
     grouped_terms,
+    permute_per_microbatch_s,
+    rank_layers,
     ridge,
 )
 from models.step import matmul_efficiency  # noqa: E402
@@ -69,8 +72,26 @@ def read(data: Path, name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+@cache
 def gpu():
+    """The catalog's GPU of the measurements, under STACK (read once)."""
     return load_catalog().with_stack(STACK).gpu(GPU)
+
+
+@cache
+def zoo():
+    """The MoE zoo by name (read once)."""
+    return moe_zoo()
+
+
+def priced_permute_s(model: str, tokens: int, seq_len: int = 4096) -> float:
+    """models.expert.permute_per_microbatch_s of one MoE layer at ``tokens`` tokens (the
+    fused kernels' passes), on GPU: its rank's seconds over its MoE layers."""
+    spec = zoo()[model]
+    mbs = tokens // seq_len
+    layout = Layout(tp=1, pp=1, dp=1, micro_batch=mbs, global_batch=mbs, recompute="none")
+    layers = max(m for _, m in rank_layers(spec, layout))
+    return permute_per_microbatch_s(spec, layout, seq_len, gpu(), ExpertLayout()) / layers
 
 
 def dense_rate_tflops(hidden: int) -> float:
@@ -83,7 +104,7 @@ def model_grouped_tflops(model: str, rows: float) -> float:
     """The rate the model prices a routed GEMM of ``rows`` rows per local expert at, forward
     and backward, with the bf16 weight gradient the device scripts write (no fp32
     accumulation: ``wgrad_accumulation_bytes`` None)."""
-    spec = moe_zoo()[model]
+    spec = zoo()[model]
     layout = Layout(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1, recompute="none")
     ex = ExpertLayout(wgrad_accumulation_bytes=None)
     terms = grouped_terms(spec, layout, 4096, ex)._replace(rows=float(rows))
@@ -116,7 +137,7 @@ def grouped_rates(kernels: list[dict[str, str]], g: int = LOCAL_EXPERTS) -> list
             by_key.setdefault((r["model"], int(r["m"])), []).append(r)
     out = []
     for (model, m), rs in sorted(by_key.items()):
-        if model not in moe_zoo() or len(rs) != 2:
+        if model not in zoo() or len(rs) != 2:
             continue
         flops = sum(3 * 2.0 * g * m * int(r["k"]) * int(r["n"]) for r in rs)
         seconds = sum(float(r["fb_ms"]) for r in rs) / 1e3
@@ -185,12 +206,11 @@ def report_layer(layer: list[dict[str, str]], copy_tb_per_s: float) -> None:
         f"{'experts':>15s}  {'layer':>6s}  passes unfused / gather"
     )
     for (model, ep), row in sorted(layer_rows(layer).items()):
-        if model not in moe_zoo():
+        if model not in zoo():
             continue
-        spec = moe_zoo()[model]
+        spec = zoo()[model]
         t, k, m = int(row["tokens"]), int(row["k"]), int(row["rows"])
-        copies_bytes = t * k * spec.hidden * 2.0
-        priced_permute = PERMUTE_HBM_PASSES * copies_bytes / (g.memory_bw_tb_per_s * 1e12)
+        priced_permute = priced_permute_s(model, t)
         flops = 3 * 2.0 * t * k * spec.hidden * spec.expert_ffn * spec.mlp_matrices
         priced_experts = flops / (model_grouped_tflops(model, m) * 1e12)
         scatter = permute_passes(row, "unpermute_scatter", copy_tb_per_s)

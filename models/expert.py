@@ -143,10 +143,11 @@ PERMUTE_HBM_PASSES = 8.0
 # at 6a6cd478, 2025-06-18: permute an index_select whose backward scatter-adds the k copies
 # into their tokens, unpermute a scatter_add_ into them), forward and backward, in HBM
 # passes over the k-expanded tokens at the catalog's bandwidth: measured on an H200 with
-# PyTorch 2.11's index_select / index_add (bench/device/moe_layer.py; bench/moe_kernels.py
-# prints the median over six models' shapes and three EP degrees at 16,384 tokens, 60.6 at
-# 4.8 TB/s, 53.3 at the copy rate measured beside it; the atomic scatter-adds of colliding
-# rows are most of it); the fused kernels' passes are PERMUTE_HBM_PASSES
+# PyTorch 2.11's index_select / index_add (bench/device/moe_layer.py, three runs on
+# 2026-12-04; bench/moe_kernels.py prints each run's median over six models' shapes and
+# three EP degrees at 16,384 tokens, 62.4, 60.6 and 60.6, and their median, this; about 54
+# at the copy rate measured beside them; the atomic scatter-adds of colliding rows are
+# most of it); the fused kernels' passes are PERMUTE_HBM_PASSES
 UNFUSED_PERMUTE_HBM_PASSES = 60.6
 # DeepSeek-V3 Technical Report section 3.3.2: fp8 dispatch with one fp32 scale per 128
 # elements (1 + 4/128 bytes per element); the combine stays bf16

@@ -190,8 +190,8 @@ def moe_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
     MoE layers as an explicit --moe-layer-freq pattern (Megatron's integer form puts layer
     0 first, the designer's leading dense layers and every n-th layer need the list),
     the all-to-all dispatcher, grouped GEMMs and fused permutation that models/expert.py
-    prices; n shared
-    experts as one of n x their width (--moe-shared-expert-intermediate-size is the total)."""
+    prices; n shared experts as one of n x their width
+    (--moe-shared-expert-intermediate-size is the total)."""
     out: list[tuple[str, object]] = []
     if spec.is_moe:
         out += [
