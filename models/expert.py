@@ -84,8 +84,8 @@ cost of a hidden share, ``overlap_cost_per_microbatch_s``), ``dualpipe``
 ``routed_elementwise_per_microbatch_s``), ``probs_in_combine`` (memory only) and
 ``routed_activation_bytes`` (the routed GEMMs' activation operands in their roofline,
 ``routed_activation_units``), ``router_fp32`` (``--moe-router-dtype fp32``: the router's backward GEMMs at the TF32 rate,
-``router_fp32_per_microbatch_s``), ``linear_attention_chunk`` (Gated DeltaNet's convolution and chunked delta rule,
-``gdn_chunk_per_microbatch_s``; models/linear_attention.py) and
+``router_fp32_per_microbatch_s``), ``linear_attention_chunk`` (Gated DeltaNet's core between
+its projections, as measured: ``gdn_chunk_per_microbatch_s``; models/linear_attention.py) and
 ``attention_kernel_speedup`` (the attention core's kernel generation, in
 ``moe_gemm_per_microbatch_s``).
 
@@ -149,6 +149,20 @@ PERMUTE_HBM_PASSES = 8.0
 # at the copy rate measured beside them; the atomic scatter-adds of colliding rows are
 # most of it); the fused kernels' passes are PERMUTE_HBM_PASSES
 UNFUSED_PERMUTE_HBM_PASSES = 60.6
+# Gated DeltaNet's core between its projections, as Megatron-Core runs it (flash-linear-
+# attention's causal_conv1d, l2norm, chunk_gated_delta_rule and gated RMSNorm, with the
+# heads' repeat and the gates in PyTorch): measured on an H200 with fla 0.4.0, Triton 3.6 and
+# PyTorch 2.11 (bench/device/gdn_kernels.py, bench/data/device/h200-2026-12-04-gdn; python
+# bench/gdn_kernels.py derives both): one Qwen3-Next layer's forward + backward took 6.51 ms
+# at 1 x 4,096 tokens and 7.56 ms at 4 x 4,096. The line through the two points: a fixed
+# 6.17 ms a layer and micro-batch, 3 forward-equivalents of 2.055 ms, and 0.0848 us a
+# token, 150.8 TFLOP/s of gdn_layer_flops' count: 0.1524 of the bf16 peak. Four times the
+# tokens add 16%: at these sizes the chain's time is set by its many small kernels'
+# launches and latencies, not by its FLOPs. The fixed part is one host's and one fla
+# release's; it is taken as exposed (the dropless all-to-all dispatcher synchronises the
+# host in every MoE layer's forward)
+GDN_CORE_FIXED_S_PER_PASS = 2.055e-3
+GDN_CORE_PEAK_SHARE = 0.1524
 # DeepSeek-V3 Technical Report section 3.3.2: fp8 dispatch with one fp32 scale per 128
 # elements (1 + 4/128 bytes per element); the combine stays bf16
 FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
@@ -228,8 +242,9 @@ class ExpertLayout:
     # tokens of expert width) and the shared experts, not over the dense formula's one
     # ``ffn`` (``routed_elementwise_per_microbatch_s``); False leaves the dense formula's
     routed_elementwise: bool = True
-    # the Gated DeltaNet layers' convolution and chunked delta rule as their own kernels
-    # (``gdn_chunk_per_microbatch_s``); False leaves them out (their projections stay GEMMs)
+    # the Gated DeltaNet layers' core between their projections (convolution, gates, chunked
+    # delta rule, gated norm) at its measured cost (``gdn_chunk_per_microbatch_s``); False
+    # leaves it out (their projections stay GEMMs)
     linear_attention_chunk: bool = True
     # the attention core's kernels run this many times the profile's fitted attention rate
     # (a ratio; ``moe_gemm_per_microbatch_s``): 1.0 the profile's; HOPPER_FUSED_ATTENTION_SPEEDUP for a
@@ -592,41 +607,44 @@ def recompute_module_forwards(
 def gdn_chunk_per_microbatch_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout, layers: int
 ) -> float:
-    """The Gated DeltaNet layers' convolution and chunked delta rule on a rank of
-    ``layers`` layers (their linear share of them, models.linear_attention): T x
-    (2 k_c (2 d_qk + d_v') + 8 n_v d_v^2) FLOPs per layer and forward (Megatron-LM
-    ``gdn_layer_flops``), three forward-equivalents (four under full recomputation), at
-    the attention kernels' efficiency of the bf16 peak (flash-linear-attention's chunk
-    kernels are Triton kernels like the attention core, not cuBLAS GEMMs; the catalog's
-    ``attention_efficiency``, no causal half: the formula counts only what runs), or the
-    GEMM efficiency where the GPU has none. 0 without linear attention or with
+    """The Gated DeltaNet layers' core between their projections (convolution, l2norm, gates,
+    chunked delta rule, gated norm) on a rank of ``layers`` layers (their linear share of
+    them, models.linear_attention), as measured (GDN_CORE_FIXED_S_PER_PASS,
+    GDN_CORE_PEAK_SHARE): each layer's forward-equivalents (three, four under full
+    recomputation) cost a fixed GDN_CORE_FIXED_S_PER_PASS each, plus T x (2 k_c (2 d_qk +
+    d_v') + 8 n_v d_v^2) FLOPs per layer and forward (Megatron-LM ``gdn_layer_flops``) at
+    GDN_CORE_PEAK_SHARE of the bf16 peak. 0 without linear attention or with
     ``linear_attention_chunk`` off."""
-    work = gdn_chunk_flops(spec, layout, seq_len, ex, layers)
-    if work is None:
-        return 0.0
-    return work / gdn_flop_s(gpu, spec.hidden, layout.precision, layout.tp)
+    work = gdn_chunk_work(spec, layout, seq_len, ex, layers)
+    return 0.0 if work is None else gdn_chunk_at_rate_s(work, gdn_flop_s(gpu))
 
 
-def gdn_chunk_flops(
+class GdnWork(NamedTuple):
+    """``gdn_chunk_per_microbatch_s``'s GPU-independent inputs on one rank."""
+
+    flops: float  # T x forward-equivalents x linear layers x FLOPs per token
+    passes: float  # forward-equivalents x linear layers: the fixed costs paid
+
+
+def gdn_chunk_work(
     spec: TransformerSpec, layout: Layout, seq_len: int, ex: ExpertLayout, layers: int
-) -> float | None:
-    """``gdn_chunk_per_microbatch_s``'s FLOPs (None: the term is 0)."""
+) -> GdnWork | None:
+    """``gdn_chunk_per_microbatch_s``'s FLOPs and fixed costs (None: the term is 0)."""
     if not spec.has_linear_attention or not ex.linear_attention_chunk:
         return None
     per_token = la.gdn_conv_forward_per_token(spec) + la.gdn_chunk_forward_per_token(spec)
-    passes = 3.0 + (1.0 if layout.recompute == "full" else 0.0)
-    work = tokens_per_gpu(layout, seq_len) * passes * layers * la.linear_share(spec)
-    work *= per_token
-    return work
+    passes = (3.0 + (1.0 if layout.recompute == "full" else 0.0)) * layers * la.linear_share(spec)
+    return GdnWork(tokens_per_gpu(layout, seq_len) * passes * per_token, passes)
 
 
-def gdn_flop_s(gpu: GPUSpec, hidden: int, precision: str, tp: int) -> float:
-    """The rate ``gdn_chunk_per_microbatch_s`` runs its FLOPs at on ``gpu``."""
-    cal = gpu.calibration
-    if cal.attention_efficiency is None:
-        peak = gpu.peak_tflops(precision) or gpu.dense_bf16_tflops
-        return peak * 1e12 * matmul_efficiency(gpu, hidden, tp)
-    return gpu.dense_bf16_tflops * 1e12 * cal.attention_efficiency
+def gdn_chunk_at_rate_s(work: GdnWork, flop_s: float) -> float:
+    """``gdn_chunk_per_microbatch_s`` of its work at ``gdn_flop_s``."""
+    return work.passes * GDN_CORE_FIXED_S_PER_PASS + work.flops / flop_s
+
+
+def gdn_flop_s(gpu: GPUSpec) -> float:
+    """The rate the Gated DeltaNet core's FLOPs run at beyond its fixed costs on ``gpu``."""
+    return gpu.dense_bf16_tflops * 1e12 * GDN_CORE_PEAK_SHARE
 
 
 def permute_per_microbatch_s(
@@ -775,9 +793,9 @@ def moe_gemm_per_microbatch_s(
 class MoEGemmWork(NamedTuple):
     """``moe_gemm_per_microbatch_s``'s inputs that do not depend on the GPU but through
     FlashAttention: each kind of pipeline rank's (work but the routed experts', the routed
-    experts' FLOPs, the Gated DeltaNet chunk FLOPs or None) and the grouped-GEMM terms."""
+    experts' FLOPs, the Gated DeltaNet core's GdnWork or None) and the grouped-GEMM terms."""
 
-    stages: tuple[tuple[StageWork, float, float | None], ...]
+    stages: tuple[tuple[StageWork, float, GdnWork | None], ...]
     grouped: GroupedGemmTerms
 
 
@@ -800,14 +818,14 @@ def moe_gemm_work(
 
 def moe_gemm_stages(
     spec: TransformerSpec, layout: Layout, seq_len: int, flash_attention: bool, ex: ExpertLayout
-) -> tuple[tuple[StageWork, float, float | None], ...]:
+) -> tuple[tuple[StageWork, float, GdnWork | None], ...]:
     """``MoEGemmWork.stages``: each kind of rank's work (_stage_flops) and Gated DeltaNet
-    chunk FLOPs. They read the layout's TP, CP, pipeline split, micro-batch and
+    core work (gdn_chunk_work). They read the layout's TP, CP, pipeline split, micro-batch and
     recomputation, and ``ex``'s named factors, not the precision, the DP degree or EP and
     ETP (tests/test_moe_plan.py): a caller may share them between shapes that differ
     only in those."""
     return tuple(
-        (work, routed, gdn_chunk_flops(spec, layout, seq_len, ex, layers))
+        (work, routed, gdn_chunk_work(spec, layout, seq_len, ex, layers))
         for work, routed, layers in _stage_flops(spec, layout, seq_len, flash_attention, ex)
     )
 
@@ -817,7 +835,7 @@ def moe_gemm_rates(gpu: GPUSpec, hidden: int, precision: str, tp: int) -> MoEGem
     its precision and TP)."""
     return MoEGemmRates(
         gemm_rates(gpu, hidden, precision, tp),
-        gdn_flop_s(gpu, hidden, precision, tp),
+        gdn_flop_s(gpu),
         ridge(gpu, precision),
     )
 
@@ -833,7 +851,7 @@ def moe_gemm_at_rates_s(work: MoEGemmWork, rates: MoEGemmRates) -> float:
         # routed_flops / gg, 0.0, 0.0), whose attention and logits seconds are +0.0
         routed_s = routed_flops / gg / linear_flop_s
         seconds = work_at_rates_s(stage, rates.gemm) + routed_s
-        seconds += 0.0 if gdn is None else gdn / rates.gdn_flop_s
+        seconds += 0.0 if gdn is None else gdn_chunk_at_rate_s(gdn, rates.gdn_flop_s)
         worst = max(worst, seconds)
     return worst
 

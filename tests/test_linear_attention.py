@@ -7,6 +7,7 @@ emitters refuse the model in one line."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -23,7 +24,13 @@ from helpers import run_main
 from models import flops, moe
 from models import linear_attention as la
 from models.evaluate import Hardware, evaluate
-from models.expert import ExpertLayout, moe_gemm_per_microbatch_s, tokens_per_gpu
+from models.expert import (
+    GDN_CORE_FIXED_S_PER_PASS,
+    GDN_CORE_PEAK_SHARE,
+    ExpertLayout,
+    moe_gemm_per_microbatch_s,
+    tokens_per_gpu,
+)
 from models.layout import Assumptions, Layout
 from models.memory import StoredActivations, _moe_ranks, moe_attention_activation_coeff
 from models.step import forward_passes, matmul_efficiency
@@ -99,17 +106,31 @@ def test_flops_terms_follow_megatron_gdn_layer_flops():
 
 
 def test_chunk_term_switched_off_changes_the_step_by_its_formula(hw):
-    """The convolution and chunked delta rule: T x 3 passes x 36 layers x FLOPs per token
-    at the attention kernels' efficiency of the bf16 peak."""
+    """The Gated DeltaNet core as measured: 3 passes x 36 layers x (the fixed cost per pass
+    + T x FLOPs per token at GDN_CORE_PEAK_SHARE of the bf16 peak)."""
     on, off = ExpertLayout(ep=32), ExpertLayout(ep=32, linear_attention_chunk=False)
     a = moe_gemm_per_microbatch_s(NEXT, FLAT, 4096, hw.gpu, on)
     b = moe_gemm_per_microbatch_s(NEXT, FLAT, 4096, hw.gpu, off)
     per_token = 2 * K_C * (2 * D_QK + D_V) + 8 * N_V * HEAD_V**2
-    rate = hw.gpu.dense_bf16_tflops * 1e12 * hw.gpu.calibration.attention_efficiency
-    assert a - b == pytest.approx(4096 * 3 * 36 * per_token / rate, rel=1e-9)
+    rate = hw.gpu.dense_bf16_tflops * 1e12 * GDN_CORE_PEAK_SHARE
+    want = 3 * 36 * (GDN_CORE_FIXED_S_PER_PASS + 4096 * per_token / rate)
+    assert a - b == pytest.approx(want, rel=1e-9)
     step_on = evaluate(NEXT, hw, FLAT, 4096, experts=on).breakdown
     step_off = evaluate(NEXT, hw, FLAT, 4096, experts=off).breakdown
     assert step_on.compute - step_off.compute == pytest.approx(8 * (a - b), rel=1e-6)
+
+
+def test_chunk_term_under_full_recomputation_pays_a_fourth_pass(hw):
+    """Full recomputation runs the core's forward again: 4 fixed costs a layer, not 3, and
+    the FLOPs of a fourth pass."""
+    on, off = ExpertLayout(ep=32), ExpertLayout(ep=32, linear_attention_chunk=False)
+    full = dataclasses.replace(FLAT, recompute="full")
+    per_token = 2 * K_C * (2 * D_QK + D_V) + 8 * N_V * HEAD_V**2
+    rate = hw.gpu.dense_bf16_tflops * 1e12 * GDN_CORE_PEAK_SHARE
+    a = moe_gemm_per_microbatch_s(NEXT, full, 4096, hw.gpu, on)
+    b = moe_gemm_per_microbatch_s(NEXT, full, 4096, hw.gpu, off)
+    want = 4 * 36 * (GDN_CORE_FIXED_S_PER_PASS + 4096 * per_token / rate)
+    assert a - b == pytest.approx(want, rel=1e-9)
 
 
 def test_output_gate_costs_its_gemm(hw):

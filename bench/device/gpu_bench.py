@@ -1,11 +1,14 @@
-"""What bench/device/moe_kernels.py and moe_layer.py share: the models' expert shapes, the
-device and dtype they measure on, CUDA-event timing, and the CSV they write. Imports
-nothing of this repository (the scripts run on a GPU machine with PyTorch alone)."""
+"""What bench/device/moe_kernels.py, moe_layer.py and gdn_kernels.py share: the models'
+expert shapes, the device and dtype they measure on, CUDA-event timing, a measurement's
+rates, the environment they record and the CSV they write. Imports nothing of this
+repository (the scripts run on a GPU machine with PyTorch alone)."""
 
 from __future__ import annotations
 
 import csv
+import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -86,3 +89,43 @@ def write_csv(path: Path, rows: list[dict], fields: list[str] | None = None) -> 
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.5g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def environment(extra: str = "") -> str:
+    """The GPU, driver and libraries the numbers were measured with (``extra``: a line of
+    the calling script's own libraries)."""
+    if DEVICE == "cpu":
+        return f"cpu smoke run: torch {torch.__version__}, python {platform.python_version()}"
+    smi = subprocess.run(
+        [
+            "nvidia-smi",
+            "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+            "--format=csv,noheader",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return "\n".join(
+        [
+            f"nvidia-smi: {smi}",
+            f"torch: {torch.__version__}, CUDA {torch.version.cuda}, "
+            f"cuDNN {torch.backends.cudnn.version()}",
+            f"device: {torch.cuda.get_device_name()}, "
+            f"{torch.cuda.get_device_properties(0).multi_processor_count} SMs",
+            f"python: {platform.python_version()}",
+        ]
+        + ([extra] if extra else [])
+    )
+
+
+def rates(times: tuple[float, float], flops: float, both_per_forward: float) -> dict:
+    """A measurement's fields: forward and forward + backward milliseconds and TFLOP/s,
+    the backward counted as ``both_per_forward`` - 1 forwards."""
+    f_ms, fb_ms = times
+    return dict(
+        ms=f_ms,
+        fb_ms=fb_ms,
+        tflops=flops / f_ms / 1e9,
+        fb_tflops=both_per_forward * flops / fb_ms / 1e9,
+    )

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -45,32 +43,6 @@ LOCAL_EXPERTS = [4, 16]
 ATTENTION_SEQS = (4096, 8192)
 PERMUTE_TOKENS = 32768  # one micro-batch of 8 x 4,096
 SHAPES = gb.SHAPES
-
-
-def environment() -> str:
-    """The GPU, driver and libraries the numbers were measured with."""
-    if gb.DEVICE == "cpu":
-        return f"cpu smoke run: torch {torch.__version__}, python {platform.python_version()}"
-    smi = subprocess.run(
-        [
-            "nvidia-smi",
-            "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
-            "--format=csv,noheader",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return "\n".join(
-        [
-            f"nvidia-smi: {smi}",
-            f"torch: {torch.__version__}, CUDA {torch.version.cuda}, "
-            f"cuDNN {torch.backends.cudnn.version()}",
-            f"device: {torch.cuda.get_device_name()}, "
-            f"{torch.cuda.get_device_properties(0).multi_processor_count} SMs",
-            f"python: {platform.python_version()}",
-        ]
-    )
 
 
 def ceilings(rows: list[dict]) -> None:
@@ -129,20 +101,8 @@ def expert_linears(rows: list[dict], quick: bool) -> None:
                             print(f"{kind} {name} {proj} g{g} m{m}: {err}", file=sys.stderr)
                             continue
                         where = dict(kind=kind, model=name, proj=proj, g=g, m=m, k=k, n=n)
-                        rows.append(where | rates(times, 2.0 * g * m * k * n, 3.0))
+                        rows.append(where | gb.rates(times, 2.0 * g * m * k * n, 3.0))
                         gb.free()
-
-
-def rates(times: tuple[float, float], flops: float, both_per_forward: float) -> dict:
-    """A measurement's fields: forward and forward + backward milliseconds and TFLOP/s,
-    the backward counted as ``both_per_forward`` - 1 forwards."""
-    f_ms, fb_ms = times
-    return dict(
-        ms=f_ms,
-        fb_ms=fb_ms,
-        tflops=flops / f_ms / 1e9,
-        fb_tflops=both_per_forward * flops / fb_ms / 1e9,
-    )
 
 
 def permutation(rows: list[dict]) -> None:
@@ -203,7 +163,7 @@ def attention_row(s: int, backend, b: int = 2, heads: int = 32, d: int = 128) ->
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
     where = dict(kind="attention", model=backend.name.lower(), m=s, n=d, g=heads)
-    return where | rates(gb.forward_and_both(fwd, [q, k, v], dy), flops_fwd, 3.5)
+    return where | gb.rates(gb.forward_and_both(fwd, [q, k, v], dy), flops_fwd, 3.5)
 
 
 def _smoke() -> None:
@@ -239,7 +199,7 @@ def main() -> None:
     if args.smoke:
         _smoke()
     args.out.mkdir(parents=True, exist_ok=True)
-    env = environment()
+    env = gb.environment()
     print(env, flush=True)
     (args.out / "environment.txt").write_text(env + "\n")
     torch.manual_seed(0)
