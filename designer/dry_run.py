@@ -232,9 +232,11 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
     if imported is None:
         check_layout(spec, layout, seq_len)
-    if imported is not None:  # the command's EP, ETP and --moe-permute-fusion
+    if imported is not None:  # the command's EP, ETP, --moe-permute-fusion, --moe-router-dtype
         experts = expert_layout(spec, layout, imported.ep, imported.etp)
-        experts = replace(experts, permute_fusion=imported.permute_fusion)
+        experts = replace(
+            experts, permute_fusion=imported.permute_fusion, router_fp32=imported.router_fp32
+        )
     else:
         experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
     experts = moe_plan(spec, experts, opts)

@@ -265,29 +265,40 @@ def test_moe_flags_without_designer_rule_are_refused(capsys):
     assert code == 2 and "--expert-model-parallel-size" in err
 
 
+SMALL_MOE_COMMAND = (
+    "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+    "--num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 "
+    "--micro-batch-size 1 --bf16 --num-experts 8 --expert-model-parallel-size 8"
+)
+
+
+def evaluate_each(capsys, **commands: tuple[str, list[str]]) -> dict[str, dict]:
+    """``designer evaluate --from-megatron CMD --json EXTRA`` of each named (CMD, EXTRA):
+    its JSON answer by name (each must succeed)."""
+    import json
+
+    from helpers import run_main
+
+    got = {}
+    for name, (cmd, extra) in commands.items():
+        code, out, err = run_main(capsys, ["evaluate", "--from-megatron", cmd, "--json", *extra])
+        assert code == 0, err
+        got[name] = json.loads(out)
+    return got
+
+
 def test_a_moe_command_without_permute_fusion_is_priced_unfused(capsys):
     """--from-megatron: a MoE command without --moe-permute-fusion runs Megatron-Core's
     unfused permutation (its default), priced at UNFUSED_PERMUTE_HBM_PASSES and noted; with
     the flag, the fused passes; --permute-fusion overrides the command; a dense command has
     nothing to fuse."""
-    import json
-
-    from helpers import run_main
-
-    base = (
-        "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-        "--num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 "
-        "--micro-batch-size 1 --bf16 --num-experts 8 --expert-model-parallel-size 8"
+    base = SMALL_MOE_COMMAND
+    got = evaluate_each(
+        capsys,
+        unfused=(base, []),
+        fused=(base + " --moe-permute-fusion", []),
+        overridden=(base, ["--permute-fusion"]),
     )
-    got = {}
-    for name, cmd, extra in (
-        ("unfused", base, []),
-        ("fused", base + " --moe-permute-fusion", []),
-        ("overridden", base, ["--permute-fusion"]),
-    ):
-        code, out, err = run_main(capsys, ["evaluate", "--from-megatron", cmd, "--json", *extra])
-        assert code == 0, err
-        got[name] = json.loads(out)
     assert "unfused permutation" in got["unfused"]["moe_plan"]
     assert "unfused permutation" not in got["fused"]["moe_plan"]
     notes = " ".join(got["unfused"]["from_megatron"]["notes"])
@@ -296,6 +307,36 @@ def test_a_moe_command_without_permute_fusion_is_priced_unfused(capsys):
     assert got["overridden"]["step_time_s"] == got["fused"]["step_time_s"]
     dense = load_megatron(base.replace(" --num-experts 8 --expert-model-parallel-size 8", ""))
     assert dense.permute_fusion and not any("permute" in n for n in dense.notes)
+
+
+def test_a_moe_command_with_an_fp32_router_is_priced_so(capsys):
+    """--from-megatron reads --moe-router-dtype: fp32 prices the router's backward GEMMs at
+    the TF32 rate (models.expert.router_fp32_per_microbatch_s), as evaluate --router-fp32
+    does; fp64 is priced alike and noted; another value is refused naming the flag; a
+    dense command has no router to price."""
+    from helpers import run_main
+
+    base = SMALL_MOE_COMMAND + " --moe-permute-fusion"
+    got = evaluate_each(
+        capsys,
+        bf16=(base, []),
+        fp32=(base + " --moe-router-dtype fp32", []),
+        fp64=(base + " --moe-router-dtype fp64", []),
+        option=(base, ["--router-fp32"]),
+    )
+    assert got["fp32"]["step_time_s"] > got["bf16"]["step_time_s"]
+    assert got["fp32"]["step_time_s"] == got["fp64"]["step_time_s"]
+    assert got["fp32"]["step_time_s"] == got["option"]["step_time_s"]
+    assert got["fp32"]["moe_plan"] == got["option"]["moe_plan"] != got["bf16"]["moe_plan"]
+    assert any("fp64: priced as fp32" in n for n in got["fp64"]["from_megatron"]["notes"])
+    assert load_megatron(base + " --moe-router-dtype fp32").router_fp32
+    assert not load_megatron(base).router_fp32
+    code, out, err = run_main(
+        capsys, ["evaluate", "--from-megatron", base + " --moe-router-dtype bf16"]
+    )
+    assert code == 2 and "--moe-router-dtype" in err and "fp32, fp64" in err
+    dense = base.replace(" --num-experts 8 --expert-model-parallel-size 8", "")
+    assert not load_megatron(dense + " --moe-router-dtype fp32").router_fp32
 
 
 @pytest.mark.parametrize("fmt", ["nemo", "torchtitan"])

@@ -46,6 +46,7 @@ class ImportedRun:
     ep: int = 1  # expert parallelism (a mixture-of-experts model; 1 otherwise)
     etp: int = 1  # expert tensor parallelism
     permute_fusion: bool = True  # --moe-permute-fusion (a MoE model without it: False)
+    router_fp32: bool = False  # --moe-router-dtype fp32 or fp64 (a MoE model only)
 
     @property
     def world_size(self) -> int:
@@ -611,8 +612,9 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     ep, etp = _expert_degrees(m, spec, tp, cp, dp)
     tokens = _tokens(m, global_batch, seq)
     fused = _permute_fusion(m, spec, notes)
+    router = _router_fp32(m, spec, notes)
     return ImportedRun(
-        spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce, ep, etp, fused
+        spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce, ep, etp, fused, router
     )
 
 
@@ -626,6 +628,18 @@ def _permute_fusion(m: _Flags, spec: TransformerSpec, notes: list[str]) -> bool:
         "(models.expert.UNFUSED_PERMUTE_HBM_PASSES)"
     )
     return False
+
+
+def _router_fp32(m: _Flags, spec: TransformerSpec, notes: list[str]) -> bool:
+    """--moe-router-dtype as the command sets it: fp32 (or fp64, priced as fp32 and noted)
+    runs the router's backward GEMMs in fp32 (models.expert.router_fp32_per_microbatch_s);
+    absent, the router runs in the model's dtype. A dense command has no router."""
+    dtype = m.text("moe_router_dtype")
+    if dtype is None or not spec.is_moe:
+        return False
+    if dtype == "fp64":
+        notes.append(f"{m.name('moe_router_dtype')} fp64: priced as fp32 (the TF32 rate)")
+    return True
 
 
 PIPELINE_SPLIT_OPTIONS = {
