@@ -14,7 +14,12 @@ from catalog.errors import CatalogError
 from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 from models import flops
 from models.cost import Cluster
-from models.expert import ExpertLayout, expert_memory, moe_step_coefficients
+from models.expert import (
+    ExpertLayout,
+    expert_memory,
+    gdn_core_per_step_s,
+    moe_step_coefficients,
+)
 from models.feasibility import Violation, check_layout
 from models.goodput import FailureModel, Goodput, goodput
 from models.layout import Assumptions, Layout, Network
@@ -274,6 +279,22 @@ def with_profile(a: Assumptions, gpu: GPUSpec) -> Assumptions:
     return a if a.flash_attention == flash else a.model_copy(update={"flash_attention": flash})
 
 
+def moe_plan_described(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
+) -> tuple[str, ...]:
+    """evaluate's ``moe`` line: the plan's MoE mechanisms in words, and a linear-attention
+    model's Gated DeltaNet core as measured, in seconds a step (models.expert)."""
+    if not spec.is_moe:
+        return ()
+    out = ex.described()
+    core_s = gdn_core_per_step_s(spec, layout, seq_len, gpu, ex)
+    if core_s > 0:
+        out += (
+            f"Gated DeltaNet core {core_s:.3g} s a step (measured kernels, bench/gdn_kernels.py)",
+        )
+    return out
+
+
 def evaluate(
     spec: TransformerSpec,
     hw: Hardware,
@@ -327,7 +348,7 @@ def evaluate(
         ep=ex.ep,
         etp=ex.etp,
         moe=spec.is_moe,
-        moe_plan=ex.described() if spec.is_moe else (),
+        moe_plan=moe_plan_described(spec, layout, s, hw.gpu, ex),
         failure_model=failures,
         cp_ring=cp_ring_on_nics(coeffs, layout.grad_accum, net),
     )

@@ -619,6 +619,16 @@ def gdn_chunk_per_microbatch_s(
     return 0.0 if work is None else gdn_chunk_at_rate_s(work, gdn_flop_s(gpu))
 
 
+def gdn_core_per_step_s(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
+) -> float:
+    """The Gated DeltaNet core's seconds in a step on the rank with the most layers:
+    ``gdn_chunk_per_microbatch_s`` x the step's micro-batches (evaluate's ``moe`` line)."""
+    layers = max(n_dense + n_moe for n_dense, n_moe in rank_layers(spec, layout))
+    per_microbatch = gdn_chunk_per_microbatch_s(spec, layout, seq_len, gpu, ex, layers)
+    return layout.grad_accum * per_microbatch
+
+
 class GdnWork(NamedTuple):
     """``gdn_chunk_per_microbatch_s``'s GPU-independent inputs on one rank."""
 

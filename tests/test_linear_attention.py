@@ -325,3 +325,23 @@ def test_gdn_activations_switched_to_full_attention_by_their_formula():
     coeff = (2 * (2 * D_QK + 2 * D_V + 2 * N_V) + 2 * (2 * D_QK + D_V) + 4 * D_V) / H
     full_coeff = Q_WIDTH / H * (4.0 + 4.0 * 2 / 16) + 2.0 * Q_WIDTH / H
     assert gdn - full == pytest.approx(36 * 4096 * H * (coeff - full_coeff))
+
+
+def test_evaluate_reports_the_gated_deltanet_core_a_step(hw):
+    """evaluate's moe line gives the measured core's seconds a step on the rank with the
+    most layers (the micro-batches of a step x gdn_chunk_per_microbatch_s); a model
+    without linear attention has no such entry."""
+    from models.expert import gdn_chunk_per_microbatch_s
+
+    ex = ExpertLayout(ep=32)
+    layout = Layout(tp=1, pp=4, dp=32, vp=3, micro_batch=1, global_batch=256)
+    ev = evaluate(NEXT, hw, layout, 4096, experts=ex)
+    per_mb = gdn_chunk_per_microbatch_s(NEXT, layout, 4096, hw.gpu, ex, 12)
+    (line,) = [p for p in ev.moe_plan if p.startswith("Gated DeltaNet core")]
+    assert line.startswith(f"Gated DeltaNet core {8 * per_mb:.3g} s a step")
+    per_token = 2 * K_C * (2 * D_QK + D_V) + 8 * N_V * HEAD_V**2
+    rate = hw.gpu.dense_bf16_tflops * 1e12 * GDN_CORE_PEAK_SHARE
+    per_pass = GDN_CORE_FIXED_S_PER_PASS + 4096 * per_token / rate  # one layer, one pass
+    assert 8 * per_mb == pytest.approx(8 * 9 * 3 * per_pass, rel=1e-9)  # 9 of 12 are linear
+    other = evaluate(moe_zoo()["qwen3-30b-a3b"], hw, layout, 4096, experts=ExpertLayout(ep=8))
+    assert not any("Gated DeltaNet" in p for p in other.moe_plan)
