@@ -174,15 +174,16 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
             f"{', '.join(unknown)}: not one of {', '.join(MODULES)}", "--recompute-modules"
         )
     overlap = opts.get("moe_overlap", "none")
-    return replace(
+    factor = opts.get("capacity_factor")
+    return replace(  # the options add to what ``ex`` (an imported command's) already runs
         ex,
         ep_overlap=1.0 if overlap == "a2a" else ex.ep_overlap,
-        dualpipe=overlap == "dualpipe",
-        dispatch_per_domain=opts.get("dispatcher") == "deepep",
+        dualpipe=overlap == "dualpipe" or ex.dualpipe,
+        dispatch_per_domain=opts.get("dispatcher") == "deepep" or ex.dispatch_per_domain,
         dispatch_bytes=FP8_DISPATCH_BYTES if opts.get("fp8_dispatch") else ex.dispatch_bytes,
-        recompute_modules=modules,
-        fp8_activations=bool(opts.get("fp8_activations")),
-        capacity_factor=opts.get("capacity_factor"),
+        recompute_modules=modules | ex.recompute_modules,
+        fp8_activations=bool(opts.get("fp8_activations")) or ex.fp8_activations,
+        capacity_factor=factor if factor is not None else ex.capacity_factor,
         attention_kernel_speedup=HOPPER_FUSED_ATTENTION_SPEEDUP
         if opts.get("fused_attention")
         else ex.attention_kernel_speedup,
@@ -232,11 +233,9 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
     if imported is None:
         check_layout(spec, layout, seq_len)
-    if imported is not None:  # the command's EP, ETP, --moe-permute-fusion, --moe-router-dtype
-        experts = expert_layout(spec, layout, imported.ep, imported.etp)
-        experts = replace(
-            experts, permute_fusion=imported.permute_fusion, router_fp32=imported.router_fp32
-        )
+    if imported is not None:  # the command's EP, ETP (checked) and MoE mechanisms
+        expert_layout(spec, layout, imported.ep, imported.etp)
+        experts = imported.experts() if spec.is_moe else ExpertLayout()
     else:
         experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
     experts = moe_plan(spec, experts, opts)

@@ -248,3 +248,27 @@ def test_optimize_says_so_in_one_line(capsys):
     line = refused(capsys, ["optimize", "--from-megatron", SHORT], "--batch-tokens-model off")
     assert line.startswith("designer: error: --from-megatron: the command's global batch")
     refused(capsys, ["optimize", "--from-megatron", SHORT, "--gpu", "x"], "--gpu: unknown GPU")
+
+
+def test_the_imported_row_prices_a_moe_commands_mechanisms_as_evaluate_does(capsys):
+    """optimize --from-megatron's row for the command prices it as evaluate --from-megatron
+    does: its MoE mechanisms (here DeepEP's dispatch, the all-to-all overlap and the
+    unfused permutation of a command without --moe-permute-fusion) included."""
+    from helpers import run_main
+
+    moe = (
+        "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 "
+        "--hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+        "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 64 "
+        "--use-distributed-optimizer --train-iters 1000 --bf16 --num-experts 16 "
+        "--expert-model-parallel-size 16 --moe-grouped-gemm --moe-token-dispatcher-type flex "
+        "--moe-enable-deepep --overlap-moe-expert-parallel-comm"
+    )
+    run = parse_megatron(moe.split())
+    ex = run.experts()
+    assert ex.dispatch_per_domain and ex.ep_overlap == 1.0 and not ex.permute_fusion
+    scenario = build_scenario(**diff.question_for(run, {}, set()))
+    row = diff.imported_evaluation(scenario, run)
+    code, out, err = run_main(capsys, ["evaluate", "--from-megatron", moe, "--json"])
+    assert code == 0, err
+    assert row.step_time_s == pytest.approx(json.loads(out)["step_time_s"], rel=1e-9)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from catalog import load_catalog
-from designer.errors import Infeasible
+from designer.errors import Infeasible, UsageError
 from designer.launch import Launch, emit, load_megatron
 from designer.launch.nemo_recipe import choose_recipe, nemo_fields, split_settings
 from designer.launch.pipeline_layout import chunk_layers
@@ -337,6 +337,83 @@ def test_a_moe_command_with_an_fp32_router_is_priced_so(capsys):
     assert code == 2 and "--moe-router-dtype" in err and "fp32, fp64" in err
     dense = base.replace(" --num-experts 8 --expert-model-parallel-size 8", "")
     assert not load_megatron(dense + " --moe-router-dtype fp32").router_fp32
+
+
+TWO_NODE_MOE_COMMAND = (
+    "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+    "--num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 "
+    "--micro-batch-size 1 --bf16 --num-experts 16 --expert-model-parallel-size 16 "
+    "--moe-permute-fusion --moe-grouped-gemm --moe-token-dispatcher-type alltoall"
+)  # EP 16 over two servers: the all-to-all crosses the NICs
+
+
+@pytest.mark.parametrize(
+    "flags, option",
+    [
+        (" --moe-enable-deepep", ["--dispatcher", "deepep"]),
+        (" --overlap-moe-expert-parallel-comm", ["--moe-overlap", "a2a"]),
+        (
+            " --moe-expert-capacity-factor 1.5 --moe-pad-expert-input-to-capacity",
+            ["--capacity-factor", "1.5"],
+        ),
+        (
+            " --recompute-granularity selective --recompute-modules moe_act layernorm",
+            ["--recompute-modules", "moe_act,layernorm"],
+        ),
+    ],
+    ids=["deepep", "a2a-overlap", "capacity", "recompute-modules"],
+)
+def test_a_moe_commands_mechanisms_price_as_evaluate_options_do(capsys, flags, option):
+    """--from-megatron reads DeepEP's dispatch (with the flex dispatcher), the batch-level
+    all-to-all overlap, the capacity factor and --recompute-modules: the command with the
+    flag prices (step, memory, the moe line) as the plain command with the evaluate option
+    that switches the same ExpertLayout field, and differently from the plain command."""
+    base = TWO_NODE_MOE_COMMAND
+    cmd = base + flags
+    if "deepep" in flags:
+        cmd = cmd.replace(
+            "--moe-token-dispatcher-type alltoall", "--moe-token-dispatcher-type flex"
+        )
+    got = evaluate_each(capsys, plain=(base, []), flag=(cmd, []), option=(base, option))
+    for key in ("step_time_s", "moe_plan", "memory_gb"):
+        assert got["flag"][key] == got["option"][key], key
+    assert (got["flag"]["step_time_s"], got["flag"]["memory_gb"]) != (
+        got["plain"]["step_time_s"],
+        got["plain"]["memory_gb"],
+    )
+    notes = " ".join(got["flag"]["from_megatron"]["notes"])
+    assert "modelled as alltoall" not in notes
+
+
+def test_recompute_modules_map_onto_the_layout_and_the_moe_modules():
+    """Megatron-Core's --recompute-modules under selective granularity: core_attn is the
+    layout's selective recompute (without it the layout recomputes none), shared_experts is
+    models.memory's shared_expert, mlp is noted and not priced; under full recomputation the
+    flag is not read (noted); a module Megatron does not know is refused naming the flag."""
+    sel = TWO_NODE_MOE_COMMAND + " --recompute-granularity selective --recompute-modules"
+    run = load_megatron(sel + " core_attn moe_act shared_experts mlp")
+    assert run.layout.recompute == "selective"
+    assert run.experts().recompute_modules == frozenset({"moe_act", "shared_expert"})
+    assert any("mlp: a dense MLP's recompute, not priced" in n for n in run.notes)
+    run = load_megatron(sel + " moe")
+    assert run.layout.recompute == "none" and run.experts().recompute_modules == {"moe"}
+    run = load_megatron(sel.replace("selective", "full") + " moe")
+    assert run.layout.recompute == "full" and not run.experts().recompute_modules
+    assert any("not read under full recomputation" in n for n in run.notes)
+    assert load_megatron(TWO_NODE_MOE_COMMAND).layout.recompute == "none"
+    with pytest.raises(UsageError, match="--recompute-modules: 'attn' is not one of"):
+        load_megatron(sel + " attn")
+
+
+def test_a_capacity_factor_without_padding_is_priced_padded_and_noted():
+    cmd = TWO_NODE_MOE_COMMAND + " --moe-expert-capacity-factor 1.25"
+    run = load_megatron(cmd)
+    assert run.experts().capacity_factor == 1.25
+    assert any("priced padded to it" in n for n in run.notes)
+    padded = load_megatron(cmd + " --moe-pad-expert-input-to-capacity")
+    assert padded.experts() == run.experts() and not any("padded" in n for n in padded.notes)
+    with pytest.raises(UsageError, match="--moe-expert-capacity-factor: 0 is not from"):
+        load_megatron(TWO_NODE_MOE_COMMAND + " --moe-expert-capacity-factor 0")
 
 
 @pytest.mark.parametrize("fmt", ["nemo", "torchtitan"])

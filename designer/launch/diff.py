@@ -10,7 +10,6 @@ from designer.launch.megatron_import import OPTION, ImportedRun
 from designer.output import text as render
 from designer.output.formats import _plain
 from models import Evaluation, Hardware, evaluate
-from models.expert import ExpertLayout
 from solvers import PLAN_COLUMNS, Plan, Scenario
 from solvers.plan import cost_usd
 
@@ -95,7 +94,7 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
             }
         )
     )
-    ex = ExpertLayout(run.ep, run.etp)
+    ex = run.experts()  # its EP, ETP and MoE mechanisms, as evaluate --from-megatron prices them
     failures = scenario.failure_model(hw.gpu.name)
     # the tokens its batch needs (models/batch_tokens.py), as the optimized plan is charged
     tokens = scenario.tokens * scenario.token_multiplier(run.layout.global_batch)

@@ -27,10 +27,23 @@ from designer.launch.pipeline_layout import layout_fields
 from designer.launch.script import ExpansionTooLarge, command_from_script
 from designer.launch.vocab import all_flags, flag, flag_index, normalize, vocabulary
 from models import Assumptions, Layout, TransformerSpec
+from models.expert import ExpertLayout
 from models.feasibility import divisibility_violations
+from models.memory import MODULES
 
 OPTION = "--from-megatron"
 NAME = "from-megatron"
+
+
+# ImportedRun's fields that are models.expert.ExpertLayout's of the same names
+MOE_FIELDS = (
+    "permute_fusion",
+    "router_fp32",
+    "dispatch_per_domain",
+    "ep_overlap",
+    "capacity_factor",
+    "recompute_modules",
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,15 @@ class ImportedRun:
     etp: int = 1  # expert tensor parallelism
     permute_fusion: bool = True  # --moe-permute-fusion (a MoE model without it: False)
     router_fp32: bool = False  # --moe-router-dtype fp32 or fp64 (a MoE model only)
+    dispatch_per_domain: bool = False  # --moe-enable-deepep (DeepEP's dispatch)
+    ep_overlap: float = 0.0  # --overlap-moe-expert-parallel-comm: 1.0, the all-to-alls hidden
+    capacity_factor: float | None = None  # --moe-expert-capacity-factor (None: dropless)
+    recompute_modules: frozenset[str] = frozenset()  # --recompute-modules, the MoE ones
+
+    def experts(self) -> ExpertLayout:
+        """The command's experts and MoE mechanisms (MOE_FIELDS, ExpertLayout's fields of the
+        same names) as models.expert prices them."""
+        return ExpertLayout(self.ep, self.etp, **{f: getattr(self, f) for f in MOE_FIELDS})
 
     @property
     def world_size(self) -> int:
@@ -124,6 +146,18 @@ class _Flags:
         if choices and values[0] not in choices:
             raise _fail(self.name(setting), f"{values[0]!r} is not one of {', '.join(choices)}")
         return values[0]
+
+    def words(self, setting: str) -> list[str] | None:
+        """A flag of any number of values (argparse nargs='*'), each checked against its
+        choices; None when the flag is absent."""
+        values = self.values.get(setting)
+        if values is None:
+            return None
+        choices = vocabulary(self.framework)["flags"][setting].get("choices")
+        for value in values:
+            if choices and value not in choices:
+                raise _fail(self.name(setting), f"{value!r} is not one of {', '.join(choices)}")
+        return list(values)
 
     def integer(self, setting: str, default: int | None = None) -> int | None:
         text = self.text(setting)
@@ -205,7 +239,7 @@ def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
             moe_layer_every=found[1],
         )
         dispatcher = m.text("moe_dispatcher") or "allgather"
-        if dispatcher != "alltoall":
+        if dispatcher != "alltoall" and not m.switch("moe_enable_deepep"):
             notes.append(
                 f"{m.name('moe_dispatcher')} {dispatcher}: modelled as alltoall "
                 "(models/expert.py prices Megatron-Core's all-to-all dispatcher)"
@@ -519,6 +553,14 @@ def _recompute_mode(m: _Flags, notes: list[str]) -> str:
     recompute = granularity or default("recompute")
     if recompute == "full" and (m.text("recompute_method") == "block"):
         notes.append("--recompute-method block: modelled as full recomputation of every layer")
+    modules = m.words("recompute_modules")
+    if modules is not None and recompute == "selective" and "core_attn" not in modules:
+        recompute = "none"  # the layout's selective recompute is Megatron's core_attn
+    if modules is not None and recompute == "full":
+        notes.append(
+            f"{m.name('recompute_modules')}: not read under full recomputation "
+            "(Megatron-Core reads it with --recompute-granularity selective)"
+        )
     return str(recompute)
 
 
@@ -613,8 +655,21 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     tokens = _tokens(m, global_batch, seq)
     fused = _permute_fusion(m, spec, notes)
     router = _router_fp32(m, spec, notes)
+    mechanisms = _moe_mechanisms(m, spec, notes)
     return ImportedRun(
-        spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce, ep, etp, fused, router
+        spec,
+        layout,
+        seq,
+        tokens,
+        nnodes,
+        nproc,
+        tuple(notes),
+        grad_reduce,
+        ep,
+        etp,
+        fused,
+        router,
+        **mechanisms,
     )
 
 
@@ -640,6 +695,47 @@ def _router_fp32(m: _Flags, spec: TransformerSpec, notes: list[str]) -> bool:
     if dtype == "fp64":
         notes.append(f"{m.name('moe_router_dtype')} fp64: priced as fp32 (the TF32 rate)")
     return True
+
+
+def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
+    """ImportedRun's MoE mechanisms as the command sets them (models.expert.ExpertLayout's
+    fields, as evaluate's options set them): DeepEP's dispatch (--moe-enable-deepep, as
+    --dispatcher deepep), the batch-level all-to-all overlap
+    (--overlap-moe-expert-parallel-comm, as --moe-overlap a2a), the capacity factor
+    (--moe-expert-capacity-factor, as --capacity-factor) and the MoE modules of a selective
+    recomputation (--recompute-modules, as evaluate's). A dense command sets none."""
+    if not spec.is_moe:
+        return {}
+    factor = m.number("moe_capacity_factor")
+    if factor is not None and not 0.01 <= factor <= 100:
+        raise _fail(m.name("moe_capacity_factor"), f"{factor:g} is not from 0.01 to 100")
+    if factor is not None and not m.switch("moe_pad_to_capacity"):
+        notes.append(
+            f"{m.name('moe_capacity_factor')} {factor:g} without "
+            f"{m.name('moe_pad_to_capacity')}: priced padded to it, the busiest expert at "
+            f"{factor:g} x the balanced share"
+        )
+    return dict(
+        dispatch_per_domain=m.switch("moe_enable_deepep"),
+        ep_overlap=1.0 if m.switch("moe_ep_overlap") else 0.0,
+        capacity_factor=factor,
+        recompute_modules=_recompute_modules(m, notes),
+    )
+
+
+def _recompute_modules(m: _Flags, notes: list[str]) -> frozenset[str]:
+    """The MoE modules of --recompute-granularity selective --recompute-modules, in
+    models.memory.MODULES' names (Megatron's shared_experts is shared_expert); core_attn is
+    the layout's selective recompute (_recompute_mode), mlp (a dense MLP's) is noted and
+    not priced."""
+    given = m.words("recompute_modules")
+    if given is None or m.text("recompute_granularity") != "selective":
+        return frozenset()
+    names = {"shared_experts": "shared_expert"}
+    modules = frozenset(names.get(w, w) for w in given) - {"core_attn"}
+    if "mlp" in modules:
+        notes.append(f"{m.name('recompute_modules')} mlp: a dense MLP's recompute, not priced")
+    return modules & frozenset(MODULES)
 
 
 PIPELINE_SPLIT_OPTIONS = {
