@@ -403,6 +403,10 @@ def test_recompute_modules_map_onto_the_layout_and_the_moe_modules():
     assert load_megatron(TWO_NODE_MOE_COMMAND).layout.recompute == "none"
     with pytest.raises(UsageError, match="--recompute-modules: 'attn' is not one of"):
         load_megatron(sel + " attn")
+    dense = sel.replace(" --num-experts 16 --expert-model-parallel-size 16", "")
+    run = load_megatron(dense + " core_attn layernorm")
+    assert run.layout.recompute == "selective"
+    assert any("a dense model's recompute of layernorm is not priced" in n for n in run.notes)
 
 
 def test_a_capacity_factor_without_padding_is_priced_padded_and_noted():

@@ -705,6 +705,12 @@ def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
     (--moe-expert-capacity-factor, as --capacity-factor) and the MoE modules of a selective
     recomputation (--recompute-modules, as evaluate's). A dense command sets none."""
     if not spec.is_moe:
+        given = m.words("recompute_modules")
+        if given and m.text("recompute_granularity") == "selective" and set(given) - {"core_attn"}:
+            notes.append(
+                f"{m.name('recompute_modules')}: a dense model's recompute of "
+                f"{', '.join(sorted(set(given) - {'core_attn'}))} is not priced"
+            )
         return {}
     factor = m.number("moe_capacity_factor")
     if factor is not None and not 0.01 <= factor <= 100:
