@@ -24,7 +24,9 @@ heads, 128 channels each, kernel 4.
 For one micro-batch of B x 4,096 tokens (B in BATCHES), each piece and the whole chain
 (``core``) is timed forward and forward + backward (autograd, inputs and parameters
 requiring gradients as in training), the median of CUDA-event timings after warm-up, on
-random bf16 data. FLOPs are Megatron-LM's ``gdn_layer_flops`` terms per token and
+random bf16 data. Each piece runs on its own leaf inputs (``prepare`` returns its
+outputs concatenated, for one gradient), so the pieces add to more than the chain; the
+model takes the chain. FLOPs are Megatron-LM's ``gdn_layer_flops`` terms per token and
 forward: the convolution 2 k_c (2 d_qk + d_v'), the delta rule 8 n_v d_v^2; TFLOP/s
 count forward + backward as 3 forwards. Before timing, the chunked kernel's output is
 checked against a plain recurrence on a small input (``check`` row: the largest
