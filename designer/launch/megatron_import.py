@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -27,9 +28,10 @@ from designer.launch.pipeline_layout import layout_fields
 from designer.launch.script import ExpansionTooLarge, command_from_script
 from designer.launch.vocab import all_flags, flag, flag_index, normalize, vocabulary
 from models import Assumptions, Layout, TransformerSpec
-from models.expert import ExpertLayout
 from models.feasibility import divisibility_violations
-from models.memory import MODULES
+
+if TYPE_CHECKING:  # models.expert imports numpy: commands that never evaluate skip it
+    from models.expert import ExpertLayout
 
 OPTION = "--from-megatron"
 NAME = "from-megatron"
@@ -68,6 +70,8 @@ class ImportedRun:
     def experts(self) -> ExpertLayout:
         """The command's experts and MoE mechanisms (MOE_FIELDS, ExpertLayout's fields of the
         same names) as models.expert prices them."""
+        from models.expert import ExpertLayout
+
         return ExpertLayout(self.ep, self.etp, **{f: getattr(self, f) for f in MOE_FIELDS})
 
     @property
@@ -734,6 +738,8 @@ def _recompute_modules(m: _Flags, notes: list[str]) -> frozenset[str]:
     models.memory.MODULES' names (Megatron's shared_experts is shared_expert); core_attn is
     the layout's selective recompute (_recompute_mode), mlp (a dense MLP's) is noted and
     not priced."""
+    from models.memory import MODULES
+
     given = m.words("recompute_modules")
     if given is None or m.text("recompute_granularity") != "selective":
         return frozenset()
