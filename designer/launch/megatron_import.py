@@ -70,6 +70,7 @@ class ImportedRun:
     def experts(self) -> ExpertLayout:
         """The command's experts and MoE mechanisms (MOE_FIELDS, ExpertLayout's fields of the
         same names) as models.expert prices them."""
+        # lazy: models.expert loads numpy; commands that never evaluate do not
         from models.expert import ExpertLayout
 
         return ExpertLayout(self.ep, self.etp, **{f: getattr(self, f) for f in MOE_FIELDS})
@@ -738,6 +739,7 @@ def _recompute_modules(m: _Flags, notes: list[str]) -> frozenset[str]:
     models.memory.MODULES' names (Megatron's shared_experts is shared_expert); core_attn is
     the layout's selective recompute (_recompute_mode), mlp (a dense MLP's) is noted and
     not priced."""
+    # lazy: models.memory loads numpy; commands that never evaluate do not
     from models.memory import MODULES
 
     given = m.words("recompute_modules")
