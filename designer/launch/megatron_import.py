@@ -147,17 +147,16 @@ class _Flags:
             return None
         if len(values) != 1:
             raise _fail(self.name(setting), f"takes one value, got {len(values)}: {values}")
-        choices = vocabulary(self.framework)["flags"][setting].get("choices")
-        if choices and values[0] not in choices:
-            raise _fail(self.name(setting), f"{values[0]!r} is not one of {', '.join(choices)}")
-        return values[0]
+        return self._chosen(setting, values)[0]
 
     def words(self, setting: str) -> list[str] | None:
         """A flag of any number of values (argparse nargs='*'), each checked against its
         choices; None when the flag is absent."""
         values = self.values.get(setting)
-        if values is None:
-            return None
+        return None if values is None else self._chosen(setting, values)
+
+    def _chosen(self, setting: str, values: list[str]) -> list[str]:
+        """``values``, each one of the setting's choices where the vocabulary lists them."""
         choices = vocabulary(self.framework)["flags"][setting].get("choices")
         for value in values:
             if choices and value not in choices:
