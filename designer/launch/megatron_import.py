@@ -657,30 +657,16 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     _check_shapes(m, spec, layout, seq)
     ep, etp = _expert_degrees(m, spec, tp, cp, dp)
     tokens = _tokens(m, global_batch, seq)
-    fused = _permute_fusion(m, spec, notes)
-    router = _router_fp32(m, spec, notes)
     mechanisms = _moe_mechanisms(m, spec, notes)
     return ImportedRun(
-        spec,
-        layout,
-        seq,
-        tokens,
-        nnodes,
-        nproc,
-        tuple(notes),
-        grad_reduce,
-        ep,
-        etp,
-        fused,
-        router,
-        **mechanisms,
+        spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce, ep, etp, **mechanisms
     )
 
 
-def _permute_fusion(m: _Flags, spec: TransformerSpec, notes: list[str]) -> bool:
+def _permute_fusion(m: _Flags, notes: list[str]) -> bool:
     """--moe-permute-fusion as the command sets it; a MoE command without it runs
     Megatron-Core's unfused permutation (its default), which the import notes."""
-    if not spec.is_moe or m.switch("moe_permute_fusion"):
+    if m.switch("moe_permute_fusion"):
         return True
     notes.append(
         f"no {m.name('moe_permute_fusion')}: Megatron-Core's unfused permutation "
@@ -689,12 +675,12 @@ def _permute_fusion(m: _Flags, spec: TransformerSpec, notes: list[str]) -> bool:
     return False
 
 
-def _router_fp32(m: _Flags, spec: TransformerSpec, notes: list[str]) -> bool:
+def _router_fp32(m: _Flags, notes: list[str]) -> bool:
     """--moe-router-dtype as the command sets it: fp32 (or fp64, priced as fp32 and noted)
     runs the router's backward GEMMs in fp32 (models.expert.router_fp32_per_microbatch_s);
-    absent, the router runs in the model's dtype. A dense command has no router."""
+    absent, the router runs in the model's dtype."""
     dtype = m.text("moe_router_dtype")
-    if dtype is None or not spec.is_moe:
+    if dtype is None:
         return False
     if dtype == "fp64":
         notes.append(f"{m.name('moe_router_dtype')} fp64: priced as fp32 (the TF32 rate)")
@@ -702,12 +688,14 @@ def _router_fp32(m: _Flags, spec: TransformerSpec, notes: list[str]) -> bool:
 
 
 def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
-    """ImportedRun's MoE mechanisms as the command sets them (models.expert.ExpertLayout's
-    fields, as evaluate's options set them): DeepEP's dispatch (--moe-enable-deepep, as
-    --dispatcher deepep), the batch-level all-to-all overlap
+    """ImportedRun's MoE mechanisms (MOE_FIELDS) as the command sets them
+    (models.expert.ExpertLayout's fields, as evaluate's options set them): the permutation
+    (_permute_fusion), the router's dtype (_router_fp32), DeepEP's dispatch
+    (--moe-enable-deepep, as --dispatcher deepep), the batch-level all-to-all overlap
     (--overlap-moe-expert-parallel-comm, as --moe-overlap a2a), the capacity factor
     (--moe-expert-capacity-factor, as --capacity-factor) and the MoE modules of a selective
-    recomputation (--recompute-modules, as evaluate's). A dense command sets none."""
+    recomputation (--recompute-modules, as evaluate's). A dense command sets none (the
+    fields' defaults)."""
     if not spec.is_moe:
         given = m.words("recompute_modules")
         if given and m.text("recompute_granularity") == "selective" and set(given) - {"core_attn"}:
@@ -716,6 +704,7 @@ def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
                 f"{', '.join(sorted(set(given) - {'core_attn'}))} is not priced"
             )
         return {}
+    fused, router = _permute_fusion(m, notes), _router_fp32(m, notes)
     factor = m.number("moe_capacity_factor")
     if factor is not None and not 0.01 <= factor <= 100:
         raise _fail(m.name("moe_capacity_factor"), f"{factor:g} is not from 0.01 to 100")
@@ -726,6 +715,8 @@ def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
             f"{factor:g} x the balanced share"
         )
     return dict(
+        permute_fusion=fused,
+        router_fp32=router,
         dispatch_per_domain=m.switch("moe_enable_deepep"),
         ep_overlap=1.0 if m.switch("moe_ep_overlap") else 0.0,
         capacity_factor=factor,
