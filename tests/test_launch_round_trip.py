@@ -386,16 +386,20 @@ def test_a_moe_commands_mechanisms_price_as_evaluate_options_do(capsys, flags, o
 
 
 def test_recompute_modules_map_onto_the_layout_and_the_moe_modules():
-    """Megatron-Core's --recompute-modules under selective granularity: core_attn is the
-    layout's selective recompute (without it the layout recomputes none), shared_experts is
-    models.memory's shared_expert, mlp is noted and not priced; under full recomputation the
-    flag is not read (noted); a module Megatron does not know is refused naming the flag."""
+    """Megatron-Core's --recompute-modules under selective granularity (or its shorthand
+    --recompute-activations): core_attn is the layout's selective recompute (without it
+    the layout recomputes none), shared_experts is models.memory's shared_expert, mlp is
+    noted and not priced; under full recomputation the flag is not read (noted); a module
+    Megatron does not know is refused naming the flag."""
     sel = TWO_NODE_MOE_COMMAND + " --recompute-granularity selective --recompute-modules"
     run = load_megatron(sel + " core_attn moe_act shared_experts mlp")
     assert run.layout.recompute == "selective"
     assert run.experts().recompute_modules == frozenset({"moe_act", "shared_expert"})
     assert any("mlp: a dense MLP's recompute, not priced" in n for n in run.notes)
     run = load_megatron(sel + " moe")
+    assert run.layout.recompute == "none" and run.experts().recompute_modules == {"moe"}
+    short = sel.replace("--recompute-granularity selective", "--recompute-activations")
+    run = load_megatron(short + " moe")  # the shorthand for selective granularity
     assert run.layout.recompute == "none" and run.experts().recompute_modules == {"moe"}
     run = load_megatron(sel.replace("selective", "full") + " moe")
     assert run.layout.recompute == "full" and not run.experts().recompute_modules

@@ -550,11 +550,16 @@ def _degrees(m: _Flags, launcher: _Flags, nnodes: int, nproc: int) -> tuple[int,
     return tp, pp, cp, world // (tp * pp * cp)
 
 
-def _recompute_mode(m: _Flags, notes: list[str]) -> str:
+def _granularity(m: _Flags) -> str | None:
+    """--recompute-granularity, or selective for its shorthand --recompute-activations."""
     granularity = m.text("recompute_granularity")
     if granularity is None and m.switch("recompute_activations"):
-        granularity = "selective"
-    recompute = granularity or default("recompute")
+        return "selective"
+    return granularity
+
+
+def _recompute_mode(m: _Flags, notes: list[str]) -> str:
+    recompute = _granularity(m) or default("recompute")
     if recompute == "full" and (m.text("recompute_method") == "block"):
         notes.append("--recompute-method block: modelled as full recomputation of every layer")
     modules = m.words("recompute_modules")
@@ -698,7 +703,7 @@ def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
     fields' defaults)."""
     if not spec.is_moe:
         given = m.words("recompute_modules")
-        if given and m.text("recompute_granularity") == "selective" and set(given) - {"core_attn"}:
+        if given and _granularity(m) == "selective" and set(given) - {"core_attn"}:
             notes.append(
                 f"{m.name('recompute_modules')}: a dense model's recompute of "
                 f"{', '.join(sorted(set(given) - {'core_attn'}))} is not priced"
@@ -733,7 +738,7 @@ def _recompute_modules(m: _Flags, notes: list[str]) -> frozenset[str]:
     from models.memory import MODULES
 
     given = m.words("recompute_modules")
-    if given is None or m.text("recompute_granularity") != "selective":
+    if given is None or _granularity(m) != "selective":
         return frozenset()
     names = {"shared_experts": "shared_expert"}
     modules = frozenset(names.get(w, w) for w in given) - {"core_attn"}
