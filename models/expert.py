@@ -623,7 +623,10 @@ def gdn_core_per_step_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
 ) -> float:
     """The Gated DeltaNet core's seconds in a step on the rank with the most layers:
-    ``gdn_chunk_per_microbatch_s`` x the step's micro-batches (evaluate's ``moe`` line)."""
+    ``gdn_chunk_per_microbatch_s`` x the step's micro-batches (evaluate's ``moe`` line); 0
+    without linear attention, before the ranks' layers are counted."""
+    if not spec.has_linear_attention:
+        return 0.0
     layers = max(n_dense + n_moe for n_dense, n_moe in rank_layers(spec, layout))
     per_microbatch = gdn_chunk_per_microbatch_s(spec, layout, seq_len, gpu, ex, layers)
     return layout.grad_accum * per_microbatch
