@@ -19,7 +19,12 @@ from designer.question.build import stack_catalog
 from models import Assumptions, Layout, resolve_model
 from models.evaluate import Hardware, evaluate
 from models.evidence_range import evaluation_evidence
-from models.expert import FP8_DISPATCH_BYTES, HOPPER_FUSED_ATTENTION_SPEEDUP, ExpertLayout
+from models.expert import (
+    FP8_DISPATCH_BYTES,
+    HOPPER_FUSED_ATTENTION_SPEEDUP,
+    ExpertLayout,
+    a2a_overlap_violation,
+)
 from models.feasibility import divisibility_violations
 from models.goodput import failure_model
 from models.memory import MODULES
@@ -194,6 +199,20 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
     )
 
 
+def _check_overlap(spec, layout: Layout, ex: ExpertLayout, opts: dict[str, Any]) -> None:
+    """A layout Megatron-Core refuses its all-to-all overlap for is a usage error naming
+    the option that asked for the overlap (models.expert.a2a_overlap_violation)."""
+    why = a2a_overlap_violation(spec, layout, ex)
+    if why is None:
+        return
+    option = (
+        "--moe-overlap"
+        if opts.get("moe_overlap") == "a2a"
+        else "--from-megatron: --overlap-moe-expert-parallel-comm"
+    )
+    raise UsageError(f"Megatron-Core refuses its all-to-all overlap for this layout: {why}", option)
+
+
 def hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardware:
     """The GPU's server with its NICs; an unknown GPU blames --gpu, any other misfit --nic."""
     try:
@@ -239,6 +258,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     else:
         experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
     experts = moe_plan(spec, experts, opts)
+    _check_overlap(spec, layout, experts, opts)
     a = _assumptions(opts, imported)
     failures = None
     if not opts.get("no_failures"):

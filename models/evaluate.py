@@ -282,11 +282,17 @@ def with_profile(a: Assumptions, gpu: GPUSpec) -> Assumptions:
 def moe_plan_described(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
 ) -> tuple[str, ...]:
-    """evaluate's ``moe`` line: the plan's MoE mechanisms in words, and a linear-attention
-    model's Gated DeltaNet core as measured, in seconds a step (models.expert)."""
+    """evaluate's ``moe`` line: the plan's MoE mechanisms in words, the share of the
+    all-to-alls an overlap hides (ExpertLayout.hidden_share) and a linear-attention model's
+    Gated DeltaNet core as measured, in seconds a step (models.expert)."""
     if not spec.is_moe:
         return ()
     out = ex.described()
+    if ex.ep_overlap > 0 and not ex.dualpipe:
+        out += (
+            f"{ex.hidden_share(layout):.0%} of the all-to-alls hidden (the schedule's "
+            "warm-up forwards and cool-down backwards run alone)",
+        )
     core_s = gdn_core_per_step_s(spec, layout, seq_len, gpu, ex)
     if core_s > 0:
         out += (

@@ -43,7 +43,11 @@ divisibility). This module prices, per micro-batch on the busiest pipeline rank:
 - **Exposed share** ``ep_overlap`` (default 0): Megatron-Core runs the all-to-alls on the
   compute stream unless ``--overlap-moe-expert-parallel-comm`` (batch-level overlap in
   the 1F1B stage, off by default at 000c4ac24f61) or ``--moe-shared-expert-overlap``
-  (off by default) is set.
+  (off by default) is set. The overlap pairs each chunk's forward with another
+  micro-batch's backward, all but the W warm-up forwards and W cool-down backwards
+  (models.pipeline.a2a_overlap_exposed_share: W / (v m) stays exposed, W = 1 with PP 1),
+  holds 1F1B's activations (models.pipeline.a2a_overlap_warmup_chunks) and runs only
+  where Megatron-Core allows it (``a2a_overlap_violation``).
 - **Expert compute** from the active parameters: per token and layer the attention (or
   MLA) projections, the dense MLP of a dense layer, the router, the shared experts and
   the top-k routed experts (``models.moe``); the routed GEMMs run ``expert_load`` x the
@@ -117,6 +121,7 @@ from models import comm, flops, moe, scaleup
 from models import linear_attention as la
 from models.layout import Assumptions, Layout, Network
 from models.memory import MoEMemory, StoredActivations, moe_memory_per_gpu, moe_rank_counts
+from models.pipeline import a2a_overlap_exposed_share
 from models.step import (
     GemmRates,
     StageWork,
@@ -297,10 +302,16 @@ class ExpertLayout:
             out.append(f"fused attention (x{self.attention_kernel_speedup:g} the profile's)")
         return tuple(out)
 
-    @property
-    def hidden_share(self) -> float:
-        """The all-to-all share hidden behind compute: 1 under DualPipe, else ep_overlap."""
-        return 1.0 if self.dualpipe else self.ep_overlap
+    def hidden_share(self, layout: Layout) -> float:
+        """The all-to-all share hidden behind compute: 1 under DualPipe; else ep_overlap of
+        the all-to-alls the schedule pairs with another micro-batch's compute, all but its
+        warm-up and cool-down (models.pipeline.a2a_overlap_exposed_share)."""
+        if self.dualpipe:
+            return 1.0
+        if self.ep_overlap <= 0:
+            return 0.0
+        alone = a2a_overlap_exposed_share(layout.pp, layout.vp, layout.grad_accum)
+        return self.ep_overlap * (1.0 - alone)
 
 
 def tokens_per_gpu(layout: Layout, seq_len: int) -> float:
@@ -387,10 +398,11 @@ def dispatch_terms(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex
 ) -> DispatchTerms:
     """Exposed dispatch and combine of one micro-batch on the rank with the most MoE
-    layers: 4 all-to-alls per layer (6 with full recomputation) x (1 - ep_overlap), each
+    layers: 4 all-to-alls per layer (6 with full recomputation) x (1 - the hidden share,
+    ``ExpertLayout.hidden_share``), each
     ``all_to_all_s`` and, with ETP > 1, its all-gather or reduce-scatter over ETP (module
     docstring), split by what depends on the NICs (DispatchTerms)."""
-    return dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, 1.0 - ex.hidden_share)
+    return dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, 1.0 - ex.hidden_share(layout))
 
 
 def dispatch_calls_bytes_per_element(layout: Layout, ex: ExpertLayout) -> tuple[float, float]:
@@ -746,12 +758,35 @@ def overlap_cost_per_microbatch_s(
     """The cost of hiding the all-to-alls: while the hidden share runs, its kernels hold
     ``overlap_sm_fraction`` of the SMs, so compute loses that fraction of the hidden
     seconds (DeepSeek-V3 Technical Report section 3.2.2: 20 of 132 SMs)."""
-    hidden = ex.hidden_share
+    hidden = ex.hidden_share(layout)
     if not spec.is_moe or hidden <= 0 or ex.overlap_sm_fraction <= 0:
         return 0.0
     share = nic_share_gb_per_s(gpu, net.node_bw_gb_per_s) * comm.GB
     whole = dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, hidden).seconds(share)
     return ex.overlap_sm_fraction * whole
+
+
+def a2a_overlap_violation(spec: TransformerSpec, layout: Layout, ex: ExpertLayout) -> str | None:
+    """Why Megatron-Core refuses its all-to-all overlap (--overlap-moe-expert-parallel-comm,
+    ``ep_overlap`` > 0) for this layout, with the change that fixes it; None where it runs.
+    The rules of TransformerConfig.__post_init__ (megatron-core 0.19.2,
+    transformer_config.py) the designer's layouts can break: expert parallelism, virtual
+    stages when PP > 1, no full recomputation and no ``moe`` recompute module, at most one
+    MTP layer. (Its others hold for every designer launch: the alltoall or flex
+    dispatcher, bf16 parameters, no shared-expert overlap.)"""
+    if ex.ep_overlap <= 0 or ex.dualpipe or not spec.is_moe:
+        return None
+    if ex.ep <= 1:
+        return "it needs expert parallelism: set EP above 1"
+    if layout.pp > 1 and layout.vp <= 1:
+        return f"with PP {layout.pp} it needs virtual stages: set VP above 1"
+    if layout.recompute == "full":
+        return "it cannot run with full recomputation: use selective or none"
+    if "moe" in ex.recompute_modules:
+        return "it cannot recompute the moe module: drop moe from the recompute modules"
+    if spec.mtp_layers > 1:
+        return f"it runs at most one MTP layer, and {spec.name} has {spec.mtp_layers}"
+    return None
 
 
 def dualpipe_bubble_scale(pp: int) -> float:

@@ -77,6 +77,33 @@ def in_flight_at_rank(rank: int, pp: int, vp: int, num_microbatches: float) -> f
     return chunks / vp
 
 
+def a2a_overlap_warmup_chunks(pp: int, vp: int) -> int:
+    """Model-chunk forwards the first rank runs alone, before Megatron-Core's all-to-all
+    overlap (--overlap-moe-expert-parallel-comm) pairs each forward with another
+    micro-batch's backward; as many backwards run alone at the end. With PP 1, one
+    (combined_1f1b.py combined_1f1b_schedule_for_no_pipelining: the first micro-batch's
+    forward alone, then each backward beside the next forward); interleaved, the warm-up
+    of forward_backward_pipelining_with_interleaving, 2 (p - 1) + (v - 1) p, plus the one
+    the overlap adds (schedules.py get_pp_rank_microbatches, megatron-core 0.19.2).
+
+    The overlap holds no more activations than 1F1B (``in_flight_at_rank``): the extra
+    warm-up forward is the chunk 1F1B runs before its first backward, and each combined
+    step runs one chunk's forward layer by layer beside another's backward in reverse
+    (combined_1f1b.py), so a layer is stored as one is freed; the transient of one layer
+    is not modelled."""
+    if pp == 1:
+        return 1
+    return 2 * (pp - 1) + (vp - 1) * pp + 1
+
+
+def a2a_overlap_exposed_share(pp: int, vp: int, num_microbatches: float) -> float:
+    """The share of the all-to-alls Megatron-Core's overlap leaves on the critical path:
+    the warm-up's forwards and the cool-down's backwards run alone, W of the v m chunk
+    passes each way (``a2a_overlap_warmup_chunks``), so W / (v m), at most 1."""
+    w = a2a_overlap_warmup_chunks(pp, vp)
+    return min(1.0, w / (vp * max(1.0, float(num_microbatches))))
+
+
 def _spread(total: int, ranks: int) -> list[int]:
     """``total`` layers over ``ranks`` as evenly as possible, the remainder on the last ranks."""
     if ranks <= 0:

@@ -342,9 +342,9 @@ def test_a_moe_command_with_an_fp32_router_is_priced_so(capsys):
 TWO_NODE_MOE_COMMAND = (
     "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
     "--num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 "
-    "--micro-batch-size 1 --bf16 --num-experts 16 --expert-model-parallel-size 16 "
+    "--micro-batch-size 1 --global-batch-size 64 --bf16 --num-experts 16 --expert-model-parallel-size 16 "
     "--moe-permute-fusion --moe-grouped-gemm --moe-token-dispatcher-type alltoall"
-)  # EP 16 over two servers: the all-to-all crosses the NICs
+)  # EP 16 over two servers: the all-to-all crosses the NICs; 4 micro-batches a step
 
 
 @pytest.mark.parametrize(
@@ -422,6 +422,31 @@ def test_a_capacity_factor_without_padding_is_priced_padded_and_noted():
     assert padded.experts() == run.experts() and not any("padded" in n for n in padded.notes)
     with pytest.raises(UsageError, match="--moe-expert-capacity-factor: 0 is not from"):
         load_megatron(TWO_NODE_MOE_COMMAND + " --moe-expert-capacity-factor 0")
+
+
+@pytest.mark.parametrize(
+    "flags, why",
+    [
+        (" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+         "full recomputation"),
+        (" --recompute-granularity selective --recompute-modules moe", "drop moe"),
+        (" --pipeline-model-parallel-size 2", "set VP above 1"),
+    ],
+    ids=["full", "moe-module", "pp-no-vp"],
+)  # fmt: skip
+def test_an_overlap_megatron_core_refuses_is_refused(flags, why):
+    """--overlap-moe-expert-parallel-comm on a layout TransformerConfig refuses it for:
+    the import names the flag and the fix; with virtual stages the same PP imports."""
+    base = TWO_NODE_MOE_COMMAND.replace(
+        "--expert-model-parallel-size 16", "--expert-model-parallel-size 8"
+    )
+    with pytest.raises(UsageError, match=f"--overlap-moe-expert-parallel-comm: .*{why}"):
+        load_megatron(base + " --overlap-moe-expert-parallel-comm" + flags)
+    ok = load_megatron(
+        base + " --overlap-moe-expert-parallel-comm --pipeline-model-parallel-size 2"
+        " --num-virtual-stages-per-pipeline-rank 2"
+    )
+    assert ok.ep_overlap == 1.0 and ok.layout.vp == 2
 
 
 @pytest.mark.parametrize("fmt", ["nemo", "torchtitan"])

@@ -281,3 +281,22 @@ def test_memory_report_names_each_row_over_and_why(capsys):
     for name, why in bench.MEMORY_EXPLAINED.items():
         assert f"{name}: weights " in out and f"ran because {why}" in out
     assert "NOT EXPLAINED" not in out
+
+
+def test_rows_that_ran_the_overlap_meet_megatron_cores_rules_and_expose_their_warm_up():
+    """The rows with ``ep_overlap`` yes ran it, so their layouts meet TransformerConfig's
+    rules (models.expert.a2a_overlap_violation); each leaves W / (v m) of its all-to-alls
+    exposed (models.pipeline.a2a_overlap_exposed_share), which makes it slower than the
+    overlap hiding them all, toward its measurement (every such row is fast)."""
+    from models.expert import a2a_overlap_violation
+    from models.pipeline import a2a_overlap_exposed_share
+
+    ran = [r for r in ROWS if r["ep_overlap"] == "yes" and bench.skip_reason(r) is None]
+    assert len(ran) == 4
+    for r in ran:
+        layout, ex = bench.independent_layout(r)
+        assert a2a_overlap_violation(bench.independent_spec(r), layout, ex) is None, r["name"]
+        alone = a2a_overlap_exposed_share(layout.pp, layout.vp, layout.grad_accum)
+        assert 0 < alone < 1 and ex.hidden_share(layout) == pytest.approx(1 - alone)
+        pred, meas, _ = bench.predict_independent(r)
+        assert pred < meas, r["name"]

@@ -26,6 +26,7 @@ from models.expert import (
     TF32_PER_BF16,
     UNFUSED_PERMUTE_HBM_PASSES,
     ExpertLayout,
+    a2a_overlap_violation,
     dualpipe_bubble_scale,
     expert_memory,
     grouped_gemm_efficiency,
@@ -40,6 +41,7 @@ from models.expert import (
 )
 from models.layout import Assumptions, Layout
 from models.memory import GB, StoredActivations, _moe_ranks
+from models.pipeline import a2a_overlap_exposed_share, a2a_overlap_warmup_chunks
 from models.step import StageWork, matmul_efficiency, work_gemm_s
 from models.zoo import moe_zoo
 
@@ -261,16 +263,86 @@ def test_routed_activation_bytes_add_the_gemms_operand_traffic(hw):
 
 
 def test_overlap_hides_the_all_to_all_at_its_sm_cost(hw):
-    """ep_overlap 1: ep_comm 0, compute + overlap_sm_fraction x the hidden seconds."""
+    """ep_overlap 1 at PP 1 and 8 micro-batches: the first forward's and the last
+    backward's all-to-alls run alone (1 / 8 of them exposed), the rest hidden at
+    overlap_sm_fraction x their seconds."""
     off = run(hw, ExpertLayout(ep=8))
     on = run(hw, ExpertLayout(ep=8, ep_overlap=1.0))
     free = run(hw, ExpertLayout(ep=8, ep_overlap=1.0, overlap_sm_fraction=0.0))
-    assert on.ep_comm == 0.0 and off.ep_comm > 0
-    assert on.compute - off.compute == pytest.approx(OVERLAP_SM_FRACTION * off.ep_comm)
+    assert off.ep_comm > 0 and a2a_overlap_exposed_share(1, 1, 8) == 1 / 8
+    assert on.ep_comm == pytest.approx(off.ep_comm / 8)
+    assert on.compute - off.compute == pytest.approx(OVERLAP_SM_FRACTION * 7 / 8 * off.ep_comm)
     assert free.compute == pytest.approx(off.compute, rel=1e-12)
     half = run(hw, ExpertLayout(ep=8, ep_overlap=0.5))
-    assert half.ep_comm == pytest.approx(0.5 * off.ep_comm)
-    assert half.compute - off.compute == pytest.approx(0.5 * OVERLAP_SM_FRACTION * off.ep_comm)
+    assert half.ep_comm == pytest.approx((1 - 0.5 * 7 / 8) * off.ep_comm)
+    assert half.compute - off.compute == pytest.approx(
+        0.5 * 7 / 8 * OVERLAP_SM_FRACTION * off.ep_comm
+    )
+
+
+def test_interleaved_overlap_leaves_its_warm_up_exposed(hw):
+    """PP 4 x VP 2, 16 micro-batches: the first rank runs 2 (p - 1) + (v - 1) p + 1 = 11
+    chunk forwards alone (and as many backwards), 11 of its 32 chunk passes each way; one
+    micro-batch holds them all exposed; DualPipe hides them all."""
+    layout = Layout(tp=1, pp=4, vp=2, dp=2, micro_batch=1, global_batch=32)
+    assert a2a_overlap_warmup_chunks(4, 2) == 11
+    assert a2a_overlap_exposed_share(4, 2, 16) == pytest.approx(11 / 32)
+    assert a2a_overlap_exposed_share(4, 2, 4) == 1.0
+    off = run(hw, ExpertLayout(ep=2), layout)
+    on = run(hw, ExpertLayout(ep=2, ep_overlap=1.0), layout)
+    assert off.ep_comm > 0
+    assert on.ep_comm == pytest.approx(11 / 32 * off.ep_comm)
+    assert ExpertLayout(ep=2, dualpipe=True).hidden_share(layout) == 1.0
+    assert ExpertLayout(ep=2).hidden_share(layout) == 0.0
+
+
+def test_overlap_holds_the_activations_1f1b_holds(hw):
+    """The overlap's extra warm-up forward is the one 1F1B runs before its first backward,
+    and its combined steps free a layer as they store one (a2a_overlap_warmup_chunks):
+    the same memory as without it, at PP 1 and interleaved."""
+    a = Assumptions()
+    layout = Layout(tp=1, pp=4, vp=2, dp=2, micro_batch=1, global_batch=32)
+    for lay, ep in ((FLAT, 8), (layout, 2)):
+        on = expert_memory(MIXTRAL, lay, 4096, 80, a, ExpertLayout(ep=ep, ep_overlap=1.0))
+        off = expert_memory(MIXTRAL, lay, 4096, 80, a, ExpertLayout(ep=ep))
+        assert on.memory == off.memory
+
+
+@pytest.mark.parametrize(
+    "layout, ex, spec, fragment",
+    [
+        (FLAT, ExpertLayout(ep=1, ep_overlap=1.0), MIXTRAL, "set EP above 1"),
+        (
+            Layout(tp=1, pp=4, dp=2, micro_batch=1, global_batch=32),
+            ExpertLayout(ep=2, ep_overlap=1.0),
+            MIXTRAL,
+            "set VP above 1",
+        ),
+        (
+            Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64, recompute="full"),
+            ExpertLayout(ep=8, ep_overlap=1.0),
+            MIXTRAL,
+            "full recomputation",
+        ),
+        (
+            FLAT,
+            ExpertLayout(ep=8, ep_overlap=1.0, recompute_modules=frozenset({"moe"})),
+            MIXTRAL,
+            "drop moe",
+        ),
+        (FLAT, ExpertLayout(ep=8, ep_overlap=1.0), V3.model_copy(update={"mtp_layers": 2}), "MTP"),
+    ],
+    ids=["ep1", "pp-no-vp", "full", "moe-module", "mtp2"],
+)
+def test_overlap_runs_where_megatron_core_runs_it(layout, ex, spec, fragment):
+    """a2a_overlap_violation: TransformerConfig.__post_init__'s rules (megatron-core
+    0.19.2); none for a layout that meets them, for DualPipe or with the overlap off."""
+    why = a2a_overlap_violation(spec, layout, ex)
+    assert why is not None and fragment in why
+    assert a2a_overlap_violation(MIXTRAL, FLAT, ExpertLayout(ep=8, ep_overlap=1.0)) is None
+    assert a2a_overlap_violation(spec, layout, replace(ex, ep_overlap=0.0)) is None
+    interleaved = Layout(tp=1, pp=4, vp=2, dp=2, micro_batch=1, global_batch=32)
+    assert a2a_overlap_violation(MIXTRAL, interleaved, ExpertLayout(ep=2, ep_overlap=1.0)) is None
 
 
 def test_dualpipe_bubble_overlap_and_weights(hw):
@@ -280,12 +352,16 @@ def test_dualpipe_bubble_overlap_and_weights(hw):
     assert dualpipe_bubble_scale(2) == 1.0
     layout = Layout(tp=1, pp=8, dp=8, micro_batch=1, global_batch=256)
     spec = MIXTRAL
-    plain, dual = ExpertLayout(ep=8, ep_overlap=1.0), ExpertLayout(ep=8, dualpipe=True)
+    plain, dual = ExpertLayout(ep=8), ExpertLayout(ep=8, dualpipe=True)
     a = Assumptions()
     cp = moe_step_coefficients(spec, layout, plain, 4096, hw.gpu, hw.network, a)
     cd = moe_step_coefficients(spec, layout, dual, 4096, hw.gpu, hw.network, a)
-    assert cd.stage_mb_s == pytest.approx(cp.stage_mb_s, rel=1e-12)
-    assert cd.bubble_s == pytest.approx(dualpipe_bubble_scale(8) * cp.bubble_s, rel=1e-12)
+    # every all-to-all hidden (EP 8 inside a server: no NIC part), at the SM cost
+    assert cp.ep_mb_s > 0 and cd.ep_mb_s == 0.0 and not cp.ep_crosses_nics
+    assert cd.compute_mb_s == pytest.approx(
+        cp.compute_mb_s + OVERLAP_SM_FRACTION * cp.ep_mb_s, rel=1e-12
+    )
+    assert cd.bubble_s == pytest.approx(dualpipe_bubble_scale(8) * 7 * cd.stage_mb_s)
     # rank r holds stages r and PP-1-r: both stages' parameters, and 1F1B's PP - r
     # micro-batches of stage r with r + 1 of stage PP-1-r (1F1B's count at rank PP-1-r),
     # PP + 1 in all
@@ -418,6 +494,13 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
         (["--model", "llama2-7b", "--permute-fusion"], "--permute-fusion"),
         (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
          "--recompute-modules"),
+        # Megatron-Core refuses the all-to-all overlap: PP 4 without virtual stages, full
+        # recomputation, EP 1 (models.expert.a2a_overlap_violation)
+        (["--model", "mixtral-8x7b", "--pp", "4", "--dp", "2", "--ep", "2",
+          "--moe-overlap", "a2a"], "--moe-overlap"),
+        (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute", "full",
+          "--moe-overlap", "a2a"], "--moe-overlap"),
+        (["--model", "mixtral-8x7b", "--dp", "8", "--moe-overlap", "a2a"], "--moe-overlap"),
     ],
 )  # fmt: skip
 def test_evaluate_moe_options_refused_where_they_mean_nothing(capsys, args, option):

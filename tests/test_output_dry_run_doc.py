@@ -125,12 +125,14 @@ def test_an_uneven_pipeline_gets_its_own_line():
 
 def test_a_moe_model_adds_its_plan_and_the_ep_column():
     ev = answer(
-        *("--model", "mixtral-8x7b", "--tp", "2", "--pp", "4", "--dp", "4", "--ep", "4"),
-        *("--global-batch", "64", "--moe-overlap", "a2a"),
+        *("--model", "mixtral-8x7b", "--tp", "2", "--pp", "4", "--vp", "2", "--dp", "4"),
+        *("--ep", "4", "--global-batch", "64", "--moe-overlap", "a2a"),
     )
     text = evaluation_text(ev.ev, ev.evidence)
-    assert "vp 1, ep 4, etp 1; micro-batch" in text.split("\n")[1]  # evaluate's --etp: 1
-    assert any(x.startswith("moe: ") for x in text.split("\n"))
+    assert "vp 2, ep 4, etp 1; micro-batch" in text.split("\n")[1]  # evaluate's --etp: 1
+    moe = next(x for x in text.split("\n") if x.startswith("moe: "))
+    # 16 micro-batches: 11 of the first rank's 32 chunk passes run alone each way
+    assert "all-to-all overlap 1" in moe and "66% of the all-to-alls hidden" in moe
     step = table(text, "step time (s)")
     assert tuple(step) == MOE_STEP_PARTS
     assert tuple(step).index("ep_comm") == tuple(step).index("dp_comm") + 1

@@ -663,9 +663,24 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     ep, etp = _expert_degrees(m, spec, tp, cp, dp)
     tokens = _tokens(m, global_batch, seq)
     mechanisms = _moe_mechanisms(m, spec, notes)
-    return ImportedRun(
+    run = ImportedRun(
         spec, layout, seq, tokens, nnodes, nproc, tuple(notes), grad_reduce, ep, etp, **mechanisms
     )
+    _check_overlap(m, run)
+    return run
+
+
+def _check_overlap(m: _Flags, run: ImportedRun) -> None:
+    """A command with --overlap-moe-expert-parallel-comm on a layout Megatron-Core refuses it
+    for (models.expert.a2a_overlap_violation) is refused, naming the flag."""
+    if not run.ep_overlap:
+        return
+    # lazy: models.expert loads numpy; commands that never evaluate do not
+    from models.expert import a2a_overlap_violation
+
+    why = a2a_overlap_violation(run.spec, run.layout, run.experts())
+    if why is not None:
+        raise _fail(m.name("moe_ep_overlap"), f"Megatron-Core refuses it for this layout: {why}")
 
 
 def _permute_fusion(m: _Flags, notes: list[str]) -> bool:
