@@ -24,6 +24,7 @@ from models.expert import (
     HOPPER_FUSED_ATTENTION_SPEEDUP,
     ExpertLayout,
     a2a_overlap_violation,
+    dualpipe_violation,
 )
 from models.feasibility import divisibility_violations
 from models.goodput import failure_model
@@ -200,8 +201,12 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
 
 
 def _check_overlap(spec, layout: Layout, ex: ExpertLayout, opts: dict[str, Any]) -> None:
-    """A layout Megatron-Core refuses its all-to-all overlap for is a usage error naming
-    the option that asked for the overlap (models.expert.a2a_overlap_violation)."""
+    """A layout Megatron-Core refuses its all-to-all overlap for, or DualPipe cannot run,
+    is a usage error naming the option that asked for it (models.expert
+    a2a_overlap_violation, dualpipe_violation)."""
+    why = dualpipe_violation(layout, ex)
+    if why is not None:
+        raise UsageError(f"DualPipe cannot run this layout: {why}", "--moe-overlap")
     why = a2a_overlap_violation(spec, layout, ex)
     if why is None:
         return

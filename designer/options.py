@@ -92,7 +92,8 @@ EVALUATE_OPTIONS = [
         "they take: a2a (Megatron-LM --overlap-moe-expert-parallel-comm: all but the "
         "schedule's warm-up and cool-down; needs EP > 1, VP > 1 when PP > 1, no full "
         "recompute) or dualpipe (DeepSeek-V3's schedule: also its bubble and two weight "
-        "copies).",
+        "copies; needs an even PP, VP 1 and an even number of micro-batches, at least "
+        "2 x PP).",
     ),
     click.option(
         "--dispatcher",

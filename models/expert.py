@@ -789,6 +789,27 @@ def a2a_overlap_violation(spec: TransformerSpec, layout: Layout, ex: ExpertLayou
     return None
 
 
+def dualpipe_violation(layout: Layout, ex: ExpertLayout) -> str | None:
+    """Why DualPipe cannot run this layout, with the change that fixes it; None where it
+    can (or without DualPipe). deepseek-ai/DualPipe (dualpipe/dualpipe.py at 3da1bbe,
+    ``DualPipe.step``): an even number of pipeline ranks, an even number of micro-batches
+    and at least two per rank; its two directions are its own interleaving, so no virtual
+    stages."""
+    if not ex.dualpipe:
+        return None
+    p, m = layout.pp, layout.grad_accum
+    if p < 2 or p % 2:
+        return f"it needs an even PP of 2 or more, not {p}"
+    if layout.vp > 1:
+        return "it runs its own two directions, not virtual stages: set VP to 1"
+    if m % 2 or m < 2 * p:
+        return (
+            f"it needs an even number of micro-batches a step, at least 2 x PP = {2 * p}, "
+            f"not {m:g}: raise the global batch"
+        )
+    return None
+
+
 def dualpipe_bubble_scale(pp: int) -> float:
     """DualPipe's bubble over 1F1B's: (PP/2 - 1)(F&B + B - 3W) against (PP - 1)(F + B)
     (deepseek-ai/DualPipe README; DeepSeek-V3 Technical Report Table 2), with a

@@ -28,6 +28,7 @@ from models.expert import (
     ExpertLayout,
     a2a_overlap_violation,
     dualpipe_bubble_scale,
+    dualpipe_violation,
     expert_memory,
     grouped_gemm_efficiency,
     moe_gemm_per_microbatch_s,
@@ -309,6 +310,31 @@ def test_overlap_holds_the_activations_1f1b_holds(hw):
 
 
 @pytest.mark.parametrize(
+    "pp, vp, global_batch, fragment",
+    [
+        (1, 1, 64, "even PP of 2 or more, not 1"),
+        (4, 2, 64, "set VP to 1"),
+        (4, 1, 8, "at least 2 x PP = 8, not 4"),
+        (4, 1, 18, "not 9"),
+    ],
+)
+def test_dualpipe_runs_where_its_schedule_can(pp, vp, global_batch, fragment):
+    """dualpipe_violation (deepseek-ai/DualPipe ``DualPipe.step``): even PP, even
+    micro-batches, at least 2 x PP of them, no virtual stages; DeepSeek-V3's report layout
+    (PP 16, 120 micro-batches) runs."""
+    from helpers import load_bench
+
+    lay = Layout(tp=1, pp=pp, vp=vp, dp=2, micro_batch=1, global_batch=global_batch)
+    why = dualpipe_violation(lay, ExpertLayout(ep=2, dualpipe=True))
+    assert why is not None and fragment in why
+    assert dualpipe_violation(lay, ExpertLayout(ep=2)) is None
+    ok = Layout(tp=1, pp=4, dp=2, micro_batch=1, global_batch=16)
+    assert dualpipe_violation(ok, ExpertLayout(ep=2, dualpipe=True)) is None
+    report = load_bench("deepseek_v3.py", "bench_deepseek_v3").report_layout()
+    assert dualpipe_violation(report, ExpertLayout(ep=64, dualpipe=True)) is None
+
+
+@pytest.mark.parametrize(
     "layout, ex, spec, fragment",
     [
         (FLAT, ExpertLayout(ep=1, ep_overlap=1.0), MIXTRAL, "set EP above 1"),
@@ -501,6 +527,13 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
         (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute", "full",
           "--moe-overlap", "a2a"], "--moe-overlap"),
         (["--model", "mixtral-8x7b", "--dp", "8", "--moe-overlap", "a2a"], "--moe-overlap"),
+        # DualPipe: 4 micro-batches on PP 4 (it needs 8), PP 1, virtual stages
+        (["--model", "mixtral-8x7b", "--pp", "4", "--dp", "2", "--ep", "2",
+          "--global-batch", "8", "--moe-overlap", "dualpipe"], "--moe-overlap"),
+        (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--moe-overlap", "dualpipe"],
+         "--moe-overlap"),
+        (["--model", "mixtral-8x7b", "--pp", "2", "--vp", "2", "--dp", "4", "--ep", "2",
+          "--global-batch", "64", "--moe-overlap", "dualpipe"], "--moe-overlap"),
     ],
 )  # fmt: skip
 def test_evaluate_moe_options_refused_where_they_mean_nothing(capsys, args, option):
