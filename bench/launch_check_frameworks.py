@@ -3,6 +3,11 @@ builds (torch, torchtitan, megatron-core, megatron-bridge pinned in ci/framework
 never by the designer's; it imports no designer code and judges the emitted text alone.
 
     <frameworks python> bench/launch_check_frameworks.py CASES.json
+    <frameworks python> bench/launch_check_frameworks.py --release-flags [--write]
+
+It also checks designer/data/launch/megatron_release_arguments.yaml (the flags
+--from-megatron accepts from the release) against the installed release's parser;
+--release-flags prints that file as the release writes it, --write rewrites it.
 
 CPU substitutions (each where the framework has no CPU path; nothing else is stubbed):
 - megatron.training.arguments.get_device_arch_version: it asks the GPU; it answers the
@@ -457,13 +462,68 @@ def known_failing() -> dict[str, str]:
     return {fmt.strip(): why.strip() for fmt, why in rows}
 
 
+RELEASE_FLAGS = (
+    Path(__file__).resolve().parent.parent
+    / "designer"
+    / "data"
+    / "launch"
+    / "megatron_release_arguments.yaml"
+)
+
+
+def release_flags() -> list[str]:
+    """Every --flag the installed megatron-core's pretrain_gpt.py parser accepts
+    (megatron.training.arguments.add_megatron_arguments, which parse_args calls), --help
+    aside, sorted."""
+    import argparse
+
+    from megatron.training.arguments import add_megatron_arguments
+
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    add_megatron_arguments(parser)
+    names = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+    return sorted(names - {"--help"})
+
+
+def release_flags_text() -> str:
+    """designer/data/launch/megatron_release_arguments.yaml as this release writes it."""
+    from importlib.metadata import version
+
+    lines = [
+        "# Every command-line flag of the megatron-core release the launch check runs: its",
+        "# pretrain_gpt.py parser (megatron.training.arguments.add_megatron_arguments, many",
+        "# flags made from TransformerConfig's fields), written by",
+        "#   <frameworks python> bench/launch_check_frameworks.py --release-flags --write",
+        "# and checked equal to the installed release by every launch check. --from-megatron",
+        "# accepts these beside megatron_arguments.yaml's (the pinned commit's).",
+        f"release: megatron-core {version('megatron-core')}",
+        "flags:",
+        *(f"  - {name}" for name in release_flags()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def release_flags_check() -> int:
+    """1 (printed) when the committed release flag list is not the installed release's."""
+    want = release_flags_text()
+    have = RELEASE_FLAGS.read_text() if RELEASE_FLAGS.exists() else ""
+    if have == want:
+        print(f"release flags: {RELEASE_FLAGS.name} is the installed release's")
+        return 0
+    print(
+        f"FAIL release flags: {RELEASE_FLAGS.name} is not the installed megatron-core's; "
+        "rewrite it with bench/launch_check_frameworks.py --release-flags --write"
+    )
+    return 1
+
+
 def main(path: str) -> int:
     t0 = time.monotonic()
     known = known_failing()
     stub_lora_layers()
     init_megatron()
     cases = json.load(open(path))
-    fails, counts = 0, {}
+    fails, counts = release_flags_check(), {}
     for case in cases:
         if "error" in case:
             print(f"FAIL {case['name']}: {case['error']}")
@@ -498,4 +558,10 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--release-flags":
+        if sys.argv[2:] == ["--write"]:
+            RELEASE_FLAGS.write_text(release_flags_text())
+        else:
+            sys.stdout.write(release_flags_text())
+        sys.exit(0)
     sys.exit(main(sys.argv[1]))

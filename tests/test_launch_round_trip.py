@@ -463,3 +463,80 @@ def test_every_moe_zoo_model_has_a_round_trip_plan():
     from models.zoo import moe_zoo
 
     assert set(moe_zoo()) - set(MOE_PLANS) <= {"qwen3-next-80b-a3b"}
+
+
+@pytest.mark.parametrize(
+    "flags, per_domain, note",
+    [
+        (" --moe-token-dispatcher-type flex --moe-enable-deepep", True, None),
+        (" --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep", True, None),
+        (" --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep", True, None),
+        (" --moe-token-dispatcher-type flex", True, "default, deepep"),
+        (" --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend ncclep", False,
+         "NCCL EP priced as the alltoall dispatcher"),
+    ],
+    ids=["enable-deepep", "deepep", "hybridep", "flex-default", "ncclep"],
+)  # fmt: skip
+def test_the_flex_dispatchers_backend_decides_the_per_domain_dispatch(
+    capsys, flags, per_domain, note
+):
+    """megatron-core 0.19.2's flex dispatcher: DeepEP (its default backend, or the
+    deprecated --moe-enable-deepep) and HybridEP send a token once per remote domain, as
+    evaluate --dispatcher deepep prices it; NCCL EP is priced as alltoall, noted."""
+    base = TWO_NODE_MOE_COMMAND.replace(" --moe-token-dispatcher-type alltoall", "")
+    run = load_megatron(base + flags)
+    assert run.experts().dispatch_per_domain is per_domain
+    assert (note is None) == (not any("flex" in n or "ncclep" in n for n in run.notes))
+    if note is not None:
+        assert any(note in n for n in run.notes), run.notes
+    got = evaluate_each(
+        capsys, flag=(base + flags, []), option=(TWO_NODE_MOE_COMMAND, ["--dispatcher", "deepep"])
+    )
+    same = got["flag"]["step_time_s"] == got["option"]["step_time_s"]
+    assert same is per_domain
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (" --moe-token-dispatcher-type alltoall --moe-enable-deepep", "--moe-enable-deepep"),
+        (" --moe-token-dispatcher-type flex --moe-enable-deepep --moe-flex-dispatcher-backend"
+         " hybridep", "--moe-flex-dispatcher-backend"),
+        (" --moe-token-dispatcher-type alltoall --moe-flex-dispatcher-backend ncclep",
+         "--moe-flex-dispatcher-backend"),
+        (" --moe-token-dispatcher-type flex --moe-expert-capacity-factor 1.0"
+         " --moe-pad-expert-input-to-capacity", "--moe-pad-expert-input-to-capacity"),
+        (" --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend nvshmem",
+         "--moe-flex-dispatcher-backend"),
+    ],
+    ids=["deepep-alltoall", "two-backends", "ncclep-alltoall", "deepep-padded", "unknown"],
+)  # fmt: skip
+def test_a_flex_setting_megatron_core_refuses_is_refused(flags, named):
+    base = TWO_NODE_MOE_COMMAND.replace(" --moe-token-dispatcher-type alltoall", "")
+    with pytest.raises(UsageError, match=f"--from-megatron: {named}: "):
+        load_megatron(base + flags)
+
+
+def test_the_checked_releases_flags_import_beside_the_pinned_commits():
+    """megatron_release_arguments.yaml lists the parser of the release frameworks.yaml pins
+    (the launch check compares the file with the installed release): its flags import
+    beside the pinned commit's, the ones that build a model the designer does not read
+    from a command are refused naming the flag, and unpriced mechanisms are noted."""
+    from designer.launch.megatron_import import RELEASE_NOT_MODELLED, RELEASE_NOT_PRICED
+    from designer.launch.vocab import all_flags, release_flags, releases
+
+    pinned = releases()["releases"]["megatron-core"]
+    assert release_flags("megatron") == f"megatron-core {pinned}"
+    known = all_flags("megatron")
+    assert {"--moe-flex-dispatcher-backend", "--moe-enable-deepep", "--nvtx-ranges"} <= known
+    assert load_megatron(TWO_NODE_MOE_COMMAND + " --nvtx-ranges").ep == 16
+    for name in RELEASE_NOT_MODELLED:
+        assert name in known, name
+        with pytest.raises(UsageError, match=f"--from-megatron: {name}: .*not"):
+            load_megatron(TWO_NODE_MOE_COMMAND + f" {name} 1")
+    for name, why in RELEASE_NOT_PRICED.items():
+        assert name in known, name
+        run = load_megatron(TWO_NODE_MOE_COMMAND + f" {name}")
+        assert f"{name}: {why}" in run.notes
+    with pytest.raises(UsageError, match="nor megatron-core 0.19.2's parser"):
+        load_megatron(TWO_NODE_MOE_COMMAND + " --moe-flex-dispatcher-backendz deepep")

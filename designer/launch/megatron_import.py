@@ -7,9 +7,13 @@ dropout 0.1, tied embeddings, fp32 gradient reduction with --bf16, no
 --global-batch-size is micro-batch x DP, no --ffn-hidden-size is 4h (or the SwiGLU
 size), the data-parallel degree is the world size over TP x PP x CP. The flag names
 are those of designer/data/launch/megatron.yaml and torchrun.yaml. A flag Megatron-LM
-does not have at that commit (megatron_arguments.yaml) is a usage error naming it;
-known flags that do not shape the model or the layout (data, optimizer, logging) are
-ignored; ones that contradict each other are usage errors naming the flag.
+does not have at that commit (megatron_arguments.yaml) nor in the release the launch check
+runs (megatron_release_arguments.yaml: megatron-core 0.19.2's parser, checked against the
+installed release by bench/launch_check_frameworks.py) is a usage error naming it; a
+release flag that builds a model the designer does not read (RELEASE_NOT_MODELLED) is
+refused, one whose mechanism it does not price (RELEASE_NOT_PRICED) noted; known flags
+that do not shape the model or the layout (data, optimizer, logging) are ignored; ones
+that contradict each other are usage errors naming the flag.
 """
 
 from __future__ import annotations
@@ -26,7 +30,14 @@ from designer.errors import UsageError
 from designer.launch.megatron_model import activation_from, default, layer_pattern, spec_fields
 from designer.launch.pipeline_layout import layout_fields
 from designer.launch.script import ExpansionTooLarge, command_from_script
-from designer.launch.vocab import all_flags, flag, flag_index, normalize, vocabulary
+from designer.launch.vocab import (
+    all_flags,
+    flag,
+    flag_index,
+    normalize,
+    release_flags,
+    vocabulary,
+)
 from models import Assumptions, Layout, TransformerSpec
 from models.feasibility import divisibility_violations
 
@@ -212,6 +223,40 @@ NOT_MODELLED = {
     "--window-size": "sliding-window attention is not modelled",
     "--num-layers-at-start-in-bf16": "mixed bf16/fp8 layers are not modelled",
 }
+# flags of the checked release (megatron_release_arguments.yaml) that build a model the
+# designer does not read from a command: refused, naming the flag (not priced as another)
+RELEASE_NOT_MODELLED = {
+    "--experimental-attention-variant": "Gated DeltaNet and DSA layers are not read from a "
+    "command (evaluate --model qwen3-next-80b-a3b, or its config.json, has the former)",
+    "--linear-attention-freq": "linear-attention layers are not read from a command",
+    "--hybrid-layer-pattern": "hybrid (Mamba, Gated DeltaNet, DSA) layer patterns are not modelled",
+    "--attention-output-gate": "the attention output gate is not read from a command",
+    "--moe-latent-size": "MoE latent projections are not modelled",
+    "--mtp-use-repeated-layer": "a repeated MTP layer is not modelled",
+    "--moe-shared-expert-gate": "the shared experts' gate is not read from a command",
+}
+# flags of the checked release that change memory or time by mechanisms the designer does not
+# price: read as known and noted (the plan is priced without them)
+RELEASE_NOT_PRICED = {
+    "--fine-grained-activation-offloading": "activation offloading is not modelled: memory "
+    "is priced without it",
+    "--moe-paged-stash": "the routed experts' paged activation stash is not modelled: memory "
+    "is priced without it",
+    "--mlp-chunks-for-training": "the MLP's sequence chunks are not modelled: memory is "
+    "priced without them",
+    "--overlap-dispatch-backward-with-experts-wgrad": "this overlap is not modelled: the "
+    "dispatch backward is priced exposed",
+    "--hybrid-context-parallel": "hybrid context parallelism's balancing is not modelled: "
+    "priced as plain CP",
+    "--tensor-parallel-num-weight-shards": "weight shards beyond TP are not modelled: priced "
+    "as TP's",
+    "--expert-tensor-parallel-num-weight-shards": "expert weight shards beyond ETP are not "
+    "modelled: priced as ETP's",
+}
+# the flex dispatcher's backends (megatron-core 0.19.2 TransformerConfig
+# moe_flex_dispatcher_backend, default deepep): DeepEP and HybridEP send a token once per
+# remote scale-up domain (ExpertLayout.dispatch_per_domain); NCCL EP is priced as alltoall
+PER_DOMAIN_BACKENDS = ("deepep", "hybridep")
 
 
 def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
@@ -243,7 +288,7 @@ def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
             moe_layer_every=found[1],
         )
         dispatcher = m.text("moe_dispatcher") or "allgather"
-        if dispatcher != "alltoall" and not m.switch("moe_enable_deepep"):
+        if dispatcher not in ("alltoall", "flex"):  # flex: _flex_dispatch
             notes.append(
                 f"{m.name('moe_dispatcher')} {dispatcher}: modelled as alltoall "
                 "(models/expert.py prices Megatron-Core's all-to-all dispatcher)"
@@ -427,12 +472,25 @@ def _unknown(words: list[str]) -> None:
     for name in split_flags(words):
         if name in NOT_MODELLED:
             raise _fail(name, NOT_MODELLED[name] + "; remove it to plan the dense model")
+        if name in RELEASE_NOT_MODELLED:
+            raise _fail(name, RELEASE_NOT_MODELLED[name] + "; remove it to plan without it")
         if name not in known:
             raise _fail(
                 name,
                 "not a Megatron-LM flag (megatron/training/arguments.py at the pinned commit, "
-                "designer/data/launch/megatron_arguments.yaml); check its spelling",
+                f"designer/data/launch/megatron_arguments.yaml, nor {release_flags('megatron')}'s "
+                "parser, megatron_release_arguments.yaml); check its spelling",
             )
+
+
+def _not_priced(words: list[str]) -> list[str]:
+    """A note for each flag of the checked release whose mechanism the designer does not
+    price (RELEASE_NOT_PRICED)."""
+    return [
+        f"{name}: {RELEASE_NOT_PRICED[name]}"
+        for name in split_flags(words)
+        if name in RELEASE_NOT_PRICED
+    ]
 
 
 def _vp(m: _Flags, layers: int, pp: int) -> int:
@@ -633,7 +691,7 @@ def _tokens(m: _Flags, global_batch: int, seq: int) -> float | None:
 def parse_megatron(words: list[str]) -> ImportedRun:
     """A Megatron-LM command (torchrun ... pretrain_gpt.py --flags, or just the flags)."""
     launcher, m = _flag_sets(words)
-    notes: list[str] = []
+    notes: list[str] = _not_priced(words)
     nnodes, nproc = _gpus(launcher)
     seq = _seq_len(m, notes)
     spec = _spec(m, seq, notes)
@@ -737,11 +795,49 @@ def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
     return dict(
         permute_fusion=fused,
         router_fp32=router,
-        dispatch_per_domain=m.switch("moe_enable_deepep"),
+        dispatch_per_domain=_flex_dispatch(m, notes),
         ep_overlap=1.0 if m.switch("moe_ep_overlap") else 0.0,
         capacity_factor=factor,
         recompute_modules=_recompute_modules(m, notes),
     )
+
+
+def _flex_dispatch(m: _Flags, notes: list[str]) -> bool:
+    """Whether the command dispatches per scale-up domain: Megatron-Core's flex dispatcher
+    with the DeepEP or HybridEP backend (--moe-enable-deepep, its deprecated form, or
+    --moe-flex-dispatcher-backend, default deepep in megatron-core 0.19.2); NCCL EP is
+    priced as alltoall and noted. What TransformerConfig.__post_init__ refuses (DeepEP
+    without flex, two backends, ncclep without flex, DeepEP padded to capacity) is a usage
+    error naming the flag."""
+    dispatcher = m.text("moe_dispatcher") or "allgather"
+    deepep, backend = m.switch("moe_enable_deepep"), m.text("moe_flex_backend")
+    flex = m.name("moe_dispatcher") + " flex"
+    if deepep and dispatcher != "flex":
+        raise _fail(m.name("moe_enable_deepep"), f"Megatron-Core runs DeepEP only with {flex}")
+    if deepep and backend not in (None, "deepep"):
+        raise _fail(
+            m.name("moe_flex_backend"),
+            f"{backend} beside {m.name('moe_enable_deepep')}: the flex dispatcher takes one "
+            "backend",
+        )
+    if backend == "ncclep" and dispatcher != "flex":
+        raise _fail(m.name("moe_flex_backend"), f"ncclep runs only with {flex}")
+    if dispatcher != "flex":
+        return False
+    chosen = "deepep" if deepep else backend or "deepep"
+    if not deepep and backend is None:
+        notes.append(f"{flex} without a backend: megatron-core 0.19.2's default, deepep")
+    if chosen == "deepep" and m.switch("moe_pad_to_capacity"):
+        raise _fail(
+            m.name("moe_pad_to_capacity"), "the flex dispatcher's deepep backend pads nothing"
+        )
+    if chosen == "ncclep":
+        notes.append(
+            f"{m.name('moe_flex_backend')} ncclep: NCCL EP priced as the alltoall dispatcher "
+            "(every routed copy sent)"
+        )
+        return False
+    return chosen in PER_DOMAIN_BACKENDS
 
 
 def _recompute_modules(m: _Flags, notes: list[str]) -> frozenset[str]:

@@ -72,8 +72,24 @@ def flag_index(framework: str) -> dict[str, str]:
 
 @cache
 def all_flags(framework: str) -> frozenset[str]:
-    """Every flag the framework accepts (designer/data/launch/<framework>_arguments.yaml,
-    extracted from its argument parser at a pinned commit), normalized."""
-    path = resources.files("designer") / "data" / "launch" / f"{framework}_arguments.yaml"
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return frozenset(normalize(name) for name in doc["flags"])
+    """Every flag the framework accepts, normalized: designer/data/launch/
+    <framework>_arguments.yaml (extracted from its argument parser at a pinned commit) and,
+    where there is one, <framework>_release_arguments.yaml (the parser of the release the
+    launch check runs, bench/launch_check_frameworks.py --release-flags)."""
+    folder = resources.files("designer") / "data" / "launch"
+    paths = [folder / f"{framework}_arguments.yaml"]
+    release = folder / f"{framework}_release_arguments.yaml"
+    paths += [release] if release.is_file() else []
+    out: set[str] = set()
+    for path in paths:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        out.update(normalize(flag_name) for flag_name in doc["flags"])
+    return frozenset(out)
+
+
+def release_flags(framework: str) -> str | None:
+    """The release whose flags <framework>_release_arguments.yaml lists, or None."""
+    path = resources.files("designer") / "data" / "launch" / f"{framework}_release_arguments.yaml"
+    if not path.is_file():
+        return None
+    return str(yaml.safe_load(path.read_text(encoding="utf-8"))["release"])
