@@ -259,7 +259,10 @@ FIXED_OPTIMIZE: dict[str, dict] = {
     "mixtral-8x7b": dict(model="mixtral-8x7b", tokens=1e12, gpus=("h100-sxm",), max_gpus=64),
     "mixtral-8x22b": dict(model="mixtral-8x22b", tokens=2e12, gpus=("h200",), max_gpus=256),
     "qwen3-30b-a3b": dict(model="qwen3-30b-a3b", tokens=1e12, gpus=("h100-sxm",), max_gpus=64),
-    "qwen3-235b-a22b": dict(model="qwen3-235b-a22b", tokens=5e12, gpus=("h100-sxm",), max_gpus=512),
+    # the flex dispatcher with DeepEP (--dispatcher deepep): TP 2 x EP 16, across servers
+    "qwen3-235b-a22b": dict(
+        model="qwen3-235b-a22b", tokens=5e12, gpus=("h100-sxm",), max_gpus=512, dispatcher="deepep"
+    ),
     "deepseek-v3": dict(model="deepseek-v3", tokens=15e12, budget=100e6),
     "gpt-oss-120b": dict(model="gpt-oss-120b", tokens=2e12, gpus=("h100-sxm",), max_gpus=256),
 }

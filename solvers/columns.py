@@ -51,4 +51,7 @@ PLAN_COLUMNS = [
     # tokens (null with --batch-tokens-model off: effective_tokens is the question's)
     "effective_tokens",
     "critical_batch_tokens",
+    # a mixture-of-experts plan's token dispatcher (--dispatcher: alltoall or deepep; null
+    # for a dense model)
+    "dispatcher",
 ]

@@ -21,6 +21,13 @@ from solvers.intmath import expert_folding_step
 from solvers.purchases import purchase_columns
 
 
+def question_experts(ep: int, etp: int, dispatcher: str) -> ExpertLayout:
+    """A MoE shape's expert layout under a question: its EP and ETP and the question's
+    dispatcher (Scenario.dispatcher: "deepep" dispatches per scale-up domain); the other
+    mechanisms at their defaults."""
+    return ExpertLayout(ep, etp, dispatch_per_domain=dispatcher == "deepep")
+
+
 class Shape(NamedTuple):
     """A tuple (cheap to create: the space has tens of thousands), ordered field by field."""
 
@@ -148,4 +155,5 @@ class Plan:
             "cloud_term": ev.extra.get("cloud_term"),
             "effective_tokens": ev.tokens,
             "critical_batch_tokens": ev.extra.get("critical_batch_tokens"),
+            "dispatcher": ev.extra.get("dispatcher"),
         }

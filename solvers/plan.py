@@ -8,7 +8,12 @@ from dataclasses import replace
 from models.batch_tokens import token_multiplier
 from models.evaluate import Evaluation, Hardware, evaluate
 from solvers.columns import PLAN_COLUMNS  # noqa: F401  (its home before solvers/columns.py)
-from solvers.decisions import Config, Plan, Shape  # noqa: F401  (their home before decisions.py)
+from solvers.decisions import (  # noqa: F401  (Config, Plan, Shape: their home before decisions.py)
+    Config,
+    Plan,
+    Shape,
+    question_experts,
+)
 from solvers.families import REGISTRY, active
 from solvers.purchases import purchased
 from solvers.scenario import PreparedQuestion, Scenario
@@ -63,13 +68,15 @@ def build_plan(
             if prepared is None
             else prepared.failure_models[gpu.name]
         ),
-        experts=config.shape.experts,  # EP and ETP (1 and 1 for a dense model)
+        # EP and ETP (1 and 1 for a dense model) and the question's dispatcher
+        experts=question_experts(config.shape.ep, config.shape.etp, scenario.dispatcher),
     )
     ev = purchased(ev, config.spares_per_100, config.storage_gb_per_s)
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
     ev.extra["critical_batch_tokens"] = None if crit is None else crit * scenario.seq_len
+    ev.extra["dispatcher"] = scenario.dispatcher if scenario.spec.is_moe else None
     # the evaluator's checks (models/feasibility.py), then the families it does not check
     violations = [v for v in ev.violations if active(scenario, v.constraint)]
     for family in REGISTRY:

@@ -148,6 +148,10 @@ class Scenario(_Derived):
     failure_scale: float = 1.0  # the catalog's interruption rates times this (a study axis)
     # a MoE plan's EP group inside one scale-up domain (--ep-in-domain; the ep_domain family)
     ep_in_domain: bool = False
+    # a MoE plan's token dispatcher (--dispatcher): "alltoall", Megatron-Core's all-to-all,
+    # or "deepep", its flex dispatcher with DeepEP (a token crosses the NICs once per remote
+    # scale-up domain: models.expert ExpertLayout.dispatch_per_domain)
+    dispatcher: str = "alltoall"
     # rentable cloud plans (solvers/cloud_terms.py, issue 31 item 2): a rented plan is one
     # block of the catalog's size (or cloud_max_gpus) paid under a term, as in the CLI's
     # question (designer/question/fields.py); cloud_terms=False rents any GPU count by the hour

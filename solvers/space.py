@@ -62,7 +62,7 @@ from models.step import (
     memory_bound_per_microbatch_s,
     step_coefficients,
 )
-from solvers.decisions import Shape
+from solvers.decisions import Shape, question_experts
 from solvers.families import SHAPE_RULES, active, enforced
 from solvers.scenario import (  # noqa: F401  (nic_specs: its home before scenario.py)
     DEFAULT_MAX_VIRTUAL_STAGES,
@@ -216,7 +216,8 @@ class Candidate:
                 else:
                     a = src.profiled
                     dense, elementwise, host = self._dense_part()
-                    layout, ex = shape.probe_layout(), shape.experts
+                    layout = shape.probe_layout()
+                    ex = question_experts(shape.ep, shape.etp, src.scenario.dispatcher)
                     # its parameter counts do not depend on the GPU but through the
                     # profile's FlashAttention (as the memory terms): shared across GPUs
                     mkey = ("moe", a.flash_attention, *shape[1:])
@@ -251,7 +252,7 @@ class Candidate:
     def _dense_stage(self) -> tuple[float, float] | None:
         src, shape = self._source, self.shape
         spec = src.scenario.spec
-        ex = shape.experts
+        ex = question_experts(shape.ep, shape.etp, src.scenario.dispatcher)
         if spec.is_dense or (ex.routed_elementwise and routed_elementwise_width(spec, ex) < 0):
             return None
         dense, elementwise, _ = self._dense_part()
@@ -309,7 +310,10 @@ class Candidate:
         that differ only in precision, EP and ETP (moe_gemm_stages reads none of them)."""
         src, shape = self._source, self.shape
         spec, seq = src.scenario.spec, src.scenario.seq_len
-        layout, ex = shape.probe_layout(), shape.experts
+        layout, ex = (
+            shape.probe_layout(),
+            question_experts(shape.ep, shape.etp, src.scenario.dispatcher),
+        )
         key = ("stages", flash, *shape[1:7], shape.split)
         stages = src.terms_cache.get(key)
         if stages is None:

@@ -272,3 +272,32 @@ def test_the_imported_row_prices_a_moe_commands_mechanisms_as_evaluate_does(caps
     code, out, err = run_main(capsys, ["evaluate", "--from-megatron", moe, "--json"])
     assert code == 0, err
     assert row.step_time_s == pytest.approx(json.loads(out)["step_time_s"], rel=1e-9)
+
+
+def test_optimize_from_a_deepep_command_keeps_its_dispatcher():
+    """optimize --from-megatron plans with the command's dispatcher (DeepEP's per-domain
+    dispatch) unless --dispatcher is given, and the diff compares it as a setting; a dense
+    command's row has none."""
+    moe = (
+        "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 "
+        "--hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+        "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 64 "
+        "--bf16 --num-experts 16 --expert-model-parallel-size 16 "
+        "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep"
+    )
+    run = parse_megatron(moe.split())
+    assert diff.question_for(run, {}, set())["dispatcher"] == "deepep"
+    given = diff.question_for(run, {"dispatcher": "alltoall"}, {"dispatcher"})
+    assert given["dispatcher"] == "alltoall"
+    scenario = build_scenario(**diff.question_for(run, {}, set()))
+    assert scenario.dispatcher == "deepep"
+    assert diff.row(diff.imported_evaluation(scenario, run))["dispatcher"] == "deepep"
+    assert "dispatcher" in diff.SETTINGS
+    plain = parse_megatron(
+        moe.replace("flex --moe-flex-dispatcher-backend hybridep", "alltoall").split()
+    )
+    assert "dispatcher" not in diff.question_for(plain, {}, set())
+    dense = parse_megatron(SHORT.split())
+    assert dense.spec.is_dense
+    q = {**diff.question_for(dense, {}, set()), "batch_tokens_model": "off"}
+    assert diff.row(diff.imported_evaluation(build_scenario(**q), dense))["dispatcher"] is None

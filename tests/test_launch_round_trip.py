@@ -540,3 +540,33 @@ def test_the_checked_releases_flags_import_beside_the_pinned_commits():
         assert f"{name}: {why}" in run.notes
     with pytest.raises(UsageError, match="nor megatron-core 0.19.2's parser"):
         load_megatron(TWO_NODE_MOE_COMMAND + " --moe-flex-dispatcher-backendz deepep")
+
+
+def test_a_deepep_plan_emits_the_flex_dispatcher_and_imports_to_the_same_step(capsys):
+    """optimize --dispatcher deepep: the plan's Megatron launch runs the flex dispatcher with
+    the DeepEP backend (megatron-core 0.19.2's flags), which --from-megatron reads back to the
+    same step and the same dispatcher; an alltoall plan's launch is unchanged."""
+    import json
+    import re
+
+    from helpers import run_main
+
+    q = ["--model", "qwen3-235b-a22b", "--tokens", "5T", "--gpu", "h100-sxm"]
+    q += ["--max-gpus", "512", "--no-explain", "--no-failures"]
+    code, out, err = run_main(capsys, ["optimize", *q, "--dispatcher", "deepep", "--json"])
+    assert code == 0, err
+    plan = json.loads(out)["plans"][0]
+    assert plan["dispatcher"] == "deepep" and plan["ep"] * plan["tp"] > 8  # across servers
+    code, text, err = run_main(
+        capsys, ["optimize", *q, "--dispatcher", "deepep", "--emit", "megatron"]
+    )
+    assert code == 0, err
+    flags = " ".join(text.replace("\\\n", " ").split())
+    assert "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep" in flags
+    run = load_megatron(text)
+    assert run.experts().dispatch_per_domain
+    got = evaluate_each(capsys, emitted=(text, ["--no-failures"]))["emitted"]
+    assert got["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-12)
+    code, plain, _ = run_main(capsys, ["optimize", *q, "--emit", "megatron"])
+    assert re.search(r"--moe-token-dispatcher-type alltoall", plain)
+    assert "flex" not in plain

@@ -220,6 +220,25 @@ def test_cpsat_matches_exhaustive_with_the_ep_group_in_one_domain(seed, cat):
         assert off.best.objective < ref.best.objective
 
 
+@pytest.mark.parametrize("seed", EP_SPREAD_SEEDS)
+def test_cpsat_matches_exhaustive_with_the_deepep_dispatcher(seed, cat):
+    """--dispatcher deepep (Scenario.dispatcher): every MoE shape dispatches per scale-up
+    domain (ExpertLayout.dispatch_per_domain); CP-SAT's optimum is the exhaustive solver's,
+    each plan says its dispatcher, and on these questions (whose optimum spreads EP over
+    domains) it is no slower than the all-to-all's: it sends no more over the NICs."""
+    s = random_moe_scenario(seed, cat).with_changes(dispatcher="deepep")
+    ref = solve_exhaustive(s)
+    got = solve_cpsat(s, time_limit_s=30.0)
+    for plan in assert_solvers_agree(ref, got, REL_TOL):
+        assert plan.as_dict(1)["dispatcher"] == "deepep"
+        assert "per-domain dispatch (DeepEP)" in plan.evaluation.moe_plan
+    plain = solve_exhaustive(s.with_changes(dispatcher="alltoall"))
+    assert plain.best.as_dict(1)["dispatcher"] == "alltoall"
+    assert ref.best.objective <= plain.best.objective * (1 + 1e-9)
+    if seed in (16, 21):  # their all-to-alls cross the NICs: DeepEP sends fewer copies
+        assert ref.best.objective < plain.best.objective * 0.999
+
+
 def test_moe_numbers_shared_across_gpus_equal_their_own(cat):
     """A shape's expert memory and rank FLOPs are computed once for every GPU of the same
     FlashAttention (solvers/space.py Candidate.coeffs, models.expert._stage_flops): the

@@ -41,7 +41,8 @@ SETTINGS = tuple(
 
 
 def question_for(run: ImportedRun, question: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
-    """optimize's question with the command's model, GPU count and batch fixed."""
+    """optimize's question with the command's model, GPU count and batch fixed, and its
+    precision and dispatcher unless the options give them."""
     for key, option in FIXED.items():
         if key in explicit:
             raise UsageError(f"{option}: comes from the Megatron command with {OPTION}; drop it")
@@ -62,6 +63,8 @@ def question_for(run: ImportedRun, question: dict[str, Any], explicit: set[str])
         q["tokens"] = run.tokens
     if "precision" not in explicit:
         q["precision"] = run.layout.precision
+    if "dispatcher" not in explicit and run.dispatch_per_domain:
+        q["dispatcher"] = "deepep"  # the command's DeepEP / HybridEP dispatch
     return q
 
 
@@ -101,6 +104,8 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
     ev = evaluate(scenario.spec, hw, run.layout, scenario.seq_len, tokens, a, ex, failures=failures)
     ev.extra["cost_usd"] = cost_usd(ev, scenario.pricing)
     ev.extra["gpus_per_node"] = hw.gpu.server.gpus_per_server
+    if scenario.spec.is_moe:  # the command's dispatcher, in the plan column's terms
+        ev.extra["dispatcher"] = "deepep" if ex.dispatch_per_domain else "alltoall"
     return ev
 
 
@@ -116,6 +121,7 @@ def row(ev: Evaluation) -> dict[str, Any]:
         "time_to_train_days": d["time_to_train_days"],
         "cost_usd": ev.extra.get("cost_usd"),
         "mfu": d["mfu"],
+        "dispatcher": ev.extra.get("dispatcher"),
     }
 
 

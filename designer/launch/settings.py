@@ -40,6 +40,9 @@ class Launch:
     checkpoint_minutes: float | None = None
     ep: int = 1  # expert parallelism of a mixture-of-experts plan (solvers.space.Shape)
     etp: int = 1
+    # a mixture-of-experts plan's token dispatcher (the plan column): "alltoall", or
+    # "deepep", Megatron-Core's flex dispatcher with its DeepEP backend
+    dispatcher: str = "alltoall"
 
     @classmethod
     def from_plan(cls, scenario: Scenario, plan: Plan) -> Launch:
@@ -83,6 +86,7 @@ class Launch:
             checkpoint_minutes=None if ev.goodput is None else ev.goodput.checkpoint_interval_min,
             ep=ev.ep,
             etp=ev.etp,
+            dispatcher=ev.extra.get("dispatcher") or "alltoall",
         )
 
     @property

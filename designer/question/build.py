@@ -108,6 +108,7 @@ def build_scenario(
     checkpoint_every: float | None = None,
     failure_scale: float = 1.0,
     ep_in_domain: bool = False,
+    dispatcher: str = "alltoall",
     batch_tokens_model: str = DEFAULT_BATCH_TOKENS_MODEL,
     **facility: float | None,
 ) -> Scenario:
@@ -120,9 +121,7 @@ def build_scenario(
     limits_ = (max_batch_tokens, min_batch_tokens)
     s, batch, precisions = _sequence(spec, tokens, seq_len, precision, batch_tokens_model, limits_)
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
-    chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=bool(gpus))
-    chosen = _with_precision(cat, chosen, precision)
-    chosen = _with_fitting_racks(cat, chosen, explicit=bool(gpus))
+    chosen = _fitting(cat, chosen, nics, fabric, precision, explicit=bool(gpus))
     try:
         return Scenario(
             spec=spec,
@@ -152,9 +151,18 @@ def build_scenario(
             max_virtual_stages=max_virtual_stages,
             **_goodput(no_failures, checkpoint_every, failure_scale),
             ep_in_domain=ep_in_domain,
+            dispatcher=dispatcher,
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err
+
+
+def _fitting(cat, chosen, nics, fabric: str, precision: str, explicit: bool):
+    """The searched GPUs that have a fitting NIC on the fabric, the precision and a rack
+    (_with_fitting_nics, _with_precision, _with_fitting_racks, in that order)."""
+    chosen = _with_fitting_nics(cat, chosen, nics, FABRICS[fabric], explicit=explicit)
+    chosen = _with_precision(cat, chosen, precision)
+    return _with_fitting_racks(cat, chosen, explicit=explicit)
 
 
 def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: float):

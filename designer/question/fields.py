@@ -382,6 +382,16 @@ class Question(NumbersNotBools):
             "(the token all-to-all never crosses the NICs); a dense model is unchanged."
         ),
     ] = False
+    dispatcher: Annotated[
+        Literal["alltoall", "deepep"],
+        Meta("--dispatcher", legacy="alltoall"),
+        Field(
+            description="A mixture-of-experts plan's token dispatcher: alltoall (Megatron-Core's "
+            "all-to-all: every routed copy sent) or deepep (its flex dispatcher with DeepEP: a "
+            "token crosses the NICs once per remote scale-up domain); a dense model is "
+            "unchanged."
+        ),
+    ] = "alltoall"
 
     # tokens that depend on the batch (models/batch_tokens.py; README "Tokens that depend
     # on the batch"); answers saved before it planned without (legacy: off)
