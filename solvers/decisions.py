@@ -55,6 +55,8 @@ class Shape(NamedTuple):
 
     @property
     def experts(self) -> ExpertLayout:
+        """The shape's EP and ETP alone (what the families read); its step is priced with
+        the question's dispatcher too (``question_experts``)."""
         return ExpertLayout(self.ep, self.etp)
 
     def probe_layout(self) -> Layout:
