@@ -37,6 +37,10 @@ def test_a_plan_that_moved_is_shown_before_its_evidence(capsys):
     assert diff.report("q", diff.differences(a, only_evidence)) is False
     study = [".answer[3].gpus: 8 against 16", ".answer[3].evidence: 'x' against 'y'"]
     assert diff.plan_differences(study) == [".answer[3].gpus: 8 against 16"]
+    # a plan column one side lacks (added by the change) is no move of the plan
+    added = diff.differences(a, {"answer": {"plans": [{"tp": 2, "evidence": evidence, "x": 1}]}})
+    assert added == [".answer.plans[0].x: only in B"]
+    assert diff.plan_differences(added) == [] and diff.report("q", added) is False
 
 
 def test_the_readmes_buyer_questions_are_asked():
