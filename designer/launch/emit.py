@@ -55,9 +55,7 @@ def megatron_args(
     def f(setting: str, value: object = None) -> tuple[str, str | None]:
         return flag("megatron", setting), None if value is None else str(value)
 
-    out = [
-        f(s, v) for s, v in dispatcher_flags(job, model_flags(spec, max(spec.seq_len, job.seq_len)))
-    ]
+    out = [f(s, v) for s, v in model_flags(spec, max(spec.seq_len, job.seq_len), job.dispatcher)]
     out.insert(-2, f("seq_len", job.seq_len))
     out += [f("tp", lay.tp), f("pp", lay.pp)]
     if spec.is_moe:
@@ -93,21 +91,6 @@ def megatron_args(
             f("exit_signal_handler"),
             f("async_save"),
         ]
-    return out
-
-
-def dispatcher_flags(job: Launch, flags: list[tuple[str, object]]) -> list[tuple[str, object]]:
-    """``flags`` with the plan's token dispatcher: Megatron-Core's flex dispatcher with the
-    DeepEP backend (--moe-flex-dispatcher-backend deepep, megatron-core 0.19.2's form) for a
-    "deepep" plan, the all-to-all one (model_flags') otherwise."""
-    if job.dispatcher != "deepep":
-        return flags
-    out: list[tuple[str, object]] = []
-    for setting, value in flags:
-        if setting == "moe_dispatcher":
-            out += [("moe_dispatcher", "flex"), ("moe_flex_backend", "deepep")]
-        else:
-            out.append((setting, value))
     return out
 
 

@@ -73,7 +73,8 @@ class ImportedRun:
     etp: int = 1  # expert tensor parallelism
     permute_fusion: bool = True  # --moe-permute-fusion (a MoE model without it: False)
     router_fp32: bool = False  # --moe-router-dtype fp32 or fp64 (a MoE model only)
-    dispatch_per_domain: bool = False  # --moe-enable-deepep (DeepEP's dispatch)
+    # the flex dispatcher with DeepEP or HybridEP (_flex_dispatch): per-domain dispatch
+    dispatch_per_domain: bool = False
     ep_overlap: float = 0.0  # --overlap-moe-expert-parallel-comm: 1.0, the all-to-alls hidden
     capacity_factor: float | None = None  # --moe-expert-capacity-factor (None: dropless)
     recompute_modules: frozenset[str] = frozenset()  # --recompute-modules, the MoE ones
@@ -465,10 +466,13 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
         raise _fail(m.name(culprit), detail) from err
 
 
-def _unknown(words: list[str]) -> None:
-    """A flag Megatron-LM does not have (at the pinned commit), or one that builds a model
-    the designer does not model: a usage error naming it."""
+def _unknown(words: list[str]) -> list[str]:
+    """A flag Megatron-LM does not have (at the pinned commit or in the checked release),
+    or one that builds a model the designer does not model: a usage error naming it. The
+    notes of the release's flags whose mechanism the designer does not price
+    (RELEASE_NOT_PRICED)."""
     known = all_flags("megatron")
+    notes = []
     for name in split_flags(words):
         if name in NOT_MODELLED:
             raise _fail(name, NOT_MODELLED[name] + "; remove it to plan the dense model")
@@ -481,16 +485,9 @@ def _unknown(words: list[str]) -> None:
                 f"designer/data/launch/megatron_arguments.yaml, nor {release_flags('megatron')}'s "
                 "parser, megatron_release_arguments.yaml); check its spelling",
             )
-
-
-def _not_priced(words: list[str]) -> list[str]:
-    """A note for each flag of the checked release whose mechanism the designer does not
-    price (RELEASE_NOT_PRICED)."""
-    return [
-        f"{name}: {RELEASE_NOT_PRICED[name]}"
-        for name in split_flags(words)
-        if name in RELEASE_NOT_PRICED
-    ]
+        if name in RELEASE_NOT_PRICED:
+            notes.append(f"{name}: {RELEASE_NOT_PRICED[name]}")
+    return notes
 
 
 def _vp(m: _Flags, layers: int, pp: int) -> int:
@@ -556,8 +553,9 @@ def _split_fields(m: _Flags, layers: int, pp: int, mtp_layers: int = 0) -> dict:
         raise _fail(name, str(err)) from None
 
 
-def _flag_sets(words: list[str]) -> tuple[_Flags, _Flags]:
-    """The launcher's flags and Megatron-LM's (unknown ones refused)."""
+def _flag_sets(words: list[str]) -> tuple[_Flags, _Flags, list[str]]:
+    """The launcher's flags and Megatron-LM's (unknown ones refused), and the notes of
+    Megatron-LM's flags the designer does not price (_unknown)."""
     script = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
     launch_words, megatron_words = (
         (words[:script], words[script + 1 :]) if script is not None else (words, words)
@@ -566,8 +564,8 @@ def _flag_sets(words: list[str]) -> tuple[_Flags, _Flags]:
     if script is None:  # flags alone: torchrun's are the launcher's, not Megatron's
         torchrun = flag_index("torchrun")
         megatron_words = _without(megatron_words, torchrun)
-    _unknown(megatron_words)
-    return launcher, _Flags("megatron", split_flags(megatron_words))
+    notes = _unknown(megatron_words)
+    return launcher, _Flags("megatron", split_flags(megatron_words)), notes
 
 
 def _gpus(launcher: _Flags) -> tuple[int, int]:
@@ -690,8 +688,7 @@ def _tokens(m: _Flags, global_batch: int, seq: int) -> float | None:
 
 def parse_megatron(words: list[str]) -> ImportedRun:
     """A Megatron-LM command (torchrun ... pretrain_gpt.py --flags, or just the flags)."""
-    launcher, m = _flag_sets(words)
-    notes: list[str] = _not_priced(words)
+    launcher, m, notes = _flag_sets(words)
     nnodes, nproc = _gpus(launcher)
     seq = _seq_len(m, notes)
     spec = _spec(m, seq, notes)
@@ -768,8 +765,8 @@ def _router_fp32(m: _Flags, notes: list[str]) -> bool:
 def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
     """ImportedRun's MoE mechanisms (MOE_FIELDS) as the command sets them
     (models.expert.ExpertLayout's fields, as evaluate's options set them): the permutation
-    (_permute_fusion), the router's dtype (_router_fp32), DeepEP's dispatch
-    (--moe-enable-deepep, as --dispatcher deepep), the batch-level all-to-all overlap
+    (_permute_fusion), the router's dtype (_router_fp32), the flex dispatcher's DeepEP or
+    HybridEP backend (_flex_dispatch, as --dispatcher deepep), the batch-level all-to-all overlap
     (--overlap-moe-expert-parallel-comm, as --moe-overlap a2a), the capacity factor
     (--moe-expert-capacity-factor, as --capacity-factor) and the MoE modules of a selective
     recomputation (--recompute-modules, as evaluate's). A dense command sets none (the

@@ -114,9 +114,12 @@ def _yarn_unsupported(spec: TransformerSpec) -> str | None:
     return None
 
 
-def model_flags(spec: TransformerSpec, max_positions: int) -> list[tuple[str, object]]:
+def model_flags(
+    spec: TransformerSpec, max_positions: int, dispatcher: str = "alltoall"
+) -> list[tuple[str, object]]:
     """(setting, value or None for a switch) for every architecture field, written whether
-    or not it equals Megatron's default, so the command says what it trains."""
+    or not it equals Megatron's default, so the command says what it trains; a MoE model's
+    token ``dispatcher`` as moe_flags writes it."""
     out: list[tuple[str, object]] = [
         ("layers", spec.layers),
         ("hidden", spec.hidden),
@@ -128,7 +131,7 @@ def model_flags(spec: TransformerSpec, max_positions: int) -> list[tuple[str, ob
         out += [("group_query_attention", None), ("query_groups", spec.kv)]
     if spec.qk_norm or spec.is_mla:
         out.append(("qk_layernorm", None))
-    out += moe_flags(spec)
+    out += moe_flags(spec, dispatcher)
     switch = ACTIVATION_SWITCH[(spec.activation, spec.gated_mlp)]
     if switch is not None:
         out.append((switch, None))
@@ -185,12 +188,14 @@ def router_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
     return out
 
 
-def moe_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
+def moe_flags(spec: TransformerSpec, dispatcher: str = "alltoall") -> list[tuple[str, object]]:
     """The experts, latent attention and multi-token prediction as Megatron-LM flags: the
     MoE layers as an explicit --moe-layer-freq pattern (Megatron's integer form puts layer
     0 first, the designer's leading dense layers and every n-th layer need the list),
-    the all-to-all dispatcher, grouped GEMMs and fused permutation that models/expert.py
-    prices; n shared experts as one of n x their width
+    the plan's token dispatcher (``dispatcher`` "alltoall": the all-to-all one; "deepep":
+    the flex dispatcher with its DeepEP backend, megatron-core 0.19.2's
+    --moe-flex-dispatcher-backend), grouped GEMMs and fused permutation that
+    models/expert.py prices; n shared experts as one of n x their width
     (--moe-shared-expert-intermediate-size is the total)."""
     out: list[tuple[str, object]] = []
     if spec.is_moe:
@@ -204,7 +209,11 @@ def moe_flags(spec: TransformerSpec) -> list[tuple[str, object]]:
             out.append(("moe_shared_ffn", spec.shared_experts * spec.shared_expert_ffn))
         out += [
             ("moe_layer_freq", layer_pattern_text(spec)),
-            ("moe_dispatcher", "alltoall"),
+            *(
+                [("moe_dispatcher", "flex"), ("moe_flex_backend", "deepep")]
+                if dispatcher == "deepep"
+                else [("moe_dispatcher", "alltoall")]
+            ),
             ("moe_grouped_gemm", None),
             ("moe_permute_fusion", None),
         ]
