@@ -41,7 +41,7 @@ from designer.output.files import check_command_paths
 from designer.output.plots import compare_plot, study_plot
 from designer.question.build import evaluate_config, load_question_file, scenario_from_options
 from designer.question.fields import question_options
-from models import resolve_model, zoo
+from models import moe_zoo, resolve_model, zoo
 from solvers import solve
 
 
@@ -116,10 +116,11 @@ def _given(ctx: click.Context) -> set[str]:
 @JSON_OPTION
 @click.pass_context
 def models_cmd(ctx: click.Context, as_json: bool) -> None:
-    """List the built-in model zoo (`designer models show NAME` for one)."""
+    """List the built-in model zoo, dense and mixture-of-experts (`designer models show NAME`
+    for one)."""
     if ctx.invoked_subcommand is not None:
         return
-    specs = zoo().values()
+    specs = [*zoo().values(), *moe_zoo().values()]
     if as_json:
         emit_json([render_catalog.model_dict(s) for s in specs])
     else:

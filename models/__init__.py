@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from models.errors import ModelError
 from models.layout import Assumptions, Layout
 from models.transformer import TransformerSpec
-from models.zoo import resolve_model, zoo
+from models.zoo import moe_zoo, resolve_model, zoo
 
 if TYPE_CHECKING:
     from models.evaluate import Evaluation, Hardware, evaluate
@@ -56,6 +56,7 @@ __all__ = [
     "ModelError",
     "TransformerSpec",
     "evaluate",
+    "moe_zoo",
     "resolve_model",
     "zoo",
 ]

@@ -10,6 +10,7 @@ evaluate prices the given ones, models/expert.py).
 
 from __future__ import annotations
 
+import difflib
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -44,7 +45,8 @@ def _moe_zoo_raw() -> dict[str, dict[str, Any]]:
 
 
 def moe_zoo() -> dict[str, TransformerSpec]:
-    """The built-in mixture-of-experts models by name: counted, not planned yet."""
+    """The built-in mixture-of-experts models by name (planned and evaluated by name as the
+    dense ones; apart from ``zoo()``, which the benchmarks draw dense models from)."""
     return {name: TransformerSpec(name=name, **f) for name, f in _moe_zoo_raw().items()}
 
 
@@ -101,7 +103,10 @@ def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec
     path = Path(name_or_path)
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
         return read_model_file(path)
+    names = sorted([*models, *_moe_zoo_raw()])
+    close = difflib.get_close_matches(name_or_path.lower(), names, n=1, cutoff=0.75)
+    hint = f"did you mean {close[0]!r}? " if close else ""
     raise ModelError(
-        f"{option}: unknown model {name_or_path!r}; use a zoo name ({', '.join(sorted(models))}) "
+        f"{option}: unknown model {name_or_path!r}; {hint}use a zoo name ({', '.join(names)}) "
         "or a YAML/JSON spec file"
     )

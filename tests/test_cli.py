@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from designer.cli import cli
 from designer.numbers import parse_days, parse_quantity
 from helpers import one_line, run_main
-from models import zoo
+from models import moe_zoo, zoo
 
 EVALUATE_70B = [
     "evaluate",
@@ -117,9 +117,24 @@ def test_parse_days_rejects():
 def test_models_table(runner):
     result = invoke(runner, ["models"])
     assert result.exit_code == 0
+    dense, _, experts = result.output.partition("Mixture-of-experts")
     for name in zoo():
-        assert name in result.output
-    assert "params_b" in result.output
+        assert name in dense
+    assert "params_b" in dense
+    # the MoE zoo, planned by name, is listed too, with its active parameters
+    rows = {line.split()[0]: line.split() for line in experts.splitlines()[3:] if line.strip()}
+    assert set(rows) == set(moe_zoo())
+    assert "active_b" in experts
+    assert rows["deepseek-v3"][1:3] == ["671", "37.55"]
+
+
+def test_unknown_model_names_every_zoo_model_and_the_close_one(capsys):
+    code, _, err = run_main(capsys, ["models", "show", "deepseekv3"])
+    assert code == 2
+    assert_one_line_error(err, "did you mean 'deepseek-v3'?")
+    assert "qwen3-30b-a3b" in err and "llama2-70b" in err
+    code, _, err = run_main(capsys, ["models", "show", "zzz"])
+    assert code == 2 and "did you mean" not in err
 
 
 def test_models_json(runner):
@@ -127,7 +142,9 @@ def test_models_json(runner):
     assert result.exit_code == 0
     data = json.loads(result.output)
     assert isinstance(data, list)
-    assert {d["name"] for d in data} == set(zoo())
+    assert {d["name"] for d in data} == set(zoo()) | set(moe_zoo())
+    moe_entry = next(d for d in data if d["name"] == "qwen3-30b-a3b")
+    assert moe_entry["active_params"] < moe_entry["params"]
     for d in data:
         assert isinstance(d["params"], int) and d["params"] > 0
     by_name = {d["name"]: d for d in data}

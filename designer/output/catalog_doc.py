@@ -22,6 +22,19 @@ MODEL_COLUMNS = (
     "vocab",
     "seq_len",
 )
+MOE_COLUMNS = (
+    "model",
+    "params_b",
+    "active_b",
+    "layers",
+    "hidden",
+    "experts",
+    "top_k",
+    "shared",
+    "expert_ffn",
+    "vocab",
+    "seq_len",
+)
 GPU_COLUMNS = (
     "name",
     "memory_gb",
@@ -52,7 +65,9 @@ def model_dict(spec) -> dict[str, Any]:
 
 
 def models_table(specs) -> str:
-    rows = [
+    """The dense models as one table, then the mixture-of-experts models as another (their
+    total and per-token active parameters, models/moe.py, and their experts)."""
+    dense = [
         (
             s.name,
             s.params() / 1e9,
@@ -66,8 +81,29 @@ def models_table(specs) -> str:
             s.seq_len,
         )
         for s in specs
+        if not s.is_moe
     ]
-    return render.table(MODEL_COLUMNS, rows)
+    experts = [
+        (
+            s.name,
+            s.params() / 1e9,
+            moe.active_params(s) / 1e9,
+            s.layers,
+            s.hidden,
+            s.experts,
+            s.experts_per_token,
+            s.shared_experts,
+            s.expert_ffn,
+            s.vocab,
+            s.seq_len,
+        )
+        for s in specs
+        if s.is_moe
+    ]
+    parts = [render.table(MODEL_COLUMNS, dense)] if dense else []
+    if experts:
+        parts.append("\nMixture-of-experts\n" + render.table(MOE_COLUMNS, experts))
+    return "\n".join(parts)
 
 
 def catalog_dict(cat) -> dict[str, Any]:
