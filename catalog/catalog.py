@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from catalog.errors import CatalogError
+from catalog.names import unknown_name
 from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 
 _T = TypeVar("_T")
@@ -77,6 +78,4 @@ def _entry(kind: str, table: dict[str, _T], name: str) -> _T:
     try:
         return table[name]
     except KeyError:
-        raise CatalogError(
-            f"unknown {kind} {name!r}; choose one of {', '.join(sorted(table))}"
-        ) from None
+        raise CatalogError(unknown_name(kind, name, table)) from None

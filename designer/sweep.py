@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from catalog.names import unknown_name
 from designer.errors import Interrupted, UsageError
 from designer.interrupts import leave_signals_to
 from designer.output import formats as report
@@ -193,7 +194,8 @@ def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
     for name in names:
         if name not in scenario.catalog.gpus and name not in scenario.catalog.nics:
             where = f"axes.{PRICE_AXIS}" if name in scales else f"uncertainty.{PRICE_AXIS}"
-            raise UsageError(f"unknown GPU or NIC {name!r}", f"{path}: {where}")
+            known = [*scenario.catalog.gpus, *scenario.catalog.nics]
+            raise UsageError(unknown_name("GPU or NIC", name, known), f"{path}: {where}")
 
 
 def _question_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -278,7 +280,8 @@ def _with_prices(scenario, scales: dict[str, float]):
     nics = {name: cat.nics[name].price_usd * k for name, k in scales.items() if name in cat.nics}
     for name in scales:
         if name not in gpus and name not in nics:
-            raise UsageError(f"price_scale: unknown GPU or NIC {name!r}")
+            known = [*cat.gpus, *cat.nics]
+            raise UsageError("price_scale: " + unknown_name("GPU or NIC", name, known))
     return with_prices(scenario, gpus, nics) if scales else scenario
 
 

@@ -10,7 +10,6 @@ evaluate prices the given ones, models/expert.py).
 
 from __future__ import annotations
 
-import difflib
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from catalog.files import read_document
+from catalog.names import unknown_name
 from models.errors import ModelError
 from models.hf_config import hf_fields
 from models.transformer import TransformerSpec
@@ -103,10 +103,7 @@ def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec
     path = Path(name_or_path)
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
         return read_model_file(path)
-    names = sorted([*models, *_moe_zoo_raw()])
-    close = difflib.get_close_matches(name_or_path.lower(), names, n=1, cutoff=0.75)
-    hint = f"did you mean {close[0]!r}? " if close else ""
     raise ModelError(
-        f"{option}: unknown model {name_or_path!r}; {hint}use a zoo name ({', '.join(names)}) "
+        f"{option}: {unknown_name('model', name_or_path, [*models, *_moe_zoo_raw()])}, "
         "or a YAML/JSON spec file"
     )

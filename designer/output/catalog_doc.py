@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from catalog.names import unknown_name
 from catalog.specs import Calibration, Evidence
 from designer.errors import UsageError
 from designer.output import text as render
@@ -170,7 +171,7 @@ def catalog_entry(cat, name: str) -> dict[str, Any]:
         if name in section:
             return section[name].model_dump()
     known = sorted([*cat.gpus, *cat.nics, *cat.switches, "facility"])
-    raise UsageError(f"unknown catalog entry {name!r}; choose one of {', '.join(known)}", "NAME")
+    raise UsageError(unknown_name("catalog entry", name, known), "NAME")
 
 
 def fields_text(d: dict[str, Any], indent: int = 0, profile: bool = False) -> str:

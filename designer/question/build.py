@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from catalog import CatalogError, load_catalog
 from catalog.files import read_document
+from catalog.names import unknown_name
 from catalog.specs import DEFAULT_STACK, FABRICS
 from designer.errors import Infeasible, UsageError
 from designer.numbers import parse_days, parse_quantity
@@ -233,10 +234,6 @@ def _question_catalog(files: tuple[Path, ...], stack: str, facility: dict[str, A
     return cat
 
 
-def _unknown(kind: str, name: str, known) -> str:
-    return f"unknown {kind} {name!r}; choose from {', '.join(known)}"
-
-
 def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) -> dict:
     """Every name the question gives is in the catalog (or among the choices); the GPU caps."""
     if evidence not in EVIDENCE_CHOICES:
@@ -245,18 +242,18 @@ def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) 
         )
     for g in gpus:
         if g not in cat.gpus:
-            raise UsageError(_unknown("GPU", g, sorted(cat.gpus)), "--gpu")
+            raise UsageError(unknown_name("GPU", g, sorted(cat.gpus)), "--gpu")
     for g, cap in gpu_caps.items():
         if g not in cat.gpus:
-            raise UsageError(_unknown("GPU", g, sorted(cat.gpus)), "--gpu-cap")
+            raise UsageError(unknown_name("GPU", g, sorted(cat.gpus)), "--gpu-cap")
         if int(cap) < 1:
             raise UsageError(f"{g}={cap} must allow at least one GPU", "--gpu-cap")
     for n in nics:
         if n not in cat.nics:
-            raise UsageError(_unknown("NIC", n, sorted(cat.nics)), "--nic")
+            raise UsageError(unknown_name("NIC", n, sorted(cat.nics)), "--nic")
     for f in ignore:
         if f not in FAMILIES:
-            raise UsageError(_unknown("constraint", f, FAMILIES), "--ignore")
+            raise UsageError(unknown_name("constraint", f, FAMILIES), "--ignore")
     if fabric not in FABRICS:
         raise UsageError(f"unknown fabric {fabric!r}; use one of {', '.join(FABRICS)}", "--fabric")
     return gpu_caps
