@@ -288,7 +288,7 @@ def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
             dense_layers=found[0],
             moe_layer_every=found[1],
         )
-        dispatcher = m.text("moe_dispatcher") or "allgather"
+        dispatcher = m.text("moe_dispatcher") or default("moe_dispatcher")
         if dispatcher not in ("alltoall", "flex"):  # flex: _flex_dispatch
             notes.append(
                 f"{m.name('moe_dispatcher')} {dispatcher}: modelled as alltoall "
@@ -806,7 +806,7 @@ def _flex_dispatch(m: _Flags, notes: list[str]) -> bool:
     priced as alltoall and noted. What TransformerConfig.__post_init__ refuses (DeepEP
     without flex, two backends, ncclep without flex, DeepEP padded to capacity) is a usage
     error naming the flag."""
-    dispatcher = m.text("moe_dispatcher") or "allgather"
+    dispatcher = m.text("moe_dispatcher") or default("moe_dispatcher")
     deepep, backend = m.switch("moe_enable_deepep"), m.text("moe_flex_backend")
     flex = m.name("moe_dispatcher") + " flex"
     if deepep and dispatcher != "flex":
