@@ -180,11 +180,31 @@ def _moe_layout(row: dict[str, str]) -> str:
     return " ".join(parts) + f" {extra} overlap:{row['ep_overlap']} zero{row['zero']}"
 
 
+def shared_profile_efficiency(catalog: Catalog, eff: dict, gpu: str, prec: str) -> float | None:
+    """The constant-MFU efficiency of (stack, gpu, precision): its own fit, else the fit of a
+    GPU with the same peak whose megatron-core profile this one reuses (the H800 keeps the
+    H100's profile and peak: no dense calibration run is on it); None when neither exists.
+    Inside a group the baseline's order does not depend on it (equal FLOPs tie every
+    layout); it sets the baseline's printed step only."""
+    key = (published.MODERN_STACK, gpu, prec)
+    if key in eff:
+        return eff[key]
+    own = catalog.gpu(gpu)
+    for (stack, other, p), e in sorted(eff.items()):
+        if stack != published.MODERN_STACK or p != prec or other not in catalog.gpus:
+            continue
+        them = catalog.gpu(other)
+        same_profile = them.stacks.get(stack) == own.stacks.get(stack) is not None
+        if same_profile and them.peak_tflops(prec) == own.peak_tflops(prec):
+            return e
+    return None
+
+
 def moe_groups(catalog: Catalog, eff: dict) -> list[Group]:
     """Scorable rows of moe_independent.csv from one source table, same model, GPUs, batch,
-    sequence and precision; a GPU without a fitted constant-MFU efficiency (no calibration
-    run on it: the H800 of the xtuner Qwen3-235B table) has no baseline to compare with,
-    and its groups are left out."""
+    sequence and precision; the baseline's efficiency is the GPU's own or that of the GPU
+    whose profile it reuses (shared_profile_efficiency); a GPU with neither has no baseline
+    to compare with, and its groups are left out."""
     scored, _ = moe_accuracy.score_independent(moe_accuracy.independent_rows())
     by: dict[tuple, list] = defaultdict(list)
     for row, pred, meas, _parts in scored:
@@ -193,12 +213,12 @@ def moe_groups(catalog: Catalog, eff: dict) -> list[Group]:
         by[key].append((row, pred, meas))
     out = []
     for (model, gpu, n, gb, seq, prec, _url), rows in sorted(by.items()):
-        if len(rows) < MIN_LAYOUTS or (published.MODERN_STACK, gpu, prec) not in eff:
+        e = shared_profile_efficiency(catalog, eff, gpu, prec)
+        if len(rows) < MIN_LAYOUTS or e is None:
             continue
         spec = moe_zoo()[model]
         model_flops = flops.moe_model_flops_per_token(spec, int(seq)) * int(gb) * int(seq)
         peak = catalog.gpu(gpu).peak_tflops(prec) or 0.0
-        e = eff[(published.MODERN_STACK, gpu, prec)]
         members = tuple(
             Member(
                 _moe_layout(row),

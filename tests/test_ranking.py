@@ -121,6 +121,24 @@ def test_groups_span_three_gpu_types_dense_and_moe(groups):
     assert dense_h100 and {g.kind for g in groups} == {"dense", "moe"}
 
 
+def test_a_gpu_that_reuses_a_profile_borrows_its_baseline_efficiency():
+    """The H800 keeps the H100's megatron-core profile and peak: its MoE group gets a
+    constant-MFU baseline at the H100's fitted efficiency; a GPU with its own profile and
+    no fit borrows nothing."""
+    catalog = load_catalog()
+    stack = ranking.published.MODERN_STACK
+    eff = {(stack, "h100-sxm", "bf16"): 0.4, (stack, "a100-80gb", "bf16"): 0.5}
+    assert ranking.shared_profile_efficiency(catalog, eff, "h800", "bf16") == 0.4
+    assert ranking.shared_profile_efficiency(catalog, eff, "h100-sxm", "bf16") == 0.4
+    assert ranking.shared_profile_efficiency(catalog, eff, "b200", "bf16") is None
+    assert ranking.shared_profile_efficiency(catalog, eff, "h800", "fp8") is None
+
+
+def test_the_h800_moe_group_is_scored(groups):
+    (h800,) = [g for g in groups if g.gpu == "h800"]
+    assert h800.kind == "moe" and h800.model == "qwen3-235b-a22b" and len(h800.members) == 6
+
+
 def test_every_sweep_row_has_its_source_and_a_scorable_layout():
     catalog = load_catalog()
     rows = ranking.sweep_rows()
