@@ -424,7 +424,11 @@ def published_evidence(catalog: Catalog) -> dict[str, Evidence]:
         record = evidence(
             preds, f"published runs (bench/data/published): {counts}", tuple(precisions)
         )
-        update = {"sources": sources_of(preds), "bands": bands_of(preds)}
+        update = {
+            "sources": sources_of(preds),
+            "bands": bands_of(preds),
+            "multi_server_runs": multi_server_of(preds, catalog),
+        }
         out[gpu] = record.model_copy(update=update)
     return out
 
@@ -448,6 +452,17 @@ def sources_of(preds: list[Prediction]) -> dict[str, dict[str, int]]:
         orgs = out.setdefault(p.run.precision, {})
         orgs[p.run.organisation] = orgs.get(p.run.organisation, 0) + 1
     return {x: dict(sorted(orgs.items())) for x, orgs in sorted(out.items())}
+
+
+def multi_server_of(preds: list[Prediction], catalog: Catalog) -> dict[str, int]:
+    """Per precision, the runs on more GPUs than one server of theirs holds
+    (models.evidence_rule: a measured pair needs one), 0 included."""
+    out: dict[str, int] = {}
+    for p in preds:
+        per_server = catalog.gpu(p.run.gpu).server.gpus_per_server
+        beyond = p.run.layout.num_gpus > per_server
+        out[p.run.precision] = out.get(p.run.precision, 0) + int(beyond)
+    return dict(sorted(out.items()))
 
 
 def runs_over_memory(

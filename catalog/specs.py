@@ -147,6 +147,12 @@ class Evidence(_Strict):
         "(first-party figures are one organisation); empty when not recorded "
         "(models.evidence_rule then counts runs alone)",
     )
+    multi_server_runs: dict[str, int] = Field(
+        default_factory=dict,
+        description="per precision, the runs that spanned more than one server of the GPU "
+        "(their scale-out network was in the measurement); empty when not recorded "
+        "(models.evidence_rule then asks for none)",
+    )
     releases: str = Field(
         "",
         description="the software releases the runs measured, oldest to newest (MoE "

@@ -28,7 +28,7 @@ from designer.output import text as render
 from designer.output.formats import layout_cell, plan_entry, with_range
 from designer.question.build import scenario_from_options
 from models.evidence_range import catalog_band
-from models.evidence_rule import pair_evidence
+from models.evidence_rule import RULE_TEXT, pair_evidence
 from solvers import Scenario, SolveResult, cloud_terms
 from solvers.cpsat.solve import Resolve, capped_search_limit, resolve_cpsat
 from solvers.families import active
@@ -709,7 +709,7 @@ def text(scenario: Scenario, alts: list[Alternative]) -> str:
     head = ["#", "gpu", "precision", "gpus", "tp/pp/dp/cp/vp", "days", "cost", "mfu"]
     lines = [
         f"Beyond the evidence rule (--evidence {level} searched only the pairs it admits; "
-        "5+ runs from 2+ independent sources make a pair measured):",
+        f"{RULE_TEXT}):",
         render.table(head, rows),
     ]
     lines += [f"- {a.sentence}" for a in alts]

@@ -2,18 +2,24 @@
 
 A pair is **measured** when its profile was checked on at least ``MIN_RUNS`` measured
 runs in that precision, published by at least ``MIN_SOURCES`` independent
-organisations; **thin** with fewer; **extrapolated** with none. A vendor's own
+organisations, at least ``MIN_MULTI_SERVER_RUNS`` of them on more than one server;
+**thin** with fewer; **extrapolated** with none. The last condition is about scale:
+every plan the optimizer makes past one server runs over a scale-out network, and runs
+that all fit in one server (MI355X's five FP8 runs: one 8-GPU benchmark) never checked
+the model's cross-server terms on that platform. A vendor's own
 figures count as one organisation however many documents carry them (NVIDIA's
 repositories, papers and reports are one source; so are AMD's, Intel's), so a
 platform is measured only once someone other than its maker, or a second party
 beside it, has published runs the model was checked on. Each run's organisation is
 recorded in ``bench/data/published/organisations.csv``; the catalog's ``measured:``
-blocks keep the per-precision count (``catalog.specs.Evidence.sources``).
+blocks keep the per-precision count (``catalog.specs.Evidence.sources``) and the runs past
+one server (``Evidence.multi_server_runs``).
 
 ``--evidence measured`` (the default) searches the measured pairs only; ``thin``
 adds the thin pairs; ``any`` every pair. An evidence block without recorded sources
 (a catalog file written by hand), or whose sources do not add up to its runs, is judged
-on its number of runs alone.
+on its number of runs alone; a block that does not record its runs past one server is not
+asked for one.
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ MIN_RUNS = 5
 """Runs in a precision a measured pair needs."""
 MIN_SOURCES = 2
 """Independent organisations a measured pair's runs come from (first-party counts as one)."""
+MIN_MULTI_SERVER_RUNS = 1
+"""Runs on more than one server a measured pair needs (its scale-out network measured)."""
+RULE_TEXT = (
+    f"{MIN_RUNS}+ runs from {MIN_SOURCES}+ independent sources, one of them on more than one "
+    "server, make a pair measured"
+)
+"""The rule in one clause, as the answers and errors state it."""
 TIERS = ("measured", "thin", "extrapolated")
 LEVELS: dict[str, tuple[str, ...]] = {
     "measured": ("measured",),
@@ -47,6 +60,7 @@ class PairEvidence:
     precision: str
     runs: int
     sources: tuple[str, ...]  # the organisations, most runs first; empty when not recorded
+    multi_server: int | None = None  # runs past one server; None: not recorded
 
     @property
     def recorded(self) -> bool:
@@ -63,10 +77,17 @@ class PairEvidence:
         return max(0, MIN_SOURCES - len(self.sources))
 
     @property
+    def multi_server_needed(self) -> int:
+        if self.multi_server is None or not self.runs:
+            return 0
+        return max(0, MIN_MULTI_SERVER_RUNS - self.multi_server)
+
+    @property
     def tier(self) -> str:
         if self.runs == 0:
             return "extrapolated"
-        return "measured" if self.runs_needed == 0 and self.sources_needed == 0 else "thin"
+        short = self.runs_needed or self.sources_needed or self.multi_server_needed
+        return "thin" if short else "measured"
 
     def admitted(self, level: str) -> bool:
         """Whether ``--evidence level`` searches this pair."""
@@ -80,6 +101,8 @@ class PairEvidence:
         text = _plural(self.runs, f"{self.precision} run")
         if self.recorded:
             text += f" from {_plural(len(self.sources), 'source')} ({', '.join(self.sources)})"
+        if self.multi_server == 0:
+            text += ", none on more than one server"
         return text
 
     @property
@@ -89,15 +112,22 @@ class PairEvidence:
             return "it is eligible"
         if self.runs == 0:
             return (
-                f"{_plural(MIN_RUNS, 'measured run')} from {MIN_SOURCES} independent sources "
-                "would make it eligible"
+                f"{_plural(MIN_RUNS, 'measured run')} from {MIN_SOURCES} independent sources, "
+                "one of them on more than one server, would make it eligible"
             )
         others = f"a source other than {' and '.join(self.sources)}"
+        scale = " on more than one server" if self.multi_server_needed else ""
+        more = _plural(self.runs_needed, "more run")
+        one = f", one of them{scale}," if scale else ""
         if self.runs_needed and self.sources_needed:
-            return f"{_plural(self.runs_needed, 'more run')} from {others} would make it eligible"
+            return f"{more} from {others}{one} would make it eligible"
         if self.runs_needed:
-            return f"{_plural(self.runs_needed, 'more run')} would make it eligible"
-        return f"{_plural(self.sources_needed, 'run')} from {others} would make it eligible"
+            which = scale if self.runs_needed == 1 else one
+            return f"{more}{which} would make it eligible"
+        if self.sources_needed:
+            runs = _plural(self.sources_needed, "run")
+            return f"{runs}{scale} from {others} would make it eligible"
+        return "a run on more than one server would make it eligible"
 
 
 def detail_recorded(evidence: Evidence) -> bool:
@@ -118,4 +148,5 @@ def pair_evidence(gpu: str, evidence: Evidence | None, precision: str) -> PairEv
         # inherited the sources): judged on the block's runs alone
         return PairEvidence(gpu, precision, evidence.runs, ())
     orgs = tuple(sorted(by_org, key=lambda o: (-by_org[o], o)))
-    return PairEvidence(gpu, precision, sum(by_org.values()), orgs)
+    multi = evidence.multi_server_runs.get(precision)
+    return PairEvidence(gpu, precision, sum(by_org.values()), orgs, multi)

@@ -14,13 +14,16 @@ from catalog import load_catalog
 from catalog.specs import Evidence
 from designer.question.build import scenario_from_options
 from helpers import run_cli, run_main
-from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
+from models.evidence_rule import MIN_MULTI_SERVER_RUNS, MIN_RUNS, MIN_SOURCES, pair_evidence
 from test_evidence import QUESTION
 
 
-def _ev(sources: dict[str, dict[str, int]], precisions=("bf16",)) -> Evidence:
+def _ev(
+    sources: dict[str, dict[str, int]], precisions=("bf16",), multi: dict[str, int] | None = None
+) -> Evidence:
     runs = sum(n for orgs in sources.values() for n in orgs.values())
     return Evidence(
+        multi_server_runs=multi or {},
         runs=runs or 3,
         mape_pct=5.0,
         worst_pct=9.0,
@@ -48,6 +51,33 @@ def test_measured_needs_five_runs_from_two_organisations():
     assert few.summary == "2 bf16 runs from 1 source (Vendor)"
     two_orgs_few = pair_evidence("x", _ev({"bf16": {"Vendor": 1, "Lab": 1}}), "bf16")
     assert two_orgs_few.to_eligible == f"{MIN_RUNS - 2} more runs would make it eligible"
+
+
+def test_measured_needs_a_run_past_one_server_where_that_is_recorded():
+    orgs = {"bf16": {"Vendor": 3, "Lab": 2}}
+    one_server = pair_evidence("x", _ev(orgs, multi={"bf16": 0}), "bf16")
+    assert one_server.tier == "thin" and not one_server.admitted("measured")
+    assert one_server.multi_server_needed == MIN_MULTI_SERVER_RUNS
+    assert (
+        one_server.summary
+        == "5 bf16 runs from 2 sources (Vendor, Lab), none on more than one server"
+    )
+    assert one_server.to_eligible == "a run on more than one server would make it eligible"
+    assert pair_evidence("x", _ev(orgs, multi={"bf16": 1}), "bf16").tier == "measured"
+    assert pair_evidence("x", _ev(orgs), "bf16").tier == "measured"  # not recorded: not asked
+    few = pair_evidence("x", _ev({"bf16": {"Vendor": 2}}, multi={"bf16": 0}), "bf16")
+    assert few.to_eligible == (
+        f"{MIN_RUNS - 2} more runs from a source other than Vendor, one of them on more than "
+        "one server, would make it eligible"
+    )
+    short = pair_evidence("x", _ev({"bf16": {"Vendor": 2, "Lab": 1}}, multi={"bf16": 0}), "bf16")
+    assert short.to_eligible == (
+        f"{MIN_RUNS - 3} more runs, one of them on more than one server, would make it eligible"
+    )
+    lone = pair_evidence("x", _ev({"bf16": {"Vendor": 9}}, multi={"bf16": 0}), "bf16")
+    assert lone.to_eligible == (
+        "1 run on more than one server from a source other than Vendor would make it eligible"
+    )
 
 
 def test_no_run_in_the_precision_is_extrapolated():
@@ -94,6 +124,10 @@ def test_catalog_tiers_follow_the_rule():
     assert tier("h100-sxm", "bf16") == "measured"  # NVIDIA and AMD's tprimat
     assert tier("b200", "fp8") == "measured"  # NVIDIA and the University of Florida
     assert tier("mi300x", "bf16") == "thin"  # 2 runs, AMD only
+    # 5 runs from 4 organisations, all one 8-GPU benchmark: thin until a run spans servers
+    assert tier("mi355x", "fp8") == "thin"
+    assert cat.gpu("mi355x").evidence.multi_server_runs == {"fp8": 0}
+    assert tier("h100-sxm", "fp8") == "measured"
     assert tier("gb200", "bf16") == "extrapolated"
 
 

@@ -27,7 +27,7 @@ from designer.question.fields import (
 )
 from models import Assumptions, TransformerSpec, resolve_model
 from models.batch_tokens import DEFAULT_MODEL as DEFAULT_BATCH_TOKENS_MODEL
-from models.evidence_rule import MIN_RUNS, MIN_SOURCES, pair_evidence
+from models.evidence_rule import RULE_TEXT, pair_evidence
 from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import (
     DEFAULT_HEADROOM,
@@ -317,7 +317,7 @@ def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
         wider = "--evidence thin or any" if evidence == "measured" else "--evidence any"
         raise UsageError(
             f"no catalog GPU has {evidence} {'/'.join(precisions)} runs under stack {stack} "
-            f"({MIN_RUNS}+ runs from {MIN_SOURCES}+ independent sources make a pair measured); "
+            f"({RULE_TEXT}); "
             f"pass {wider}, --precision any or name GPUs with --gpu",
             "--evidence",
         )
