@@ -29,7 +29,8 @@ def close_names(name: str, known: Iterable[str]) -> list[str]:
 
 
 def unknown_name(kind: str, name: str, known: Iterable[str]) -> str:
-    """ "unknown GPU 'h100'; did you mean 'h100-pcie' or 'h100-sxm'? choose one of ...\""""
+    """The one-line message, e.g. unknown GPU 'h100'; did you mean 'h100-pcie' or
+    'h100-sxm'? choose one of a100-40gb, ..."""
     names = sorted(known)
     close = close_names(name, names)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
