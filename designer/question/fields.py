@@ -313,7 +313,8 @@ class Question(NumbersNotBools):
         Meta("--evidence"),
         Field(
             description="Search the GPU/precision pairs with measured runs (5+ runs from 2+ "
-            "independent sources), those and the thin ones (fewer), or any (marked)."
+            "independent sources, one past one server), those and the thin ones (fewer), or "
+            "any (marked)."
         ),
     ] = "measured"
     # planning assumptions (models.layout.Assumptions, with its bounds)
