@@ -322,12 +322,19 @@ def gpu_evidence(
 
 def rule_fields(pair: PairEvidence | None) -> dict[str, Any]:
     """The evidence rule's keys of an evidence object (models.evidence_rule): the runs and
-    organisations in the plan's precision and what would make the pair measured."""
+    organisations in the plan's precision, how many of those runs spanned more than one
+    server (null when not recorded) and what would make the pair measured."""
     if pair is None:
-        return {"precision_runs": None, "sources": None, "to_eligible": None}
+        return {
+            "precision_runs": None,
+            "sources": None,
+            "multi_server_runs": None,
+            "to_eligible": None,
+        }
     return {
         "precision_runs": pair.runs,
         "sources": list(pair.sources),
+        "multi_server_runs": pair.multi_server,
         "to_eligible": None if pair.tier == "measured" else pair.to_eligible,
     }
 

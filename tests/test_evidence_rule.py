@@ -251,3 +251,23 @@ def test_the_main_job_answers_on_a_measured_platform_with_mi300x_beside_it(capsy
         "mi300x" in thin
         and "3 more runs from a source other than AMD" in thin["mi300x"]["sentence"]
     )
+
+
+def test_plans_say_how_many_of_their_runs_spanned_servers(capsys):
+    """The evidence object's multi_server_runs and the table's cell (a pair thin for scale)."""
+    code, out, _ = run_main(
+        capsys, ["optimize", "--budget", "30M", "--precision", "any", "--json", "--no-explain"]
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["plans"][0]["evidence"]["multi_server_runs"] >= 1  # B200 FP8: measured
+    (mi355x,) = [a for a in doc["alternatives"] if a["gpu"] == "mi355x"]
+    assert mi355x["tier"] == "thin" and mi355x["plan"]["evidence"]["multi_server_runs"] == 0
+    assert "a run on more than one server would make it eligible" in mi355x["sentence"]
+    code, out, _ = run_main(
+        capsys,
+        ["compare", "--budget", "30M", "--precision", "fp8", "--evidence", "thin", "--no-explain"],
+    )
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if "mi355x" in line]
+    assert "5 runs/4 src/1 server" in row

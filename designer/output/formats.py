@@ -146,12 +146,15 @@ def gpu_label(gpu: str, doc: dict[str, Any]) -> str:
 
 
 def evidence_cell(doc: dict[str, Any]) -> str:
-    """The tables' evidence column: ``40 runs, 6.1%`` (mean error) or ``no runs``."""
+    """The tables' evidence column: ``40 runs, 6.1%`` (mean error), ``5 runs/4 src/1 server,
+    1.9%`` when no run spanned servers (models.evidence_rule), or ``no runs``."""
     if doc["status"] == "extrapolated":
         return "no runs" if not doc.get("runs") else f"other precision ({doc['runs']:,} runs)"
     runs = doc.get("precision_runs") or doc["runs"]
     sources = doc.get("sources") or []
     via = f"/{len(sources)} src" if sources else ""
+    if doc.get("multi_server_runs") == 0:
+        via += "/1 server"
     return f"{runs:,} runs{via}, {doc['mape_pct']:.1f}%"
 
 
