@@ -36,6 +36,7 @@ from typing import Any
 from catalog.specs import GPUSpec
 from models.evaluate import with_profile
 from models.expert import (
+    ExpertLayout,
     MoEGemmWork,
     expert_memory,
     grouped_terms,
@@ -216,8 +217,7 @@ class Candidate:
                 else:
                     a = src.profiled
                     dense, elementwise, host = self._dense_part()
-                    layout = shape.probe_layout()
-                    ex = question_experts(shape.ep, shape.etp, src.scenario.dispatcher)
+                    layout, ex = shape.probe_layout(), self._experts()
                     # its parameter counts do not depend on the GPU but through the
                     # profile's FlashAttention (as the memory terms): shared across GPUs
                     mkey = ("moe", a.flash_attention, *shape[1:])
@@ -252,12 +252,18 @@ class Candidate:
     def _dense_stage(self) -> tuple[float, float] | None:
         src, shape = self._source, self.shape
         spec = src.scenario.spec
-        ex = question_experts(shape.ep, shape.etp, src.scenario.dispatcher)
+        ex = self._experts()
         if spec.is_dense or (ex.routed_elementwise and routed_elementwise_width(spec, ex) < 0):
             return None
         dense, elementwise, _ = self._dense_part()
         stage = ((self.gemm_mb_s + elementwise) + dense.tp_mb_s) + dense.cp_mb_s
         return stage, 0.0 if ex.dualpipe else bubble_fraction(shape.pp, 1, shape.vp)
+
+    def _experts(self) -> ExpertLayout:
+        """The shape's expert layout under its question: its EP and ETP and the question's
+        dispatcher (solvers.decisions.question_experts)."""
+        shape = self.shape
+        return question_experts(shape.ep, shape.etp, self._source.scenario.dispatcher)
 
     def _dense_part(self) -> tuple[StepCoefficients, float, float]:
         """_dense_part of this MoE shape, from (or into) its source's dense_cache."""
@@ -310,10 +316,7 @@ class Candidate:
         that differ only in precision, EP and ETP (moe_gemm_stages reads none of them)."""
         src, shape = self._source, self.shape
         spec, seq = src.scenario.spec, src.scenario.seq_len
-        layout, ex = (
-            shape.probe_layout(),
-            question_experts(shape.ep, shape.etp, src.scenario.dispatcher),
-        )
+        layout, ex = shape.probe_layout(), self._experts()
         key = ("stages", flash, *shape[1:7], shape.split)
         stages = src.terms_cache.get(key)
         if stages is None:
