@@ -16,8 +16,9 @@ MAX_SUGGESTIONS = 3
 def close_names(name: str, known: Iterable[str]) -> list[str]:
     """The known names ``name`` most likely means, compared in lower case: the one equal to
     it, else those it begins ("h100" -> "h100-pcie", "h100-sxm"; at most MAX_SUGGESTIONS),
-    else the most similar one above CLOSE_NAME_CUTOFF; none when nothing is close."""
-    names = sorted(known)
+    else the most similar one above CLOSE_NAME_CUTOFF; none when nothing is close. In the
+    order ``known`` gives them."""
+    names = list(known)
     low = name.lower()
     same = [k for k in names if k.lower() == low]
     if same:

@@ -242,15 +242,15 @@ def _check_names(cat, gpus, gpu_caps, nics, ignore, evidence: str, fabric: str) 
         )
     for g in gpus:
         if g not in cat.gpus:
-            raise UsageError(unknown_name("GPU", g, sorted(cat.gpus)), "--gpu")
+            raise UsageError(unknown_name("GPU", g, cat.gpus), "--gpu")
     for g, cap in gpu_caps.items():
         if g not in cat.gpus:
-            raise UsageError(unknown_name("GPU", g, sorted(cat.gpus)), "--gpu-cap")
+            raise UsageError(unknown_name("GPU", g, cat.gpus), "--gpu-cap")
         if int(cap) < 1:
             raise UsageError(f"{g}={cap} must allow at least one GPU", "--gpu-cap")
     for n in nics:
         if n not in cat.nics:
-            raise UsageError(unknown_name("NIC", n, sorted(cat.nics)), "--nic")
+            raise UsageError(unknown_name("NIC", n, cat.nics), "--nic")
     for f in ignore:
         if f not in FAMILIES:
             raise UsageError(unknown_name("constraint", f, FAMILIES), "--ignore")
