@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from designer.errors import Infeasible, UsageError
+from designer.errors import Infeasible, Unanswered, UsageError
 from designer.interrupts import leave_signals_to
 from designer.output.files import write_atomic
 from designer.question.build import evaluate_config, load_question_file
@@ -127,12 +127,14 @@ def _explain_child(
     send.close()
 
 
-def no_plan(res: SolveResult, conflict) -> Infeasible:
-    """The error for a solve without a plan: the conflict and its smallest fixes, or the
-    time limit to raise."""
-    if res.status == "unknown":
-        return Infeasible("no plan found within the time limit; raise --time-limit")
-    summary = "no plan satisfies the question"
+def no_plan(res: SolveResult, conflict, lead: str = "no plan satisfies the question") -> Infeasible:
+    """The error for a solve without a plan: ``lead``, the conflict and its smallest fixes;
+    or, when nothing was proved (the time limit ran out first), the time limit to raise."""
+    if res.status != "infeasible":
+        return Unanswered(
+            "no plan found within the time limit, and none proved impossible; raise --time-limit"
+        )
+    summary = lead
     if conflict is not None and conflict.constraints:
         summary += f": {' and '.join(conflict.constraints)} conflict"
         if conflict.fixes:

@@ -20,7 +20,7 @@ from catalog import load_catalog
 from designer import interrupts
 from designer.answer import explain as explain_result
 from designer.answer import explain_beside, no_plan, saved_plan, write_file
-from designer.errors import Infeasible, UsageError
+from designer.errors import UsageError
 from designer.exit_codes import report_error as _report
 from designer.launch import FORMATS, Launch, emit, load_megatron
 from designer.numbers import Finite, check_ascii_numbers
@@ -31,6 +31,7 @@ from designer.options import (
     EVALUATE_OPTIONS,
     JSON_OPTION,
     REPORT_OPTIONS,
+    SOLVE_OPTIONS,
     apply,
     file_option,
 )
@@ -232,17 +233,7 @@ def _answer(
 @cli.command("optimize")
 @question_options
 @apply(ANSWER_OPTIONS)
-@click.option(
-    "--top",
-    "top_k",
-    type=click.IntRange(1, 100),
-    default=1,
-    show_default=True,
-    help="The K best plans with distinct layouts.",
-)
-@click.option(
-    "--solver", type=click.Choice(("cpsat", "exhaustive")), default="cpsat", show_default=True
-)
+@apply(SOLVE_OPTIONS)
 @click.option(
     "--emit",
     "emit_format",
@@ -343,27 +334,35 @@ def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | N
 @cli.command("compare")
 @question_options
 @apply(ANSWER_OPTIONS)
+@apply(SOLVE_OPTIONS)
 @file_option(
     "--plot",
     "plot_file",
     "Draw time to train and cost per GPU type (PNG or SVG; needs matplotlib).",
 )
-def compare_cmd(time_limit, explain, as_json, csv_file, plot_file, **question) -> None:
-    """The same question once per GPU type: the best plan on each, best first."""
+def compare_cmd(
+    time_limit, explain, as_json, csv_file, top_k, solver, plot_file, **question
+) -> None:
+    """The same question once per GPU type: the best plan on each (--top K: the K best), best first."""
     # lazy: designer.compare loads OR-Tools and numpy; commands that never solve do not
-    from designer.compare import compare  # OR-Tools: on use
+    from designer.compare import compare, compare_conflict  # OR-Tools: on use
 
     scenario = scenario_from_options(question)
-    rows = compare(scenario, explain=explain, time_limit_s=time_limit)
+    rows = compare(scenario, explain=explain, time_limit_s=time_limit, top_k=top_k, solver=solver)
+    conflict = compare_conflict(scenario, rows, time_limit) if explain else None
     write_file(csv_file, report.compare_csv(rows, scenario))
     if plot_file is not None:
         compare_plot(rows, plot_file, scenario)
     if as_json:
-        emit_json(report.compare_dict(scenario, rows))
+        emit_json(report.compare_dict(scenario, rows, conflict))
     else:
         click.echo(report.compare_table(rows, scenario))
+        if conflict is not None:
+            click.echo(report.paragraph(scenario, rows[0].result, None, conflict))
     if not any(r.result.best for r in rows):
-        raise Infeasible("no GPU type answers the question")
+        # proved for every type, or the first type whose solve ran out of time
+        first = next((r.result for r in rows if r.result.status != "infeasible"), rows[0].result)
+        raise no_plan(first, conflict, "no GPU type answers the question")
 
 
 @cli.command("breakeven")

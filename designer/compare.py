@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from solvers import Scenario, SolveResult, solve_cpsat
-from solvers.explain import Binding, binding_constraints
+from solvers import Scenario, SolveResult, solve
+from solvers.explain import Binding, Conflict, binding_constraints, explain_infeasible
 
 
 @dataclass
@@ -30,13 +30,19 @@ class CompareRow:
 
 
 def compare(
-    scenario: Scenario, explain: bool = True, time_limit_s: float = 60.0
+    scenario: Scenario,
+    explain: bool = True,
+    time_limit_s: float = 60.0,
+    top_k: int = 1,
+    solver: str = "cpsat",
 ) -> list[CompareRow]:
-    """Best plan per GPU type (each solved on its own), best first, infeasible ones last."""
+    """Best plan per GPU type (each solved on its own with ``solver``), best first,
+    infeasible ones last; with ``top_k`` > 1 the K best distinct plans of each type, one row
+    each (optimize's --top per type; the binding constraints priced on each type's best)."""
 
-    def one(gpu: str) -> CompareRow:
+    def one(gpu: str) -> list[CompareRow]:
         s = scenario.with_changes(gpus=(gpu,))
-        res = solve_cpsat(s, time_limit_s=time_limit_s)
+        res = solve(s, solver=solver, top_k=top_k, time_limit_s=time_limit_s)
         binding = None
         if explain and res.best is not None:
             binding = binding_constraints(
@@ -46,11 +52,27 @@ def compare(
                 time_limit_s=time_limit_s,
                 plan_proved=res.status == "optimal",
             )
-        return CompareRow(gpu, res, binding)
+        if len(res.plans) <= 1:
+            return [CompareRow(gpu, res, binding)]
+        return [
+            CompareRow(gpu, replace(res, plans=[plan]), binding if i == 0 else None)
+            for i, plan in enumerate(res.plans)
+        ]
 
     with ThreadPoolExecutor(
         max_workers=max(1, min(len(scenario.gpus), os.cpu_count() or 1))
     ) as pool:
-        rows = list(pool.map(one, scenario.gpus))
+        rows = [row for rows in pool.map(one, scenario.gpus) for row in rows]
     rows.sort(key=lambda r: r.sort_key)
     return rows
+
+
+def compare_conflict(
+    scenario: Scenario, rows: list[CompareRow], time_limit_s: float = 60.0
+) -> Conflict | None:
+    """When every GPU type is proved infeasible, the conflict that rules out the whole
+    question (every GPU type at once, as optimize explains it) and its smallest fixes;
+    None when some type has a plan, or one ran out of time before proving it has none."""
+    if not rows or any(r.result.status != "infeasible" for r in rows):
+        return None
+    return explain_infeasible(scenario, time_limit_s=time_limit_s)

@@ -29,6 +29,7 @@ from models.expert import (
 from models.feasibility import divisibility_violations
 from models.goodput import failure_model
 from models.memory import MODULES
+from models.transformer import windowed_sequence_refusal
 from solvers.purchases import purchased
 
 if TYPE_CHECKING:
@@ -120,7 +121,11 @@ def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_layout(spec, layout: Layout, seq_len: int) -> None:
-    """Shapes the model cannot take are usage errors (exit 2), named by option."""
+    """Shapes the model cannot take are usage errors (exit 2), named by option; so is a
+    sequence longer than the model's sliding window (not modelled)."""
+    windowed = windowed_sequence_refusal(spec, seq_len)
+    if windowed is not None:
+        raise UsageError(windowed, "--seq-len")
     broken = divisibility_violations(spec, layout, seq_len)
     if broken:
         raise UsageError(broken[0].detail, broken[0].option)

@@ -24,6 +24,11 @@ class Infeasible(RuntimeError):
     """The question has no answer: exit code 1."""
 
 
+class Unanswered(Infeasible):
+    """No plan found and none proved impossible (the time limit ran out first): exit code 1,
+    reported as 'no answer', not 'infeasible'."""
+
+
 class Interrupted(RuntimeError):
     """The work stopped before its end (a worker killed): exit code 1, and what to do next."""
 

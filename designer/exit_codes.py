@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from catalog import CatalogError
-from designer.errors import Infeasible, Interrupted, UsageError, name_too_long
+from designer.errors import Infeasible, Interrupted, Unanswered, UsageError, name_too_long
 from models import ModelError
 
 
@@ -37,6 +37,8 @@ def report_error(err: Exception) -> Reported:
         return Reported(f"error: {err.format_message()}".replace("\n", " "))
     if isinstance(err, (UsageError, ModelError, CatalogError)):
         return Reported(f"error: {err}")
+    if isinstance(err, Unanswered):
+        return NoAnswer(f"no answer: {err}")
     if isinstance(err, Infeasible):
         return NoAnswer(f"infeasible: {err}")
     if (too_long := name_too_long(err)) is not None:

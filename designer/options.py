@@ -280,6 +280,21 @@ ANSWER_OPTIONS = [
 """How optimize, compare and breakeven answer: after the question's options."""
 ANSWER_KEYS = ("time_limit", "explain", "as_json", "csv_file")  # their parameters
 
+SOLVE_OPTIONS = [
+    click.option(
+        "--top",
+        "top_k",
+        type=click.IntRange(1, 100),
+        default=1,
+        show_default=True,
+        help="The K best plans with distinct layouts (compare: on each GPU type).",
+    ),
+    click.option(
+        "--solver", type=click.Choice(("cpsat", "exhaustive")), default="cpsat", show_default=True
+    ),
+]
+"""The contract's --top and --solver, which optimize and compare take."""
+
 REPORT_OPTIONS = [
     file_option(
         "--html",

@@ -23,12 +23,15 @@ are refused naming the key (``HF_MOE_REFUSED``, DeepSeek's ``moe_layer_freq`` ab
 and so is any other key that looks like an MoE or latent-attention key
 (``models.moe.MOE_LOOKING``). Attention variants, decided key by key:
 - ``sliding_window`` (Mistral, Gemma 2/3, GPT-OSS) and Llama 4's
-  ``attention_chunk_size``: a dense config's sliding window is read as full attention,
-  as this importer always has (no parameter changes; the planner counts the attention
-  scores over the full square, Narayanan et al.); in a MoE / MLA / MTP config a window
-  or chunk shorter than the planned sequence is refused (it changes the attention
-  FLOPs, and the contract has no key for it), and one at least as long is full causal
-  attention at that length.
+  ``attention_chunk_size``: read into the spec's ``attention_window`` (``window_fields``;
+  not when ``use_sliding_window`` is false or no ``layer_types`` entry slides). The window
+  changes no parameter but the attention FLOPs, which the model prices as full causal
+  attention only, so a plan or evaluation whose sequence is longer than the window is
+  refused naming the key and ``--seq-len`` (models.transformer.windowed_sequence_refusal;
+  ../shared/CLI-CONTRACT.md: never read as a different model); at or below the window
+  every token attends to all before it, the attention priced. Until 2026-12-04 a dense
+  config's window was read as full attention at any length, and a MoE config's refused
+  at import against its pretraining length only.
 - Not MoE-looking and not read, none changing parameters or FLOPs: Llama 4's
   ``no_rope_layers`` (which layers rotate), ``use_qk_norm`` (a weightless L2 norm),
   ``attn_temperature_tuning`` / ``attn_scale`` / ``floor_scale`` (scalars on the
@@ -278,7 +281,8 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     ):
         if cfg.get(hf_key) is not None:
             fields[ours] = float(cfg[hf_key])
-    fields.update(moe_fields(cfg, origin, fields["seq_len"]))
+    fields.update(moe_fields(cfg, origin))
+    fields.update(window_fields(cfg))
     fields.update(linear_attention_fields(cfg, origin, fields["layers"]))
     name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
     fields["name"] = str(name)
@@ -392,7 +396,7 @@ def moe_keys(cfg: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def moe_fields(cfg: dict[str, Any], origin: str, seq_len: int) -> dict[str, Any]:
+def moe_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     """The contract's MoE, MLA and MTP fields of a config.json; a key that would make
     it a different model than the designer reads is refused naming it."""
     for key, value in cfg.items():
@@ -462,20 +466,35 @@ def moe_fields(cfg: dict[str, Any], origin: str, seq_len: int) -> dict[str, Any]
                 raise ModelError(f"{origin}: {hf}: latent attention also needs kv_lora_rank")
     if "experts" in out:
         out.update(router_fields(cfg, origin))
-    moe = any(k in out for k in ("experts", "kv_lora_rank", "mtp_layers"))
-    if moe:
-        # The dense importer reads a sliding window as full attention (as it always has);
-        # for these models a window or chunk shorter than the planned sequence changes the
-        # attention FLOPs, and the contract has no key for it: refused. Equal or longer:
-        # every token attends to all before it, as without the key.
-        for key in _WINDOW_KEYS:
-            window = cfg.get(key)
-            if isinstance(window, int) and window < seq_len:
-                raise ModelError(
-                    f"{origin}: {key}: {window} tokens, shorter than the planned "
-                    f"sequence ({seq_len}); windowed attention is not modelled"
-                )
     return out
+
+
+def window_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The spec's ``attention_window`` (and the key it came from): the shortest sliding
+    window or attention chunk the config applies, None when none applies
+    (``use_sliding_window: false``, Qwen 2; a ``layer_types`` list without sliding layers).
+    The window changes the attention FLOPs, which the model prices only as full causal
+    attention, so a plan whose sequence is longer than it is refused
+    (models.transformer.windowed_sequence_refusal); at or below it nothing changes."""
+    kinds = cfg.get("layer_types")
+    applied = []
+    for key in _WINDOW_KEYS:
+        window = cfg.get(key)
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            continue
+        if key == "sliding_window" and cfg.get("use_sliding_window") is False:
+            continue
+        if (
+            key == "sliding_window"
+            and isinstance(kinds, list)
+            and "sliding_attention" not in map(str, kinds)
+        ):
+            continue
+        applied.append((window, key))
+    if not applied:
+        return {}
+    window, key = min(applied)
+    return {"attention_window": window, "attention_window_key": key}
 
 
 def router_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:

@@ -150,6 +150,19 @@ class TransformerSpec(NumbersNotBools):
         description="whether the published active count includes the input embedding",
     )
     source: str | None = None
+    # a sliding window or attention chunk (config.json sliding_window, Llama 4's
+    # attention_chunk_size), in tokens: not modelled, so a planned sequence longer than it
+    # is refused (windowed_sequence_refusal); at or below it every token attends to all
+    # before it, which is the full causal attention the model prices
+    attention_window: int | None = Field(
+        default=None,
+        ge=1,
+        description="sliding window or attention chunk, tokens (not modelled: a longer "
+        "planned sequence is refused)",
+    )
+    attention_window_key: str | None = Field(
+        default=None, description="the config.json key the window was read from"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -401,3 +414,19 @@ def _check_moe(spec: TransformerSpec) -> None:
     if given and (spec.linear_bias or spec.qkv_bias):
         key = "linear_bias" if spec.linear_bias else "qkv_bias"
         raise ValueError(f"{key}: biases with multi-head latent attention are not modelled")
+
+
+def windowed_sequence_refusal(spec: TransformerSpec, seq_len: int) -> str | None:
+    """Why a sequence cannot be planned on this model (None: it can): longer than the model's
+    sliding window or attention chunk, whose attention the performance model does not
+    price (../shared/CLI-CONTRACT.md: a key the designer cannot model is refused, never
+    read as a different model). At or below the window the attention is full causal
+    attention, which it prices."""
+    window = spec.attention_window
+    if window is None or seq_len <= window:
+        return None
+    key = spec.attention_window_key or "attention_window"
+    return (
+        f"{spec.name}: {key}: {window:,} tokens, shorter than the planned sequence "
+        f"({seq_len:,}); windowed attention is not modelled: pass --seq-len {window} or less"
+    )

@@ -17,7 +17,8 @@ import pytest
 from designer import answer as answer_mod
 from designer.alternatives import alternatives, as_dicts
 from designer.answer import explain, explain_beside, no_plan, saved_plan, write_file
-from designer.errors import Infeasible, UsageError
+from designer.errors import Infeasible, Unanswered, UsageError
+from designer.exit_codes import report_error
 from designer.question.build import scenario_from_options
 from helpers import prime_scenario, run_main
 from solvers.cpsat.solve import solve_cpsat
@@ -43,7 +44,11 @@ def _res(status: str) -> SolveResult:
 @pytest.mark.parametrize(
     "status,conflict,line",
     [
-        ("unknown", None, "no plan found within the time limit; raise --time-limit"),
+        (
+            "unknown",
+            None,
+            "no plan found within the time limit, and none proved impossible; raise --time-limit",
+        ),
         ("infeasible", None, "no plan satisfies the question"),
         ("infeasible", _Conflict([]), "no plan satisfies the question"),
         (
@@ -62,6 +67,11 @@ def _res(status: str) -> SolveResult:
 def test_no_plan_says_the_conflict_and_its_fixes_or_the_time_limit(status, conflict, line):
     err = no_plan(_res(status), conflict)
     assert isinstance(err, Infeasible) and str(err) == line
+    # the time limit proved nothing: reported as no answer, not as infeasible (exit 1 both)
+    assert isinstance(err, Unanswered) == (status == "unknown")
+    assert report_error(err).exit_code == 1
+    prefix = "no answer: " if status == "unknown" else "infeasible: "
+    assert report_error(err).message == prefix + line
 
 
 def test_explain_prices_the_best_plan_or_explains_the_conflict(cat):

@@ -100,6 +100,8 @@ def test_sweep_writes_one_row_per_scenario_and_resumes(tmp_path):
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 4
     assert {r["status"] for r in rows} == {"optimal"}
+    # the contract's CSV: every row names its top binding constraint (priced by default)
+    assert all(r["top_binding"] for r in rows), [r["top_binding"] for r in rows]
     assert {(r["budget"], r["gpu"]) for r in rows} == {
         ("1M", "h100-sxm"),
         ("1M", "h200"),
@@ -117,6 +119,17 @@ def test_sweep_writes_one_row_per_scenario_and_resumes(tmp_path):
     # nothing left: a second resume runs nothing
     res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--resume", "--workers", "1"])
     assert "0 scenarios run" in res.output
+
+
+def test_sweep_explain_false_leaves_top_binding_empty(tmp_path):
+    """explain: false, the speed benchmark's setting, skips the pricing: the column stays."""
+    study = tmp_path / "study.yaml"
+    study.write_text("explain: false\n" + STUDY)
+    out_csv = tmp_path / "out.csv"
+    res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 4 and {r["top_binding"] for r in rows} == {""}
 
 
 def test_sweep_parallel_matches_serial(tmp_path):
@@ -341,3 +354,59 @@ def test_price_scale_axis_takes_nic_prices_too(tmp_path):
     )
     nic = {json.loads(r["price_scale"])["cx7-400g"]: r["nic"] for r in rows}
     assert nic[1.0] == "cx7-400g" and nic[20.0] != "cx7-400g"
+
+
+def test_compare_with_no_gpu_type_answering_explains_the_conflict(capsys):
+    """The contract: exit 1 'with its explanation printed'. When every GPU type is proved
+    infeasible, compare explains the whole question as optimize does: the conflict and its
+    smallest fix in the text, in JSON `conflict`, and in the one stderr line."""
+    args = ["compare", "--budget", "100K", "--gpu", "h100-sxm", "--gpu", "gb200"]
+    code, err = exit_code([*args, "--json"], capsys)
+    assert code == 1
+    main_out = run_cli([*args, "--json"])
+    assert main_out.exit_code == 1
+    doc = json.loads(main_out.stdout)
+    assert doc["status"] == "infeasible" and {p["status"] for p in doc["plans"]} == {"infeasible"}
+    assert doc["conflict"]["constraints"] == ["budget"]
+    (fix,) = doc["conflict"]["fixes"]
+    assert fix["constraint"] == "budget" and fix["change"].startswith("budget must be at least $")
+    assert err.count("\n") == 1 and err.startswith("designer: infeasible: no GPU type answers")
+    assert fix["change"] in err
+    text = run_cli(args)
+    assert text.exit_code == 1
+    assert f"Nothing fits: budget alone rules out every plan. Smallest fix: {fix['change']}." in (
+        text.stdout
+    )
+    # --no-explain: no explanation computed, the line says only that nothing answers
+    quiet = run_cli([*args, "--json", "--no-explain"])
+    assert json.loads(quiet.stdout)["conflict"] is None
+
+
+def test_compare_takes_optimizes_top_and_solver():
+    """The contract: compare 'takes optimize's options', --top and --solver among them.
+    --top K gives the K best distinct plans of each GPU type, one row each, best first;
+    --solver exhaustive answers each type with the exhaustive solver, to the same plan."""
+    top = run_cli([*COMPARE_H100_H200, "--top", "2", "--no-explain", "--json"])
+    assert top.exit_code == 0, top.output
+    plans = json.loads(top.stdout)["plans"]
+    assert sorted(p["gpu"] for p in plans) == ["h100-sxm", "h100-sxm", "h200", "h200"]
+    days = [p["time_to_train_days"] for p in plans]
+    assert days == sorted(days) and [p["rank"] for p in plans] == [1, 2, 3, 4]
+    for gpu in ("h100-sxm", "h200"):
+        mine = [p for p in plans if p["gpu"] == gpu]
+        keys = ("num_gpus", "tp", "pp", "dp", "cp", "vp", "micro_batch", "recompute", "nic")
+        shapes = {tuple(p[k] for k in (*keys, "nics_per_node", "zero")) for p in mine}
+        assert len(mine) == 2 and mine[0]["time_to_train_days"] <= mine[1]["time_to_train_days"]
+        assert len(shapes) == 2  # distinct layouts, as optimize --top gives
+    one = json.loads(run_cli([*COMPARE_H100_H200, "--no-explain", "--json"]).stdout)
+    assert [p["gpu"] for p in one["plans"]] == [
+        plans[0]["gpu"],
+        "h200" if plans[0]["gpu"] == "h100-sxm" else "h100-sxm",
+    ]
+    ex = run_cli([*COMPARE_H100_H200, "--solver", "exhaustive", "--no-explain", "--json"])
+    assert ex.exit_code == 0, ex.output
+    doc = json.loads(ex.stdout)
+    assert doc["solve"]["solver"] == "exhaustive" and one["solve"]["solver"] == "cpsat"
+    assert [p["gpu"] for p in doc["plans"]] == [p["gpu"] for p in one["plans"]]
+    for a, b in zip(doc["plans"], one["plans"], strict=True):
+        assert a["time_to_train_days"] == pytest.approx(b["time_to_train_days"], rel=1e-6)

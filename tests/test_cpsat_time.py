@@ -9,6 +9,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from helpers import prime_scenario, solve_at, variants
+from solvers.cpsat.solve import solve_cpsat
 from solvers.exhaustive import solve_exhaustive
 from solvers.intmath import INT_LIMIT, hi
 
@@ -58,3 +59,29 @@ def test_a_cost_question_has_no_days_per_unit(cat):
     status, _, form, value = solve_at(s, plan.config)
     assert status == cp_model.OPTIMAL and form.days_per_unit is None
     assert value("time_per_sequence") > 0  # the time is still modelled (the deadline reads it)
+
+
+def test_a_reduction_far_shorter_than_its_overlap_window_is_admitted(cat):
+    """A 2-layer, 8-wide model: the gradient reduction (a few hundred bytes) hides behind a
+    backward of launch overheads with room to spare, so the reduction less its window is
+    far below zero. Its variable's domain once stopped at minus the reduction's own bound,
+    which cut every plan off: CP-SAT answered infeasible where the exhaustive solver (and
+    evaluate) found plans. Both solvers now give the same optimum."""
+    from helpers import ideal_scenario
+    from models.transformer import TransformerSpec
+
+    toy = TransformerSpec(
+        name="toy8", layers=2, hidden=8, heads=1, ffn_hidden=8, vocab=8, seq_len=8
+    )
+    s = ideal_scenario(
+        spec=toy, catalog=cat, tokens=1e9, seq_len=8, gpus=("h100-sxm",),
+        nics=("cx6-200g",), objective="time", pricing="capex", budget_usd=30e6,
+    )  # fmt: skip
+    reference = solve_exhaustive(s)
+    assert reference.status == "optimal" and reference.best is not None
+    res = solve_cpsat(s)
+    assert res.status == "optimal", res.status
+    assert res.best.objective == pytest.approx(reference.best.objective, rel=1e-6)
+    status, _, _, value = solve_at(s, reference.best.config)
+    assert status == cp_model.OPTIMAL
+    assert value("dp_time_less_overlap") < -value("dp_intra_part") - 1  # the window is longer

@@ -240,7 +240,26 @@ def test_optimize_csv_appends_the_evidence_columns(override, tmp_path):
         "step_time_s_hi",
         "days_lo",
         "days_hi",
+        # the contract's "CSV gains the matching columns": every key of the evidence object
+        "evidence_stack",
+        "evidence_worst_pct",
+        "evidence_error_lo_pct",
+        "evidence_error_hi_pct",
+        "cost_usd_lo",
+        "cost_usd_hi",
+        "evidence_basis",
+        "evidence_line",
     ]
+    doc = run_json(["optimize", *QUESTION, "--gpu", MEASURED_GPU, "--catalog", str(override)])
+    ev = doc["plans"][0]["evidence"]
+    first = rows[0]
+    assert first["evidence_stack"] == ev["stack"] == "megatron-core"
+    for key in ("worst_pct", "error_lo_pct", "error_hi_pct"):
+        assert float(first[f"evidence_{key}"]) == pytest.approx(ev[key])
+    assert [float(first["cost_usd_lo"]), float(first["cost_usd_hi"])] == pytest.approx(
+        ev["cost_usd_range"]
+    )
+    assert (first["evidence_basis"], first["evidence_line"]) == (ev["basis"], ev["line"])
     for r in rows:
         assert (r["evidence"], r["evidence_runs"], r["evidence_mape_pct"]) == (
             "measured",

@@ -85,3 +85,32 @@ def test_seq_len_option_overrides_the_family_length(capsys):
     code, out, err = run_main(capsys, [*args, "--seq-len", "2048"])
     assert code in (0, 1), err
     assert json.loads(out)["layout"]["seq_len"] == 2048
+
+
+def test_a_sliding_window_shorter_than_the_plan_is_refused_naming_the_key(capsys):
+    """../shared/CLI-CONTRACT.md: a config with keys the designer cannot model is refused with
+    exit 2 naming the key, never read as a different model. Gemma 2 slides a 4,096-token window
+    on alternate layers and pre-trained at 8,192: planned at 8,192 it would be priced as full
+    attention, so evaluate and optimize refuse it naming sliding_window and --seq-len; at
+    4,096 or less the window covers the whole sequence and the plan is exact."""
+    gemma = str(HF / "gemma-2-9b-it.json")
+    spec = load_model_file(HF / "gemma-2-9b-it.json")
+    assert (spec.attention_window, spec.attention_window_key) == (4096, "sliding_window")
+    for cmd in (
+        ["evaluate", "--tp", "2", "--dp", "4"],
+        ["optimize", "--budget", "5M", "--no-explain"],
+    ):
+        code, _, err = run_main(capsys, [*cmd, "--model", gemma])
+        assert code == 2 and err.count("\n") == 1, err
+        assert "--seq-len" in err and "sliding_window: 4,096 tokens, shorter than the " in err
+        code, out, err = run_main(capsys, [*cmd, "--model", gemma, "--seq-len", "4096"])
+        assert code == 0, err
+    # a window that does not apply is not read: Qwen 2.5 (use_sliding_window false)
+    assert load_model_file(HF / "Qwen2.5-3B-Instruct.json").attention_window is None
+    # nor one at least as long as the pre-training length (Phi-3.5: 262,144 over 131,072)
+    phi = load_model_file(HF / "Phi-3.5-mini-instruct.json")
+    assert phi.attention_window == 262144 and phi.seq_len <= 262144
+    code, _, err = run_main(
+        capsys, ["evaluate", "--dp", "8", "--model", str(HF / "Phi-3.5-mini-instruct.json")]
+    )
+    assert code == 0, err

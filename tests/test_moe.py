@@ -22,7 +22,7 @@ from models.errors import ModelError
 from models.layout import Assumptions, Layout
 from models.memory import expert_data_parallel, moe_memory_per_gpu, rank_layer_ids
 from models.pipeline import stage_layers
-from models.transformer import TransformerSpec
+from models.transformer import TransformerSpec, windowed_sequence_refusal
 from models.zoo import moe_zoo, read_model_file, zoo
 
 HF = Path(__file__).resolve().parent / "data" / "hf"
@@ -234,14 +234,24 @@ def test_moe_layer_every_places_the_nth_layers():
 
 
 def test_hf_window_shorter_than_planned_length_is_refused_for_moe(tmp_path):
+    """The window is read (attention_window) and a plan longer than it refused naming the
+    key and --seq-len; at or below it the attention is full causal attention."""
     cfg = json.loads((HF_MOE / "Mixtral-8x7B-v0.1.json").read_text()) | {"sliding_window": 4096}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    with pytest.raises(ModelError, match=r"sliding_window: 4096 tokens, shorter"):
-        read_model_file(path)
+    spec = read_model_file(path)
+    assert (spec.experts, spec.attention_window, spec.attention_window_key) == (
+        8,
+        4096,
+        "sliding_window",
+    )
+    line = windowed_sequence_refusal(spec, spec.seq_len)
+    assert line is not None and "sliding_window: 4,096 tokens, shorter" in line
+    assert "pass --seq-len 4096 or less" in line
+    assert windowed_sequence_refusal(spec, 4096) is None
     cfg["sliding_window"] = 32768  # the planned length: full causal attention
     path.write_text(json.dumps(cfg))
-    assert read_model_file(path).experts == 8
+    assert windowed_sequence_refusal(read_model_file(path), 32768) is None
 
 
 def test_hf_synonyms_must_agree(tmp_path):

@@ -26,3 +26,17 @@ def test_unproved_status_is_said_in_text_json_and_csv(tco):
     assert doc["solve"]["proved"] is False
     rows = list(csv.DictReader(io.StringIO(report.csv_text(res, None, tco))))
     assert rows[0]["status"] == "feasible (not proved; gap 3.1%)"
+
+
+def test_a_conflict_without_a_fix_says_so_instead_of_an_empty_fix(tco):
+    """A family whose relaxation within its search's limit fits nothing (memory at a
+    billion-token sequence) leaves `fixes` empty: the sentence says no relaxation fits, not
+    'Smallest fix: .'."""
+    from solvers.explain import Conflict  # lazy: only this test builds a conflict by hand
+
+    res = replace(solve_cpsat(tco), plans=[], status="infeasible")
+    one = report.paragraph(tco, res, None, Conflict(["memory"], []))
+    assert "Smallest fix" not in one and not one.endswith(": .")
+    assert one.startswith("Nothing fits: memory alone rules out every plan, and no relaxation")
+    two = report.paragraph(tco, res, None, Conflict(["memory", "budget"], []))
+    assert "memory and budget together rule out every plan" in two

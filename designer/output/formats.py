@@ -43,9 +43,19 @@ _EVIDENCE_CELLS: dict[str, tuple[str, int | None]] = {
     "step_time_s_hi": ("step_time_s_range", 1),
     "days_lo": ("days_range", 0),
     "days_hi": ("days_range", 1),
+    # the rest of the contract's evidence object (added 2026-12-04, after the first seven)
+    "evidence_stack": ("stack", None),
+    "evidence_worst_pct": ("worst_pct", None),
+    "evidence_error_lo_pct": ("error_lo_pct", None),
+    "evidence_error_hi_pct": ("error_hi_pct", None),
+    "cost_usd_lo": ("cost_usd_range", 0),
+    "cost_usd_hi": ("cost_usd_range", 1),
+    "evidence_basis": ("basis", None),
+    "evidence_line": ("line", None),
 }
 EVIDENCE_COLUMNS = list(_EVIDENCE_CELLS)
-"""Appended after the contract's columns (optimize, compare, sweep, explain CSVs)."""
+"""Appended after the contract's columns (optimize, compare, sweep, explain CSVs): one per
+key of the contract's evidence object, a range as its two ends."""
 
 
 def question_dict(s: Scenario) -> dict[str, Any]:
@@ -116,7 +126,7 @@ def evidence_row(doc: dict[str, Any]) -> dict[str, Any]:
     """The CSV's evidence columns from an evidence object."""
     row = {}
     for column, (key, end) in _EVIDENCE_CELLS.items():
-        row[column] = doc[key] if end is None else (doc.get(key) or [None, None])[end]
+        row[column] = doc.get(key) if end is None else (doc.get(key) or [None, None])[end]
     return row
 
 
@@ -415,6 +425,12 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
             )
         names = " and ".join(conflict.constraints)
         fixes = "; or ".join(f.change for f in conflict.fixes)
+        if not fixes:
+            blame = "alone rules out" if len(conflict.constraints) == 1 else "together rule out"
+            return (
+                f"Nothing fits: {names} {blame} every plan, and no relaxation within the "
+                "explanation's search (each family's limit, e.g. 64 x the GPU memory) makes one fit."
+            )
         if len(conflict.constraints) == 1:
             return f"Nothing fits: {names} alone rules out every plan. Smallest fix: {fixes}."
         return f"Nothing fits: {names} cannot all hold. Smallest fixes: {fixes}."
@@ -543,8 +559,9 @@ def binding_table(binding: list, unit: str = "") -> str:
 
 
 # ---------------------------------------------------------------- compare
-def compare_dict(s: Scenario, rows) -> dict[str, Any]:
-    """optimize's object with one plan per GPU type, best first, each with status and top binding."""
+def compare_dict(s: Scenario, rows, conflict=None) -> dict[str, Any]:
+    """optimize's object with one plan per GPU type, best first, each with status and top
+    binding; ``conflict`` (designer.compare.compare_conflict) when no type has a plan."""
     plans = []
     for rank, row in enumerate(rows, start=1):
         best = row.result.best
@@ -567,14 +584,14 @@ def compare_dict(s: Scenario, rows) -> dict[str, Any]:
             "unit": first.objective_unit if first else None,
         },
         "solve": {
-            "solver": "cpsat",
+            "solver": first.solver if first else "cpsat",
             "wall_s": sum(r.result.wall_s for r in rows),
             "gap": 0.0 if ok else None,
         },
         "question": question_dict(s),
         "plans": plans,
         "binding": [_plain(b.as_dict()) for b in (ok[0].binding or [])] if ok else [],
-        "conflict": None,
+        "conflict": conflict.as_dict() if conflict is not None else None,
     }
 
 

@@ -28,6 +28,7 @@ from designer.question.fields import (
 from models import Assumptions, TransformerSpec, resolve_model
 from models.batch_tokens import DEFAULT_MODEL as DEFAULT_BATCH_TOKENS_MODEL
 from models.evidence_rule import RULE_TEXT, pair_evidence
+from models.transformer import windowed_sequence_refusal
 from solvers import FAMILIES, Scenario, SolveResult
 from solvers.scenario import (
     DEFAULT_HEADROOM,
@@ -182,6 +183,9 @@ def _sequence(spec, tokens, seq_len, precision: str, model: str, limits_: tuple)
     one sequence, the floor (--min-batch-tokens) against the ceiling and the model's cap."""
     ceiling, floor = limits_
     s = seq_len or spec.seq_len
+    windowed = windowed_sequence_refusal(spec, s)
+    if windowed is not None:
+        raise UsageError(windowed, "--seq-len")
     # the default is the Scenario's (solvers.scenario.model_ceiling_tokens, clamped to the
     # CP-SAT model's limit): the CLI checks against it and hands on the sentinel
     model_cap = model_ceiling_tokens(model, spec, tokens, s)

@@ -139,10 +139,14 @@ def _gradient_reduction(ctx: BuildContext, u: _Units) -> IntVar:
         "dp_overlap", (u.t_down(c.dp_window_s(ctx.scenario.assumptions.dp_overlap)) for c in cf)
     )
     dp_hi_t = hi(dpi_r) + hi(dpi_n) + hi(nt_dp_raw) + hi(ln_cap) + hi(li_cap)
+    # the reduction less its overlap window is negative when the window is the longer (a
+    # small model's reduction behind a long backward): its domain reaches down to minus the
+    # window and the savings, or a plan whose reduction hides with room to spare would be
+    # cut off (a 2-layer model's every plan was, which the exhaustive solver found)
     dp_pre = pick(
         md,
         "dp_time_less_overlap",
-        dp_hi_t,
+        dp_hi_t + hi(overlap),
         dpi_r - li - overlap,
         dpi_n + nt_dp_raw - overlap,
         ctx.r_dp,
