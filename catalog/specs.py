@@ -13,6 +13,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     computed_field,
     field_validator,
@@ -47,9 +48,11 @@ class NumbersNotBools(BaseModel):
         if isinstance(value, (bool, str)) and info.field_name in cls.model_fields:
             annotation = cls.model_fields[info.field_name].annotation
             kinds = set(get_args(annotation)) or {annotation}
-            if type(value) not in kinds and kinds & {int, float} and not kinds & {str, Any}:
-                if isinstance(value, bool):
-                    raise ValueError(f"{str(value).lower()} is not a number; give a number")
+            numeric = bool(kinds & {int, float}) and Any not in kinds
+            # true where a number (or a suffixed number's text: 30M) belongs is neither
+            if isinstance(value, bool) and numeric and bool not in kinds:
+                raise ValueError(f"{str(value).lower()} is not a number; give a number")
+            if type(value) not in kinds and numeric and str not in kinds:
                 # issue 33: "80" where a number belongs is text, not the number
                 raise ValueError(f"{value!r} is text, not a number; give the number unquoted")
         return value
@@ -325,6 +328,17 @@ def _derive_stacks(data: Any) -> Any:
         factor = block.get("compute_time_factor")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)):
             raise ValueError(f"stacks.{name}.compute_time_factor: give a positive number")
+        # the base is checked first, under its own name: a bad value there is the file's,
+        # not the derived profile's scaled copy of it (which would name another stack)
+        try:
+            Calibration.model_validate(base)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(
+                f"stacks.{block['derived_from']}.{where}: {first['msg']} "
+                f"(got {first.get('input')!r})"
+            ) from None
         own = {k: v for k, v in block.items() if k not in ("derived_from", "compute_time_factor")}
         stacks[name] = {**scaled_compute(base, float(factor)), **own}
     return {**data, "stacks": stacks}

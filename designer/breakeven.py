@@ -88,4 +88,10 @@ def breakeven_question(question: dict[str, Any], against: str) -> tuple[Scenario
         )
     if against == gpus[0]:
         raise UsageError("pick a GPU type other than --gpu", "--against")
-    return scenario_from_options({**question, "gpus": (gpus[0], against)}), gpus[0]
+    try:
+        return scenario_from_options({**question, "gpus": (gpus[0], against)}), gpus[0]
+    except UsageError as err:
+        # the names are checked in order, --gpu's first: an unknown rival is --against's
+        if err.option == "--gpu" and f"'{against}'" in err.detail and gpus[0] != against:
+            raise err.renamed("--against") from None
+        raise

@@ -169,3 +169,26 @@ def check_ascii_numbers(args: list[str]) -> None:
         else:
             option = args[i - 1] if i and args[i - 1].startswith("-") else "argument"
         raise UsageError(f"{value!r} uses digits outside 0-9; write the number with 0-9", option)
+
+
+_SUFFIXED = re.compile(r"^\s*[0-9]*\.?[0-9]+\s*[kKmMbBtT]\s*$")
+
+
+class WholeCount(click.IntRange):
+    """A whole number in a range, in digits. A suffix (``--seq-len 8K``) is refused with
+    the fix rather than read: the contract's K is 1,000, so 8K would be 8,000 tokens, where
+    a sequence or batch of "8K" is almost always 8,192."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and _SUFFIXED.match(value):
+            try:
+                meant = f"{parse_quantity(value):,.0f}"
+            except ValueError:
+                meant = "?"
+            self.fail(
+                f"{value!r}: write the whole number in digits, e.g. 8192 (a suffix would read "
+                f"K as 1,000: {meant})",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from designer.numbers import Finite, Quantity
+from designer.numbers import Finite, Quantity, WholeCount
 from designer.question.fields import field_option
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import limits
@@ -28,7 +28,7 @@ def _count(flag: str, default: int | None, help: str, maximum: float = limits.MA
     solvers/limits.py), so no option overflows the models' 64-bit arrays."""
     return click.option(
         flag,
-        type=click.IntRange(min=1, max=int(maximum)),
+        type=WholeCount(min=1, max=int(maximum)),
         default=default,
         show_default=default is not None,
         help=help,

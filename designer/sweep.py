@@ -125,7 +125,7 @@ def schema() -> dict[str, Any]:
 def load_study(path: Path, yes: bool = True, limit: int | None = None) -> Study:
     """The study file, validated: its schema, its size (``check_size``: over ``limit``
     scenarios it needs ``yes``), then the base and every axis value."""
-    doc = _read_document(path)
+    doc = _read_document(path, "a study file (its format: designer sweep --schema)")
     try:
         study = Study.model_validate(doc)
     except ValidationError as err:

@@ -411,9 +411,36 @@ def _check_moe(spec: TransformerSpec) -> None:
         raise ValueError("qk_norm: multi-head latent attention has its own latent norms")
     if (spec.router_groups is None) != (spec.router_group_topk is None):
         raise ValueError("router_groups and router_group_topk go together (group-limited routing)")
+    _check_router_groups(spec)
     if given and (spec.linear_bias or spec.qkv_bias):
         key = "linear_bias" if spec.linear_bias else "qkv_bias"
         raise ValueError(f"{key}: biases with multi-head latent attention are not modelled")
+
+
+def _check_router_groups(spec: TransformerSpec) -> None:
+    """Group-limited routing as Megatron-Core's router takes it (moe_utils.group_limited_topk:
+    the experts split evenly into router_groups groups, the top router_group_topk groups
+    kept, the top-k drawn from their experts): the groups divide the experts, at most all
+    groups are kept, and the kept groups hold at least top-k experts. A launch emitted with
+    other values would fail in the framework, or route a model no one trains."""
+    groups, kept = spec.router_groups, spec.router_group_topk
+    if groups is None or kept is None:
+        return
+    if spec.experts is None:
+        raise ValueError("router_groups needs experts (group-limited routing of routed experts)")
+    if spec.experts % groups:
+        raise ValueError(
+            f"router_groups ({groups}) must divide experts ({spec.experts}): the experts split "
+            "evenly into groups"
+        )
+    if kept > groups:
+        raise ValueError(f"router_group_topk ({kept}) must be at most router_groups ({groups})")
+    per_group = spec.experts // groups
+    if spec.experts_per_token is not None and kept * per_group < spec.experts_per_token:
+        raise ValueError(
+            f"router_group_topk ({kept}) groups of {per_group} experts hold fewer than "
+            f"experts_per_token ({spec.experts_per_token}); keep more groups"
+        )
 
 
 def windowed_sequence_refusal(spec: TransformerSpec, seq_len: int) -> str | None:

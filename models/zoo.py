@@ -96,6 +96,11 @@ def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec
     """A zoo name (dense or MoE), or a path to a spec file; ``option`` names the input in
     errors."""
     models = zoo()
+    if not name_or_path.strip():  # (Path("") is the working directory)
+        raise ModelError(
+            f"{option}: empty; give a zoo name (designer models lists them), a YAML/JSON spec "
+            "file or a config.json"
+        )
     if name_or_path in models:
         return models[name_or_path]
     if name_or_path in _moe_zoo_raw():

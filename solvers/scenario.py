@@ -172,6 +172,12 @@ class Scenario(_Derived):
             raise ValueError(f"batch_tokens_model must be one of {MODELS}")
         if self.max_batch_tokens == MODEL_CEILING:
             object.__setattr__(self, "max_batch_tokens", self.model_ceiling_tokens())
+        # a GPU or NIC named twice is one choice (the CP-SAT model keys its choices by name:
+        # a repeated NIC counted its bandwidth twice and made every plan infeasible)
+        for name in ("gpus", "nics"):
+            names = tuple(getattr(self, name))
+            if len(set(names)) != len(names):
+                object.__setattr__(self, name, tuple(dict.fromkeys(names)))
         self._derive()
 
     def _derive(self) -> None:

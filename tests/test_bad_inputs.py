@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers import TINY, run_main
 
@@ -327,3 +328,78 @@ def test_question_model_path_relative_to_question_file(capsys, tmp_path):
     )
     # found next to the question, the spec is read and its bad field reported
     assert_usage_error(capsys, ["explain", str(question)], "hidden")
+
+
+@pytest.mark.parametrize(
+    "field", ["tokens", "budget", "deadline", "max_gpus", "max_racks", "max_batch_tokens"]
+)
+def test_true_in_a_suffixed_number_field_is_refused(tmp_path, capsys, field):
+    """A question file's suffixed numbers (30M, 2T: a number or text) once read `true` as 1
+    ('trains llama2-7b on 1 tokens'); like every other number field they refuse it, in a
+    question file, a sweep axis and a saved answer, naming the field."""
+    question = {"model": "llama2-7b", "tokens": "100B", "budget": "2M", "gpus": ["h100-sxm"]}
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(question | {field: True}))
+    assert_usage_error(capsys, ["explain", str(path)], str(path), field, "not a number")
+    study = tmp_path / "s.yaml"
+    study.write_text(yaml.safe_dump({"base": question, "axes": {field: [True]}}))
+    assert_usage_error(
+        capsys, ["sweep", str(study), "--csv", str(tmp_path / "s.csv")], f"axes.{field}"
+    )
+
+
+def test_a_bad_value_in_a_profile_another_stack_derives_from_is_named_as_written(tmp_path, capsys):
+    """pytorch-fsdp2 derives from megatron-core (its compute scaled): a megatron-core value
+    out of range once surfaced as the derived stack's scaled copy ('pytorch-fsdp2...
+    (got 0.004)' for 0.005). The error names the stack and the value the file gave."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"gpus": {"h100-sxm": {"stacks": {"megatron-core": {"matmul_efficiency": 0.005}}}}}
+        )  # fmt: skip
+    )
+    line = assert_usage_error(
+        capsys, ["catalog", "--catalog", str(path)], str(path), "stacks.megatron-core"
+    )
+    assert "matmul_efficiency" in line and "0.005" in line and "pytorch-fsdp2" not in line
+
+
+@pytest.mark.parametrize("command", [["evaluate", "--model"], ["optimize", "--model"]])
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_model_name_names_the_option(capsys, command, empty):
+    """'' once read as the working directory ('.: is a directory'), naming no option."""
+    line = assert_usage_error(capsys, [*command, empty], "--model: empty")
+    assert "is a directory" not in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["optimize", "--budget", "2M", "--model", "llama2-7b", "--csv", "-"],
+        ["compare", "--budget", "2M", "--model", "llama2-7b", "--plot", "-"],
+        ["optimize", "--budget", "2M", "--model", "llama2-7b", "--bom", "-"],
+    ],
+)
+def test_a_dash_output_is_refused_not_written_as_a_file(tmp_path, capsys, monkeypatch, args):
+    """'-' once created a file named '-' in the working folder; it is the stdout idiom, which
+    these options do not take: exit 2 naming the option, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    line = assert_usage_error(capsys, args, f"{args[-2]}: '-' would write a file named '-'")
+    assert "--json" in line and not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["evaluate", "--seq-len", "8K"], "--seq-len"),
+        (["optimize", "--budget", "3M", "--seq-len", "8K"], "--seq-len"),
+        (["evaluate", "--global-batch", "1K"], "--global-batch"),
+        (["evaluate", "--tp", "1k"], "--tp"),
+    ],
+)
+def test_a_suffixed_count_is_refused_with_the_number_it_would_mean(capsys, args, option):
+    """Counts (sequence length, batch, degrees) are whole numbers in digits: '8K' would be
+    8,000 under the contract's K, where a user means 8,192, so it is refused with the fix
+    rather than read as either."""
+    line = assert_usage_error(capsys, args, option, "write the whole number in digits")
+    assert "K as 1,000" in line

@@ -12,3 +12,13 @@ def test_breakeven_with_no_plan_on_either_side_exits_1(capsys):
     code, _, err = run_main(capsys, [*args, "--against", "h100-sxm"])
     assert code == 1
     assert one_line(err).startswith("designer: infeasible: neither h200")
+
+
+def test_an_unknown_rival_is_blamed_on_against_and_an_unknown_candidate_on_gpu(capsys):
+    """Both names are checked as one question's --gpu list; the error names the option the
+    user typed the bad name into."""
+    args = ["breakeven", "--model", "llama2-7b", "--tokens", "100B", "--budget", "2M"]
+    code, _, err = run_main(capsys, [*args, "--gpu", "h200", "--against", "h100"])
+    assert code == 2 and one_line(err).startswith("designer: error: --against: unknown GPU 'h100'")
+    code, _, err = run_main(capsys, [*args, "--gpu", "h20", "--against", "h100-sxm"])
+    assert code == 2 and one_line(err).startswith("designer: error: --gpu: unknown GPU 'h20'")

@@ -410,3 +410,13 @@ def test_compare_takes_optimizes_top_and_solver():
     assert [p["gpu"] for p in doc["plans"]] == [p["gpu"] for p in one["plans"]]
     for a, b in zip(doc["plans"], one["plans"], strict=True):
         assert a["time_to_train_days"] == pytest.approx(b["time_to_train_days"], rel=1e-6)
+
+
+def test_sweep_on_a_missing_file_asks_for_a_study_file(tmp_path, capsys):
+    """Not 'a question file or optimize --json output', which sweep does not take."""
+    missing = tmp_path / "nonexist.yaml"
+    code, err = exit_code(["sweep", str(missing)], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert (
+        f"{missing}: file not found; pass a study file (its format: designer sweep --schema)" in err
+    )

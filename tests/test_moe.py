@@ -461,3 +461,22 @@ def test_a_kimi_k2_config_imports_as_the_zoo_model(tmp_path):
     assert spec.params() == zoo_spec.params()
     assert moe.active_params(spec) == moe.active_params(zoo_spec)
     assert (spec.experts, spec.dense_layers, spec.mtp_layers) == (384, 1, 0)
+
+
+@pytest.mark.parametrize(
+    "groups,kept,message",
+    [
+        (3, 1, r"router_groups \(3\) must divide experts \(8\)"),
+        (4, 5, r"router_group_topk \(5\) must be at most router_groups \(4\)"),
+        (8, 1, r"router_group_topk \(1\) groups of 1 experts hold fewer than experts_per_token"),
+    ],
+)
+def test_group_limited_routing_must_be_one_megatron_can_run(groups, kept, message):
+    """Megatron-Core splits the experts evenly into router_groups groups and keeps the top
+    router_group_topk: a spec whose groups do not divide the experts, keep more groups than
+    exist or hold fewer than top-k experts is refused (it reached --emit's flags before)."""
+    fields = dict(name="rg", layers=8, hidden=1024, heads=8, vocab=32000, seq_len=2048,
+                  experts=8, experts_per_token=2, expert_ffn_hidden=1024)  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        TransformerSpec(**fields, router_groups=groups, router_group_topk=kept)
+    assert TransformerSpec(**fields, router_groups=4, router_group_topk=2).router_groups == 4

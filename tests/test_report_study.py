@@ -35,6 +35,10 @@ def test_typed_turns_cells_into_numbers_flags_and_evidence():
             "evidence_runs": "3",
             "days_lo": "10.5",
             "days_hi": "12.0",
+            "evidence_error_lo_pct": "-8.58",
+            "cost_usd_lo": "1.4e6",
+            "cost_usd_hi": "1.6e6",
+            "evidence_stack": "megatron-core",
         }
     )
     assert (row["tp"], row["dp"], row["cost_usd"]) == (8, 16, 1.5e6)
@@ -46,6 +50,14 @@ def test_typed_turns_cells_into_numbers_flags_and_evidence():
         "mape_pct": None,
         "step_time_s_range": None,
         "days_range": [10.5, 12.0],
+        # the evidence columns added 2026-12-04, numbers where they are numbers
+        "stack": "megatron-core",
+        "worst_pct": None,
+        "error_lo_pct": -8.58,
+        "error_hi_pct": None,
+        "cost_usd_range": [1.4e6, 1.6e6],
+        "basis": None,
+        "line": None,
     }
 
 

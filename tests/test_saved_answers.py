@@ -36,6 +36,8 @@ EDITS = [
     ("precision", "fp3", "'bf16' or 'fp8'"),
     ("recompute", "most", "'none', 'selective' or 'full'"),
     ("gpu", 5, "string"),
+    ("gpu", "h100-sxmm", "unknown GPU 'h100-sxmm'; did you mean 'h100-sxm'"),
+    ("nic", "cx9", "unknown NIC 'cx9'"),
     ("cost_usd", math.inf, "finite"),
     ("first_stage_layers", -1, "greater than or equal to 0"),
     ("hot_spares_per_100", 1e308, "less than or equal to 100"),
@@ -213,3 +215,19 @@ def test_saved_answers_keep_headroom_fabric_and_gpu_caps():
     back, _ = _from_answer(json.loads(json.dumps({"question": q, "plans": []})), "answer.json")
     assert back.assumptions.memory_headroom_fraction == 0.1
     assert back.fabric == "infiniband" and back.gpu_caps == tuple(sorted(caps.items()))
+
+
+def test_an_answer_without_its_plans_names_plans(answer, tmp_path, capsys, monkeypatch):
+    """Read as a question file before, it blamed `objective` (the answer's object)."""
+    monkeypatch.chdir(answer["folder"])
+    doc = json.loads(json.dumps(answer["doc"]))
+    del doc["plans"]
+    path = tmp_path / "noplans.json"
+    path.write_text(json.dumps(doc))
+    for reader in ("export", "explain"):
+        code, _, err = _run(capsys, tmp_path, reader, path)
+        assert code == 2
+        assert one_line(err) == (
+            f"designer: error: {path}: plans: missing: a saved optimize --json answer holds "
+            "its plans there; regenerate it"
+        )

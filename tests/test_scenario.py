@@ -3,6 +3,7 @@ limits and derived values, and which families it enforces (solvers.families.acti
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 from dataclasses import fields
@@ -12,9 +13,10 @@ import pytest
 
 from designer.question.build import build_question
 from designer.question.fields import Question
-from helpers import IDEAL
+from helpers import IDEAL, prime_scenario, run_main
 from models.layout import Assumptions
 from solvers import FAMILIES, limits
+from solvers.cpsat.solve import solve_cpsat
 from solvers.families import BY_NAME, active, enforced
 from solvers.intmath import INT_LIMIT
 from solvers.scenario import (
@@ -235,3 +237,28 @@ def test_a_solve_writes_nothing_on_the_scenario():
     before = dict(vars(s))
     assert solve_cpsat(s).status == "optimal"
     assert vars(s) == before
+
+
+def test_a_gpu_or_nic_named_twice_is_one_choice(cat, capsys):
+    """A repeated --nic once counted the NIC's bandwidth twice in the CP-SAT model and made
+    every plan infeasible; a repeated --gpu gave its plans twice (compare's rows, optimize's
+    --top). The Scenario keeps each name once, in the order given, and the CLI answers as
+    with one."""
+    s = prime_scenario(cat)
+    twice = s.with_changes(gpus=("h100-sxm", "h100-sxm"), nics=("cx7-400g", "cx7-400g"))
+    assert (twice.gpus, twice.nics) == (("h100-sxm",), ("cx7-400g",))
+    assert solve_cpsat(twice).best.objective == solve_cpsat(s).best.objective
+    base = ["--model", "llama2-7b", "--tokens", "100B", "--budget", "2M", "--no-explain"]
+    one = [*base, "--gpu", "h100-sxm", "--nic", "cx6-200g"]
+    code, out_one, _ = run_main(capsys, ["optimize", *one, "--json"])
+    code2, out_two, err = run_main(
+        capsys, ["optimize", *one, "--gpu", "h100-sxm", "--nic", "cx6-200g", "--json"]
+    )
+    assert code == code2 == 0, err
+    a, b = json.loads(out_one), json.loads(out_two)
+    assert a["plans"] == b["plans"]
+    code, out, err = run_main(
+        capsys, ["compare", *base, "--gpu", "h100-sxm", "--gpu", "h100-sxm", "--json"]
+    )
+    assert code == 0, err
+    assert [p["gpu"] for p in json.loads(out)["plans"]] == ["h100-sxm"]

@@ -62,6 +62,12 @@ def check_paths(outputs: dict[str, Path | None], inputs: dict[str, list[Path]]) 
     naming both options otherwise. ``outputs``: option -> path; ``inputs``: option -> paths."""
     given = [(opt, p) for opt, p in outputs.items() if p is not None]
     for i, (opt, path) in enumerate(given):
+        if str(path) == "-":  # the shell's 'standard output' idiom: not a file to create
+            raise UsageError(
+                "'-' would write a file named '-', not standard output; give a file name "
+                "(--json prints the answer on standard output)",
+                opt,
+            )
         for other_opt, other in given[:i]:
             if same_file(path, other):
                 raise UsageError(

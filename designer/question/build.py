@@ -464,8 +464,9 @@ def build_question(q: Question, origin: str, base: Path) -> Scenario:
 
 
 # ---------------------------------------------------------------- question and plan files
-def _read_document(path: Path) -> Any:
-    doc = read_document(path, UsageError, "a question file or optimize --json output")
+def _read_document(path: Path, expected: str = "a question file or optimize --json output") -> Any:
+    """A question, answer or study file's mapping; ``expected`` names the kind to pass."""
+    doc = read_document(path, UsageError, expected)
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: top level must be a mapping of fields")
     return doc
@@ -477,6 +478,11 @@ def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
     origin = str(path)
     if "question" in doc and "plans" in doc:
         return _from_answer(doc, origin)
+    if "question" in doc:  # an answer's shape (a question file has no such field)
+        raise UsageError(
+            "missing: a saved optimize --json answer holds its plans there; regenerate it",
+            f"{origin}: plans",
+        )
     try:
         q = Question.model_validate(doc)
     except ValidationError as err:
@@ -532,7 +538,20 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
                 "pairs; regenerate with optimize --json"
             )
         scenario = scenario.with_changes(unmeasured=frozenset(tuple(x) for x in pairs))
-    return scenario, (_saved_config(plans[0], f"{origin}: plans[0]") if plans else None)
+    config = _saved_config(plans[0], f"{origin}: plans[0]") if plans else None
+    if config is not None:  # its names in the catalog it was made with
+        cat = scenario.catalog
+        for field, name, names in (
+            ("gpu", config.shape.gpu, cat.gpus),
+            ("nic", config.nic, cat.nics),
+        ):
+            if name not in names:
+                raise UsageError(
+                    f"{unknown_name(field.upper(), name, names)}; fix it or regenerate with "
+                    "optimize --json",
+                    f"{origin}: plans[0].{field}",
+                )
+    return scenario, config
 
 
 def _saved_config(p: dict[str, Any], where: str, csv: bool = False) -> Config:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from catalog.specs import FABRICS, Facility, NumbersNotBools
 from designer.errors import UsageError
-from designer.numbers import Days, Finite, Quantity
+from designer.numbers import Days, Finite, Quantity, WholeCount
 from models.layout import Assumptions
 from solvers import limits
 from solvers.scenario import DEFAULT_HEADROOM, DEFAULT_MAX_VIRTUAL_STAGES, DEFAULT_RESERVED_GB
@@ -533,7 +533,7 @@ def _click_type(name: str, meta: Meta) -> Any:
         k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le", "lt") if hasattr(m, k)
     }
     if int in (info.annotation, *args):
-        return click.IntRange(min=bounds.get("ge"))
+        return WholeCount(min=bounds.get("ge"))
     if float in (info.annotation, *args):
         return Finite(
             min=bounds.get("ge", bounds.get("gt")),

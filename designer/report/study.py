@@ -26,6 +26,8 @@ _INTS = {"rank", "num_gpus", "nodes", "gpus_per_node", "tp", "pp", "dp", "cp", "
 _INTS |= {"micro_batch", "grad_accum", "global_batch", "zero", "nics_per_node", "evidence_runs"}
 _FLOATS = {"memory_gb_per_gpu", "step_time_s", "time_to_train_days", "cost_usd", "mfu"}
 _FLOATS |= {"evidence_mape_pct", "step_time_s_lo", "step_time_s_hi", "days_lo", "days_hi"}
+_FLOATS |= {"evidence_worst_pct", "evidence_error_lo_pct", "evidence_error_hi_pct"}
+_FLOATS |= {"cost_usd_lo", "cost_usd_hi"}
 _FLAGS = {"sequence_parallel", "embedding_in_split", "loss_in_split"}
 MAX_BREAKDOWN_PLANS = 12  # stacked bars on the page: the Pareto front's first plans
 
@@ -53,6 +55,13 @@ def typed(row: dict[str, str]) -> dict[str, Any]:
             "mape_pct": out.get("evidence_mape_pct"),
             "step_time_s_range": _range(out, "step_time_s"),
             "days_range": _range(out, "days"),
+            "stack": out.get("evidence_stack"),
+            "worst_pct": out.get("evidence_worst_pct"),
+            "error_lo_pct": out.get("evidence_error_lo_pct"),
+            "error_hi_pct": out.get("evidence_error_hi_pct"),
+            "cost_usd_range": _range(out, "cost_usd"),
+            "basis": out.get("evidence_basis"),
+            "line": out.get("evidence_line"),
         }
     return out
 
