@@ -266,7 +266,7 @@ ANSWER_OPTIONS = [
         type=Finite(min=0.01),
         default=60.0,
         show_default=True,
-        help="Solver time limit per solve, seconds.",
+        help="Time limit per solve, seconds: on enumerating the decision space, and on the search.",
     ),
     click.option(
         "--explain/--no-explain",

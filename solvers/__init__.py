@@ -52,7 +52,7 @@ def solve(
         from solvers.cpsat.solve import solve_cpsat
 
         res = solve_cpsat(scenario, top_k=top_k, time_limit_s=time_limit_s)
-        if res.status in ("feasible", "unknown"):
+        if res.status in ("feasible", "unknown") and not res.message:  # (stopped enumerating)
             return replace(res, message=unproved_advice(scenario, res))
         return res
     if solver == "exhaustive":

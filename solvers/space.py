@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -577,6 +578,27 @@ def enumerate_candidates(
         q = prepared if prepared is not None else scenario.prepare()
         space = _kept(_SPACES, key, _enumerate(scenario, q, blocked, stop))
     return list(space)
+
+
+ENUMERATION_STOPPED = (
+    "the decision space was still being enumerated when the time limit ran out; raise --time-limit"
+)
+"""A solve's message when its time limit ran out before the space was enumerated."""
+
+
+def enumerate_within(
+    scenario: Scenario, time_limit_s: float | None, prepared: PreparedQuestion | None = None
+) -> list[Candidate] | None:
+    """enumerate_candidates bounded by the solve's time limit (None: unbounded): None when
+    the limit runs out first (a spec at its field limits, 100,000 MoE layers, takes about a
+    minute). A kept space returns at once, so only a cold enumeration can be stopped."""
+    if time_limit_s is None:
+        return enumerate_candidates(scenario, prepared)
+    deadline = time.perf_counter() + time_limit_s
+    try:
+        return enumerate_candidates(scenario, prepared, stop=lambda: time.perf_counter() > deadline)
+    except EnumerationStopped:
+        return None
 
 
 _TERMS: dict[tuple, dict] = {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from helpers import one_line, run_main
 
 
@@ -87,3 +89,25 @@ def test_the_estimate_scales_with_the_shapes_searched(cat):
     one, many = estimated_seconds(s, cands[:1]), estimated_seconds(s, cands)
     assert 0 < one < 5 and many > 0
     assert many / len(cands) < 1.0  # under a second a shape on this question
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "exhaustive"])
+def test_the_time_limit_bounds_the_enumeration_too(solver):
+    """A spec at its field limits (100,000 MoE layers) took about a minute to enumerate
+    before either solver started, whatever --time-limit said. The enumeration now stops at
+    the limit: unknown, no plan, and the message says what ran out."""
+    from designer.question.build import build_scenario
+    from models.transformer import TransformerSpec
+    from solvers import solve
+    from solvers.space import ENUMERATION_STOPPED
+
+    deep = TransformerSpec(
+        name=f"deep-moe-{solver}", layers=100_000, hidden=512, heads=8, ffn_hidden=2048,
+        vocab=32000, seq_len=2048, experts=64, experts_per_token=2, expert_ffn_hidden=1024,
+    )  # fmt: skip
+    s = build_scenario(model=deep, budget=30e6, gpus=("h100-sxm",))
+    start = time.perf_counter()
+    res = solve(s, solver=solver, time_limit_s=1.0)
+    assert time.perf_counter() - start < 15
+    assert res.status == "unknown" and not res.plans
+    assert res.message == ENUMERATION_STOPPED

@@ -35,7 +35,7 @@ from solvers.screen.prune import (
     prune,
     prune_deferred,
 )
-from solvers.space import Candidate, enumerate_candidates
+from solvers.space import ENUMERATION_STOPPED, Candidate, enumerate_candidates, enumerate_within
 from solvers.stop import stoppable_solver
 
 # a time cap's relative margin (solve_cpsat's time_cap_days): far above the CP-SAT model's
@@ -243,7 +243,12 @@ def resolve_cpsat(
     start = time.perf_counter()
     # what the stages read of the question, computed once (PreparedQuestion, BoundTerms)
     terms = how.terms if how.terms is not None else prepare_bounds(scenario)
-    space = candidates if candidates is not None else enumerate_candidates(scenario, terms.prepared)
+    space = candidates
+    if space is None:  # enumerated within the time limit too (a space kept returns at once)
+        space = enumerate_within(scenario, time_limit_s, terms.prepared)
+        if space is None:
+            wall = time.perf_counter() - start
+            return SolveResult("unknown", "cpsat", wall, None, message=ENUMERATION_STOPPED)
     kept = _pruned(scenario, how, space, top_k, terms)
     if kept is None or not kept.candidates:  # (none: every bound above a minimised cap)
         return SolveResult(
