@@ -35,7 +35,7 @@ from solvers.screen.prune import (
     prune,
     prune_deferred,
 )
-from solvers.space import ENUMERATION_STOPPED, Candidate, enumerate_candidates, enumerate_within
+from solvers.space import ENUMERATION_STOPPED, Candidate, enumerate_within
 from solvers.stop import stoppable_solver
 
 # a time cap's relative margin (solve_cpsat's time_cap_days): far above the CP-SAT model's
@@ -237,18 +237,23 @@ def resolve_cpsat(
             resolve_cpsat, scenario, top_k, how=each, time_limit_s=time_limit_s,
             workers=workers, candidates=candidates,
         )  # fmt: skip
-    if scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1:
-        space = candidates if candidates is not None else enumerate_candidates(scenario)
-        return _solve_cloud_cost_by_gpu(scenario, how, top_k, time_limit_s, workers, space)
     start = time.perf_counter()
+    cloud_by_gpu = (
+        scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1
+    )
     # what the stages read of the question, computed once (PreparedQuestion, BoundTerms)
-    terms = how.terms if how.terms is not None else prepare_bounds(scenario)
-    space = candidates
-    if space is None:  # enumerated within the time limit too (a space kept returns at once)
-        space = enumerate_within(scenario, time_limit_s, terms.prepared)
-        if space is None:
-            wall = time.perf_counter() - start
-            return SolveResult("unknown", "cpsat", wall, None, message=ENUMERATION_STOPPED)
+    terms = how.terms if how.terms is not None or cloud_by_gpu else prepare_bounds(scenario)
+    # enumerated within the time limit too (a space kept returns at once)
+    found = candidates
+    if found is None:
+        found = enumerate_within(scenario, time_limit_s, None if terms is None else terms.prepared)
+    if found is None:
+        wall = time.perf_counter() - start
+        return SolveResult("unknown", "cpsat", wall, None, message=ENUMERATION_STOPPED)
+    space: list[Candidate] = found
+    if cloud_by_gpu:
+        return _solve_cloud_cost_by_gpu(scenario, how, top_k, time_limit_s, workers, space)
+    assert terms is not None
     kept = _pruned(scenario, how, space, top_k, terms)
     if kept is None or not kept.candidates:  # (none: every bound above a minimised cap)
         return SolveResult(
