@@ -54,14 +54,42 @@ def _inflated(ctx: BuildContext, name: str, var: IntVar, over: IntVar, crit: int
         prod = times(md, f"{name}_product", var, over)
         extra = ceil_by(md, f"{name}_extra", prod, hi(prod), two_c)
     else:
-        k = -(-hi(var) // (fit * two_c))  # steps of 2 c k: hi(var) / (2 c k) <= fit
-        coarse = ceil_by(md, f"{name}_coarse", var, hi(var), two_c * k)
-        prod = times(md, f"{name}_product", coarse, over)
-        extra = md.new_int_var(0, k * hi(prod), f"{name}_extra")
-        md.add(extra == k * prod)
-    top = hi(var) + hi(extra)
+        extra = _share_extra(ctx, name, var, over, two_c)
+    top = hi(var) + hi(extra)  # (extra: set in both branches)
     if top >= INT_LIMIT // 4:
         raise OverflowError(f"{name}: time per sequence with the batch's tokens exceeds int64")
     out = md.new_int_var(0, top, name)
     md.add(out == var + extra)
     return out
+
+
+SHARE_SCALE = 10**6
+"""The most steps of 1 the share over / (2 c) is counted in (a millionth: below the 1e-6
+relative noise solvers/intmath.py forgives)."""
+
+
+def _share_extra(ctx: BuildContext, name: str, var: IntVar, over: IntVar, two_c: int) -> IntVar:
+    """ceil(var x over / (2 c)), or an upper bound of it, when var x over would leave int64:
+    the least of two upper bounds. (1) var rounded up to a step sized by var's largest value
+    (the slowest plan of the shapes), times over: precise for slow plans, but a fast plan's
+    few steps round by up to one in their count (1/44 of a toy model's extra tokens, enough
+    to rank a smaller DP degree first). (2) The share over / (2 c) rounded up to a step of
+    1 / scale, times var: off by at most var / scale whatever var is (the room int64 leaves
+    sets scale, 1,000 on that toy). Taking the lesser keeps each bound's precision."""
+    md = ctx.md
+    fit = (INT_LIMIT // 4) // max(1, hi(over))
+    k = -(-hi(var) // (fit * two_c))  # steps of 2 c k: hi(var) / (2 c k) <= fit
+    coarse = ceil_by(md, f"{name}_coarse", var, hi(var), two_c * k)
+    prod = times(md, f"{name}_product", coarse, over)
+    by_steps = md.new_int_var(0, k * hi(prod), f"{name}_extra_by_steps")
+    md.add(by_steps == k * prod)
+    share_hi = -(-hi(over) // two_c)  # whole steps of 2 c that over can reach
+    scale = min(SHARE_SCALE, (INT_LIMIT // 4) // max(1, hi(var) * share_hi))
+    if scale < 2:
+        return by_steps
+    share = ceil_by(md, f"{name}_share", over * scale, hi(over) * scale, two_c)
+    shared = times(md, f"{name}_share_product", var, share)
+    by_share = ceil_by(md, f"{name}_extra_by_share", shared, hi(shared), scale)
+    extra = md.new_int_var(0, min(hi(by_steps), hi(by_share)), f"{name}_extra")
+    md.add_min_equality(extra, [by_steps, by_share])
+    return extra
