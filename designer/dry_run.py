@@ -15,7 +15,7 @@ from designer.errors import UsageError
 from designer.launch import load_megatron
 from designer.launch.pipeline_layout import layout_fields
 from designer.output.formats import _plain
-from designer.question.build import stack_catalog
+from designer.question.build import check_window, stack_catalog
 from models import Assumptions, Layout, resolve_model
 from models.evaluate import Hardware, evaluate
 from models.evidence_range import evaluation_evidence
@@ -29,7 +29,6 @@ from models.expert import (
 from models.feasibility import divisibility_violations
 from models.goodput import failure_model
 from models.memory import MODULES
-from models.transformer import windowed_sequence_refusal
 from solvers.purchases import purchased
 
 if TYPE_CHECKING:
@@ -123,9 +122,7 @@ def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
 def check_layout(spec, layout: Layout, seq_len: int) -> None:
     """Shapes the model cannot take are usage errors (exit 2), named by option; so is a
     sequence longer than the model's sliding window (not modelled)."""
-    windowed = windowed_sequence_refusal(spec, seq_len)
-    if windowed is not None:
-        raise UsageError(windowed, "--seq-len")
+    check_window(spec, seq_len)
     broken = divisibility_violations(spec, layout, seq_len)
     if broken:
         raise UsageError(broken[0].detail, broken[0].option)

@@ -180,14 +180,10 @@ class WholeCount(click.IntRange):
     a sequence or batch of "8K" is almost always 8,192."""
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and _SUFFIXED.match(value):
-            try:
-                meant = f"{parse_quantity(value):,.0f}"
-            except ValueError:
-                meant = "?"
+        if isinstance(value, str) and _SUFFIXED.match(value):  # (digits and a K/M/B/T)
             self.fail(
                 f"{value!r}: write the whole number in digits, e.g. 8192 (a suffix would read "
-                f"K as 1,000: {meant})",
+                f"K as 1,000: {parse_quantity(value):,.0f})",
                 param,
                 ctx,
             )

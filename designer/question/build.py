@@ -177,15 +177,21 @@ def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: 
     )
 
 
+def check_window(spec: TransformerSpec, seq_len: int) -> None:
+    """A sequence longer than the model's sliding window is a usage error naming --seq-len
+    (models.transformer.windowed_sequence_refusal): optimize's questions and evaluate's."""
+    windowed = windowed_sequence_refusal(spec, seq_len)
+    if windowed is not None:
+        raise UsageError(windowed, "--seq-len")
+
+
 def _sequence(spec, tokens, seq_len, precision: str, model: str, limits_: tuple) -> tuple:
     """The sequence length, the Scenario's batch fields and the precisions searched: the
     ceiling (--max-batch-tokens, or the default of the batch-tokens model) checked against
     one sequence, the floor (--min-batch-tokens) against the ceiling and the model's cap."""
     ceiling, floor = limits_
     s = seq_len or spec.seq_len
-    windowed = windowed_sequence_refusal(spec, s)
-    if windowed is not None:
-        raise UsageError(windowed, "--seq-len")
+    check_window(spec, s)
     # the default is the Scenario's (solvers.scenario.model_ceiling_tokens, clamped to the
     # CP-SAT model's limit): the CLI checks against it and hands on the sentinel
     model_cap = model_ceiling_tokens(model, spec, tokens, s)

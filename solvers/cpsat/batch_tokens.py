@@ -6,9 +6,9 @@ question sequence T' and the GPU-time per sequence G x T' become, exactly,
 
     T' f = T' + ceil(T' x over / (2 c)),    over = max(0, GB - c),
 
-with T' rounded up to a multiple of 2 c x k when the product T' x over would leave
-int64 (then the term is k x ceil(T' / (2 c k)) x over, still an upper bound; k is chosen
-so that the product fits). Below the critical batch over = 0 and nothing changes, so the
+where the product T' x over would leave int64, the least of two upper bounds of the term:
+T' rounded up to a multiple of 2 c x k (k so that the product fits), and the share
+over / (2 c) rounded up to a step of 1 / scale (_share_extra). Below the critical batch over = 0 and nothing changes, so the
 ceiling's dominance (the largest m is best) holds up to the critical batch: the batch
 ceiling family encodes it there (solvers/families/batch_ceiling.py)."""
 
@@ -46,7 +46,8 @@ def add_batch_tokens(ctx: BuildContext) -> None:
 
 
 def _inflated(ctx: BuildContext, name: str, var: IntVar, over: IntVar, crit: int) -> IntVar:
-    """var + ceil(var x over / (2 crit)), var coarsened when the product would not fit."""
+    """var + ceil(var x over / (2 crit)); an upper bound of it when the product would not
+    fit in int64 (_share_extra)."""
     md = ctx.md
     two_c = 2 * crit
     fit = (INT_LIMIT // 4) // max(1, hi(over))  # the most var's steps the product allows
@@ -54,8 +55,8 @@ def _inflated(ctx: BuildContext, name: str, var: IntVar, over: IntVar, crit: int
         prod = times(md, f"{name}_product", var, over)
         extra = ceil_by(md, f"{name}_extra", prod, hi(prod), two_c)
     else:
-        extra = _share_extra(ctx, name, var, over, two_c)
-    top = hi(var) + hi(extra)  # (extra: set in both branches)
+        extra = _share_extra(ctx, name, var, over, two_c, fit)
+    top = hi(var) + hi(extra)
     if top >= INT_LIMIT // 4:
         raise OverflowError(f"{name}: time per sequence with the batch's tokens exceeds int64")
     out = md.new_int_var(0, top, name)
@@ -68,16 +69,18 @@ SHARE_SCALE = 10**6
 relative noise solvers/intmath.py forgives)."""
 
 
-def _share_extra(ctx: BuildContext, name: str, var: IntVar, over: IntVar, two_c: int) -> IntVar:
+def _share_extra(
+    ctx: BuildContext, name: str, var: IntVar, over: IntVar, two_c: int, fit: int
+) -> IntVar:
     """ceil(var x over / (2 c)), or an upper bound of it, when var x over would leave int64:
     the least of two upper bounds. (1) var rounded up to a step sized by var's largest value
     (the slowest plan of the shapes), times over: precise for slow plans, but a fast plan's
     few steps round by up to one in their count (1/44 of a toy model's extra tokens, enough
     to rank a smaller DP degree first). (2) The share over / (2 c) rounded up to a step of
     1 / scale, times var: off by at most var / scale whatever var is (the room int64 leaves
-    sets scale, 1,000 on that toy). Taking the lesser keeps each bound's precision."""
+    sets scale, 1,000 on that toy). Taking the lesser keeps each bound's precision.
+    ``fit``: the most steps of var the product with over may hold (_inflated's)."""
     md = ctx.md
-    fit = (INT_LIMIT // 4) // max(1, hi(over))
     k = -(-hi(var) // (fit * two_c))  # steps of 2 c k: hi(var) / (2 c k) <= fit
     coarse = ceil_by(md, f"{name}_coarse", var, hi(var), two_c * k)
     prod = times(md, f"{name}_product", coarse, over)

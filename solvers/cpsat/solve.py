@@ -241,19 +241,20 @@ def resolve_cpsat(
     cloud_by_gpu = (
         scenario.objective == "cost" and scenario.pricing == "cloud" and len(scenario.gpus) > 1
     )
-    # what the stages read of the question, computed once (PreparedQuestion, BoundTerms)
-    terms = how.terms if how.terms is not None or cloud_by_gpu else prepare_bounds(scenario)
-    # enumerated within the time limit too (a space kept returns at once)
-    found = candidates
-    if found is None:
-        found = enumerate_within(scenario, time_limit_s, None if terms is None else terms.prepared)
-    if found is None:
-        wall = time.perf_counter() - start
-        return SolveResult("unknown", "cpsat", wall, None, message=ENUMERATION_STOPPED)
-    space: list[Candidate] = found
+    # what the stages read of the question, computed once (PreparedQuestion, BoundTerms);
+    # the per-GPU solves of a rented cost question compute their own
+    terms = how.terms
+    if terms is None and not cloud_by_gpu:
+        terms = prepare_bounds(scenario)
+    space = candidates
+    if space is None:  # enumerated within the time limit too (a space kept returns at once)
+        space = enumerate_within(scenario, time_limit_s, terms.prepared if terms else None)
+        if space is None:
+            wall = time.perf_counter() - start
+            return SolveResult("unknown", "cpsat", wall, None, message=ENUMERATION_STOPPED)
     if cloud_by_gpu:
         return _solve_cloud_cost_by_gpu(scenario, how, top_k, time_limit_s, workers, space)
-    assert terms is not None
+    assert terms is not None  # (computed above unless cloud_by_gpu)
     kept = _pruned(scenario, how, space, top_k, terms)
     if kept is None or not kept.candidates:  # (none: every bound above a minimised cap)
         return SolveResult(
