@@ -6,9 +6,8 @@ question sequence T' and the GPU-time per sequence G x T' become, exactly,
 
     T' f = T' + ceil(T' x over / (2 c)),    over = max(0, GB - c),
 
-where the product T' x over would leave int64, the least of two upper bounds of the term:
-T' rounded up to a multiple of 2 c x k (k so that the product fits), and the share
-over / (2 c) rounded up to a step of 1 / scale (_share_extra). Below the critical batch over = 0 and nothing changes, so the
+computed exactly where the product T' x over would leave int64 too: T' is split into
+two words, T' = B h + l, and the quotient carried (_split_extra). Below the critical batch over = 0 and nothing changes, so the
 ceiling's dominance (the largest m is best) holds up to the critical batch: the batch
 ceiling family encodes it there (solvers/families/batch_ceiling.py)."""
 
@@ -46,8 +45,8 @@ def add_batch_tokens(ctx: BuildContext) -> None:
 
 
 def _inflated(ctx: BuildContext, name: str, var: IntVar, over: IntVar, crit: int) -> IntVar:
-    """var + ceil(var x over / (2 crit)); an upper bound of it when the product would not
-    fit in int64 (_share_extra)."""
+    """var + ceil(var x over / (2 crit)), exactly (in two words where the product would
+    not fit in int64: _split_extra)."""
     md = ctx.md
     two_c = 2 * crit
     fit = (INT_LIMIT // 4) // max(1, hi(over))  # the most var's steps the product allows
@@ -55,7 +54,7 @@ def _inflated(ctx: BuildContext, name: str, var: IntVar, over: IntVar, crit: int
         prod = times(md, f"{name}_product", var, over)
         extra = ceil_by(md, f"{name}_extra", prod, hi(prod), two_c)
     else:
-        extra = _share_extra(ctx, name, var, over, two_c, fit)
+        extra = _split_extra(ctx, name, var, over, two_c)
     top = hi(var) + hi(extra)
     if top >= INT_LIMIT // 4:
         raise OverflowError(f"{name}: time per sequence with the batch's tokens exceeds int64")
@@ -64,35 +63,33 @@ def _inflated(ctx: BuildContext, name: str, var: IntVar, over: IntVar, crit: int
     return out
 
 
-SHARE_SCALE = 10**6
-"""The most steps of 1 the share over / (2 c) is counted in (a millionth: below the 1e-6
-relative noise solvers/intmath.py forgives)."""
+def _split_extra(ctx: BuildContext, name: str, var: IntVar, over: IntVar, two_c: int) -> IntVar:
+    """ceil(var x over / (2 c)), exactly, when var x over would leave int64: var = B h + l
+    with 0 <= l < B, h x over = 2 c q + r with 0 <= r < 2 c, so that
 
+        var x over / (2 c) = B q + (B r + l x over) / (2 c)
 
-def _share_extra(
-    ctx: BuildContext, name: str, var: IntVar, over: IntVar, two_c: int, fit: int
-) -> IntVar:
-    """ceil(var x over / (2 c)), or an upper bound of it, when var x over would leave int64:
-    the least of two upper bounds. (1) var rounded up to a step sized by var's largest value
-    (the slowest plan of the shapes), times over: precise for slow plans, but a fast plan's
-    few steps round by up to one in their count (1/44 of a toy model's extra tokens, enough
-    to rank a smaller DP degree first). (2) The share over / (2 c) rounded up to a step of
-    1 / scale, times var: off by at most var / scale whatever var is (the room int64 leaves
-    sets scale, 1,000 on that toy). Taking the lesser keeps each bound's precision.
-    ``fit``: the most steps of var the product with over may hold (_inflated's)."""
-    md = ctx.md
-    k = -(-hi(var) // (fit * two_c))  # steps of 2 c k: hi(var) / (2 c k) <= fit
-    coarse = ceil_by(md, f"{name}_coarse", var, hi(var), two_c * k)
-    prod = times(md, f"{name}_product", coarse, over)
-    by_steps = md.new_int_var(0, k * hi(prod), f"{name}_extra_by_steps")
-    md.add(by_steps == k * prod)
-    share_hi = -(-hi(over) // two_c)  # whole steps of 2 c that over can reach
-    scale = min(SHARE_SCALE, (INT_LIMIT // 4) // max(1, hi(var) * share_hi))
-    if scale < 2:
-        return by_steps
-    share = ceil_by(md, f"{name}_share", over * scale, hi(over) * scale, two_c)
-    shared = times(md, f"{name}_share_product", var, share)
-    by_share = ceil_by(md, f"{name}_extra_by_share", shared, hi(shared), scale)
-    extra = md.new_int_var(0, min(hi(by_steps), hi(by_share)), f"{name}_extra")
-    md.add_min_equality(extra, [by_steps, by_share])
+    and the extra is B q + ceil((B r + l x over) / (2 c)). B is the largest word for which
+    B r + l x over fits; h x over fits while hi(var) x hi(over) x (hi(over) + 2 c) stays
+    within int64 squared (about 1e36: 1e28 on the toy models whose single product did not
+    fit). Until 2026-12-05 this was the lesser of two upper bounds (var or the share
+    over / (2 c) rounded up), which ranked a smaller DP degree of a toy model 0.12% too
+    fast under a budget (tests/test_cpsat_batch_tokens.py)."""
+    md, limit = ctx.md, INT_LIMIT // 4
+    word = limit // (hi(over) + two_c)  # B: B r + l x over < B (2 c + hi(over))
+    high = md.new_int_var(0, hi(var) // word, f"{name}_high_word")
+    low = md.new_int_var(0, word - 1, f"{name}_low_word")
+    md.add(var == word * high + low)
+    carried = times(md, f"{name}_high_product", high, over)  # OverflowError past int64
+    quotient = md.new_int_var(0, hi(carried) // two_c, f"{name}_high_quotient")
+    remainder = md.new_int_var(0, two_c - 1, f"{name}_high_remainder")
+    md.add(carried == two_c * quotient + remainder)
+    low_product = times(md, f"{name}_low_product", low, over)
+    rest_hi = word * (two_c - 1) + hi(low_product)
+    rest = ceil_by(md, f"{name}_low_extra", word * remainder + low_product, rest_hi, two_c)
+    top = word * hi(quotient) + hi(rest)
+    if top >= limit:
+        raise OverflowError(f"{name}: the batch's extra tokens exceed int64")
+    extra = md.new_int_var(0, top, f"{name}_extra")
+    md.add(extra == word * quotient + rest)
     return extra
