@@ -2,7 +2,7 @@
 
 Usage: python bench/agreement.py [--first N] [--count N] [--top K]
        python bench/agreement.py --full [--first N] [--count 200] [--jobs 2] [--out FILE]
-                                 [--no-exhaustive] [--effort 100] [--wall 600]
+                                 [--no-exhaustive] [--effort 100] [--wall 600] [--toys]
        python bench/agreement.py --top-ratio [--count 20]
 
 Default: 40 full-size questions of a narrow kind (zoo models, budgets from $1M
@@ -31,6 +31,11 @@ checkpoint storage that saves no time (solvers/purchase_rule.py: none should). E
 a mismatch, a missing proof or such a purchase.
 
 ``--no-exhaustive`` (with ``--full``): CP-SAT alone (times and proofs), in minutes.
+
+``--toys`` (with ``--full``): toy models 8 to 8,192 wide with sequences of 8 to 100 tokens
+(_toy_spec), the full option space scaled down as ``small``: where the CP-SAT model's
+integer domains are most stretched (a time per sequence x the batch's excess past the
+critical batch leaves int64: solvers/cpsat/batch_tokens.py).
 
 ``--top-ratio``: for each question (objective as drawn, K forced), CP-SAT's
 ``--top 10`` time against its ``--top 1`` time, measured back to back in one
@@ -114,20 +119,45 @@ def _small_spec(r: random.Random, seed: int) -> TransformerSpec:
     )
 
 
-def full_question(seed: int, small: bool = False) -> tuple[dict[str, Any], int]:
+def _toy_spec(r: random.Random, seed: int) -> TransformerSpec:
+    """A toy model: widths of 8 to 8,192 with sequences of a few tokens, some MoE, where the
+    CP-SAT model's integer domains are most stretched (tests/test_agreement_toys.py's kind)."""
+    hidden = r.choice([8, 16, 24, 64, 1024, 8192])
+    heads = r.choice([h for h in (1, 2, 4, 8) if hidden % h == 0])
+    fields: dict[str, Any] = dict(
+        name=f"toy-{seed}",
+        layers=r.choice([1, 2, 3, 4]),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=r.choice([k for k in (1, 2, 4, 8) if heads % k == 0]),
+        ffn_hidden=r.choice([1, 8, hidden, 4 * hidden]),
+        gated_mlp=r.random() < 0.5,
+        vocab=r.choice([8, 11, 257, 256000]),
+        seq_len=r.choice([8, 9, 64, 100]),
+    )
+    if r.random() < 0.3:
+        fields |= dict(experts=r.choice([2, 4, 8]), experts_per_token=r.randint(1, 2))
+        fields["expert_ffn_hidden"] = 8
+    return TransformerSpec(**fields)
+
+
+def full_question(seed: int, small: bool = False, toy: bool = False) -> tuple[dict[str, Any], int]:
     """The keyword arguments of designer.question.build.build_scenario for one random question
     over every option the CLI accepts, and its top K; a pure function of ``seed``.
 
     ``small``: a small random model (layers up to 16, hidden up to 2,048), one or two GPU
     types and limits scaled down, so that the exhaustive solver takes about a second
-    (the CI's sample); every other option is drawn exactly as at full size."""
+    (the CI's sample); every other option is drawn exactly as at full size.
+
+    ``toy`` (with ``small``): a toy model at its own sequence length of a few tokens
+    (_toy_spec) and 1e8 to 1e12 tokens, so that batches reach past the critical batch."""
     r = random.Random(seed)
     cat = load_catalog()
     kw: dict[str, Any] = {"evidence": "any"}
     if small:
-        kw["model"] = _small_spec(r, seed)
-        kw["tokens"] = 10 ** r.uniform(9, 11)
-        kw["seq_len"] = r.choice(SEQ_LENS[:3])
+        kw["model"] = _toy_spec(r, seed) if toy else _small_spec(r, seed)
+        kw["tokens"] = 10 ** (r.uniform(8, 12) if toy else r.uniform(9, 11))
+        kw["seq_len"] = kw["model"].seq_len if toy else r.choice(SEQ_LENS[:3])
         kw["gpus"] = tuple(r.sample(sorted(cat.gpus_for_sale()), r.choice([1, 2])))
         budget_exp, deadline_exp, power_exp = (4.0, 6.0), (-0.5, 2.0), (-2.5, -0.5)
         caps = (8, 16, 64, 256)
@@ -242,10 +272,12 @@ def run_full(
     effort: float = EFFORT,
     wall_s: float = WALL_BACKSTOP_S,
     exhaustive: bool = True,
+    toys: bool = False,
 ) -> dict[str, Any]:
     """One question: CP-SAT under ``effort`` units of deterministic time (``wall_s``: the
-    backstop; a question that reaches it is not proved, ``wall``), and the reference."""
-    kw, top_k = full_question(seed)
+    backstop; a question that reaches it is not proved, ``wall``), and the reference.
+    ``toys``: full_question's toy models."""
+    kw, top_k = full_question(seed, small=toys, toy=toys)
     row: dict[str, Any] = {"seed": seed, "question": describe(kw, top_k), "top": top_k}
     try:
         s = build_scenario(**kw)
@@ -295,7 +327,11 @@ def main_full(args) -> None:
     seeds = range(args.first, args.first + args.count)
     rows: list[dict[str, Any]] = []
     work = partial(
-        run_full, effort=args.effort, wall_s=args.wall, exhaustive=not args.no_exhaustive
+        run_full,
+        effort=args.effort,
+        wall_s=args.wall,
+        exhaustive=not args.no_exhaustive,
+        toys=args.toys,
     )
     print(
         f"CP-SAT limited to {args.effort:g} units of deterministic time a question "
@@ -379,6 +415,9 @@ def main() -> None:
     parser.add_argument("--top-ratio", action="store_true", help="--top 10 against --top 1")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=None, help="--full: one CSV row per question")
+    parser.add_argument(
+        "--toys", action="store_true", help="--full: toy models of few-token sequences"
+    )
     parser.add_argument(
         "--no-exhaustive", action="store_true", help="--full: CP-SAT's times and proofs only"
     )

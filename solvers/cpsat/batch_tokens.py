@@ -6,10 +6,11 @@ question sequence T' and the GPU-time per sequence G x T' become, exactly,
 
     T' f = T' + ceil(T' x over / (2 c)),    over = max(0, GB - c),
 
-computed exactly where the product T' x over would leave int64 too: T' is split into
-two words, T' = B h + l, and the quotient carried (_split_extra). Below the critical batch over = 0 and nothing changes, so the
-ceiling's dominance (the largest m is best) holds up to the critical batch: the batch
-ceiling family encodes it there (solvers/families/batch_ceiling.py)."""
+computed exactly where the product T' x over would leave int64 too: T' is split into two
+words, T' = B h + l, and the quotient carried (_split_extra). Below the critical batch
+over = 0 and nothing changes, so the ceiling's dominance (the largest m is best) holds up
+to the critical batch: the batch ceiling family encodes it there
+(solvers/families/batch_ceiling.py)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def _split_extra(ctx: BuildContext, name: str, var: IntVar, over: IntVar, two_c:
 
     and the extra is B q + ceil((B r + l x over) / (2 c)). B is the largest word for which
     B r + l x over fits; h x over fits while hi(var) x hi(over) x (hi(over) + 2 c) stays
-    within int64 squared (about 1e36: 1e28 on the toy models whose single product did not
+    under 2^122 (5e36: 1e28 on the toy models whose single product did not
     fit). Until 2026-12-05 this was the lesser of two upper bounds (var or the share
     over / (2 c) rounded up), which ranked a smaller DP degree of a toy model 0.12% too
     fast under a budget (tests/test_cpsat_batch_tokens.py)."""
