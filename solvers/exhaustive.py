@@ -24,7 +24,7 @@ from solvers.plan import Config, build_plan
 from solvers.purchase_rule import settle
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
-from solvers.space import ENUMERATION_STOPPED, Candidate, enumerate_candidates, enumerate_within
+from solvers.space import Candidate, enumerate_candidates, enumerate_within
 
 
 @without_gc_pauses
@@ -44,7 +44,7 @@ def solve_exhaustive(
     cands = candidates if candidates is not None else enumerate_within(scenario, time_limit_s)
     if cands is None:  # the time limit ran out while enumerating
         wall = time.perf_counter() - start
-        return SolveResult("unknown", "exhaustive", wall, None, message=ENUMERATION_STOPPED)
+        return SolveResult.enumeration_stopped("exhaustive", wall)
     q = scenario.prepare()  # once per solve (solvers/scenario.py PreparedQuestion)
     nics = list(q.nic_specs)
     a = scenario.assumptions

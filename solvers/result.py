@@ -8,6 +8,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from solvers.plan import Plan
 
+ENUMERATION_STOPPED = (
+    "the decision space was still being enumerated when the time limit ran out; raise --time-limit"
+)
+"""A solve's message when its time limit ran out before the space was enumerated."""
+
 
 @dataclass
 class SolveResult:
@@ -20,6 +25,12 @@ class SolveResult:
     objective_unit: str = "days"
     message: str = ""
     candidates: list = field(default_factory=list, repr=False)  # the decision space, for re-solves
+
+    @classmethod
+    def enumeration_stopped(cls, solver: str, wall_s: float) -> SolveResult:
+        """``unknown``: the time limit ran out while the decision space was being enumerated
+        (solvers.space.enumerate_within returned None), for either solver."""
+        return cls("unknown", solver, wall_s, None, message=ENUMERATION_STOPPED)
 
     @property
     def best(self) -> Plan | None:

@@ -580,12 +580,6 @@ def enumerate_candidates(
     return list(space)
 
 
-ENUMERATION_STOPPED = (
-    "the decision space was still being enumerated when the time limit ran out; raise --time-limit"
-)
-"""A solve's message when its time limit ran out before the space was enumerated."""
-
-
 def enumerate_within(
     scenario: Scenario, time_limit_s: float | None, prepared: PreparedQuestion | None = None
 ) -> list[Candidate] | None:

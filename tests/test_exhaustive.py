@@ -99,7 +99,7 @@ def test_the_time_limit_bounds_the_enumeration_too(solver):
     from designer.question.build import build_scenario
     from models.transformer import TransformerSpec
     from solvers import solve
-    from solvers.space import ENUMERATION_STOPPED
+    from solvers.result import ENUMERATION_STOPPED
 
     deep = TransformerSpec(
         name=f"deep-moe-{solver}", layers=100_000, hidden=512, heads=8, ffn_hidden=2048,

@@ -35,7 +35,7 @@ from solvers.screen.prune import (
     prune,
     prune_deferred,
 )
-from solvers.space import ENUMERATION_STOPPED, Candidate, enumerate_within
+from solvers.space import Candidate, enumerate_within
 from solvers.stop import stoppable_solver
 
 # a time cap's relative margin (solve_cpsat's time_cap_days): far above the CP-SAT model's
@@ -251,7 +251,7 @@ def resolve_cpsat(
         space = enumerate_within(scenario, time_limit_s, terms.prepared if terms else None)
         if space is None:
             wall = time.perf_counter() - start
-            return SolveResult("unknown", "cpsat", wall, None, message=ENUMERATION_STOPPED)
+            return SolveResult.enumeration_stopped("cpsat", wall)
     if cloud_by_gpu:
         return _solve_cloud_cost_by_gpu(scenario, how, top_k, time_limit_s, workers, space)
     assert terms is not None  # (computed above unless cloud_by_gpu)
