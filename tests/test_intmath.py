@@ -164,3 +164,15 @@ def test_whole_units_step_one_shape_and_a_space_agree():
     assert whole_units_step(72, 8, 1) == 9  # an NVL72 rack of 8-GPU replicas
     units, replicas, foldings = np.array([8, 8, 72]), np.array([12, 12, 8]), np.array([1, 3, 1])
     assert list(whole_units_step(units, replicas, foldings, xp=np)) == [2, 6, 9]
+
+
+@pytest.mark.parametrize("den", [1, 2, 3, 4])
+def test_ceil_div_is_the_ceiling_on_both_sides_of_zero(den):
+    """Every numerator from -7 to 7: trunc((num - p) / den) + p with p = [num >= 1] is the
+    ceiling (the form with den in the numerator gave -1 for -6 / 3)."""
+    for num in range(-7, 8):
+        md = cp_model.CpModel()
+        n = md.new_int_var(num, num, "n")
+        d = md.new_int_var(den, den, "d")
+        c = ceil_div(md, "c", n, 7, d, low=-7)
+        assert _solve(md).value(c) == math.ceil(num / den), (num, den)
