@@ -10,7 +10,7 @@ from models.cost import usd_to_cents_up
 from solvers.cpsat.cluster import add_cluster_terms, product_cents
 from solvers.cpsat.context import BuildContext, IntVar
 from solvers.cpsat.gpu_time_cap import cloud_cents_per_unit, gpu_time_cap, tco_rates
-from solvers.intmath import down, hi, product
+from solvers.intmath import ceil_div, down, hi, product
 from solvers.limits import TCO_UNITS_PER_CENT
 from solvers.scenario import GPU_CAP
 
@@ -124,9 +124,7 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
     per_cent = TCO_UNITS_PER_CENT
 
     def per_gpu_of(name: str, amount, amount_hi: int, lo: int) -> IntVar:
-        var = md.new_int_var(lo, max(lo, amount_hi), name)
-        md.add_division_equality(var, amount + ctx.num_gpus - 1, ctx.num_gpus)
-        return var
+        return ceil_div(md, name, amount, amount_hi, ctx.num_gpus, low=lo)
 
     if r.sigma is None:  # no lifetime: capex + energy
         p_hi = hi(cluster.it_power_w)

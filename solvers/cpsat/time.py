@@ -225,8 +225,7 @@ def _gpu_time_per_sequence(
     md.add(stage == st_in).only_enforce_if(r_pp)
     md.add(stage == st_net).only_enforce_if(~r_pp)
     bits = per_shape_var("gpu_bits_per_sequence", pb_m_v)
-    sends_raw = md.new_int_var(0, hi(bits), "gpu_time_sends_if_servers")
-    md.add_division_equality(sends_raw, bits + ctx.node_bw - 1, ctx.node_bw)
+    sends_raw = ceil_div(md, "gpu_time_sends_if_servers", bits, hi(bits), ctx.node_bw)
     sends = md.new_int_var(0, hi(bits), "gpu_time_sends")
     md.add(sends == 0).only_enforce_if(r_pp)
     md.add(sends == sends_raw).only_enforce_if(~r_pp)
@@ -236,8 +235,7 @@ def _gpu_time_per_sequence(
     md.add_multiplication_equality(rep_rest, [rep, rest])
     bm = md.new_int_var(1, hi(ctx.b_sel) * hi(ctx.m), "micro_batch_x_microbatches")
     md.add_multiplication_equality(bm, [ctx.b_sel, ctx.m])
-    fixed = md.new_int_var(0, scale * hi(rep_rest), "gpu_time_fixed")
-    md.add_division_equality(fixed, scale * rep_rest + bm - 1, bm)
+    fixed = ceil_div(md, "gpu_time_fixed", scale * rep_rest, scale * hi(rep_rest), bm)
     ep_gpu: int | IntVar = 0
     ep_hi = 0
     if ep is not None:
