@@ -149,11 +149,13 @@ def full_question(seed: int, small: bool = False, toy: bool = False) -> tuple[di
     types and limits scaled down, so that the exhaustive solver takes about a second
     (the CI's sample); every other option is drawn exactly as at full size.
 
-    ``toy`` (with ``small``): a toy model at its own sequence length of a few tokens
-    (_toy_spec) and 1e8 to 1e12 tokens, so that batches reach past the critical batch."""
+    ``toy``: drawn as ``small`` but with a toy model at its own sequence length of a few
+    tokens (_toy_spec) and 1e8 to 1e12 tokens, so that batches reach past the critical
+    batch."""
     r = random.Random(seed)
     cat = load_catalog()
     kw: dict[str, Any] = {"evidence": "any"}
+    small = small or toy
     if small:
         kw["model"] = _toy_spec(r, seed) if toy else _small_spec(r, seed)
         kw["tokens"] = 10 ** (r.uniform(8, 12) if toy else r.uniform(9, 11))
@@ -277,7 +279,7 @@ def run_full(
     """One question: CP-SAT under ``effort`` units of deterministic time (``wall_s``: the
     backstop; a question that reaches it is not proved, ``wall``), and the reference.
     ``toys``: full_question's toy models."""
-    kw, top_k = full_question(seed, small=toys, toy=toys)
+    kw, top_k = full_question(seed, toy=toys)
     row: dict[str, Any] = {"seed": seed, "question": describe(kw, top_k), "top": top_k}
     try:
         s = build_scenario(**kw)

@@ -86,9 +86,9 @@ def ceil_div(
     The denominator stays out of the numerator. Written trunc((num + den - 1) / den), as
     until 2026-12-05, the division's bounds crawled: a bound of the quotient moved den,
     which moved the numerator, one step at a time (20,000 to 60,000 integer propagations
-    per branch on the pipeline sends' term; one question of bench/agreement.py --full
-    took 9.1 s against 0.9 s now); that form was also 1 too high for a negative multiple
-    of den."""
+    per branch on the pipeline sends' term; seed 189 of bench/agreement.py --full took
+    11.7 s against 1.1 s now); that form was also 1 too high for a negative multiple of
+    den."""
     top = max(low, num_hi)
     positive = md.new_bool_var(f"{name}_positive")
     md.add(num >= 1).only_enforce_if(positive)
