@@ -91,7 +91,9 @@ def breakeven_question(question: dict[str, Any], against: str) -> tuple[Scenario
     try:
         return scenario_from_options({**question, "gpus": (gpus[0], against)}), gpus[0]
     except UsageError as err:
-        # the names are checked in order, --gpu's first: an unknown rival is --against's
-        if err.option == "--gpu" and f"'{against}'" in err.detail and gpus[0] != against:
+        # the names are checked in order, --gpu's first: an unknown rival is --against's.
+        # The message opens with the unknown name (catalog.names.unknown_name); the rival may
+        # also be among its suggestions (--gpu h100 --against h100-sxm), which is --gpu's
+        if err.option == "--gpu" and err.detail.startswith(f"unknown GPU {against!r};"):
             raise err.renamed("--against") from None
         raise

@@ -22,3 +22,6 @@ def test_an_unknown_rival_is_blamed_on_against_and_an_unknown_candidate_on_gpu(c
     assert code == 2 and one_line(err).startswith("designer: error: --against: unknown GPU 'h100'")
     code, _, err = run_main(capsys, [*args, "--gpu", "h20", "--against", "h100-sxm"])
     assert code == 2 and one_line(err).startswith("designer: error: --gpu: unknown GPU 'h20'")
+    # the rival among the suggestions for an unknown candidate is still --gpu's error
+    code, _, err = run_main(capsys, [*args, "--gpu", "h100", "--against", "h100-sxm"])
+    assert code == 2 and one_line(err).startswith("designer: error: --gpu: unknown GPU 'h100'")
