@@ -636,6 +636,27 @@ def test_export_then_evaluate_round_trip_cli(capsys, saved_plan, tmp_path):
     assert ev["from_megatron"]["num_gpus"] == plan["num_gpus"]
 
 
+def test_export_trains_the_tokens_the_plan_is_timed_for(capsys, tmp_path):
+    """Past the critical batch a plan trains more tokens than asked (models/batch_tokens.py)
+    and its days count them: the launch runs those steps, not the asked tokens' (2,006
+    steps short for Qwen3-30B-A3B at $5M before), and its header says both counts."""
+    code, out, err = run_main(capsys, ["optimize", "--budget", "30M", "--json", "--no-explain"])
+    assert code == 0, err
+    plan = json.loads(out)["plans"][0]
+    batch_tokens = plan["global_batch"] * 4096
+    assert plan["effective_tokens"] > 2e12 + batch_tokens  # past it by more than one step
+    path = tmp_path / "a.json"
+    path.write_text(out)
+    code, text, err = run_main(capsys, ["export", str(path), "--format", "megatron"])
+    assert code == 0, err
+    iters = int(re.search(r"--train-iters (\d+)", text).group(1))
+    assert iters == math.ceil(plan["effective_tokens"] / batch_tokens)
+    steps = plan["ideal_time_days"] * 86400 / plan["step_time_s"]
+    assert iters - 1 < steps <= iters
+    days = f"{plan['time_to_train_days']:.1f}"
+    assert f"{days} days for 2.001T tokens (2T asked; the batch is past the critical" in text
+
+
 def test_optimize_emit_json_adds_launch(capsys):
     llama3 = [*OPT[:2], "llama3-8b", *OPT[3:]]
     code, out, _ = run_main(capsys, [*llama3, "--emit", "torchtitan", "--json", "--no-explain"])

@@ -25,7 +25,7 @@ class Launch:
     spec: TransformerSpec
     layout: Layout
     seq_len: int
-    tokens: float | None
+    tokens: float | None  # the tokens the launch trains (the plan's, batch-dependent)
     nodes: int
     procs_per_node: int  # GPUs (torchrun processes) used on every server
     gpu: str
@@ -62,19 +62,26 @@ class Launch:
                 f"optimize with --max-gpus {n // per_server * per_server:,} (a multiple of {per_server})"
             )
         days = ev.time_to_train_days
+        # the tokens the plan's days train: past the critical batch, more than asked
+        # (models/batch_tokens.py), so the launch runs the steps the plan was timed for
+        tokens = scenario.tokens if ev.tokens is None else ev.tokens
+        trained = f"{render.si(tokens)} tokens" + (
+            f" ({render.si(scenario.tokens)} asked; the batch is past the critical batch)"
+            if tokens > scenario.tokens * (1 + 1e-12)
+            else ""
+        )
         summary = (
             f"designer plan: {scenario.spec.name} on {n:,} x {ev.gpu} ({ev.nodes:,} servers x "
             f"{procs} GPUs), tp {lay.tp} pp {lay.pp} dp {lay.dp} cp {lay.cp} vp {lay.vp}, "
             + (f"ep {ev.ep} etp {ev.etp}, " if ev.moe else "")
             + f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,}; step "
-            f"{ev.step_time_s:.2f} s"
-            + (f", {days:,.1f} days for {render.si(scenario.tokens)} tokens" if days else "")
+            f"{ev.step_time_s:.2f} s" + (f", {days:,.1f} days for {trained}" if days else "")
         )
         return cls(
             spec=scenario.spec,
             layout=lay,
             seq_len=ev.seq_len,
-            tokens=scenario.tokens,
+            tokens=tokens,
             nodes=ev.nodes,
             procs_per_node=procs,
             gpu=ev.gpu,
