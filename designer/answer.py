@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 from designer.errors import Infeasible, Unanswered, UsageError
 from designer.interrupts import leave_signals_to
 from designer.output.files import write_atomic
-from designer.question.build import evaluate_config, load_question_file
+from designer.question.build import load_question_file
+from designer.question.given_plan import evaluate_given
 from solvers import Scenario, SolveResult
 from solvers.gc_pause import without_gc_pauses
 
@@ -151,9 +152,9 @@ def write_file(path: Path | None, text: str, option: str = "--csv") -> None:
 
 def saved_plan(path: Path) -> tuple[Scenario, SolveResult]:
     """A saved answer's question and its first plan, re-evaluated (export needs a plan)."""
-    scenario, config = load_question_file(path)
-    if config is None:
+    scenario, given = load_question_file(path)
+    if given is None:
         raise UsageError(
             f"{path}: holds no plan; pass a saved `designer optimize --json` answer with a plan"
         )
-    return scenario, evaluate_config(scenario, config)
+    return scenario, evaluate_given(scenario, given)

@@ -40,8 +40,9 @@ from designer.output import formats as report
 from designer.output.breakeven_doc import breakeven_csv, breakeven_dict, breakeven_text
 from designer.output.files import check_command_paths
 from designer.output.plots import compare_plot, study_plot
-from designer.question.build import evaluate_config, load_question_file, scenario_from_options
+from designer.question.build import load_question_file, scenario_from_options
 from designer.question.fields import question_options
+from designer.question.given_plan import evaluate_given
 from models import moe_zoo, resolve_model, zoo
 from solvers import solve
 
@@ -322,11 +323,11 @@ def export_cmd(plan_file: Path, fmt: str) -> None:
 @click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def explain_cmd(file: Path, time_limit: float, as_json: bool, csv_file: Path | None) -> None:
     """Explain a saved plan (optimize --json output) or a question file (YAML/JSON of optimize's options)."""
-    scenario, config = load_question_file(file)
-    if config is None:  # the runner-up too: how sure the ranking is (designer/confidence.py)
+    scenario, given = load_question_file(file)
+    if given is None:  # the runner-up too: how sure the ranking is (designer/confidence.py)
         res = solve(scenario, top_k=2, time_limit_s=time_limit)
     else:
-        res = evaluate_config(scenario, config)
+        res = evaluate_given(scenario, given)
     _answer(scenario, res, True, time_limit, as_json, csv_file)
 
 

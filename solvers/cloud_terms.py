@@ -98,6 +98,17 @@ def _billed(plan: Any, term: CloudTerm) -> Any:
     return dataclasses.replace(plan, evaluation=dataclasses.replace(ev, extra=extra))
 
 
+def billed_plan(scenario: Scenario, config: Any, term_name: str) -> Any:
+    """``config`` rented under the term named ``term_name``, priced and billed as
+    solve_by_term prices and bills its plans (a saved plan given back: the term it chose)."""
+    # lazy: solvers.plan loads numpy and the performance model; the CLI's renderers import
+    # this module at start-up (rental_sentence)
+    from solvers.plan import build_plan
+
+    term = next(t for t in cloud_offers().terms if t.name == term_name)
+    return _billed(build_plan(term_scenario(scenario, term), config), term)
+
+
 def solve_by_term(
     solve: Callable[..., SolveResult], scenario: Scenario, top_k: int = 1, **kwargs: Any
 ) -> SolveResult:

@@ -3,7 +3,6 @@ UsageError that names the option, or the question file and its field."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,7 @@ from catalog import CatalogError, load_catalog
 from catalog.files import read_document
 from catalog.names import unknown_name
 from catalog.specs import DEFAULT_STACK, FABRICS
-from designer.errors import Infeasible, UsageError
+from designer.errors import UsageError
 from designer.numbers import parse_days, parse_quantity
 from designer.question.fields import (
     DEFAULT_MODEL,
@@ -25,6 +24,7 @@ from designer.question.fields import (
     Question,
     answer_key,
 )
+from designer.question.given_plan import GivenPlan, evaluate_given, given_from_answer
 from models import Assumptions, TransformerSpec, resolve_model
 from models.batch_tokens import DEFAULT_MODEL as DEFAULT_BATCH_TOKENS_MODEL
 from models.evidence_rule import RULE_TEXT, pair_evidence
@@ -478,8 +478,9 @@ def _read_document(path: Path, expected: str = "a question file or optimize --js
     return doc
 
 
-def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
-    """A question file, or a saved optimize --json answer (its question and first plan)."""
+def load_question_file(path: Path) -> tuple[Scenario, GivenPlan | None]:
+    """A question file, or a saved optimize --json answer (its question and first plan,
+    with the term it rents under and what its solve proved)."""
     doc = _read_document(path)
     origin = str(path)
     if "question" in doc and "plans" in doc:
@@ -505,7 +506,7 @@ def load_question_file(path: Path) -> tuple[Scenario, Config | None]:
     return build_question(q, origin, path.parent), None
 
 
-def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | None]:
+def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, GivenPlan | None]:
     """A saved answer's Scenario (its question, with the GPU and precision pairs the search
     skipped, read with the catalog files it was made with) and its first plan, every plan
     validated (designer.question.saved_answer)."""
@@ -557,7 +558,7 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, Config | N
                     "optimize --json",
                     f"{origin}: plans[0].{field}",
                 )
-    return scenario, config
+    return scenario, None if config is None else given_from_answer(doc, config, origin)
 
 
 def _saved_config(p: dict[str, Any], where: str, csv: bool = False) -> Config:
@@ -600,21 +601,6 @@ def _saved_config(p: dict[str, Any], where: str, csv: bool = False) -> Config:
 
 
 def evaluate_config(scenario: Scenario, config: Config) -> SolveResult:
-    """A given plan as a one-plan result, re-evaluated; violations make it 'infeasible'."""
-    # lazy: solvers.plan loads numpy; commands that never solve do not
-    from solvers.plan import build_plan
-
-    start = time.perf_counter()
-    plan = build_plan(scenario, config)
-    if not plan.feasible:
-        broken = "; ".join(f"{v.constraint}: {v.detail}" for v in plan.violations)
-        raise Infeasible(f"the saved plan breaks the question: {broken}")
-    return SolveResult(
-        status="feasible",
-        solver="given plan",
-        wall_s=time.perf_counter() - start,
-        gap=None,
-        plans=[plan],
-        objective_name="time_to_train" if scenario.objective == "time" else "cost",
-        objective_unit="days" if scenario.objective == "time" else "USD",
-    )
+    """A given plan as a one-plan result, re-evaluated; violations make it 'infeasible'
+    (designer.question.given_plan: a saved answer's plan, with its term and its proof)."""
+    return evaluate_given(scenario, GivenPlan(config))
