@@ -94,7 +94,7 @@ def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
     fields = {k: opts[k] for k in LAYOUT_FIELDS}
-    if opts.get("pipeline_layout"):
+    if opts.get("pipeline_layout") is not None:  # "" is refused, not ignored
         fields.update(pipeline_layout_fields(spec, opts))
     layout = Layout(global_batch=gb, **fields)
     return spec, layout, opts["seq_len"] or spec.seq_len

@@ -873,15 +873,13 @@ def _without(words: list[str], drop: dict[str, str]) -> list[str]:
     return out
 
 
+SCRIPT_SUFFIXES = (".sh", ".bash", ".sbatch", ".slurm")  # a missing one is a file not found
+
+
 def load_megatron(value: str) -> ImportedRun:
     """--from-megatron's value: the command itself, or a file (launch script) holding it."""
-    path = Path(value).expanduser()
-    looks_like_path = "\n" not in value and not value.lstrip().startswith("-")
-    try:
-        is_file = looks_like_path and path.is_file()
-    except OSError:  # a command too long to be a file name
-        is_file = False
-    if is_file:
+    path = _script_path(value)
+    if path is not None:
         text = read_text(
             path, UsageError, "a launch script or the command itself", OPTION, MAX_SCRIPT_BYTES
         )
@@ -892,12 +890,32 @@ def load_megatron(value: str) -> ImportedRun:
                 "script that launches pretrain_gpt.py, or the command itself in quotes"
             )
     else:
-        if looks_like_path and value.endswith((".sh", ".sbatch", ".slurm")) and " " not in value:
-            raise UsageError(
-                f"{OPTION}: {value}: file not found; pass a launch script or a command"
-            )
         words = _command(value, "the command") or shlex.split(value, comments=True)
     return parse_megatron(words)
+
+
+def _script_path(value: str) -> Path | None:
+    """The file --from-megatron names, or None when ``value`` is the command itself. One
+    line without a leading flag that names anything on disk is a file, so a directory, a
+    FIFO or a device is refused as such by read_text (``/tmp`` once read as a command with
+    no flags: "--nproc-per-node: missing"); a single word that is not there but has a
+    ``/`` or a script's suffix is a file not found; empty is refused."""
+    if not value.strip():
+        raise UsageError(
+            f"{OPTION}: empty; pass a launch script or the Megatron-LM command itself in quotes"
+        )
+    if "\n" in value or value.lstrip().startswith("-"):
+        return None
+    path = Path(value).expanduser()
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a command too long to be a file name, a NUL byte
+        exists = False
+    if exists:
+        return path
+    if len(value.split()) == 1 and ("/" in value or value.endswith(SCRIPT_SUFFIXES)):
+        raise UsageError(f"{OPTION}: {value}: file not found; pass a launch script or a command")
+    return None
 
 
 def _command(text: str, where: str) -> list[str] | None:

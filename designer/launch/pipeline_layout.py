@@ -24,6 +24,14 @@ from models.pipeline import counts_layout_string, split_violation, stage_layers
 
 STAGE = re.compile(r"^(E?)(t*)(L?)$")
 STAGE_MTP = re.compile(r"^(E?)(t*)(m*)(L?)$")  # m: a multi-token-prediction layer
+GROUP_REPEAT = re.compile(r"\(([^)]+)\)\*(\d+)")  # (...)*n, unrolled first
+CHAR_REPEAT = re.compile(r"(.)\*(\d+)")  # x*n
+EXAMPLE = "Et*3|(tt|)*29,m|L"  # DeepSeek-V3 on PP 8 x VP 4 (Megatron-LM's docs)
+MAX_UNROLLED_CHARS = 100_000
+"""The longest a layout string may unroll to: a thousand times what a published model needs
+(DeepSeek-V3's 61 layers and MTP layer on PP 16 x VP 2 unroll to about 100 characters).
+A repeat such as ``(tt|)*1000000000`` would otherwise build gigabytes before any check."""
+_COUNT_DIGITS = len(str(MAX_UNROLLED_CHARS))  # a longer count passes the limit by itself
 
 
 def chunk_layers(layers: int, layout: Layout) -> list[int] | None:
@@ -95,11 +103,57 @@ def layout_string(layers: int, layout: Layout) -> str | None:
 
 
 def parse(text: str) -> list[str]:
-    """The stages of a layout string, repetitions unrolled, cosmetic commas removed."""
+    """The stages of a layout string, repetitions unrolled (Megatron-LM's two passes, groups
+    then single characters), cosmetic commas removed. ValueError when the string is empty,
+    its groups nest, or its repeats would unroll past MAX_UNROLLED_CHARS: each pass
+    measures its result before building it, so ``(tt|)*1000000000`` is refused at once,
+    not expanded."""
     text = text.replace(",", "")
-    text = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
-    text = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    if not text.strip():
+        raise ValueError(f"empty; give a layout such as {EXAMPLE!r} or leave it out")
+    _groups_close(text)
+    for pattern in (GROUP_REPEAT, CHAR_REPEAT):
+        text = _unrolled(pattern, text)
     return text.split("|")
+
+
+def _groups_close(text: str) -> None:
+    """ValueError unless every ``(`` closes with a ``)`` before the next ``(``. Megatron-LM
+    unrolls one level of groups, so a nested or unpaired parenthesis is never a valid
+    layout; left in, it would make GROUP_REPEAT scan the rest of the string from every
+    ``(`` (quadratic: seconds for a few ten thousand characters)."""
+    depth = 0
+    for c in text:
+        depth += (c == "(") - (c == ")")
+        if depth not in (0, 1):
+            break
+    if depth:
+        raise ValueError(
+            f"its parentheses nest or do not pair up; repeat one group at a time as (...)*n, "
+            f"e.g. {EXAMPLE!r}"
+        )
+
+
+def _unrolled(pattern: re.Pattern[str], text: str) -> str:
+    """``text`` with ``pattern``'s repeats (group 1 times the count in group 2) unrolled;
+    ValueError, before anything is built, when the result would pass MAX_UNROLLED_CHARS
+    (its length is summed from the matches first)."""
+    size = len(text)
+    for m in pattern.finditer(text):
+        size += len(m.group(1)) * _count(m.group(2)) - len(m.group(0))
+    if size > MAX_UNROLLED_CHARS:
+        raise ValueError(
+            f"it unrolls to more than {MAX_UNROLLED_CHARS:,} characters, far more than any "
+            "model's layers need; check its repeat counts (t*n, (...)*n)"
+        )
+    return pattern.sub(lambda m: m.group(1) * _count(m.group(2)), text)
+
+
+def _count(digits: str) -> int:
+    """A repeat count; MAX_UNROLLED_CHARS + 1 for one with more digits than the limit (any
+    larger count only unrolls further), so no huge integer is parsed."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= _COUNT_DIGITS else MAX_UNROLLED_CHARS + 1
 
 
 def layout_split(text: str, layers: int, pp: int) -> dict[str, Any]:
