@@ -11,7 +11,7 @@ solvers/cloud_terms.py chooses the term and keeps the cluster within the block."
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import yaml
@@ -76,6 +76,17 @@ class CloudOffers(BaseModel):
         if block is None:
             return "[assumed] the default block, catalog/data/cloud.yaml"
         return f"{block.provider}, {block.region}, {block.date}"
+
+
+@cache
+def shipped_on_demand_usd_per_gpu_hour(gpu: str) -> float | None:
+    """The shipped catalog's on-demand price of ``gpu``, the price its block's own price is
+    quoted beside (None: a GPU type the shipped catalog lacks)."""
+    # lazy: catalog.loader reads every shipped YAML file; only a rented question asks
+    from catalog.loader import load_catalog
+
+    gpus = load_catalog().gpus
+    return gpus[gpu].cloud_usd_per_gpu_hour if gpu in gpus else None
 
 
 @lru_cache(maxsize=1)

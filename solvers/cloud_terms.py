@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from catalog.cloud import CloudTerm, cloud_offers
+from catalog.cloud import CloudTerm, cloud_offers, shipped_on_demand_usd_per_gpu_hour
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
 
@@ -60,10 +60,24 @@ def term_rate(scenario: Scenario, gpu: str, term: CloudTerm) -> float:
 
 def _block_rate(scenario: Scenario, gpu: str, term: CloudTerm) -> float | None:
     """The catalog block's own price where term_rate pays it (on demand, no
-    --cloud-max-gpus, a price published); None otherwise."""
+    --cloud-max-gpus, a price published), moved in proportion to the question's on-demand
+    price of the GPU against the shipped catalog's (block_price_scale); None otherwise."""
     if term.min_days > 0 or scenario.cloud_max_gpus is not None:
         return None
-    return cloud_offers().block_usd_per_gpu_hour(gpu)
+    block = cloud_offers().block_usd_per_gpu_hour(gpu)
+    return None if block is None else block * block_price_scale(scenario, gpu)
+
+
+def block_price_scale(scenario: Scenario, gpu: str) -> float:
+    """The question's on-demand price of ``gpu`` over the shipped catalog's: a question
+    that prices the GPU otherwise (breakeven's bisection, a sweep's price_scale, a
+    --catalog override) moves its block's own price with it, so every rate it rents at
+    moves together (breakeven bisected a price that no on-demand plan paid, and reported
+    1,000 times the catalog's). 1.0 for a GPU type the shipped catalog lacks."""
+    shipped = shipped_on_demand_usd_per_gpu_hour(gpu)
+    if not shipped:
+        return 1.0
+    return scenario.catalog.gpu(gpu).cloud_usd_per_gpu_hour / shipped
 
 
 def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
@@ -166,7 +180,15 @@ def rental_sentence(scenario: Scenario, plan: Any) -> str:
         if _block_rate(scenario, gpu, spec) is None
         else "the block's own price"
     )
+    unsearched = (
+        " A cheapest-by-deadline question rents on demand only: a reserved term, billed for "
+        "its minimum, is not searched, and may cost less (a --budget question compares the "
+        "terms)."
+        if scenario.objective == "cost"
+        else ""
+    )
     return (
         f"Rented {term} at {price} (${rate:,.3f} per GPU-hour), {paid}; "
         f"{plan.num_gpus:,} of the largest rentable block of {block:,} {gpu} ({origin})."
+        + unsearched
     )

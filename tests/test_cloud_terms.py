@@ -157,3 +157,66 @@ def test_both_solvers_rent_the_same_plan(budget, tokens, block):
     assert math.isclose(a.cost_usd, b.cost_usd, rel_tol=1e-3)
     if block is not None:
         assert a.num_gpus <= block
+
+
+def test_a_block_price_moves_with_the_gpu_price(cat):
+    """A question that prices the GPU otherwise (breakeven, a sweep's price_scale, a
+    --catalog override) moves its block's own price in proportion: the on-demand plan of
+    a block-priced GPU ignored every price change, so breakeven bisected nothing."""
+    from designer.pricing import with_prices
+    from solvers.cloud_terms import block_price_scale
+
+    s = build_scenario(model="llama2-7b", tokens=1e11, budget=1e6, pricing="cloud")
+    listed = cat.gpu("h200").cloud_usd_per_gpu_hour
+    assert block_price_scale(s, "h200") == 1.0
+    doubled = with_prices(s, {"h200": 2 * listed}, {})
+    assert block_price_scale(doubled, "h200") == pytest.approx(2.0)
+    assert term_rate(doubled, "h200", _term("on-demand")) == pytest.approx(2 * 5.408)
+    assert term_rate(doubled, "h200", _term("1-year reserved")) == pytest.approx(1.4 * listed)
+    assert term_rate(doubled, "b200", _term("on-demand")) == cat.gpu("b200").cloud_usd_per_gpu_hour
+
+
+def test_breakeven_of_a_block_priced_gpu_finds_a_price_that_ties(capsys, tmp_path):
+    """h200 against h100-sxm renting: before, the on-demand H200 block ignored the
+    bisected price, h200 "won" at 1,000 times its catalog price ($3.6K per GPU-hour) and
+    the plan listed paid $5.408. Now the price found ties: just above it h200 loses."""
+    args = ["--model", "llama2-7b", "--tokens", "1T", "--budget", "300K", "--pricing", "cloud"]
+    code, out, err = run_main(
+        capsys, ["breakeven", *args, "--gpu", "h200", "--against", "h100-sxm", "--json"]
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    price, listed = doc["breakeven_price_usd"], doc["catalog_price_usd"]
+    assert listed < price < 10 * listed and not doc["wins_across_search"]
+    plan = doc["plans"]["gpu"]
+    assert doc["block_usd_per_gpu_hour"] == pytest.approx(5.408 * price / listed)
+    hours = plan["num_gpus"] * 24 * plan["time_to_train_days"]
+    assert plan["cost_usd"] == pytest.approx(doc["block_usd_per_gpu_hour"] * hours, rel=1e-6)
+    code, text, _ = run_main(capsys, ["breakeven", *args, "--gpu", "h200", "--against", "h100-sxm"])
+    assert f"at or below ${price:,.2f} per GPU-hour (catalog ${listed:,.2f}, " in text
+    assert "On demand it rents its catalog block at the block's own price" in text
+    for scale, winner in ((0.999, "h200"), (1.01, "h100-sxm")):  # a --catalog override
+        override = tmp_path / f"h200-{scale}.yaml"
+        override.write_text(f"gpus:\n  h200:\n    cloud_usd_per_gpu_hour: {price * scale}\n")
+        both = ["--gpu", "h200", "--gpu", "h100-sxm", "--catalog", str(override)]
+        code, out, err = run_main(capsys, ["optimize", *args, *both, "--json", "--no-explain"])
+        assert code == 0, err
+        assert json.loads(out)["plans"][0]["gpu"] == winner, scale
+
+
+def test_a_cost_question_says_it_did_not_search_reserved_terms(capsys):
+    """The cost objective rents on demand only (module docstring): its answer says so
+    rather than letting "optimal" stand for the reserved terms it did not search."""
+    note = "A cheapest-by-deadline question rents on demand only: a reserved term"
+    code, text, err = run_main(
+        capsys, ["optimize", "--model", "llama2-7b", "--tokens", "100B", "--deadline", "30",
+                 "--pricing", "cloud", "--gpu", "h100-sxm", "--no-explain"],
+    )  # fmt: skip
+    assert code == 0, err
+    assert note in text
+    code, text, err = run_main(
+        capsys, ["optimize", "--model", "llama2-7b", "--tokens", "100B", "--budget", "1M",
+                 "--pricing", "cloud", "--gpu", "h100-sxm", "--no-explain"],
+    )  # fmt: skip
+    assert code == 0, err
+    assert "Rented" in text and note not in text

@@ -6,7 +6,26 @@ from typing import Any
 
 from designer.output import formats as report
 from designer.output import text as render
-from designer.pricing import price_unit
+from designer.pricing import price_unit, with_prices
+from solvers import cloud_terms
+
+
+def _money(scenario, v: float) -> str:
+    """A price as the question's pricing quotes it: dollars and cents per GPU-hour when
+    renting ($3.59 read "$4"), else as every other dollar figure."""
+    return f"${v:,.2f}" if scenario.pricing == "cloud" else render.usd(v)
+
+
+def block_rate(scenario, be) -> float | None:
+    """The on-demand rate of the candidate's catalog block at the break-even price (its own
+    published price moves with the GPU's price: solvers.cloud_terms.block_price_scale);
+    None when not renting from a priced block."""
+    if scenario.pricing != "cloud" or be.price is None or not cloud_terms.applies(scenario):
+        return None
+    on_demand = next(t for t in cloud_terms.terms(scenario) if t.min_days == 0)
+    priced = with_prices(scenario, {be.gpu: be.price}, {})
+    rate = cloud_terms.term_rate(priced, be.gpu, on_demand)
+    return None if rate == priced.catalog.gpu(be.gpu).cloud_usd_per_gpu_hour else rate
 
 
 def _sides(be) -> list[tuple[str, Any]]:
@@ -27,6 +46,9 @@ def breakeven_dict(scenario, be) -> dict[str, Any]:
         "catalog_price_usd": be.catalog_price,
         "breakeven_price_usd": be.price,
         "wins_at_catalog_price": be.wins_at_catalog_price,
+        # it still wins at the top of the searched range: the price is that bound
+        "wins_across_search": be.price is not None and be.price >= be.searched[1],
+        "block_usd_per_gpu_hour": block_rate(scenario, be),
         "objective": {"name": be.rival.objective_name, "unit": be.rival.objective_unit},
         "plans": {"gpu": entry(be.at_price), "against": entry(be.rival)},
     }
@@ -45,11 +67,26 @@ def breakeven_text(scenario, be) -> str:
             f"{be.gpu} does not win against {be.against} even at 1/1000 of its price "
             f"({render.usd(be.catalog_price)} {unit})."
         )
-    change = 100 * (be.price / be.catalog_price - 1)
-    lines = [
-        f"{be.gpu} wins the job against {be.against} at or below {render.usd(be.price)} {unit} "
-        f"(catalog {render.usd(be.catalog_price)}, {change:+.1f}%)."
-    ]
+    if be.price >= be.searched[1]:
+        lead = (
+            f"{be.gpu} wins the job against {be.against} even at 1,000 times its price "
+            f"({_money(scenario, be.price)} {unit}; catalog {_money(scenario, be.catalog_price)}): "
+            "its price does not limit its plan."
+        )
+    else:
+        change = 100 * (be.price / be.catalog_price - 1)
+        lead = (
+            f"{be.gpu} wins the job against {be.against} at or below "
+            f"{_money(scenario, be.price)} {unit} (catalog {_money(scenario, be.catalog_price)}, "
+            f"{change:+.1f}%)."
+        )
+    block = block_rate(scenario, be)
+    if block is not None:
+        lead += (
+            f" On demand it rents its catalog block at the block's own price, which moves "
+            f"with it: {_money(scenario, block)} {unit} at that price."
+        )
+    lines = [lead]
     for label, res in _sides(be):
         if res is not None and res.best is not None:
             ev = res.best.evaluation
