@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+# YAML 1.2 floats without a dot or without the exponent's sign (4e3, 1e30, 1.0e300):
+# PyYAML implements YAML 1.1, which reads them as text, so ``seq_len: 4e3`` was refused as
+# "text, not a number; give the number unquoted" although it was unquoted
+_YAML12_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_UniqueKeyLoader.add_implicit_resolver(  # type: ignore[no-untyped-call]
+    "tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+0123456789")
+)
 
 
 class _DuplicateKey(ValueError):

@@ -34,6 +34,7 @@ from designer.options import (
     SOLVE_OPTIONS,
     apply,
     file_option,
+    json_wanted,
 )
 from designer.output import catalog_doc as render_catalog
 from designer.output import formats as report
@@ -118,8 +119,7 @@ def _given(ctx: click.Context) -> set[str]:
 @JSON_OPTION
 @click.pass_context
 def models_cmd(ctx: click.Context, as_json: bool) -> None:
-    """List the built-in model zoo, dense and mixture-of-experts (`designer models show NAME`
-    for one)."""
+    """List the built-in model zoo, dense and mixture-of-experts (`models show NAME`: one)."""
     if ctx.invoked_subcommand is not None:
         return
     specs = [*zoo().values(), *moe_zoo().values()]
@@ -135,7 +135,7 @@ def models_cmd(ctx: click.Context, as_json: bool) -> None:
 def models_show(name: str, as_json: bool) -> None:
     """Print every field of one model (zoo name or spec file)."""
     d = render_catalog.model_dict(resolve_model(name, "NAME"))
-    if as_json:
+    if json_wanted(as_json):
         emit_json(d)
     else:
         click.echo(render_catalog.model_text(d))
@@ -164,7 +164,7 @@ def catalog_cmd(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bo
 def catalog_show(catalog_files: tuple[Path, ...], name: str, as_json: bool) -> None:
     """Print every field of one GPU, NIC or switch (or `facility`), with its sources."""
     cat = load_catalog(list(catalog_files or ()))
-    if as_json:
+    if json_wanted(as_json):
         emit_json(render_catalog.catalog_entry(cat, name))
     else:
         click.echo(render_catalog.entry_text(cat, name))
@@ -432,6 +432,7 @@ def sweep_cmd(
     if show_schema:
         emit_json(sweep.schema())
         return
+    sweep.check_executor(executor, address)
     if study_file is None:
         raise UsageError("give a study YAML file (see designer sweep --schema)", "STUDY_FILE")
     study = sweep.load_study(study_file, yes, max_scenarios)

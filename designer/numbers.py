@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal
+from pathlib import Path
 
 import click
 
@@ -42,13 +43,19 @@ def parse_quantity(text: str) -> float:
 
 
 def parse_days(text: str) -> float:
-    """'90d' -> 90, '36h' -> 1.5, '30' -> 30 (days)."""
+    """'90d' -> 90, '36h' -> 1.5, '30' -> 30 (days). Raises ValueError quoting the text as
+    given (not the number before its unit: '90dd' was reported as "'90d' has unknown
+    suffix 'd'")."""
     raw = str(text).strip().lower()
-    if raw.endswith("d"):
-        return parse_quantity(raw[:-1])
-    if raw.endswith("h"):
-        return parse_quantity(raw[:-1]) / 24.0
-    return parse_quantity(raw)
+    unit = raw[-1:] if raw[-1:] in ("d", "h") else ""
+    try:
+        value = parse_quantity(raw[: len(raw) - len(unit)])
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a duration; write days with d or hours with h after the number "
+            "(90d, 36h), or a plain number of days"
+        ) from None
+    return value / 24.0 if unit == "h" else value
 
 
 def show_limit(x: float) -> str:
@@ -131,10 +138,7 @@ class Days(_Positive):
         self.maximum = maximum
 
     def parse(self, text: str) -> float:
-        try:
-            return parse_days(text)
-        except ValueError as err:
-            raise ValueError(str(err).replace("use K, M, B or T", "use d or h")) from err
+        return parse_days(text)
 
     def convert(self, value, param, ctx):
         return self.positive(value, param, ctx)
@@ -149,6 +153,19 @@ class Finite(click.FloatRange):
         if not math.isfinite(out):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return out
+
+
+class InputPath(click.Path):
+    """A file option's path (``--catalog``): an empty one is refused naming the option
+    (``--catalog ""`` was read as the working folder: ".: is a directory")."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty path; give a YAML file or leave the option out", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def check_ascii_numbers(args: list[str]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from designer.numbers import Finite, Quantity, WholeCount
+from designer.numbers import Finite, InputPath, Quantity, WholeCount
 from designer.question.fields import field_option
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import limits
@@ -17,7 +17,7 @@ CATALOG_OPTION = click.option(
     "--catalog",
     "catalog_files",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=InputPath(),
     help="YAML file of entries that add to or override the built-in catalog (repeatable).",
 )
 
@@ -35,6 +35,16 @@ def _count(flag: str, default: int | None, help: str, maximum: float = limits.MA
     )
 
 
+def _named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A catalog name option's value; an empty one is refused (evaluate --nic "" was read
+    as no NIC given, the default chosen silently)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            "empty; give a catalog name (designer catalog lists them) or leave the option out"
+        )
+    return value
+
+
 def file_option(flag: str, param: str, help: str) -> Callable:
     """An option naming a file to write (``--csv``, ``--plot``, ``--bom``)."""
     return click.option(
@@ -42,7 +52,25 @@ def file_option(flag: str, param: str, help: str) -> Callable:
     )
 
 
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+GROUP_JSON = "designer.json"  # ctx.meta key (shared by a group's and its command's contexts)
+
+
+def _remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """--json as given, remembered for the subcommand (json_wanted)."""
+    if value:
+        ctx.meta[GROUP_JSON] = True
+    return value
+
+
+def json_wanted(as_json: bool) -> bool:
+    """A command's --json, or its group's (`designer catalog --json show NAME` printed the
+    text table: a script got text with exit 0)."""
+    return as_json or bool(click.get_current_context().meta.get(GROUP_JSON))
+
+
+JSON_OPTION = click.option(
+    "--json", "as_json", is_flag=True, callback=_remember_json, help="Machine-readable output."
+)
 
 
 def apply(options: list[Callable]) -> Callable[[Callable], Callable]:
@@ -204,7 +232,10 @@ EVALUATE_OPTIONS = [
     ),
     click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True),
     click.option(
-        "--nic", default=None, help="Catalog NIC [default: fastest the server's PCIe supports]."
+        "--nic",
+        default=None,
+        callback=_named,
+        help="Catalog NIC [default: fastest the server's PCIe supports].",
     ),
     _count("--nics-per-node", None, "NICs per server [default: its slots]."),
     click.option(

@@ -28,14 +28,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from catalog.names import unknown_name
+from catalog.specs import GPUSpec, NICSpec
 from designer.errors import Interrupted, UsageError
 from designer.interrupts import leave_signals_to
 from designer.output import formats as report
 from designer.output import study_csv as results
 from designer.output.files import check_paths as check_paths_of
-from designer.pricing import gpu_price, with_prices
+from designer.pricing import gpu_price, price_field, with_prices
 from designer.question.build import _read_document, build_question
-from designer.question.fields import QUESTION_FIELDS, Question
+from designer.question.fields import META, QUESTION_FIELDS, Question
 
 PRICE_AXIS = "price_scale"  # GPU or NIC name -> multiplier of its catalog price
 AXIS_FIELDS = (*QUESTION_FIELDS, PRICE_AXIS)  # a sweep's axes: the question's fields
@@ -141,6 +142,7 @@ def load_study(path: Path, yes: bool = True, limit: int | None = None) -> Study:
     # every scenario must be a valid question: check the base and every axis value first
     for values in _cross(study):
         _check_scenario(path, study, values)
+    _check_distinct(path, study)
     return study
 
 
@@ -194,12 +196,104 @@ def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
         field, _, detail = text.removeprefix(f"{path}: ").partition(": ")
         where, got = _blame(path, study, values, field)
         raise UsageError(detail + ("" if got[6:-1] in detail else got), where) from err
-    names = dict.fromkeys([*scales, *(study.uncertainty.price_scale if study.uncertainty else ())])
-    for name in names:
+    uncertain = study.uncertainty.price_scale if study.uncertainty else {}
+    for name in dict.fromkeys([*scales, *uncertain]):
         if name not in scenario.catalog.gpus and name not in scenario.catalog.nics:
             where = f"axes.{PRICE_AXIS}" if name in scales else f"uncertainty.{PRICE_AXIS}"
             known = [*scenario.catalog.gpus, *scenario.catalog.nics]
             raise UsageError(unknown_name("GPU or NIC", name, known), f"{path}: {where}")
+    _check_prices(path, scenario, scales, uncertain)
+
+
+def _check_prices(
+    path: Path, scenario, scales: dict[str, float], uncertain: dict[str, tuple[float, float]]
+) -> None:
+    """Every scaled price stays within the bounds a --catalog entry's price keeps: the axis's
+    multiplier alone, then the uncertainty's lowest and highest draws times it (a draw lies
+    between them). Exit 2 naming the field and the multipliers allowed."""
+    for name, factor in scales.items():
+        why = price_scale_error(scenario, name, float(factor))
+        if why:
+            raise UsageError(why, f"{path}: axes.{PRICE_AXIS}")
+    for name, (low, high) in uncertain.items():
+        other = float(scales.get(name, 1.0))
+        why = price_scale_error(scenario, name, low, other) or price_scale_error(
+            scenario, name, high, other
+        )
+        if why:
+            raise UsageError(why, f"{path}: uncertainty.{PRICE_AXIS}")
+
+
+def _price_bounds(scenario, name: str) -> tuple[str, float, float, float]:
+    """The price field a multiplier of GPU or NIC ``name`` scales (a GPU's by the question's
+    pricing), its catalog price, and the least and largest values the catalog allows it
+    (catalog.specs, the bounds a --catalog override is held to)."""
+    if name in scenario.catalog.gpus:
+        field = price_field(scenario.pricing)
+        price, info = gpu_price(scenario, name), GPUSpec.model_fields[field]
+    else:
+        field = "price_usd"
+        price, info = scenario.catalog.nics[name].price_usd, NICSpec.model_fields[field]
+    low = next((float(m.ge) for m in info.metadata if hasattr(m, "ge")), 0.0)
+    high = next((float(m.le) for m in info.metadata if hasattr(m, "le")), math.inf)
+    return field, float(price), low, high
+
+
+def price_scale_error(scenario, name: str, factor: float, other: float = 1.0) -> str | None:
+    """Why ``factor`` (times ``other``, the axis's multiplier under an uncertainty draw) cannot
+    scale ``name``'s price, or None: the scaled price must stay within the catalog's bounds for
+    that price, as an override's must (1e-15 divided by zero in the solver's bounds; 1e10 on a
+    NIC overflowed its 64-bit sums, with advice about the wrong input)."""
+    field, price, low, high = _price_bounds(scenario, name)
+    scaled = price * factor * other
+    if low <= scaled <= high:
+        return None
+    with_axis = f" (times {other:g} from axes.{PRICE_AXIS})" if other != 1.0 else ""
+    least = _sig(low / (price * other), up=True)
+    most = f"{_sig(high / (price * other), up=False):.3g}"
+    allowed = f"from {least:.3g} to {most}" if least > 0 else f"up to {most}"
+    return (
+        f"{name} x {factor:g}{with_axis} sets its {field} to {scaled:g}, outside the "
+        f"catalog's {low:g} to {high:g}; give {name} a multiplier {allowed}"
+    )
+
+
+def _sig(x: float, up: bool) -> float:
+    """``x`` to three significant digits, rounded up or down, so that the range a message
+    shows lies inside the range allowed."""
+    if x <= 0:
+        return 0.0  # a price the catalog allows to be free (a NIC)
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return (math.ceil(x / step - 1e-9) if up else math.floor(x / step + 1e-9)) * step
+
+
+def _axis_key(study: Study, name: str, value: Any) -> str:
+    """An axis value as the scenario reads it (1M, 1000K and 1000000 one budget; 90d and
+    2160h one deadline; {h100-sxm: 1} and {h100-sxm: 1.0} one price multiplier), as text."""
+    if name == PRICE_AXIS:
+        return json.dumps({k: float(v) for k, v in value.items()}, sort_keys=True)
+    parsed = scenario_question(study, {name: value}).model_dump()[name]
+    click_type = META[name].click_type
+    if isinstance(parsed, str) and hasattr(click_type, "value_of"):
+        parsed = click_type.value_of(parsed)  # a suffixed number
+    if isinstance(parsed, int) and not isinstance(parsed, bool):
+        parsed = float(parsed)
+    return json.dumps(parsed, sort_keys=True, default=str)
+
+
+def _check_distinct(path: Path, study: Study) -> None:
+    """No axis gives one value twice in two spellings (``[1M, 1000000]`` ran the scenario
+    twice under two ids; the schema refuses the same text twice): exit 2 naming the axis."""
+    for name, values in study.axes.items():
+        seen: dict[str, Any] = {}
+        for value in values:
+            key = _axis_key(study, name, value)
+            if key in seen:
+                raise UsageError(
+                    f"{seen[key]!r} and {value!r} are the same value; give each value once",
+                    f"{path}: axes.{name}",
+                )
+            seen[key] = value
 
 
 def _question_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -286,6 +380,9 @@ def _with_prices(scenario, scales: dict[str, float]):
         if name not in gpus and name not in nics:
             known = [*cat.gpus, *cat.nics]
             raise UsageError("price_scale: " + unknown_name("GPU or NIC", name, known))
+        why = price_scale_error(scenario, name, scales[name])  # a combination not checked ahead
+        if why:
+            raise UsageError(why, PRICE_AXIS)
     return with_prices(scenario, gpus, nics) if scales else scenario
 
 
@@ -376,6 +473,17 @@ def check_paths(study: Study, origin: str, csv_path: Path, plot: Path | None) ->
     study file, a file it reads, nor the other output (exit 2 naming both)."""
     inputs = {"STUDY_FILE": [Path(origin)], "the study's files": study_files(study, origin)}
     check_paths_of({"--csv": csv_path, "--plot": plot}, inputs)
+
+
+def check_executor(executor: str, address: str | None) -> None:
+    """Before any work: --address names a Ray cluster, so it needs --executor ray (the local
+    executor ignored it, and the user believed the study ran on the cluster)."""
+    if address is not None and executor != "ray":
+        raise UsageError(
+            "needs --executor ray (the local executor has no cluster to reach); add "
+            "--executor ray or drop --address",
+            "--address",
+        )
 
 
 def run_study(

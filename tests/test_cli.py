@@ -106,9 +106,29 @@ def test_parse_days(text, days):
     assert parse_days(text) == pytest.approx(days)
 
 
-def test_parse_days_rejects():
-    with pytest.raises(ValueError):
-        parse_days("90w")
+@pytest.mark.parametrize("text", ["90w", "90dd", "5hd", "5dh", "5hh", "d", ""])
+def test_parse_days_rejects_quoting_the_text(text):
+    """The message quotes what was written ('90dd' was reported as "'90d' has unknown
+    suffix 'd'; use d or h", which contradicts itself)."""
+    with pytest.raises(ValueError) as err:
+        parse_days(text)
+    assert str(err.value) == (
+        f"{text!r} is not a duration; write days with d or hours with h after the number "
+        "(90d, 36h), or a plain number of days"
+    )
+
+
+def test_deadline_option_and_question_file_quote_the_text(capsys, tmp_path):
+    code, _, err = run_main(capsys, ["optimize", "--deadline", "90dd"])
+    assert code == 2
+    assert one_line(err) == (
+        "designer: error: Invalid value for '--deadline': '90dd' is not a duration; write days "
+        "with d or hours with h after the number (90d, 36h), or a plain number of days"
+    )
+    q = tmp_path / "q.yaml"
+    q.write_text("deadline: 90dd\n")
+    code, _, err = run_main(capsys, ["explain", str(q)])
+    assert code == 2 and "'90dd' is not a duration" in one_line(err)
 
 
 # --- models ------------------------------------------------------------------------------------
@@ -534,3 +554,67 @@ def test_commands_that_never_solve_do_not_import_the_solvers(args):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "HEAVY", proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args, key",
+    [
+        (["catalog", "--json", "show", "h100-sxm"], "display_name"),
+        (["models", "--json", "show", "llama2-7b"], "layers"),
+    ],
+)
+def test_json_before_show_prints_json(capsys, args, key):
+    """--json given to the group applies to `show` (it printed the text table, exit 0)."""
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    assert key in json.loads(out)
+    code, text, _ = run_main(capsys, [a for a in args if a != "--json"])
+    assert code == 0 and not text.lstrip().startswith("{")
+
+
+def test_a_gpu_capped_twice_differently_is_a_usage_error(capsys):
+    """The last --gpu-cap of a GPU type silently won; the same cap twice is one."""
+    code, _, err = run_main(
+        capsys, ["optimize", "--gpu-cap", "h100-sxm=8", "--gpu-cap", "h100-sxm=16"]
+    )
+    assert code == 2
+    assert one_line(err) == (
+        "designer: error: --gpu-cap: h100-sxm is capped twice (8 and 16); give one cap per GPU type"
+    )
+    twice = ["--gpu", "h100-sxm", "--gpu-cap", "h100-sxm=64", "--gpu-cap", "h100-sxm=64"]
+    once = ["--gpu", "h100-sxm", "--gpu-cap", "h100-sxm=64"]
+    small = ["optimize", "--model", "llama2-7b", "--tokens", "20B", "--no-explain", "--json"]
+    code, a, err = run_main(capsys, [*small, *twice])
+    assert code == 0, err
+    code, b, _ = run_main(capsys, [*small, *once])
+    assert json.loads(a)["plans"][0]["num_gpus"] == json.loads(b)["plans"][0]["num_gpus"] <= 64
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["evaluate", "--model", "llama2-7b", "--catalog", ""],
+            "Invalid value for '--catalog': an empty path; give a YAML file or leave the option out",
+        ),
+        (
+            ["optimize", "--catalog", " "],
+            "Invalid value for '--catalog': an empty path; give a YAML file or leave the option out",
+        ),
+        (
+            ["catalog", "--catalog", ""],
+            "Invalid value for '--catalog': an empty path; give a YAML file or leave the option out",
+        ),
+        (
+            ["evaluate", "--model", "llama2-7b", "--nic", ""],
+            "Invalid value for '--nic': empty; give a catalog name (designer catalog lists them) "
+            "or leave the option out",
+        ),
+    ],
+)
+def test_empty_file_and_name_options_are_refused(capsys, args, line):
+    """--catalog "" was read as the working folder (".: is a directory", not naming the
+    option) and evaluate --nic "" as no NIC (the default, silently)."""
+    code, _, err = run_main(capsys, args)
+    assert code == 2
+    assert one_line(err) == f"designer: error: {line}"

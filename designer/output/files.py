@@ -81,9 +81,23 @@ def check_paths(outputs: dict[str, Path | None], inputs: dict[str, list[Path]]) 
                         "pass another file",
                         opt,
                     )
-        if opt == "--plot" and not path.suffix:
-            raise UsageError(f"{path} has no suffix; name a .png or .svg file", opt)
         check_writable(path, opt)
+        if opt == "--plot":
+            _check_plot_suffix(path)
+
+
+PLOT_SUFFIXES = (".png", ".svg")
+"""The formats --plot writes (designer.output.plots; matplotlib picks it by the suffix)."""
+
+
+def _check_plot_suffix(path: Path) -> None:
+    """A --plot path names a format it writes: checked with the other outputs, before the
+    work (--plot out.txt ran the whole sweep, then matplotlib refused 'txt')."""
+    formats = " or ".join(PLOT_SUFFIXES)
+    if not path.suffix:
+        raise UsageError(f"{path} has no suffix; name a {formats} file", "--plot")
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise UsageError(f"{path} is a {path.suffix} file; name a {formats} file", "--plot")
 
 
 def _regular(path: Path) -> bool:

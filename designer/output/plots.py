@@ -8,7 +8,7 @@ from pathlib import Path
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
 from designer.output import text as render
-from designer.output.files import save_with
+from designer.output.files import PLOT_SUFFIXES, save_with
 from designer.output.formats import plan_rows
 from solvers import Scenario
 
@@ -32,7 +32,8 @@ def _save(plt, fig, path) -> None:
     except UsageError:
         raise
     except (OSError, ValueError) as err:
-        raise UsageError(f"cannot write {path} ({err}); use a .png or .svg path", "--plot") from err
+        formats = " or ".join(PLOT_SUFFIXES)
+        raise UsageError(f"cannot write {path} ({err}); use a {formats} path", "--plot") from err
     finally:
         plt.close(fig)
 

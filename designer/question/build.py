@@ -21,6 +21,7 @@ from designer.question.fields import (
     FLAG_FIELDS,
     META,
     QUESTION_FIELDS,
+    AnswerKeyError,
     Question,
     answer_key,
 )
@@ -407,8 +408,7 @@ def _number(option: str, value, days: bool = False, integer: bool = False):
     try:
         out = parse_days(str(value)) if days else parse_quantity(str(value))
     except ValueError as err:
-        msg = str(err).replace("use K, M, B or T", "use d or h") if days else str(err)
-        raise UsageError(msg, option) from err
+        raise UsageError(str(err), option) from err
     if out <= 0:
         raise UsageError(f"must be positive (got {value!r})", option)
     if integer:
@@ -483,8 +483,8 @@ def load_question_file(path: Path) -> tuple[Scenario, GivenPlan | None]:
     with the term it rents under and what its solve proved)."""
     doc = _read_document(path)
     origin = str(path)
-    if "question" in doc and "plans" in doc:
-        return _from_answer(doc, origin)
+    if ("question" in doc and "plans" in doc) or isinstance(doc.get("plans"), list):
+        return _from_answer(doc, origin)  # a plans list without its question: named there
     if "question" in doc:  # an answer's shape (a question file has no such field)
         raise UsageError(
             "missing: a saved optimize --json answer holds its plans there; regenerate it",
@@ -511,8 +511,19 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, GivenPlan 
     skipped, read with the catalog files it was made with) and its first plan, every plan
     validated (designer.question.saved_answer)."""
     # lazy: designer.question.saved_answer's schema (~10 ms) loads with a saved answer, not at start-up
-    from designer.question.saved_answer import check_plans, first_error, saved_catalogs
+    from designer.question.saved_answer import (
+        check_against_question,
+        check_plans,
+        first_error,
+        saved_catalogs,
+    )
 
+    if "question" not in doc:  # read as a question file, it blamed the answer's `objective`
+        raise UsageError(
+            "missing: a saved optimize --json answer holds the question it answers there; "
+            "regenerate it with optimize --json",
+            f"{origin}: question",
+        )
     q, plans = doc["question"], doc["plans"]
     if not isinstance(q, dict) or not isinstance(plans, list):
         raise UsageError(f"{origin}: question/plans: not an optimize --json answer")
@@ -521,6 +532,11 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, GivenPlan 
         question = Question.from_answer(q)
     except ValidationError as err:
         raise UsageError(first_error(err, f"{origin}: question")) from err
+    except AnswerKeyError as err:  # a null where the field has none, say
+        raise UsageError(
+            f"{err.detail}; fix it or regenerate with optimize --json",
+            f"{origin}: question.{err.key}",
+        ) from err
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(
             f"{origin}: question: missing or bad field {err}; regenerate with optimize --json"
@@ -558,6 +574,7 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, GivenPlan 
                     "optimize --json",
                     f"{origin}: plans[0].{field}",
                 )
+    check_against_question(doc, scenario, origin)
     return scenario, None if config is None else given_from_answer(doc, config, origin)
 
 

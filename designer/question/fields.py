@@ -16,15 +16,14 @@ hold them (catalog.specs.Facility, models.layout.Assumptions) through ``_facilit
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from catalog.specs import FABRICS, Facility, NumbersNotBools
 from designer.errors import UsageError
-from designer.numbers import Days, Finite, Quantity, WholeCount
+from designer.numbers import Days, Finite, InputPath, Quantity, WholeCount
 from models.layout import Assumptions
 from solvers import limits
 from solvers.scenario import DEFAULT_HEADROOM, DEFAULT_MAX_VIRTUAL_STAGES, DEFAULT_RESERVED_GB
@@ -60,6 +59,20 @@ class GpuCap(click.ParamType):
         except click.BadParameter as err:
             self.fail(f"{value!r}: N must be a positive whole number ({err.message})", param, ctx)
         return (gpu, n)
+
+
+def gpu_cap_dict(pairs) -> dict[str, int]:
+    """--gpu-cap's NAME=N pairs as one cap per GPU type; a type given two different caps is
+    a usage error (the last one silently won); the same cap twice is one."""
+    caps: dict[str, int] = {}
+    for gpu, n in pairs.items() if isinstance(pairs, dict) else pairs:
+        if caps.get(gpu, n) != n:
+            raise UsageError(
+                f"{gpu} is capped twice ({caps[gpu]:,} and {n:,}); give one cap per GPU type",
+                "--gpu-cap",
+            )
+        caps[gpu] = n
+    return caps
 
 
 @dataclass(frozen=True)
@@ -246,7 +259,7 @@ class Question(NumbersNotBools):
         Meta(
             "--catalog",
             param="catalog_files",
-            click_type=click.Path(path_type=Path),
+            click_type=InputPath(),
             answer="catalog_files",
         ),
         Field(
@@ -409,11 +422,14 @@ class Question(NumbersNotBools):
     @field_validator(
         *("tokens", "budget", "deadline", "max_racks", "max_gpus", "cloud_max_gpus"),
         *("max_batch_tokens", "min_batch_tokens"),
+        mode="before",
     )
     @classmethod
     def _suffixed(cls, value: Any, info: ValidationInfo) -> Any:
         """A suffixed number (30M, 90d) is checked as its option checks it: a positive finite
-        number, whole where it counts things; kept as written (the questions parse it)."""
+        number, whole where it counts things; kept as written (the questions parse it).
+        Before pydantic's own parsing: a JSON or YAML 1e19 reached the int parser first
+        ("Unable to parse input string as an integer, exceeded maximum size")."""
         if value is not None:
             META[str(info.field_name)].click_type.value_of(value)
         return value
@@ -430,22 +446,31 @@ class Question(NumbersNotBools):
     @classmethod
     def from_answer(cls, saved: dict[str, Any]) -> "Question":
         """The question a saved answer's ``question`` object asked (``answer_question``'s
-        inverse); absent keys take their ``legacy`` value. KeyError, TypeError or
-        ValueError on a malformed object."""
+        inverse); absent keys (answers saved before the field) take their ``legacy`` value.
+        A null is the field's own null (no budget, the model's sequence length) where the
+        field has one; elsewhere it is refused (AnswerKeyError), since skipping it read a
+        hand-edited ``tokens: null`` as the default 2T. KeyError, TypeError or ValueError on
+        a malformed object."""
         values: dict[str, Any] = {}
         for name, meta in META.items():
-            found, value = _lookup(saved, answer_key(name))
+            key = answer_key(name)
+            found, value = _lookup(saved, key)
             if name == "model" and not found:
-                found, value = _lookup(saved, "model")
+                key = "model"  # answers saved before the spec: the model's name
+                found, value = _lookup(saved, key)
             if not found:
                 if meta.legacy is KeyError:
-                    raise KeyError(answer_key(name))
+                    raise KeyError(key)
                 if meta.legacy is not _SAME:
                     values[name] = meta.legacy
                 continue
-            if value is None:
-                continue
-            values[name] = meta.load(value) if meta.load else value
+            if value is None and name not in NULLABLE:
+                default = cls.model_fields[name].default
+                raise AnswerKeyError(
+                    key, f"null where a value belongs (null would read as the default, {default!r})"
+                )
+            if value is not None:
+                values[name] = meta.load(value) if meta.load else value
         return cls.model_validate(values)
 
     # ------------------------------------------------------------ the command line
@@ -459,7 +484,7 @@ class Question(NumbersNotBools):
             if isinstance(value, BaseModel):
                 value = value.model_dump()
             elif name == "gpu_caps":
-                value = dict(value or {})
+                value = gpu_cap_dict(value or ())
             elif isinstance(value, tuple):
                 value = [str(v) for v in value]
             if value is not None:
@@ -480,6 +505,11 @@ FLAG_FIELDS = {meta.flag: name for name, meta in META.items()}
 """Command-line flag -> question field (errors from a file name its field)."""
 QUESTION_FIELDS = tuple(META)
 """The question's fields: the question file's keys, the sweep's axes and CSV columns."""
+NULLABLE = frozenset(
+    name for name, info in Question.model_fields.items() if type(None) in get_args(info.annotation)
+)
+"""The fields whose null is a value (no budget, no cap, the catalog's facility constant):
+the keys a saved answer may hold null."""
 
 
 def answer_key(name: str) -> str:
@@ -487,11 +517,27 @@ def answer_key(name: str) -> str:
     return META[name].answer or name
 
 
+class AnswerKeyError(ValueError):
+    """A key of a saved answer's ``question`` that cannot be read back (a hand-edited
+    answer): ``key`` as the answer writes it (dotted: nested) and ``detail``, what is wrong
+    with it; the reader names the file and the key."""
+
+    def __init__(self, key: str, detail: str) -> None:
+        self.key, self.detail = key, detail
+        super().__init__(f"{key}: {detail}")
+
+
 def _lookup(doc: dict[str, Any], key: str) -> tuple[bool, Any]:
+    """Whether the answer's ``question`` holds ``key`` (dotted: nested), and its value; a
+    nesting object absent (an older answer) holds nothing, one that is not a mapping (null
+    included: it would read every field under it as the catalog's) is refused."""
     for part in key.split(".")[:-1]:
-        doc = doc.get(part) or {}
+        if part not in doc:
+            return False, None
+        doc = doc[part]
         if not isinstance(doc, dict):  # a hand-edited answer (issue 33)
-            raise TypeError(f"{part}: {doc!r} is not a mapping of fields")
+            got = "null" if doc is None else repr(doc)
+            raise AnswerKeyError(part, f"{got} is not a mapping of fields")
     last = key.split(".")[-1]
     return last in doc, doc.get(last)
 

@@ -1,7 +1,11 @@
 """A saved answer (``optimize``/``explain --json``, ``compare --json``) read back (issue 33):
 every plan field is validated like a question's (whole numbers in the decision space's
 range, a known precision and recompute mode, finite numbers), so a hand-edited answer exits
-2 with one line naming the field instead of reaching ZeroDivisionError or OverflowError; and
+2 with one line naming the field instead of reaching ZeroDivisionError or OverflowError; the
+columns derived from the decisions (num_gpus, nodes, global_batch) and those every plan
+holds alike (zero, sequence_parallel) must agree with them, and the ones the question fixes
+(a dense model's ep and etp, the catalog's GPUs per server) with it, since the readers
+re-evaluate the decisions and would otherwise ignore an edit to them silently; and
 the catalog files the answer was made with are found by their content hash, so that an
 answer read in another folder (or after its catalog changed) uses the same catalog or is
 refused.
@@ -12,8 +16,9 @@ ignored: adding one to the answer needs no change here."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -21,6 +26,9 @@ from catalog.files import MAX_DOCUMENT_BYTES, check_input
 from designer.errors import UsageError
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import limits
+
+if TYPE_CHECKING:
+    from solvers import Scenario
 
 Degree = Annotated[int, Field(ge=1, le=limits.MAX_GPUS)]
 Count = Annotated[int, Field(ge=0, le=limits.MAX_GPUS)]
@@ -55,7 +63,10 @@ class SavedPlan(BaseModel):
     checkpoint_storage_gb_per_s_per_server: Quantity | None = None
     num_gpus: Degree | None = None
     nodes: Degree | None = None
+    gpus_per_node: Degree | None = None
     global_batch: Annotated[int, Field(ge=1)] | None = None
+    sequence_parallel: bool | None = None
+    zero: Annotated[int, Field(ge=0, le=3)] | None = None  # ZeRO stages 0-3
     step_time_s: Quantity | None = None
     time_to_train_days: Quantity | None = None
     cost_usd: Quantity | None = None
@@ -79,6 +90,9 @@ class SavedPlan(BaseModel):
             raise ValueError(f"{str(value).lower()} is not a number; give a number")
         if isinstance(value, str) and str not in kinds:
             raise ValueError("text where a number or true/false belongs; give it unquoted")
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and bool in kinds and not kinds & {int, float}:
+            raise ValueError(f"{value!r} is not true or false; give true or false")
         return value
 
 
@@ -98,9 +112,87 @@ def saved_plan(p: Any, where: str, csv: bool = False) -> SavedPlan:
     if not isinstance(p, dict):
         raise UsageError(f"{where}: not a plan object; regenerate with optimize --json")
     try:
-        return SavedPlan.model_validate(p, context={"csv": csv})
+        v = SavedPlan.model_validate(p, context={"csv": csv})
     except ValidationError as err:
         raise UsageError(first_error(err, where)) from err
+    _consistent(v, where)
+    return v
+
+
+def _consistent(v: SavedPlan, where: str) -> None:
+    """The plan's derived columns, where present, as its decisions make them (nodes, which
+    takes the catalog's server, in ``check_against_question``), and ZeRO and
+    sequence parallelism as every plan of the designer has them (solvers.decisions: ZeRO-1,
+    Megatron-Core's distributed optimizer; sequence parallelism exactly when TP > 1): the
+    readers re-evaluate the decisions, so an edited column would be ignored silently.
+    UsageError naming ``where`` and the field, one line."""
+    gpus = v.tp * v.pp * v.dp * v.cp
+    checks: list[tuple[str, Any, Any, str]] = [
+        (
+            "zero",
+            v.zero,
+            1,
+            "{saved} is not 1: the designer plans ZeRO-1 (the distributed optimizer) only, "
+            "and the plan's memory and time assume it",
+        ),
+        (
+            "sequence_parallel",
+            v.sequence_parallel,
+            v.tp > 1,
+            "{saved} is not {implied}: a plan uses sequence parallelism exactly when "
+            "tp > 1 (tp {tp})",
+        ),
+        ("num_gpus", v.num_gpus, gpus, "{saved} is not tp x pp x dp x cp = {implied}"),
+        (
+            "global_batch",
+            v.global_batch,
+            v.micro_batch * v.dp * v.grad_accum,
+            "{saved} is not micro_batch x dp x grad_accum = {implied}",
+        ),
+    ]
+    for field, saved, implied, says in checks:
+        if saved is not None and implied is not None and saved != implied:
+            detail = says.format(saved=json.dumps(saved), implied=json.dumps(implied), tp=v.tp)
+            raise UsageError(
+                f"{detail}; fix it or regenerate with optimize --json", f"{where}.{field}"
+            )
+
+
+def check_against_question(doc: dict[str, Any], scenario: Scenario, origin: str) -> None:
+    """Every plan's fields the question fixes: expert parallelism only on a model with
+    experts (build_plan ignores ep on a dense model, so an edited one would be ignored
+    silently), and the GPUs per server and the servers of the GPU's catalog server. Plans
+    whose GPU the catalog lacks are left to the reader that names it. UsageError, one
+    line."""
+    for i, p in enumerate(doc["plans"]):
+        if not isinstance(p, dict) or p.get("num_gpus") in (None, ""):
+            continue  # compare: a GPU type without a plan
+        where = f"{origin}: plans[{i}]"
+        v = saved_plan(p, where)
+        for field in ("ep", "etp"):
+            if getattr(v, field) > 1 and not scenario.spec.is_moe:
+                raise UsageError(
+                    f"{getattr(v, field)} is not 1: {scenario.spec.name} has no experts to "
+                    "parallelize; fix it or regenerate with optimize --json",
+                    f"{where}.{field}",
+                )
+        gpu = scenario.catalog.gpus.get(v.gpu)
+        if gpu is None:
+            continue  # an unknown GPU: named where its plan is read
+        per_node = gpu.server.gpus_per_server
+        if v.gpus_per_node not in (None, per_node):
+            raise UsageError(
+                f"{v.gpus_per_node} is not {per_node}, the GPUs of a {v.gpu} server in the "
+                "catalog; fix it or regenerate with optimize --json",
+                f"{where}.gpus_per_node",
+            )
+        nodes = -(-(v.tp * v.pp * v.dp * v.cp) // per_node)  # rounded up
+        if v.nodes not in (None, nodes):
+            raise UsageError(
+                f"{v.nodes} is not num_gpus / gpus_per_node rounded up = {nodes} ({per_node} "
+                f"GPUs per {v.gpu} server); fix it or regenerate with optimize --json",
+                f"{where}.nodes",
+            )
 
 
 def first_error(err: ValidationError, where: str) -> str:
