@@ -105,6 +105,20 @@ def cloud_usd(num_gpus: Any, days: Any, gpu: GPUSpec) -> Any:
     return num_gpus * days * HOURS_PER_DAY * gpu.cloud_usd_per_gpu_hour
 
 
+def billed_days(days: Any, min_days: float) -> Any:
+    """The days a rented plan pays for: max(days, ``min_days``), a reservation being paid
+    in full however soon the job ends (catalog/cloud.py; ``min_days`` 0 on demand).
+    ``days`` may be a numpy array (the grid search's)."""
+    if min_days <= 0:
+        return days
+    if isinstance(days, int | float):
+        return max(days, min_days)
+    # lazy: numpy only for the grid search's arrays; evaluate itself never loads it
+    import numpy as np
+
+    return np.maximum(days, min_days)
+
+
 @dataclass(frozen=True)
 class Evaluation:
     model: str

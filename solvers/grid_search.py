@@ -17,7 +17,7 @@ import numpy as np
 
 from models.batch_tokens import token_multiplier
 from models.cost import bought_gpus, cluster_totals, purchases_cents, tco_usd, usd_to_cents_up
-from models.evaluate import cloud_usd
+from models.evaluate import billed_days, cloud_usd
 from models.feasibility import TOL
 from models.goodput import with_purchases
 from models.pipeline import microbatch_step
@@ -175,7 +175,7 @@ def _expected(
         cost = tco_usd(totals.capex_cents / 100.0, totals.it_power_w, fac, days)
         cost_cents = cost * 100.0
     else:
-        cost = cloud_usd(gpus, days, gpu)
+        cost = cloud_usd(gpus, billed_days(days, scenario.cloud_min_days), gpu)
         cost_cents = cost * 100.0
     return days, cost_cents, cost, totals
 

@@ -8,9 +8,9 @@ from ortools.sat.python import cp_model
 
 from models.cost import usd_to_cents_up
 from solvers.cpsat.cluster import add_cluster_terms, product_cents
-from solvers.cpsat.context import BuildContext, IntVar
+from solvers.cpsat.context import BuildContext, IntVar, gpu_days_per_unit
 from solvers.cpsat.gpu_time_cap import cloud_cents_per_unit, gpu_time_cap, tco_rates
-from solvers.intmath import ceil_div, down, hi, product
+from solvers.intmath import ceil_div, down, hi, product, up
 from solvers.limits import TCO_UNITS_PER_CENT
 from solvers.scenario import GPU_CAP
 
@@ -87,6 +87,24 @@ def _cloud_gpu_time(ctx: BuildContext) -> None:
         md.add(ctx.gt_of[g] == gpu_time.var).only_enforce_if(ctx.gpu_lit[g])
         md.add(ctx.gt_of[g] == 0).only_enforce_if(~ctx.gpu_lit[g])
     ctx.cost_expr = sum(ctx.coef[g] * ctx.gt_of[g] for g in ctx.gpu_names)
+
+
+def billed_gpu_time(ctx: BuildContext, g: str) -> cp_model.LinearExprT:
+    """The GPU-time a rented plan of GPU type ``g`` pays for, in the cost's GPU-time units:
+    its own, or under a term with a minimum (Scenario.cloud_min_days) the GPUs times that
+    minimum where that is more (models.evaluate.billed_days). The minimum per GPU is
+    rounded up to a whole unit: under one unit per GPU of its thousands or more."""
+    gt, min_days = ctx.gt_of[g], ctx.scenario.cloud_min_days
+    if min_days <= 0:
+        return gt
+    per_gpu = up(min_days / gpu_days_per_unit(ctx))
+    top = max(hi(gt), hi(ctx.num_gpus) * per_gpu)
+    if top >= 2**62:  # answered by the model's retry at a coarser time unit
+        raise OverflowError("a term's minimum in GPU-time units leaves 64-bit arithmetic")
+    billed = ctx.md.new_int_var(0, top, f"billed_gpu_time[{g}]")
+    ctx.md.add(billed >= gt)
+    ctx.md.add(billed >= per_gpu * ctx.num_gpus)
+    return billed
 
 
 def _capex_hi(ctx: BuildContext) -> int:

@@ -39,7 +39,13 @@ from models.units import seconds_from_days
 from solvers.cpsat.batch_tokens import add_batch_tokens, tokens_room
 from solvers.cpsat.cluster import ClusterTerms
 from solvers.cpsat.context import Bounds, BuildContext
-from solvers.cpsat.cost import TCO_UNITS_PER_CENT, add_cluster, add_cost, charges_tco
+from solvers.cpsat.cost import (
+    TCO_UNITS_PER_CENT,
+    add_cluster,
+    add_cost,
+    billed_gpu_time,
+    charges_tco,
+)
 from solvers.cpsat.goodput import add_goodput, headroom
 from solvers.cpsat.purchases import add_purchase_choices, add_purchase_cost
 from solvers.cpsat.time import add_time
@@ -373,7 +379,7 @@ def _objective(ctx: BuildContext) -> cp_model.LinearExprT:
     # GPU-time itself is the integer objective, so no float coefficient reaches CP-SAT
     if len(ctx.gpu_names) != 1:
         raise ValueError("the cloud cost objective is solved one GPU type at a time")
-    return ctx.gt_of[ctx.gpu_names[0]]
+    return billed_gpu_time(ctx, ctx.gpu_names[0])
 
 
 def _search_order(ctx: BuildContext) -> None:
