@@ -42,8 +42,35 @@ def block_gpus(scenario: Scenario, gpu: str) -> int:
 
 
 def terms(scenario: Scenario) -> tuple[CloudTerm, ...]:
-    """The terms the question may rent under: every one, under either objective."""
-    return cloud_offers().terms
+    """The terms the question may rent under, less those another bills more cheaply for
+    every plan the question allows (_dominates): within 300 days, a year's reservation
+    bills any plan less than three years' (70% for at least 365 days against 50% for at
+    least 1,095), so the three-year term is not solved."""
+    kept: list[CloudTerm] = []
+    for term in cloud_offers().terms:
+        if any(_dominates(scenario, k, term) for k in kept):
+            continue
+        kept = [k for k in kept if not _dominates(scenario, term, k)] + [term]
+    return tuple(t for t in cloud_offers().terms if t in kept)
+
+
+def _dominates(scenario: Scenario, a: CloudTerm, b: CloudTerm) -> bool:
+    """Whether term ``a`` bills every plan of every GPU type of the question at most what
+    ``b`` does: rate_a x max(d, min_a) <= rate_b x max(d, min_b) for every job of d days
+    up to the deadline (both sides piecewise linear in d: checked at their breaks and the
+    deadline, and by their slopes without one). Then ``a`` also caps the GPUs no lower
+    under a budget (term_scenario: the check at d = 0), and every plan ``b`` admits
+    costs no more under ``a``: ``b`` cannot give a better answer under either objective."""
+    horizon = scenario.deadline_days
+    days = [d for d in (0.0, a.min_days, b.min_days) if horizon is None or d <= horizon]
+    days += [] if horizon is None else [horizon]
+    for gpu in scenario.gpus:
+        ra, rb = term_rate(scenario, gpu, a), term_rate(scenario, gpu, b)
+        if horizon is None and ra > rb:  # the longest jobs: slope against slope
+            return False
+        if any(ra * max(d, a.min_days) > rb * max(d, b.min_days) for d in days):
+            return False
+    return True
 
 
 def term_rate(scenario: Scenario, gpu: str, term: CloudTerm) -> float:
