@@ -204,3 +204,12 @@ def test_a_key_whose_null_is_a_value_is_not_refused_for_it(answer, tmp_path, cap
     code, err, _ = _read(capsys, tmp_path, "export", doc)
     assert code in (0, 2) and "null where a value belongs" not in err, err
     assert code == 0 or key == "budget_usd", err
+
+
+@pytest.mark.parametrize("value", ["bf16", [], ["bf16", "bf16"], ["fp4"], None])
+def test_saved_precisions_must_be_a_list_of_precisions(answer, capsys, tmp_path, value):
+    """The text "bf16" was read as "any" (both precisions: its length is over one)."""
+    code, err, _ = _read(
+        capsys, tmp_path, "explain", _edited(answer, "question", "precisions", value)
+    )
+    assert code == 2 and "precisions" in one_line(err)

@@ -75,6 +75,15 @@ def gpu_cap_dict(pairs) -> dict[str, int]:
     return caps
 
 
+def _saved_precision(p: Any) -> str:
+    """A saved answer's ``precisions`` as --precision ("any" for both); anything but a
+    list of distinct precisions is refused (the text "bf16" was read as "any": more than
+    one character)."""
+    if not isinstance(p, list) or not p or len(set(p)) != len(p) or not set(p) <= {"bf16", "fp8"}:
+        raise ValueError(f"precisions ({p!r}: give a list such as ['bf16'] or ['bf16', 'fp8'])")
+    return "any" if len(p) > 1 else p[0]
+
+
 @dataclass(frozen=True)
 class Meta:
     """How one question field meets the world outside pydantic.
@@ -304,7 +313,7 @@ class Question(NumbersNotBools):
             "--precision",
             answer="precisions",
             save=lambda s: list(s.precisions),
-            load=lambda p: "any" if len(p) > 1 else p[0] if p else "none given",
+            load=lambda p: _saved_precision(p),
         ),
         Field(
             description="Training precision; 'any' lets the optimizer use fp8 where the GPU has it."
