@@ -123,6 +123,7 @@ def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
         catalog=dataclasses.replace(cat, gpus=gpus),
         gpu_caps=tuple(sorted(caps.items())),
         cloud_term=term.name,
+        cloud_min_days=term.min_days,
     )
 
 

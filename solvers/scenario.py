@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from catalog.catalog import Catalog
-from catalog.cloud import cloud_offers
 from catalog.specs import DEFAULT_STACK, NICSpec
 from models.batch_tokens import (
     DEFAULT_MODEL,
@@ -160,6 +159,9 @@ class Scenario(_Derived):
     cloud_terms: bool = True
     cloud_max_gpus: int | None = None
     cloud_term: str | None = None
+    # the least days a rented plan is billed for: the term's minimum (cloud_term's; set
+    # with it by solvers.cloud_terms.term_scenario), else 0 (models.evaluate.billed_days)
+    cloud_min_days: float = 0.0
     # tokens that depend on the batch (models/batch_tokens.py, issue 31 item 1): the
     # critical-batch model, on by default as in the CLI's question; "off": tokens are fixed
     batch_tokens_model: str = DEFAULT_MODEL
@@ -236,14 +238,6 @@ class Scenario(_Derived):
             max_gpus=None if self.max_gpus is None else math.ceil(self.max_gpus * factor),
             gpu_caps=tuple((g, math.ceil(c * factor)) for g, c in self.gpu_caps),
         )
-
-    @property
-    def cloud_min_days(self) -> float:
-        """The least days a rented plan is billed for: its term's minimum when the question
-        is fixed to a term (solvers/cloud_terms.py), else 0."""
-        if self.pricing != "cloud" or self.cloud_term is None:
-            return 0.0
-        return next(t.min_days for t in cloud_offers().terms if t.name == self.cloud_term)
 
     def token_multiplier(self, batch_sequences):
         """Tokens to train at a global batch of ``batch_sequences`` per question token
