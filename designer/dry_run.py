@@ -29,6 +29,7 @@ from models.expert import (
 from models.feasibility import divisibility_violations
 from models.goodput import failure_model
 from models.memory import MODULES
+from solvers.limits import MAX_GPUS
 from solvers.purchases import purchased
 
 if TYPE_CHECKING:
@@ -117,6 +118,18 @@ def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
     if opts["vp"] not in (1, fields["vp"]):
         raise UsageError(f"--pipeline-layout has vp {fields['vp']}; drop --vp", "--vp")
     return fields
+
+
+def check_gpu_count(layout: Layout, option: str) -> None:
+    """A layout of more GPUs than optimize plans for (solvers/limits.py MAX_GPUS) is a
+    usage error: each degree had its cap, their product none (tp 8 x pp 80 x dp 1,048,576
+    x cp 1,024 was evaluated as a feasible cluster of 687 billion GPUs)."""
+    if layout.num_gpus > MAX_GPUS:
+        raise UsageError(
+            f"the layout takes {layout.num_gpus:,} GPUs (tp x pp x dp x cp), more than the "
+            f"{MAX_GPUS:,} the designer plans for; lower a degree",
+            option,
+        )
 
 
 def check_layout(spec, layout: Layout, seq_len: int) -> None:
@@ -257,6 +270,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     if hw.gpu.peak_tflops(layout.precision) is None:
         option = "--from-megatron: --fp8-format" if imported else "--precision"
         raise UsageError(f"{opts['gpu']} has no {layout.precision} support; use bf16", option)
+    check_gpu_count(layout, "--from-megatron" if imported else "--dp")
     if imported is None:
         check_layout(spec, layout, seq_len)
     if imported is not None:  # the command's EP, ETP (checked) and MoE mechanisms

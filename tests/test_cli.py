@@ -618,3 +618,26 @@ def test_empty_file_and_name_options_are_refused(capsys, args, line):
     code, _, err = run_main(capsys, args)
     assert code == 2
     assert one_line(err) == f"designer: error: {line}"
+
+
+def test_evaluate_refuses_a_layout_of_more_gpus_than_planned_for(capsys):
+    """Each degree had its cap and their product none: 687 billion GPUs were 'feasible'."""
+    code, _, err = run_main(
+        capsys, ["evaluate", "--tp", "8", "--pp", "80", "--dp", "1048576", "--cp", "1024"]
+    )
+    assert code == 2
+    assert one_line(err) == (
+        "designer: error: --dp: the layout takes 687,194,767,360 GPUs (tp x pp x dp x cp), "
+        "more than the 1,048,576 the designer plans for; lower a degree"
+    )
+    command = (
+        "torchrun --nnodes 1000000 --nproc-per-node 8 pretrain_gpt.py --num-layers 2 "
+        "--hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+        "--max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8000000 --bf16"
+    )
+    code, _, err = run_main(capsys, ["evaluate", "--from-megatron", command])
+    assert code == 2 and "--from-megatron: the layout takes 8,000,000 GPUs" in err
+    code, out, err = run_main(
+        capsys, ["evaluate", "--model", "llama2-7b", "--tp", "8", "--dp", "131072"]
+    )
+    assert code in (0, 1) and "1,048,576 x h100-sxm" in out
