@@ -22,11 +22,12 @@ from solvers.gc_pause import without_gc_pauses
 from solvers.grid_search import best_for_candidate  # noqa: F401  (imported from here before)
 from solvers.plan import Config, build_plan
 from solvers.purchase_rule import settle
-from solvers.result import SolveResult
+from solvers.result import SolveResult, names_objective
 from solvers.scenario import Scenario
 from solvers.space import Candidate, enumerate_candidates, enumerate_within
 
 
+@names_objective
 @without_gc_pauses
 def solve_exhaustive(
     scenario: Scenario,
@@ -72,8 +73,6 @@ def solve_exhaustive(
         wall_s=time.perf_counter() - start,
         gap=0.0 if plans and complete else None,
         plans=plans,
-        objective_name="time_to_train" if scenario.objective == "time" else "cost",
-        objective_unit="days" if scenario.objective == "time" else "USD",
         candidates=cands,
     )
 

@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from solvers.plan import Plan
+    from solvers.scenario import Scenario
 
 ENUMERATION_STOPPED = (
     "the decision space was still being enumerated when the time limit ran out; raise --time-limit"
 )
 """A solve's message when its time limit ran out before the space was enumerated."""
+
+
+def objective_fields(objective: str) -> tuple[str, str]:
+    """SolveResult's objective name and unit for a question's objective ("time" or
+    "cost"): one home, so that every result says what the question minimised, a result
+    without a plan too (an infeasible cheapest-by-deadline answer said "time_to_train")."""
+    return ("time_to_train", "days") if objective == "time" else ("cost", "USD")
+
+
+def names_objective(solve: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
+    """A solver whose every result names its question's objective (objective_fields)."""
+
+    @functools.wraps(solve)
+    def named(scenario: Scenario, *args: Any, **kwargs: Any) -> SolveResult:
+        name, unit = objective_fields(scenario.objective)
+        res = solve(scenario, *args, **kwargs)
+        return replace(res, objective_name=name, objective_unit=unit)
+
+    return named
 
 
 @dataclass

@@ -304,3 +304,22 @@ def test_advice_names_the_exhaustive_solver_when_it_would_be_faster(tco):
     quick = replace(res, status="feasible", gap=0.5, wall_s=1e-6)
     advice = unproved_advice(tco, quick)
     assert "--time-limit" in advice and "--solver exhaustive" not in advice
+
+
+@pytest.mark.parametrize("solver", [solve_cpsat, solve_exhaustive])
+def test_a_result_without_a_plan_names_the_question_s_objective(solver):
+    """An infeasible cheapest-by-deadline answer said time_to_train in days."""
+    from designer.question.build import build_scenario
+
+    cost = build_scenario(
+        model="llama3-8b", tokens=3e11, gpus=("h100-sxm",), max_gpus=16, deadline=5
+    )
+    res = solver(cost)
+    assert (res.status, res.objective_name, res.objective_unit) == ("infeasible", "cost", "USD")
+    time = cost.with_changes(objective="time", deadline_days=None, budget_usd=1e3)
+    res = solver(time)
+    assert (res.status, res.objective_name, res.objective_unit) == (
+        "infeasible",
+        "time_to_train",
+        "days",
+    )

@@ -81,8 +81,10 @@ def evaluate_given(scenario: Scenario, given: GivenPlan) -> SolveResult:
     # lazy: solvers.plan loads numpy; commands that never solve do not
     from solvers import SolveResult, cloud_terms
     from solvers.plan import build_plan
+    from solvers.result import objective_fields
 
     start = time.perf_counter()
+    name, unit = objective_fields(scenario.objective)
     if given.cloud_term is not None and cloud_terms.applies(scenario):
         plan = cloud_terms.billed_plan(scenario, given.config, given.cloud_term)
     else:
@@ -96,8 +98,8 @@ def evaluate_given(scenario: Scenario, given: GivenPlan) -> SolveResult:
         wall_s=time.perf_counter() - start,
         gap=None,
         plans=[plan],
-        objective_name="time_to_train" if scenario.objective == "time" else "cost",
-        objective_unit="days" if scenario.objective == "time" else "USD",
+        objective_name=name,
+        objective_unit=unit,
     )
     return _as_saved(res, given, plan)
 

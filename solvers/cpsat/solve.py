@@ -23,7 +23,7 @@ from solvers.grid_search import best_for_candidate
 from solvers.intmath import up
 from solvers.plan import Config, Plan, build_plan
 from solvers.purchase_rule import settle
-from solvers.result import SolveResult
+from solvers.result import SolveResult, names_objective
 from solvers.scenario import PreparedQuestion, Scenario
 from solvers.screen.bounds import BoundTerms, prepare_bounds
 from solvers.screen.presolve import Presolved, defer_presolve, finish_is_costly, presolve
@@ -202,8 +202,6 @@ def _solve_cloud_cost_by_gpu(
         wall_s=time.perf_counter() - start,
         gap=max(gaps) if gaps and found else None,
         plans=plans[:top_k],
-        objective_name="cost",
-        objective_unit="USD",
         candidates=space,
     )
 
@@ -221,6 +219,7 @@ def solve_cpsat(
     return resolve_cpsat(scenario, Resolve(), top_k, time_limit_s, workers, candidates)
 
 
+@names_objective
 @without_gc_pauses
 def resolve_cpsat(
     scenario: Scenario,
@@ -360,8 +359,6 @@ def _solve_built(
         wall_s=time.perf_counter() - start,
         gap=found.gap,
         plans=found.plans,
-        objective_name="time_to_train" if scenario.objective == "time" else "cost",
-        objective_unit="days" if scenario.objective == "time" else "USD",
         candidates=search.space,
     )
 
