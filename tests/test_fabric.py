@@ -356,3 +356,28 @@ def test_fabric_option_is_recorded():
     cat = load_catalog()
     for plan in doc["plans"]:
         assert cat.fabric_of(cat.nic(plan["nic"])) == "infiniband"
+
+
+def test_the_power_fix_names_a_cap_that_works_within_a_tenth_of_a_percent():
+    """Llama-2-70B on 2T tokens within 15 days, TCO, H100/B200/MI300X: the least-power plan
+    draws 1.298 MW; the fix named 1.304 or 1.306 MW by the cap the search started from
+    (0.8 or 1.28 MW; a 1% bisection). Now the printed cap (rounded up to the kW) works,
+    is within a kW from either start, and 0.2% below it does not."""
+    import re
+
+    from designer.question.build import build_scenario
+
+    gpus = ("h100-sxm", "b200", "mi300x")
+    found = []
+    for start in (0.8, 1.28):
+        s = build_scenario(
+            model="llama2-70b", tokens=2e12, deadline=15, pricing="tco", gpus=gpus,
+            evidence="any", power_cap=start,
+        )  # fmt: skip
+        assert solve_cpsat(s).status == "infeasible"
+        fix = next(f for f in explain_infeasible(s).fixes if f.constraint == "power")
+        found.append(float(re.search(r"the power cap to ([0-9.]+) MW", fix.change).group(1)))
+    assert all(1.299 <= mw <= 1.300 for mw in found)  # the least draw is 1.2981 MW
+    for mw in found:
+        assert solve_cpsat(s.with_changes(power_cap_mw=mw)).status == "optimal"
+        assert solve_cpsat(s.with_changes(power_cap_mw=mw * 0.998)).status == "infeasible"

@@ -277,9 +277,11 @@ def bisect_fix(
     hi: float,
     integer: bool,
     words: Callable[[float], str],
+    rel: float = 0.01,
 ) -> Fix | None:
-    """The fix found by bisection on an amount: ``change(x)`` is the question at x."""
-    x = bisect(lambda v: search.ok(change(v)), lo, hi, integer)
+    """The fix found by bisection on an amount: ``change(x)`` is the question at x, found
+    to ``rel`` above the least that works (bisect)."""
+    x = bisect(lambda v: search.ok(change(v)), lo, hi, integer, rel)
     if x is None:
         return None
     return Fix(name, words(x), change(x))
