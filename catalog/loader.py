@@ -23,6 +23,11 @@ from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 
 SECTIONS: dict[str, type[BaseModel]] = {"gpus": GPUSpec, "nics": NICSpec, "switches": SwitchSpec}
 FACILITY = "facility"
+MAX_ENTRIES = 128
+"""The most GPUs, NICs or switches a catalog holds, shipped entries and overrides
+together (the shipped one has 16 GPU types): every GPU type is a solve's dimension, and a
+--catalog file of 1,000 copies of one GPU made optimize take 50 s and 1.3 GB, 3,000
+minutes and 3.7 GB, past any --time-limit; 128 takes about 8 s."""
 _SHIPPED = ("gpus.yaml", "network.yaml")
 # The shipped files are parsed with libyaml where PyYAML has it (the same documents, about
 # ten times faster: every command and most tests load the catalog); override files keep
@@ -145,4 +150,11 @@ def load_catalog(overrides: list[Path] | tuple[Path, ...] = ()) -> Catalog:
         doc = read_yaml(path)
         _merge_document(raw, doc, str(path))
         _record_origins(origins, doc, str(path))
+        for section, entries in raw.items():
+            if section in SECTIONS and len(entries) > MAX_ENTRIES:
+                raise CatalogError(
+                    f"{path}: {section}: the catalog would hold {len(entries):,} entries, more "
+                    f"than {MAX_ENTRIES} (the shipped ones included); keep the ones the question "
+                    "compares, or study prices with a sweep's price_scale"
+                )
     return _build(raw, origins)

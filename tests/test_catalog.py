@@ -329,3 +329,26 @@ def test_bool_numbers_are_refused_in_questions_and_catalogs(tmp_path, capsys):
     cat = tmp_path / "c.yaml"
     cat.write_text("gpus:\n  h100-sxm:\n    tdp_w: true\n")
     refused(capsys, ["catalog", "--catalog", str(cat)], "gpus.h100-sxm.tdp_w", "not a number")
+
+
+def test_a_catalog_of_more_than_max_entries_is_refused(tmp_path):
+    """1,000 copies of one GPU in a --catalog file made optimize take 50 s and 1.3 GB,
+    past any --time-limit; the count is refused before any entry is validated."""
+    from catalog import CatalogError
+    from catalog.loader import MAX_ENTRIES
+
+    shipped = len(load_catalog().gpus)
+    path = tmp_path / "many.yaml"
+    path.write_text(
+        "gpus:\n" + "".join(f"  g{i}: {{}}\n" for i in range(MAX_ENTRIES - shipped + 1))
+    )
+    with pytest.raises(CatalogError) as err:
+        load_catalog([path])
+    assert str(err.value) == (
+        f"{path}: gpus: the catalog would hold {MAX_ENTRIES + 1} entries, more than "
+        f"{MAX_ENTRIES} (the shipped ones included); keep the ones the question compares, or "
+        "study prices with a sweep's price_scale"
+    )
+    path.write_text("gpus:\n" + "".join(f"  g{i}: {{}}\n" for i in range(MAX_ENTRIES - shipped)))
+    with pytest.raises(CatalogError, match="required field is missing"):  # counted, then read
+        load_catalog([path])
