@@ -94,6 +94,17 @@ def read_text(
         ) from err
 
 
+def _too_many(path: Path) -> str:
+    """Why a document of more than MAX_NODES values is refused, and the fix: a JSON file
+    (an answer of a million plan fields) has no aliases to blame."""
+    if path.suffix.lower() == ".json":
+        return f"holds more than {MAX_NODES:,} values; give fewer (e.g. a smaller --top)"
+    return (
+        f"expands to more than {MAX_NODES:,} values (YAML aliases repeat what they name); "
+        "write the document out without aliases, or give fewer values"
+    )
+
+
 def check_size(doc: Any, path: Path, error: type[Exception]) -> None:
     """``doc`` (parsed) holds at most MAX_NODES values, an alias counted each time it is
     used, nested at most MAX_DEPTH deep: one line of ``error`` naming the file otherwise.
@@ -104,10 +115,7 @@ def check_size(doc: Any, path: Path, error: type[Exception]) -> None:
         value, depth = stack.pop()
         seen += 1
         if seen > MAX_NODES:
-            raise error(
-                f"{_shown(path)}: expands to more than {MAX_NODES:,} values (YAML aliases "
-                "repeat what they name); write the document out without aliases"
-            )
+            raise error(f"{_shown(path)}: {_too_many(path)}")
         if isinstance(value, (dict, list)):
             if depth > MAX_DEPTH:
                 raise error(f"{_shown(path)}: nested more than {MAX_DEPTH} levels deep; flatten it")

@@ -140,6 +140,15 @@ def test_alias_bomb_is_refused_fast(tmp_path, capsys, name):
     refused_fast(capsys, [str(path) if a == "F" else a for a in args], name, "aliases")
 
 
+def test_a_json_of_a_million_values_is_not_blamed_on_yaml_aliases(tmp_path, capsys):
+    """A JSON answer of more than 1,000,000 values was refused as expanding "YAML aliases"."""
+    path = tmp_path / "answer.json"
+    path.write_text('{"question": {}, "plans": [' + ",".join(["0"] * 1_000_001) + "]}")
+    line = refused_fast(capsys, ["explain", str(path)], "answer.json")
+    assert "holds more than 1,000,000 values; give fewer (e.g. a smaller --top)" in line
+    assert "alias" not in line
+
+
 def _limited(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
     """The console command under a 1 GB address-space cap, timed."""
     import resource
