@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 from models import linear_attention as la
@@ -322,24 +323,33 @@ def expert_data_parallel(spec: TransformerSpec, layout: Layout, ep: int, etp: in
 
 
 def rank_layer_ids(layers: int, layout: Layout, rank: int) -> tuple[int, ...]:
-    """The transformer layers (from 0) pipeline rank ``rank`` builds: Megatron-LM's
-    contiguous split (models.pipeline.stage_layers), or with virtual stages and an even
-    split the interleaved chunks rank, rank + p, rank + 2p, ... (an uneven split with
-    virtual stages is taken contiguous: the layer counts are exact, which layers not)."""
-    per = stage_layers(layers, layout)
+    """The transformer layers (from 0) pipeline rank ``rank`` builds (ranks_layer_ids)."""
+    return ranks_layer_ids(layers, layout)[rank]
+
+
+def ranks_layer_ids(layers: int, layout: Layout) -> list[tuple[int, ...]]:
+    """The transformer layers (from 0) each pipeline rank builds: Megatron-LM's contiguous
+    split (models.pipeline.stage_layers), or with virtual stages and an even split the
+    interleaved chunks rank, rank + p, rank + 2p, ... (an uneven split with virtual stages
+    is taken contiguous: the layer counts are exact, which layers not). Every rank in one
+    pass, linear in the layers and ranks (asked rank by rank it summed the stages before
+    each: a 100,000-stage MoE evaluate took 21 s)."""
     p, v = layout.pp, layout.vp
     if layout.stage_counts is not None:  # stage s holds the next counts[s] layers
-        starts = [sum(layout.stage_counts[:s]) for s in range(len(layout.stage_counts))]
-        return tuple(
-            starts[s] + j
-            for s in range(rank, len(layout.stage_counts), p)
-            for j in range(layout.stage_counts[s])
-        )
+        starts = list(accumulate(layout.stage_counts, initial=0))
+        out: list[list[int]] = [[] for _ in range(p)]
+        for s, n in enumerate(layout.stage_counts):
+            out[s % p].extend(range(starts[s], starts[s] + n))
+        return [tuple(ids) for ids in out]
     if v > 1 and not layout.uneven and layers % (p * v) == 0:
         chunk = layers // (p * v)
-        return tuple(c * chunk + j for c in range(rank, p * v, p) for j in range(chunk))
-    start = sum(per[:rank])
-    return tuple(range(start, start + per[rank]))
+        return [
+            tuple(c * chunk + j for c in range(rank, p * v, p) for j in range(chunk))
+            for rank in range(p)
+        ]
+    per = stage_layers(layers, layout)
+    starts = list(accumulate(per, initial=0))
+    return [tuple(range(starts[r], starts[r] + per[r])) for r in range(p)]
 
 
 def moe_rank_counts(spec: TransformerSpec, layout: Layout) -> tuple[tuple[int, int], ...]:
@@ -374,8 +384,7 @@ def _moe_rank_counts(
     )  # fmt: skip
     pattern = moe.moe_layer_pattern(spec)
     out = []
-    for r in range(pp):
-        ids = rank_layer_ids(spec.layers, probe, r)
+    for ids in ranks_layer_ids(spec.layers, probe):
         n_moe = sum(pattern[i] for i in ids)
         out.append((len(ids) - n_moe, n_moe))
     return tuple(out)

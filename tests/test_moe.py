@@ -480,3 +480,25 @@ def test_group_limited_routing_must_be_one_megatron_can_run(groups, kept, messag
     with pytest.raises(ValueError, match=message):
         TransformerSpec(**fields, router_groups=groups, router_group_topk=kept)
     assert TransformerSpec(**fields, router_groups=4, router_group_topk=2).router_groups == 4
+
+
+@pytest.mark.parametrize(
+    "layers, kw",
+    [
+        (80, dict(pp=8)),
+        (80, dict(pp=4, vp=5)),
+        (61, dict(pp=4, first_stage_layers=13, last_stage_layers=16)),
+        (10, dict(pp=4)),
+        (8, dict(pp=2, stage_counts=(1, 3, 2, 2), vp=2)),
+    ],
+)
+def test_ranks_layer_ids_place_every_layer_once(layers, kw):
+    """Every rank's layers in one pass (ranks_layer_ids; rank by rank it was quadratic in
+    the stages): each layer on exactly one rank, and rank_layer_ids its entry."""
+    from models.memory import ranks_layer_ids
+
+    layout = Layout(tp=1, dp=1, micro_batch=1, global_batch=kw["pp"], **kw)
+    every = ranks_layer_ids(layers, layout)
+    assert len(every) == layout.pp
+    assert sorted(i for ids in every for i in ids) == list(range(layers))
+    assert all(rank_layer_ids(layers, layout, r) == every[r] for r in range(layout.pp))
