@@ -164,6 +164,11 @@ def price_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+MAX_REPORT_ROWS = 100_000
+"""The most rows of a results CSV a report reads (a study's default --max-scenarios): the
+page and workbook hold about 25 KB of memory per row (150,000 rows took 3.8 GB and 100 s)."""
+
+
 def _study(path: Path, given: Path | None, rows: list[dict[str, str]], notes: list[str]):
     """The study file that wrote the CSV (``given``, or STUDY.yaml/.yml beside it), or None."""
     candidates = [given] if given else [path.with_suffix(s) for s in (".yaml", ".yml")]
@@ -226,8 +231,20 @@ def study_report(path: Path, study_file: Path | None) -> ReportData:
             "optimize, pass their --json output",
             "FILE",
         )
+    if len(raw) > MAX_REPORT_ROWS:
+        raise UsageError(
+            f"{path}: {len(raw):,} rows, more than the {MAX_REPORT_ROWS:,} a report holds "
+            "(about 25 KB of memory each); report a part of it, e.g. one GPU type's rows",
+            "FILE",
+        )
     data = ReportData(kind="study", source=str(path), title="", recommendation="")
     study, origin = _study(path, study_file, raw, data.notes)
+    if study is not None and len(raw) > sweep.scenario_count(study):
+        raise UsageError(
+            f"{path}: {len(raw):,} rows, more than the {sweep.scenario_count(study):,} "
+            f"scenarios of {origin}: rows were added or repeated; rerun the sweep",
+            "FILE",
+        )
     axes = axes_of(header)
     rows = _rows(path, raw)
     plans = [r for r in rows if r.get("time_to_train_days") is not None]
