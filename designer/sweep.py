@@ -542,11 +542,8 @@ def _execute(
         started_here = not ray.is_initialized()
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
         try:
-            remote = ray.remote(run_one)
-            pending = [remote.remote(study_json, v, origin) for v in todo]
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
-                yield ray.get(ready[0])
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            yield from _ray_in_flight(ray, study_json, todo, origin, IN_FLIGHT_PER_WORKER * cpus)
         finally:
             if started_here and address is None:
                 ray.shutdown()  # a local instance we started ourselves
@@ -588,6 +585,24 @@ def _in_flight(
         done, running = wait(running, return_when=FIRST_COMPLETED)
         for fut in done:
             yield fut.result()
+
+
+def _ray_in_flight(
+    ray: Any, study_json: str, todo: list[dict[str, Any]], origin: str, most: int
+) -> Iterator[dict[str, Any]]:
+    """_in_flight on a ray cluster: at most ``most`` scenarios submitted ahead of the rows
+    (a whole study was submitted at once), the study put in the object store once."""
+    remote = ray.remote(run_one)
+    study = ray.put(study_json)
+    queued = iter(todo)
+    pending: list[Any] = []
+    while True:
+        for values in itertools.islice(queued, max(0, most - len(pending))):
+            pending.append(remote.remote(study, values, origin))
+        if not pending:
+            return
+        ready, pending = ray.wait(pending, num_returns=1)
+        yield ray.get(ready[0])
 
 
 def local_workers(requested: int | None, force: bool = False) -> tuple[int, str | None]:

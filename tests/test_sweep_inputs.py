@@ -203,3 +203,43 @@ def test_the_local_pool_holds_a_few_scenarios_per_worker_not_the_study():
         yielded[0] += 1
     assert sorted(r["scenario"] for r in rows) == list(range(1000))
     assert pool.submitted == 1000 and pool.most <= 8
+
+
+def test_a_ray_cluster_gets_a_window_of_scenarios_too():
+    """On ray the whole study was submitted at once; now the window, the study put once."""
+    from designer import sweep
+
+    class Ray:
+        submitted = 0
+        yielded = 0
+        most = 0
+        puts = 0
+
+        def remote(self, fn):
+            ray = self
+
+            class Remote:
+                def remote(self, study, values, origin):
+                    ray.submitted += 1
+                    ray.most = max(ray.most, ray.submitted - ray.yielded)
+                    assert study == "study-ref"
+                    return values["i"]
+
+            return Remote()
+
+        def put(self, value):
+            self.puts += 1
+            return "study-ref"
+
+        def wait(self, pending, num_returns):
+            return pending[:num_returns], pending[num_returns:]
+
+        def get(self, ref):
+            self.yielded += 1
+            return {"scenario": ref}
+
+    ray = Ray()
+    todo = [{"i": i} for i in range(500)]
+    rows = list(sweep._ray_in_flight(ray, "{}", todo, "s.yaml", 12))
+    assert sorted(r["scenario"] for r in rows) == list(range(500))
+    assert ray.submitted == 500 and ray.most <= 12 and ray.puts == 1
