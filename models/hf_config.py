@@ -179,6 +179,43 @@ _NOT_ZERO = (
 _LAYER_TYPES = {"full_attention", "sliding_attention", "linear_attention"}
 
 
+# keys that mark an architecture the Llama and GPT-2 readers would misread as a plain
+# decoder-only transformer (an audit read Falcon-7B, multi-query with parallel blocks, as
+# 8.5B parameters with 71 KV heads, and a Mamba hybrid as 52 transformer layers): refused,
+# with what they mark, when set (true, or any value but false and null)
+UNMODELLED_KEYS = (
+    ("is_encoder_decoder", "an encoder-decoder model (T5, BART)"),
+    ("text_config", "a multimodal config (its text model nested under text_config)"),
+    ("multi_query", "Falcon's multi-query attention (multi_query, num_kv_heads)"),
+    ("new_decoder_architecture", "Falcon's parallel attention and MLP blocks"),
+    ("parallel_attn", "parallel attention and MLP blocks"),
+    ("use_parallel_residual", "GPT-NeoX's parallel attention and MLP residual"),
+    ("hybrid_override_pattern", "state-space (Mamba) layers mixed with attention"),
+    ("layers_block_type", "state-space (Mamba) layers mixed with attention"),
+    ("attn_layer_period", "state-space (Mamba) layers mixed with attention (Jamba)"),
+)
+SSM_KEY_PREFIXES = ("mamba", "ssm", "state_size", "conv_kernel", "time_step")
+"""Keys of state-space layers (Mamba's config and its Hugging Face form)."""
+
+
+def check_architecture(cfg: dict[str, Any], origin: str) -> None:
+    """ModelError naming the key when the config is of an architecture the designer does
+    not model (UNMODELLED_KEYS, state-space keys): refused rather than read as another
+    model."""
+    for key, what in UNMODELLED_KEYS:
+        if cfg.get(key) not in (None, False):
+            raise ModelError(
+                f"{origin}: {key}: {what} is not modelled; the designer refuses it rather "
+                "than read another model"
+            )
+    ssm = next((k for k in cfg if str(k).startswith(SSM_KEY_PREFIXES)), None)
+    if ssm is not None:
+        raise ModelError(
+            f"{origin}: {ssm}: state-space (Mamba) layers are not modelled; the designer "
+            "refuses it rather than read another model"
+        )
+
+
 def check_values(cfg: dict[str, Any], origin: str) -> None:
     """Every number key a number (not text, a boolean or null where null means nothing),
     the MoE counts not 0, and no layer type the designer does not model: ModelError naming
@@ -187,6 +224,7 @@ def check_values(cfg: dict[str, Any], origin: str) -> None:
     kind = cfg.get("model_type")
     if kind is not None and not isinstance(kind, str):
         raise ModelError(f"{origin}: model_type: {kind!r} is not a name; give e.g. llama")
+    check_architecture(cfg, origin)
     mapping = _GPT2 if "n_layer" in cfg else _LLAMA
     numbers = [k for k in mapping if k != "tie_word_embeddings"]
     for key in (*numbers, *HF_MOE_KEYS, *_NUMBER_KEYS):

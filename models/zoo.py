@@ -81,7 +81,8 @@ def read_model_file(path: Path) -> TransformerSpec:
         raise ModelError(f"{origin}: file is empty; give layers, hidden, heads, vocab, seq_len")
     if not isinstance(doc, dict):
         raise ModelError(f"{origin}: top level must be a mapping of fields")
-    if any(k in doc for k in ("num_hidden_layers", "n_layer", "hidden_size", "n_embd")):
+    hf_keys = ("num_hidden_layers", "n_layer", "hidden_size", "n_embd", "model_type")
+    if any(k in doc for k in (*hf_keys, "architectures")):  # (T5's has none of the four)
         return from_hf_config(doc, origin)
     fields = dict(doc)
     fields.setdefault("name", path.stem)

@@ -114,3 +114,54 @@ def test_a_sliding_window_shorter_than_the_plan_is_refused_naming_the_key(capsys
         capsys, ["evaluate", "--dp", "8", "--model", str(HF / "Phi-3.5-mini-instruct.json")]
     )
     assert code == 0, err
+
+
+LLAMA2_7B = {
+    "model_type": "llama",
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "intermediate_size": 11008,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
+
+
+@pytest.mark.parametrize(
+    "extra, key, what",
+    [
+        ({"multi_query": True, "num_kv_heads": 71}, "multi_query", "multi-query attention"),
+        ({"new_decoder_architecture": True}, "new_decoder_architecture", "parallel attention"),
+        ({"parallel_attn": True}, "parallel_attn", "parallel attention and MLP"),
+        ({"use_parallel_residual": True}, "use_parallel_residual", "parallel attention"),
+        ({"hybrid_override_pattern": "M-M*-"}, "hybrid_override_pattern", "state-space"),
+        ({"layers_block_type": ["mamba", "attention"]}, "layers_block_type", "state-space"),
+        ({"attn_layer_period": 8}, "attn_layer_period", "state-space"),
+        ({"is_encoder_decoder": True}, "is_encoder_decoder", "encoder-decoder"),
+        ({"text_config": {"hidden_size": 5376}}, "text_config", "multimodal"),
+        ({"ssm_cfg": {}}, "ssm_cfg", "state-space"),
+        ({"mamba_d_state": 128}, "mamba_d_state", "state-space"),
+        ({"state_size": 16, "conv_kernel": 4}, "state_size", "state-space"),
+    ],
+)
+def test_an_architecture_the_readers_would_misread_is_refused(capsys, tmp_path, extra, key, what):
+    """Falcon-7B (multi-query, parallel blocks) was read as 8.5B parameters with 71 KV
+    heads, a Mamba hybrid as 52 transformer layers, NeoX without its parallel residual;
+    T5 and a nested text_config were refused as missing `layers`: now each names its key."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA2_7B, **extra}))
+    code, _, err = run_main(capsys, ["models", "show", str(path)])
+    assert code == 2
+    assert f"config.json: {key}: " in err and what in err and "not modelled" in err
+
+
+def test_those_keys_set_false_and_an_encoder_decoder_without_llama_keys(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    off = {"multi_query": False, "parallel_attn": False, "use_parallel_residual": False}
+    path.write_text(json.dumps({**LLAMA2_7B, **off, "is_encoder_decoder": False}))
+    assert load_model_file(path).layers == 32
+    t5 = {"model_type": "t5", "d_model": 768, "num_layers": 12, "is_encoder_decoder": True}
+    path.write_text(json.dumps(t5))  # none of the Llama or GPT-2 keys: still a config.json
+    code, _, err = run_main(capsys, ["models", "show", str(path)])
+    assert code == 2 and "is_encoder_decoder: an encoder-decoder model" in err
