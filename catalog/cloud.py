@@ -60,6 +60,10 @@ class CloudOffers(BaseModel):
     default_source: str = Field(min_length=1)
     blocks: dict[str, CloudBlock] = {}
 
+    def term(self, name: str) -> CloudTerm:
+        """The term called ``name`` (a saved plan's, a rented plan's extras)."""
+        return next(t for t in self.terms if t.name == name)
+
     def block_gpus(self, gpu: str) -> int:
         """The largest block of ``gpu`` one provider rents (the default without an entry)."""
         block = self.blocks.get(gpu)
@@ -78,15 +82,19 @@ class CloudOffers(BaseModel):
         return f"{block.provider}, {block.region}, {block.date}"
 
 
-@cache
 def shipped_on_demand_usd_per_gpu_hour(gpu: str) -> float | None:
     """The shipped catalog's on-demand price of ``gpu``, the price its block's own price is
     quoted beside (None: a GPU type the shipped catalog lacks)."""
+    return _shipped_on_demand_prices().get(gpu)
+
+
+@cache
+def _shipped_on_demand_prices() -> dict[str, float]:
+    """Every shipped GPU's on-demand price, the shipped catalog read once."""
     # lazy: catalog.loader reads every shipped YAML file; only a rented question asks
     from catalog.loader import load_catalog
 
-    gpus = load_catalog().gpus
-    return gpus[gpu].cloud_usd_per_gpu_hour if gpu in gpus else None
+    return {name: g.cloud_usd_per_gpu_hour for name, g in load_catalog().gpus.items()}
 
 
 @lru_cache(maxsize=1)

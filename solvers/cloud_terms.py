@@ -127,7 +127,7 @@ def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
     )
 
 
-def _billed(plan: Any, term: CloudTerm) -> Any:
+def _with_term(plan: Any, term: CloudTerm) -> Any:
     """The plan with its term named in its extras; its cost is already billed for
     max(days, the term's minimum) (solvers.plan.cost_usd reads Scenario.cloud_min_days of
     the term's question), and so is its objective under the cost objective."""
@@ -143,8 +143,8 @@ def billed_plan(scenario: Scenario, config: Any, term_name: str) -> Any:
     # this module at start-up (rental_sentence)
     from solvers.plan import build_plan
 
-    term = next(t for t in cloud_offers().terms if t.name == term_name)
-    return _billed(build_plan(term_scenario(scenario, term), config), term)
+    term = cloud_offers().term(term_name)
+    return _with_term(build_plan(term_scenario(scenario, term), config), term)
 
 
 def _days(plan: Any) -> float:
@@ -196,7 +196,7 @@ def solve_by_term(
         fixed = term_scenario(scenario, term)
         res = _fastest_at_its_cost(solve, fixed, solve(fixed, top_k=top_k, **kwargs), kwargs)
         results.append(res)
-        plans.extend(_billed(p, term) for p in res.plans)
+        plans.extend(_with_term(p, term) for p in res.plans)
     time_first = scenario.objective == "time"
     plans.sort(key=lambda p: (p.objective, p.cost_usd if time_first else _days(p), p.num_gpus))
     kept, shapes = [], set()
@@ -225,7 +225,7 @@ def rental_sentence(scenario: Scenario, plan: Any) -> str:
     term = plan.evaluation.extra.get("cloud_term")
     if term is None:
         return ""
-    spec = next(t for t in cloud_offers().terms if t.name == term)
+    spec = cloud_offers().term(term)
     gpu = plan.evaluation.gpu
     block = block_gpus(scenario, gpu)
     origin = (
@@ -233,7 +233,7 @@ def rental_sentence(scenario: Scenario, plan: Any) -> str:
         if scenario.cloud_max_gpus is not None
         else cloud_offers().block_label(gpu)
     )
-    days = float(plan.evaluation.time_to_train_days or 0.0)
+    days = _days(plan)
     paid = f"paid for {max(days, spec.min_days):,.1f} days" + (
         f" (the term's minimum; the job takes {days:,.1f})" if spec.min_days > days else ""
     )

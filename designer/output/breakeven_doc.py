@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from catalog.cloud import cloud_offers
 from designer.output import formats as report
 from designer.output import text as render
 from designer.pricing import price_unit, with_prices
@@ -22,7 +23,7 @@ def block_rate(scenario, be) -> float | None:
     None when not renting from a priced block."""
     if scenario.pricing != "cloud" or be.price is None or not cloud_terms.applies(scenario):
         return None
-    on_demand = next(t for t in cloud_terms.terms(scenario) if t.min_days == 0)
+    on_demand = next(t for t in cloud_offers().terms if t.min_days == 0)  # every term there
     priced = with_prices(scenario, {be.gpu: be.price}, {})
     rate = cloud_terms.term_rate(priced, be.gpu, on_demand)
     return None if rate == priced.catalog.gpu(be.gpu).cloud_usd_per_gpu_hour else rate
