@@ -571,38 +571,54 @@ whole study at once held a work item per scenario (a 1,000,000-scenario study re
 2.4 GB and had written 15 rows after 25 s)."""
 
 
+def _windowed(
+    submit: Callable[[dict[str, Any]], Any],
+    finished: Callable[[list[Any]], tuple[list[dict[str, Any]], list[Any]]],
+    todo: list[dict[str, Any]],
+    most: int,
+) -> Iterator[dict[str, Any]]:
+    """The rows of ``todo``'s scenarios as they finish, at most ``most`` submitted ahead of
+    them: ``submit`` starts one scenario (a handle), ``finished`` waits for some of the
+    running handles and returns their rows and the handles still running. At least one is
+    in flight (a cluster reporting no CPU would otherwise run nothing)."""
+    most = max(1, most)
+    queued = iter(todo)
+    running: list[Any] = []
+    while True:
+        running += [submit(values) for values in itertools.islice(queued, most - len(running))]
+        if not running:
+            return
+        rows, running = finished(running)
+        yield from rows
+
+
 def _in_flight(
     pool: ProcessPoolExecutor, study_json: str, todo: list[dict[str, Any]], origin: str, most: int
 ) -> Iterator[dict[str, Any]]:
-    """The rows of ``todo``'s scenarios as they finish, at most ``most`` submitted at once."""
-    queued = iter(todo)
-    running: set[Future] = set()
-    while True:
-        for values in itertools.islice(queued, max(0, most - len(running))):
-            running.add(pool.submit(run_one, study_json, values, origin))
-        if not running:
-            return
-        done, running = wait(running, return_when=FIRST_COMPLETED)
-        for fut in done:
-            yield fut.result()
+    """_windowed on the local pool."""
+
+    def finished(running: list[Future]) -> tuple[list[dict[str, Any]], list[Any]]:
+        done, rest = wait(running, return_when=FIRST_COMPLETED)
+        return [fut.result() for fut in done], list(rest)
+
+    def submit(values: dict[str, Any]) -> Future:
+        return pool.submit(run_one, study_json, values, origin)
+
+    return _windowed(submit, finished, todo, most)
 
 
 def _ray_in_flight(
     ray: Any, study_json: str, todo: list[dict[str, Any]], origin: str, most: int
 ) -> Iterator[dict[str, Any]]:
-    """_in_flight on a ray cluster: at most ``most`` scenarios submitted ahead of the rows
-    (a whole study was submitted at once), the study put in the object store once."""
-    remote = ray.remote(run_one)
-    study = ray.put(study_json)
-    queued = iter(todo)
-    pending: list[Any] = []
-    while True:
-        for values in itertools.islice(queued, max(0, most - len(pending))):
-            pending.append(remote.remote(study, values, origin))
-        if not pending:
-            return
-        ready, pending = ray.wait(pending, num_returns=1)
-        yield ray.get(ready[0])
+    """_windowed on a ray cluster (a whole study was submitted at once), the study put in
+    the object store once."""
+    remote, study = ray.remote(run_one), ray.put(study_json)
+
+    def finished(running: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+        ready, rest = ray.wait(running, num_returns=1)
+        return [ray.get(ready[0])], rest
+
+    return _windowed(lambda values: remote.remote(study, values, origin), finished, todo, most)
 
 
 def local_workers(requested: int | None, force: bool = False) -> tuple[int, str | None]:
