@@ -527,7 +527,7 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, GivenPlan 
     q, plans = doc["question"], doc["plans"]
     if not isinstance(q, dict) or not isinstance(plans, list):
         raise UsageError(f"{origin}: question/plans: not an optimize --json answer")
-    check_plans(doc, origin)
+    checked = check_plans(doc, origin)
     try:
         question = Question.from_answer(q)
     except ValidationError as err:
@@ -574,7 +574,7 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, GivenPlan 
                     "optimize --json",
                     f"{origin}: plans[0].{field}",
                 )
-    check_against_question(doc, scenario, origin)
+    check_against_question(checked, scenario)
     return scenario, None if config is None else given_from_answer(doc, config, origin)
 
 

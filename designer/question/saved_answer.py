@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from catalog.files import MAX_DOCUMENT_BYTES, check_input
 from designer.errors import UsageError
+from models.evaluate import nodes_for
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import limits
 
@@ -72,6 +73,11 @@ class SavedPlan(BaseModel):
     cost_usd: Quantity | None = None
     mfu: Quantity | None = None
     memory_gb_per_gpu: Quantity | None = None
+
+    @property
+    def decided_gpus(self) -> int:
+        """The GPUs the plan's degrees take (num_gpus, where saved, must equal it)."""
+        return self.tp * self.pp * self.dp * self.cp
 
     @field_validator("*", mode="before")
     @classmethod
@@ -126,7 +132,6 @@ def _consistent(v: SavedPlan, where: str) -> None:
     Megatron-Core's distributed optimizer; sequence parallelism exactly when TP > 1): the
     readers re-evaluate the decisions, so an edited column would be ignored silently.
     UsageError naming ``where`` and the field, one line."""
-    gpus = v.tp * v.pp * v.dp * v.cp
     checks: list[tuple[str, Any, Any, str]] = [
         (
             "zero",
@@ -142,7 +147,7 @@ def _consistent(v: SavedPlan, where: str) -> None:
             "{saved} is not {implied}: a plan uses sequence parallelism exactly when "
             "tp > 1 (tp {tp})",
         ),
-        ("num_gpus", v.num_gpus, gpus, "{saved} is not tp x pp x dp x cp = {implied}"),
+        ("num_gpus", v.num_gpus, v.decided_gpus, "{saved} is not tp x pp x dp x cp = {implied}"),
         (
             "global_batch",
             v.global_batch,
@@ -158,17 +163,13 @@ def _consistent(v: SavedPlan, where: str) -> None:
             )
 
 
-def check_against_question(doc: dict[str, Any], scenario: Scenario, origin: str) -> None:
-    """Every plan's fields the question fixes: expert parallelism only on a model with
-    experts (build_plan ignores ep on a dense model, so an edited one would be ignored
-    silently), and the GPUs per server and the servers of the GPU's catalog server. Plans
-    whose GPU the catalog lacks are left to the reader that names it. UsageError, one
-    line."""
-    for i, p in enumerate(doc["plans"]):
-        if not isinstance(p, dict) or p.get("num_gpus") in (None, ""):
-            continue  # compare: a GPU type without a plan
-        where = f"{origin}: plans[{i}]"
-        v = saved_plan(p, where)
+def check_against_question(plans: list[tuple[str, SavedPlan]], scenario: Scenario) -> None:
+    """Every plan's fields the question fixes (``plans``: check_plans's, each with where
+    it stands): expert parallelism only on a model with experts (build_plan ignores ep on
+    a dense model, so an edited one would be ignored silently), and the GPUs per server
+    and the servers of the GPU's catalog server. Plans whose GPU the catalog lacks are
+    left to the reader that names it. UsageError, one line."""
+    for where, v in plans:
         for field in ("ep", "etp"):
             if getattr(v, field) > 1 and not scenario.spec.is_moe:
                 raise UsageError(
@@ -186,7 +187,7 @@ def check_against_question(doc: dict[str, Any], scenario: Scenario, origin: str)
                 "catalog; fix it or regenerate with optimize --json",
                 f"{where}.gpus_per_node",
             )
-        nodes = -(-(v.tp * v.pp * v.dp * v.cp) // per_node)  # rounded up
+        nodes = nodes_for(v.decided_gpus, gpu)
         if v.nodes not in (None, nodes):
             raise UsageError(
                 f"{v.nodes} is not num_gpus / gpus_per_node rounded up = {nodes} ({per_node} "
@@ -205,15 +206,19 @@ def first_error(err: ValidationError, where: str) -> str:
     return f"{where}.{loc}: {msg} (got {got}); fix it or regenerate with optimize --json"
 
 
-def check_plans(doc: dict[str, Any], origin: str) -> None:
-    """Every plan of an answer (a compare result's rows without a plan skipped)."""
+def check_plans(doc: dict[str, Any], origin: str) -> list[tuple[str, SavedPlan]]:
+    """Every plan of an answer validated (a compare result's rows without a plan skipped),
+    each with where it stands (``origin: plans[i]``)."""
     plans = doc.get("plans")
     if not isinstance(plans, list):
         raise UsageError(f"{origin}: plans: not a list; regenerate with optimize --json")
+    checked = []
     for i, p in enumerate(plans):
         if isinstance(p, dict) and p.get("num_gpus") in (None, "") and "status" in p:
             continue  # compare: a GPU type without a plan
-        saved_plan(p, f"{origin}: plans[{i}]")
+        where = f"{origin}: plans[{i}]"
+        checked.append((where, saved_plan(p, where)))
+    return checked
 
 
 # ---------------------------------------------------------------- the catalog files it used
