@@ -319,15 +319,14 @@ def cp_crosses_nics(layout: Layout, gpu: GPUSpec) -> bool:
 
 def cp_ring_bytes_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len: int) -> float:
     """Bytes each CP rank sends per micro-batch on its slowest stage: its K and V chunk
-    (bf16, this TP rank's KV heads) passed (cp-1) times forward, and K, V plus dK, dV
-    backward, 3 (cp-1) chunks a layer (Liu et al. 2023, Ring Attention; Megatron-Core
-    context parallelism, cp_comm_type p2p). Llama 3's all-gather CP moves the same
-    (cp-1)/cp of the sequence's K and V per rank (Dubey et al. 2024, section 3.3.2)."""
+    (bf16, this TP rank's KV heads, spec.kv_pass_width: MLA's up-projected heads) passed
+    (cp-1) times forward, and K, V plus dK, dV backward, 3 (cp-1) chunks a layer (Liu et
+    al. 2023, Ring Attention; Megatron-Core context parallelism, cp_comm_type p2p).
+    Llama 3's all-gather CP moves the same (cp-1)/cp of the sequence's K and V per rank
+    (Dubey et al. 2024, section 3.3.2)."""
     if layout.cp == 1:
         return 0.0
-    chunk = (
-        2.0 * 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.kv * spec.head_dim / layout.tp
-    )
+    chunk = 2.0 * (seq_len / layout.cp) * layout.micro_batch * spec.kv_pass_width / layout.tp
     layers = slowest_stage(spec, layout, seq_len).layers
     return layers * 3.0 * (layout.cp - 1) * chunk
 

@@ -248,6 +248,16 @@ class TransformerSpec(NumbersNotBools):
         """Width of the queries (and of the attention output): heads x head_dim."""
         return self.heads * self.head_dim
 
+    @property
+    def kv_pass_width(self) -> int:
+        """Width of one token's keys and values together, as attention reads them: 2 x kv
+        heads x head_dim; for MLA the up-projected heads x (qk + rope) keys and heads x v
+        values (DeepSeek-AI 2024, arXiv 2405.04434, section 2.1.2), not hidden / heads."""
+        if not self.is_mla:
+            return 2 * self.kv * self.head_dim
+        assert self.qk_head_dim and self.qk_rope_head_dim and self.v_head_dim
+        return self.heads * (self.qk_head_dim + self.qk_rope_head_dim + self.v_head_dim)
+
     def architecture(self) -> dict[str, Any]:
         """Every field that decides what the framework builds and trains, defaults resolved
         (kv heads and FFN width as numbers): what a launch must reproduce."""

@@ -641,3 +641,16 @@ def test_evaluate_refuses_a_layout_of_more_gpus_than_planned_for(capsys):
         capsys, ["evaluate", "--model", "llama2-7b", "--tp", "8", "--dp", "131072"]
     )
     assert code in (0, 1) and "1,048,576 x h100-sxm" in out
+
+
+def test_models_show_says_which_widths_mla_and_shared_experts_use(runner):
+    """DeepSeek-V3's hidden / heads (56) is not its attention width, and its shared
+    expert, given no width, is a routed expert's 2,048 wide: the text says both."""
+    lines = invoke(runner, ["models", "show", "deepseek-v3"]).output.splitlines()
+    by_key = {line.split()[0]: line for line in lines if line.strip()}
+    assert "unused: multi-latent attention" in by_key["head_dim"]
+    assert "a routed expert's: 2,048" in by_key["shared_expert_ffn_hidden"]
+    dense = invoke(runner, ["models", "show", "llama2-70b"]).output
+    assert "unused" not in dense and "routed expert" not in dense
+    starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines if line.strip()}
+    assert len(starts) == 1  # every value in one column, the longest key's included

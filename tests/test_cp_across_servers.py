@@ -12,10 +12,15 @@ import pytest
 
 from designer.question.build import build_scenario
 from helpers import run_cli
-from models import comm
+from models import comm, moe_zoo
 from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
-from models.step import cp_crosses_nics, step_coefficients
+from models.step import (
+    cp_crosses_nics,
+    cp_ring_bytes_per_microbatch,
+    slowest_stage,
+    step_coefficients,
+)
 from models.transformer import TransformerSpec
 from solvers import solve_cpsat, solve_exhaustive
 
@@ -136,3 +141,17 @@ def test_a_four_nic_h100_server_from_a_catalog_override(tmp_path):
     eight = json.loads(run_cli([*args, "--catalog", str(override)]).output)
     assert four["feasible"] and four["layout"]["nics_per_node"] == 4
     assert four["breakdown_s"]["pp_comm"] > eight["breakdown_s"]["pp_comm"]
+
+
+def test_mla_ring_passes_the_up_projected_keys_and_values(models):
+    """DeepSeek-V3's ring exchanges its 128 heads' keys (128 + 64 wide) and values (128
+    wide), not 2 x hidden / heads: per micro-batch and layer 3 (cp-1) chunks of 2 bytes x
+    the rank's tokens x 128 x 320 / TP."""
+    spec, seq = moe_zoo()["deepseek-v3"], 4096
+    lay = Layout(tp=2, cp=4, pp=1, dp=1, micro_batch=1, global_batch=8)
+    assert spec.kv_pass_width == 128 * (128 + 64 + 128)
+    chunk = 2.0 * (seq / 4) * 128 * 320 / 2
+    layers = slowest_stage(spec, lay, seq).layers
+    assert cp_ring_bytes_per_microbatch(spec, lay, seq) == pytest.approx(layers * 9 * chunk)
+    plain = models["llama3-8b"]
+    assert plain.kv_pass_width == 2 * plain.kv * plain.head_dim

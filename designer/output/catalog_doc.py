@@ -194,7 +194,22 @@ def fields_text(d: dict[str, Any], indent: int = 0, profile: bool = False) -> st
 
 
 def model_text(d: dict[str, Any]) -> str:
-    return "\n".join(f"{key:20s} {render.fmt(value)}" for key, value in d.items())
+    """``models show``: one field a line, keys aligned; a field the model does not use as
+    its name suggests says so (MLA heads are not hidden / heads wide; a shared expert
+    given no width takes a routed expert's, models.transformer.shared_expert_ffn)."""
+    notes = {}
+    if d.get("kv_lora_rank"):
+        notes["head_dim"] = "(unused: multi-latent attention heads are qk_head_dim + "
+        notes["head_dim"] += "qk_rope_head_dim wide, values v_head_dim)"
+    if d.get("shared_experts") and d.get("shared_expert_ffn_hidden") is None:
+        routed = render.fmt(d.get("expert_ffn_hidden") or d.get("ffn_hidden"))
+        notes["shared_expert_ffn_hidden"] = f"(a routed expert's: {routed})"
+    width = max(map(len, d), default=0)
+    lines = []
+    for key, value in d.items():
+        note = f" {notes[key]}" if key in notes else ""
+        lines.append(f"{key:{width}s} {render.fmt(value)}{note}")
+    return "\n".join(lines)
 
 
 def entry_text(cat, name: str) -> str:
