@@ -15,7 +15,7 @@ import pytest
 from catalog import load_catalog
 from designer.errors import Infeasible, UsageError
 from designer.launch import Launch, emit, load_megatron, parse_megatron
-from designer.launch.checkpoint import slurm_time
+from designer.launch.checkpoint import Checkpointing, slurm_time
 from designer.launch.emit import megatron_args
 from designer.launch.nemo_recipe import nemo_fields
 from designer.launch.script import command_from_script
@@ -231,8 +231,10 @@ def test_slurm_header_and_torchrun_agree_with_plan(key):
     d, hms = header["--time"].split("-")
     h, m, s = (int(x) for x in hms.split(":"))
     limit_min = int(d) * 1440 + h * 60 + m
-    # one job segment: the whole run (plus 10%) when shorter than the 24 h default
-    assert limit_min == min(24 * 60, math.ceil(ev.time_to_train_days * 1.1 * 1440 - 1e-9))
+    # one job segment: the whole run (plus 10%) and the exit margin when shorter than the
+    # 24 h default
+    total = math.ceil(ev.time_to_train_days * 1.1 * 1440 - 1e-9)
+    assert limit_min == min(24 * 60, total + 20)
     assert "--requeue" in header and header["--signal"] == "B:USR1@600"
     args = dict(re.findall(r"^\s+(--[\w-]+)(?: (\S+))?", text, re.M))
     assert args["--save"] == args["--load"] == '"$CKPT_DIR"'
@@ -254,6 +256,25 @@ def test_months_long_run_is_split_into_segments():
     segments = math.ceil(days * 1.1 * 1440 / (24 * 60 - 20))
     assert f"in about {segments:,} job segments" in text
     assert days > 100 and "--exit-duration-in-mins 1420" in text
+
+
+def test_a_short_run_is_one_segment_that_its_exit_and_signal_fit():
+    """A run of minutes: --time is the run plus 10% and Megatron-LM's 20 min exit margin,
+    so the save-and-exit comes after the run and USR1 (600 s before the limit) after the
+    start; it was --time 5 min, USR1 due before the start, exit after 1 min."""
+    sc = build_scenario(model="llama2-7b", tokens=2e8, gpus=("h100-sxm",), max_gpus=64)
+    shape = Shape("h100-sxm", 1, 1, 1, 1, 1, "selective", "bf16")
+    plan = build_plan(sc, Config(shape, "cx7-400g", 8, 64, 8))
+    ev = plan.evaluation
+    job = Launch.from_plan(sc, plan)
+    ckpt = Checkpointing.for_job(job)
+    total = math.ceil(ev.time_to_train_days * 1.1 * 1440 - 1e-9)
+    assert total < 60
+    assert ckpt.segment_minutes == total + 20 and ckpt.exit_minutes == total
+    assert ckpt.segments == 1 and ckpt.signal_lead_s < ckpt.segment_minutes * 60
+    text = emit(job, "slurm")
+    assert f"--exit-duration-in-mins {total} " in text
+    assert "in one job segment of --time" in text
 
 
 def test_single_server_plan_uses_only_its_gpus():

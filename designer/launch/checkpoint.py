@@ -35,9 +35,12 @@ class Checkpointing:
     def for_job(cls, job: Launch) -> Checkpointing:
         v = vocabulary("slurm")
         total = math.ceil((job.days or 0.0) * (1 + float(v["time_margin"])) * 24 * 60 - 1e-9)
-        segment = max(1, min(int(v["segment_hours"]) * 60, total or 1))
-        margin = int(v["exit_margin_minutes"])
-        exit_minutes = max(1, segment - margin)
+        cap, margin = int(v["segment_hours"]) * 60, int(v["exit_margin_minutes"])
+        # a run that fits one segment gets its time plus the exit margin (Megatron-LM's
+        # save-and-exit must not cut it short); a longer one, or one with no predicted
+        # time, segments of the cap; either way the signal lead is inside the margin
+        segment = min(cap, max(1, total) + margin) if total else cap
+        exit_minutes = segment - margin
         step = job.step_time_s if job.step_time_s > 0 else 1.0
         minutes = job.checkpoint_minutes
         if minutes is None:

@@ -204,6 +204,11 @@ def sbatch_options(job: Launch, ckpt: Checkpointing) -> list[tuple[str, str | No
     return out
 
 
+def _segments_phrase(segments: int) -> str:
+    """'one job segment' (the run with its exit margin fits one --time), else about N."""
+    return "one job segment" if segments == 1 else f"about {segments:,} job segments"
+
+
 def slurm(job: Launch) -> str:
     ckpt = Checkpointing.for_job(job)
     v = vocabulary("slurm")
@@ -219,7 +224,7 @@ def slurm(job: Launch) -> str:
     if job.days is not None:
         lines.append(
             f"# the run: {job.days:,.2f} predicted days plus {100 * float(v['time_margin']):.0f}%, "
-            f"in about {ckpt.segments:,} job segments of --time {slurm_time(ckpt.segment_minutes)} "
+            f"in {_segments_phrase(ckpt.segments)} of --time {slurm_time(ckpt.segment_minutes)} "
             f"(stated default: {v['segment_hours']} h, a common cap on a job's time)"
         )
     lines += [
