@@ -403,3 +403,22 @@ def test_a_suffixed_count_is_refused_with_the_number_it_would_mean(capsys, args,
     rather than read as either."""
     line = assert_usage_error(capsys, args, option, "write the whole number in digits")
     assert "K as 1,000" in line
+
+
+@pytest.mark.parametrize("command", ["export", "explain"])
+def test_an_evaluate_analysis_is_named_not_read_as_a_question(tmp_path, capsys, command):
+    """evaluate --json saves an analysis, not a question: passing it on says so (it was
+    read as a question file and blamed `evidence` with the whole evidence record)."""
+    args = ["evaluate", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tp", "1", "--pp", "1",
+            "--dp", "8", "--global-batch", "64", "--tokens", "1B", "--json"]  # fmt: skip
+    code, out, _ = run_main(capsys, args)
+    assert code == 0
+    path = tmp_path / "analysis.json"
+    path.write_text(out)
+    code, out, err = run_main(capsys, [command, str(path)])
+    assert code == 2 and out == ""
+    assert err.strip().endswith(
+        "analysis.json: a `designer evaluate --json` analysis, which holds no question or "
+        "plan to re-solve; pass a question file or a saved optimize/compare --json answer"
+    )
+    assert len(err.strip().splitlines()) == 1

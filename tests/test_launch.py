@@ -455,6 +455,27 @@ def test_torchtitan_refuses_what_0_3_0_cannot_express():
         emit(Launch.from_plan(big, bf16), "torchtitan")
 
 
+def test_torchtitan_refuses_a_model_that_only_shares_a_config_name():
+    """torchtitan 0.3.0's llama3_8b builds the zoo's 32-layer, 4,096-wide model: a plan of a
+    custom 16-layer model named llama3-8b must not launch it (it did, with a comment
+    saying it builds 16 layers)."""
+    small = zoo()["llama3-8b"].model_copy(update={"layers": 16, "hidden": 2048})
+    scenario = build_scenario(
+        model=small, tokens=1e11, seq_len=8192, gpus=("h100-sxm",), max_gpus=64
+    )
+    plan = build_plan(
+        scenario, Config(Shape("h100-sxm", 1, 1, 1, 1, 1, "selective", "bf16"), "cx7-400g", 8, 8, 8)
+    )
+    with pytest.raises(Infeasible, match=r"llama3_8b builds the zoo's llama3-8b") as err:
+        emit(Launch.from_plan(scenario, plan), "torchtitan")
+    assert "layers 16 (builds 32), hidden 2048 (builds 4096)" in str(err.value)
+    same = build_scenario(
+        model="llama3-8b", tokens=1e11, seq_len=8192, gpus=("h100-sxm",), max_gpus=64
+    )
+    ok = build_plan(same, Config(plan.config.shape, "cx7-400g", 8, 8, 8))
+    assert "--config llama3_8b" in emit(Launch.from_plan(same, ok), "torchtitan")
+
+
 # --- import: Megatron's defaults, scripts, errors --------------------------------------------
 
 SMALL = (
@@ -839,3 +860,21 @@ def test_emitted_megatron_launch_sets_the_gradient_precision_the_plan_counts(tmp
     _, out, _ = run_main(capsys, ["evaluate", "--from-megatron", str(fp32), "--json"])
     without = json.loads(out)["memory_gb"]
     assert without["gradients"] == pytest.approx(2 * with_flag["gradients"])
+
+
+def test_a_tp_group_that_would_straddle_two_servers_is_refused():
+    """12 GPUs on two servers start 6 processes each: TP 4 would put ranks 4-7 on both,
+    while the plan times TP inside a server (a hand-edited plan launched it)."""
+    scenario = build_scenario(
+        model="llama2-7b", tokens=1e10, seq_len=4096, gpus=("h100-sxm",), max_gpus=64
+    )
+    plan = build_plan(
+        scenario, Config(Shape("h100-sxm", 4, 1, 1, 1, 1, "selective", "bf16"), "cx7-400g", 8, 3, 8)
+    )
+    assert plan.evaluation.nodes == 2 and plan.evaluation.layout.num_gpus == 12
+    with pytest.raises(Infeasible, match="a TP group of 4 ranks would span two servers"):
+        Launch.from_plan(scenario, plan)
+    fits = build_plan(
+        scenario, Config(Shape("h100-sxm", 2, 1, 1, 1, 1, "selective", "bf16"), "cx7-400g", 8, 6, 8)
+    )
+    assert Launch.from_plan(scenario, fits).procs_per_node == 6  # TP 2 groups stay inside

@@ -20,6 +20,21 @@ if TYPE_CHECKING:
     from solvers import Plan, Scenario
 
 
+def _groups_inside_servers_or_refuse(lay: Layout, procs: int, nodes: int, per_server: int) -> None:
+    """Ranks go TP fastest, then CP (Megatron-LM's order), procs to a server: a TP group (a
+    TP x CP group the plan timed inside a server) must not straddle two servers, or the
+    launch runs what the plan did not time (a hand-edited plan of 12 GPUs on two 6-GPU
+    halves at TP 4 put ranks 4-7 on both)."""
+    group = lay.tp * lay.cp if lay.tp * lay.cp <= per_server else lay.tp
+    if nodes > 1 and procs % group:
+        name = "TP x CP" if group != lay.tp else "TP"
+        raise Infeasible(
+            f"the launch starts {procs} processes on each of {nodes:,} servers, so a {name} "
+            f"group of {group} ranks would span two servers where the plan times it inside "
+            f"one; use a plan whose GPUs per server are a multiple of {group}"
+        )
+
+
 @dataclass(frozen=True)
 class Launch:
     spec: TransformerSpec
@@ -61,6 +76,7 @@ class Launch:
                 f"torchrun and Slurm start the same number of processes on every server; re-run "
                 f"optimize with --max-gpus {n // per_server * per_server:,} (a multiple of {per_server})"
             )
+        _groups_inside_servers_or_refuse(lay, procs, ev.nodes, per_server)
         days = ev.time_to_train_days
         # the tokens the plan's days train: past the critical batch, more than asked
         # (models/batch_tokens.py), so the launch runs the steps the plan was timed for

@@ -21,6 +21,7 @@ from designer.launch.pipeline_layout import chunks_or_refuse, needs_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.vocab import checked_against, checked_release, releases, vocabulary
+from models.zoo import zoo
 
 
 def compact_split(job: Launch) -> bool:
@@ -43,6 +44,7 @@ def torchtitan_model(job: Launch) -> dict[str, object]:
             f"{release} has no config for {job.spec.name} (it sets model shapes in code and has "
             f"configs for {', '.join(sorted(doc['configs']))} only): use --emit megatron"
         )
+    _same_shape_or_refuse(job, release, str(entry["config"]))
     fp8 = job.layout.precision == "fp8"
     if fp8 != entry["fp8"]:
         has = "trains in FP8 (its Float8 converter)" if entry["fp8"] else "has no FP8 converter"
@@ -52,6 +54,22 @@ def torchtitan_model(job: Launch) -> dict[str, object]:
             "use --emit megatron or the other precision"
         )
     return entry
+
+
+def _same_shape_or_refuse(job: Launch, release: str, config: str) -> None:
+    """A config function builds the zoo model of its name, whatever the plan's model file
+    says: a model that only shares the name (a custom YAML called llama3-8b, or named by
+    its file) is refused, naming the fields that differ."""
+    built = zoo()[job.spec.name].architecture()
+    planned = job.spec.architecture()
+    differ = [k for k in built if built[k] != planned.get(k)]
+    if differ:
+        shown = ", ".join(f"{k} {planned.get(k)} (builds {built[k]})" for k in differ[:4])
+        more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+        raise Infeasible(
+            f"{release}'s {config} builds the zoo's {job.spec.name}, not this plan's model of "
+            f"that name: {shown}{more}; use --emit megatron, which writes every shape field"
+        )
 
 
 def torchtitan_sections(job: Launch) -> dict[str, dict[str, object]]:

@@ -478,6 +478,10 @@ def _read_document(path: Path, expected: str = "a question file or optimize --js
     return doc
 
 
+# fields every `designer evaluate --json` analysis has and no question or answer file does
+EVALUATE_KEYS = frozenset({"layout", "step_time_s", "breakdown_s", "memory_gb"})
+
+
 def load_question_file(path: Path) -> tuple[Scenario, GivenPlan | None]:
     """A question file, or a saved optimize --json answer (its question and first plan,
     with the term it rents under and what its solve proved)."""
@@ -485,6 +489,12 @@ def load_question_file(path: Path) -> tuple[Scenario, GivenPlan | None]:
     origin = str(path)
     if ("question" in doc and "plans" in doc) or isinstance(doc.get("plans"), list):
         return _from_answer(doc, origin)  # a plans list without its question: named there
+    if EVALUATE_KEYS <= doc.keys():  # read as a question, it blamed the analysis' evidence
+        raise UsageError(
+            "a `designer evaluate --json` analysis, which holds no question or plan to "
+            "re-solve; pass a question file or a saved optimize/compare --json answer",
+            origin,
+        )
     if "question" in doc:  # an answer's shape (a question file has no such field)
         raise UsageError(
             "missing: a saved optimize --json answer holds its plans there; regenerate it",
