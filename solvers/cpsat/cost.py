@@ -120,6 +120,10 @@ def _capex_hi(ctx: BuildContext) -> int:
     )
 
 
+# steps of a watt in which the TCO model's power per GPU is rounded up
+WATT_STEPS = 1024
+
+
 def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
     """TCO in 1/TCO_UNITS_PER_CENT cents: capex (or its lifetime share) + energy (models/cost.py).
 
@@ -145,16 +149,27 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
         return ceil_div(md, name, amount, amount_hi, ctx.num_gpus, low=lo)
 
     if r.sigma is None:  # no lifetime: capex + energy
-        p_hi = hi(cluster.it_power_w)
+        # power per GPU in 1/WATT_STEPS W: rounded up to a whole watt, a plan's energy was up
+        # to 1/1,400 too high (Llama 3 405B on 112 H100 over 1,294 days: $146, so a budget
+        # the reference solver met was refused)
+        lo_steps = WATT_STEPS * p_lo
+        p_hi = WATT_STEPS * hi(cluster.it_power_w)
         if cap is not None:
             md.add(ctx.capex_expr <= down(cap))  # capex alone is within the cost
             if eps > 0:
-                p_hi = min(p_hi, down(cap / (eps * t_lo)))
+                p_hi = min(p_hi, down(WATT_STEPS * cap / (eps * t_lo)))
         md.add(gpu_time.var <= t_hi)
-        watts = per_gpu_of("power_per_gpu_w", cluster.it_power_w, hi(cluster.it_power_w), p_lo)
-        md.add(watts <= max(p_lo, p_hi))
+        power = WATT_STEPS * cluster.it_power_w
+        steps = per_gpu_of("power_per_gpu", power, WATT_STEPS * hi(cluster.it_power_w), lo_steps)
+        md.add(steps <= max(lo_steps, p_hi))
         energy = product_cents(
-            md, "energy", watts, (p_lo, p_hi), gpu_time.var, (t_lo, t_hi), eps * per_cent
+            md,
+            "energy",
+            steps,
+            (lo_steps, p_hi),
+            gpu_time.var,
+            (t_lo, t_hi),
+            eps * per_cent / WATT_STEPS,
         )
         return per_cent * ctx.capex_expr + energy
     capex_hi = _capex_hi(ctx)
