@@ -3,7 +3,10 @@
 Bisection on the candidate GPU's price (purchase price under capex pricing, hourly
 price under cloud pricing): the best plan on it can only improve as its price falls,
 so the largest price at which it is at least as good as the best plan on the rival is
-found to ``rel`` precision (README "designer breakeven").
+found to ``rel`` precision (README "designer breakeven"). "At least as good" is optimize's
+tie rule (solvers/tie_rule.py): a plan as fast as the rival's wins only when it is no
+dearer (as cheap as the rival's, by a deadline: no slower), as optimize with both GPU types
+would pick it. Without a rival plan, the price is where the candidate stops answering.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from designer.errors import Infeasible, UsageError
 from designer.pricing import gpu_price, with_prices
 from designer.question.build import scenario_from_options
 from solvers import Scenario, SolveResult, solve_cpsat
+from solvers.tie_rule import ranks_first
 
 
 def _priced(scenario: Scenario, gpu: str, price: float) -> Scenario:
@@ -35,6 +39,8 @@ class Breakeven:
     rival: SolveResult
     at_price: SolveResult | None  # the candidate's best plan at the break-even price
     searched: tuple[float, float]
+    # when it never wins: its best plan at the bottom of the searched range (None: not run)
+    lowest: SolveResult | None = None
 
 
 def breakeven(
@@ -46,10 +52,10 @@ def breakeven(
     def solve_at(price: float) -> SolveResult:
         return solve_cpsat(_priced(scenario, gpu, price), time_limit_s=time_limit_s)
 
-    def wins(res: SolveResult) -> bool:
+    def wins(res: SolveResult) -> bool:  # optimize's pick between the two, ties included
         if res.best is None:
             return False
-        return rival.best is None or res.best.objective <= rival.best.objective
+        return rival.best is None or ranks_first(res.best, rival.best, scenario.objective)
 
     at_base = solve_at(base)
     lo, hi = base / 1000.0, base * 1000.0
@@ -66,7 +72,7 @@ def breakeven(
                     f"neither {gpu} (even at 1/1000 of its price) nor {against} has a plan "
                     "for this question; relax it (designer optimize explains the conflict)"
                 )
-            return Breakeven(gpu, against, base, None, False, rival, None, (lo, hi))
+            return Breakeven(gpu, against, base, None, False, rival, None, (lo, hi), bottom)
         good, good_res, bad = lo, bottom, base
     while bad - good > rel * good:
         mid = (good + bad) / 2

@@ -39,6 +39,7 @@ from designer.options import (
 from designer.output import catalog_doc as render_catalog
 from designer.output import formats as report
 from designer.output.breakeven_doc import breakeven_csv, breakeven_dict, breakeven_text
+from designer.output.compare_doc import compare_csv, compare_dict, compare_text
 from designer.output.files import check_command_paths
 from designer.output.plots import compare_plot, study_plot
 from designer.question.build import load_question_file, scenario_from_options
@@ -346,22 +347,21 @@ def compare_cmd(
 ) -> None:
     """The same question once per GPU type: the best plan on each (--top K: the K best), best first."""
     # lazy: designer.compare loads OR-Tools and numpy; commands that never solve do not
-    from designer.compare import compare, compare_conflict  # OR-Tools: on use
+    from designer.compare import compare, compare_conflict, left_out  # OR-Tools: on use
 
     scenario = scenario_from_options(question)
     rows = compare(scenario, explain=explain, time_limit_s=time_limit, top_k=top_k, solver=solver)
     conflict = compare_conflict(scenario, rows, time_limit) if explain else None
-    write_file(csv_file, report.compare_csv(rows, scenario))
-    if plot_file is not None:
-        compare_plot(rows, plot_file, scenario)
+    beyond = left_out(question, scenario)  # the GPU types the evidence rule kept out
+    write_file(csv_file, compare_csv(rows, scenario))
+    drawn = plot_file is None or compare_plot(rows, plot_file, scenario)
     if as_json:
-        emit_json(report.compare_dict(scenario, rows, conflict))
+        emit_json(compare_dict(scenario, rows, conflict, beyond))
     else:
-        click.echo(report.compare_table(rows, scenario))
-        if conflict is not None:
-            click.echo(report.paragraph(scenario, rows[0].result, None, conflict))
-    if not any(r.result.best for r in rows):
-        # proved for every type, or the first type whose solve ran out of time
+        click.echo(compare_text(scenario, rows, conflict, beyond))
+    if not drawn:  # the answer says why; the plot's line says only that there is none
+        click.echo("designer: --plot: no GPU type has a plan to draw; nothing drawn", err=True)
+    if not any(r.result.best for r in rows):  # proved for each, or the first out of time
         first = next((r.result for r in rows if r.result.status != "infeasible"), rows[0].result)
         raise no_plan(first, conflict, "no GPU type answers the question")
 

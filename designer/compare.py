@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
+from designer.question.build import scenario_from_options
 from solvers import Scenario, SolveResult, solve
 from solvers.explain import Binding, Conflict, binding_constraints, explain_infeasible
+from solvers.result import objective_fields
+from solvers.tie_rule import tie_key
 
 
 @dataclass
@@ -25,8 +29,15 @@ class CompareRow:
 
     @property
     def sort_key(self) -> tuple:
+        """The rows with a plan first, by optimize's tie rule (solvers/tie_rule.py: the
+        objective, then the other one, then fewer GPUs), then by name: the first row is
+        the plan optimize picks among these GPU types."""
         best = self.result.best
-        return (best is None, best.objective if best else 0.0, self.gpu)
+        if best is None:
+            return (True, (), self.gpu)
+        time_name, _ = objective_fields("time")
+        objective = "time" if self.result.objective_name == time_name else "cost"
+        return (False, tie_key(best, objective), self.gpu)
 
 
 def compare(
@@ -76,3 +87,23 @@ def compare_conflict(
     if not rows or any(r.result.status != "infeasible" for r in rows):
         return None
     return explain_infeasible(scenario, time_limit_s=time_limit_s)
+
+
+def left_out(question: dict[str, Any], scenario: Scenario) -> dict[str, Any] | None:
+    """The GPU types a whole-catalog question (no --gpu) left out for want of evidence at
+    its --evidence level, and those --evidence thin would add (JSON ``left_out``: {evidence,
+    gpus, thin}); None when GPUs were named, --evidence any searched every type, or the
+    rule left none out. ``question``: the command line's question options."""
+    if question.get("gpus") or scenario.evidence == "any":
+        return None
+    searched = set(scenario.gpus)
+
+    def added(level: str) -> list[str]:
+        wider = scenario_from_options({**question, "evidence": level})
+        return [g for g in wider.gpus if g not in searched]
+
+    gpus = added("any")
+    if not gpus:
+        return None
+    thin = added("thin") if scenario.evidence == "measured" else []
+    return {"evidence": scenario.evidence, "gpus": gpus, "thin": thin}

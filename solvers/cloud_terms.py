@@ -27,6 +27,7 @@ from typing import Any
 from catalog.cloud import CloudTerm, cloud_offers, shipped_on_demand_usd_per_gpu_hour
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
+from solvers.tie_rule import plan_order
 
 
 def applies(scenario: Scenario) -> bool:
@@ -107,17 +108,19 @@ def block_price_scale(scenario: Scenario, gpu: str) -> float:
 
 
 def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
-    """The question at ``term``'s price, each GPU type capped by its block and, under a
-    budget, by the GPUs whose minimum term the budget pays."""
+    """The question at ``term``'s price, each GPU type capped by its block and, under an
+    enforced budget, by the GPUs whose minimum term the budget pays."""
     cat = scenario.catalog
     gpus = dict(cat.gpus)
     caps = dict(scenario.gpu_caps)
+    # a budget switched off (--ignore budget, an explanation's relaxation) caps nothing
+    budget = None if "budget" in scenario.disabled else scenario.budget_usd
     for name in scenario.gpus:
         rate = term_rate(scenario, name, term)
         gpus[name] = gpus[name].model_copy(update={"cloud_usd_per_gpu_hour": rate})
         cap = block_gpus(scenario, name)
-        if scenario.budget_usd is not None and term.min_days > 0:
-            cap = min(cap, math.floor(scenario.budget_usd / (rate * 24.0 * term.min_days)))
+        if budget is not None and term.min_days > 0:
+            cap = min(cap, math.floor(budget / (rate * 24.0 * term.min_days)))
         caps[name] = min(caps.get(name, cap), cap)
     return scenario.with_changes(
         catalog=dataclasses.replace(cat, gpus=gpus),
@@ -185,6 +188,20 @@ def _fastest_at_its_cost(
     return dataclasses.replace(res, plans=[plan, *rest], status="optimal" if proved else "feasible")
 
 
+def _within_the_cheapest(scenario: Scenario, plans: list[Any], top_k: int) -> Scenario:
+    """Under the cost objective, a term solved after another need only look at plans no
+    dearer than the cheapest found so far (ties kept: 1e-6 above it): that bound, a budget,
+    caps its GPUs by its minimum and its GPU-time, so a three-year term with no deadline
+    or budget to bound it (the explanation's budget fix asks that) is solved in a second,
+    not 36. Not for the top K > 1 plans, which may be dearer."""
+    if scenario.objective != "cost" or top_k != 1 or not plans:
+        return scenario
+    cheapest = min(p.cost_usd for p in plans) * (1 + 1e-6)
+    user = None if "budget" in scenario.disabled else scenario.budget_usd
+    budget = cheapest if user is None else min(user, cheapest)
+    return scenario.with_changes(budget_usd=budget, disabled=scenario.disabled - {"budget"})
+
+
 def solve_by_term(
     solve: Callable[..., SolveResult], scenario: Scenario, top_k: int = 1, **kwargs: Any
 ) -> SolveResult:
@@ -193,12 +210,11 @@ def solve_by_term(
     results: list[SolveResult] = []
     plans: list[Any] = []
     for term in terms(scenario):
-        fixed = term_scenario(scenario, term)
+        fixed = term_scenario(_within_the_cheapest(scenario, plans, top_k), term)
         res = _fastest_at_its_cost(solve, fixed, solve(fixed, top_k=top_k, **kwargs), kwargs)
         results.append(res)
         plans.extend(_with_term(p, term) for p in res.plans)
-    time_first = scenario.objective == "time"
-    plans.sort(key=lambda p: (p.objective, p.cost_usd if time_first else _days(p), p.num_gpus))
+    plans.sort(key=lambda p: plan_order(p, scenario.objective))  # (solvers/tie_rule.py)
     kept, shapes = [], set()
     for plan in plans:
         if plan.config.shape not in shapes:

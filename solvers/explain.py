@@ -27,6 +27,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from solvers import cloud_terms
 from solvers.cpsat.context import Bounds
 from solvers.cpsat.model import Formulation, build
 from solvers.cpsat.solve import Resolve, _solver, resolve_cpsat, solve_cpsat
@@ -297,8 +298,19 @@ def _only(scenario: Scenario, families: set[str]) -> Scenario:
 def _feasible(
     scenario: Scenario, families: set[str], cands: list[Candidate], time_limit_s: float
 ) -> bool | None:
-    """Is the question feasible with only ``families`` enforced? None if undecided in time."""
+    """Is the question feasible with only ``families`` enforced? None if undecided in time.
+    A question renting under terms is feasible when one term's is (solvers.cloud_terms:
+    each term's price, block and minimum; the plain cloud question has neither block nor
+    minimum, so it called questions feasible that no term could rent, and the reverse)."""
     s = _only(scenario, families)
+    if cloud_terms.applies(s):
+        found = []
+        for term in cloud_terms.terms(s):
+            rented = cloud_terms.term_scenario(s, term)
+            # the block's cap holds as the solve holds it (max_gpus, unless switched off)
+            held = families | (enforced(rented) - enforced(s))
+            found.append(_feasible(rented, held, cands, time_limit_s))
+        return True if True in found else None if None in found else False
     # a plan among the shapes whose memory bound is already known spares bounding the
     # rest (a dropped shape rule admits thousands of shapes never bounded before)
     quick = presolve(s, cands, cheap_only=True)

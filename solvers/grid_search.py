@@ -250,7 +250,7 @@ def best_for_candidate(
             if not ok.any():
                 continue
             objective = days if scenario.objective == "time" else cost
-            secondary = cost if scenario.objective == "time" else days
+            secondary = cost if scenario.objective == "time" else days  # (solvers/tie_rule.py)
             idx = np.flatnonzero(ok)
             order = np.lexsort((gpus[idx], secondary[idx], objective[idx]))
             i = idx[order[0]]

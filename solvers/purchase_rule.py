@@ -28,6 +28,7 @@ from dataclasses import replace
 from solvers.plan import Plan, build_plan
 from solvers.purchases import decides_purchases
 from solvers.scenario import PreparedQuestion, Scenario
+from solvers.tie_rule import plan_order
 
 PURCHASE_TOLERANCE = 1e-3  # a purchase step must save more than this share of the time
 
@@ -124,15 +125,16 @@ def purchases_that_pay(
 def settle(
     scenario: Scenario, plans: list[Plan], prepared: PreparedQuestion | None = None
 ) -> list[Plan]:
-    """Every plan with its purchases that pay (purchases_that_pay), in objective order.
-    ``prepared``: ``scenario.prepare()``, when the caller has it (once per solve)."""
+    """Every plan with its purchases that pay (purchases_that_pay), best first by optimize's
+    tie rule (solvers.tie_rule: the objective, then the other one, then fewer GPUs), so
+    both solvers' --top lists order equal plans alike. ``prepared``: ``scenario.prepare()``,
+    when the caller has it (once per solve)."""
     if not plans:
         return plans
     q = prepared if prepared is not None else scenario.prepare()
     settled = [purchases_that_pay(scenario, p, q) for p in plans]
-    if all(a is b for a, b in zip(settled, plans, strict=True)):
-        return plans
-    return sorted(settled, key=lambda p: p.objective)
+    ordered = sorted(settled, key=lambda p: plan_order(p, scenario.objective))
+    return plans if all(a is b for a, b in zip(ordered, plans, strict=True)) else ordered
 
 
 def idle_purchases(scenario: Scenario, plan: Plan) -> list[tuple[str, float]]:

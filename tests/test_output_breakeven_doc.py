@@ -103,11 +103,12 @@ def test_cloud_prices_are_per_gpu_hour():
 
 def test_a_candidate_that_never_wins():
     s, be = _breakeven("capex", None)
-    text = breakeven_text(s, be)
-    assert text == (
-        f"{GPU} does not win against {RIVAL} even at 1/1000 of its price "
+    lead, rival = breakeven_text(s, be).split("\n")
+    assert lead == (
+        f"{GPU} does not win the job against {RIVAL} even at 1/1000 of its catalog price "
         f"(${be.catalog_price / 1e3:,.1f}K per GPU)."
     )
+    assert rival.startswith(f"  {RIVAL}: 16 GPUs, ")  # the rival's plan, as JSON has it
     doc = breakeven_dict(s, be)
     assert doc["breakeven_price_usd"] is None and doc["plans"]["gpu"] is None
     assert doc["plans"]["against"]["gpu"] == RIVAL

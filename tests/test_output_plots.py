@@ -71,10 +71,12 @@ def test_compare_bars_are_days_and_millions_per_gpu_with_a_plan(figures):
     assert fig._suptitle.get_text() == "llama2-7b, 2T tokens: best plan per GPU type"
 
 
-def test_compare_without_any_plan_is_refused():
-    with pytest.raises(UsageError) as info:
-        plots.compare_plot([_row("l4", None, None)], "x.png", SCENARIO)
-    assert str(info.value) == "--plot: no GPU type has a plan to draw"
+def test_compare_without_any_plan_draws_nothing(figures):
+    """Nothing to draw is no usage error: compare still prints its answer (exit 1) and
+    notes that nothing was drawn (tests/test_compare_breakeven_ties.py)."""
+    assert plots.compare_plot([_row("l4", None, None)], "x.png", SCENARIO) is False
+    assert figures == []
+    assert plots.compare_plot(ROWS, "x.png", SCENARIO) is True
 
 
 def test_the_sweep_view_is_one_colour_per_gpu_without_the_planless_rows(figures, results):

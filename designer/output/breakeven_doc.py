@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from functools import partial
 from typing import Any
 
 from catalog.cloud import cloud_offers
@@ -52,6 +54,10 @@ def breakeven_dict(scenario, be) -> dict[str, Any]:
         "block_usd_per_gpu_hour": block_rate(scenario, be),
         "objective": {"name": be.rival.objective_name, "unit": be.rival.objective_unit},
         "plans": {"gpu": entry(be.at_price), "against": entry(be.rival)},
+        # the rival's solve ("infeasible": the price is where the candidate stops answering)
+        "against_status": be.rival.status,
+        # never winning: the candidate's best plan at 1/1000 of its price (null: none)
+        "lowest_price_plan": entry(be.lowest),
     }
 
 
@@ -61,40 +67,78 @@ def breakeven_csv(scenario, be) -> str:
     return report.plans_csv(plans, None, scenario)
 
 
-def breakeven_text(scenario, be) -> str:
-    unit = price_unit(scenario.pricing)
+_USD_STEPS = ((1e9, 1e7), (1e6, 1e4), (1e3, 100.0))  # render.usd: from, the last digit shown
+
+
+def _money_down(scenario, v: float) -> str:
+    """``_money`` rounded down at the precision shown: an "at or below" price never reads
+    above the price found ($30,373 reads "$30.3K", not "$30.4K")."""
+    if scenario.pricing == "cloud":
+        step = 0.01
+    else:  # render.usd's precision: $1.23B, $1.23M, $30.3K, $999
+        step = next((step for at, step in _USD_STEPS if v >= at), 1.0)
+    return _money(scenario, math.floor(round(v / step, 6)) * step)
+
+
+def _lead(scenario, be) -> str:
+    """The first sentence: the price and what it means (module docstring of
+    designer.breakeven: the rival may have no plan, the candidate may never win)."""
+    unit, money = price_unit(scenario.pricing), partial(_money, scenario)
+    catalog = f"catalog price ({money(be.catalog_price)} {unit})"
     if be.price is None:
+        if be.lowest is not None and be.lowest.best is None:
+            return (
+                f"{be.gpu} has no plan for this question even at 1/1000 of its {catalog}, "
+                f"so it never wins the job against {be.against}."
+            )
         return (
-            f"{be.gpu} does not win against {be.against} even at 1/1000 of its price "
-            f"({render.usd(be.catalog_price)} {unit})."
+            f"{be.gpu} does not win the job against {be.against} even at 1/1000 of its {catalog}."
         )
+    none = be.rival.best is None
+    wins = f"{be.gpu} wins the job against {be.against}"
+    if none:  # the price is where the candidate stops answering the question
+        why = "has no plan for this question"
+        if be.rival.status != "infeasible":
+            why = "found no plan within the time limit"
+        wins = f"{be.against} {why}; {be.gpu} answers it"
     if be.price >= be.searched[1]:
-        lead = (
-            f"{be.gpu} wins the job against {be.against} even at 1,000 times its price "
-            f"({_money(scenario, be.price)} {unit}; catalog {_money(scenario, be.catalog_price)}): "
-            "its price does not limit its plan."
+        return (
+            f"{wins} even at 1,000 times its price ({money(be.price)} {unit}; catalog "
+            f"{money(be.catalog_price)}): its price does not limit its plan."
         )
-    else:
-        change = 100 * (be.price / be.catalog_price - 1)
-        lead = (
-            f"{be.gpu} wins the job against {be.against} at or below "
-            f"{_money(scenario, be.price)} {unit} (catalog {_money(scenario, be.catalog_price)}, "
-            f"{change:+.1f}%)."
-        )
+    change = 100 * (be.price / be.catalog_price - 1)
+    above = f"; above it {be.gpu} has no plan either" if none else ""
+    return (
+        f"{wins} at or below {_money_down(scenario, be.price)} {unit} (catalog "
+        f"{money(be.catalog_price)}, {change:+.1f}%){above}."
+    )
+
+
+def _plan_line(scenario, label: str, res) -> str:
+    """``  label: 128 GPUs, 6.6 (6.1-6.6) days, $5.00M; evidence``, or that it has none."""
+    if res is None or res.best is None:
+        return f"  {label}: no plan ({'not run' if res is None else res.status_text})"
+    ev = res.best.evaluation
+    evid = report.plan_evidence(scenario, res.best)
+    days = report.with_range(float(ev.time_to_train_days or 0), evid["days_range"], ".1f")
+    return (
+        f"  {label}: {ev.layout.num_gpus:,} GPUs, {days} days, "
+        f"{render.usd(res.best.cost_usd)}; {evid['line']}"
+    )
+
+
+def breakeven_text(scenario, be) -> str:
+    lead = _lead(scenario, be)
     block = block_rate(scenario, be)
     if block is not None:
         lead += (
             f" On demand it rents its catalog block at the block's own price, which moves "
-            f"with it: {_money(scenario, block)} {unit} at that price."
+            f"with it: {_money(scenario, block)} {price_unit(scenario.pricing)} at that price."
         )
     lines = [lead]
-    for label, res in _sides(be):
-        if res is not None and res.best is not None:
-            ev = res.best.evaluation
-            evid = report.plan_evidence(scenario, res.best)
-            days = report.with_range(float(ev.time_to_train_days or 0), evid["days_range"], ".1f")
-            lines.append(
-                f"  {label}: {ev.layout.num_gpus:,} GPUs, {days} days, "
-                f"{render.usd(res.best.cost_usd)}; {evid['line']}"
-            )
+    if be.price is not None:
+        lines.append(_plan_line(scenario, f"{be.gpu} at that price", be.at_price))
+    elif be.lowest is not None and be.lowest.best is not None:
+        lines.append(_plan_line(scenario, f"{be.gpu} at 1/1000 of its price", be.lowest))
+    lines.append(_plan_line(scenario, be.against, be.rival))
     return "\n".join(lines)

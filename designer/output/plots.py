@@ -38,12 +38,14 @@ def _save(plt, fig, path) -> None:
         plt.close(fig)
 
 
-def compare_plot(rows, path, s: Scenario) -> None:
-    """Bars of time to train and cost per GPU type (matplotlib, PNG or SVG)."""
-    plt = _pyplot()
+def compare_plot(rows, path, s: Scenario) -> bool:
+    """Bars of time to train and cost per GPU type (matplotlib, PNG or SVG); False, with
+    nothing drawn or written, when no GPU type has a plan (the answer says why: compare
+    still prints it and exits 1, noting that nothing was drawn)."""
     ok = [r for r in rows if r.result.best is not None]
     if not ok:
-        raise UsageError("no GPU type has a plan to draw", "--plot")
+        return False
+    plt = _pyplot()
     names = [r.gpu for r in ok]
     days = [float(r.result.best.evaluation.time_to_train_days) for r in ok]
     cost = [float(r.result.best.cost_usd) / 1e6 for r in ok]
@@ -56,6 +58,7 @@ def compare_plot(rows, path, s: Scenario) -> None:
         ax.invert_yaxis()
     fig.suptitle(f"{s.spec.name}, {render.si(s.tokens)} tokens: best plan per GPU type")
     _save(plt, fig, path)
+    return True
 
 
 def _per_gpu(csv_path) -> dict[str, list[dict[str, str]]]:

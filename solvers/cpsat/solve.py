@@ -37,6 +37,7 @@ from solvers.screen.prune import (
 )
 from solvers.space import Candidate, enumerate_within
 from solvers.stop import stoppable_solver
+from solvers.tie_rule import plan_order
 
 # a time cap's relative margin (solve_cpsat's time_cap_days): far above the CP-SAT model's
 # rounding (about 1e-9), far below what an explanation calls an improvement
@@ -183,9 +184,8 @@ def _solve_cloud_cost_by_gpu(
         )
         for g in scenario.gpus
     ]
-    plans = sorted(
-        (p for r in results for p in r.plans),
-        key=lambda p: (p.objective, p.num_gpus, p.config.shape),
+    plans = sorted(  # optimize's tie rule: then the faster, then fewer GPUs
+        (p for r in results for p in r.plans), key=lambda p: plan_order(p, scenario.objective)
     )
     found = [r for r in results if r.plans]
     status = "infeasible"

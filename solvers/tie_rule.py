@@ -1,0 +1,47 @@
+"""Which plan ranks first: optimize's order of plans, ties included (one source of truth).
+
+A question minimises its objective (the time to train under a budget, the cost by a
+deadline); two plans equal on it are ordered by the other one (the cheaper of two equally
+fast plans first, the faster of two equally cheap ones), then by fewer GPUs. Past that, the
+solvers' own order makes the answer deterministic: the purchases, the shape (its GPU type
+first), the NIC and the NICs per server. The exhaustive grid search applies the same key
+to its arrays (solvers/grid_search.py best_for_candidate); the solvers' plan lists (--top
+K: solvers.purchase_rule.settle, CP-SAT's per-shape search, the merged rental terms and
+GPU types), compare's rows and breakeven's comparison of two GPU types read it here."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from solvers.decisions import Plan
+
+
+def secondary(plan: Plan, objective: str) -> float:
+    """The objective a tie on ``objective`` ("time" or "cost") is broken by: the cost of a
+    time question's plan, the days of a cost question's."""
+    if objective == "time":
+        return float(plan.cost_usd)
+    days = plan.evaluation.time_to_train_days
+    return math.inf if days is None else float(days)
+
+
+def tie_key(plan: Plan, objective: str) -> tuple[float, float, int]:
+    """The objective, then the other one, then the GPUs: the smaller key is the better
+    plan (equal keys: equally good to the question)."""
+    return (float(plan.objective), secondary(plan, objective), int(plan.num_gpus))
+
+
+def plan_order(plan: Plan, objective: str) -> tuple:
+    """``tie_key`` and then the solvers' deterministic rest (the module docstring): the
+    sort key of a list of plans, best first."""
+    cfg = plan.config
+    buys = (cfg.spares_per_100, cfg.storage_gb_per_s or 0.0)
+    return (*tie_key(plan, objective), buys, cfg.shape, cfg.nic, cfg.nics_per_node)
+
+
+def ranks_first(a: Plan, b: Plan, objective: str) -> bool:
+    """Whether ``a`` is at least as good as ``b`` under the tie rule (no worse on the
+    objective, and no worse on the other one when tied on it, then GPUs)."""
+    return tie_key(a, objective) <= tie_key(b, objective)
