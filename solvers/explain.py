@@ -372,7 +372,10 @@ def _witness(s: Scenario, pre: Presolved, tries: int = 4) -> bool:
 
 
 def infeasible_core(
-    scenario: Scenario, cands: list[Candidate], time_limit_s: float = 30.0
+    scenario: Scenario,
+    cands: list[Candidate],
+    time_limit_s: float = 30.0,
+    known: _Outcomes | None = None,
 ) -> list[str]:
     """A minimal set of families that cannot hold together (empty if the question is
     feasible, or undecided in time).
@@ -384,7 +387,7 @@ def infeasible_core(
     bench/explain_speed.py --random than the deletions it saved: its model had no bound to
     use.)"""
     active = [f for f in NAMES if f in enforced(scenario)]
-    known = _Outcomes()
+    known = known if known is not None else _Outcomes()
     first = known.check(scenario, set(active), cands, time_limit_s)
     if first is not False:
         return []
@@ -400,6 +403,7 @@ class _Outcomes:
     def __init__(self) -> None:
         self.infeasible: list[frozenset[str]] = []
         self.feasible: list[frozenset[str]] = []
+        self.undecided = False  # a test ran out of time: the core may not be minimal
 
     def known(self, fams: set[str]) -> bool | None:
         if any(fams >= bad for bad in self.infeasible):
@@ -417,6 +421,8 @@ class _Outcomes:
             found = _feasible(scenario, fams, cands, time_limit_s)
             if found is not None:
                 (self.feasible if found else self.infeasible).append(frozenset(fams))
+            else:
+                self.undecided = True
         return found
 
 
@@ -465,6 +471,7 @@ class _Search:
         self.cands = cands
         self.time_limit_s = time_limit_s
         self.active = set(enforced(scenario))
+        self.undecided = False  # a test ran out of time: a fix may be missing or not least
 
     def ok(self, s: Scenario, fams: set[str] | None = None) -> bool:
         fams = self.active if fams is None else fams
@@ -481,7 +488,9 @@ class _Search:
         return _only(s, fams)
 
     def feasible(self, s: Scenario, fams: set[str], space: list[Candidate]) -> bool | None:
-        return _feasible(s, fams, space, self.time_limit_s)
+        found = _feasible(s, fams, space, self.time_limit_s)
+        self.undecided |= found is None
+        return found
 
     def solve(self, s: Scenario, candidates: list[Candidate] | None) -> SolveResult:
         return solve_cpsat(s, time_limit_s=self.time_limit_s, candidates=candidates)
@@ -494,20 +503,32 @@ class _Search:
 
 
 def smallest_fix(
-    scenario: Scenario, family: str, cands: list[Candidate], time_limit_s: float = 30.0
+    scenario: Scenario,
+    family: str,
+    cands: list[Candidate],
+    time_limit_s: float = 30.0,
+    search: _Search | None = None,
 ) -> Fix | None:
     """The least relaxation of one family that makes the question feasible, the rest unchanged
     (each family's own search: solvers/families/)."""
-    return BY_NAME[family].smallest_fix(scenario, _Search(scenario, cands, time_limit_s))
+    search = search if search is not None else _Search(scenario, cands, time_limit_s)
+    return BY_NAME[family].smallest_fix(scenario, search)
 
 
 @dataclass(frozen=True)
 class Conflict:
     constraints: list[str]
     fixes: list[Fix]
+    # every feasibility test decided within the time limit; False: a test ran out of
+    # time, so the conflict may not be minimal and a fix may be missing or not the least
+    complete: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"constraints": self.constraints, "fixes": [f.as_dict() for f in self.fixes]}
+        return {
+            "constraints": self.constraints,
+            "fixes": [f.as_dict() for f in self.fixes],
+            "complete": self.complete,
+        }
 
 
 def explain_infeasible(
@@ -515,11 +536,9 @@ def explain_infeasible(
 ) -> Conflict:
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     # every question the explanation derives shares its shapes' bounds (bounds.shared_bounds)
+    known, search = _Outcomes(), _Search(scenario, cands, time_limit_s)
     with shared_bounds():
-        core = infeasible_core(scenario, cands, time_limit_s)
-        fixes = [
-            f
-            for f in (smallest_fix(scenario, fam, cands, time_limit_s) for fam in core)
-            if f is not None
-        ]
-    return Conflict(core, fixes)
+        core = infeasible_core(scenario, cands, time_limit_s, known)
+        found = (smallest_fix(scenario, fam, cands, time_limit_s, search) for fam in core)
+        fixes = [f for f in found if f is not None]
+    return Conflict(core, fixes, complete=not (known.undecided or search.undecided))

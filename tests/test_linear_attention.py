@@ -211,9 +211,10 @@ def test_launch_check_cannot_pick_a_linear_attention_model():
 def test_models_show_prints_total_and_active(capsys):
     code, out, _ = run_main(capsys, ["models", "show", NEXT.name])
     assert code == 0
-    assert "params               79,674,292,992" in out
-    assert "active_params_no_embedding 3,563,666,176" in out
-    assert "full_attention_every 4" in out
+    fields = dict(line.split(maxsplit=1) for line in out.splitlines() if line.strip())
+    assert fields["params"] == "79,674,292,992"
+    assert fields["active_params_no_embedding"] == "3,563,666,176"
+    assert fields["full_attention_every"] == "4"
 
 
 def test_evaluate_the_modelzoo_layout(capsys):

@@ -411,6 +411,33 @@ def _days(d: float) -> str:
     return f"{d:,.1f} days"
 
 
+def _conflict_sentence(conflict) -> str:
+    """What the explanation found, and, when one of its tests ran out of time, that the
+    conflict may not be minimal and a fix missing (--time-limit)."""
+    cut = (
+        ""
+        if getattr(conflict, "complete", True)
+        else " (The explanation ran out of time on some of its tests: the conflict may not be "
+        "minimal and a fix may be missing; raise --time-limit.)"
+    )
+    if not conflict.constraints:
+        if cut:
+            return "No plan satisfies the question." + cut
+        return "No plan satisfies the question, and no single family of constraints is to blame."
+    names = " and ".join(conflict.constraints)
+    fixes = "; or ".join(f.change for f in conflict.fixes)
+    if not fixes:
+        blame = "alone rules out" if len(conflict.constraints) == 1 else "together rule out"
+        return (
+            f"Nothing fits: {names} {blame} every plan, and no relaxation within the "
+            "explanation's search (each family's limit, e.g. 64 x the GPU memory) makes one fit."
+            + cut
+        )
+    lead = "alone rules out every plan" if len(conflict.constraints) == 1 else "cannot all hold"
+    label = "Smallest fix" if len(conflict.fixes) == 1 else "Smallest fixes"
+    return f"Nothing fits: {names} {lead}. {label}: {fixes}.{cut}"
+
+
 def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> str:
     if res.best is None:
         if conflict is None:
@@ -419,21 +446,7 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
                 if res.status == "infeasible"
                 else ("No plan was found within the time limit.")
             )
-        if not conflict.constraints:
-            return (
-                "No plan satisfies the question, and no single family of constraints is to blame."
-            )
-        names = " and ".join(conflict.constraints)
-        fixes = "; or ".join(f.change for f in conflict.fixes)
-        if not fixes:
-            blame = "alone rules out" if len(conflict.constraints) == 1 else "together rule out"
-            return (
-                f"Nothing fits: {names} {blame} every plan, and no relaxation within the "
-                "explanation's search (each family's limit, e.g. 64 x the GPU memory) makes one fit."
-            )
-        if len(conflict.constraints) == 1:
-            return f"Nothing fits: {names} alone rules out every plan. Smallest fix: {fixes}."
-        return f"Nothing fits: {names} cannot all hold. Smallest fixes: {fixes}."
+        return _conflict_sentence(conflict)
     p = res.best
     ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config
     layout = f"TP {lay.tp} x PP {lay.pp}" + (f" ({lay.vp} virtual)" if lay.vp > 1 else "")

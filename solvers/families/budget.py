@@ -6,10 +6,19 @@ renting)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from models.feasibility import TOL
-from solvers.families.base import Family, Fix, FixSearch, Grid, other_objective_fix, violation
+from solvers.families.base import (
+    Family,
+    Fix,
+    FixSearch,
+    Grid,
+    bisect,
+    other_objective_fix,
+    violation,
+)
 from solvers.intmath import down
 
 if TYPE_CHECKING:
@@ -47,14 +56,39 @@ class Budget(Family):
         return s.budget - plan.cost_usd, "USD", f"${plan.cost_usd:,.0f} of ${s.budget:,.0f}"
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
-        # the least budget is the cost optimum with the budget off
-        return other_objective_fix(
-            search,
-            self,
-            "cost",
-            lambda plan: plan.cost_usd,
-            lambda x: f"budget must be at least ${x:,.0f}",
-        )
+        # the least budget is the cost optimum with the budget off, named rounded up to the
+        # dollar it prints: the optimum's, not the nudged limit other_objective_fix verified
+        # ($4,348,184 named where the optimum, $4,348,180, holds)
+        least: list[float] = []
+
+        def cost(plan: Plan) -> float:
+            least.append(plan.cost_usd)
+            return least[-1]
+
+        fix = other_objective_fix(search, self, "cost", cost, _words)
+        if fix is None:
+            return None
+        x = least_dollars(search, fix.scenario, least[0])
+        return Fix(self.name, _words(x), fix.scenario.with_changes(budget_usd=x))
+
+
+def _words(x: float) -> str:
+    return f"budget must be at least ${x:,.0f}"
+
+
+def least_dollars(search: FixSearch, fixed: Scenario, optimum: float) -> float:
+    """The least whole-dollar budget at or above the cost ``optimum`` that holds, ``fixed``
+    being the question at the optimum nudged past the solver's rounding (other_objective_fix:
+    it holds). The nudge, 1e-6 of the cost, is dollars ($4,348,184 was named where the
+    optimum, $4,348,180, holds): the optimum rounded up is asked first, then the dollars up
+    to the nudged budget, by bisection. Rounded up, so that the figure printed holds (less
+    than the cost optimum cannot: nothing is cheaper)."""
+    top = math.ceil(fixed.budget)
+    guess = math.ceil(optimum - 1e-6)
+    if guess >= top or search.ok(fixed.with_changes(budget_usd=float(guess))):
+        return float(min(guess, top))
+    found = bisect(lambda v: search.ok(fixed.with_changes(budget_usd=float(v))), guess, top, True)
+    return float(top if found is None else found)
 
 
 FAMILY = Budget("budget", 90, "budget +10%", field="budget_usd")

@@ -45,14 +45,63 @@ class Deadline(Family):
         return s.deadline - days, "days", f"{days:,.1f} of {s.deadline:,.1f} days"
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
-        # the least deadline is the time optimum with the deadline off
-        return other_objective_fix(
-            search,
-            self,
-            "time",
-            lambda plan: _days(plan.evaluation),
-            lambda x: f"deadline must be at least {x:,.2f} days",
-        )
+        # the least deadline is near the time optimum with the deadline off: found from it
+        # to the hundredth of a day it prints (least_deadline)
+        least: list[float] = []
+
+        def days(plan: Plan) -> float:
+            least.append(_days(plan.evaluation))
+            return least[-1]
+
+        fix = other_objective_fix(search, self, "time", days, _words)
+        if fix is None:
+            return None
+        x = least_deadline(search, s, fix.scenario, least[0])
+        return Fix(self.name, _words(x), fix.scenario.with_changes(deadline_days=x))
+
+
+# the deadline fix's precision: hundredths of a day, as it prints
+PER_DAY = 100
+
+
+def _words(x: float) -> str:
+    return f"deadline must be at least {x:,.2f} days"
+
+
+def least_deadline(search: FixSearch, s: Scenario, fixed: Scenario, optimum: float) -> float:
+    """The least deadline in hundredths of a day that holds, so that the figure printed holds
+    and a hundredth less does not (rounded to the nearest, 140.42 was named for a plan of
+    140.4202 days). ``fixed`` is the question at the time ``optimum`` nudged past the
+    solver's rounding (other_objective_fix: it holds), ``s`` the question (its deadline
+    does not). The optimum rounded up is asked first, then a hundredth less: the hot spares
+    and storage a deadline buys (solvers/purchase_rule.py) can beat the time optimum,
+    which buys only what pays (237.70 days named where 237.69 held), so the search goes
+    down from there by doubling steps, then bisects."""
+
+    def holds(k: int) -> bool:
+        return search.ok(fixed.with_changes(deadline_days=k / PER_DAY))
+
+    bad = math.floor(s.deadline * PER_DAY)  # the question's deadline: nothing fits
+    top = math.ceil(fixed.deadline * PER_DAY)  # at or above the verified limit: holds
+    guess = math.ceil(optimum * PER_DAY - 1e-6)
+    if bad < guess < top:
+        if holds(guess):
+            top = guess
+        else:
+            bad = guess
+    step = 1
+    while top - step > bad:
+        if not holds(top - step):
+            bad = top - step
+            break
+        top, step = top - step, step * 2
+    while top - bad > 1:
+        mid = (top + bad) // 2
+        if holds(mid):
+            top = mid
+        else:
+            bad = mid
+    return top / PER_DAY
 
 
 FAMILY = Deadline("deadline", 100, "deadline +10%", field="deadline_days")

@@ -50,16 +50,39 @@ class MaxGpus(Family):
         return allowed - used, "GPUs", f"{used:,} of {allowed:,} {gpu} GPUs allowed"
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
-        if not s.gpu_caps and s.max_gpus is not None:  # one overall cap: the exact count
-            return count_fix(search, self.name, "max_gpus", s.max_gpus, "GPUs", GPU_CAP)
+        # the user's own overall cap first, the per-type caps as they are (a user's
+        # --gpu-cap that does not bind, a consumer card's catalog max_cluster_gpus): the
+        # exact count of --max-gpus, where scaling every cap named a percentage
+        if s.max_gpus is not None:
+            fix = count_fix(search, self.name, "max_gpus", s.max_gpus, OVERALL, GPU_CAP)
+            if fix is not None or not s.gpu_caps:
+                return fix
+        # the per-type caps bind: every cap scaled (to 1%), the percentage printed rounded up
         factor = bisect(lambda v: search.ok(s.with_gpu_caps_scaled(v)), 1.0, 2.0**20, False)
         if factor is None:
             return None
+        pct = caps_pct(s, s.with_gpu_caps_scaled(factor))
         return Fix(
             self.name,
-            f"raise the GPU caps by {100 * (factor - 1):.0f}%",
-            s.with_gpu_caps_scaled(factor),
+            f"raise the GPU caps by {pct:,}%",
+            s.with_gpu_caps_scaled(1 + pct / 100),
         )
+
+
+# what count_fix's "allow at least N ..." names: the option that sets the overall cap
+OVERALL = "GPUs (--max-gpus)"
+
+
+def caps_pct(s: Scenario, scaled: Scenario) -> int:
+    """The least whole percentage that raises every cap of ``s`` to at least its value in
+    ``scaled`` (in integers: the factor's float could name 13% where the caps it held at,
+    1,000 to 1,131, need 13.1%, and a user raising 1,000 by 13% gets 1,130)."""
+    pairs = [(s.max_gpus, scaled.max_gpus)] + list(
+        zip([c for _, c in s.gpu_caps], [c for _, c in scaled.gpu_caps], strict=True)
+    )
+    return max(
+        (-(-100 * (new - old) // old) for old, new in pairs if old is not None and new), default=0
+    )
 
 
 def _cap(s: Scenario, gpu: str) -> int | None:

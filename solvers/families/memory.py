@@ -6,6 +6,7 @@ dp_min_from_terms). Relaxed by scaling every GPU's capacity (Scenario.memory_sca
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -58,16 +59,21 @@ class Memory(EvaluatorCheck):
             space = search.with_memory_scale(scaled, pool)
             return bool(pool) and search.feasible(scaled, search.active, space) is True
 
-        x = bisect(fits, s.memory_scale, 64.0, False)
-        if x is None:
-            return None
+        # whole GB of the largest GPU (the figure printed): exact, so that the capacity
+        # named fits and one GB less does not (a float search to 1% named 155 GB where
+        # 156 was the least that fits)
         big = max(s.gpus, key=lambda g: s.catalog.gpu(g).memory_gb)
         mem = s.catalog.gpu(big).memory_gb
+        now = mem * s.memory_scale
+        gb = bisect(lambda g: fits(g / mem), math.floor(now), math.ceil(mem * 64.0), True)
+        if gb is None:
+            return None
+        more = math.ceil(100 * (gb / now - 1) - 1e-9)  # a percentage at least the GB named
         return Fix(
             self.name,
-            f"needs {100 * (x - 1):.0f}% more memory per GPU (e.g. {mem * x:,.0f} GB instead of "
-            f"{mem:,.0f} GB on {big})",
-            s.with_changes(memory_scale=x),
+            f"needs {more}% more memory per GPU (e.g. {gb:,.0f} GB instead of "
+            f"{now:,.0f} GB on {big})",
+            s.with_changes(memory_scale=gb / mem),
         )
 
 
