@@ -446,11 +446,10 @@ def sweep_cmd(
         study, str(study_file), out, resume, workers, executor, address, progress=progress
     )
     stats = sweep.summary(out) if study.uncertainty is not None else None
-    if plot_file is not None:
-        study_plot(study, out, plot_file, stats)
-    click.echo(f"{len(rows)} scenarios run, results in {out}")
-    if stats is not None:
-        click.echo(report.summary_table(stats))
+    drawn = plot_file is None or study_plot(study, out, plot_file, stats)
+    click.echo(sweep.outcome(len(rows), out, stats))
+    if not drawn:  # the rows say why; the plot's line says only that there is none
+        click.echo("designer: --plot: no scenario has a plan to draw; nothing drawn", err=True)
 
 
 @cli.command("report")

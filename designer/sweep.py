@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from catalog.names import unknown_name
-from catalog.specs import GPUSpec, NICSpec
+from catalog.specs import GPUSpec, NICSpec, NumbersNotBools
 from designer.errors import Interrupted, UsageError
 from designer.interrupts import leave_signals_to
 from designer.output import formats as report
@@ -42,7 +42,18 @@ PRICE_AXIS = "price_scale"  # GPU or NIC name -> multiplier of its catalog price
 AXIS_FIELDS = (*QUESTION_FIELDS, PRICE_AXIS)  # a sweep's axes: the question's fields
 
 
-class Uncertainty(BaseModel):
+def _plain_ends(rng: Any, where: str = "") -> Any:
+    """A [low, high] range whose ends are numbers: pydantic read ``true`` as 1 and ``"0.8"``
+    as 0.8 (NumbersNotBools sees only a field's own value, not a range's ends)."""
+    for end in rng if isinstance(rng, (list, tuple)) else ():
+        if isinstance(end, bool):
+            raise ValueError(f"{where}{str(end).lower()} is not a number; give a number")
+        if isinstance(end, str):
+            raise ValueError(f"{where}{end!r} is text, not a number; give the number unquoted")
+    return rng
+
+
+class Uncertainty(NumbersNotBools):
     """Monte-Carlo over prices: each scenario is run ``samples`` times with every listed GPU's
     price (purchase or hourly, by the question's pricing) scaled by a uniform draw."""
 
@@ -58,6 +69,19 @@ class Uncertainty(BaseModel):
         description="[low, high] multipliers of the question's interruption rates "
         "(--failure-scale; models/goodput.py)",
     )
+
+    @field_validator("price_scale", mode="before")
+    @classmethod
+    def _plain_ranges(cls, ranges: Any) -> Any:
+        if isinstance(ranges, dict):
+            for name, rng in ranges.items():
+                _plain_ends(rng, f"{name}: ")
+        return ranges
+
+    @field_validator("failure_scale", mode="before")
+    @classmethod
+    def _plain_failure_range(cls, rng: Any) -> Any:
+        return _plain_ends(rng)
 
     @field_validator("price_scale")
     @classmethod
@@ -81,7 +105,7 @@ class Uncertainty(BaseModel):
         return self
 
 
-class Study(BaseModel):
+class Study(NumbersNotBools):
     """A study file: the base question and the axes to sweep (each a non-empty list of values)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -139,11 +163,38 @@ def load_study(path: Path, yes: bool = True, limit: int | None = None) -> Study:
             msg += f" (got {first.get('input')!r})"
         raise UsageError(f"{path}: {loc}: {msg}") from err
     check_size(study, yes, limit)  # before the per-value checks, which build questions
+    _check_model_files(path, study)
     # every scenario must be a valid question: check the base and every axis value first
     for values in _cross(study):
         _check_scenario(path, study, values)
     _check_distinct(path, study)
     return study
+
+
+SPEC_SUFFIXES = frozenset({".yaml", ".yml", ".json"})  # a model given as a spec file
+
+
+def _is_spec_file(model: Any) -> TypeGuard[str]:
+    """A model given as a spec file's path (not a zoo name, not a spec written inline)."""
+    return isinstance(model, str) and Path(model).suffix.lower() in SPEC_SUFFIXES
+
+
+def _check_model_files(path: Path, study: Study) -> None:
+    """Every model spec file the study names is there, from the study's folder: one missing
+    there was read from the working folder (as a question file's still is), and the study's
+    hash, which reads the file beside the study, missed it (--resume kept stale rows).
+    Exit 2 naming the field and the path tried."""
+    given = [("axes.model", m) for m in study.axes.get("model", [])]
+    if "model" not in study.axes:  # the axis replaces the base's model
+        given.append(("base.model", study.base.model))
+    for field, model in given:
+        tried = path.parent / model if _is_spec_file(model) else None
+        if tried is not None and not tried.exists():
+            raise UsageError(
+                f"no model spec file {tried} (a study's paths are relative to its folder, "
+                f"{path.parent}); fix the path (got {model!r})",
+                f"{path}: {field}",
+            )
 
 
 _UNION_TAG = re.compile(r"^(float|int|str|bool|none|(dict|list|tuple)\[.*\])$")
@@ -175,7 +226,8 @@ def _check_scenario(path: Path, study: Study, values: dict[str, Any]) -> None:
     field and its value otherwise."""
     scales = values.get(PRICE_AXIS, {})
     if not isinstance(scales, dict) or not all(
-        isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in scales.values()
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        for v in scales.values()
     ):
         raise UsageError(
             f"each value maps GPU names to positive multipliers (got {scales!r})",
@@ -267,12 +319,23 @@ def _sig(x: float, up: bool) -> float:
     return (math.ceil(x / step - 1e-9) if up else math.floor(x / step + 1e-9)) * step
 
 
-def _axis_key(study: Study, name: str, value: Any) -> str:
+NAME_LISTS = ("gpus", "nics", "ignore")  # sets of names: order and repeats do not matter
+
+
+def _axis_key(study: Study, name: str, value: Any, base: Path = Path()) -> str:
     """An axis value as the scenario reads it (1M, 1000K and 1000000 one budget; 90d and
-    2160h one deadline; {h100-sxm: 1} and {h100-sxm: 1.0} one price multiplier), as text."""
+    2160h one deadline; {h100-sxm: 1} and {h100-sxm: 1.0} one price multiplier; [h200,
+    h100-sxm] and [h100-sxm, h200, h200] one set of GPUs; q/a.yaml and ./q/a.yaml one file
+    from ``base``, the study's folder), as text."""
     if name == PRICE_AXIS:
         return json.dumps({k: float(v) for k, v in value.items()}, sort_keys=True)
     parsed = scenario_question(study, {name: value}).model_dump()[name]
+    if name in NAME_LISTS:
+        parsed = sorted(set(parsed))
+    elif name == "catalog":  # in order: a later file overrides an earlier one
+        parsed = [str((base / c).resolve()) for c in parsed]
+    elif name == "model" and _is_spec_file(parsed):
+        parsed = str((base / parsed).resolve())
     click_type = META[name].click_type
     if isinstance(parsed, str) and hasattr(click_type, "value_of"):
         parsed = click_type.value_of(parsed)  # a suffixed number
@@ -287,7 +350,7 @@ def _check_distinct(path: Path, study: Study) -> None:
     for name, values in study.axes.items():
         seen: dict[str, Any] = {}
         for value in values:
-            key = _axis_key(study, name, value)
+            key = _axis_key(study, name, value, path.parent)
             if key in seen:
                 raise UsageError(
                     f"{seen[key]!r} and {value!r} are the same value; give each value once",
@@ -402,7 +465,10 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
     study = Study.model_validate_json(study_json)
     question = scenario_question(study, values)
     row: dict[str, Any] = {"scenario": scenario_id(values)}
-    row.update({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in values.items()})
+    for k, v in values.items():  # an axis named like a plan column under its own column
+        row[axis_column(k) if k in study.axes else k] = (
+            json.dumps(v) if isinstance(v, (list, dict)) else v
+        )
     scales = price_draws(study, values)
     for gpu, factor in values.get(PRICE_AXIS, {}).items():
         scales[gpu] = scales.get(gpu, 1.0) * float(factor)
@@ -434,10 +500,21 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
     return row
 
 
+PLAN_CSV_COLUMNS = frozenset([*report.CSV_COLUMNS, *report.EVIDENCE_COLUMNS])
+"""The columns a scenario's plan fills (its evidence's too), named as optimize's CSV has them."""
+
+
+def axis_column(name: str) -> str:
+    """An axis's CSV column: its name, or ``axes.NAME`` when a plan column has that name
+    (``precision``, ``evidence``, ``dispatcher``), so that both keep their values: the plan
+    wrote over the axis's value, under two columns of one name."""
+    return f"axes.{name}" if name in PLAN_CSV_COLUMNS else name
+
+
 def columns(study: Study) -> list[str]:
     return [
         "scenario",
-        *study.axes,
+        *(axis_column(name) for name in study.axes),
         *(["sample", "price_scales"] if study.uncertainty else []),
         *(["failure_draw"] if study.uncertainty and study.uncertainty.failure_scale else []),
         "status",
@@ -457,7 +534,7 @@ def study_files(study: Study, origin: str) -> list[Path]:
         catalogs = q.get("catalog") or []
         names += [str(c) for c in catalogs] if isinstance(catalogs, list) else []
         model = q.get("model")
-        if isinstance(model, str) and Path(model).suffix.lower() in {".yaml", ".yml", ".json"}:
+        if _is_spec_file(model):
             names.append(model)
     paths = [Path(n) if Path(n).is_absolute() else base / n for n in names]
     return list(dict.fromkeys(paths))
@@ -675,6 +752,13 @@ def print_progress(done: int, total: int, elapsed: float) -> None:
     if done == total:
         sys.stderr.write("\n")
     sys.stderr.flush()
+
+
+def outcome(n: int, csv_path: Path, stats: dict[str, dict[str, float]] | None) -> str:
+    """What a sweep prints when its rows are written: how many ran and where, then the
+    Monte-Carlo study's win shares (``summary``)."""
+    line = f"{n} scenarios run, results in {csv_path}"
+    return line if stats is None else f"{line}\n{report.summary_table(stats)}"
 
 
 def summary(csv_path: Path) -> dict[str, dict[str, float]]:

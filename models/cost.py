@@ -272,8 +272,9 @@ class Cluster:
                 )
             )
         for t, count in enumerate(fabric.switches_per_tier):
-            name = tier_name(t, fabric.tiers)
-            lines.append(BomLine(f"{name} switch {sw.name}", count, sw.price_usd, sw.price_source))
+            name = tier_name(t, fabric.tiers)  # "switch" alone in a one-tier fabric
+            label = f"switch {sw.name}" if name == "switch" else f"{name} switch {sw.name}"
+            lines.append(BomLine(label, count, sw.price_usd, sw.price_source))
         for t, count in enumerate(fabric.links_per_tier):
             lower = "server" if t == 0 else tier_name(t - 1, fabric.tiers)
             upper = tier_name(t, fabric.tiers) if fabric.tiers > 1 else "switch"

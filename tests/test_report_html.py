@@ -218,7 +218,7 @@ def test_the_question_folds_the_model_spec_away(answer_page):
 def test_the_catalog_names_each_entry_once(answer_page):
     (t,) = tables(section(answer_page, "Catalog entries used (prices, sources and dates)"))
     assert [[c[0] for c in r] for r in t["rows"]] == [
-        ["gpu", "h100-sxm", "price_usd", "20000.0"],
+        ["gpu", "h100-sxm", "price_usd", "20,000"],
         ["", "", "source", "a list price"],
     ]
 

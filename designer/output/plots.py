@@ -61,11 +61,18 @@ def compare_plot(rows, path, s: Scenario) -> bool:
     return True
 
 
+class NothingToDraw(UsageError):
+    """No scenario of a study has a plan: study_plot draws nothing and says so."""
+
+    def __init__(self) -> None:
+        super().__init__("no scenario has a plan to draw", "--plot")
+
+
 def _per_gpu(csv_path) -> dict[str, list[dict[str, str]]]:
     """A results CSV's rows with a plan, grouped by GPU type."""
     rows = plan_rows(csv_path)
     if not rows:
-        raise UsageError("no scenario has a plan to draw", "--plot")
+        raise NothingToDraw()
     return {gpu: [r for r in rows if r["gpu"] == gpu] for gpu in sorted({r["gpu"] for r in rows})}
 
 
@@ -87,7 +94,7 @@ def win_share_plot(stats: dict[str, dict[str, float]], path) -> None:
     """Bars of how often each GPU type wins a Monte-Carlo study."""
     plt = _pyplot()
     if not stats:
-        raise UsageError("no scenario has a plan to draw", "--plot")
+        raise NothingToDraw()
     fig, ax = plt.subplots(figsize=(6, 4))
     names = list(stats)
     ax.bar(names, [100 * stats[n]["win_share"] for n in names], color="#55a868")
@@ -114,12 +121,18 @@ def budget_plot(csv_path, path) -> None:
     _save(plt, fig, path)
 
 
-def study_plot(study, csv_path, path, stats=None) -> None:
+def study_plot(study, csv_path, path, stats=None) -> bool:
     """A study's picture: win shares (Monte-Carlo), time against budget (a budget axis and at
-    most one other), or cost against time."""
-    if study.uncertainty is not None:
-        win_share_plot(stats or {}, path)
-    elif "budget" in study.axes and len(study.axes) <= 2:
-        budget_plot(csv_path, path)
-    else:
-        sweep_plot(csv_path, path)
+    most one other), or cost against time. False, with nothing drawn or written, when no
+    scenario has a plan (the sweep still reports its rows and exits as it would without
+    --plot, noting that nothing was drawn, as compare does)."""
+    try:
+        if study.uncertainty is not None:
+            win_share_plot(stats or {}, path)
+        elif "budget" in study.axes and len(study.axes) <= 2:
+            budget_plot(csv_path, path)
+        else:
+            sweep_plot(csv_path, path)
+    except NothingToDraw:
+        return False
+    return True

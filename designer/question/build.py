@@ -571,21 +571,31 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, GivenPlan 
                 "pairs; regenerate with optimize --json"
             )
         scenario = scenario.with_changes(unmeasured=frozenset(tuple(x) for x in pairs))
-    config = _saved_config(plans[0], f"{origin}: plans[0]") if plans else None
-    if config is not None:  # its names in the catalog it was made with
-        cat = scenario.catalog
-        for field, name, names in (
-            ("gpu", config.shape.gpu, cat.gpus),
-            ("nic", config.nic, cat.nics),
-        ):
-            if name not in names:
-                raise UsageError(
-                    f"{unknown_name(field.upper(), name, names)}; fix it or regenerate with "
-                    "optimize --json",
-                    f"{origin}: plans[0].{field}",
-                )
     check_against_question(checked, scenario)
-    return scenario, None if config is None else given_from_answer(doc, config, origin)
+    return scenario, _first_plan(doc, scenario, origin)
+
+
+def _first_plan(doc: dict[str, Any], scenario: Scenario, origin: str) -> GivenPlan | None:
+    """The answer's first plan (a compare result's first row with one: check_plans skips
+    the rest), its names checked against the catalog it was made with; None where no row
+    has a plan (an infeasible answer, or a compare where no GPU type answers)."""
+    # lazy: designer.question.saved_answer's schema loads with a saved answer, not at start-up
+    from designer.question.saved_answer import has_plan
+
+    i = next((j for j, p in enumerate(doc["plans"]) if has_plan(p)), None)
+    if i is None:
+        return None
+    where = f"{origin}: plans[{i}]"
+    config = _saved_config(doc["plans"][i], where)
+    cat = scenario.catalog
+    for field, name, names in (("gpu", config.shape.gpu, cat.gpus), ("nic", config.nic, cat.nics)):
+        if name not in names:
+            raise UsageError(
+                f"{unknown_name(field.upper(), name, names)}; fix it or regenerate with "
+                "optimize --json",
+                f"{where}.{field}",
+            )
+    return given_from_answer({**doc, "plans": doc["plans"][i:]}, config, origin)
 
 
 def _saved_config(p: dict[str, Any], where: str, csv: bool = False) -> Config:

@@ -34,14 +34,76 @@ if TYPE_CHECKING:
 Degree = Annotated[int, Field(ge=1, le=limits.MAX_GPUS)]
 Count = Annotated[int, Field(ge=0, le=limits.MAX_GPUS)]
 Quantity = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+StrictFinite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Range = tuple[StrictFinite, StrictFinite | None]
+"""A measured range: its low end and its high end (null: unbounded)."""
 
 
-class SavedPlan(BaseModel):
-    """One plan of a saved answer: the fields the designer reads back (solvers.plan's
-    ``as_dict`` writes them)."""
+class _Saved(BaseModel):
+    """A saved object's fields, typed as JSON gives them (``_typed``); keys it does not
+    name are kept and ignored."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _typed(cls, value: Any, info: ValidationInfo) -> Any:
+        """JSON gives numbers and booleans their own types: text or a boolean where a number
+        belongs (or text where a boolean does) is refused. A results CSV's cells are all
+        text (``context={"csv": True}``): an empty cell is no value there."""
+        if info.context and info.context.get("csv"):
+            return None if value == "" else value
+        if info.field_name not in cls.model_fields:
+            return value
+        annotation = cls.model_fields[info.field_name].annotation
+        kinds = {k for k in _kinds(annotation) if isinstance(k, type)}
+        if Range in get_args(annotation) and not isinstance(value, list | None):
+            raise ValueError("not a [low, high] pair of numbers")
+        if _is_list(annotation):  # its items are typed by their own fields
+            if not isinstance(value, list | None):
+                raise ValueError("not a list; give [...]")
+            return value
+        if any(issubclass(k, BaseModel) for k in kinds) and not isinstance(value, dict | None):
+            raise ValueError("not an object; give {...}")
+        if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
+            raise ValueError(f"{str(value).lower()} is not a number; give a number")
+        if isinstance(value, str) and str not in kinds:
+            raise ValueError("text where a number or true/false belongs; give it unquoted")
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and bool in kinds and not kinds & {int, float}:
+            raise ValueError(f"{value!r} is not true or false; give true or false")
+        return value
+
+
+class SavedEvidence(_Saved):
+    """A plan's ``evidence`` object (designer.output.formats.plan_evidence): the fields the
+    report and the CSVs read."""
+
+    status: str | None = None
+    stack: str | None = None
+    line: str | None = None
+    basis: str | None = None
+    runs: Annotated[int, Field(ge=0)] | None = None
+    precision_runs: Annotated[int, Field(ge=0)] | None = None
+    multi_server_runs: Annotated[int, Field(ge=0)] | None = None
+    sources: list[Annotated[str, Field(strict=True)]] | None = None
+    mape_pct: Finite | None = None
+    worst_pct: Finite | None = None
+    error_lo_pct: Finite | None = None
+    error_hi_pct: Finite | None = None
+    step_time_s_range: Range | None = None
+    days_range: Range | None = None
+    cost_usd_range: Range | None = None
+
+
+class SavedPlan(_Saved):
+    """One plan of a saved answer: the fields the designer reads back (solvers.plan's
+    ``as_dict`` writes them, every column of solvers.columns.PLAN_COLUMNS typed here:
+    the report types a results CSV's cells by these fields)."""
+
+    rank: Annotated[int, Field(ge=1)] | None = None
     gpu: str = Field(min_length=1)
     tp: Degree
     cp: Degree
@@ -73,33 +135,21 @@ class SavedPlan(BaseModel):
     cost_usd: Quantity | None = None
     mfu: Quantity | None = None
     memory_gb_per_gpu: Quantity | None = None
+    ideal_time_days: Quantity | None = None
+    goodput: Fraction | None = None
+    failures_expected: Quantity | None = None
+    checkpoint_interval_min: Quantity | None = None
+    hot_spare_servers: Annotated[int, Field(ge=0)] | None = None
+    cloud_term: str | None = None
+    effective_tokens: Quantity | None = None
+    critical_batch_tokens: Quantity | None = None
+    dispatcher: str | None = None
+    evidence: SavedEvidence | None = None
 
     @property
     def decided_gpus(self) -> int:
         """The GPUs the plan's degrees take (num_gpus, where saved, must equal it)."""
         return self.tp * self.pp * self.dp * self.cp
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _typed(cls, value: Any, info: ValidationInfo) -> Any:
-        """JSON gives numbers and booleans their own types: text or a boolean where a number
-        belongs (or text where a boolean does) is refused. A results CSV's cells are all
-        text (``context={"csv": True}``): an empty cell is no value there."""
-        if info.context and info.context.get("csv"):
-            return None if value == "" else value
-        if info.field_name not in cls.model_fields:
-            return value
-        kinds = {
-            k for k in _kinds(cls.model_fields[info.field_name].annotation) if isinstance(k, type)
-        }
-        if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
-            raise ValueError(f"{str(value).lower()} is not a number; give a number")
-        if isinstance(value, str) and str not in kinds:
-            raise ValueError("text where a number or true/false belongs; give it unquoted")
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if number and bool in kinds and not kinds & {int, float}:
-            raise ValueError(f"{value!r} is not true or false; give true or false")
-        return value
 
 
 def _kinds(annotation: Any) -> set[Any]:
@@ -110,6 +160,121 @@ def _kinds(annotation: Any) -> set[Any]:
     if not args:
         return {annotation}
     return set().union(*(_kinds(a) for a in args)) if get_origin(annotation) else {annotation}
+
+
+def _is_list(annotation: Any) -> bool:
+    """Whether an annotation (through Optional) admits only a list."""
+    if get_origin(annotation) is list:
+        return True
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return get_origin(annotation) is not Annotated and len(args) == 1 and _is_list(args[0])
+
+
+def column_kind(column: str) -> type | None:
+    """A results CSV column's type (int, float or bool) as the schema reads it, or None for
+    text: a plan column (solvers.columns.PLAN_COLUMNS) by its SavedPlan field, an evidence
+    column (designer.output.formats.EVIDENCE_COLUMNS) by its SavedEvidence field: ``evidence``
+    its status, ``evidence_runs`` its runs, ``days_lo`` and ``days_hi`` the ends of its
+    ``days_range``. designer.report.study types a CSV's cells by it."""
+    if column in SavedPlan.model_fields:
+        annotation = SavedPlan.model_fields[column].annotation
+    else:
+        key = "status" if column == "evidence" else column.removeprefix("evidence_")
+        if column.endswith(("_lo", "_hi")) and f"{column[:-3]}_range" in SavedEvidence.model_fields:
+            key = f"{column[:-3]}_range"
+        if key not in SavedEvidence.model_fields:
+            return None
+        annotation = SavedEvidence.model_fields[key].annotation
+    kinds = _kinds(annotation)
+    return next((k for k in (bool, int, float) if k in kinds), None)
+
+
+class SavedBinding(_Saved):
+    """A binding constraint of the answer (solvers.explain's ``as_dict``)."""
+
+    constraint: str = Field(min_length=1)
+    binding: bool | None = None
+    decided: bool | None = None
+    exact: bool | None = None
+    detail: str | None = None
+    relaxation: str | None = None
+    unit: str | None = None
+    slack: Finite | None = None
+    improvement_if_relaxed: Finite | None = None
+    improvement_pct: Finite | None = None
+
+
+class SavedBomLine(_Saved):
+    item: str = Field(min_length=1)
+    quantity: Annotated[int, Field(ge=0)]
+    unit_usd: Quantity
+    extended_usd: Quantity
+    source: str | None = None
+
+
+class SavedBom(_Saved):
+    """The best plan's bill of materials (designer.output.formats.bom_dict)."""
+
+    lines: list[SavedBomLine]
+    total_usd: Quantity
+    it_kw: Quantity | None = None
+    facility_kw: Quantity | None = None
+    racks: Annotated[int, Field(ge=0)] | None = None
+    fabric_tiers: Annotated[int, Field(ge=0)] | None = None
+    switches: Annotated[int, Field(ge=0)] | None = None
+    links: Annotated[int, Field(ge=0)] | None = None
+
+
+class SavedObjective(_Saved):
+    name: str | None = None
+    value: Finite | None = None
+    unit: str | None = None
+
+
+class SavedFix(_Saved):
+    constraint: str
+    change: str
+
+
+class SavedConflict(_Saved):
+    """An infeasible question's conflict: the constraint families and their smallest fixes."""
+
+    constraints: list[Annotated[str, Field(strict=True)]]
+    fixes: list[SavedFix] = []
+
+
+class SavedAlternative(_Saved):
+    """A plan beyond the evidence rule (designer.alternatives.as_dicts)."""
+
+    gpu: str = Field(min_length=1)
+    tier: str | None = None
+    gain_pct: Finite | None = None
+    sentence: str
+    plan: SavedPlan
+
+
+class SavedAnswer(_Saved):
+    """An answer's fields besides its question and plans (validated where they are read:
+    designer.question.build and check_plans): what ``designer report`` shows of it."""
+
+    explanation: str | None = None
+    objective: SavedObjective | None = None
+    binding: list[SavedBinding] | None = None
+    bom: SavedBom | None = None
+    conflict: SavedConflict | None = None
+    alternatives: list[SavedAlternative] | None = None
+
+
+def check_answer(doc: dict[str, Any], origin: str) -> list[tuple[str, SavedPlan]]:
+    """A whole saved answer (optimize, explain or compare --json) as the report reads it:
+    its plans (check_plans) and its paragraph, objective, binding constraints, bill of
+    materials, conflict and alternatives; UsageError naming ``origin`` and the field."""
+    checked = check_plans(doc, origin)
+    try:
+        SavedAnswer.model_validate(doc)
+    except ValidationError as err:
+        raise UsageError(first_error(err, origin, sep=": ")) from err
+    return checked
 
 
 def saved_plan(p: Any, where: str, csv: bool = False) -> SavedPlan:
@@ -196,14 +361,24 @@ def check_against_question(plans: list[tuple[str, SavedPlan]], scenario: Scenari
             )
 
 
-def first_error(err: ValidationError, where: str) -> str:
-    """The first of pydantic's errors on one line: where.field: message (got value)."""
+def first_error(err: ValidationError, where: str, sep: str = ".") -> str:
+    """The first of pydantic's errors on one line: where.field: message (got value); a
+    list's item as ``field[i]``."""
     first = err.errors()[0]
-    loc = ".".join(str(x) for x in first["loc"])
+    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in first["loc"])
+    loc = loc.removeprefix(".")
     msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "model_type":  # a list's item that is no object (pydantic names the class)
+        msg = "not an object; give {...}"
     got = repr(first.get("input"))
     got = got if len(got) <= 60 else got[:57] + "..."
-    return f"{where}.{loc}: {msg} (got {got}); fix it or regenerate with optimize --json"
+    return f"{where}{sep}{loc}: {msg} (got {got}); fix it or regenerate with optimize --json"
+
+
+def has_plan(p: Any) -> bool:
+    """Whether an entry of an answer's ``plans`` holds a plan (a compare result's row for a
+    GPU type without one has its ``status`` and no ``num_gpus``)."""
+    return not (isinstance(p, dict) and p.get("num_gpus") in (None, "") and "status" in p)
 
 
 def check_plans(doc: dict[str, Any], origin: str) -> list[tuple[str, SavedPlan]]:
@@ -214,7 +389,7 @@ def check_plans(doc: dict[str, Any], origin: str) -> list[tuple[str, SavedPlan]]
         raise UsageError(f"{origin}: plans: not a list; regenerate with optimize --json")
     checked = []
     for i, p in enumerate(plans):
-        if isinstance(p, dict) and p.get("num_gpus") in (None, "") and "status" in p:
+        if not has_plan(p):
             continue  # compare: a GPU type without a plan
         where = f"{origin}: plans[{i}]"
         checked.append((where, saved_plan(p, where)))

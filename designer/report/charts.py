@@ -1,17 +1,42 @@
 """The report page's interactive charts (Plotly figures), each drawn from designer.report.data's
-structure; every point's hover text is the plan behind it (report_data.plan_label)."""
+structure; every point's hover text is the plan behind it (report_data.plan_label).
+
+Plotly draws its text (hover labels, tick labels, legend entries, titles) as a subset of
+HTML (``<a href>``, ``<b>``, ``<br>``), so every text that comes from a file (a catalog's
+GPU name, a saved answer's binding detail, a study's axis value) goes in escaped (``_t``):
+it shows as written and never as a link or markup."""
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 
 from designer.output import text as render
-from designer.report.data import ReportData
+from designer.report.data import ReportData, pareto_front
+from designer.report.tables import saving
 
 HOVER = "%{hovertext}<extra></extra>"
 PARTS_ORDER = (
     *("compute", "bubble", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "ep_comm", "optimizer"),
 )
+COLOURS = (
+    *("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"),
+    *("#bcbd22", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"),
+    *("#e6550d", "#31a354", "#756bb1", "#636363", "#9c9ede", "#cedb9c", "#e7969c", "#de9ed6"),
+)
+"""24 colours (Tableau's 10, then Vega's category20b/c darker and lighter ones)."""
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "triangle-down")
+"""Marker shapes: with the colours, 168 series before a (colour, shape) pair repeats."""
+
+
+def _t(text: Any) -> str:
+    """A text from a file, escaped for Plotly's HTML subset (shown as written)."""
+    return escape(str(text), quote=False)
+
+
+def _style(i: int) -> dict[str, Any]:
+    """The i-th series' marker: its own colour and shape (24 colours x 7 shapes)."""
+    return {"color": COLOURS[i % len(COLOURS)], "symbol": SYMBOLS[i % len(SYMBOLS)]}
 
 
 def _go():
@@ -21,10 +46,11 @@ def _go():
 
 
 def _layout(fig, title: str, x: str, y: str, **extra: Any):
+    """Titles escaped here (_t): they may name a GPU or a unit read from a file."""
     fig.update_layout(
-        title={"text": title, "x": 0.01},
-        xaxis_title=x,
-        yaxis_title=y,
+        title={"text": _t(title), "x": 0.01},
+        xaxis_title=_t(x),
+        yaxis_title=_t(y),
         template="plotly_white",
         height=380,
         margin={"l": 60, "r": 20, "t": 50, "b": 50},
@@ -45,12 +71,19 @@ def binding_chart(data: ReportData):
     what = "days saved" if unit == "days" else f"{unit} saved"
     fig = go.Figure(
         go.Bar(
-            x=[b["relaxation"] for b in rows],
+            x=[_t(b["relaxation"]) for b in rows],
             y=[b["improvement_if_relaxed"] for b in rows],
             hovertext=[
-                f"{b['constraint']}: {b['detail']}; {b['relaxation']} saves "
-                f"{b['improvement_if_relaxed']:,.3g} {unit} ({b['improvement_pct']:.1f}%)"
-                + (f"<br>plan: {data.plans[0]['label']}" if data.plans else "")
+                _t(
+                    f"{b['constraint']}: {b['detail']}; {b['relaxation']} saves "
+                    f"{saving(b['improvement_if_relaxed'], unit)}{'' if unit == 'USD' else ' ' + unit}"
+                    + (
+                        f" ({b['improvement_pct']:.1f}%)"
+                        if b.get("improvement_pct") is not None
+                        else ""
+                    )
+                )
+                + (f"<br>plan: {_t(data.plans[0]['label'])}" if data.plans else "")
                 for b in rows
             ],
             hovertemplate=HOVER,
@@ -67,27 +100,41 @@ def _by_gpu(points: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _priced(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plans with both a time to train and a cost (a hand-edited null has neither)."""
+    return [
+        p
+        for p in plans
+        if p.get("num_gpus") not in (None, "")
+        and p.get("time_to_train_days") is not None
+        and p.get("cost_usd") is not None
+    ]
+
+
 def pareto_chart(data: ReportData):
-    """Cost against time to train of every plan, one colour per GPU type, the front joined."""
+    """Cost against time to train of every plan (a study's rows, compare's GPU types, an
+    answer's top plans), one colour and shape per GPU type; for a study and compare the
+    Pareto front joined (the plans no other beats on both time and cost: the choices a
+    trade of time for money leaves)."""
     go = _go()
     if data.study is not None:
         plans = [r for r in data.study["rows"] if r.get("time_to_train_days") is not None]
         front = data.study["pareto"]
     else:
-        plans = [p for p in data.plans if p.get("num_gpus") not in (None, "")]
-        front = []
+        plans = _priced(data.plans)  # an answer's top plans answer one question: no front
+        front = pareto_front(plans) if data.kind == "compare" else []
     if len(plans) < 2:
         return None
     fig = go.Figure()
-    for gpu, pts in sorted(_by_gpu(plans).items()):
+    for i, (gpu, pts) in enumerate(sorted(_by_gpu(plans).items())):
         fig.add_trace(
             go.Scatter(
                 x=[p["time_to_train_days"] for p in pts],
                 y=[p["cost_usd"] for p in pts],
                 mode="markers",
-                name=gpu,
-                marker={"size": 10},
-                hovertext=[p["label"] for p in pts],
+                name=_t(gpu),
+                marker={"size": 10, **_style(i)},
+                hovertext=[_t(p["label"]) for p in pts],
                 hovertemplate=HOVER,
             )
         )
@@ -112,16 +159,18 @@ def budget_chart(data: ReportData):
         return None
     go = _go()
     fig = go.Figure()
-    for c in curves:
+    for i, c in enumerate(curves):
         pts = c["points"]
+        style = _style(i)
         fig.add_trace(
             go.Scatter(
                 x=[p["budget_usd"] for p in pts],
                 y=[p["days"] for p in pts],
                 mode="lines+markers",
-                name=c["name"],
-                marker={"size": 9},
-                hovertext=[f"budget ${p['budget_usd']:,.0f}<br>{p['label']}" for p in pts],
+                name=_t(c["name"]),
+                marker={"size": 9, **style},
+                line={"color": style["color"]},
+                hovertext=[f"budget ${p['budget_usd']:,.0f}<br>{_t(p['label'])}" for p in pts],
                 hovertemplate=HOVER,
             )
         )
@@ -140,10 +189,10 @@ def win_share_chart(data: ReportData):
     names = list(shares)
     fig = go.Figure(
         go.Bar(
-            x=names,
+            x=[_t(g) for g in names],
             y=[100 * shares[g]["win_share"] for g in names],
             hovertext=[
-                f"{g}: wins {int(shares[g]['wins'])} samples; days p10-p50-p90 "
+                f"{_t(g)}: wins {int(shares[g]['wins'])} samples; days p10-p50-p90 "
                 f"{shares[g]['days_p10']:,.1f}-{shares[g]['days_p50']:,.1f}-"
                 f"{shares[g]['days_p90']:,.1f}; median cost ${shares[g]['cost_p50']:,.0f}"
                 for g in names
@@ -165,17 +214,17 @@ def breakeven_chart(data: ReportData):
     go = _go()
     a, b = names[0], names[1]
     fig = go.Figure()
-    for gpu, pts in sorted(_by_gpu(points).items()):
+    for i, (gpu, pts) in enumerate(sorted(_by_gpu(points).items())):
         fig.add_trace(
             go.Scatter(
                 x=[p["scales"].get(a, 1.0) for p in pts],
                 y=[p["scales"].get(b, 1.0) for p in pts],
                 mode="markers",
-                name=f"{gpu} wins",
-                marker={"size": 10},
+                name=_t(f"{gpu} wins"),
+                marker={"size": 10, **_style(i)},
                 hovertext=[
-                    f"{a} x{p['scales'].get(a, 1.0):.3f}, {b} x{p['scales'].get(b, 1.0):.3f}"
-                    f"<br>{p['label']}"
+                    _t(f"{a} x{p['scales'].get(a, 1.0):.3f}, {b} x{p['scales'].get(b, 1.0):.3f}")
+                    + f"<br>{_t(p['label'])}"
                     for p in pts
                 ],
                 hovertemplate=HOVER,
@@ -190,7 +239,7 @@ def breakdown_chart(data: ReportData):
     if not data.breakdown:
         return None
     go = _go()
-    labels = [e["label"] for e in data.breakdown]
+    labels = [_t(e["label"]) for e in data.breakdown]
     fig = go.Figure()
     seen = {k for e in data.breakdown for k in e["parts"]}
     for part in [*PARTS_ORDER, *sorted(seen - set(PARTS_ORDER))]:
@@ -201,10 +250,10 @@ def breakdown_chart(data: ReportData):
             go.Bar(
                 y=labels,
                 x=values,
-                name=part,
+                name=_t(part),
                 orientation="h",
                 hovertext=[
-                    f"{part}: {v:,.3f} s of a {e['step_time_s']:,.3f} s step<br>{e['plan']}"
+                    f"{_t(part)}: {v:,.3f} s of a {e['step_time_s']:,.3f} s step<br>{_t(e['plan'])}"
                     for v, e in zip(values, data.breakdown, strict=True)
                 ],
                 hovertemplate=HOVER,

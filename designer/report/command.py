@@ -14,11 +14,10 @@ from designer.errors import UsageError
 from designer.output import formats as report
 from designer.output.files import atomic_path, write_atomic
 from designer.question.build import _read_document, load_question_file
-from designer.question.saved_answer import check_plans
+from designer.question.saved_answer import check_answer
 from designer.report.data import (
     ReportData,
     answer_report,
-    answer_scenario,
     breakeven_report,
     compare_report,
 )
@@ -100,8 +99,7 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
     if "plans" not in doc or "question" not in doc:
         doc = _answered(path, time_limit_s)  # a question file: answered as explain would
     else:
-        check_plans(doc, str(path))  # every plan's fields, before any is shown
-        answer_scenario(path, doc)  # and its question's (the title reads them)
+        check_answer(doc, str(path))  # every field the report shows, before any is shown
     plans = doc.get("plans")
     if isinstance(plans, list) and plans and all("status" in p for p in plans):
         return compare_report(path, doc)

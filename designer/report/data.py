@@ -57,6 +57,13 @@ class ReportData:
     study: dict[str, Any] | None = None
     breakeven: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    moe: bool = False  # a mixture-of-experts model: the layouts show EP and ETP
+    alternatives: list[dict[str, Any]] = field(default_factory=list)  # beyond the evidence rule
+
+
+def days(v: Any) -> str:
+    """Days to read, as the CLI writes them (three figures below one day; ``-`` for none)."""
+    return "-" if v is None else render.number(float(v), ".1f")
 
 
 def plan_label(p: dict[str, Any]) -> str:
@@ -67,12 +74,23 @@ def plan_label(p: dict[str, Any]) -> str:
     for degree in ("cp", "vp", "ep", "etp"):  # shown when not 1 (ep, etp: MoE plans)
         if p.get(degree) not in (None, "") and int(p[degree]) > 1:
             layout += f" {degree.upper()} {p[degree]}"
+    servers = "" if p.get("nodes") is None else f" in {int(p['nodes']):,} servers"
+    cost = p.get("cost_usd")
     return (
-        f"{int(p['num_gpus']):,} x {p['gpu']} in {int(p['nodes']):,} servers "
+        f"{int(p['num_gpus']):,} x {p['gpu']}{servers} "
         f"({p['nics_per_node']} x {p['nic']}), {layout}, micro-batch {p['micro_batch']} "
         f"x {p['grad_accum']}, {p['recompute']} recompute; "
-        f"{float(p['time_to_train_days']):,.1f} days, {render.usd(float(p['cost_usd']))}"
+        f"{days(p.get('time_to_train_days'))} days, {render.usd(cost)}"
     )
+
+
+def pareto_front(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plans no other plan beats on both time and cost, fastest first."""
+    front: list[dict[str, Any]] = []
+    for r in sorted(rows, key=lambda r: (r["time_to_train_days"], r["cost_usd"])):
+        if not front or r["cost_usd"] < front[-1]["cost_usd"]:
+            front.append(r)
+    return front
 
 
 def answer_scenario(path: Path, doc: dict[str, Any]):
@@ -101,19 +119,21 @@ def breakdown_entry(label: str, built, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_labels(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**p, "label": plan_label(p)} for p in plans]
+    """The plans with their hover label (and their rank, where a hand-made answer has none)."""
+    return [
+        {**p, "rank": p.get("rank") or i + 1, "label": plan_label(p)} for i, p in enumerate(plans)
+    ]
 
 
-def _title(question: dict[str, Any], what: str) -> str:
-    return (
-        f"{question.get('model')} on {render.si(float(question.get('tokens') or 0))} tokens: {what}"
-    )
+def _title(scenario, what: str) -> str:
+    """``llama2-70b on 2T tokens: what`` (the question as read, so ``tokens: "2T"`` too)."""
+    return f"{scenario.spec.name} on {render.si(scenario.tokens)} tokens: {what}"
 
 
-def _plans_evaluated(path: Path, doc: dict[str, Any], data: ReportData) -> list:
+def _plans_evaluated(scenario, path: Path, data: ReportData) -> list:
     """Each plan re-evaluated (None where it has none, or no longer fits); a note when the
     model now predicts another step time than the saved one."""
-    scenario = answer_scenario(path, doc)
+    data.moe = bool(scenario.spec.is_moe)
     built = []
     for i, p in enumerate(data.plans):
         b = None
@@ -121,8 +141,11 @@ def _plans_evaluated(path: Path, doc: dict[str, Any], data: ReportData) -> list:
             b = evaluated(scenario.with_changes(gpus=(p["gpu"],)), p, str(path), f"plans[{i}]")
         if b is None and p.get("num_gpus") not in (None, ""):
             data.notes.append(f"plan {p['rank']} no longer fits its question; not broken down")
-        elif b is not None and abs(float(b.evaluation.step_time_s) - float(p["step_time_s"])) > (
-            1e-6 * float(p["step_time_s"])
+        elif (
+            b is not None
+            and p.get("step_time_s") is not None
+            and abs(float(b.evaluation.step_time_s) - float(p["step_time_s"]))
+            > 1e-6 * float(p["step_time_s"])
         ):
             data.notes.append(
                 f"plan {p['rank']}: this version of the designer predicts a step of "
@@ -135,21 +158,26 @@ def _plans_evaluated(path: Path, doc: dict[str, Any], data: ReportData) -> list:
 
 
 def answer_report(path: Path, doc: dict[str, Any]) -> ReportData:
-    """An ``optimize``/``explain --json`` answer: its paragraph, plans, binding constraints
-    and bill of materials as saved; each plan re-evaluated for its step-time breakdown."""
-    question = doc["question"]
+    """An ``optimize``/``explain --json`` answer: its paragraph, plans, binding constraints,
+    bill of materials and the plans beyond the evidence rule as saved; each plan
+    re-evaluated for its step-time breakdown."""
+    scenario = answer_scenario(path, doc)
     data = ReportData(
         kind="answer",
         source=str(path),
-        title=_title(question, _goal(question)),
-        recommendation=str(doc.get("explanation") or ""),
+        title=_title(scenario, _goal(scenario)),
+        recommendation=str(doc.get("explanation") or conflict_sentence(doc.get("conflict"))),
         objective=dict(doc.get("objective") or {}),
         plans=_with_labels(doc["plans"]),
         binding=list(doc.get("binding") or []),
         bom=doc.get("bom"),
-        question=question,
+        question=doc["question"],
+        alternatives=[
+            {**a, "plan": {**a["plan"], "label": plan_label(a["plan"])}}
+            for a in doc.get("alternatives") or []
+        ],
     )
-    built = _plans_evaluated(path, doc, data)
+    built = _plans_evaluated(scenario, path, data)
     data.breakdown = [
         breakdown_entry(f"#{p['rank']} {p['gpu']}", b, p)
         for p, b in zip(data.plans, built, strict=True)
@@ -161,28 +189,46 @@ def answer_report(path: Path, doc: dict[str, Any]) -> ReportData:
     return data
 
 
-def _goal(question: dict[str, Any]) -> str:
-    if question.get("objective") == "cost":
-        return f"cheapest plan by {question.get('deadline_days'):g} days"
-    budget = question.get("budget_usd")
+def _goal(scenario) -> str:
+    if scenario.objective == "cost":
+        return f"cheapest plan by {days(scenario.deadline_days)} days"
+    budget = scenario.budget_usd
     return "fastest plan" + (f" under {render.usd(float(budget))}" if budget else "")
+
+
+def conflict_sentence(conflict: dict[str, Any] | None) -> str:
+    """An infeasible answer's conflict as designer.output.formats.paragraph words it."""
+    if not conflict:
+        return "No plan satisfies the question."
+    names = " and ".join(conflict.get("constraints") or [])
+    fixes = "; or ".join(f["change"] for f in conflict.get("fixes") or [])
+    if not names:
+        return "No plan satisfies the question, and no single family of constraints is to blame."
+    alone = len(conflict["constraints"]) == 1
+    if not fixes:
+        blame = "alone rules out" if alone else "together rule out"
+        return f"Nothing fits: {names} {blame} every plan, and no relaxation makes one fit."
+    if alone:
+        return f"Nothing fits: {names} alone rules out every plan. Smallest fix: {fixes}."
+    return f"Nothing fits: {names} cannot all hold. Smallest fixes: {fixes}."
 
 
 def compare_report(path: Path, doc: dict[str, Any]) -> ReportData:
     """A ``compare --json`` result: one plan per GPU type, best first; the best plan's
     binding constraints; each plan's bill of materials and breakdown re-evaluated."""
     question = doc["question"]
+    scenario = answer_scenario(path, doc)
     data = ReportData(
         kind="compare",
         source=str(path),
-        title=_title(question, _goal(question) + ", one GPU type at a time"),
+        title=_title(scenario, _goal(scenario) + ", one GPU type at a time"),
         recommendation="",
         objective=dict(doc.get("objective") or {}),
         plans=_with_labels(doc["plans"]),
         binding=list(doc.get("binding") or []),
         question=question,
     )
-    built = _plans_evaluated(path, doc, data)
+    built = _plans_evaluated(scenario, path, data)
     data.breakdown = [
         breakdown_entry(p["gpu"], b, p) for p, b in zip(data.plans, built, strict=True) if b
     ]
@@ -195,25 +241,27 @@ def compare_report(path: Path, doc: dict[str, Any]) -> ReportData:
         for i, (p, b) in enumerate(zip(data.plans, built, strict=True))
         if b is not None and i != first
     ]
-    data.recommendation = compare_sentence(data.plans, question)
+    data.recommendation = compare_sentence(data.plans, doc.get("conflict"))
     return data
 
 
-def compare_sentence(plans: list[dict[str, Any]], question: dict[str, Any]) -> str:
-    """compare's answer in one paragraph: the best GPU type, the runners-up, the rest."""
+def compare_sentence(plans: list[dict[str, Any]], conflict: dict[str, Any] | None = None) -> str:
+    """compare's answer in one paragraph: the best GPU type, the runners-up, the rest (none
+    answering: the conflict and its smallest fix, as the JSON holds them)."""
     ok = [p for p in plans if p.get("num_gpus") not in (None, "")]
     if not ok:
-        return "No GPU type answers the question."
+        tried = ", ".join(str(p.get("gpu")) for p in plans)
+        text = "No GPU type answers the question" + (f" ({tried} tried)." if tried else ".")
+        return text + (" " + conflict_sentence(conflict) if conflict else "")
     best = ok[0]
     text = f"Best GPU type: {best['gpu']}, {best['label']}"
     if best.get("top_binding"):
         text += f" (limited first by {best['top_binding']})"
     text += "."
-    if best.get("evidence"):
+    if (best.get("evidence") or {}).get("line"):
         text += f" Evidence ({best['evidence'].get('stack')} profile): {best['evidence']['line']}."
     others = [
-        f"{p['gpu']} {float(p['time_to_train_days']):,.1f} days for "
-        f"{render.usd(float(p['cost_usd']))}"
+        f"{p['gpu']} {days(p.get('time_to_train_days'))} days for {render.usd(p.get('cost_usd'))}"
         for p in ok[1:]
     ]
     if others:

@@ -26,13 +26,17 @@ h1{font-size:1.6em;margin:0 0 4px}h2{font-size:1.2em;margin:28px 0 8px;
 table{border-collapse:collapse;font-size:.82em;margin:6px 0;width:100%}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f2f2f2}td.n{text-align:right;white-space:nowrap}
-.wide{overflow-x:auto}.src{color:#555;font-size:.95em}.note{color:#8a5a00}.chart{margin:8px 0}
+.wide{overflow-x:auto}table.plans td{white-space:nowrap}table.plans td:last-child{white-space:normal;min-width:9em}.src{color:#555;font-size:.95em}.note{color:#8a5a00}.chart{margin:8px 0}
 """
 
 
 def _table(headers: list[str], rows: list[list[tuple[str, Any]]], cls: str = "") -> str:
     if cls == "plans":  # columns with nothing to show (no cost range, say) left out
         keep = [i for i in range(len(headers)) if any(r[i][0] not in ("-", "") for r in rows)]
+        if "cost range" in headers and "cost USD" in headers:  # capex: the cost again
+            at, cost = headers.index("cost range"), headers.index("cost USD")
+            if all(r[at][0] in (r[cost][0], "-") for r in rows) and at in keep:
+                keep.remove(at)
         headers = [headers[i] for i in keep]
         rows = [[r[i] for i in keep] for r in rows]
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
@@ -43,9 +47,10 @@ def _table(headers: list[str], rows: list[list[tuple[str, Any]]], cls: str = "")
             num = isinstance(value, (int, float)) and not isinstance(value, bool)
             cells.append(f"<td{' class=n' if num else ''}>{escape(str(text))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (
+    table = (
         f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     )
+    return f"<div class=wide>{table}</div>"  # a table wider than the page scrolls, alone
 
 
 def _section(title: str, *parts: str) -> str:
@@ -82,20 +87,45 @@ def _plans(data: ReportData) -> str:
     legend = (
         "<p class=src>evidence: measured training runs behind each GPU's profile and their mean "
         "step-time error; ranges: the measured step, days and cost those errors imply</p>"
+        if any(p.get("num_gpus") not in (None, "") for p in data.plans)
+        else ""
     )
     return _section(title, _table(tables.plan_headers(data), rows, "plans"), legend) if rows else ""
 
 
+def _alternatives(data: ReportData) -> str:
+    """The plans the evidence rule kept out that would beat the answer, each with its
+    sentence (designer.alternatives)."""
+    if not data.alternatives:
+        return ""
+    heads = ["#", "gpu", "precision", "gpus", tables.layout_head(data.moe), "days", "days range"]
+    heads += ["cost USD", "MFU"]
+    rows = [tables.alternative_row(i + 1, a, data.moe) for i, a in enumerate(data.alternatives)]
+    sentences = "".join(f"<li>{escape(str(a['sentence']))}</li>" for a in data.alternatives)
+    return _section(
+        "Beyond the evidence rule",
+        f"<p class=src>{escape(tables.ALTERNATIVES_INTRO)}</p>",
+        _table(heads, rows),
+        f"<ul class=src>{sentences}</ul>",
+    )
+
+
 def _winners(data: ReportData) -> str:
+    """Each scenario's best plan, then the scenarios without one (their status)."""
     st = data.study or {}
     wins = st.get("winners") or []
-    if not wins or st.get("win_shares"):
+    missing = st.get("unanswered") or []
+    if not (wins or missing) or st.get("win_shares"):
         return ""
     axes = [a for a in st["axes"] if a != "gpus"]
     what = "Fastest" if st["objective"] == "time" else "Cheapest"
     rows = [
-        [*((str(w.get(a)), w.get(a)) for a in axes), (w["gpu"], w["gpu"]), (w["label"], None)]
-        for w in wins[:100]
+        [
+            *((tables.axis_value(w.get(a)), w.get(a)) for a in axes),
+            (w["gpu"], w["gpu"]) if i < len(wins) else ("-", None),
+            (w["label"] if i < len(wins) else f"no plan ({', '.join(w['statuses'])})", None),
+        ]
+        for i, w in enumerate([*wins, *missing][:100])
     ]
     return _section(f"{what} plan per scenario", _table([*axes, "gpu", "plan"], rows))
 
@@ -104,7 +134,7 @@ def _binding(data: ReportData, figs: dict[str, str]) -> str:
     if not data.binding:
         return ""
     unit = data.objective.get("unit") or ""
-    rows = [tables.binding_row(b) for b in data.binding]
+    rows = [tables.binding_row(b, unit) for b in data.binding]
     return _section(
         "What limits the best plan",
         figs.get("binding", ""),
@@ -171,8 +201,9 @@ def _question(data: ReportData) -> str:
     if not data.question:
         return ""
     fields = tables.flat(data.question)
-    main = [[(k, None), (render.fmt(v), v)] for k, v in fields if not k.startswith("model_spec.")]
-    spec = [[(k, None), (render.fmt(v), v)] for k, v in fields if k.startswith("model_spec.")]
+    text = tables.value_text
+    main = [[(k, None), (text(v), v)] for k, v in fields if not k.startswith("model_spec.")]
+    spec = [[(k, None), (text(v), v)] for k, v in fields if k.startswith("model_spec.")]
     more = (
         f"<details><summary>the model's spec ({len(spec)} fields)</summary>"
         f"{_table(['field', 'value'], spec)}</details>"
@@ -194,7 +225,7 @@ def _catalog(data: ReportData) -> str:
                     (e["kind"] if first else "", None),
                     (e["name"] if first else "", None),
                     (k, None),
-                    (str(v), v),
+                    (tables.value_text(v), v),
                 ]
             )
     return _section(
@@ -217,6 +248,7 @@ def page(data: ReportData) -> str:
             f"designer {escape(designer_version())}; written {when}</p>",
             _section("Recommendation", f"<p class=rec>{escape(data.recommendation)}</p>", notes),
             _plans(data),
+            _alternatives(data),
             _winners(data),
             _binding(data, figs),
             _study_charts(data, figs),

@@ -7,7 +7,9 @@ own scenario as ``designer sweep`` built it."""
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,33 +21,54 @@ from designer.output import text as render
 from designer.output.study_csv import STUDY_COLUMN
 from designer.pricing import price_field
 from designer.question.build import build_question
+from designer.question.saved_answer import column_kind
 from designer.report.catalog import catalog_entries
-from designer.report.data import ReportData, breakdown_entry, evaluated, plan_label, read_csv
+from designer.report.data import (
+    ReportData,
+    breakdown_entry,
+    days,
+    evaluated,
+    pareto_front,
+    plan_label,
+    read_csv,
+)
+from designer.report.tables import axis_value
 
-_INTS = {"rank", "num_gpus", "nodes", "gpus_per_node", "tp", "pp", "dp", "cp", "vp"}
-_INTS |= {"micro_batch", "grad_accum", "global_batch", "zero", "nics_per_node", "evidence_runs"}
-_FLOATS = {"memory_gb_per_gpu", "step_time_s", "time_to_train_days", "cost_usd", "mfu"}
-_FLOATS |= {"evidence_mape_pct", "step_time_s_lo", "step_time_s_hi", "days_lo", "days_hi"}
-_FLOATS |= {"evidence_worst_pct", "evidence_error_lo_pct", "evidence_error_hi_pct"}
-_FLOATS |= {"cost_usd_lo", "cost_usd_hi"}
-_FLAGS = {"sequence_parallel", "embedding_in_split", "loss_in_split"}
 MAX_BREAKDOWN_PLANS = 12  # stacked bars on the page: the Pareto front's first plans
+_SWEEP_KINDS: dict[str, type] = {"sample": int}  # the sweep's own numeric column
+
+
+@functools.cache
+def kind_of(column: str) -> type | None:
+    """A results CSV column's type (int, float, bool; None: text), from the saved-answer
+    schema that types every plan and evidence column (saved_answer.column_kind)."""
+    return _SWEEP_KINDS.get(column) or column_kind(column)
+
+
+def _cell(column: str, v: str) -> Any:
+    """One cell as a Python value; ValueError naming the column where it is not one."""
+    kind = kind_of(column)
+    if kind is None:
+        return v
+    if kind is bool:
+        if v not in ("True", "False"):
+            raise ValueError(f"column {column}: {v!r} is not True or False")
+        return v == "True"
+    try:
+        number = float(v)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or (kind is int and number != int(number)):
+        raise ValueError(f"column {column}: {v!r} is not a finite {kind.__name__}")
+    return int(number) if kind is int else number
 
 
 def typed(row: dict[str, str]) -> dict[str, Any]:
-    """A CSV row with numbers and flags as Python values ("" -> None)."""
+    """A CSV row with numbers and flags as Python values ("" -> None); ValueError naming
+    the column of a cell that is not one."""
     out: dict[str, Any] = {}
     for k, v in row.items():
-        if v == "" or v is None:
-            out[k] = None
-        elif k in _INTS:
-            out[k] = int(float(v))
-        elif k in _FLOATS:
-            out[k] = float(v)
-        elif k in _FLAGS:
-            out[k] = v == "True"
-        else:
-            out[k] = v
+        out[k] = None if v == "" or v is None else _cell(k, v)
     if (
         out.get("evidence") is not None
     ):  # the plan entry's evidence object (designer.output.formats)
@@ -90,23 +113,32 @@ def _key(objective: str):
     return lambda r: (r["time_to_train_days"], r["cost_usd"])
 
 
-def pareto_front(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The plans no other plan beats on both time and cost, fastest first."""
-    front: list[dict[str, Any]] = []
-    for r in sorted(rows, key=lambda r: (r["time_to_train_days"], r["cost_usd"])):
-        if not front or r["cost_usd"] < front[-1]["cost_usd"]:
-            front.append(r)
-    return front
+def _groups(rows: list[dict[str, Any]], axes: list[str]) -> dict[tuple, list[dict[str, Any]]]:
+    """The rows by scenario: one group per setting of the axes other than the GPU types'
+    (``gpus``) and per sample, in the CSV's order."""
+    others = [a for a in axes if a != "gpus"] + (["sample"] if rows and "sample" in rows[0] else [])
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r.get(a) for a in others), []).append(r)
+    return groups
 
 
 def winners(rows: list[dict[str, Any]], axes: list[str], objective: str) -> list[dict[str, Any]]:
     """Each scenario's best plan across the GPU-type axis (``gpus``): one row per setting of
     the other axes (and sample), in the CSV's order."""
-    others = [a for a in axes if a != "gpus"] + (["sample"] if rows and "sample" in rows[0] else [])
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(tuple(r.get(a) for a in others), []).append(r)
-    return [min(g, key=_key(objective)) for g in groups.values()]
+    return [min(g, key=_key(objective)) for g in _groups(rows, axes).values()]
+
+
+def unanswered(rows: list[dict[str, Any]], axes: list[str]) -> list[dict[str, Any]]:
+    """The scenarios no GPU type has a plan for (every row of their group without one):
+    one row each (the first), with ``statuses``, its rows' statuses (infeasible, error,
+    ...)."""
+    out = []
+    for group in _groups(rows, axes).values():
+        if all(r.get("time_to_train_days") is None for r in group):
+            statuses = sorted({str(r.get("status") or "no plan") for r in group})
+            out.append({**group[0], "statuses": statuses})
+    return out
 
 
 def budget_curves(rows: list[dict[str, Any]], axes: list[str]) -> list[dict[str, Any]]:
@@ -213,6 +245,11 @@ def _rows(path: Path, raw: list[dict[str, str]]) -> list[dict[str, Any]]:
         try:
             row = typed(r)
             json.loads(row.get("price_scales") or "{}")
+            if row.get("budget") is not None:  # the budget chart's x
+                try:
+                    parse_quantity(row["budget"])
+                except ValueError as err:
+                    raise ValueError(f"column budget: {err}") from err
         except (ValueError, TypeError) as err:
             raise UsageError(
                 f"{path}: line {i} is not as designer sweep writes it ({err}); rerun the sweep",
@@ -253,6 +290,7 @@ def study_report(path: Path, study_file: Path | None) -> ReportData:
     objective = _objective(rows, study)
     front = pareto_front(plans)
     wins = winners(plans, axes, objective)
+    missing = unanswered(rows, axes)
     shares = sweep.summary(path) if "sample" in header and plans else {}
     data.study = {
         "axes": axes,
@@ -260,6 +298,7 @@ def study_report(path: Path, study_file: Path | None) -> ReportData:
         "rows": rows,
         "objective": objective,
         "winners": wins,
+        "unanswered": missing,
         "pareto": front,
         "budget_curves": budget_curves(plans, axes),
         "win_shares": shares,
@@ -273,6 +312,7 @@ def study_report(path: Path, study_file: Path | None) -> ReportData:
     featured = _featured(plans, shares, objective)
     data.plans = [{**r, "rank": i + 1} for i, r in enumerate(front)]
     data.title = _title(study, path, len(rows))
+    data.moe = any(int(r.get("ep") or 1) > 1 or int(r.get("etp") or 1) > 1 for r in plans)
     if study is not None and origin is not None:
         _with_study(data, study, origin, front, featured)
     data.recommendation = study_sentence(data, plans, featured)
@@ -292,10 +332,18 @@ def _featured(plans, shares, objective: str) -> dict[str, Any] | None:
 
 
 def _title(study, path: Path, n: int) -> str:
+    """``llama2-7b on 1T tokens: 8 scenarios over budget, gpus``; the model and the tokens
+    only where no axis sweeps them (the base question's would be none of the scenarios')."""
     if study is None:
         return f"Study {path.name}: {n:,} scenarios"
-    base = study.base
-    return f"{base.model} on {base.tokens} tokens: {n:,} scenarios over {', '.join(study.axes)}"
+    base, axes = study.base, study.axes
+    head = []
+    if "model" not in axes:
+        head.append(str(base.model))
+    if "tokens" not in axes:
+        tokens = base.tokens
+        head.append(f"{render.si(tokens) if isinstance(tokens, int | float) else tokens} tokens")
+    return f"{' on '.join(head) or 'Study'}: {n:,} scenarios over {', '.join(axes)}"
 
 
 def _with_study(data: ReportData, study, origin: Path, front, featured) -> None:
@@ -342,7 +390,7 @@ def study_sentence(data: ReportData, plans: list[dict[str, Any]], featured) -> s
     """The study's answer in one paragraph: who wins where, the Pareto front, the featured plan."""
     st = data.study or {}
     if not plans:
-        return f"No scenario of the {len(st.get('rows', [])):,} has a plan."
+        return f"No scenario of the {len(st.get('rows', [])):,} has a plan{_why(st)}."
     parts = []
     shares = st["win_shares"]
     if shares:
@@ -357,24 +405,62 @@ def study_sentence(data: ReportData, plans: list[dict[str, Any]], featured) -> s
             + "."
         )
     else:
-        counts: dict[str, int] = {}
-        for w in st["winners"]:
-            counts[w["gpu"]] = counts.get(w["gpu"], 0) + 1
-        what = "fastest" if st["objective"] == "time" else "cheapest"
-        n = len(st["winners"])
-        parts.append(
-            f"The {what} GPU type per scenario: "
-            + ", ".join(
-                f"{g} in {c:,} of {n:,}" for g, c in sorted(counts.items(), key=lambda x: -x[1])
-            )
-            + "."
-        )
+        parts.append(_winner_counts(st))
     front = st["pareto"]
-    parts.append(
-        f"The cost-time Pareto front has {len(front):,} plan(s), from "
-        f"{front[0]['time_to_train_days']:,.1f} days for {render.usd(front[0]['cost_usd'])} to "
-        f"{front[-1]['time_to_train_days']:,.1f} days for {render.usd(front[-1]['cost_usd'])}."
-    )
+    ends = [f"{days(p['time_to_train_days'])} days for {render.usd(p['cost_usd'])}" for p in front]
+    if len(front) == 1:
+        parts.append(f"The cost-time Pareto front is one plan: {ends[0]}.")
+    else:
+        parts.append(
+            f"The cost-time Pareto front has {len(front):,} plans, from {ends[0]} to {ends[-1]}."
+        )
     if featured is not None:
         parts.append(f"Featured plan: {featured['label']}.")
     return " ".join(parts)
+
+
+def _winner_counts(st: dict[str, Any]) -> str:
+    """``1 of 4 scenarios has a plan; 3 have none (infeasible: budget 50K, ...). The fastest
+    GPU type per scenario: h100-sxm in 1 of 4.``: every scenario counted, those without a
+    plan named."""
+    counts: dict[str, int] = {}
+    for w in st["winners"]:
+        counts[w["gpu"]] = counts.get(w["gpu"], 0) + 1
+    what = "fastest" if st["objective"] == "time" else "cheapest"
+    missing = st.get("unanswered") or []
+    n = len(st["winners"]) + len(missing)
+    text = ""
+    if missing:
+        has = "has" if len(st["winners"]) == 1 else "have"
+        text = (
+            f"{len(st['winners']):,} of {n:,} scenarios {has} a plan; {len(missing):,} "
+            f"{'has' if len(missing) == 1 else 'have'} none{_why(st)}. "
+        )
+    return (
+        text
+        + f"The {what} GPU type per scenario: "
+        + ", ".join(
+            f"{g} in {c:,} of {n:,}" for g, c in sorted(counts.items(), key=lambda x: -x[1])
+        )
+        + "."
+    )
+
+
+MAX_NAMED = 10
+"""The scenarios without a plan the paragraph names (the rest counted)."""
+
+
+def _why(st: dict[str, Any]) -> str:
+    """`` (infeasible: budget 50K, deadline 5d; ...)``: the statuses of the scenarios
+    without a plan and their settings of the axes."""
+    missing = st.get("unanswered") or []
+    if not missing:
+        return ""
+    axes = [a for a in st["axes"] if a != "gpus"]
+    statuses = sorted({x for m in missing for x in m["statuses"]})
+    named = [
+        ", ".join(f"{a} {axis_value(m.get(a))}" for a in axes) or f"scenario {m.get('scenario')}"
+        for m in missing[:MAX_NAMED]
+    ]
+    more = f"; and {len(missing) - MAX_NAMED:,} more" if len(missing) > MAX_NAMED else ""
+    return f" ({' or '.join(statuses)}: {'; '.join(named)}{more})"

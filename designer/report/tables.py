@@ -4,23 +4,36 @@ workbook stores)."""
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 from designer.output import formats as report
 from designer.output import text as render
 from designer.report.data import ReportData
+from models.evidence_rule import RULE_TEXT
 
 Cell = tuple[str, Any]
+RANGES = ("step s range", "days range", "cost range")
+"""The plan columns whose value is a measured range, (low, high): one text on the page, two
+numeric columns in the workbook."""
 
 
-def _num(v: Any, digits: str = ",.2f") -> Cell:
+def _num(v: Any, mid: str = ".2f") -> Cell:
+    """A number as the CLI writes it (designer.output.text.number: thousands without
+    decimals, ``mid`` from 1 to 100, three figures below), ``-`` for none."""
     if v is None:
         return ("-", None)
-    return (f"{float(v):{digits}}", float(v))
+    return (render.number(float(v), mid), float(v))
+
+
+def _fixed(v: Any) -> Cell:
+    """GB per GPU as the CLI's plans table writes them (one decimal: 169.2)."""
+    return ("-", None) if v is None else (f"{float(v):,.1f}", float(v))
 
 
 def _span(rng: list | None) -> Cell:
-    return (report.span(rng), report.span(rng) if rng else None)
+    return (report.span(rng), (rng[0], rng[1]) if rng else None)
 
 
 def _evidence(p: dict[str, Any]) -> dict[str, Any] | None:
@@ -28,11 +41,16 @@ def _evidence(p: dict[str, Any]) -> dict[str, Any] | None:
     return ev if isinstance(ev, dict) else None
 
 
+def layout_head(moe: bool) -> str:
+    """The layout column's head, as the CLI's (designer.output.formats.layout_head)."""
+    return "tp/pp/dp/cp/vp/ep/etp" if moe else "tp/pp/dp/cp/vp"
+
+
 def plan_headers(data: ReportData) -> list[str]:
     heads = ["#", "gpu"]
     if data.kind in ("compare", "study"):
         heads.append("status" if data.kind == "compare" else "axes")
-    heads += ["gpus", "servers", "nics/server", "tp/pp/dp/cp/vp", "micro-batch x accum"]
+    heads += ["gpus", "servers", "nics/server", layout_head(data.moe), "micro-batch x accum"]
     heads += ["recompute", "memory GB/GPU", "step s", "step s range", "days", "days range"]
     heads += ["cost USD", "cost range", "MFU", "evidence"]
     if data.kind in ("compare", "study"):
@@ -40,46 +58,77 @@ def plan_headers(data: ReportData) -> list[str]:
     return heads
 
 
+def axis_value(v: Any) -> str:
+    """A study axis's value as the page shows it: a GPU list (``["h100-sxm"]``, as the CSV
+    writes it) as its names joined by ``+``."""
+    if isinstance(v, str) and v.startswith("["):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return v
+    if isinstance(v, list):
+        return " + ".join(axis_value(x) for x in v)
+    return render.fmt(v)
+
+
 def plan_row(data: ReportData, p: dict[str, Any]) -> list[Cell]:
     """One plan's cells, in plan_headers' order (a compare row without a plan: dashes)."""
     ev = _evidence(p)
     gpu = report.gpu_label(p["gpu"], ev) if ev and ev.get("status") else p["gpu"]
-    cells: list[Cell] = [(str(p.get("rank", "")), p.get("rank")), (gpu, p["gpu"])]
+    cells: list[Cell] = [(str(p.get("rank", "")), p.get("rank")), (gpu, gpu)]
     if data.kind == "compare":
         cells.append((str(p.get("status") or "-"), p.get("status")))
     elif data.kind == "study":
-        where = ", ".join(f"{a} {p.get(a)}" for a in (data.study or {}).get("axes", []))
+        where = ", ".join(f"{a} {axis_value(p.get(a))}" for a in (data.study or {}).get("axes", []))
         cells.append((where or "-", where))
     if p.get("num_gpus") in (None, ""):
         cells += [("-", None)] * 15
     else:
-        cells += _plan_cells(p, ev)
+        cells += _plan_cells(p, ev, data.moe)
     if data.kind in ("compare", "study"):
         cells.append((p.get("top_binding") or "-", p.get("top_binding")))
     return cells
 
 
-def _plan_cells(p: dict[str, Any], ev: dict[str, Any] | None) -> list[Cell]:
+def layout_cell(p: dict[str, Any], moe: bool) -> str:
+    """``tp/pp/dp/cp/vp``, with ``/ep/etp`` for a MoE model (designer.output.formats.layout_cell)."""
+    cell = f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['vp']}"
+    return f"{cell}/{p.get('ep') or 1}/{p.get('etp') or 1}" if moe else cell
+
+
+def _plan_cells(p: dict[str, Any], ev: dict[str, Any] | None, moe: bool = False) -> list[Cell]:
     ev = ev or {}
-    layout = f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['vp']}"
+    layout = layout_cell(p, moe)
     cost_rng = ev.get("cost_usd_range")
+    cost, mfu = p.get("cost_usd"), p.get("mfu")
+    nodes = p.get("nodes")
     return [
         (f"{int(p['num_gpus']):,}", int(p["num_gpus"])),
-        (f"{int(p['nodes']):,}", int(p["nodes"])),
+        ("-", None) if nodes is None else (f"{int(nodes):,}", int(nodes)),
         (f"{p['nics_per_node']} x {p['nic']}", f"{p['nics_per_node']} x {p['nic']}"),
         (layout, layout),
         (f"{p['micro_batch']} x {p['grad_accum']}", f"{p['micro_batch']} x {p['grad_accum']}"),
         (str(p["recompute"]), p["recompute"]),
-        _num(p["memory_gb_per_gpu"], ",.1f"),
-        _num(p["step_time_s"], ",.2f"),
+        _fixed(p.get("memory_gb_per_gpu")),
+        _num(p.get("step_time_s"), ".2f"),
         _span(ev.get("step_time_s_range")),
-        _num(p["time_to_train_days"], ",.1f"),
+        _num(p.get("time_to_train_days"), ".1f"),
         _span(ev.get("days_range")),
-        (render.usd(float(p["cost_usd"])), float(p["cost_usd"])),
-        (_usd_span(cost_rng), _usd_span(cost_rng) if cost_rng else None),
-        (f"{100 * float(p['mfu']):.1f}%", float(p["mfu"])),
-        (report.evidence_cell(ev) if ev.get("status") else "-", ev.get("line")),
+        ("-", None) if cost is None else (render.usd(float(cost)), float(cost)),
+        (_usd_span(cost_rng), (cost_rng[0], cost_rng[1]) if cost_rng else None),
+        ("-", None) if mfu is None else (f"{100 * float(mfu):.1f}%", float(mfu)),
+        (_evidence_text(ev), ev.get("line")),
     ]
+
+
+def _evidence_text(ev: dict[str, Any]) -> str:
+    """The evidence column as the CLI writes it (designer.output.formats.evidence_cell); a
+    saved object without its mean error shows its runs."""
+    if not ev.get("status"):
+        return "-"
+    if ev["status"] != "extrapolated" and ev.get("mape_pct") is None:
+        return f"{ev.get('precision_runs') or ev.get('runs') or 0:,} runs"
+    return report.evidence_cell({**ev, "runs": ev.get("runs") or 0})
 
 
 def _usd_span(rng: list | None) -> str:
@@ -91,21 +140,57 @@ def _usd_span(rng: list | None) -> str:
     return f"{render.usd(rng[0])}-{hi}"
 
 
+ALTERNATIVES_INTRO = (
+    f"The evidence rule ({RULE_TEXT}) kept these GPU and precision pairs out of the search; "
+    "each would beat the answer if the model's prediction for it holds."
+)
+
+
+def alternative_row(i: int, a: dict[str, Any], moe: bool) -> list[Cell]:
+    """A plan beyond the evidence rule, as designer.alternatives.text tabulates it."""
+    p = a["plan"]
+    ev = _evidence(p) or {}
+    gpu = a["gpu"] if a.get("tier") in (None, "measured") else f"{a['gpu']} ({a['tier']})"
+    layout = layout_cell(p, moe)
+    cost, mfu = p.get("cost_usd"), p.get("mfu")
+    return [
+        (str(i), i),
+        (gpu, gpu),
+        (str(p["precision"]), p["precision"]),
+        (f"{int(p['num_gpus']):,}", int(p["num_gpus"])) if p.get("num_gpus") else ("-", None),
+        (layout, layout),
+        _num(p.get("time_to_train_days"), ".1f"),
+        _span(ev.get("days_range")),
+        ("-", None) if cost is None else (render.usd(float(cost)), float(cost)),
+        ("-", None) if mfu is None else (f"{100 * float(mfu):.1f}%", float(mfu)),
+    ]
+
+
 def binding_headers(unit: str) -> list[str]:
     return ["constraint", "binding", "on this plan", "relaxation", f"saves ({unit})", "%"]
 
 
-def binding_row(b: dict[str, Any]) -> list[Cell]:
-    """A binding constraint's cells, as designer.output.formats.binding_table writes them."""
-    gain = b.get("improvement_if_relaxed")
+def saving(gain: float, unit: str) -> str:
+    """What a relaxation saves: dollars as the CLI writes them ($31.1K), else three figures
+    as the CLI's binding table (1.37, 0.227; whole from 1,000: never 1.23e+03)."""
+    if unit == "USD":
+        return render.usd(gain)
+    return f"{gain:,.0f}" if abs(gain) >= 1000 else f"{gain:,.3g}"
+
+
+def binding_row(b: dict[str, Any], unit: str = "") -> list[Cell]:
+    """A binding constraint's cells, as designer.output.formats.binding_table writes them
+    (no saving: ``-`` on the page, an empty cell in the workbook)."""
+    gain = b.get("improvement_if_relaxed") or None
+    pct = b.get("improvement_pct") if gain else None
     state = "yes" if b.get("binding") else ("no" if b.get("decided", True) else "unproved")
     return [
         (b["constraint"], b["constraint"]),
         (state, state),
         (b.get("detail") or "", b.get("detail")),
         (b.get("relaxation") or "", b.get("relaxation")),
-        (f"{gain:,.3g}" if gain else "-", gain),
-        (f"{b['improvement_pct']:.1f}%" if gain else "-", b.get("improvement_pct")),
+        (saving(gain, unit) if gain else "-", gain),
+        (f"{pct:.1f}%" if pct is not None else "-", pct),
     ]
 
 
@@ -160,16 +245,27 @@ def breakeven_row(e: dict[str, Any]) -> list[Cell]:
 
 
 def flat(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """(dotted key, value) of a nested mapping (the question), lists as one text."""
+    """(dotted key, value) of a nested mapping (the question), an empty mapping left out,
+    lists as one text (a list of lists, a study's GPU axis, as ``a + b, c``)."""
     out: list[tuple[str, Any]] = []
     for k, v in d.items():
-        if isinstance(v, dict) and v:
+        if isinstance(v, dict):
             out += flat(v, f"{prefix}{k}.")
         elif isinstance(v, (list, tuple)):
-            out.append((f"{prefix}{k}", ", ".join(render.fmt(x) for x in v) or "-"))
+            out.append((f"{prefix}{k}", ", ".join(value_text(x) for x in v) or "-"))
         else:
             out.append((f"{prefix}{k}", v))
     return out
+
+
+def value_text(v: Any) -> str:
+    """A question's or catalog entry's value to read: whole numbers with thousands
+    separators (30,000), others to six figures (0.8, 1.2), a list's items joined by ``+``."""
+    if isinstance(v, (list, tuple)):
+        return " + ".join(value_text(x) for x in v) or "-"
+    if isinstance(v, float) and math.isfinite(v) and v != int(v):
+        return f"{v:,.6f}".rstrip("0").rstrip(".") if abs(v) >= 1e-3 else f"{v:.3g}"
+    return render.fmt(v)
 
 
 def study_headers(data: ReportData) -> list[str]:

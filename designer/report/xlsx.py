@@ -43,17 +43,64 @@ def _sheet(wb, title: str, headers: list[str], rows: list[list[Any]]):
     return ws
 
 
+PERCENT_FORMAT = "0.0%"
+NUMBER_FORMATS = {
+    "MFU": PERCENT_FORMAT,
+    "%": PERCENT_FORMAT,
+    "cost USD": USD_FORMAT,
+    "cost range low": USD_FORMAT,
+    "cost range high": USD_FORMAT,
+    "saves (USD)": USD_FORMAT,
+}
+"""Each numeric column's Excel format, by its head (the others: General)."""
+
+
+def _cells(heads: list[str], cells: list[tables.Cell]) -> tuple[list[str], list[Any]]:
+    """A table's row as the workbook stores it: each cell's number (its text where it has
+    none; empty where the page shows ``-``), a measured range as two numeric columns."""
+    out_heads, row = [], []
+    for head, (text, value) in zip(heads, cells, strict=True):
+        if head in tables.RANGES:
+            out_heads += [f"{head} low", f"{head} high"]
+            row += list(value) if value else [None, None]
+        else:
+            out_heads.append(head)
+            row.append(value if value is not None else (None if text in ("-", "") else text))
+    return out_heads, row
+
+
+def _table_sheet(wb, title: str, heads: list[str], rows: list[list[tables.Cell]], extra=None):
+    """A sheet of a table's rows (``extra``: a last column's head and values), numbers in
+    their formats (NUMBER_FORMATS)."""
+    out = [_cells(heads, r) for r in rows]
+    out_heads = out[0][0] if out else _cells(heads, [("-", None)] * len(heads))[0]
+    values = [r for _, r in out]
+    if extra is not None:
+        out_heads = [*out_heads, extra[0]]
+        values = [[*r, v] for r, v in zip(values, extra[1], strict=True)]
+    ws = _sheet(wb, title, out_heads, values)
+    for col, head in enumerate(out_heads, start=1):
+        if head in NUMBER_FORMATS:
+            for r in range(2, len(values) + 2):
+                ws.cell(r, col).number_format = NUMBER_FORMATS[head]
+    return ws
+
+
 def _plans(wb, data: ReportData) -> None:
-    rows = [[v if v is not None else t for t, v in tables.plan_row(data, p)] for p in data.plans]
-    for row in rows:
-        for i, v in enumerate(row):
-            row[i] = None if v == "-" else v
-    _sheet(
-        wb,
-        "plans",
-        [*tables.plan_headers(data), "plan"],
-        [[*r, p["label"]] for r, p in zip(rows, data.plans, strict=True)],
-    )
+    rows = [tables.plan_row(data, p) for p in data.plans]
+    labels = ("plan", [p["label"] for p in data.plans])
+    _table_sheet(wb, "plans", tables.plan_headers(data), rows, labels)
+
+
+def _alternatives(wb, data: ReportData) -> None:
+    """The plans beyond the evidence rule and their sentences."""
+    if not data.alternatives:
+        return
+    heads = ["#", "gpu", "precision", "gpus", tables.layout_head(data.moe), "days", "days range"]
+    heads += ["cost USD", "MFU"]
+    rows = [tables.alternative_row(i + 1, a, data.moe) for i, a in enumerate(data.alternatives)]
+    sentences = ("sentence", [str(a["sentence"]) for a in data.alternatives])
+    _table_sheet(wb, "beyond evidence", heads, rows, sentences)
 
 
 def bom_sheet(wb, title: str, bom: dict[str, Any] | None, plan: str) -> None:
@@ -102,9 +149,16 @@ def _study(wb, data: ReportData) -> None:
 
 
 def _binding(wb, data: ReportData) -> None:
+    """The binding constraints: a saving and its share as numbers (the share a fraction,
+    percent-formatted), empty where the page shows ``-``."""
     unit = data.objective.get("unit") or ""
-    rows = [[v for _, v in tables.binding_row(b)] for b in data.binding]
-    _sheet(wb, "binding", tables.binding_headers(unit), rows)
+    rows = []
+    for b in data.binding:
+        cells = tables.binding_row(b, unit)
+        text, pct = cells[-1]
+        cells[-1] = (text, None if pct is None else pct / 100)
+        rows.append(cells)
+    _table_sheet(wb, "binding", tables.binding_headers(unit), rows)
 
 
 def _breakeven(wb, data: ReportData) -> None:
@@ -140,6 +194,7 @@ def workbook(data: ReportData):
     wb = Workbook()
     wb.remove(wb.active)
     _plans(wb, data)
+    _alternatives(wb, data)
     _boms(wb, data)
     _study(wb, data)
     _binding(wb, data)
