@@ -503,3 +503,20 @@ def test_the_question_and_catalog_values_read_as_values():
     assert got["gpus"] == "h100-sxm" and got["axes.gpus"] == "h100-sxm, h200"
     assert got["price_scale.h100-sxm"] == "0.8, 1.2"
     assert value_text(30000.0) == "30,000" and value_text(0.0826) == "0.0826"
+
+
+def test_a_conflict_cut_short_says_so_on_the_page(saved, capsys, tmp_path):
+    """A saved conflict whose explanation ran out of time (conflict.complete false) is
+    worded as the answer's paragraph words it; a non-boolean complete exits 2."""
+
+    def cut(doc):
+        doc["conflict"]["complete"] = False
+
+    code, _, err = _report(capsys, _edited(saved["none"], tmp_path, cut), tmp_path)
+    assert code == 0, err
+    assert "raise --time-limit" in (tmp_path / "r.html").read_text()
+    code, _, err = _report(capsys, saved["none"], tmp_path)
+    assert code == 0 and "raise --time-limit" not in (tmp_path / "r.html").read_text()
+    bad = _edited(saved["none"], tmp_path, _set("conflict.complete", "no"), "bad.json")
+    code, _, err = _report(capsys, bad, tmp_path)
+    assert code == 2 and "conflict.complete" in one_line(err)

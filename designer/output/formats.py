@@ -411,31 +411,31 @@ def _days(d: float) -> str:
     return f"{d:,.1f} days"
 
 
-def _conflict_sentence(conflict) -> str:
-    """What the explanation found, and, when one of its tests ran out of time, that the
-    conflict may not be minimal and a fix missing (--time-limit)."""
+def conflict_sentence(constraints: list[str], changes: list[str], complete: bool = True) -> str:
+    """What the explanation found (the conflicting families and each fix's change), and,
+    when one of its tests ran out of time, that the conflict may not be minimal and a fix
+    missing (--time-limit). The answer's paragraph and the report's page say it alike."""
     cut = (
         ""
-        if getattr(conflict, "complete", True)
+        if complete
         else " (The explanation ran out of time on some of its tests: the conflict may not be "
         "minimal and a fix may be missing; raise --time-limit.)"
     )
-    if not conflict.constraints:
+    if not constraints:
         if cut:
             return "No plan satisfies the question." + cut
         return "No plan satisfies the question, and no single family of constraints is to blame."
-    names = " and ".join(conflict.constraints)
-    fixes = "; or ".join(f.change for f in conflict.fixes)
-    if not fixes:
-        blame = "alone rules out" if len(conflict.constraints) == 1 else "together rule out"
+    names = " and ".join(constraints)
+    if not changes:
+        blame = "alone rules out" if len(constraints) == 1 else "together rule out"
         return (
             f"Nothing fits: {names} {blame} every plan, and no relaxation within the "
             "explanation's search (each family's limit, e.g. 64 x the GPU memory) makes one fit."
             + cut
         )
-    lead = "alone rules out every plan" if len(conflict.constraints) == 1 else "cannot all hold"
-    label = "Smallest fix" if len(conflict.fixes) == 1 else "Smallest fixes"
-    return f"Nothing fits: {names} {lead}. {label}: {fixes}.{cut}"
+    lead = "alone rules out every plan" if len(constraints) == 1 else "cannot all hold"
+    label = "Smallest fix" if len(changes) == 1 else "Smallest fixes"
+    return f"Nothing fits: {names} {lead}. {label}: {'; or '.join(changes)}.{cut}"
 
 
 def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> str:
@@ -446,7 +446,10 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
                 if res.status == "infeasible"
                 else ("No plan was found within the time limit.")
             )
-        return _conflict_sentence(conflict)
+        changes = [f.change for f in conflict.fixes]
+        return conflict_sentence(
+            list(conflict.constraints), changes, getattr(conflict, "complete", True)
+        )
     p = res.best
     ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config
     layout = f"TP {lay.tp} x PP {lay.pp}" + (f" ({lay.vp} virtual)" if lay.vp > 1 else "")

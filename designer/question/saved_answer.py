@@ -241,6 +241,8 @@ class SavedConflict(_Saved):
 
     constraints: list[Annotated[str, Field(strict=True)]]
     fixes: list[SavedFix] = []
+    # false: one of the explanation's tests ran out of --time-limit (solvers.explain)
+    complete: Annotated[bool, Field(strict=True)] = True
 
 
 class SavedAlternative(_Saved):

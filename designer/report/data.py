@@ -200,17 +200,9 @@ def conflict_sentence(conflict: dict[str, Any] | None) -> str:
     """An infeasible answer's conflict as designer.output.formats.paragraph words it."""
     if not conflict:
         return "No plan satisfies the question."
-    names = " and ".join(conflict.get("constraints") or [])
-    fixes = "; or ".join(f["change"] for f in conflict.get("fixes") or [])
-    if not names:
-        return "No plan satisfies the question, and no single family of constraints is to blame."
-    alone = len(conflict["constraints"]) == 1
-    if not fixes:
-        blame = "alone rules out" if alone else "together rule out"
-        return f"Nothing fits: {names} {blame} every plan, and no relaxation makes one fit."
-    if alone:
-        return f"Nothing fits: {names} alone rules out every plan. Smallest fix: {fixes}."
-    return f"Nothing fits: {names} cannot all hold. Smallest fixes: {fixes}."
+    changes = [f["change"] for f in conflict.get("fixes") or []]
+    complete = conflict.get("complete", True) is not False
+    return report.conflict_sentence(list(conflict.get("constraints") or []), changes, complete)
 
 
 def compare_report(path: Path, doc: dict[str, Any]) -> ReportData:
