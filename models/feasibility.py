@@ -32,7 +32,10 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
     """Megatron-LM's shape rules: TP divides heads and KV heads, the layers split over the
     pipeline as Megatron-LM allows (p*v divides them, or one of its uneven splits:
     models.pipeline.split_violation), micro x DP divides the global batch, 2*CP divides
-    the sequence (load-balanced CP).
+    the sequence (load-balanced CP), and with sequence parallelism TP divides each CP
+    rank's sequence (seq / CP): Megatron-Core scatters it over the TP group and asserts the
+    split is exact (megatron/core/tensor_parallel/mappings.py lines 67-70,
+    _split_along_first_dim, at NVIDIA/Megatron-LM 000c4ac24f61).
     Each violation names the layout option to change (the CLI's usage errors)."""
     out = []
     if spec.heads % layout.tp:
@@ -70,6 +73,18 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
                 "divisibility",
                 f"2 x cp = {2 * layout.cp} must divide the sequence length {seq_len}",
                 "--cp",
+            )
+        )
+    if layout.sp and seq_len % (layout.tp * layout.cp) and not seq_len % layout.cp:
+        per_rank = seq_len // layout.cp
+        out.append(
+            Violation(
+                "divisibility",
+                f"sequence parallelism splits each CP rank's {per_rank:,} tokens (seq "
+                f"{seq_len:,} / cp {layout.cp}) over tp {layout.tp}, which must divide them; "
+                f"use a sequence length that is a multiple of tp x cp = "
+                f"{layout.tp * layout.cp}, or --no-sequence-parallel",
+                "--seq-len",
             )
         )
     if layout.vp > 1 and layout.pp == 1:

@@ -480,7 +480,8 @@ def test_torchtitan_refuses_a_model_that_only_shares_a_config_name():
 
 SMALL = (
     "torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
-    "--num-attention-heads 32 --seq-length 4096 --micro-batch-size 2 --data-path x --lr 3e-4 --bf16"
+    "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 2 "
+    "--data-path x --lr 3e-4 --bf16"
 )
 
 
@@ -523,7 +524,7 @@ MODEL_ARGS=(
 )
 export TP=8
 CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes $SLURM_NNODES --nproc-per-node $GPUS \\
-    pretrain_gpt.py ${MODEL_ARGS[@]} --seq-length 4096 \\
+    pretrain_gpt.py ${MODEL_ARGS[@]} --seq-length 4096 --max-position-embeddings 4096 \\
     --tensor-model-parallel-size ${TP} --micro-batch-size 1 --global-batch-size 128 \\
     --train-iters 10 --fp8-format hybrid --use-distributed-optimizer --sequence-parallel --bf16
 """

@@ -213,7 +213,8 @@ def test_an_infeasible_import_says_why():
 # --------------------------------------------------------------------- refusals of the question
 SHORT = (
     "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-    "--num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 --global-batch-size 64 "
+    "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+    "--micro-batch-size 1 --global-batch-size 64 "
     "--bf16 --train-iters 100"
 )  # 13M tokens: a critical batch far below the command's 131,072-token batch
 

@@ -401,7 +401,8 @@ def test_recompute_modules_map_onto_the_layout_and_the_moe_modules():
     short = sel.replace("--recompute-granularity selective", "--recompute-activations")
     run = load_megatron(short + " moe")  # the shorthand for selective granularity
     assert run.layout.recompute == "none" and run.experts().recompute_modules == {"moe"}
-    run = load_megatron(sel.replace("selective", "full") + " moe")
+    full = "full --recompute-method uniform --recompute-num-layers 1"  # as Megatron needs
+    run = load_megatron(sel.replace("selective", full) + " moe")
     assert run.layout.recompute == "full" and not run.experts().recompute_modules
     assert any("not read under full recomputation" in n for n in run.notes)
     assert load_megatron(TWO_NODE_MOE_COMMAND).layout.recompute == "none"

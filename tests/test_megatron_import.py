@@ -65,7 +65,8 @@ def test_the_bf16_and_fp16_flags_together_are_refused(capsys):
 # ---------------------------------------------------------------- the module, called directly
 BASE = (
     "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-    "--num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 --vocab-size 32000 --bf16"
+    "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+    "--vocab-size 32000 --bf16"
 )
 
 
@@ -100,10 +101,12 @@ def test_megatron_defaults_and_their_notes():
     assert run.notes == ("no --global-batch-size: micro-batch x DP = 8",)
 
 
-def test_the_sequence_from_max_position_embeddings_is_a_note():
-    run = imported(base=BASE.replace("--seq-length 2048", "--max-position-embeddings 4096"))
-    assert run.seq_len == 4096
-    assert "no --seq-length: used --max-position-embeddings 4096" in run.notes
+def test_the_sequence_from_encoder_seq_length_is_a_note():
+    """Without --seq-length Megatron-LM trains --encoder-seq-length (validate_args,
+    arguments.py lines 851-853), not --max-position-embeddings."""
+    run = imported(base=BASE.replace("--seq-length 2048", "--encoder-seq-length 1024"))
+    assert run.seq_len == 1024 and run.spec.seq_len == 2048  # the position table's size
+    assert "no --seq-length: --encoder-seq-length 1024" in run.notes
 
 
 def test_sequence_parallel_needs_tensor_parallelism():
@@ -127,7 +130,7 @@ def test_fp16_is_modelled_as_bf16_with_a_note_and_fp8_format_sets_fp8():
 
 
 def test_block_recompute_is_modelled_as_full_with_a_note():
-    run = imported("--recompute-granularity full --recompute-method block")
+    run = imported("--recompute-granularity full --recompute-method block --recompute-num-layers 1")
     assert run.layout.recompute == "full"
     assert any(n.startswith("--recompute-method block") for n in run.notes)
 
@@ -253,7 +256,10 @@ def test_moe_refusals_name_the_flag(extra, start):
 
 
 def test_expert_flags_on_a_dense_model_are_degree_one():
-    assert (imported("--expert-model-parallel-size 4").ep, imported().etp) == (1, 1)
+    """--expert-model-parallel-size above 1 on a dense model is refused as Megatron-LM
+    refuses it (tests/test_megatron_import_audit.py); ETP alone is degree one."""
+    assert (imported("--expert-tensor-parallel-size 2").ep, imported().etp) == (1, 1)
+    assert imported("--expert-model-parallel-size 1").ep == 1
 
 
 # ---------------------------------------------------------------- load_megatron and as_dict

@@ -41,9 +41,9 @@ def test_layout_strings_become_stage_counts_and_the_mtp_rank():
         "vp": 1, "first_stage_layers": 3, "last_stage_layers": 2,
     }  # fmt: skip
     for bad, why in (
-        ("Et*3|t*4|t*4|t*1L", "holds 12 layers"),
+        ("Et*3|t*4|t*4|t*1mL", "holds 12 layers"),
         ("Et*3|t*4|t*4|mt*2L", "stage 3"),
-        ("Et*3|tm|t*4|tmL", "2 MTP layers"),
+        ("Et*3|t*4m|t*4|t*2mL", "2 MTP layers"),
     ):
         with pytest.raises(ValueError, match=why):
             layout_fields(bad, 13, 4, 1)
@@ -83,10 +83,12 @@ def test_megatron_emitter_and_import_round_trip_a_layout():
     scenario, plan = moe_plan("deepseek-v3", spec)
     job = Launch.from_plan(scenario, plan)
     assert job.layout.pp == 2
-    counts = (7, 8, 8, 8, 8, 8, 8, 6)  # PP 2 x VP 4, the MTP layer in stage 6 (rank 0)
+    # PP 2 x VP 4, the MTP layer in stage 6 (rank 0's last), so stage 7 holds no layer:
+    # Megatron-Core places every decoder layer before the MTP layers
+    counts = (7, 8, 8, 8, 8, 8, 14, 0)
     lay = replace(job.layout, vp=4, stage_counts=counts, mtp_rank=0)
     text = emit(replace(job, layout=lay), "megatron")
-    assert "--pipeline-model-parallel-layout 'Et*7|t*8|t*8|t*8|t*8|t*8|t*8m|t*6L'" in text
+    assert "--pipeline-model-parallel-layout 'Et*7|t*8|t*8|t*8|t*8|t*8|t*14m|L'" in text
     run = load_megatron(text)
     assert replace(run.layout, sequence_parallel=None) == lay
-    assert layout_fields("Et*7|t*8|t*8|t*8|t*8|t*8|t*8m|t*6L", 61, 2, 1)["mtp_rank"] == 0
+    assert layout_fields("Et*7|t*8|t*8|t*8|t*8|t*8|t*14m|L", 61, 2, 1)["mtp_rank"] == 0

@@ -18,8 +18,9 @@ that contradict each other are usage errors naming the flag.
 
 from __future__ import annotations
 
+import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,9 +28,15 @@ from pydantic import ValidationError
 
 from catalog.files import MAX_SCRIPT_BYTES, read_text
 from designer.errors import UsageError
-from designer.launch.megatron_model import activation_from, default, layer_pattern, spec_fields
+from designer.launch.megatron_model import (
+    activation_from,
+    default,
+    head_width,
+    layer_pattern,
+    spec_fields,
+)
 from designer.launch.pipeline_layout import layout_fields
-from designer.launch.script import ExpansionTooLarge, command_from_script
+from designer.launch.script import ExpansionTooLarge, script_command
 from designer.launch.vocab import (
     all_flags,
     flag,
@@ -136,6 +143,7 @@ class _Flags:
 
     def __init__(self, framework: str, found: dict[str, list[str]]) -> None:
         self.framework = framework
+        self.raw = found  # every flag of the command, normalized, the vocabulary's or not
         index = flag_index(framework)
         self.values: dict[str, list[str]] = {}
         self.spelled: dict[str, str] = {}
@@ -157,6 +165,12 @@ class _Flags:
         values = self.values.get(setting)
         if values is None:
             return None
+        if not values:
+            raise _fail(
+                self.name(setting),
+                "takes one value, got none (a shell variable the script does not set "
+                "expands to nothing); give the value",
+            )
         if len(values) != 1:
             raise _fail(self.name(setting), f"takes one value, got {len(values)}: {values}")
         return self._chosen(setting, values)[0]
@@ -196,6 +210,25 @@ class _Flags:
             return float(text)
         except ValueError:
             raise _fail(self.name(setting), f"{text!r} is not a number") from None
+
+    def raw_value(self, name: str) -> str | None:
+        """The one value of a flag outside the vocabulary (``name`` normalized), or None."""
+        values = self.raw.get(name)
+        if values is None:
+            return None
+        if len(values) != 1:
+            raise _fail(name, f"takes one value, got {len(values)}: {values}")
+        return values[0]
+
+    def raw_count(self, name: str, default: int) -> int:
+        """A whole-number flag outside the vocabulary, ``default`` when absent."""
+        text = self.raw_value(name)
+        if text is None:
+            return default
+        try:
+            return int(text)
+        except ValueError:
+            raise _fail(name, f"{text!r} is not a whole number") from None
 
     def required(self, setting: str, why: str) -> int:
         value = self.integer(setting)
@@ -264,7 +297,9 @@ def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
     """The experts, latent attention and MTP fields (designer/launch/megatron_model.py
     moe_flags, read back; Megatron's defaults for what is absent)."""
     out: dict = {}
-    experts = m.integer("experts")
+    given = m.text("experts")  # 0 is a dense model (validate_args, arguments.py 1024-1025)
+    dense = given is not None and given.strip().isdigit() and int(given) == 0
+    experts = None if dense else m.integer("experts")
     if experts is not None:
         text = m.text("moe_layer_freq") or str(default("moe_layer_freq"))
         try:
@@ -341,6 +376,19 @@ def _expert_degrees(m: _Flags, spec: TransformerSpec, tp: int, cp: int, dp: int)
     """EP and ETP (absent: 1 and TP, validate_args), checked as Megatron-Core folds them."""
     ep = m.integer("ep", default("ep")) or 1
     etp = m.integer("etp") or tp
+    if ep > 1 and not spec.is_moe:  # validate_args, arguments.py lines 1036-1042
+        raise _fail(
+            m.name("ep"),
+            f"EP {ep} on a dense model: Megatron-LM needs {flag('megatron', 'experts')} for "
+            "expert parallelism (validate_args, arguments.py lines 1037-1038); drop it or "
+            "give the experts",
+        )
+    if ep > 1 and m.switch("fp16"):
+        raise _fail(
+            m.name("ep"),
+            f"Megatron-LM does not run expert parallelism with {m.name('fp16')} "
+            "(validate_args, arguments.py lines 1041-1042); train with --bf16 or EP 1",
+        )
     if not spec.is_moe:
         return 1, 1
     assert spec.experts is not None
@@ -430,8 +478,22 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
     if position in ("mrope", "relative"):
         raise _fail(m.name("position_embedding"), f"{position!r} positions are not modelled")
     values = _architecture_values(m, position)
-    max_pos = m.integer("max_position_embeddings")
-    if max_pos is not None and max_pos < seq_len:
+    try:
+        head_width(values["kv_channels"], hidden, heads)
+    except ValueError:
+        raise _fail(
+            m.name("hidden"),
+            f"{hidden} is not a multiple of {m.name('heads')} {heads}, which Megatron-LM "
+            f"asserts without {flag('megatron', 'kv_channels')} (validate_args, arguments.py "
+            f"lines 839-841); give {flag('megatron', 'kv_channels')} (the head width) or a "
+            f"multiple of {heads}",
+        ) from None
+    max_pos = m.required(
+        "max_position_embeddings",
+        "Megatron-LM requires it whatever the position embedding (validate_args, "
+        "arguments.py lines 821-825); give the position table's size, at least the sequence",
+    )
+    if max_pos < seq_len:
         raise _fail(
             m.name("max_position_embeddings"),
             f"{max_pos} is below {m.name('seq_len')} {seq_len}; Megatron-LM requires it at "
@@ -497,6 +559,13 @@ def _vp(m: _Flags, layers: int, pp: int) -> int:
     per_stage = m.integer("layers_per_virtual_stage")
     stages = m.integer("virtual_stages")
     vp = stages or 1
+    if per_stage is not None and stages is not None:  # whether or not they agree
+        raise _fail(
+            m.name("virtual_stages"),
+            f"{stages} virtual stages contradict {m.name('layers_per_virtual_stage')} "
+            f"{per_stage}: Megatron-LM takes at most one of the two (validate_args, "
+            "arguments.py lines 532-543); give one",
+        )
     if per_stage is not None:
         name = m.name("layers_per_virtual_stage")
         for setting in ("first_stage_layers", "last_stage_layers"):
@@ -514,14 +583,7 @@ def _vp(m: _Flags, layers: int, pp: int) -> int:
                 f"{pp} pipeline stages evenly",
             )
         layers = counted
-        from_layers = layers // pp // per_stage
-        if stages is not None and stages != from_layers:
-            raise _fail(
-                m.name("virtual_stages"),
-                f"{stages} virtual stages contradict {name} {per_stage} ({from_layers} stages); "
-                "give one of the two",
-            )
-        vp = from_layers
+        vp = layers // pp // per_stage
     return vp
 
 
@@ -581,12 +643,27 @@ def _gpus(launcher: _Flags) -> tuple[int, int]:
 
 
 def _seq_len(m: _Flags, notes: list[str]) -> int:
+    """--seq-length, or --encoder-seq-length without it, as validate_args reads them
+    (arguments.py lines 847-853 at 000c4ac24f61: not both; one of the two is needed)."""
     seq = m.integer("seq_len")
+    encoder = m.raw_count("--encoder-seq-length", 0) if "--encoder-seq-length" in m.raw else None
+    if seq is not None and encoder is not None:
+        raise _fail(
+            "--encoder-seq-length",
+            f"contradicts {m.name('seq_len')}; Megatron-LM takes one of the two "
+            "(validate_args, arguments.py line 849); give --seq-length",
+        )
+    if seq is None and encoder is None:
+        raise _fail(
+            flag("megatron", "seq_len"),
+            "missing; give the training sequence length (Megatron-LM reads --seq-length, "
+            "or --encoder-seq-length without it: arguments.py lines 847-853)",
+        )
     if seq is None:
-        seq = m.integer("max_position_embeddings")
-        if seq is None:
-            raise _fail(flag("megatron", "seq_len"), "missing; give the training sequence length")
-        notes.append(f"no {flag('megatron', 'seq_len')}: used --max-position-embeddings {seq}")
+        if encoder is not None and encoder < 1:
+            raise _fail("--encoder-seq-length", f"must be at least 1 (got {encoder})")
+        notes.append(f"no {flag('megatron', 'seq_len')}: --encoder-seq-length {encoder}")
+        return int(encoder or 1)
     return seq
 
 
@@ -614,7 +691,39 @@ def _granularity(m: _Flags) -> str | None:
     return granularity
 
 
+def _recompute_refusals(m: _Flags) -> None:
+    """What TransformerConfig.__post_init__ refuses of the recomputation flags
+    (megatron/core/transformer/transformer_config.py at 000c4ac24f61): full without
+    --recompute-method (lines 940-944) or --recompute-num-layers (946-952), selective
+    with --recompute-num-layers (953-958), and any recomputation beside CPU offloading
+    (--cpu-offloading-num-layers, lines 923-926)."""
+    granularity = _granularity(m)
+    if granularity is None:
+        return
+    named = m.name("recompute_granularity") if m.given("recompute_granularity") else None
+    given = f"{named or m.name('recompute_activations')} {granularity}"
+    if granularity == "full":
+        for setting, example in (("recompute_method", "uniform"), ("recompute_num_layers", "1")):
+            if not m.given(setting):
+                raise _fail(
+                    flag("megatron", setting),
+                    f"missing; Megatron-Core refuses {given} without it (TransformerConfig); "
+                    f"add e.g. {flag('megatron', setting)} {example}",
+                )
+    elif m.given("recompute_num_layers"):
+        raise _fail(
+            m.name("recompute_num_layers"),
+            f"Megatron-Core refuses it with {given} (TransformerConfig); drop it",
+        )
+    if m.raw_count("--cpu-offloading-num-layers", 0) > 0:
+        raise _fail(
+            "--cpu-offloading-num-layers",
+            f"Megatron-Core does not offload with {given} (TransformerConfig); drop one",
+        )
+
+
 def _recompute_mode(m: _Flags, notes: list[str]) -> str:
+    _recompute_refusals(m)
     recompute = _granularity(m) or default("recompute")
     if recompute == "full" and (m.text("recompute_method") == "block"):
         notes.append("--recompute-method block: modelled as full recomputation of every layer")
@@ -627,6 +736,97 @@ def _recompute_mode(m: _Flags, notes: list[str]) -> str:
             "(Megatron-Core reads it with --recompute-granularity selective)"
         )
     return str(recompute)
+
+
+# Megatron-FSDP's --data-parallel-sharding-strategy as a ZeRO level (megatron/core/
+# distributed/fsdp/src/README.md line 156 at 000c4ac24f61: "no_shard (0) / optim (1) /
+# optim_grads (2) / optim_grads_params (3)")
+FSDP_ZERO = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+# (what Megatron-LM refuses beside --use-torch-fsdp2, arguments.py line): validate_args
+# lines 633-649 at 000c4ac24f61 (the fix is the message's)
+TORCH_FSDP2_REFUSES = (
+    ("pp", "pipeline parallelism", "636-637", "use --use-megatron-fsdp, or PP 1"),
+    ("ep", "expert parallelism", "638-639", "use --use-megatron-fsdp, or EP 1"),
+    ("distributed_optimizer", "the distributed optimizer", "640-641", "drop one of the two"),
+    ("fusion", "gradient accumulation fusion", "642-643",
+     "add --no-gradient-accumulation-fusion"),
+    ("tied", "tied embeddings", "646-647", "add --untie-embeddings-and-output-weights"),
+    ("fp16", "--fp16", "648-649", "train with --bf16"),
+)  # fmt: skip
+# flags of the pinned commit whose mechanism the designer does not price: noted when set
+# (arguments.py lines of their add_argument calls)
+PINNED_NOT_PRICED = {
+    "--optimizer-cpu-offload": "optimizer state offloaded to the CPU (line 2248) is not "
+    "modelled: memory and the optimizer step are priced on the GPU",
+    "--cpu-offloading-num-layers": "activation offloading of these layers (line 2105) is "
+    "not modelled: memory is priced without it",
+    "--num-distributed-optimizer-instances": "several distributed-optimizer copies (line "
+    "2752) are not modelled: the optimizer is priced sharded over the whole DP group",
+}
+
+
+def _zero_level(m: _Flags, pp: int, notes: list[str]) -> int:
+    """The layout's ZeRO level as the command shards: --use-torch-fsdp2 is ZeRO 3 (2 with
+    --torch-fsdp2-no-reshard-after-forward, its help: "Set to enable FSDP ZeRO-2",
+    arguments.py line 2757), --use-megatron-fsdp its --data-parallel-sharding-strategy
+    (FSDP_ZERO, default no_shard, line 2733), else 1 with --use-distributed-optimizer
+    and 0 without. Torch FSDP2 wins over Megatron-FSDP (megatron/training/training.py lines
+    957-961); what validate_args refuses beside either is a usage error naming the flag.
+    Offloads and optimizer instances it does not price are noted (PINNED_NOT_PRICED)."""
+    used = {
+        "--optimizer-cpu-offload": "--optimizer-cpu-offload" in m.raw,
+        "--cpu-offloading-num-layers": m.raw_count("--cpu-offloading-num-layers", 0) > 0,
+        "--num-distributed-optimizer-instances": m.raw_count(
+            "--num-distributed-optimizer-instances", 1
+        )
+        > 1,
+    }
+    notes += [f"{name}: {why}" for name, why in PINNED_NOT_PRICED.items() if used[name]]
+    strategy = m.raw_value("--data-parallel-sharding-strategy")
+    if strategy is not None and strategy not in FSDP_ZERO:
+        raise _fail(
+            "--data-parallel-sharding-strategy",
+            f"{strategy!r} is not one of {', '.join(FSDP_ZERO)}",
+        )
+    if m.raw.get("--use-torch-fsdp2") is not None:
+        _torch_fsdp2_refusals(m, pp)
+        if m.raw.get("--use-megatron-fsdp") is not None:
+            notes.append("--use-megatron-fsdp: Megatron-LM runs --use-torch-fsdp2 instead")
+        return 2 if m.raw.get("--torch-fsdp2-no-reshard-after-forward") is not None else 3
+    if m.raw.get("--use-megatron-fsdp") is not None:
+        if m.raw_value("--ckpt-format") != "fsdp_dtensor":
+            raise _fail(
+                "--use-megatron-fsdp",
+                "Megatron-LM runs it only with --ckpt-format fsdp_dtensor (validate_args, "
+                "arguments.py lines 718-719); add it",
+            )
+        return FSDP_ZERO[strategy or "no_shard"]
+    if strategy not in (None, "no_shard"):
+        notes.append(
+            f"--data-parallel-sharding-strategy {strategy}: read by Megatron-FSDP only; "
+            "without --use-megatron-fsdp the optimizer shards as "
+            "--use-distributed-optimizer says"
+        )
+    return 1 if m.switch("distributed_optimizer") else int(default("zero"))
+
+
+def _torch_fsdp2_refusals(m: _Flags, pp: int) -> None:
+    """What validate_args refuses beside --use-torch-fsdp2 (TORCH_FSDP2_REFUSES)."""
+    given = {
+        "pp": pp > 1,
+        "ep": (m.integer("ep") or 1) > 1,
+        "distributed_optimizer": m.switch("distributed_optimizer"),
+        "fusion": m.raw.get("--no-gradient-accumulation-fusion") is None,
+        "tied": not m.switch("untie_embeddings"),
+        "fp16": m.switch("fp16"),
+    }
+    for key, what, lines, fix in TORCH_FSDP2_REFUSES:
+        if given[key]:
+            raise _fail(
+                "--use-torch-fsdp2",
+                f"Megatron-LM does not run it with {what} (validate_args, arguments.py lines "
+                f"{lines}); {fix}",
+            )
 
 
 def _precision_of(m: _Flags, notes: list[str]) -> tuple[str, str]:
@@ -647,24 +847,30 @@ def _precision_of(m: _Flags, notes: list[str]) -> tuple[str, str]:
 
 
 def _check_shapes(m: _Flags, spec: TransformerSpec, layout: Layout, seq: int) -> None:
-    """Shapes the model cannot take are usage errors naming the Megatron-LM flag."""
-    vp_flag = m.name("virtual_stages" if m.given("virtual_stages") else "layers_per_virtual_stage")
+    """Shapes the model cannot take are usage errors naming the Megatron-LM flag, their
+    fixes in Megatron-LM's flags too (the violation's evaluate options translated)."""
+    per_stage = m.given("layers_per_virtual_stage")
+    seq_flag = "--encoder-seq-length" if not m.given("seq_len") else m.name("seq_len")
     names = {
         "--tp": m.name("tp"),
         "--pp": m.name("pp"),
         "--global-batch": m.name("global_batch"),
         "--cp": m.name("cp"),
-        "--vp": vp_flag,
+        "--vp": m.name("layers_per_virtual_stage" if per_stage else "virtual_stages"),
         "--first-stage-layers": m.name("first_stage_layers"),
         "--last-stage-layers": m.name("last_stage_layers"),
         "--embedding-in-split": m.name("embedding_in_split"),
         "--loss-in-split": m.name("loss_in_split"),
+        "--seq-len": seq_flag,
+        "--no-sequence-parallel": f"drop {m.name('sequence_parallel')}",
     }
     broken = divisibility_violations(spec, layout, seq)
     if m.given("pipeline_layout"):  # the layout string decides the split: Megatron runs it
         broken = [v for v in broken if v.option not in PIPELINE_SPLIT_OPTIONS]
     if broken:
-        raise _fail(names.get(broken[0].option, broken[0].option), broken[0].detail)
+        detail = re.sub(r"--[a-z][a-z-]*", lambda f: names.get(f.group(0), f.group(0)),
+                        broken[0].detail)  # fmt: skip
+        raise _fail(names.get(broken[0].option, broken[0].option), detail)
 
 
 def _tokens(m: _Flags, global_batch: int, seq: int) -> float | None:
@@ -710,7 +916,7 @@ def parse_megatron(words: list[str]) -> ImportedRun:
         micro_batch=micro,
         global_batch=global_batch,
         recompute=recompute,
-        zero=1 if m.switch("distributed_optimizer") else default("zero"),
+        zero=_zero_level(m, pp, notes),
         precision=precision,
         **split,
     )
@@ -883,15 +1089,16 @@ def load_megatron(value: str) -> ImportedRun:
         text = read_text(
             path, UsageError, "a launch script or the command itself", OPTION, MAX_SCRIPT_BYTES
         )
-        words = _command(text, str(path))
-        if words is None:
+        found = _command(text, str(path))
+        if found is None:
             raise UsageError(
                 f"{OPTION}: {path}: no torchrun or python ... .py command found; pass the "
                 "script that launches pretrain_gpt.py, or the command itself in quotes"
             )
     else:
-        words = _command(value, "the command") or shlex.split(value, comments=True)
-    return parse_megatron(words)
+        found = _command(value, "the command") or (shlex.split(value, comments=True), [])
+    run = parse_megatron(found[0])
+    return replace(run, notes=(*found[1], *run.notes)) if found[1] else run
 
 
 def _script_path(value: str) -> Path | None:
@@ -918,9 +1125,42 @@ def _script_path(value: str) -> Path | None:
     return None
 
 
-def _command(text: str, where: str) -> list[str] | None:
-    """command_from_script, its expansion bounded (exit 2 past the bound)."""
+def _command(text: str, where: str) -> tuple[list[str], list[str]] | None:
+    """script_command's words, its expansion bounded (exit 2 past the bound), and the note
+    of the unset variables it dropped (_unset_note)."""
     try:
-        return command_from_script(text)
+        found = script_command(text)
     except ExpansionTooLarge as err:
         raise UsageError(f"{where}: {err}; expand them by hand", OPTION) from err
+    if found is None:
+        return None
+    words, dropped = found
+    return words, _unset_note(words, dropped)
+
+
+def _unset_note(words: list[str], dropped: list[tuple[int, str]]) -> list[str]:
+    """A note naming the unset variables bash expands to nothing where they stood for
+    flags (after a value or a switch, as ``$EXTRA_ARGS`` does): whatever flags they would
+    carry from the environment are not read. One that stood after a flag taking a value
+    was that value: a flag the import reads then says it has none, one it ignores
+    (``--data-path $DATA_PATH``) needs no note."""
+    valued = {
+        name
+        for framework in ("megatron", "torchrun")
+        for name, setting in flag_index(framework).items()
+        if vocabulary(framework)["flags"][setting]["takes"] != "bool"
+    }
+    names: list[str] = []
+    for at, name in dropped:
+        before = normalize(words[at - 1]) if at else ""
+        is_value = before.startswith("--") and "=" not in before
+        if is_value and (before in valued or before not in flag_index("megatron")):
+            continue
+        names += [] if name in names else [name]
+    if not names:
+        return []
+    shown = ", ".join(f"${n}" for n in names)
+    return [
+        f"{shown}: not set in the script; expanded to nothing, as bash does (flags the "
+        "environment would give there are not read: set them in the script to import them)"
+    ]

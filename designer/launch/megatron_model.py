@@ -309,7 +309,7 @@ def spec_fields(flags: dict[str, Any], hidden: int, heads: int) -> dict[str, Any
         flags.get("normalization") or NORMALIZATION[default("normalization")]
     ]
     return {
-        "head_dim": flags.get("kv_channels") or hidden // heads,
+        "head_dim": head_width(flags.get("kv_channels"), hidden, heads),
         "position_embedding": position,
         "rope_base": float(get("rope_base")),
         "rope_percent": float(get("rope_percent")),
@@ -323,6 +323,17 @@ def spec_fields(flags: dict[str, Any], hidden: int, heads: int) -> dict[str, Any
         "tied_embeddings": not flags.get("untie_embeddings") and bool(default("tied_embeddings")),
         "qk_norm": bool(flags.get("qk_layernorm")),
     }
+
+
+def head_width(kv_channels: int | None, hidden: int, heads: int) -> int:
+    """--kv-channels, or hidden / heads as validate_args derives it when absent; ValueError
+    when the heads do not divide the hidden size, which validate_args asserts
+    (megatron/training/arguments.py lines 839-841 at NVIDIA/Megatron-LM 000c4ac24f61)."""
+    if kv_channels:
+        return kv_channels
+    if hidden % heads:
+        raise ValueError(f"{heads} heads do not divide the hidden size {hidden} (no --kv-channels)")
+    return hidden // heads
 
 
 def mla_yarn(flags: dict[str, Any]) -> RopeScaling | None:

@@ -78,7 +78,12 @@ def required_layout(layers: int, layout: Layout, framework: str, mtp: int = 0) -
         return layout_string(layers, layout)
     rank = layout.pp - 1 if layout.mtp_rank is None else layout.mtp_rank
     text = counts_layout_string(tuple(chunks), rank + (layout.vp - 1) * layout.pp)
-    return text.replace("m", "m" * mtp)
+    text = text.replace("m", "m" * mtp)
+    try:  # an mtp_rank whose later stages hold layers: Megatron-Core refuses the string
+        mtp_rank_of(parse(text), layout.pp, mtp)
+    except ValueError as err:
+        raise Infeasible(f"{framework} cannot run this pipeline layout: {err}") from None
+    return text
 
 
 def needs_layout(layers: int, layout: Layout) -> bool:
@@ -199,9 +204,9 @@ def layout_split(text: str, layers: int, pp: int) -> dict[str, Any]:
 def layout_fields(text: str, layers: int, pp: int, mtp_layers: int = 0) -> dict[str, Any]:
     """Layout fields of a --pipeline-model-parallel-layout string: the designer's own split
     fields when they express it (``layout_split``), else ``stage_counts`` (every virtual
-    stage's layers, Layout.stage_counts) with its vp. ``m``: the model's MTP layers, all in one
-    stage, whose rank builds them (``mtp_rank`` when not the last: Megatron-Core computes
-    their logits with the loss, on the last). ValueError with the reason otherwise."""
+    stage's layers, Layout.stage_counts) with its vp. ``m``: the model's MTP layers, placed
+    as Megatron-Core allows (``mtp_rank``); ``mtp_rank`` when not the last rank: Megatron-Core
+    computes their logits with the loss, on the last. ValueError with the reason otherwise."""
     stages = parse(text)
     counts = []
     for s, stage in enumerate(stages):
@@ -214,18 +219,11 @@ def layout_fields(text: str, layers: int, pp: int, mtp_layers: int = 0) -> dict[
         if bool(m.group(1)) != (s == 0) or bool(m.group(4)) != (s == len(stages) - 1):
             raise ValueError("E must open the first stage and L close the last")
         counts.append(len(m.group(2)))
-    holders = [s for s, st in enumerate(stages) if "m" in st]
-    mtp = sum(st.count("m") for st in stages)
-    if mtp not in (0, mtp_layers) or len(holders) > 1:
-        raise ValueError(
-            f"it places {mtp} MTP layers in {len(holders)} stages; the model has "
-            f"{mtp_layers}, all in one stage"
-        )
-    mtp_rank = holders[0] % pp if holders and len(stages) % pp == 0 else None
     if len(stages) % pp:
         raise ValueError(f"{len(stages)} stages do not divide by the pipeline size {pp}")
     if sum(counts) != layers:
         raise ValueError(f"it holds {sum(counts)} layers, the model {layers}")
+    mtp_rank = mtp_rank_of(stages, pp, mtp_layers)
     plain = "|".join("E" * (s == 0) + "t" * n + "L" * (s == len(counts) - 1)
                      for s, n in enumerate(counts))  # fmt: skip
     placed = {"mtp_rank": mtp_rank} if mtp_rank not in (None, pp - 1) else {}
@@ -233,3 +231,41 @@ def layout_fields(text: str, layers: int, pp: int, mtp_layers: int = 0) -> dict[
         return {**layout_split(plain, layers, pp), **placed}
     except ValueError:
         return {"vp": len(stages) // pp, "stage_counts": tuple(counts), **placed}
+
+
+def mtp_rank_of(stages: list[str], pp: int, mtp_layers: int) -> int | None:
+    """The pipeline rank whose stage holds the ``m`` (MTP) layers, None without any.
+    ValueError where Megatron-Core's PipelineParallelLayerLayout.validate_layer_layout
+    refuses the stages (megatron/core/transformer/pipeline_parallel_layer_layout.py at
+    NVIDIA/Megatron-LM 000c4ac24f61): as many ``m`` as the model's MTP layers, none when
+    it has none (--mtp-num-layers unset: lines 110-113); no decoder layer after the first
+    ``m`` in layer order, which is stage order (lines 114-119); ``m`` only in the last
+    virtual stage of its rank (lines 120-125), all in one stage (lines 126-130). That
+    commit also keeps MTP on the last rank with the loss (lines 131-134); megatron-core
+    0.19 (core_v0.19.0 lines 136-144, the release the launch check runs) lets it stand
+    alone on another rank, which ``mtp_rank`` models, so that rule is not applied."""
+    holders = [s for s, st in enumerate(stages) if "m" in st]
+    mtp = sum(st.count("m") for st in stages)
+    fix = f"e.g. {EXAMPLE!r} (DeepSeek-V3 on PP 8 x VP 4)"
+    if mtp != mtp_layers or len(holders) > 1:
+        raise ValueError(
+            f"it places {mtp} MTP layers (m) in {len(holders)} stages; the model has "
+            f"{mtp_layers}, and Megatron-Core needs exactly as many m, all in one stage "
+            f"({fix})"
+        )
+    if not holders:
+        return None
+    s = holders[0]
+    later = next((k for k in range(s + 1, len(stages)) if "t" in stages[k]), None)
+    if later is not None:
+        raise ValueError(
+            f"stage {later} holds decoder layers (t) after the MTP layer (m) of stage {s}; "
+            f"Megatron-Core places every t before the m ({fix})"
+        )
+    if s // pp != len(stages) // pp - 1:
+        raise ValueError(
+            f"the MTP layer (m) is in stage {s}, virtual stage {s // pp} of rank {s % pp}; "
+            f"Megatron-Core needs it in the last virtual stage of its rank "
+            f"(stages {len(stages) - pp} to {len(stages) - 1}) ({fix})"
+        )
+    return s % pp

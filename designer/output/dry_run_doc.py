@@ -74,7 +74,8 @@ def _outcome(ev, evidence: dict[str, Any]) -> list[str]:
             f"capex {render.usd(ev.capex)} (pass --tokens for time to train and cloud cost)"
         )
         return lines
-    shown = report.with_range(days, evidence["days_range"], ".1f")
+    rng = evidence["days_range"]  # the value at the range's precision (render.number)
+    shown = render.number(days, ".1f") + (f" ({report.span(rng)})" if rng else "")
     lines.append(
         f"time to train: {shown} days; capex {render.usd(ev.capex)}, cloud "
         f"{render.usd(ev.cloud_cost)}, tco {render.usd(ev.tco_cost)} (energy "
