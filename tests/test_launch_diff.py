@@ -18,6 +18,7 @@ from designer.errors import UsageError
 from designer.launch import diff
 from designer.launch.megatron_import import parse_megatron
 from designer.options import EVALUATE_OPTIONS, apply
+from designer.output import text as render
 from designer.question.build import build_scenario
 from helpers import refused
 from solvers import Config
@@ -302,3 +303,11 @@ def test_optimize_from_a_deepep_command_keeps_its_dispatcher():
     assert dense.spec.is_dense
     q = {**diff.question_for(dense, {}, set()), "batch_tokens_model": "off"}
     assert diff.row(diff.imported_evaluation(build_scenario(**q), dense))["dispatcher"] is None
+
+
+def test_a_run_of_under_a_day_reads_to_three_figures(imported, run):
+    """The header's days as evaluate prints them (render.number): 0.0474, not 0.0."""
+    days = float(imported.time_to_train_days or 0)
+    head = diff.text(run, imported, None).split("\n")[0]
+    assert 0 < days < 1  # 1,000 steps of 64 x 2,048 tokens on 16 GPUs
+    assert f"{render.number(days, '.1f')} days, " in head and " 0.0 days" not in head

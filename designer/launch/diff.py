@@ -152,7 +152,8 @@ def text(run: ImportedRun, imported: Evaluation, plan: Plan | None) -> str:
         f"{run.nproc_per_node}), tp {lay.tp} pp {lay.pp} dp {lay.dp} cp {lay.cp} vp {lay.vp}, "
         f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,}, seq {run.seq_len:,}; "
         f"on {imported.gpu}: step {imported.step_time_s:.2f} s, "
-        f"{float(imported.time_to_train_days or 0):,.1f} days, {render.usd(imported.extra['cost_usd'])}, "
+        f"{render.number(float(imported.time_to_train_days or 0), '.1f')} days, "
+        f"{render.usd(imported.extra['cost_usd'])}, "
         f"MFU {100 * imported.mfu:.1f}%"
         + ("" if imported.feasible else " - INFEASIBLE: ")
         + "; ".join(f"{v.constraint}: {v.detail}" for v in imported.violations),
