@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -654,3 +655,14 @@ def test_models_show_says_which_widths_mla_and_shared_experts_use(runner):
     assert "unused" not in dense and "routed expert" not in dense
     starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines if line.strip()}
     assert len(starts) == 1  # every value in one column, the longest key's included
+
+
+def test_catalog_show_prints_every_digit_the_catalog_holds(runner):
+    """catalog show is the catalog as written: 1.555 TB/s and 1,307.4 TFLOP/s, not the
+    three figures an answer rounds to (1.55, 1,307)."""
+    a100 = invoke(runner, ["catalog", "show", "a100-40gb"]).output
+    assert re.search(r"^memory_bw_tb_per_s +1\.555$", a100, re.M)
+    mi300x = invoke(runner, ["catalog", "show", "mi300x"]).output
+    assert re.search(r"^dense_bf16_tflops +1,307\.4$", mi300x, re.M)
+    facility = invoke(runner, ["catalog", "show", "facility"]).output
+    assert re.search(r"per_gpu_hour +1\.1583e-05$", facility, re.M)

@@ -61,7 +61,7 @@ def test_fields_text_indents_nested_fields_and_explains_profile_constants():
     assert text.splitlines() == [
         f"{'a':32s} 1",
         "b:",
-        f"  {'c':32s} 2.50",
+        f"  {'c':32s} 2.5",  # as the file holds it (render.exact)
         f"  {'d':32s} -",
         f"{'t':32s} [1, 2]",
     ]

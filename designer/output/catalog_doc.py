@@ -184,7 +184,7 @@ def fields_text(d: dict[str, Any], indent: int = 0, profile: bool = False) -> st
             if nested:
                 lines.append(nested)
             continue
-        text = render.fmt(list(value) if isinstance(value, tuple) else value)
+        text = render.exact(list(value) if isinstance(value, tuple) else value)
         field = _PROFILE_FIELDS.get(key) if profile else None
         note = f"  ({field.description})" if field is not None and field.description else ""
         if key in ("note", "sets"):
@@ -208,7 +208,7 @@ def model_text(d: dict[str, Any]) -> str:
     lines = []
     for key, value in d.items():
         note = f" {notes[key]}" if key in notes else ""
-        lines.append(f"{key:{width}s} {render.fmt(value)}{note}")
+        lines.append(f"{key:{width}s} {render.exact(value)}{note}")
     return "\n".join(lines)
 
 

@@ -44,6 +44,14 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def exact(v: Any) -> str:
+    """A value as its file holds it (``catalog show``, ``models show``): fmt, but a float with
+    every digit it has, thousands grouped (1.555, 1,307.4, 1.1583e-05), never rounded."""
+    if isinstance(v, float) and math.isfinite(v) and v != int(v):
+        return f"{v:,}"
+    return fmt(v)
+
+
 def number(v: float, mid: str = ".2f") -> str:
     """A float to read: thousands without decimals, ``mid`` from 1 to 100, three figures below."""
     if abs(v) >= 100:
