@@ -653,8 +653,19 @@ def sentence(s: Scenario, res: SolveResult, alt: Alternative, doc: dict[str, Any
     holds = "if its runs hold" if pair.runs else "if the model's extrapolation holds"
     return (
         f"{alt.gpu} {precision} ({pair.tier}: {pair.summary}) would win by {alt.gain_pct:.0f}% "
-        f"({theirs} against {ours}) {holds}, {robust}{_late(s, doc)}; {pair.to_eligible}."
+        f"({theirs} against {ours}) {holds}, {robust}{_late(s, doc)}{_over_budget(s, doc)}; "
+        f"{pair.to_eligible}."
     )
+
+
+def _over_budget(s: Scenario, doc: dict[str, Any]) -> str:
+    """``, though at the slow end it costs $1.58M, over the $1.00M budget`` when a cost
+    that moves with the time (rented GPU-hours, energy) exceeds the budget there."""
+    dear = (doc.get("cost_usd_range") or [None, None])[1]
+    if s.objective != "time" or s.budget_usd is None or dear is None or dear <= s.budget_usd:
+        return ""
+    over = f"{render.usd(dear)}, over the {render.usd(s.budget_usd)} budget"
+    return f", though at the slow end it costs {over}"
 
 
 def _late(s: Scenario, doc: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
-from models.evaluate import Evaluation
+from models.evaluate import Evaluation, billed_days
 from models.evidence_rule import PairEvidence, detail_recorded, pair_evidence
 
 DEFAULT_EXTRAPOLATED_ERROR_PCT = 35.0
@@ -340,7 +340,12 @@ def rule_fields(pair: PairEvidence | None) -> dict[str, Any]:
 
 
 def plan_evidence(
-    catalog: Catalog, ev: Evaluation, pricing: str, cost_usd: float, stack: str | None = None
+    catalog: Catalog,
+    ev: Evaluation,
+    pricing: str,
+    cost_usd: float,
+    stack: str | None = None,
+    min_days: float = 0.0,
 ) -> dict[str, Any]:
     """The evidence object of a plan (JSON): the band and the measured ranges it implies.
 
@@ -348,7 +353,9 @@ def plan_evidence(
     ``worst_pct``, ``sets`` (null when extrapolated), ``error_lo_pct`` and
     ``error_hi_pct`` (the band used), ``step_time_s_range``, ``days_range`` (null
     without tokens), ``cost_usd_range`` (``pricing``'s cost; ``time_independent_cost_usd``
-    says which part moves), ``basis`` and ``line``. A bound that is unbounded is null.
+    says which part moves; a rented plan under a term of ``min_days`` is billed for
+    max(days, min_days) at each end of its days, models.evaluate.billed_days), ``basis``
+    and ``line``. A bound that is unbounded is null.
     """
     precision = ev.layout.precision
     family = "moe" if ev.moe else "dense"
@@ -357,6 +364,10 @@ def plan_evidence(
     step = b.scale(float(ev.step_time_s))
     days_range = b.scale(float(days)) if days is not None else None
     cost = b.cost(float(cost_usd), time_independent_cost_usd(ev, pricing))
+    if pricing == "cloud" and min_days > 0 and days is not None and days_range is not None:
+        per_day = float(cost_usd) / max(float(days), min_days)  # the rate of one billed day
+        lo_days, hi_days = days_range
+        cost = (per_day * billed_days(lo_days, min_days), per_day * billed_days(hi_days, min_days))
     doc = gpu_evidence(catalog, ev.gpu, stack, precision, family)
     doc["step_time_s_range"] = [_num(step[0]), _num(step[1])]
     doc["days_range"] = None if days_range is None else [_num(days_range[0]), _num(days_range[1])]

@@ -353,3 +353,18 @@ def test_a_pair_prepared_beside_a_wave_is_skipped_at_its_visit_by_its_catalog_bo
     assert "rtx4090" in [p.gpu for p in queue.ready]
     ahead, plain = asked(queue), asked(None)
     assert "rtx4090" not in ahead[2] and ahead[:2] == plain[:2]
+
+
+def test_a_slow_end_over_the_budget_is_said():
+    """Renting, a slower run costs more: an alternative that still wins at the slow end of
+    its band but would pay more than the budget there says so, as one that misses the
+    deadline there does."""
+    s = SimpleNamespace(objective="time", budget_usd=1e6)
+    doc = {"cost_usd_range": [9e5, 1.58e6]}
+    assert (
+        alt_mod._over_budget(s, doc)
+        == ", though at the slow end it costs $1.58M, over the $1.00M budget"
+    )
+    assert alt_mod._over_budget(s, {"cost_usd_range": [9e5, 9.9e5]}) == ""
+    assert alt_mod._over_budget(SimpleNamespace(objective="time", budget_usd=None), doc) == ""
+    assert alt_mod._over_budget(SimpleNamespace(objective="cost", budget_usd=1e6), doc) == ""

@@ -306,3 +306,27 @@ def test_a_rented_questions_explanation_rents_under_its_terms():
     assert 9.44 < at.deadline_days < 9.47
     plan = solve_cpsat(at).best
     assert plan is not None and plan.num_gpus <= block_gpus(at, "h100-sxm") == 2048
+
+
+def test_a_reserved_plans_cost_band_bills_the_minimum_at_each_end(capsys):
+    """A plan reserved for a year is billed max(days, 365) at either end of its days band:
+    8 H100 for 222 days (band 210-243) cost a flat $146.7K, not $138.6K-$160.4K; an
+    alternative's dear end at 486 days is its rate x 486, not its cost x 486 / 307."""
+    args = ["optimize", "--model", "llama2-13b", "--tokens", "1T", "--deadline", "500d",
+            "--pricing", "cloud", "--json"]  # fmt: skip
+    code, out, _ = run_main(capsys, args)
+    assert code == 0
+    doc = json.loads(out)
+    best = doc["plans"][0]
+    term = _term(best["cloud_term"])
+    assert term.min_days == 365 and best["evidence"]["days_range"][1] < 365
+    lo, hi = best["evidence"]["cost_usd_range"]
+    assert lo == pytest.approx(best["cost_usd"]) and hi == pytest.approx(best["cost_usd"])
+    checked = 0
+    for alt in (a["plan"] for a in doc["alternatives"]):
+        days, costs = alt["evidence"]["days_range"], alt["evidence"]["cost_usd_range"]
+        if alt.get("cloud_term") == "1-year reserved" and days[0] < 365 < days[1]:
+            per_day = alt["cost_usd"] / max(alt["time_to_train_days"], 365)
+            assert costs == pytest.approx([per_day * 365, per_day * days[1]])
+            checked += 1
+    assert checked >= 1  # MI325X: 243-486 days, $95.7K-$127.5K

@@ -303,7 +303,7 @@ def test_evaluate_rejects_bad_splits_with_exit_2(capsys, extra, option):
 def test_evaluate_split_options_replaced_by_from_megatron(capsys):
     cmd = (
         "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-        "--num-attention-heads 8 --seq-length 1024 --micro-batch-size 1"
+        "--num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1"
     )
     code, _, err = run_main(capsys, ["evaluate", "--from-megatron", cmd, "--loss-in-split"])
     assert code == 2 and "--loss-in-split" in err
@@ -314,7 +314,7 @@ def test_evaluate_split_options_replaced_by_from_megatron(capsys):
 TORCHRUN = "torchrun --nnodes 16 --nproc-per-node 8 pretrain_gpt.py"
 SHAPE_405B = (
     "--num-layers 126 --hidden-size 16384 --ffn-hidden-size 53248 --num-attention-heads 128 "
-    "--group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 "
+    "--group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 --max-position-embeddings 8192 "
     "--micro-batch-size 1 --global-batch-size 512 --tensor-model-parallel-size 8 --bf16 "
 )
 
