@@ -69,6 +69,10 @@ class CloudOffers(BaseModel):
         block = self.blocks.get(gpu)
         return block.max_gpus if block is not None else self.default_max_gpus
 
+    def rentable_gpus(self, gpu: str, cloud_max_gpus: int | None) -> int:
+        """The largest block a question may rent: --cloud-max-gpus, else block_gpus."""
+        return cloud_max_gpus if cloud_max_gpus is not None else self.block_gpus(gpu)
+
     def block_usd_per_gpu_hour(self, gpu: str) -> float | None:
         """The published on-demand price of ``gpu``'s block (None: none published)."""
         block = self.blocks.get(gpu)

@@ -37,9 +37,7 @@ def applies(scenario: Scenario) -> bool:
 
 def block_gpus(scenario: Scenario, gpu: str) -> int:
     """The largest rentable block of ``gpu``: --cloud-max-gpus, or the catalog's."""
-    if scenario.cloud_max_gpus is not None:
-        return scenario.cloud_max_gpus
-    return cloud_offers().block_gpus(gpu)
+    return cloud_offers().rentable_gpus(gpu, scenario.cloud_max_gpus)
 
 
 def terms(scenario: Scenario) -> tuple[CloudTerm, ...]:
@@ -118,10 +116,12 @@ def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
     for name in scenario.gpus:
         rate = term_rate(scenario, name, term)
         gpus[name] = gpus[name].model_copy(update={"cloud_usd_per_gpu_hour": rate})
-        cap = block_gpus(scenario, name)
+        # the question's cap where it has one (designer.question.build caps a rented type at
+        # its block, and a relaxation may scale that cap), else the block
+        cap = dict(scenario.gpu_caps).get(name, block_gpus(scenario, name))
         if budget is not None and term.min_days > 0:
             cap = min(cap, math.floor(budget / (rate * 24.0 * term.min_days)))
-        caps[name] = min(caps.get(name, cap), cap)
+        caps[name] = cap
     return scenario.with_changes(
         catalog=dataclasses.replace(cat, gpus=gpus),
         gpu_caps=tuple(sorted(caps.items())),

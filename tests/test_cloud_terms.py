@@ -291,8 +291,8 @@ def test_a_budget_switched_off_caps_no_term(solver):
 def test_a_rented_questions_explanation_rents_under_its_terms():
     """The explanation's checks rent as the solve does: under a $100K budget the fix is
     the three-year term's $873,509 (it said $2,096,881, on demand only, and below $874K no
-    fix at all); under a 1-day deadline the 2,048-GPU block makes the deadline alone the
-    conflict (it said no family was to blame)."""
+    fix at all); under a 1-day deadline the deadline conflicts with the 2,048-GPU block, a
+    cap of the type (it said no family was to blame)."""
     from solvers.explain import explain_infeasible  # lazy: the one explanation test here
 
     budget = explain_infeasible(_llama70b_on_h100(budget=1e5), 60)
@@ -301,8 +301,8 @@ def test_a_rented_questions_explanation_rents_under_its_terms():
     assert 873_509 <= fixed.budget_usd <= 873_509 * 1.0001
     assert solve_cpsat(fixed).best is not None
     deadline = explain_infeasible(_llama70b_on_h100(deadline=1.0), 60)
-    assert deadline.constraints == ["deadline"]
-    at = deadline.fixes[0].scenario
+    assert deadline.constraints == ["deadline", "max_gpus"]  # the block is the type's cap
+    (at,) = [f.scenario for f in deadline.fixes if f.constraint == "deadline"]
     assert 9.44 < at.deadline_days < 9.47
     plan = solve_cpsat(at).best
     assert plan is not None and plan.num_gpus <= block_gpus(at, "h100-sxm") == 2048
@@ -330,3 +330,17 @@ def test_a_reserved_plans_cost_band_bills_the_minimum_at_each_end(capsys):
             assert costs == pytest.approx([per_day * 365, per_day * days[1]])
             checked += 1
     assert checked >= 1  # MI325X: 243-486 days, $95.7K-$127.5K
+
+
+def test_the_block_binds_as_a_gpu_cap(capsys):
+    """Renting caps each type at its largest block, so the answer says the block binds and
+    what a larger one would save (the $30M cloud answer never named it: 2,048 H100 in 9.5
+    days, 0.8 days saved by a block 10% larger), and --ignore max_gpus lifts it."""
+    code, out, _ = run_main(capsys, ["optimize", "--budget", "30M", "--pricing", "cloud", "--json"])
+    assert code == 0
+    doc = json.loads(out)
+    (cap,) = [b for b in doc["binding"] if b["constraint"] == "max_gpus"]
+    assert cap["binding"] and cap["slack"] == 0
+    assert "2,048 of 2,048 h100-sxm GPUs allowed, the largest rentable block" in cap["detail"]
+    assert cap["improvement_if_relaxed"] > 0.5  # days, a block of 2,253
+    assert doc["question"]["gpu_caps"]["h100-sxm"] == 2048

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from catalog.cloud import cloud_offers
 from catalog.specs import FABRICS, STACKS
 from designer.cli import cli, main
 from designer.errors import UsageError
@@ -165,6 +166,9 @@ def test_saved_answer_keeps_every_question_field(kw):
         limit = s.catalog.gpu(g).max_cluster_gpus
         if limit is not None:
             caps[g] = min(caps.get(g, limit), limit)
+    for g in s.gpus if s.pricing == "cloud" else ():  # renting caps each type at its block
+        block = cloud_offers().rentable_gpus(g, s.cloud_max_gpus)
+        caps[g] = min(caps.get(g, block), block)
     assert back.gpu_caps == s.gpu_caps == tuple(sorted(caps.items()))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from catalog.cloud import cloud_offers
 from solvers.families.base import Family, Fix, FixSearch, Grid, bisect, count_fix, violation
 from solvers.scenario import GPU_CAP
 
@@ -47,7 +48,11 @@ class MaxGpus(Family):
         allowed = _cap(s, gpu)
         if allowed is None:
             return None, "GPUs", f"no cap on {gpu}"
-        return allowed - used, "GPUs", f"{used:,} of {allowed:,} {gpu} GPUs allowed"
+        detail = f"{used:,} of {allowed:,} {gpu} GPUs allowed"
+        rentable = cloud_offers().rentable_gpus(gpu, s.cloud_max_gpus)
+        if s.pricing == "cloud" and s.cloud_terms and allowed == rentable:
+            detail += ", the largest rentable block"
+        return allowed - used, "GPUs", detail
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
         # the user's own overall cap first, the per-type caps as they are (a user's
