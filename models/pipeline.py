@@ -77,6 +77,21 @@ def in_flight_at_rank(rank: int, pp: int, vp: int, num_microbatches: float) -> f
     return chunks / vp
 
 
+def full_pipeline_microbatches(pp: int, vp: int) -> int:
+    """The fewest micro-batches per step (at least p, a multiple of ``microbatch_step``)
+    from which no rank holds more in flight (``in_flight_at_rank`` grows with m, then stays):
+    p under 1F1B (min(p - r, m); the first rank's count stops at p); interleaved, the
+    first multiple of p whose v m chunk passes cover rank 1's warm-up plus the one in
+    flight, 2 (p - 2) + (v - 1) p + 1 (the largest cap of the ranks past the first), so
+    2p once p > 3: with m = p rank 1 of PP 4, VP 2 holds 8 of its 9 chunk passes."""
+    if pp <= 1:
+        return 1
+    if vp == 1:
+        return pp
+    warmup = 2 * (pp - 2) + (vp - 1) * pp + 1
+    return max(1, -(-warmup // (vp * pp))) * pp
+
+
 def a2a_overlap_warmup_chunks(pp: int, vp: int) -> int:
     """Model-chunk forwards the first rank runs alone, before Megatron-Core's all-to-all
     overlap (--overlap-moe-expert-parallel-comm) pairs each forward with another

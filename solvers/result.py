@@ -31,9 +31,26 @@ def names_objective(solve: Callable[..., SolveResult]) -> Callable[..., SolveRes
     def named(scenario: Scenario, *args: Any, **kwargs: Any) -> SolveResult:
         name, unit = objective_fields(scenario.objective)
         res = solve(scenario, *args, **kwargs)
-        return replace(res, objective_name=name, objective_unit=unit)
+        return replace(checked(res), objective_name=name, objective_unit=unit)
 
     return named
+
+
+def checked(res: SolveResult) -> SolveResult:
+    """``res``, once every plan in it passes the float model's checks of the question's
+    enforced families (solvers.plan.build_plan re-evaluates each one; the solvers choose
+    from bounds and coefficients read from models/, and a plan the evaluator rejects
+    would be reported as the answer: 256 GPUs 2.2 GB over memory were). An internal error
+    otherwise: a disagreement between a solver's encoding and models.evaluate."""
+    for plan in res.plans:
+        if plan.violations:
+            broken = "; ".join(f"{v.constraint}: {v.detail}" for v in plan.violations)
+            raise RuntimeError(
+                f"internal error: {res.solver}'s plan {plan.config.shape} (DP "
+                f"{plan.config.dp}, {plan.config.microbatches} micro-batches) fails the "
+                f"evaluator's check ({broken})"
+            )
+    return res
 
 
 @dataclass

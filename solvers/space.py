@@ -48,7 +48,7 @@ from models.expert import (
     routed_elementwise_width,
 )
 from models.feasibility import TOL
-from models.layout import Assumptions, Network
+from models.layout import Assumptions, Layout, Network
 from models.memory import (
     memory_terms,
     moe_bound_terms_at,
@@ -56,7 +56,13 @@ from models.memory import (
     moe_unit_bound_ranks,
     usable_memory_gb,
 )
-from models.pipeline import EVEN, Split, bubble_fraction, uneven_splits
+from models.pipeline import (
+    EVEN,
+    Split,
+    bubble_fraction,
+    full_pipeline_microbatches,
+    uneven_splits,
+)
 from models.step import (
     StepCoefficients,
     gemm_per_microbatch_s,
@@ -410,17 +416,32 @@ def structural_violations(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> fro
 def shape_memory_terms(
     scenario: Scenario, shape: Shape, profiled: Assumptions | None = None
 ) -> list[tuple[float, float]]:
-    """models.memory.memory_terms of the shape's layout (any DP degree; a MoE / MLA / MTP
-    model's moe_memory_terms at the shape's EP and ETP). ``profiled``: the question's
-    assumptions under the shape's GPU's profile (with_profile), when the caller has them."""
+    """models.memory.memory_terms of the shape's memory_layout (any DP degree, full
+    pipelines; a MoE / MLA / MTP model's moe_memory_terms at the shape's EP and ETP).
+    ``profiled``: the question's assumptions under the shape's GPU's profile
+    (with_profile), when the caller has them."""
     a = profiled
     if a is None:
         a = with_profile(scenario.assumptions, scenario.catalog.gpu(shape.gpu))
+    layout = memory_layout(shape)
     if not scenario.spec.is_dense:
-        layout = shape.probe_layout()
         return moe_memory_terms(scenario.spec, layout, scenario.seq_len, a, shape.ep, shape.etp)
-    layout = shape.layout(1, max(1, shape.pp))
     return memory_terms(scenario.spec, layout, scenario.seq_len, a)
+
+
+def memory_layout(shape: Shape) -> Layout:
+    """The layout the memory terms are priced at: the shape at its smallest DP degree (the
+    terms' DP part is read from them for any degree) and with full pipelines, the
+    micro-batches per step from which no rank holds more in flight
+    (models.pipeline.full_pipeline_microbatches). Memory grows with the micro-batches per
+    step, so the terms are the memory of every count from that one and at least the
+    memory of any smaller count: exact wherever a plan's m is at least it, an upper bound
+    only with the interleaved schedule at m = p (ranks past the first hold fewer chunks
+    than their warm-up), where a degree below dp_min_memory may fit. Not Shape.probe_layout
+    (m = p): there PP 4, VP 2 and a split of 8/10/10/8 layers hold rank 1's 10 layers at 4
+    micro-batches, 4.5 from m = 8, and both solvers took a plan 2.2 GB over its GPU."""
+    step = shape.dp_step
+    return shape.layout(step, full_pipeline_microbatches(max(1, shape.pp), shape.vp))
 
 
 def shape_bound_terms(
@@ -437,7 +458,7 @@ def shape_bound_terms(
     key = ("unit", profiled.flash_attention, *shape[1:5], *shape[6:])
     unit = None if cache is None else cache.get(key)
     if unit is None:
-        layout = shape._replace(micro_batch=1).probe_layout()
+        layout = memory_layout(shape._replace(micro_batch=1))
         ranks = moe_unit_bound_ranks(
             scenario.spec, layout, scenario.seq_len, profiled, shape.ep, shape.etp
         )
@@ -449,7 +470,7 @@ def shape_bound_terms(
 
 
 def dp_min_for_memory(scenario: Scenario, shape: Shape, gpu: GPUSpec) -> int | None:
-    """Smallest d with memory(d) <= capacity x memory_scale, pipelines full (m >= p)."""
+    """Smallest d with memory(d) <= capacity x memory_scale at full pipelines (memory_layout)."""
     capacity = usable_memory_gb(gpu.memory_gb, scenario.assumptions) * scenario.memory_scale
     return dp_min_from_terms(shape_memory_terms(scenario, shape), shape.cp, capacity)
 
@@ -474,13 +495,16 @@ def memory_frontier(terms: list[tuple[float, float]]) -> list[tuple[float, float
 def dp_min_from_terms(terms: list[tuple[float, float]], cp: int, capacity: float) -> int | None:
     """Smallest d with max over stages of fixed + sharded / (d * cp) <= capacity.
 
-    Memory is fixed + sharded / (d * cp) on each of the first and last stages
-    (ZeRO-1 shards the optimizer states); the bound is solved in closed form and
-    checked against the evaluator, so both solvers agree with it exactly."""
+    Memory is fixed + sharded / (d * cp) on each rank that can bind (ZeRO-1 shards the
+    optimizer states); the bound is solved in closed form and checked against the terms'
+    own totals (float rounding), so both solvers agree with it exactly. The terms are
+    models.memory's rank totals at full pipelines (memory_layout; tests/
+    test_moe_memory_bound.py compares them with the evaluator's), and every plan a solver
+    returns is evaluated again (solvers.result.checked)."""
 
     limit = capacity + TOL
 
-    def fits(dp: int) -> bool:  # the evaluator's total, stage by stage (models.memory)
+    def fits(dp: int) -> bool:  # the terms' total, stage by stage (models.memory's sums)
         ranks = dp * cp
         for fixed, sharded in terms:  # (their maximum at most the limit: each one is)
             if fixed + sharded / ranks > limit:

@@ -19,6 +19,7 @@ from solvers.space import (
     enumerate_candidates,
     expert_options,
     memory_frontier,
+    memory_layout,
     micro_batch_options,
     nic_specs,
     pipeline_splits,
@@ -123,9 +124,9 @@ def test_memory_frontier_keeps_the_least_fitting_degree():
 def test_bound_terms_keep_the_frontier_of_every_rank():
     """A MoE shape's memory bound reads shape_bound_terms (the rank storing the most of
     those equal but for their activations; from its ranks at a micro-batch of 1, cached or
-    not, equal to moe_memory_terms(binding=True) at its own): their frontier is that of every rank's
-    terms, over MoE zoo models' pipelines (deep ones, uneven splits, MTP, fp8, ZeRO-1),
-    and so is the least DP degree that fits."""
+    not, equal to moe_memory_terms(binding=True) at its memory_layout, full pipelines): their
+    frontier is that of every rank's terms, over MoE zoo models' pipelines (deep ones,
+    uneven splits, MTP, fp8, ZeRO-1), and so is the least DP degree that fits."""
     from models.evaluate import with_profile
     from models.memory import moe_memory_terms
     from models.zoo import moe_zoo
@@ -141,7 +142,7 @@ def test_bound_terms_keep_the_frontier_of_every_rank():
         for cand in rng.sample(cands, 40):
             every = shape_memory_terms(s, cand.shape, a)
             bound = shape_bound_terms(s, cand.shape, a, cache)
-            layout, ep, etp = cand.shape.probe_layout(), cand.shape.ep, cand.shape.etp
+            layout, ep, etp = memory_layout(cand.shape), cand.shape.ep, cand.shape.etp
             assert bound == moe_memory_terms(s.spec, layout, s.seq_len, a, ep, etp, binding=True)
             assert bound == shape_bound_terms(s, cand.shape, a)  # no cache: the same
             assert set(bound) <= set(every)

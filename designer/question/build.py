@@ -139,11 +139,8 @@ def build_scenario(
             pricing=pricing,
             budget_usd=budget,
             deadline_days=deadline,
-            gpu_caps=_cluster_caps(
-                cat, chosen, gpu_caps, explicit=bool(gpus), rented=_blocks(pricing, cloud_max_gpus)
-            ),
             max_gpus=max_gpus,
-            **_rented(cloud_max_gpus),
+            **_caps_and_rental(cat, chosen, gpu_caps, bool(gpus), pricing, cloud_max_gpus),
             power_cap_mw=power_cap,
             max_racks=max_racks,
             precisions=precisions,
@@ -214,10 +211,18 @@ def _sequence(spec, tokens, seq_len, precision: str, model: str, limits_: tuple)
     return s, fields, ("bf16", "fp8") if precision == "any" else (precision,)
 
 
-def _rented(cloud_max_gpus: int | None) -> dict[str, Any]:
-    """The Scenario's rental fields: a question rents one block under a term
-    (solvers/cloud_terms.py, issue 31 item 2), the block --cloud-max-gpus or the catalog's."""
-    return {"cloud_terms": True, "cloud_max_gpus": cloud_max_gpus}
+def _caps_and_rental(
+    cat, chosen, gpu_caps: dict[str, int], explicit: bool, pricing: str, cloud_max_gpus
+) -> dict[str, Any]:
+    """The Scenario's GPU caps (_cluster_caps) and rental fields: a question rents one block
+    under a term (solvers/cloud_terms.py, issue 31 item 2), the block --cloud-max-gpus or
+    the catalog's, which caps its GPU type."""
+    rented = _blocks(pricing, cloud_max_gpus)
+    return {
+        "gpu_caps": _cluster_caps(cat, chosen, gpu_caps, explicit=explicit, rented=rented),
+        "cloud_terms": True,
+        "cloud_max_gpus": cloud_max_gpus,
+    }
 
 
 def _goodput(no_failures: bool, every_min: float | None, scale: float) -> dict[str, Any]:
