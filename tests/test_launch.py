@@ -873,9 +873,22 @@ def test_a_tp_group_that_would_straddle_two_servers_is_refused():
         scenario, Config(Shape("h100-sxm", 4, 1, 1, 1, 1, "selective", "bf16"), "cx7-400g", 8, 3, 8)
     )
     assert plan.evaluation.nodes == 2 and plan.evaluation.layout.num_gpus == 12
-    with pytest.raises(Infeasible, match="a TP group of 4 ranks would span two servers"):
+    with pytest.raises(Infeasible, match="a TP group of 4 ranks would span two domains"):
         Launch.from_plan(scenario, plan)
     fits = build_plan(
         scenario, Config(Shape("h100-sxm", 2, 1, 1, 1, 1, "selective", "bf16"), "cx7-400g", 8, 6, 8)
     )
     assert Launch.from_plan(scenario, fits).procs_per_node == 6  # TP 2 groups stay inside
+
+
+def test_tp_over_two_nvl72_trays_stays_inside_the_rack():
+    """GB200 trays hold 4 GPUs of a 72-GPU NVLink domain: TP 8 over two trays is inside the
+    domain, as the plan times it (the check refused it when it counted servers, not
+    domains: CI's launch check on a 144-GPU GB200 plan)."""
+    scenario = build_scenario(
+        model="llama3-70b", tokens=1e10, seq_len=4096, gpus=("gb200",), max_gpus=144
+    )
+    shape = Shape("gb200", 8, 1, 1, 1, 1, "selective", "bf16")
+    plan = build_plan(scenario, Config(shape, "cx7-400g", 4, 18, 8))
+    job = Launch.from_plan(scenario, plan)
+    assert (job.nodes, job.procs_per_node) == (36, 4)

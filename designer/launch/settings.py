@@ -15,23 +15,30 @@ from designer.launch.shell_text import comment_text
 from designer.output import text as render
 from models import Layout, TransformerSpec
 from models.pipeline import stage_layers
+from models.scaleup import domain_gpus
 
 if TYPE_CHECKING:
     from solvers import Plan, Scenario
 
 
-def _groups_inside_servers_or_refuse(lay: Layout, procs: int, nodes: int, per_server: int) -> None:
-    """Ranks go TP fastest, then CP (Megatron-LM's order), procs to a server: a TP group (a
-    TP x CP group the plan timed inside a server) must not straddle two servers, or the
-    launch runs what the plan did not time (a hand-edited plan of 12 GPUs on two 6-GPU
-    halves at TP 4 put ranks 4-7 on both)."""
-    group = lay.tp * lay.cp if lay.tp * lay.cp <= per_server else lay.tp
-    if nodes > 1 and procs % group:
+def _groups_inside_domains_or_refuse(
+    lay: Layout, procs: int, nodes: int, per_server: int, domain: int
+) -> None:
+    """Ranks go TP fastest, then CP (Megatron-LM's order), ``procs`` to a server and the
+    servers of one scale-up domain together (``domain`` GPUs: 8 in an HGX server, 72 in an
+    NVL72 rack of 4-GPU trays): a TP group (a TP x CP group the plan timed inside the
+    domain) must not straddle two domains, or the launch runs what the plan did not time
+    (a hand-edited plan of 12 GPUs on two 6-GPU halves of HGX servers at TP 4 put ranks
+    4-7 on both). TP 8 over two GB200 trays stays inside their rack's NVLink domain."""
+    group = lay.tp * lay.cp if lay.tp * lay.cp <= domain else lay.tp
+    in_domain = procs * max(1, domain // per_server)  # launched ranks sharing one domain
+    if procs * nodes > in_domain and in_domain % group:
         name = "TP x CP" if group != lay.tp else "TP"
         raise Infeasible(
-            f"the launch starts {procs} processes on each of {nodes:,} servers, so a {name} "
-            f"group of {group} ranks would span two servers where the plan times it inside "
-            f"one; use a plan whose GPUs per server are a multiple of {group}"
+            f"the launch starts {procs} processes on each of {nodes:,} servers, {in_domain} "
+            f"to a scale-up domain, so a {name} group of {group} ranks would span two domains "
+            f"where the plan times it inside one; use a plan whose GPUs per domain are a "
+            f"multiple of {group}"
         )
 
 
@@ -76,7 +83,8 @@ class Launch:
                 f"torchrun and Slurm start the same number of processes on every server; re-run "
                 f"optimize with --max-gpus {n // per_server * per_server:,} (a multiple of {per_server})"
             )
-        _groups_inside_servers_or_refuse(lay, procs, ev.nodes, per_server)
+        domain = domain_gpus(scenario.catalog.gpu(ev.gpu))
+        _groups_inside_domains_or_refuse(lay, procs, ev.nodes, per_server, domain)
         days = ev.time_to_train_days
         # the tokens the plan's days train: past the critical batch, more than asked
         # (models/batch_tokens.py), so the launch runs the steps the plan was timed for
