@@ -344,3 +344,22 @@ def test_the_block_binds_as_a_gpu_cap(capsys):
     assert "2,048 of 2,048 h100-sxm GPUs allowed, the largest rentable block" in cap["detail"]
     assert cap["improvement_if_relaxed"] > 0.5  # days, a block of 2,253
     assert doc["question"]["gpu_caps"]["h100-sxm"] == 2048
+
+
+@pytest.mark.parametrize("solver", [solve_cpsat, solve_exhaustive], ids=["cpsat", "exhaustive"])
+def test_a_reserved_terms_minimum_is_within_the_budget_with_max_gpus_ignored(solver):
+    """A reserved term bills GPUs x its minimum: CP-SAT's budget held that only through the
+    GPU cap the term derives from the budget, a max_gpus cap, so --ignore max_gpus let a
+    plan billed a year on 120 GPUs through a budget of tens of thousands of dollars (the
+    evaluator's check, solvers.result.checked, refused it as an internal error)."""
+    s = build_scenario(
+        model="llama2-7b", tokens=1e10, gpus=("h100-sxm",), pricing="cloud", budget=86e3,
+        ignore=("max_gpus",),
+    )  # fmt: skip
+    best = solver(s).best
+    assert best is not None and best.cost_usd <= 86e3
+    assert best.evaluation.extra.get("cloud_term") in (
+        "on-demand",
+        "1-year reserved",
+        "3-year reserved",
+    )

@@ -87,6 +87,8 @@ def _cloud_gpu_time(ctx: BuildContext) -> None:
         md.add(ctx.gt_of[g] == gpu_time.var).only_enforce_if(ctx.gpu_lit[g])
         md.add(ctx.gt_of[g] == 0).only_enforce_if(~ctx.gpu_lit[g])
     ctx.cost_expr = sum(ctx.coef[g] * ctx.gt_of[g] for g in ctx.gpu_names)
+    min_days = s.cloud_min_days
+    ctx.min_gt_per_gpu = up(min_days / gpu_days_per_unit(ctx)) if min_days > 0 else 0
 
 
 def billed_gpu_time(ctx: BuildContext, g: str) -> cp_model.LinearExprT:
@@ -94,10 +96,9 @@ def billed_gpu_time(ctx: BuildContext, g: str) -> cp_model.LinearExprT:
     its own, or under a term with a minimum (Scenario.cloud_min_days) the GPUs times that
     minimum where that is more (models.evaluate.billed_days). The minimum per GPU is
     rounded up to a whole unit: under one unit per GPU of its thousands or more."""
-    gt, min_days = ctx.gt_of[g], ctx.scenario.cloud_min_days
-    if min_days <= 0:
+    gt, per_gpu = ctx.gt_of[g], ctx.min_gt_per_gpu
+    if per_gpu <= 0:
         return gt
-    per_gpu = up(min_days / gpu_days_per_unit(ctx))
     top = max(hi(gt), hi(ctx.num_gpus) * per_gpu)
     if top >= 2**62:  # answered by the model's retry at a coarser time unit
         raise OverflowError("a term's minimum in GPU-time units leaves 64-bit arithmetic")

@@ -38,10 +38,17 @@ class Budget(Family):
         if s.pricing != "cloud":
             ctx.md.add(ctx.cost_expr <= down(s.budget * 100 * ctx.per_cent)).only_enforce_if(on)
             return
+        # a term with a minimum bills GPUs x the minimum at least (models.evaluate.billed_days):
+        # within the budget on its own, whether or not max_gpus holds the GPU cap that
+        # solvers.cloud_terms.term_scenario derives from it (--ignore max_gpus dropped the
+        # cap, and a plan billed $2.05M passed a budget of $86K)
+        per_gpu = ctx.min_gt_per_gpu
         for g in ctx.gpu_names:  # GPU-time units of each GPU type
             limit = down(s.budget * 100 / ctx.coef[g])
             if limit < ctx.hi(ctx.gt_of[g]):  # else the budget cannot bind
                 ctx.md.add(ctx.gt_of[g] <= limit).only_enforce_if([on, ctx.gpu_lit[g]])
+            if per_gpu > 0:
+                ctx.md.add(per_gpu * ctx.num_gpus <= limit).only_enforce_if([on, ctx.gpu_lit[g]])
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
         return grid.cost_cents <= s.budget * 100.0 * (1 + 1e-12)
