@@ -47,7 +47,7 @@ class Budget(Family):
             limit = down(s.budget * 100 / ctx.coef[g])
             if limit < ctx.hi(ctx.gt_of[g]):  # else the budget cannot bind
                 ctx.md.add(ctx.gt_of[g] <= limit).only_enforce_if([on, ctx.gpu_lit[g]])
-            if per_gpu > 0:
+            if 0 < per_gpu and limit < per_gpu * ctx.hi(ctx.num_gpus):  # else it cannot bind
                 ctx.md.add(per_gpu * ctx.num_gpus <= limit).only_enforce_if([on, ctx.gpu_lit[g]])
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
