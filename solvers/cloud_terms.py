@@ -105,20 +105,25 @@ def block_price_scale(scenario: Scenario, gpu: str) -> float:
     return scenario.catalog.gpu(gpu).cloud_usd_per_gpu_hour / shipped
 
 
+def _enforced_budget(scenario: Scenario) -> float | None:
+    """The question's budget, None when it has none or it is switched off (--ignore budget,
+    an explanation's relaxation): a budget switched off caps nothing."""
+    return None if "budget" in scenario.disabled else scenario.budget_usd
+
+
 def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
     """The question at ``term``'s price, each GPU type capped by its block and, under an
     enforced budget, by the GPUs whose minimum term the budget pays."""
     cat = scenario.catalog
     gpus = dict(cat.gpus)
     caps = dict(scenario.gpu_caps)
-    # a budget switched off (--ignore budget, an explanation's relaxation) caps nothing
-    budget = None if "budget" in scenario.disabled else scenario.budget_usd
+    budget = _enforced_budget(scenario)
     for name in scenario.gpus:
         rate = term_rate(scenario, name, term)
         gpus[name] = gpus[name].model_copy(update={"cloud_usd_per_gpu_hour": rate})
         # the question's cap where it has one (designer.question.build caps a rented type at
         # its block, and a relaxation may scale that cap), else the block
-        cap = dict(scenario.gpu_caps).get(name, block_gpus(scenario, name))
+        cap = caps.get(name, block_gpus(scenario, name))
         if budget is not None and term.min_days > 0:
             cap = min(cap, math.floor(budget / (rate * 24.0 * term.min_days)))
         caps[name] = cap
@@ -197,7 +202,7 @@ def _within_the_cheapest(scenario: Scenario, plans: list[Any], top_k: int) -> Sc
     if scenario.objective != "cost" or top_k != 1 or not plans:
         return scenario
     cheapest = min(p.cost_usd for p in plans) * (1 + 1e-6)
-    user = None if "budget" in scenario.disabled else scenario.budget_usd
+    user = _enforced_budget(scenario)
     budget = cheapest if user is None else min(user, cheapest)
     return scenario.with_changes(budget_usd=budget, disabled=scenario.disabled - {"budget"})
 

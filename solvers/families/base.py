@@ -310,9 +310,12 @@ def other_objective_fix(
     objective: str,
     amount: Callable[[Plan], float],
     words: Callable[[float], str],
+    least: Callable[[Scenario, float], float],
 ) -> Fix | None:
     """The least budget (deadline): the optimum of the other objective with the limit off,
-    nudged past the solver's rounding and verified (``amount``: the plan's cost or days)."""
+    nudged past the solver's rounding and verified (``amount``: the plan's cost or days),
+    then named as ``least(fixed question, optimum)`` finds it at the unit ``words`` prints
+    (a figure that holds, where one unit less does not)."""
     s = search.scenario
     name, fam = family.name, family.field
     assert fam is not None, name
@@ -326,7 +329,8 @@ def other_objective_fix(
         x = base * (1 + nudge)
         fixed = s.with_changes(**{fam: x})
         if search.ok(fixed):
-            return Fix(name, words(x), fixed)
+            named = least(fixed, base)
+            return Fix(name, words(named), fixed.with_changes(**{fam: named}))
     return None
 
 

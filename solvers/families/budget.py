@@ -66,17 +66,14 @@ class Budget(Family):
         # the least budget is the cost optimum with the budget off, named rounded up to the
         # dollar it prints: the optimum's, not the nudged limit other_objective_fix verified
         # ($4,348,184 named where the optimum, $4,348,180, holds)
-        least: list[float] = []
-
-        def cost(plan: Plan) -> float:
-            least.append(plan.cost_usd)
-            return least[-1]
-
-        fix = other_objective_fix(search, self, "cost", cost, _words)
-        if fix is None:
-            return None
-        x = least_dollars(search, fix.scenario, least[0])
-        return Fix(self.name, _words(x), fix.scenario.with_changes(budget_usd=x))
+        return other_objective_fix(
+            search,
+            self,
+            "cost",
+            lambda plan: plan.cost_usd,
+            _words,
+            lambda fixed, optimum: least_dollars(search, fixed, optimum),
+        )
 
 
 def _words(x: float) -> str:

@@ -47,17 +47,14 @@ class Deadline(Family):
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
         # the least deadline is near the time optimum with the deadline off: found from it
         # to the hundredth of a day it prints (least_deadline)
-        least: list[float] = []
-
-        def days(plan: Plan) -> float:
-            least.append(_days(plan.evaluation))
-            return least[-1]
-
-        fix = other_objective_fix(search, self, "time", days, _words)
-        if fix is None:
-            return None
-        x = least_deadline(search, s, fix.scenario, least[0])
-        return Fix(self.name, _words(x), fix.scenario.with_changes(deadline_days=x))
+        return other_objective_fix(
+            search,
+            self,
+            "time",
+            lambda plan: _days(plan.evaluation),
+            _words,
+            lambda fixed, optimum: least_deadline(search, s, fixed, optimum),
+        )
 
 
 # the deadline fix's precision: hundredths of a day, as it prints

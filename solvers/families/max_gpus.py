@@ -49,8 +49,8 @@ class MaxGpus(Family):
         if allowed is None:
             return None, "GPUs", f"no cap on {gpu}"
         detail = f"{used:,} of {allowed:,} {gpu} GPUs allowed"
-        rentable = cloud_offers().rentable_gpus(gpu, s.cloud_max_gpus)
-        if s.pricing == "cloud" and s.cloud_terms and allowed == rentable:
+        renting = s.pricing == "cloud" and s.cloud_terms
+        if renting and allowed == cloud_offers().rentable_gpus(gpu, s.cloud_max_gpus):
             detail += ", the largest rentable block"
         return allowed - used, "GPUs", detail
 
