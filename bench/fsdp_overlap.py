@@ -174,13 +174,27 @@ def olmo_core_runs() -> list[tuple[str, TransformerSpec, Layout, float, str]]:
 # and 128 A100 with 400 Gbps per node, as the table prints: two NICs a server [assumed]
 FMS_FSDP = "fms-fsdp"
 FMS_FSDP_NICS = {"h100-sxm": ("cx7-400g", 2), "a100-80gb": ("cx6-200g", 2)}
+# and its gradients reduced in bf16: mixed_precision=True (fms_fsdp/config/training.py)
+# selects the bfSixteen policy, reduce_dtype=torch.bfloat16
+# (fms_fsdp/policies/mixed_precision.py at ed74fd5, the README table's commit), where
+# OLMo-core and torchtitan reduce in fp32 (the profile's zero3_microbatch_grad_reduce_bytes)
+FMS_FSDP_REDUCE_BYTES = 2.0
+
+
+def source_profile(framework: str, hw: Hardware) -> Hardware:
+    """``hw`` with the reduction dtype of ``framework``'s runs: fms-fsdp's bf16
+    (FMS_FSDP_REDUCE_BYTES); the profile's own otherwise."""
+    if framework != FMS_FSDP:
+        return hw
+    return with_profile(hw, zero3_microbatch_grad_reduce_bytes=FMS_FSDP_REDUCE_BYTES)
 
 
 def fms_fsdp_runs(cat: Catalog) -> list[tuple[str, TransformerSpec, Layout, Hardware, float]]:
     """(label, spec, ZeRO-3 layout, hardware, measured step seconds) of the fms-fsdp rows, as
     bench/accuracy.py would read them (calibration.published.parse_row) but under ZeRO-3
     (its FSDP full shard; the 7B rows' HSDP, sharded within a node group, is evaluated as
-    full sharding [assumed]) and the NICs the table prints."""
+    full sharding [assumed]), the NICs the table prints and its bf16 gradient reduction
+    (FMS_FSDP_REDUCE_BYTES)."""
     return pytorch_fsdp_runs(cat, FMS_FSDP)
 
 
@@ -202,7 +216,7 @@ def pytorch_fsdp_runs(
         nic, nics = (
             FMS_FSDP_NICS[run.gpu] if framework == FMS_FSDP else (run.nic, run.nics_per_node)
         )
-        hw = Hardware.from_catalog(cat, run.gpu, nic, nics)
+        hw = source_profile(framework, Hardware.from_catalog(cat, run.gpu, nic, nics))
         lay = replace(run.layout, zero=3)
         out.append((run.name, run.spec, lay, hw, run.measured_step_s))
     return out

@@ -28,8 +28,9 @@ the NICs (NIC share) unless the whole job fits in one scale-up domain. Under ZeR
 the reduction adds m micro-batches' parameter all-gathers less what each hides
 behind its own compute; with the stack's per-micro-batch gradient reduce-scatter on
 (zero3_microbatch_grad_reduce_bytes), each micro-batch reduce-scatters its gradients too,
-sharing the same window, and the backward's last reduce-scatter is exposed
-(zero3_microbatch_s), and what each window hides still slows its compute by
+sharing the same window, and the backward's last reduce-scatter is exposed; the last
+micro-batch's compute is one window for its own collectives and the step's reduction,
+never two (zero3_exposed_s), and what each window hides still slows its compute by
 the collectives' HBM traffic (zero3_contention_s). bw_up is the
 bandwidth of a k-rank group on the platform's topology (models/scaleup.py: a mesh
 gives k - 1 links; a group smaller than k, only on clusters of one domain, is
@@ -631,12 +632,16 @@ def _last_reduced_params(spec: TransformerSpec, layout: Layout, rank_params: flo
     return max(0.0, rank_params - (layers - 1) * spec.layer_params() / layout.tp)
 
 
-def zero3_microbatch_s(c: StepCoefficients, group, node_bw_gb_per_s):
-    """(exposed, outside) of one micro-batch's ZeRO-3 / FSDP collectives. exposed: what its
-    own compute does not hide, max(tail, gathers + reduce-scatter - gather_overlap_s) +
-    the contention of the hidden part (zero3_contention_s); outside: the part of it that
-    no window hides, tail + contention (the contention is compute time lost, not
-    communication), both from one computation of the collectives' time.
+class Zero3Collectives(NamedTuple):
+    """Seconds of one micro-batch's ZeRO-3 / FSDP collectives (zero3_microbatch_s)."""
+
+    comm_s: Any  # gathers + reduce-scatter on one link, alone
+    tail_s: Any  # the backward's last reduce-scatter, which no compute follows
+    contention_s: Any  # compute time the hidden part costs (zero3_contention_s)
+
+
+def zero3_microbatch_s(c: StepCoefficients, group, node_bw_gb_per_s) -> Zero3Collectives:
+    """One micro-batch's ZeRO-3 / FSDP collectives over ``group`` ranks.
 
     gathers: the parameter all-gathers, forward and backward (one all-reduce's traffic,
     ``zero3_gather_bytes``); PyTorch FSDP issues the next layer's all-gather while this
@@ -646,16 +651,32 @@ def zero3_microbatch_s(c: StepCoefficients, group, node_bw_gb_per_s):
     (``zero3_grad_rs_bytes``; PyTorch FSDP2 FSDPParamGroup.post_backward runs it on its
     reduce-scatter stream while the next group's backward computes, and
     FSDPModule.set_requires_gradient_sync(False) skips it). They share one link and one
-    window. tail: the backward's last reduce-scatter (``zero3_grad_rs_tail_bytes``), which
-    no compute follows: FSDPParamGroup.finalize_backward makes the compute stream wait for
-    it at the end of every backward, so step_from_coefficients charges it outside the
-    step's last-micro-batch window (dp_window_s), which hides the rest as it hides the
-    gathers."""
+    window (``gather_overlap_s``). tail: the backward's last reduce-scatter
+    (``zero3_grad_rs_tail_bytes``), which no compute follows:
+    FSDPParamGroup.finalize_backward makes the compute stream wait for it at the end of
+    every backward. contention: what the hidden part slows the compute by
+    (zero3_contention_s). What a step exposes of them: zero3_exposed_s."""
     nbytes = c.zero3_gather_bytes + c.zero3_grad_rs_bytes
     comm_s = group_reduce_s(c, nbytes, group, node_bw_gb_per_s)
     tail = zero3_grad_tail_s(c, group, node_bw_gb_per_s)
-    contention = zero3_contention_s(c, nbytes, group, comm_s)
-    return np.maximum(tail, comm_s - c.gather_overlap_s) + contention, tail + contention
+    return Zero3Collectives(comm_s, tail, zero3_contention_s(c, nbytes, group, comm_s))
+
+
+def zero3_exposed_s(c: StepCoefficients, reduce_s, group, node_bw_gb_per_s, m, window):
+    """Exposed ZeRO-3 / FSDP communication of a step of ``m`` micro-batches. Each of the
+    first m - 1 exposes what its own compute does not hide, max(tail, comm -
+    gather_overlap_s) + contention (zero3_microbatch_s). The last one's compute is also
+    the step's ``window`` for the step's reduction (``reduce_s``; dp_window_s): the two
+    windows are the same seconds of compute, so it hides at most the larger of them,
+    max(tail, comm + reduce_s - max(gather_overlap_s, window)) + contention. Hiding each
+    in its own window counted those seconds twice, and a faster GPU, whose windows are
+    shorter, could predict a slower step (python bench/fsdp_level.py refits the level
+    with them shared)."""
+    comm_s, tail, contention = zero3_microbatch_s(c, group, node_bw_gb_per_s)
+    each = np.maximum(tail, comm_s - c.gather_overlap_s) + contention
+    shared = max(c.gather_overlap_s, window)
+    last = np.maximum(tail, comm_s + reduce_s - shared) + contention
+    return (m - 1.0) * each + last
 
 
 def zero3_contention_s(c: StepCoefficients, nbytes: float, group, comm_s):
@@ -679,7 +700,7 @@ def zero3_contention_s(c: StepCoefficients, nbytes: float, group, comm_s):
 
 def zero3_grad_tail_s(c: StepCoefficients, group, node_bw_gb_per_s):
     """Seconds of the backward's last gradient reduce-scatter (``zero3_grad_rs_tail_bytes``
-    over ``group`` ranks): exposed every micro-batch (zero3_microbatch_s); 0 when
+    over ``group`` ranks): exposed every micro-batch (zero3_exposed_s); 0 when
     the stack reduces once a step."""
     return group_reduce_s(c, c.zero3_grad_rs_tail_bytes, group, node_bw_gb_per_s)
 
@@ -713,11 +734,11 @@ def step_from_coefficients(
         bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * varying
     cp_nic = cp_nic_mb_s(c, share) if c.cp_crosses_nics else 0.0 * m
     bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
-    tail = 0.0 * m  # the ZeRO-3 backward's last reduce-scatter and contention: nothing hides them
+    window = c.dp_window_s(dp_overlap)
     if c.zero >= 3:
-        exposed, outside = zero3_microbatch_s(c, group, node_bw_gb_per_s)
-        tail = m * outside
-        dp_time = dp_time + m * exposed - tail
+        dp_exposed = zero3_exposed_s(c, dp_time, group, node_bw_gb_per_s, m, window)
+    else:
+        dp_exposed = np.maximum(0.0, dp_time - window)
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)
     return StepBreakdown(
         compute=m * c.compute_mb_s,
@@ -725,7 +746,7 @@ def step_from_coefficients(
         tp_comm=m * c.tp_mb_s,
         cp_comm=m * c.cp_mb_s,
         pp_comm=pp_time,
-        dp_comm=np.maximum(0.0, dp_time - c.dp_window_s(dp_overlap)) + tail,
+        dp_comm=dp_exposed + 0.0 * m,
         optimizer=optimizer,
         ep_comm=m * ep_mb,
         cp_nic_comm=m * cp_nic,

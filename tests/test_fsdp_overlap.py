@@ -5,6 +5,7 @@ the per-micro-batch gradient reduce-scatter, zero3_microbatch_grad_reduce_bytes.
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 import pytest
 
@@ -13,6 +14,7 @@ from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
 from models.memory import stage_params
 from models.step import group_reduce_s, step_coefficients
+from models.zoo import resolve_model
 
 fsdp = load_bench("fsdp_overlap.py", "bench_fsdp_overlap")
 
@@ -45,7 +47,9 @@ def test_megatron_core_profiles_prefetch_the_gathers(catalog):
 
 
 def test_each_micro_batch_hides_its_own_gathers(a100):
-    """dp_comm = max(0, reduction + m max(0, gathers - f (compute + TP)) - window)."""
+    """dp_comm = (m - 1) max(0, gathers - f (compute + TP)) + the last micro-batch's
+    max(0, gathers + reduction - max(f (compute + TP), window)): its compute is one
+    window, shared by its gathers and the step's reduction (models.step.zero3_exposed_s)."""
     spec, lay = fsdp.LLAMA_65B, Layout(tp=8, pp=1, dp=256, micro_batch=4, global_batch=2048, zero=3)
     a = Assumptions(flash_attention=a100.gpu.calibration.flash_attention)
     c = step_coefficients(spec, lay, 2048, a100.gpu, a100.network, a)
@@ -55,10 +59,13 @@ def test_each_micro_batch_hides_its_own_gathers(a100):
     hidden = c.compute_mb_s + c.tp_mb_s
     assert c.gather_overlap_s == pytest.approx(hidden)
     m = lay.grad_accum
-    want = max(0.0, reduce + m * max(0.0, gathers - hidden) - c.dp_window_s(0.0))
+    window = c.dp_window_s(0.0)
+    last = max(0.0, gathers + reduce - max(hidden, window))
+    want = (m - 1) * max(0.0, gathers - hidden) + last
     assert evaluate(spec, a100, lay).breakdown.dp_comm == pytest.approx(want)
-    # without prefetch (fraction 0) every gather is charged, as before issue 31
-    before = max(0.0, reduce + m * gathers - c.dp_window_s(0.0))
+    # without prefetch (fraction 0) every gather is charged, as before issue 31; the last
+    # micro-batch's window hides its gathers and the reduction together
+    before = (m - 1) * gathers + max(0.0, gathers + reduce - window)
     assert evaluate(spec, _without_overlap(a100), lay).breakdown.dp_comm == pytest.approx(before)
     assert before > want
 
@@ -66,7 +73,10 @@ def test_each_micro_batch_hides_its_own_gathers(a100):
 def test_the_issue_llama_65b_example(a100):
     """The issue: gradient accumulation took LLaMA-65B from 392 to 87 tokens/s/GPU. One
     micro-batch a step is unchanged (the last-micro-batch window already hid its gathers);
-    two of four sequences recover; eight of one stay NIC-bound (the gathers outlast compute)."""
+    two of four sequences recover part of it, 231 to 302 (the first micro-batch hides its
+    gathers; the last one's window hides its gathers and the step's reduction together, not
+    each in full: models.step.zero3_exposed_s); eight of one stay NIC-bound (the gathers
+    outlast compute)."""
 
     def per_gpu(hw, mb):
         lay = Layout(tp=8, pp=1, dp=256, micro_batch=mb, global_batch=2048, zero=3)
@@ -75,7 +85,8 @@ def test_the_issue_llama_65b_example(a100):
     off = _without_overlap(a100)
     assert per_gpu(a100, 8) == pytest.approx(per_gpu(off, 8))
     assert per_gpu(off, 1) == pytest.approx(87, abs=1)
-    assert per_gpu(off, 4) < 0.65 * 380 < 0.95 * 380 < per_gpu(a100, 4)
+    assert per_gpu(off, 4) == pytest.approx(231.3, abs=0.1)
+    assert per_gpu(a100, 4) == pytest.approx(302.1, abs=0.1)
     assert per_gpu(off, 1) < per_gpu(a100, 1) < 0.5 * 380
 
 
@@ -138,20 +149,21 @@ def test_olmo_core_rows_are_compared_with_and_without_the_term(catalog):
     # hides), and it moves the 7B-13B rows
     assert all(on >= off - 1e-9 for _, _, off, on, _ in free)
     assert any(on > off * 1.05 for _, _, off, on, _ in rows)
-    # the 1B rows' gathers are hidden by the last micro-batch's window either way: only the
-    # contention of what each micro-batch hides moves them (0 without it)
-    assert all(on == pytest.approx(off) for label, _, off, on, _ in free if " 1B " in label)
-    assert all(off * 0.97 < on < off for label, _, off, on, _ in rows if " 1B " in label)
+    # the 1B rows: each micro-batch's compute hides its own gathers (off, every micro-batch
+    # but the last exposes them; the last window no longer hides them all), and with the
+    # contention of what it hides they still gain from it
+    assert all(on > off for label, _, off, on, _ in free if " 1B " in label)
+    assert all(off < on for label, _, off, on, _ in rows if " 1B " in label)
     a100 = Hardware.from_catalog(catalog, "a100-80gb")
     sweep = fsdp.fraction_sweep(a100, h100)
     assert [f for f, *_ in sweep] == list(fsdp.SWEEP_FRACTIONS)
     # the level-free error on the OLMo-core rows grows with the fraction without the
-    # contention (README figures), and no longer with it
+    # contention (README figures: 3.3% to 7.9%), and by a quarter of that with it (4.3%)
     free_sweep = fsdp.fraction_sweep(
         *(fsdp.with_profile(hw, zero3_overlap_hbm_passes=0.0) for hw in (a100, h100))
     )
-    assert free_sweep[0][1] + 0.02 < free_sweep[-1][1]
-    assert sweep[-1][1] < sweep[0][1] + 0.002
+    assert free_sweep[0][1] + 0.04 < free_sweep[-1][1]
+    assert sweep[-1][1] - sweep[0][1] < (free_sweep[-1][1] - free_sweep[0][1]) / 4
     # and the mean absolute error grows less with it
     assert sweep[-1][2] < free_sweep[-1][2] - 0.05
 
@@ -165,8 +177,9 @@ def test_gradient_reduce_scatter_each_micro_batch_prices_as_the_formula_says(cat
     """zero3_microbatch_grad_reduce_bytes (PyTorch FSDP2 reduce-scatters after every backward
     unless set_requires_gradient_sync(False); OLMo-core's reduce_dtype float32: 4 bytes):
     per micro-batch max(tail, gathers + reduce-scatter - window), the tail (the backward's
-    last group: embedding, output, norm and the first layer) outside the step's window, and
-    the step's own reduction keeps only the weights' half. Off (0), the step is as before."""
+    last group: embedding, output, norm and the first layer) outside every window, the last
+    micro-batch's window shared with the step's own reduction, which keeps only the weights'
+    half. Off (0), the step is as before."""
     h100 = Hardware.from_catalog(catalog, "h100-sxm")
     _, spec, lay, _, _ = _olmo_13b_64()
     free = fsdp.with_profile(h100, zero3_overlap_hbm_passes=0.0)  # its own test below
@@ -189,19 +202,13 @@ def test_gradient_reduce_scatter_each_micro_batch_prices_as_the_formula_says(cat
     rs = group_reduce_s(c, c.zero3_grad_rs_bytes, g, node)
     tail = group_reduce_s(c, c.zero3_grad_rs_tail_bytes, g, node)
     window = c.gather_overlap_s
-    per_mb = max(tail, gathers + rs - window)
-    want = (
-        max(0.0, group_reduce_s(c, c.dp_bytes, g, node) + m * (per_mb - tail) - c.dp_window_s(0))
-        + m * tail
-    )
+    shared = max(window, c.dp_window_s(0))  # the last micro-batch: one window, not two
+    reduce = group_reduce_s(c, c.dp_bytes, g, node)
+    want = (m - 1) * max(tail, gathers + rs - window) + max(tail, gathers + rs + reduce - shared)
     ev_on, ev_off = evaluate(spec, on, lay), evaluate(spec, off, lay)
     assert ev_on.breakdown.dp_comm == pytest.approx(want)
-    before = max(
-        0.0,
-        group_reduce_s(c0, c0.dp_bytes, g, node)
-        + m * max(0.0, gathers - window)
-        - c0.dp_window_s(0),
-    )
+    reduce0 = group_reduce_s(c0, c0.dp_bytes, g, node)
+    before = (m - 1) * max(0.0, gathers - window) + max(0.0, gathers + reduce0 - shared)
     assert ev_off.breakdown.dp_comm == pytest.approx(before)
     # only the data-parallel part moves, by the formula's difference
     assert ev_on.step_time_s - ev_off.step_time_s == pytest.approx(want - before)
@@ -281,11 +288,14 @@ def test_contention_and_the_leave_one_size_out_level(catalog):
     summary = dict(fsdp.contention_summary(catalog))
     assert set(summary) == set(fsdp.CONTENTION_PASSES) == {0.0, 3.0}
     free, contended = summary[0.0], summary[3.0]
-    # the overlap's OLMo-core error falls with the contention, the LLaMA/OPT rows stay under
-    # their no-overlap, no-reduce-scatter error (47.2%)
+    # the overlap's OLMo-core error falls with the contention; the LLaMA/OPT rows (assumed
+    # micro-batching and reduce dtype) are better with the overlap than without it, 50.8%
+    # against 56.2%, but above their no-reduce-scatter error (47.2%) since the last
+    # micro-batch's window hides its gathers and the reduction together, not each in full
     assert contended["OLMo-core MAE"][1] < free["OLMo-core MAE"][1] - 0.05
     assert contended["OLMo-core MAE"][0] == pytest.approx(free["OLMo-core MAE"][0])
-    assert contended["LLaMA/OPT MAE"][1] < 0.472
+    assert contended["LLaMA/OPT MAE"][1] == pytest.approx(0.508, abs=0.001)
+    assert contended["LLaMA/OPT MAE"][0] == pytest.approx(0.562, abs=0.001)
     h100 = Hardware.from_catalog(catalog, "h100-sxm")
     rows = fsdp.compare(h100, fsdp.olmo_core_runs())
     scaled = fsdp.leave_one_size_out(rows)
@@ -299,3 +309,37 @@ def test_contention_and_the_leave_one_size_out_level(catalog):
     fms = fsdp.fms_fsdp_runs(catalog)
     assert len(fms) == 8 and all(lay.zero == 3 and lay.grad_accum == 1 for _, _, lay, _, _ in fms)
     assert {hw.network.node_bw_gb_per_s for *_, hw, _ in fms} == {100.0, 50.0}
+    # fms-fsdp reduces its gradients in bf16 (its bfSixteen policy), the profile in fp32
+    assert {hw.gpu.calibration.zero3_microbatch_grad_reduce_bytes for *_, hw, _ in fms} == {2.0}
+    titan = fsdp.pytorch_fsdp_runs(catalog, "torchtitan")
+    assert {hw.gpu.calibration.zero3_microbatch_grad_reduce_bytes for *_, hw, _ in titan} == {4.0}
+
+
+def _faster(hw: Hardware, times: float) -> Hardware:
+    gpu = hw.gpu.model_copy(update={"dense_bf16_tflops": hw.gpu.dense_bf16_tflops * times})
+    return Hardware(gpu, hw.nic, hw.nics_per_node, hw.switch, hw.facility)
+
+
+@pytest.mark.parametrize("stack", ["megatron-core", "pytorch-fsdp2"])
+def test_a_faster_gpu_never_predicts_a_slower_zero3_step(catalog, stack):
+    """The last micro-batch's compute is one window for its own collectives and the step's
+    reduction (models.step.zero3_exposed_s). Counted twice, a faster GPU's shorter windows
+    made communication-bound steps slower: Llama 2 7B, TP 2 x DP 16 on A100 under
+    pytorch-fsdp2, 0.694 s at twice the TFLOP/s and 0.734 s at three times."""
+    cat = catalog.with_stack(stack)
+    checked = 0
+    for model, gpu, tp, dp, m in (
+        ("llama2-7b", "a100-80gb", 2, 16, 2),
+        ("llama2-7b", "a100-80gb", 2, 64, 1),
+        ("llama2-7b", "h100-sxm", 1, 64, 4),
+        ("llama2-7b", "h100-sxm", 8, 4, 1),
+        ("llama3-8b", "h100-sxm", 2, 16, 8),
+        ("llama3-70b", "h100-sxm", 8, 4, 1),
+        ("llama3-70b", "a100-80gb", 8, 16, 4),
+    ):
+        spec, hw = resolve_model(model), Hardware.from_catalog(cat, gpu)
+        lay = Layout(tp=tp, pp=1, dp=dp, micro_batch=1, global_batch=m * dp, zero=3)
+        steps = [evaluate(spec, _faster(hw, x), lay).step_time_s for x in (1, 1.25, 1.5, 2, 3)]
+        assert all(b <= a * (1 + 1e-12) for a, b in pairwise(steps)), (model, steps)
+        checked += 1
+    assert checked == 7
