@@ -566,7 +566,8 @@ def weight_bytes_per_pass(spec: TransformerSpec, layout: Layout, ex: ExpertLayou
 
 def attention_core_forward_per_token(spec: TransformerSpec, seq_len: int) -> float:
     """Q K^T and A V over the full square (the planner's convention, flops.py): 2 s x
-    (query-key width + value width); 4 s h for a dense model's heads."""
+    (query-key width + value width); 4 s x heads x head_dim for grouped-query heads, as
+    flops.attention_forward_flops_per_token."""
     if spec.is_mla:
         assert spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
         qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)

@@ -8,8 +8,9 @@ Sources:
   3 x the forward pass of 2 FLOPs per multiply-add: per token and layer
   2 x (layer matmul weights) + 4*s*h for the attention scores and values, plus
   2*V*h for the logits. Written here per token from the actual matrix sizes so
-  that GQA and gated MLPs are counted exactly; it equals the paper's formula for
-  its architecture. Recomputation adds one forward of the layers (full) or of
+  that GQA, gated MLPs and a query width other than h are counted exactly (the
+  scores and values are 4*s x heads x head_dim: Megatron-LM's query_projection_size,
+  h when head_dim is h / heads); it equals the paper's formula for its architecture. Recomputation adds one forward of the layers (full) or of
   the attention scores and values (selective, Korthikanti et al. 2022).
 """
 
@@ -31,8 +32,13 @@ def layer_forward_flops_per_token(spec: TransformerSpec, seq_len: int) -> float:
 
 
 def attention_forward_flops_per_token(spec: TransformerSpec, seq_len: int) -> float:
-    """Q K^T and A V: 2 x 2*s*h FLOPs per token (Megatron counts the full, unmasked square)."""
-    return 4.0 * seq_len * spec.hidden
+    """Q K^T and A V: 2 x 2*s*q FLOPs per token over the full, unmasked square (Narayanan et
+    al. SC'21), q the query width heads x head_dim (Megatron-LM training.py
+    ``transformer_flops``: ``query_projection_size``; models.expert's
+    attention_core_forward_per_token). It is 4*s*h when head_dim is h / heads, as in
+    every dense zoo model; until 2026-12-05 it was 4*s*h for any head_dim (Qwen3-32B, 64
+    heads of 128 over h 5,120: 5/8 of its scores and values)."""
+    return 4.0 * seq_len * spec.q_width
 
 
 def logit_forward_flops_per_token(spec: TransformerSpec) -> float:

@@ -7,7 +7,14 @@ Keys read: the shape (Llama-family ``num_hidden_layers``, ``hidden_size``,
 ``rope_theta``, ``rope_scaling``, ``partial_rotary_factor``, ``rms_norm_eps`` /
 ``layer_norm_eps``, ``attention_bias``, ``mlp_bias``, ``attention_dropout``,
 ``hidden_dropout`` / ``resid_pdrop`` and ``hidden_act`` / ``hidden_activation``
-(transformers' config classes, e.g. LlamaConfig, Gemma2Config, Qwen2Config).
+(transformers' config classes, e.g. LlamaConfig, Gemma2Config, Qwen2Config); StarCoder2's
+``use_bias``, ``norm_epsilon``, ``residual_dropout`` and ``embedding_dropout``, with its
+``norm_type`` and ``mlp_type`` checked (``starcoder2_fields``); Qwen2-MoE's ``qkv_bias``.
+
+Whether the MLP is gated is the family's (``model_type``; ``architectures`` where a config
+omits it), as its transformers modeling code builds it (``gated_mlp``), never the
+activation's name; a config of a family the designer does not know is refused naming
+``model_type``.
 
 The training sequence length is never ``max_position_embeddings`` (the longest
 context the released model supports, 131,072 for Llama 3.1): it is the length the
@@ -72,13 +79,21 @@ _GPT2 = {
 }
 _REQUIRED = ("layers", "hidden", "heads", "vocab")
 _WINDOW_KEYS_READ = ("sliding_window", "attention_chunk_size")
-# families whose MLP is gated (transformers' modeling code: gate_proj/up_proj/down_proj)
+# families whose MLP is gated (transformers' modeling code: gate_proj/up_proj/down_proj;
+# Kimi K2 runs DeepSeek-V3's code, Llama4TextMLP and Qwen3NextMLP are gated too)
 GATED_TYPES = {
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
-    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2",
+    "llama4_text", "qwen3_next",
 }  # fmt: skip
-# families with biases on q, k and v only (Qwen2Attention: q/k/v_proj bias=True, o_proj none)
-QKV_BIAS_TYPES = {"qwen2"}
+# families whose MLP is plain, one up- and one down-projection around the activation
+# (transformers' Starcoder2MLP: c_fc -> act -> c_proj), whatever the activation's name
+PLAIN_MLP_TYPES = {"starcoder2"}
+# families with biases on q, k and v only (Qwen2Attention: q/k/v_proj bias=True, o_proj
+# none; Qwen2MoeAttention: bias=config.qkv_bias, Qwen2MoeConfig.qkv_bias default true)
+QKV_BIAS_TYPES = {"qwen2", "qwen2_moe"}
+# of those, the families whose config class has the qkv_bias switch (Qwen2MoeConfig)
+QKV_BIAS_KEY_TYPES = {"qwen2_moe"}
 # families whose attention normalises each query and key head (head_dim weights each):
 # transformers' Qwen3Attention / Qwen3MoeAttention q_norm and k_norm
 QK_NORM_TYPES = {"qwen3", "qwen3_moe", "qwen3_next"}
@@ -102,9 +117,25 @@ def families() -> dict[str, Any]:
     return yaml.safe_load(text)
 
 
+def architecture(cfg: dict[str, Any]) -> str | None:
+    """The config's family: its model_type, or where a config omits it the known family
+    its ``architectures`` class names (LlamaForCausalLM -> llama, Qwen2MoeForCausalLM ->
+    qwen2_moe); None when neither says."""
+    kind = cfg.get("model_type")
+    if kind is not None:
+        return str(kind)
+    names = cfg.get("architectures")
+    known = {t.replace("_", ""): t for t in GATED_TYPES | PLAIN_MLP_TYPES}
+    for name in names if isinstance(names, list) else []:
+        stem = str(name).removesuffix("ForCausalLM").lower()
+        if stem in known:
+            return known[stem]
+    return None
+
+
 def family(cfg: dict[str, Any]) -> dict[str, Any] | None:
     """The first families rule that matches the config's model_type (and `when` values)."""
-    kind = cfg.get("model_type") or ("gpt2" if "n_layer" in cfg else None)
+    kind = architecture(cfg) or ("gpt2" if "n_layer" in cfg else None)
     for rule in families()["families"]:
         if rule["model_type"] == kind and all(
             cfg.get(k) == v for k, v in (rule.get("when") or {}).items()
@@ -166,6 +197,7 @@ _NUMBER_KEYS = (
     *("layer_norm_epsilon", "attention_dropout", "attn_pdrop", "hidden_dropout"),
     *("resid_pdrop", "n_positions", "experts_per_token", *_WINDOW_KEYS_READ),
     *("full_attention_interval", *_LINEAR_KEYS),
+    *("norm_epsilon", "residual_dropout", "embedding_dropout"),  # (StarCoder2's)
 )
 # keys whose value may not be null: the FFN width (null would silently take the default)
 _NOT_NULL = ("intermediate_size",)
@@ -268,7 +300,7 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     if "tied_embeddings" not in fields:
         fields["tied_embeddings"] = bool(rule and rule.get("tied"))
     fields["seq_len"] = pretraining_seq_len(cfg)[0]
-    act_name, activation = _activation(cfg, origin)
+    activation = _activation(cfg, origin)[1]
     if activation is not None:
         fields["activation"] = activation
     if gpt2:
@@ -282,35 +314,7 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
         fields["seq_len"] = int(cfg.get("n_positions") or fields["seq_len"])
         fields.setdefault("activation", "gelu_tanh")
     else:
-        kind = cfg.get("model_type")
-        fields["gated_mlp"] = "intermediate_size" in cfg and (
-            kind in GATED_TYPES or act_name in {"silu", "swiglu", "gelu_pytorch_tanh"}
-        )
-        if cfg.get("rope_theta") is not None:
-            fields["rope_base"] = float(cfg["rope_theta"])
-        if cfg.get("partial_rotary_factor") is not None:
-            fields["rope_percent"] = float(cfg["partial_rotary_factor"])
-        scaling = _rope_scaling(cfg.get("rope_scaling"), origin)
-        if scaling is not None:
-            fields["rope_scaling"] = scaling
-        if cfg.get("rms_norm_eps") is not None:
-            fields["norm_eps"] = float(cfg["rms_norm_eps"])
-        elif cfg.get("layer_norm_eps") is not None:
-            fields.update(normalization="layernorm", norm_eps=float(cfg["layer_norm_eps"]))
-        attention_bias, mlp_bias = bool(cfg.get("attention_bias")), bool(cfg.get("mlp_bias"))
-        if attention_bias and mlp_bias:
-            fields["linear_bias"] = True
-        elif attention_bias or mlp_bias:
-            key = "attention_bias" if attention_bias else "mlp_bias"
-            raise ModelError(
-                f"{origin}: {key}: biases on only the attention or only the MLP projections "
-                "are not modelled; the designer models biases on every linear layer or on "
-                "QKV only"
-            )
-        elif kind in QKV_BIAS_TYPES:
-            fields["qkv_bias"] = True
-        if kind in QK_NORM_TYPES and not _is_set(cfg.get("kv_lora_rank")):
-            fields["qk_norm"] = True  # (latent attention has its own norms instead)
+        fields.update(_decoder_fields(cfg, origin))
     for hf_key, ours in (
         ("attention_dropout", "attention_dropout"),
         ("attn_pdrop", "attention_dropout"),
@@ -319,12 +323,124 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     ):
         if cfg.get(hf_key) is not None:
             fields[ours] = float(cfg[hf_key])
+    if architecture(cfg) == "starcoder2":
+        fields.update(starcoder2_fields(cfg, origin))
     fields.update(moe_fields(cfg, origin))
     fields.update(window_fields(cfg))
     fields.update(linear_attention_fields(cfg, origin, fields["layers"]))
     name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
     fields["name"] = str(name)
     return fields
+
+
+def _decoder_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
+    """The Llama-reader's architecture fields: the MLP (gated_mlp), RoPE, the norm and
+    the biases (attention_bias, mlp_bias; q, k and v only for QKV_BIAS_TYPES) and the
+    query/key norms, as transformers' modeling code of the family builds them."""
+    kind = architecture(cfg)
+    fields: dict[str, Any] = {"gated_mlp": gated_mlp(cfg, origin)}
+    if cfg.get("rope_theta") is not None:
+        fields["rope_base"] = float(cfg["rope_theta"])
+    if cfg.get("partial_rotary_factor") is not None:
+        fields["rope_percent"] = float(cfg["partial_rotary_factor"])
+    scaling = _rope_scaling(cfg.get("rope_scaling"), origin)
+    if scaling is not None:
+        fields["rope_scaling"] = scaling
+    if cfg.get("rms_norm_eps") is not None:
+        fields["norm_eps"] = float(cfg["rms_norm_eps"])
+    elif cfg.get("layer_norm_eps") is not None:
+        fields.update(normalization="layernorm", norm_eps=float(cfg["layer_norm_eps"]))
+    if kind == "starcoder2":  # (biases and norms from its own keys: starcoder2_fields)
+        return fields
+    attention_bias, mlp_bias = bool(cfg.get("attention_bias")), bool(cfg.get("mlp_bias"))
+    if attention_bias and mlp_bias:
+        fields["linear_bias"] = True
+    elif attention_bias or mlp_bias:
+        key = "attention_bias" if attention_bias else "mlp_bias"
+        raise ModelError(
+            f"{origin}: {key}: biases on only the attention or only the MLP projections "
+            "are not modelled; the designer models biases on every linear layer or on "
+            "QKV only"
+        )
+    elif kind in QKV_BIAS_TYPES:
+        fields["qkv_bias"] = True
+        if kind in QKV_BIAS_KEY_TYPES:
+            fields["qkv_bias"] = _switch(cfg, "qkv_bias", True, origin)
+    if kind in QK_NORM_TYPES and not _is_set(cfg.get("kv_lora_rank")):
+        fields["qk_norm"] = True  # (latent attention has its own norms instead)
+    return fields
+
+
+def gated_mlp(cfg: dict[str, Any], origin: str) -> bool:
+    """Whether the MLP is gated, as the family's transformers modeling code builds it
+    (GATED_TYPES: gate_proj, up_proj, down_proj; PLAIN_MLP_TYPES: Starcoder2MLP's c_fc and
+    c_proj), never from the activation's name: StarCoder2's gelu_pytorch_tanh MLP is
+    plain, Gemma 2's gated. Until 2026-12-05 any silu, swiglu or gelu_pytorch_tanh config was
+    read as gated (StarCoder2-15B as 22.0B parameters instead of 15.96B). A config with
+    intermediate_size of any other family is refused naming model_type: config.json does
+    not say whether its MLP is gated. Without intermediate_size the MLP is the spec's
+    default, plain and 4 x hidden wide."""
+    if "intermediate_size" not in cfg:
+        return False
+    kind = architecture(cfg)
+    if kind in GATED_TYPES or kind in PLAIN_MLP_TYPES:
+        return kind in GATED_TYPES
+    known = ", ".join(sorted(GATED_TYPES | PLAIN_MLP_TYPES))
+    if kind is None:
+        raise ModelError(
+            f"{origin}: model_type: missing (transformers' AutoConfig needs it too); add the "
+            f"family's, one of {known}"
+        )
+    raise ModelError(
+        f"{origin}: model_type: {kind!r} is not a family the designer reads (config.json "
+        f"does not say whether its MLP is gated); use one of {known}, or write a designer "
+        "spec file with gated_mlp"
+    )
+
+
+def _switch(cfg: dict[str, Any], key: str, default: bool, origin: str) -> bool:
+    """A true/false key of config.json (``default`` when absent or null)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ModelError(f"{origin}: {key}: {value!r} is not true or false; give true or false")
+    return value
+
+
+def starcoder2_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
+    """StarCoder2 as transformers' modeling_starcoder2 builds it: nn.LayerNorm of
+    ``norm_epsilon`` (Starcoder2Config default 1e-5) before attention, before the MLP and
+    at the end; biases on q, k, v, o, c_fc and c_proj when ``use_bias`` (default true; none
+    on the output head: Qwen2ForCausalLM's lm_head); a plain MLP (gated_mlp);
+    ``residual_dropout`` on the attention and MLP outputs and ``embedding_dropout`` on the
+    embeddings. Its ``norm_type`` and ``mlp_type`` keys (NeMo's export) are not read by
+    transformers, which builds LayerNorm and the plain MLP whatever they say: a value that
+    disagrees (not layer_norm, not default) is refused naming the key, and so is an
+    embedding dropout other than the residual one (the spec has one hidden dropout,
+    Megatron-LM's --hidden-dropout, which drops the embeddings' output too)."""
+    for key, built in (("norm_type", "layer_norm"), ("mlp_type", "default")):
+        if cfg.get(key, built) not in (built, None):
+            raise ModelError(
+                f"{origin}: {key}: {cfg[key]!r}, but transformers' Starcoder2 builds "
+                f"{built!r} whatever it says; fix the key or write a designer spec file"
+            )
+    eps = cfg.get("norm_epsilon")
+    out: dict[str, Any] = {
+        "normalization": "layernorm",
+        "norm_eps": 1e-5 if eps is None else float(eps),
+        "linear_bias": _switch(cfg, "use_bias", True, origin),
+    }
+    residual, embedding = cfg.get("residual_dropout"), cfg.get("embedding_dropout")
+    if residual is not None:
+        out["hidden_dropout"] = float(residual)
+    if embedding is not None and float(embedding) != out.get("hidden_dropout", 0.0):
+        raise ModelError(
+            f"{origin}: embedding_dropout: {embedding!r} differs from residual_dropout "
+            f"({residual!r}); the spec's one hidden dropout (Megatron-LM --hidden-dropout) "
+            "drops the embeddings and the residuals alike"
+        )
+    return out
 
 
 def linear_attention_fields(cfg: dict[str, Any], origin: str, layers: Any) -> dict[str, Any]:

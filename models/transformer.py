@@ -260,7 +260,11 @@ class TransformerSpec(NumbersNotBools):
 
     def architecture(self) -> dict[str, Any]:
         """Every field that decides what the framework builds and trains, defaults resolved
-        (kv heads and FFN width as numbers): what a launch must reproduce."""
+        (kv heads and FFN width as numbers): what a launch must reproduce. Not the sliding
+        window or attention chunk (attention_window): a plan's sequence is at most the
+        window (windowed_sequence_refusal), where every token attends to all before it,
+        which is the full causal attention a launch builds (Megatron-LM has no chunked
+        attention; llama4-scout's attention_chunk_size is in the zoo since 2026-12-05)."""
         out = self.model_dump(
             exclude={
                 "name",
@@ -269,6 +273,8 @@ class TransformerSpec(NumbersNotBools):
                 "published_active_counts_embedding",
                 "source",
                 "seq_len",
+                "attention_window",
+                "attention_window_key",
             }
         )
         out.update(kv_heads=self.kv, ffn_hidden=self.ffn)

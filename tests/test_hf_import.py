@@ -165,3 +165,123 @@ def test_those_keys_set_false_and_an_encoder_decoder_without_llama_keys(capsys, 
     path.write_text(json.dumps(t5))  # none of the Llama or GPT-2 keys: still a config.json
     code, _, err = run_main(capsys, ["models", "show", str(path)])
     assert code == 2 and "is_encoder_decoder: an encoder-decoder model" in err
+
+
+# ------------------------------------------------------------- the family, not the names
+# bigcode/starcoder2-15b's config.json (its released file sets tie_word_embeddings false:
+# the 15B checkpoint stores lm_head, the 3B and 7B none, bigcode-project/starcoder2 issue 18)
+STARCODER2_15B = {
+    "architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2",
+    "attention_dropout": 0.1, "residual_dropout": 0.1, "embedding_dropout": 0.1,
+    "hidden_act": "gelu_pytorch_tanh", "hidden_size": 6144, "intermediate_size": 24576,
+    "max_position_embeddings": 16384, "mlp_type": "default", "norm_epsilon": 1e-05,
+    "norm_type": "layer_norm", "num_attention_heads": 48, "num_hidden_layers": 40,
+    "num_key_value_heads": 4, "rope_theta": 100000, "sliding_window": 4096,
+    "tie_word_embeddings": False, "use_bias": True, "vocab_size": 49152,
+}  # fmt: skip
+
+
+def _config(tmp_path, cfg: dict) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    return path
+
+
+def test_starcoder2_is_its_plain_layernorm_biased_model(tmp_path):
+    """transformers' modeling_starcoder2: c_fc -> gelu -> c_proj (not gated), nn.LayerNorm
+    of norm_epsilon, biases on q, k, v, o, c_fc and c_proj (use_bias). Until 2026-12-05 its
+    gelu_pytorch_tanh made it gated, RMSNorm and bias-free: 21,995,427,840 parameters."""
+    spec = load_model_file(_config(tmp_path, STARCODER2_15B))
+    assert not spec.gated_mlp and spec.normalization == "layernorm" and spec.linear_bias
+    assert (spec.norm_eps, spec.hidden_dropout, spec.attention_dropout) == (1e-5, 0.1, 0.1)
+    h, f, kv = 6144, 24576, 4 * 128
+    layer = 2 * (h * h + h) + 2 * (h * kv + kv) + (h * f + f) + (f * h + h) + 2 * 2 * h
+    assert spec.params() == 40 * layer + 2 * 49152 * h + 2 * h == 15_957_889_024
+    assert (spec.seq_len, spec.attention_window) == (4096, 4096)
+    # its 3B, whose config.json has no tie_word_embeddings: Starcoder2Config ties (3.03B)
+    small = STARCODER2_15B | dict(num_hidden_layers=30, hidden_size=3072, intermediate_size=12288)
+    small |= dict(num_attention_heads=24, num_key_value_heads=2)
+    small.pop("tie_word_embeddings")
+    spec = load_model_file(_config(tmp_path, small))
+    assert spec.tied_embeddings and spec.params() == 3_030_371_328
+    off = load_model_file(_config(tmp_path, STARCODER2_15B | {"use_bias": False}))
+    assert not off.linear_bias and not off.qkv_bias
+
+
+@pytest.mark.parametrize(
+    "extra, key",
+    [
+        ({"norm_type": "rms_norm"}, "norm_type"),
+        ({"mlp_type": "gated"}, "mlp_type"),
+        ({"use_bias": "yes"}, "use_bias"),
+        ({"norm_epsilon": "1e-5"}, "norm_epsilon"),
+        ({"embedding_dropout": 0.0}, "embedding_dropout"),
+    ],
+)
+def test_starcoder2_keys_are_read_never_ignored(capsys, tmp_path, extra, key):
+    """A StarCoder2 key the spec cannot hold is refused naming it (exit 2, one line)."""
+    path = _config(tmp_path, STARCODER2_15B | extra)
+    code, _, err = run_main(capsys, ["models", "show", str(path)])
+    assert code == 2 and err.count("\n") == 1 and f"config.json: {key}: " in err, err
+
+
+def test_gated_mlp_is_the_familys_not_the_activations(capsys, tmp_path):
+    """Gemma's MLP is gated whatever its activation; a family the designer does not know is
+    refused naming model_type (its silu once made any such config gated), and a config
+    without model_type is read from its architectures class or refused."""
+    gelu_llama = LLAMA2_7B | {"hidden_act": "gelu_pytorch_tanh"}
+    assert load_model_file(_config(tmp_path, gelu_llama)).gated_mlp
+    no_type = {k: v for k, v in LLAMA2_7B.items() if k != "model_type"}
+    spec = load_model_file(_config(tmp_path, no_type | {"architectures": ["LlamaForCausalLM"]}))
+    assert spec.gated_mlp and spec.params() == 6_738_415_616  # Llama 2 7B
+    for cfg, said in ((LLAMA2_7B | {"model_type": "internlm2"}, "'internlm2' is not a family"),
+                      (no_type, "model_type: missing")):  # fmt: skip
+        code, _, err = run_main(capsys, ["models", "show", str(_config(tmp_path, cfg))])
+        assert code == 2 and err.count("\n") == 1 and said in err, err
+        assert "spec file" in err or "add the family's" in err
+
+
+GEMMA_7B = {  # google/gemma-7b's config.json: no tie_word_embeddings key
+    "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "head_dim": 256,
+    "hidden_act": "gelu", "hidden_size": 3072, "intermediate_size": 24576,
+    "max_position_embeddings": 8192, "num_attention_heads": 16, "num_hidden_layers": 28,
+    "num_key_value_heads": 16, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+    "vocab_size": 256000,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "shape, non_embedding",
+    [
+        ({}, 7_751_248_896),
+        (dict(hidden_size=2048, intermediate_size=16384, num_attention_heads=8,
+              num_hidden_layers=18, num_key_value_heads=1), 1_981_884_416),
+    ],
+)  # fmt: skip
+def test_gemma_ties_its_embeddings_and_trains_at_8k(tmp_path, shape, non_embedding):
+    """GemmaConfig ties by default (tie_word_embeddings True) and Gemma 1 trained at 8,192
+    tokens (Gemma Team 2024, section 2). Gemma Team 2024, Table 2: 7B 786,825,216 embedding
+    + 7,751,248,896 non-embedding, 2B 524,550,144 + 1,981,884,416 (their embedding counts
+    a 256,128 vocabulary, config.json 256,000). Until 2026-12-05: untied, 9.32B and 3.03B."""
+    spec = load_model_file(_config(tmp_path, GEMMA_7B | shape))
+    assert spec.tied_embeddings and spec.seq_len == 8192
+    assert spec.params() - spec.vocab * spec.hidden == non_embedding
+
+
+def test_qwen2_moe_has_qkv_biases(tmp_path):
+    """Qwen1.5-MoE-A2.7B (Qwen/Qwen1.5-MoE-A2.7B config.json): Qwen2MoeAttention has biases
+    on q, k and v (bias=config.qkv_bias, default true), as Qwen 2; a config that sets
+    qkv_bias false has none."""
+    cfg = {
+        "model_type": "qwen2_moe", "hidden_act": "silu", "hidden_size": 2048,
+        "intermediate_size": 5632, "num_attention_heads": 16, "num_hidden_layers": 24,
+        "num_key_value_heads": 16, "vocab_size": 151936, "tie_word_embeddings": False,
+        "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632, "decoder_sparse_step": 1,
+        "rms_norm_eps": 1e-06, "use_sliding_window": False, "sliding_window": 32768,
+    }  # fmt: skip
+    spec = load_model_file(_config(tmp_path, cfg))
+    assert spec.qkv_bias and spec.layer_bias_params() == 3 * 2048
+    without = load_model_file(_config(tmp_path, cfg | {"qkv_bias": False}))
+    assert not without.qkv_bias
+    assert spec.params() - without.params() == 24 * 3 * 2048

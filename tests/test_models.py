@@ -21,6 +21,7 @@ from models import (
     evaluate,
     flops,
     memory,
+    step,
     zoo,
 )
 from models.zoo import load_model_file, resolve_model
@@ -305,6 +306,44 @@ def test_recompute_flops():
     assert sel == spec.layers * 4 * s * spec.hidden
     assert full == spec.layers * flops.layer_forward_flops_per_token(spec, s)
     assert 0 < sel < full
+
+
+def qwen3_32b_spec(**overrides) -> TransformerSpec:
+    """Qwen/Qwen3-32B's shape (config.json): 64 query heads of 128 over h 5,120, so the
+    query width heads x head_dim (8,192) is not h."""
+    fields = dict(name="qwen3-32b", layers=64, hidden=5120, heads=64, kv_heads=8, head_dim=128)
+    fields |= dict(ffn_hidden=25600, gated_mlp=True, vocab=151936, seq_len=4096, qk_norm=True)
+    return TransformerSpec(**(fields | overrides))
+
+
+def test_attention_flops_are_the_query_widths(h100):
+    """Q K^T and A V cost 4 s x heads x head_dim per token and layer over the full square
+    (Megatron-LM's query_projection_size; models.expert.attention_core_forward_per_token),
+    not 4 s h: every caller (the model FLOPs and MFU, recomputation, the stage's work, the
+    CP overlap window) reads it. Until 2026-12-05 Qwen3-32B's were 4 s x 5,120."""
+    spec, s = qwen3_32b_spec(), 4096
+    attention = 4.0 * s * 64 * 128
+    assert flops.attention_forward_flops_per_token(spec, s) == attention
+    layer = 2.0 * spec.layer_matmul_params() + attention
+    assert flops.layer_forward_flops_per_token(spec, s) == layer
+    assert flops.model_flops_per_token(spec, s) == 3 * (64 * layer + 2.0 * 151936 * 5120)
+    assert flops.recompute_flops_per_token(spec, s, "selective") == 64 * attention
+    # the Megatron terms (MoE path) count the causal half of the same square
+    t = flops.moe_flops_terms_per_token(spec, s)
+    assert t["attention_core"] * 2 == pytest.approx(3 * 64 * attention)
+    lay = Layout(tp=2, pp=1, dp=4, cp=2, micro_batch=1, global_batch=8, recompute="none")
+    work = step.stage_work_per_microbatch(spec, lay, s)
+    assert work.attention == pytest.approx(s / 4 * 64 * attention * 3.0)
+    window = step.cp_window_per_microbatch_s(spec, lay, s, 1.0)
+    assert window == pytest.approx(attention / layer)
+    ev = evaluate(spec, h100, lay)
+    assert ev.model_flops_per_step == pytest.approx(flops.model_flops_per_token(spec, s) * 8 * s)
+
+
+def test_dense_zoo_query_width_is_hidden():
+    """Every dense zoo model has head_dim h / heads, so its attention FLOPs (4 s h before
+    2026-12-05, 4 s x heads x head_dim since) and every number built on them are unchanged."""
+    assert all(spec.q_width == spec.hidden for spec in zoo().values())
 
 
 # --- memory ----------------------------------------------------------------------------

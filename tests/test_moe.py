@@ -254,6 +254,20 @@ def test_hf_window_shorter_than_planned_length_is_refused_for_moe(tmp_path):
     assert windowed_sequence_refusal(read_model_file(path), 32768) is None
 
 
+@pytest.mark.parametrize("name", ["llama4-scout", "llama4-maverick"])
+def test_llama4_chunked_attention_refuses_longer_sequences(capsys, name):
+    """Llama 4's text_config attention_chunk_size 8192 (chunked attention, not modelled) is
+    in the zoo as in a config.json: a sequence over 8,192 tokens is refused naming the key
+    (until 2026-12-05 it was priced as full attention); at 8,192 or less it is planned."""
+    spec = moe_zoo()[name]
+    assert (spec.attention_window, spec.attention_window_key) == (8192, "attention_chunk_size")
+    args = ["evaluate", "--model", name, "--tp", "4", "--pp", "4", "--dp", "8", "--ep", "16"]
+    line = refused(capsys, [*args, "--seq-len", "16384"])
+    assert f"{name}: attention_chunk_size: 8,192 tokens" in line and "--seq-len 8192" in line
+    code, _, err = run_main(capsys, [*args, "--seq-len", "8192"])
+    assert code in (0, 1), err
+
+
 def test_hf_synonyms_must_agree(tmp_path):
     cfg = json.loads((HF_MOE / "Mixtral-8x7B-v0.1.json").read_text()) | {"num_experts": 16}
     path = tmp_path / "config.json"
