@@ -218,6 +218,11 @@ _LAYER_TYPES = {"full_attention", "sliding_attention", "linear_attention"}
 UNMODELLED_KEYS = (
     ("is_encoder_decoder", "an encoder-decoder model (T5, BART)"),
     ("text_config", "a multimodal config (its text model nested under text_config)"),
+    ("vision_config", "a multimodal config (a vision encoder beside the text model)"),
+    ("audio_config", "a multimodal config (an audio encoder beside the text model)"),
+    ("img_processor", "a multimodal config (Phi-3-vision's image encoder)"),
+    ("embd_layer", "a multimodal config (Phi-3-vision's image embedding layer)"),
+    ("rotary_dim", "partial rotary embeddings with parallel attention and MLP blocks (GPT-J)"),
     ("multi_query", "Falcon's multi-query attention (multi_query, num_kv_heads)"),
     ("new_decoder_architecture", "Falcon's parallel attention and MLP blocks"),
     ("parallel_attn", "parallel attention and MLP blocks"),
@@ -378,19 +383,16 @@ def gated_mlp(cfg: dict[str, Any], origin: str) -> bool:
     plain, Gemma 2's gated. Until 2026-12-05 any silu, swiglu or gelu_pytorch_tanh config was
     read as gated (StarCoder2-15B as 22.0B parameters instead of 15.96B). A config with
     intermediate_size of any other family is refused naming model_type: config.json does
-    not say whether its MLP is gated. Without intermediate_size the MLP is the spec's
-    default, plain and 4 x hidden wide."""
+    not say whether its MLP is gated. A config that names no family (no model_type, no known
+    architectures class) is read with the Llama-family keys ../shared/CLI-CONTRACT.md lists,
+    as Llama: gated. Without intermediate_size the MLP is the spec's default, plain and 4 x
+    hidden wide."""
     if "intermediate_size" not in cfg:
         return False
-    kind = architecture(cfg)
+    kind = architecture(cfg) or "llama"  # no family named: the contract's Llama-family keys
     if kind in GATED_TYPES or kind in PLAIN_MLP_TYPES:
         return kind in GATED_TYPES
     known = ", ".join(sorted(GATED_TYPES | PLAIN_MLP_TYPES))
-    if kind is None:
-        raise ModelError(
-            f"{origin}: model_type: missing (transformers' AutoConfig needs it too); add the "
-            f"family's, one of {known}"
-        )
     raise ModelError(
         f"{origin}: model_type: {kind!r} is not a family the designer reads (config.json "
         f"does not say whether its MLP is gated); use one of {known}, or write a designer "

@@ -449,9 +449,8 @@ def test_catalog_command_bad_override(capsys, tmp_path):
 
 
 def test_evaluate_hf_config(capsys, tmp_path):
-    # (model_type decides the MLP: without it the config is refused, models/hf_config.gated_mlp)
+    # the contract's Llama-family keys alone, no model_type: read as Llama (gated MLP)
     cfg = {
-        "model_type": "llama",
         "num_hidden_layers": 80, "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8,
         "intermediate_size": 28672, "vocab_size": 32000, "max_position_embeddings": 4096,
         "tie_word_embeddings": False, "hidden_act": "silu",

@@ -140,6 +140,11 @@ LLAMA2_7B = {
         ({"attn_layer_period": 8}, "attn_layer_period", "state-space"),
         ({"is_encoder_decoder": True}, "is_encoder_decoder", "encoder-decoder"),
         ({"text_config": {"hidden_size": 5376}}, "text_config", "multimodal"),
+        ({"vision_config": {"depth": 32}}, "vision_config", "multimodal"),  # Qwen2-VL
+        ({"audio_config": {"d_model": 1280}}, "audio_config", "multimodal"),
+        ({"img_processor": {"name": "clip_vision_model"}}, "img_processor", "multimodal"),
+        ({"embd_layer": {"embedding_cls": "image"}}, "embd_layer", "multimodal"),  # Phi-3-V
+        ({"rotary_dim": 64}, "rotary_dim", "GPT-J"),
         ({"ssm_cfg": {}}, "ssm_cfg", "state-space"),
         ({"mamba_d_state": 128}, "mamba_d_state", "state-space"),
         ({"state_size": 16, "conv_kernel": 4}, "state_size", "state-space"),
@@ -228,17 +233,19 @@ def test_starcoder2_keys_are_read_never_ignored(capsys, tmp_path, extra, key):
 def test_gated_mlp_is_the_familys_not_the_activations(capsys, tmp_path):
     """Gemma's MLP is gated whatever its activation; a family the designer does not know is
     refused naming model_type (its silu once made any such config gated), and a config
-    without model_type is read from its architectures class or refused."""
+    without model_type is read from its architectures class, or, naming no family, with the
+    contract's Llama-family keys as Llama (../shared/CLI-CONTRACT.md)."""
     gelu_llama = LLAMA2_7B | {"hidden_act": "gelu_pytorch_tanh"}
     assert load_model_file(_config(tmp_path, gelu_llama)).gated_mlp
     no_type = {k: v for k, v in LLAMA2_7B.items() if k != "model_type"}
     spec = load_model_file(_config(tmp_path, no_type | {"architectures": ["LlamaForCausalLM"]}))
     assert spec.gated_mlp and spec.params() == 6_738_415_616  # Llama 2 7B
-    for cfg, said in ((LLAMA2_7B | {"model_type": "internlm2"}, "'internlm2' is not a family"),
-                      (no_type, "model_type: missing")):  # fmt: skip
-        code, _, err = run_main(capsys, ["models", "show", str(_config(tmp_path, cfg))])
-        assert code == 2 and err.count("\n") == 1 and said in err, err
-        assert "spec file" in err or "add the family's" in err
+    bare = load_model_file(_config(tmp_path, no_type))
+    assert bare.gated_mlp and bare.params() == 6_738_415_616
+    cfg = LLAMA2_7B | {"model_type": "internlm2"}
+    code, _, err = run_main(capsys, ["models", "show", str(_config(tmp_path, cfg))])
+    assert code == 2 and err.count("\n") == 1 and "'internlm2' is not a family" in err, err
+    assert "spec file" in err
 
 
 GEMMA_7B = {  # google/gemma-7b's config.json: no tie_word_embeddings key
