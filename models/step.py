@@ -582,6 +582,20 @@ def cp_nic_mb_s(c: StepCoefficients, share):
     return np.maximum(0.0, c.cp_nic_bytes / share - c.cp_window_s)
 
 
+def cp_ring_hidden_s(c: StepCoefficients, share):
+    """The seconds of a micro-batch's compute that ring attention's NIC hops take up,
+    min(bytes / share, window): the part of cp_nic_mb_s that its attention compute hides.
+    The same compute is the last micro-batch's window for the step's gradient reduction
+    (dp_window_s) and every micro-batch's for its ZeRO-3 gathers, over the same NICs (the
+    reduction group, d x cp, spans the servers the ring crosses), so those windows are
+    shorter by it (step_from_coefficients): counted in both, a faster GPU, whose windows
+    are shorter, could predict a slower step. 0 when the ring stays in the scale-up
+    domain."""
+    if not c.cp_crosses_nics:
+        return 0.0
+    return np.minimum(c.cp_nic_bytes / share, c.cp_window_s)
+
+
 def cp_ring_on_nics(c: StepCoefficients, microbatches: float, node_bw_gb_per_s: float):
     """Ring attention's traffic over the NICs in one step, for the breakdown's reader:
     None when the ring stays in the scale-up domain; else the bytes each GPU sends
@@ -662,7 +676,9 @@ def zero3_microbatch_s(c: StepCoefficients, group, node_bw_gb_per_s) -> Zero3Col
     return Zero3Collectives(comm_s, tail, zero3_contention_s(c, nbytes, group, comm_s))
 
 
-def zero3_exposed_s(c: StepCoefficients, reduce_s, group, node_bw_gb_per_s, m, window):
+def zero3_exposed_s(
+    c: StepCoefficients, reduce_s, group, node_bw_gb_per_s, m, window, ring_s: Any = 0.0
+):
     """Exposed ZeRO-3 / FSDP communication of a step of ``m`` micro-batches. Each of the
     first m - 1 exposes what its own compute does not hide, max(tail, comm -
     gather_overlap_s) + contention (zero3_microbatch_s). The last one's compute is also
@@ -671,10 +687,12 @@ def zero3_exposed_s(c: StepCoefficients, reduce_s, group, node_bw_gb_per_s, m, w
     max(tail, comm + reduce_s - max(gather_overlap_s, window)) + contention. Hiding each
     in its own window counted those seconds twice, and a faster GPU, whose windows are
     shorter, could predict a slower step (python bench/fsdp_level.py refits the level
-    with them shared)."""
+    with them shared). ``ring_s``: what ring attention's NIC hops take of each
+    micro-batch's window (cp_ring_hidden_s; ``window`` is already short of it)."""
     comm_s, tail, contention = zero3_microbatch_s(c, group, node_bw_gb_per_s)
-    each = np.maximum(tail, comm_s - c.gather_overlap_s) + contention
-    shared = max(c.gather_overlap_s, window)
+    gathers = np.maximum(0.0, c.gather_overlap_s - ring_s)
+    each = np.maximum(tail, comm_s - gathers) + contention
+    shared = np.maximum(gathers, window)
     last = np.maximum(tail, comm_s + reduce_s - shared) + contention
     return (m - 1.0) * each + last
 
@@ -734,9 +752,10 @@ def step_from_coefficients(
         bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * varying
     cp_nic = cp_nic_mb_s(c, share) if c.cp_crosses_nics else 0.0 * m
     bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
-    window = c.dp_window_s(dp_overlap)
+    ring = cp_ring_hidden_s(c, share)  # what the ring's NIC hops already hide behind
+    window = np.maximum(0.0, c.dp_window_s(dp_overlap) - ring)
     if c.zero >= 3:
-        dp_exposed = zero3_exposed_s(c, dp_time, group, node_bw_gb_per_s, m, window)
+        dp_exposed = zero3_exposed_s(c, dp_time, group, node_bw_gb_per_s, m, window, ring)
     else:
         dp_exposed = np.maximum(0.0, dp_time - window)
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)

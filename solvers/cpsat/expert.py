@@ -62,9 +62,32 @@ def worst_ep_s(ctx: BuildContext, c) -> float:
     return float(nic_stage_mb_s(c, share))
 
 
-def add_ep_time(ctx: BuildContext, u) -> EpTime | None:
+def ring_nic_time(ctx: BuildContext, u) -> IntVar | None:
+    """Ring attention's bits over the NICs per micro-batch in time units at the chosen
+    bandwidth, ceil(cp_bits / node_bw); None when no shape's ring leaves the scale-up
+    domain."""
+    if not any(c.cp_crosses_nics for c in ctx.cf):
+        return None
+    least = _least_node_gbit(ctx)
+    bits = ctx.bounded("cp_ring_bits", (u.bits(c, c.cp_nic_bytes) for c in ctx.cf))
+    return ceil_div(ctx.md, "cp_ring_nic_time", bits, -(-hi(bits) // least), ctx.node_bw)
+
+
+def ring_hidden_time(ctx: BuildContext, u, ring: IntVar | None) -> IntVar | None:
+    """What the ring's hops take of a micro-batch's compute, min(ring time, window) with
+    both rounded up (models.step.cp_ring_hidden_s): the step's reduction window is shorter
+    by it, so rounding it up keeps CP-SAT's step at or above the float model's."""
+    if ring is None:
+        return None
+    window = ctx.bounded("cp_ring_window_up", (u.t(c.cp_window_s) for c in ctx.cf))
+    hidden = ctx.md.new_int_var(0, min(hi(ring), hi(window)), "cp_ring_hidden")
+    ctx.md.add_min_equality(hidden, [ring, window])
+    return hidden
+
+
+def add_ep_time(ctx: BuildContext, u, ring_nic: IntVar | None = None) -> EpTime | None:
     """The chosen shape's NIC-dependent dispatch per micro-batch and its bubble share; None
-    when no shape's EP group leaves the scale-up domain."""
+    when no shape's EP group leaves the scale-up domain. ``ring_nic``: ring_nic_time."""
     if not has_ep_nic_time(ctx):
         return None
     md, cf, least = ctx.md, ctx.cf, _least_node_gbit(ctx)
@@ -75,8 +98,9 @@ def add_ep_time(ctx: BuildContext, u) -> EpTime | None:
     nic_extra = ceil_div(md, "ep_extra_nic_time", extra, -(-hi(extra) // least), ctx.node_bw)
     most = md.new_int_var(0, max(hi(up_t), hi(nic)), "ep_time_max")
     md.add_max_equality(most, [up_t, nic])
-    ring = _ring_nic_time(ctx, u, least)
-    per_mb = md.new_int_var(0, hi(most) + hi(nic_extra) + hi(ring), "ep_time_per_microbatch")
+    ring = _ring_exposed_time(ctx, u, ring_nic)
+    ring_hi = 0 if isinstance(ring, int) else hi(ring)
+    per_mb = md.new_int_var(0, hi(most) + hi(nic_extra) + ring_hi, "ep_time_per_microbatch")
     md.add(per_mb == most + nic_extra + ring)
     stages_less_one = ctx.bounded("pp_less_one", (s.pp - 1 for s in ctx.shapes))
     chunks = md.new_int_var(1, max(s.vp for s in ctx.shapes), "virtual_stages")
@@ -86,13 +110,14 @@ def add_ep_time(ctx: BuildContext, u) -> EpTime | None:
     return EpTime(per_mb, bubble)
 
 
-def _ring_nic_time(ctx: BuildContext, u, least: int) -> IntVar:
+def _ring_exposed_time(ctx: BuildContext, u, nic: IntVar | None) -> IntVar | int:
     """Ring attention's exposed time over the NICs per micro-batch (module docstring): the
-    bits rounded up, the attention window that hides them rounded down."""
+    bits rounded up (``nic``: ring_nic_time), the attention window that hides them rounded
+    down; 0 when no ring crosses the NICs."""
+    if nic is None:
+        return 0
     md, cf = ctx.md, ctx.cf
-    bits = ctx.bounded("cp_ring_bits", (u.bits(c, c.cp_nic_bytes) for c in cf))
     window = ctx.bounded("cp_ring_window", (u.t_down(c.cp_window_s) for c in cf))
-    nic = ceil_div(md, "cp_ring_nic_time", bits, -(-hi(bits) // least), ctx.node_bw)
     ring = md.new_int_var(0, hi(nic), "cp_ring_exposed")
     md.add_max_equality(ring, [nic - window, 0])
     return ring

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from models.evaluate import days_from_seconds
 from solvers.cpsat.context import BuildContext, GpuTime, IntVar
-from solvers.cpsat.expert import EpTime, add_ep_time, add_expert_reduction, gpu_time_ep, worst_ep_s
+from solvers.cpsat.expert import (
+    EpTime,
+    add_ep_time,
+    add_expert_reduction,
+    gpu_time_ep,
+    ring_hidden_time,
+    ring_nic_time,
+    worst_ep_s,
+)
 from solvers.intmath import INT_LIMIT, ceil_div, down, floor_div, hi, pick, product, up
 
 
@@ -82,13 +90,14 @@ def add_time(ctx: BuildContext) -> None:
     )
     # pipeline sends over the NICs, the part not proportional to m: ceil(bits / node Gbit/s)
     nt_pp_c_raw = ceil_div(ctx.md, "pp_nic_time_fixed_if_servers", pb_c, hi(pb_c), ctx.node_bw)
-    dp_exposed = _gradient_reduction(ctx, u)
+    ring_nic = ring_nic_time(ctx, u)  # ring attention over the NICs (None: none crosses)
+    dp_exposed = _gradient_reduction(ctx, u, ring_hidden_time(ctx, u, ring_nic))
     # optimizer step on the ZeRO-1 shard: ceil(optimizer / (cp d))
     opt_cap = ctx.bounded("optimizer_unsharded", (u.t(c.optimizer_s / c.cp) for c in cf))
     opt = ceil_div(ctx.md, "optimizer_time", opt_cap, hi(opt_cap), ctx.dp)
     md, r_pp = ctx.md, ctx.r_pp
     a_sel = pick(md, "stage_time", max(hi(a_in), hi(a_net)), a_in, a_net, r_pp)
-    ep = add_ep_time(ctx, u)  # MoE dispatch over the NICs (None: none crosses them)
+    ep = add_ep_time(ctx, u, ring_nic)  # MoE dispatch, ring attention over the NICs
     ep_bubble = 0 if ep is None else ep.bubble
     if ep is not None:
         a_ep = md.new_int_var(0, hi(a_sel) + hi(ep.per_mb), "stage_time_with_ep")
@@ -110,8 +119,10 @@ def add_time(ctx: BuildContext) -> None:
     ctx.gpu_time = _gpu_time_per_sequence(ctx, (a_in_v, a_net_v, pb_m_v), rest, numer_hi, ep)
 
 
-def _gradient_reduction(ctx: BuildContext, u: _Units) -> IntVar:
-    """The exposed gradient reduction: inside one server, or over the NICs, less the overlap."""
+def _gradient_reduction(ctx: BuildContext, u: _Units, ring_hidden: IntVar | None) -> IntVar:
+    """The exposed gradient reduction: inside one server, or over the NICs, less the overlap
+    window, which is shorter by what ring attention's NIC hops take of it (``ring_hidden``:
+    solvers.cpsat.expert.ring_hidden_time; models.step.cp_ring_hidden_s)."""
     cf, md, dp = ctx.cf, ctx.md, ctx.dp
     up_bw = [c.scale_up_bw_gb_per_s * 1e9 for c in cf]
     dpi_r = ctx.bounded(
@@ -138,6 +149,10 @@ def _gradient_reduction(ctx: BuildContext, u: _Units) -> IntVar:
     overlap = ctx.bounded(
         "dp_overlap", (u.t_down(c.dp_window_s(ctx.scenario.assumptions.dp_overlap)) for c in cf)
     )
+    if ring_hidden is not None:
+        shared = md.new_int_var(0, hi(overlap), "dp_overlap_less_ring")
+        md.add_max_equality(shared, [overlap - ring_hidden, 0])
+        overlap = shared
     dp_hi_t = hi(dpi_r) + hi(dpi_n) + hi(nt_dp_raw) + hi(ln_cap) + hi(li_cap)
     # the reduction less its overlap window is negative when the window is the longer (a
     # small model's reduction behind a long backward): its domain reaches down to minus the
