@@ -343,6 +343,38 @@ def test_no_output_replaces_an_input_read_through_another_file(indirect, capsys)
     assert hashes() == before
 
 
+def test_no_output_replaces_a_saved_answers_catalog_from_another_folder(indirect, capsys):
+    """A saved answer reads its catalog where it was saved (question.catalog_paths, absolute)
+    when run from another folder; a question reads a model file named without a spec
+    suffix from the working folder: neither may be an output (both were overwritten)."""
+    folder, run = indirect
+    code, out, err = run(
+        capsys,
+        ["optimize", "--catalog", "cat.yaml", "--model", "llama2-7b", *ANSWER_LESS, "--json"],
+    )
+    assert code == 0, err
+    Path("a.json").write_text(out)
+    Path("mymodel.txt").write_text(MODEL)
+    Path("qt.yaml").write_text("model: mymodel.txt\ntokens: 1e11\nbudget: 1e7\n")
+    catalog, model = Path("cat.yaml").read_bytes(), Path("mymodel.txt").read_bytes()
+    for args, option in [
+        (["explain", "qt.yaml", "--csv", "mymodel.txt"], "--csv"),
+        (["report", "qt.yaml", "--html", "mymodel.txt"], "--html"),
+    ]:
+        refused_fast(capsys, args, option, "mymodel.txt", "destroy")
+    elsewhere = folder / "elsewhere"
+    elsewhere.mkdir()
+    os.chdir(elsewhere)
+    for args, option in [
+        (["explain", "../a.json", "--csv", "../cat.yaml"], "--csv"),
+        (["report", "../a.json", "--xlsx", "../cat.yaml"], "--xlsx"),
+        (["report", "../a.json", "--html", str(folder / "cat.yaml")], "--html"),
+    ]:
+        refused_fast(capsys, args, option, "../a.json", "destroy")
+    assert (folder / "cat.yaml").read_bytes() == catalog
+    assert (folder / "mymodel.txt").read_bytes() == model
+
+
 # ---------------------------------------------------------------- strict types at the edge
 HF = Path(__file__).resolve().parent / "data"
 

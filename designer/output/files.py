@@ -209,10 +209,12 @@ _SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 def indirect_inputs(path: Path) -> list[Path]:
     """The files ``path`` makes a command read (issue 33: an output must not replace them
-    either): a question's model spec and catalog files (relative to its folder), a saved
-    answer's catalog files (relative to the working folder, as it was saved), a study's in
-    its base and axes, and a results CSV's study file beside it (STUDY.yaml) with its files.
-    A file that cannot be read names none: the command itself reports it."""
+    either): a question's model file and catalog files (relative to its folder, or to the
+    working folder, as the model is looked up), a saved answer's catalog files (by name from
+    the working folder and at the absolute paths it saved, ``catalog_paths``) and its model
+    file, a study's in its base and axes, and a results CSV's study file beside it
+    (STUDY.yaml) with its files. A file that cannot be read names none: the command itself
+    reports it."""
     if path.suffix.lower() == ".csv":
         studies = [path.with_suffix(s) for s in (".yaml", ".yml") if _is_file(path.with_suffix(s))]
         return [*studies, *(p for s in studies for p in indirect_inputs(s))]
@@ -225,7 +227,8 @@ def indirect_inputs(path: Path) -> list[Path]:
     if not isinstance(doc, dict):
         return []
     if isinstance(doc.get("question"), dict):  # a saved answer
-        return _named(doc["question"], "catalog_files", Path())
+        q = doc["question"]
+        return [*_named(q, "catalog_files", Path()), *_named(q, "catalog_paths", Path())]
     questions = [doc]
     if isinstance(doc.get("base"), dict):  # a study
         questions = [doc["base"]]
@@ -236,14 +239,16 @@ def indirect_inputs(path: Path) -> list[Path]:
 
 
 def _named(question: dict, catalog_key: str, base: Path) -> list[Path]:
-    """The model spec file and catalog files a question names, resolved against ``base``."""
+    """The model file and catalog files a question names, resolved against ``base``; the
+    model also against the working folder, where a name without a spec suffix is read
+    (models.zoo.resolve_model): whichever of them is a file."""
     names = question.get(catalog_key) or []
     names = [str(n) for n in names] if isinstance(names, list) else []
-    model = question.get("model")
-    if isinstance(model, str) and Path(model).suffix.lower() in _SPEC_SUFFIXES:
-        names.append(model)
     paths = [Path(n) if Path(n).is_absolute() else base / n for n in names]
-    return [p for p in paths if _is_file(p)]
+    model = question.get("model")
+    if isinstance(model, str) and model.strip():
+        paths += [base / model, Path(model)]
+    return [p for p in dict.fromkeys(paths) if _is_file(p)]
 
 
 def _is_file(path: Path) -> bool:
