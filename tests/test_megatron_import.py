@@ -296,3 +296,41 @@ def test_as_dict_is_json_and_reads_back(tmp_path):
     assert doc["tokens"] == 3 * 4 * 2048 and doc["grad_reduce_dtype"] == "fp32"
     assert doc["notes"] == list(run.notes)
     assert doc["model_spec"]["layers"] == 4 and doc["model_spec"]["name"] == "from-megatron"
+
+
+HOSTILE_PATTERNS = {
+    "[1]*99999999999": "would list 99,999,999,999 layers",  # MemoryError
+    "[1]*50000000": "would list 50,000,000 layers",  # 444 MB built before the length check
+    "99999999999999999999*[1]": "past 10^18",  # OverflowError
+    "[[1]]*4": "a list holds the integers 0 and 1",  # TypeError
+    "+".join(["[1]"] * 5000): "it lists 5,000",  # RecursionError in ast.parse
+    "(" * 40 + "1" + ")" * 40: "nested more than 32 deep",
+    "[1]*[1]": "* repeats a list",
+    "[1]+1": "+ joins two lists or two integers",
+}
+
+
+@pytest.mark.parametrize("freq", sorted(HOSTILE_PATTERNS), ids=lambda f: f[:24])
+def test_a_hostile_layer_pattern_is_refused_before_it_is_built(freq):
+    """--moe-layer-freq is evaluated by hand, each list's size checked before it is built:
+    a huge repeat, a huge count, a nested list and thousands of terms were a MemoryError,
+    hundreds of MB, an OverflowError, a TypeError and a RecursionError."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        line = refusal(f"{MOE} --moe-layer-freq {freq}")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert line.startswith("--moe-layer-freq: "), line
+    assert HOSTILE_PATTERNS[freq] in line, line
+    assert len(line) < 400 and peak < 20_000_000, (len(line), peak)
+
+
+def test_layer_patterns_megatron_writes_still_read():
+    from designer.launch.megatron_model import layer_pattern
+
+    assert layer_pattern("[0]*3+[1]*5", 8) == (False,) * 3 + (True,) * 5
+    assert layer_pattern("([0]*1+[1])*2*2", 8) == (False, True) * 4
+    assert layer_pattern("[0, 1,]*2 + (2*1)*[1]", 6) == (False, True, False, True, True, True)

@@ -17,9 +17,10 @@ refusal.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -248,33 +249,144 @@ def layer_pattern_text(spec: TransformerSpec) -> str:
     return "(" + "+".join(terms) + ")"
 
 
+MAX_PATTERN_CHARS = 100_000
+"""The longest --moe-layer-freq read: a list of 0 and 1 for ten thousand layers is 30,000
+characters; a repeat such as ``([0]*1+[1])*24`` spells any published model in a few."""
+MAX_PATTERN_LAYERS = 100_000
+"""The most layers a --moe-layer-freq list may hold at any step of its evaluation, checked
+before each ``+`` or ``*`` builds it (as designer/launch/pipeline_layout.py's
+MAX_UNROLLED_CHARS caps a layout): a thousand times a published model's ~100 layers.
+``[1]*99999999999`` would otherwise build gigabytes (or run out of memory) before any check."""
+MAX_PATTERN_INT = 10**18
+"""The largest integer a pattern may hold (a literal or a product of them)."""
+MAX_PATTERN_DEPTH = 32
+"""The deepest parentheses a pattern may nest (Python's parser stops at 200)."""
+
+
 def layer_pattern(text: str, layers: int) -> tuple[bool, ...]:
     """--moe-layer-freq's value as Megatron reads it (``moe_freq_type``: an integer N, layer
-    i MoE when i % N == 0; or a list expression of 0 and 1), evaluated without ``eval``:
-    integers, lists of integers, + and * only. ValueError on anything else."""
-    import ast
-
-    def value(node: ast.AST) -> object:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.List):
-            return [value(e) for e in node.elts]
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
-            left, right = value(node.left), value(node.right)
-            return left + right if isinstance(node.op, ast.Add) else left * right  # type: ignore[operator]
-        raise ValueError(f"{text!r} is not an integer or a list pattern of 0 and 1")
-
-    try:
-        got = value(ast.parse(text.strip(), mode="eval").body)
-    except (SyntaxError, TypeError) as err:
-        raise ValueError(f"{text!r} is not an integer or a list pattern of 0 and 1") from err
+    i MoE when i % N == 0; or a list expression of 0 and 1), evaluated without ``eval`` or
+    ``ast`` (whose parser recursed past Python's limit on ~5,000 ``+`` terms): integers,
+    lists of integer literals, parentheses, + and * only, every list's length checked
+    before it is built. ValueError on anything else."""
+    if len(text) > MAX_PATTERN_CHARS:
+        raise ValueError(
+            f"{len(text):,} characters; a pattern has at most {MAX_PATTERN_CHARS:,} (write "
+            "repeats, such as ([0]*1+[1])*24)"
+        )
+    shown = repr(text) if len(text) <= 60 else repr(text[:57] + "...")
+    reader = _PatternReader(re.findall(r"\d+|\S", text), shown)
+    got = reader.expression(0)
+    if reader.peek() is not None:
+        reader.fail(f"unexpected {reader.peek()!r}")
     if isinstance(got, int):
         if got < 1:
             raise ValueError(f"{got} must be at least 1")
         return tuple(i % got == 0 for i in range(layers))
-    if not isinstance(got, list) or len(got) != layers or set(got) - {0, 1}:
-        raise ValueError(f"{text!r} must list 0 or 1 for each of the {layers} layers")
+    if len(got) != layers or set(got) - {0, 1}:
+        listed = f"; it lists {len(got):,}" if len(got) != layers else ""
+        raise ValueError(f"{shown} must list 0 or 1 for each of the {layers} layers{listed}")
     return tuple(bool(x) for x in got)
+
+
+_Value = int | tuple[int, ...]
+
+
+class _PatternReader:
+    """A --moe-layer-freq expression's tokens (integers and single characters), read by
+    precedence: ``+`` of ``*`` of integers, lists and parenthesised expressions. Only
+    parentheses recurse, at most MAX_PATTERN_DEPTH deep."""
+
+    def __init__(self, tokens: list[str], shown: str) -> None:
+        self.tokens, self.shown, self.i = tokens, shown, 0
+
+    def fail(self, why: str) -> NoReturn:
+        raise ValueError(f"{self.shown} is not an integer or a list pattern of 0 and 1 ({why})")
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self) -> str | None:
+        token = self.peek()
+        self.i += 1
+        return token
+
+    def expression(self, depth: int) -> _Value:
+        total = self.product(depth)
+        while self.peek() == "+":
+            self.i += 1
+            total = self.combine(total, "+", self.product(depth))
+        return total
+
+    def product(self, depth: int) -> _Value:
+        out = self.atom(depth)
+        while self.peek() == "*":
+            self.i += 1
+            out = self.combine(out, "*", self.atom(depth))
+        return out
+
+    def atom(self, depth: int) -> _Value:
+        token = self.take()
+        if token is not None and token.isdigit():
+            return self.integer(token)
+        if token == "[":
+            return self.listing()
+        if token == "(":
+            if depth >= MAX_PATTERN_DEPTH:
+                self.fail(f"parentheses nested more than {MAX_PATTERN_DEPTH} deep")
+            inner = self.expression(depth + 1)
+            if self.take() != ")":
+                self.fail("a '(' without its ')'")
+            return inner
+        self.fail("the end of the text" if token is None else f"unexpected {token!r}")
+
+    def listing(self) -> tuple[int, ...]:
+        items: list[int] = []
+        while self.peek() != "]":
+            token = self.take()
+            if token is None or not token.isdigit():
+                self.fail(f"a list holds the integers 0 and 1, got {token or 'the end'!r}")
+            items.append(self.integer(token))
+            if self.peek() == ",":
+                self.i += 1
+            elif self.peek() != "]":
+                self.fail("a list's integers are separated by commas")
+            self.sized(len(items))
+        self.i += 1
+        return tuple(items)
+
+    def integer(self, token: str) -> int:
+        if len(token) > len(str(MAX_PATTERN_INT)) or int(token) > MAX_PATTERN_INT:
+            self.fail(f"{token[:20]}{'...' if len(token) > 20 else ''} is past 10^18")
+        return int(token)
+
+    def sized(self, n: int) -> None:
+        if n > MAX_PATTERN_LAYERS:
+            raise ValueError(
+                f"{self.shown} would list {n:,} layers; a pattern lists at most "
+                f"{MAX_PATTERN_LAYERS:,} (one 0 or 1 per layer)"
+            )
+
+    def combine(self, a: _Value, op: str, b: _Value) -> _Value:
+        """``a op b`` as Python computes it, the result's size checked before it is built."""
+        if isinstance(a, int) and isinstance(b, int):
+            out = a + b if op == "+" else a * b
+            if abs(out) > MAX_PATTERN_INT:
+                self.fail("a number past 10^18")
+            return out
+        if op == "+":
+            if isinstance(a, int) or isinstance(b, int):
+                self.fail("+ joins two lists or two integers")
+            self.sized(len(a) + len(b))
+            return a + b
+        if isinstance(a, tuple) and isinstance(b, int):
+            items, n = a, b
+        elif isinstance(a, int) and isinstance(b, tuple):
+            items, n = b, a
+        else:
+            self.fail("* repeats a list a whole number of times")
+        self.sized(len(items) * max(n, 0))
+        return items * n
 
 
 def _number(x: float) -> object:
