@@ -334,3 +334,18 @@ def test_layer_patterns_megatron_writes_still_read():
     assert layer_pattern("[0]*3+[1]*5", 8) == (False,) * 3 + (True,) * 5
     assert layer_pattern("([0]*1+[1])*2*2", 8) == (False, True) * 4
     assert layer_pattern("[0, 1,]*2 + (2*1)*[1]", 6) == (False, True, False, True, True, True)
+
+
+@pytest.mark.parametrize(
+    "command,why",
+    [("--num-layers 'abc", "no closing quotation"), ("--num-layers 4 \\", "no escaped character")],
+)
+def test_a_command_with_an_unclosed_quote_is_refused_naming_the_option(capsys, command, why):
+    """shlex.split's ValueError on the command itself was an internal error (a launch
+    script's lines fall back to whitespace: designer/launch/script.py _words)."""
+    from helpers import run_main
+
+    code, out, err = run_main(capsys, ["evaluate", "--from-megatron", command])
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("designer: error: --from-megatron: ") and why in err, err
+    assert "close its quotes" in err

@@ -1096,9 +1096,22 @@ def load_megatron(value: str) -> ImportedRun:
                 "script that launches pretrain_gpt.py, or the command itself in quotes"
             )
     else:
-        found = _command(value, "the command") or (shlex.split(value, comments=True), [])
+        found = _command(value, "the command") or (_split_command(value), [])
     run = parse_megatron(found[0])
     return replace(run, notes=(*found[1], *run.notes)) if found[1] else run
+
+
+def _split_command(value: str) -> list[str]:
+    """The command's words as the shell splits them; an unclosed quote or a trailing
+    backslash refused naming the option (shlex's ValueError was an internal error)."""
+    try:
+        return shlex.split(value, comments=True)
+    except ValueError as err:  # "No closing quotation", "No escaped character"
+        raise UsageError(
+            f"{OPTION}: the command does not split into words as the shell would "
+            f"({str(err).lower()}); close its quotes (a trailing backslash escapes nothing), "
+            "or pass the launch script that holds it"
+        ) from None
 
 
 def _script_path(value: str) -> Path | None:
