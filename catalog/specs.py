@@ -80,6 +80,12 @@ gpus.yaml says where it comes from and how it was fitted: python bench/fsdp_leve
 collectives and overlap as megatron-core's. Only a question that names it uses it.
 """
 DEFAULT_STACK = "megatron-core"
+MIN_LIFETIME_YEARS = 0.003
+"""The shortest lifetime --pricing tco spreads the capex over: about a day (26 hours). The
+job's share of the capex is training days / (365 x lifetime); hardware written off in
+under a day is no service life, and the share's rate per unit of GPU-time then leaves the
+CP-SAT model's 64-bit range (1e-10 years failed inside OR-Tools, 1e-300 turned the GPU-time
+cap into NaN)."""
 
 COMPUTE_RATE_FIELDS = ("matmul_efficiency", "attention_efficiency", "fp8_matmul_efficiency")
 """Profile fields a micro-batch's compute time is inversely proportional to
@@ -779,7 +785,7 @@ class Facility(_Strict):
     checkpoint_interval_floor_source: str = Field("[assumed] not given", min_length=1)
     lifetime_years: float | None = Field(
         None,
-        gt=0,
+        ge=MIN_LIFETIME_YEARS,
         le=50,
         description="--pricing tco: charge the job capex x training time / lifetime; "
         "None charges the whole capex",

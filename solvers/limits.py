@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+from models.errors import ModelError
 from solvers.intmath import INT_LIMIT
 from solvers.scenario import GPU_CAP, MAX_BATCH_TOKENS
 
@@ -58,3 +59,21 @@ MIN_TOKENS = 1.0
 MAX_TOKENS = 1e18
 """--tokens: a million times the largest training runs published (15T-36T tokens); the
 time to train stays a finite float in every unit the reports use."""
+
+
+class QuestionTooLarge(ModelError, OverflowError):
+    """Every value within its limit, the question's numbers together still leave the CP-SAT
+    model's 64-bit range at its coarsest time unit (say the most tokens and the largest
+    budget under --pricing tco at the dearest electricity and a short lifetime): bad input,
+    exit 2, naming the options to change (it was an internal error, exit 1)."""
+
+    def __init__(self, pricing: str, lifetime: bool) -> None:
+        tco = ""
+        if pricing == "tco":
+            tco = "raise --lifetime-years, " if lifetime else ""
+            tco += "lower --usd-per-kwh, or "
+        super().__init__(
+            "the question is too large for 64-bit arithmetic (the solver's integers), though "
+            f"each value is within its limit; {tco}lower --tokens, --budget or --deadline, "
+            "the GPU cap (--max-gpus, --gpu-cap) or the batch ceiling (--max-batch-tokens)"
+        )

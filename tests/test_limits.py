@@ -102,3 +102,36 @@ def test_the_largest_values_allowed_are_solved(capsys, limits):
     code, out, err = run_main(capsys, [*args, *limits])
     assert code == 0, err
     assert "optimal" in out
+
+
+@pytest.mark.parametrize("lifetime", ["1e-10", "1e-300", "0.0029"])
+def test_a_lifetime_under_a_day_is_refused(capsys, lifetime):
+    """--lifetime-years 1e-10 failed inside OR-Tools (a RuntimeError in intmath.selected)
+    and 1e-300 turned the GPU-time cap into NaN (solvers/cpsat/gpu_time_cap.py): under
+    catalog.specs.MIN_LIFETIME_YEARS (about a day) it is refused naming the bound."""
+    from catalog.specs import MIN_LIFETIME_YEARS
+
+    args = ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "100B"]
+    args += ["--budget", "10M", "--pricing", "tco", "--lifetime-years", lifetime]
+    refused(capsys, args, "--lifetime-years", str(MIN_LIFETIME_YEARS))
+
+
+def test_the_shortest_lifetime_allowed_is_solved(capsys):
+    from catalog.specs import MIN_LIFETIME_YEARS
+
+    args = ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "100B"]
+    args += ["--pricing", "tco", "--lifetime-years", str(MIN_LIFETIME_YEARS), "--no-explain"]
+    for limit in (["--budget", "10M"], ["--deadline", "30d"]):
+        code, out, err = run_main(capsys, [*args, *limit])
+        assert code == 0 and "optimal" in out, err
+
+
+def test_values_within_their_limits_that_overflow_together_are_a_usage_error(capsys):
+    """The most tokens over the longest deadline at the dearest electricity and a 4-day
+    lifetime leave 64-bit arithmetic at every time unit: that was an internal error (exit
+    1) advising the GPU cap; it exits 2 naming the options to change."""
+    args = ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "1e18"]
+    args += ["--deadline", "1e6", "--pricing", "tco", "--usd-per-kwh", "100"]
+    line = refused(capsys, [*args, "--lifetime-years", "0.01", "--no-explain"], "64-bit")
+    for option in ("--lifetime-years", "--usd-per-kwh", "--tokens", "--deadline", "--max-gpus"):
+        assert option in line, line

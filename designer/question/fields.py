@@ -114,8 +114,9 @@ FACILITY_HELP = {
     "usd_per_kwh": "Electricity price for --pricing tco [default: 0.0826].",
     "rack_power_kw": "Power limit per rack [default: 42 kW].",
     "oversubscription": "Leaf down:up ratio of the fat tree [default: 1, non-blocking].",
-    "lifetime_years": "--pricing tco charges capex x training time / lifetime "
-    "[default: all of it].",
+    "lifetime_years": "--pricing tco charges capex x training time / lifetime, in years, "
+    "at least 0.003 (about a day: less is no service life, and leaves the solver's 64-bit "
+    "range) [default: all of it].",
 }
 
 

@@ -52,6 +52,7 @@ from solvers.cpsat.time import add_time
 from solvers.families import REGISTRY, needs_cluster, nic_dominance
 from solvers.families.ep_domain import add_folding
 from solvers.intmath import down, up
+from solvers.limits import QuestionTooLarge
 from solvers.scenario import GPU_CAP, PreparedQuestion, Scenario
 from solvers.screen.bounds import BoundTerms, dp_bounds, objective_lower_bounds, prepare_bounds
 from solvers.space import Candidate
@@ -107,9 +108,7 @@ def build(
         if not form.model.validate():
             return form
         coarsen *= 1000.0
-    raise OverflowError(
-        "the question is too large for 64-bit arithmetic; lower the GPU cap or batch ceiling"
-    )
+    raise QuestionTooLarge(scenario.pricing, scenario.catalog.facility.lifetime_years is not None)
 
 
 def _build(
