@@ -69,9 +69,9 @@ class QuestionTooLarge(ModelError, OverflowError):
 
     def __init__(self, pricing: str, lifetime: bool) -> None:
         tco = ""
-        if pricing == "tco":
-            tco = "raise --lifetime-years, " if lifetime else ""
-            tco += "lower --usd-per-kwh, or "
+        if pricing == "tco":  # a short lifetime widens the capex share, a long one kappa
+            tco = "lower --usd-per-kwh" + (" or change --lifetime-years" if lifetime else "")
+            tco += ", or "
         super().__init__(
             "the question is too large for 64-bit arithmetic (the solver's integers), though "
             f"each value is within its limit; {tco}lower --tokens, --budget or --deadline, "

@@ -126,12 +126,18 @@ def test_the_shortest_lifetime_allowed_is_solved(capsys):
         assert code == 0 and "optimal" in out, err
 
 
-def test_values_within_their_limits_that_overflow_together_are_a_usage_error(capsys):
-    """The most tokens over the longest deadline at the dearest electricity and a 4-day
-    lifetime leave 64-bit arithmetic at every time unit: that was an internal error (exit
-    1) advising the GPU cap; it exits 2 naming the options to change."""
+@pytest.mark.parametrize(
+    "limit,lifetime", [(["--deadline", "1e6"], "0.01"), (["--budget", "1e13"], "50")]
+)
+def test_values_within_their_limits_that_overflow_together_are_a_usage_error(
+    capsys, limit, lifetime
+):
+    """The most tokens at the dearest electricity leave 64-bit arithmetic at every time
+    unit, over the longest deadline on a 4-day lifetime (an OverflowError, internal error,
+    exit 1, advising the GPU cap) or under the largest budget on the longest lifetime (the
+    TCO weight's bound passed to OR-Tools: a TypeError); each exits 2 naming the options."""
     args = ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "1e18"]
-    args += ["--deadline", "1e6", "--pricing", "tco", "--usd-per-kwh", "100"]
-    line = refused(capsys, [*args, "--lifetime-years", "0.01", "--no-explain"], "64-bit")
+    args += [*limit, "--pricing", "tco", "--usd-per-kwh", "100", "--no-explain"]
+    line = refused(capsys, [*args, "--lifetime-years", lifetime], "64-bit")
     for option in ("--lifetime-years", "--usd-per-kwh", "--tokens", "--deadline", "--max-gpus"):
         assert option in line, line

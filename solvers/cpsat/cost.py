@@ -179,7 +179,10 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
     q_hi = 1024 * capex_hi + kappa * hi(cluster.it_power_w)
     if cap is not None:
         q_hi = min(q_hi, down(cap * 1024 / (sigma * t_lo)))
-    weighted = md.new_int_var(0, 1024 * capex_hi + kappa * hi(cluster.it_power_w), "tco_weight")
+    weight_hi = 1024 * capex_hi + kappa * hi(cluster.it_power_w)
+    if weight_hi >= 2**62:  # kappa does not shrink with the time unit: QuestionTooLarge
+        raise OverflowError("tco_weight: capex and power per GPU leave 64-bit arithmetic")
+    weighted = md.new_int_var(0, weight_hi, "tco_weight")
     md.add(weighted == 1024 * ctx.capex_expr + kappa * cluster.it_power_w)
     rate = per_gpu_of("tco_weight_per_gpu", weighted, hi(weighted), q_lo)
     md.add(gpu_time.var <= t_hi)
