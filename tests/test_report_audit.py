@@ -441,6 +441,47 @@ def test_a_results_csv_with_an_infinite_or_fractional_count_exits_2(capsys, tmp_
         assert code == 2 and says in one_line(err)
 
 
+@pytest.mark.parametrize(
+    "extra,says",
+    [
+        ({"gpu": ""}, "line 3 is not as designer sweep writes it (column gpu: empty"),
+        ({"cost_usd": ""}, "line 3 is not as designer sweep writes it (column cost_usd: empty"),
+    ],
+    ids=["gpu", "cost_usd"],
+)
+def test_a_results_csv_plan_row_with_an_empty_cell_exits_2_naming_it(capsys, tmp_path, extra, says):
+    """A plan row (a time to train) with an empty gpu or cost_usd cell was a TypeError in
+    the budget curves and the Pareto front (designer/report/study.py, data.py)."""
+    path = _study_csv(tmp_path / "e.csv", {"budget": ["1M", "2M"]}, {1}, extra=extra)
+    for out in ("e.html", "e.xlsx"):
+        flag = "--html" if out.endswith("html") else "--xlsx"
+        code, _, err = run_main(capsys, ["report", str(path), flag, str(tmp_path / out)])
+        assert code == 2 and f"e.csv: {says}" in one_line(err), err
+
+
+def test_a_results_csv_row_with_more_cells_than_the_header_exits_2(capsys, tmp_path):
+    """Cells past the header's columns (csv.DictReader's None key) were an AttributeError in
+    saved_answer.column_kind."""
+    path = _study_csv(tmp_path / "x.csv", {"budget": ["1M"]}, {0})
+    lines = path.read_text(encoding="utf-8").splitlines()
+    columns = len(lines[0].split(","))
+    path.write_text("\n".join([lines[0], lines[1] + ",extra,extra"]) + "\n", encoding="utf-8")
+    code, _, err = run_main(capsys, ["report", str(path), "--html", str(tmp_path / "x.html")])
+    line = one_line(err)
+    assert code == 2 and "x.csv: line 2 " in line, err
+    assert f"{columns + 2} cells, more than the header's {columns} columns" in line
+
+
+def test_a_study_without_a_budget_in_one_scenario_is_reported(capsys, tmp_path):
+    """A budget axis with null (an empty cell: a scenario under the base's deadline only)
+    was a ValueError in the budget curves; that scenario has no point on them."""
+    path = _study_csv(tmp_path / "n.csv", {"budget": ["", "1M"]}, {0, 1})
+    data = load(path)
+    assert [p["budget_usd"] for c in data.study["budget_curves"] for p in c["points"]] == [1e6]
+    code, _, err = run_main(capsys, ["report", str(path), "--html", str(tmp_path / "n.html")])
+    assert code == 0, err
+
+
 # ---------------------------------------------------------------- 11. number formats
 def test_days_below_one_read_to_three_figures_like_their_range(saved, tmp_path):
 

@@ -143,12 +143,15 @@ def unanswered(rows: list[dict[str, Any]], axes: list[str]) -> list[dict[str, An
 
 def budget_curves(rows: list[dict[str, Any]], axes: list[str]) -> list[dict[str, Any]]:
     """Time to train against budget, one series per GPU type (and per value of the other
-    axes): [{name, points: [{budget_usd, days, cost_usd, label}]}]."""
+    axes): [{name, points: [{budget_usd, days, cost_usd, label}]}]; a scenario without a
+    budget (the axis value null: an empty cell) has no point."""
     if "budget" not in axes:
         return []
     others = [a for a in axes if a not in ("budget", "gpus")]
     series: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
+        if r.get("budget") is None:  # a scenario without a budget (an axis value null)
+            continue
         name = r["gpu"] + "".join(f", {a} {r.get(a)}" for a in others)
         point = {"budget_usd": parse_quantity(r["budget"]), **_point(r)}
         series.setdefault(name, []).append(point)
@@ -243,7 +246,13 @@ def _rows(path: Path, raw: list[dict[str, str]]) -> list[dict[str, Any]]:
     rows = []
     for i, r in enumerate(raw, start=2):
         try:
+            if None in r:  # csv.DictReader's key for cells past the header's columns
+                extra = r[None]  # type: ignore[index]
+                raise ValueError(
+                    f"{len(r) - 1 + len(extra)} cells, more than the header's {len(r) - 1} columns"
+                )
             row = typed(r)
+            _check_plan_cells(row)
             json.loads(row.get("price_scales") or "{}")
             if row.get("budget") is not None:  # the budget chart's x
                 try:
@@ -257,6 +266,20 @@ def _rows(path: Path, raw: list[dict[str, str]]) -> list[dict[str, Any]]:
             ) from err
         rows.append(row)
     return rows
+
+
+PLAN_CELLS = ("gpu", "cost_usd")
+"""The cells a row with a plan (a time to train) needs besides it: the report's charts,
+Pareto front and winners read them (an empty one was a TypeError)."""
+
+
+def _check_plan_cells(row: dict[str, Any]) -> None:
+    """ValueError naming the column of a plan row's empty PLAN_CELLS cell."""
+    if row.get("time_to_train_days") is None:
+        return
+    for column in PLAN_CELLS:
+        if row.get(column) is None:
+            raise ValueError(f"column {column}: empty in a row with a time to train")
 
 
 def study_report(path: Path, study_file: Path | None) -> ReportData:
