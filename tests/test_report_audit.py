@@ -404,6 +404,55 @@ def test_a_malformed_answer_exits_2_naming_the_file_and_field(
     assert f"{edited}: {says}" in line and "internal error" not in line
 
 
+def _breakeven(saved, tmp_path: Path) -> Path:
+    """A breakeven --json result (designer.output.breakeven_doc.breakeven_dict's keys) built
+    from the saved answer's two plans, without a breakeven solve."""
+    plans = json.loads(saved["answer"].read_text())["plans"]
+    doc = {"gpu": "h200", "against": "h100-sxm", "pricing": "capex",
+           "catalog_price_usd": 35000.0, "breakeven_price_usd": 31619.6,
+           "wins_at_catalog_price": False, "wins_across_search": False,
+           "block_usd_per_gpu_hour": None, "objective": {"name": "time_to_train", "unit": "days"},
+           "plans": {"gpu": plans[0], "against": plans[1]}, "against_status": "optimal",
+           "lowest_price_plan": None}  # fmt: skip
+    path = tmp_path / "be.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+BREAKEVEN_REFUSED = [
+    ("catalog_price_usd", 0, "catalog_price_usd: Input should be greater than 0"),  # 1/0
+    ("breakeven_price_usd", "x", "breakeven_price_usd: text"),
+    ("objective", [1], "objective: not an object"),
+    ("gpu", 5, "gpu: Input should be a valid string"),
+    ("pricing", "rent", "pricing: Input should be 'capex', 'cloud' or 'tco'"),
+    ("plans.gpu.cost_usd", "x", "plans.gpu.cost_usd: text"),
+    ("plans.gpu.time_to_train_days", "x", "plans.gpu.time_to_train_days: text"),
+    ("plans.gpu.tp", KeyError, "plans.gpu.tp: Field required"),  # a KeyError
+    ("plans.against", KeyError, "plans.against: missing"),
+    ("plans", [], "plans: not an object"),
+]
+
+
+@pytest.mark.parametrize(
+    "field, value, says",
+    BREAKEVEN_REFUSED,
+    ids=[r[0] + str(i) for i, r in enumerate(BREAKEVEN_REFUSED)],
+)
+def test_a_malformed_breakeven_result_exits_2_naming_the_file_and_field(
+    saved, capsys, tmp_path, field, value, says
+):
+    """A breakeven result is validated as the other saved answers are: a catalog price of
+    0 was a ZeroDivisionError, text for a price, a cost or days a TypeError or ValueError,
+    a plan without tp a KeyError, all internal errors."""
+    path = _breakeven(saved, tmp_path)
+    assert _report(capsys, path, tmp_path)[0] == 0  # the control: as breakeven writes it
+    edited = _edited(path, tmp_path, _set(field, value))
+    code, _, err = _report(capsys, edited, tmp_path)
+    line = one_line(err)
+    assert code == 2 and f"{edited}: {says}" in line, err
+    assert "breakeven --json" in line and "internal error" not in line
+
+
 RENDERED = [
     ("question.tokens", "20B", "llama2-7b on 20B tokens"),
     ("question.budget_usd", "1M", "fastest plan under $1.00M"),

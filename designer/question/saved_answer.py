@@ -27,6 +27,7 @@ from designer.errors import UsageError
 from models.evaluate import nodes_for
 from models.layout import PRECISIONS, RECOMPUTE_MODES
 from solvers import limits
+from solvers.scenario import PRICINGS
 
 if TYPE_CHECKING:
     from solvers import Scenario
@@ -267,6 +268,57 @@ class SavedAnswer(_Saved):
     alternatives: list[SavedAlternative] | None = None
 
 
+Price = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A GPU's price: a positive finite number (a catalog price of 0 divided by zero)."""
+
+
+class SavedBreakeven(_Saved):
+    """A ``breakeven --json`` result (designer.output.breakeven_doc.breakeven_dict) besides
+    its plans: what ``designer report`` reads of it."""
+
+    gpu: str = Field(min_length=1)
+    against: str = Field(min_length=1)
+    pricing: Literal[PRICINGS]  # type: ignore[valid-type]
+    catalog_price_usd: Price
+    breakeven_price_usd: Price | None = None
+    wins_at_catalog_price: bool | None = None
+    wins_across_search: bool | None = None
+    block_usd_per_gpu_hour: Quantity | None = None
+    objective: SavedObjective | None = None
+    against_status: str | None = None
+
+
+BREAKEVEN_PLANS = ("gpu", "against")
+"""The keys of a breakeven result's ``plans``: the candidate's plan at the break-even price
+and the rival's (each null where that side has none)."""
+
+
+def check_breakeven(doc: dict[str, Any], origin: str) -> None:
+    """A saved ``breakeven --json`` result as the report reads it, validated as the other
+    saved answers are: its top-level fields (SavedBreakeven) and every plan (saved_plan);
+    UsageError naming ``origin`` and the field, one line."""
+    try:
+        SavedBreakeven.model_validate(doc)
+    except ValidationError as err:
+        raise UsageError(first_error(err, origin, sep=": ", command="breakeven")) from err
+    plans = doc.get("plans")
+    if not isinstance(plans, dict):
+        raise UsageError(
+            f"{origin}: plans: not an object with the {' and '.join(BREAKEVEN_PLANS)} plans; "
+            "regenerate with breakeven --json"
+        )
+    for side in BREAKEVEN_PLANS:
+        if side not in plans:
+            raise UsageError(
+                f"{origin}: plans.{side}: missing (null where that side has no plan); "
+                "regenerate with breakeven --json"
+            )
+    sides = [(f"plans.{k}", plans[k]) for k in BREAKEVEN_PLANS]
+    for where, p in [*sides, ("lowest_price_plan", doc.get("lowest_price_plan"))]:
+        if p is not None:
+            saved_plan(p, f"{origin}: {where}", command="breakeven")
+
+
 def check_answer(doc: dict[str, Any], origin: str) -> list[tuple[str, SavedPlan]]:
     """A whole saved answer (optimize, explain or compare --json) as the report reads it:
     its plans (check_plans) and its paragraph, objective, binding constraints, bill of
@@ -279,20 +331,20 @@ def check_answer(doc: dict[str, Any], origin: str) -> list[tuple[str, SavedPlan]
     return checked
 
 
-def saved_plan(p: Any, where: str, csv: bool = False) -> SavedPlan:
+def saved_plan(p: Any, where: str, csv: bool = False, command: str = "optimize") -> SavedPlan:
     """``p`` validated (``csv``: a results CSV's row, every cell text); UsageError naming
-    ``where`` and the field, one line."""
+    ``where`` and the field, one line, saying to regenerate it with ``command --json``."""
     if not isinstance(p, dict):
-        raise UsageError(f"{where}: not a plan object; regenerate with optimize --json")
+        raise UsageError(f"{where}: not a plan object; regenerate with {command} --json")
     try:
         v = SavedPlan.model_validate(p, context={"csv": csv})
     except ValidationError as err:
-        raise UsageError(first_error(err, where)) from err
-    _consistent(v, where)
+        raise UsageError(first_error(err, where, command=command)) from err
+    _consistent(v, where, command)
     return v
 
 
-def _consistent(v: SavedPlan, where: str) -> None:
+def _consistent(v: SavedPlan, where: str, command: str = "optimize") -> None:
     """The plan's derived columns, where present, as its decisions make them (nodes, which
     takes the catalog's server, in ``check_against_question``), and ZeRO and
     sequence parallelism as every plan of the designer has them (solvers.decisions: ZeRO-1,
@@ -326,7 +378,7 @@ def _consistent(v: SavedPlan, where: str) -> None:
         if saved is not None and implied is not None and saved != implied:
             detail = says.format(saved=json.dumps(saved), implied=json.dumps(implied), tp=v.tp)
             raise UsageError(
-                f"{detail}; fix it or regenerate with optimize --json", f"{where}.{field}"
+                f"{detail}; fix it or regenerate with {command} --json", f"{where}.{field}"
             )
 
 
@@ -363,9 +415,9 @@ def check_against_question(plans: list[tuple[str, SavedPlan]], scenario: Scenari
             )
 
 
-def first_error(err: ValidationError, where: str, sep: str = ".") -> str:
-    """The first of pydantic's errors on one line: where.field: message (got value); a
-    list's item as ``field[i]``."""
+def first_error(err: ValidationError, where: str, sep: str = ".", command: str = "optimize") -> str:
+    """The first of pydantic's errors on one line: where.field: message (got value), and
+    to fix it or regenerate it with ``command --json``; a list's item as ``field[i]``."""
     first = err.errors()[0]
     loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in first["loc"])
     loc = loc.removeprefix(".")
@@ -374,7 +426,7 @@ def first_error(err: ValidationError, where: str, sep: str = ".") -> str:
         msg = "not an object; give {...}"
     got = repr(first.get("input"))
     got = got if len(got) <= 60 else got[:57] + "..."
-    return f"{where}{sep}{loc}: {msg} (got {got}); fix it or regenerate with optimize --json"
+    return f"{where}{sep}{loc}: {msg} (got {got}); fix it or regenerate with {command} --json"
 
 
 def has_plan(p: Any) -> bool:

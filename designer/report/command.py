@@ -14,7 +14,7 @@ from designer.errors import UsageError
 from designer.output import formats as report
 from designer.output.files import atomic_path, write_atomic
 from designer.question.build import _read_document, load_question_file
-from designer.question.saved_answer import check_answer
+from designer.question.saved_answer import check_answer, check_breakeven
 from designer.report.data import (
     ReportData,
     answer_report,
@@ -95,6 +95,7 @@ def load(path: Path, study_file: Path | None = None, time_limit_s: float = 60.0)
         raise UsageError("only a sweep's results CSV takes a study file", "--study")
     doc = _read_document(path)
     if "breakeven_price_usd" in doc:
+        check_breakeven(doc, str(path))  # every field the report reads, as check_answer
         return breakeven_report(path, doc)
     if "plans" not in doc or "question" not in doc:
         doc = _answered(path, time_limit_s)  # a question file: answered as explain would
