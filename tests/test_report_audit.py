@@ -85,6 +85,29 @@ def test_a_compare_where_no_gpu_type_answers_is_reported_and_explained(saved, ca
     assert code == 1 and "Nothing fits" in out  # the question explained as infeasible
 
 
+@pytest.mark.parametrize(
+    "field,value,says",
+    [
+        ("plans.0.gpu", KeyError, "plans[0].gpu: Field required"),  # a KeyError
+        ("plans.0.gpu", 5, "plans[0].gpu: Input should be a valid string"),  # a TypeError
+        ("plans.0.status", {"a": 1}, "plans[0].status: Input should be a valid string"),
+    ],
+    ids=["no-gpu", "gpu-5", "status-object"],
+)
+def test_a_compare_row_without_a_plan_is_validated_too(saved, capsys, tmp_path, field, value, says):
+    """check_plans skipped the rows without a plan: one without ``gpu`` was a KeyError in
+    the report, ``"gpu": 5`` a TypeError; both exit 2 naming the row and field."""
+    edited = _edited(saved["none"], tmp_path, _set(field, value))
+    for args in (
+        ["report", str(edited), "--html", str(tmp_path / "r.html")],
+        ["explain", str(edited)],
+    ):
+        code, _, err = run_main(capsys, args)
+        line = one_line(err)
+        assert code == 2 and f"{edited}: {says}" in line, err
+        assert "regenerate with compare --json" in line
+
+
 def test_explain_takes_a_compare_results_first_row_with_a_plan(saved, capsys, tmp_path):
     def first_without(doc):
         keep = ("rank", "gpu", "evidence")

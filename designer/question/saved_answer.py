@@ -443,11 +443,27 @@ def check_plans(doc: dict[str, Any], origin: str) -> list[tuple[str, SavedPlan]]
         raise UsageError(f"{origin}: plans: not a list; regenerate with optimize --json")
     checked = []
     for i, p in enumerate(plans):
-        if not has_plan(p):
-            continue  # compare: a GPU type without a plan
         where = f"{origin}: plans[{i}]"
+        if not has_plan(p):  # compare: a GPU type without a plan, its row checked alone
+            try:
+                SavedPlanless.model_validate(p)
+            except ValidationError as err:
+                raise UsageError(first_error(err, where, command="compare")) from err
+            continue
         checked.append((where, saved_plan(p, where)))
     return checked
+
+
+class SavedPlanless(_Saved):
+    """A compare result's row for a GPU type without a plan
+    (designer.output.compare_doc.compare_dict): the report names its GPU and status (a row
+    without ``gpu`` was a KeyError, a number there a TypeError)."""
+
+    rank: Annotated[int, Field(ge=1)] | None = None
+    gpu: str = Field(min_length=1)
+    status: str = Field(min_length=1)
+    top_binding: str | None = None
+    evidence: SavedEvidence | None = None
 
 
 # ---------------------------------------------------------------- the catalog files it used
