@@ -165,3 +165,38 @@ def test_without_matplotlib_the_refusal_names_the_extra(monkeypatch):
     with pytest.raises(UsageError) as info:
         plots.win_share_plot({"h200": {"win_share": 1.0}}, "x.png")
     assert str(info.value) == "--plot: needs matplotlib; pip install 'designer[plot]'"
+
+
+MARKUP = "x$\\frac{$y"  # matplotlib's mathtext: "$...$" is parsed as math, and this fails
+
+
+def test_names_with_math_markup_are_drawn_as_written(tmp_path, monkeypatch):
+    """A model or GPU name with ``$`` (mathtext) was parsed as math: ``x$\\frac{$y`` made
+    compare --plot an internal ValueError (suptitle unescaped, tight_layout outside the
+    try); every user-derived label is escaped, and each picture is written."""
+    from matplotlib.text import Text
+
+    shown: list[str] = []
+    scenario = SimpleNamespace(pricing="capex", spec=SimpleNamespace(name=MARKUP), tokens=2e12)
+    rows = [_row(MARKUP, 30.0, 2.5e7), _row("h200", 20.0, 3.0e7)]
+    csv_path = tmp_path / "r.csv"
+    csv_path.write_text(CSV.replace("h100-sxm", f'"{MARKUP}"'))
+    draws = [
+        lambda out: plots.compare_plot(rows, out, scenario),
+        lambda out: plots.sweep_plot(csv_path, out),
+        lambda out: plots.budget_plot(csv_path, out),
+        lambda out: plots.win_share_plot({MARKUP: {"win_share": 1.0}}, out),
+    ]
+    original = Text.draw
+
+    def draw(self, renderer):
+        shown.append(self.get_text())
+        return original(self, renderer)
+
+    monkeypatch.setattr(Text, "draw", draw)
+    for i, plot in enumerate(draws):
+        out = tmp_path / f"p{i}.png"
+        plot(out)
+        assert out.read_bytes().startswith(b"\x89PNG\r\n")
+    assert MARKUP.replace("$", r"\$") in " ".join(shown)
+    assert plt.get_fignums() == []

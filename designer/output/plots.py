@@ -25,9 +25,16 @@ def _pyplot():
     return plt
 
 
+def _label(text: object) -> str:
+    """A name from the user's files (a model, a GPU type) as matplotlib text: every ``$``
+    escaped, so that ``x$\\frac{$y`` is drawn as written, not parsed as math (mathtext's
+    ValueError was an internal error)."""
+    return str(text).replace("$", r"\$")
+
+
 def _save(plt, fig, path) -> None:
-    fig.tight_layout()
     try:
+        fig.tight_layout()  # lays the text out: mathtext's errors are raised here
         save_with(Path(path), fig.savefig, "--plot")
     except UsageError:
         raise
@@ -46,7 +53,7 @@ def compare_plot(rows, path, s: Scenario) -> bool:
     if not ok:
         return False
     plt = _pyplot()
-    names = [r.gpu for r in ok]
+    names = [_label(r.gpu) for r in ok]
     days = [float(r.result.best.evaluation.time_to_train_days) for r in ok]
     cost = [float(r.result.best.cost_usd) / 1e6 for r in ok]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -56,7 +63,7 @@ def compare_plot(rows, path, s: Scenario) -> bool:
     axes[1].set_xlabel(f"cost ($M, {s.pricing})")
     for ax in axes:
         ax.invert_yaxis()
-    fig.suptitle(f"{s.spec.name}, {render.si(s.tokens)} tokens: best plan per GPU type")
+    fig.suptitle(f"{_label(s.spec.name)}, {render.si(s.tokens)} tokens: best plan per GPU type")
     _save(plt, fig, path)
     return True
 
@@ -83,7 +90,7 @@ def sweep_plot(csv_path, path) -> None:
     fig, ax = plt.subplots(figsize=(7, 5))
     for gpu, rows in groups.items():
         days = [float(r["time_to_train_days"]) for r in rows]
-        ax.scatter(days, [float(r["cost_usd"]) / 1e6 for r in rows], label=gpu)
+        ax.scatter(days, [float(r["cost_usd"]) / 1e6 for r in rows], label=_label(gpu))
     ax.set_xlabel("time to train (days)")
     ax.set_ylabel("cost ($M)")
     ax.legend()
@@ -97,7 +104,8 @@ def win_share_plot(stats: dict[str, dict[str, float]], path) -> None:
         raise NothingToDraw()
     fig, ax = plt.subplots(figsize=(6, 4))
     names = list(stats)
-    ax.bar(names, [100 * stats[n]["win_share"] for n in names], color="#55a868")
+    shares = [100 * stats[n]["win_share"] for n in names]
+    ax.bar([_label(n) for n in names], shares, color="#55a868")
     ax.set_ylabel("wins (% of samples)")
     ax.set_title("Which GPU type wins under price uncertainty")
     _save(plt, fig, path)
@@ -112,7 +120,7 @@ def budget_plot(csv_path, path) -> None:
         pts = sorted(
             (parse_quantity(r["budget"]) / 1e6, float(r["time_to_train_days"])) for r in rows
         )
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=_label(gpu))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("budget ($M)")
