@@ -349,3 +349,35 @@ def test_a_command_with_an_unclosed_quote_is_refused_naming_the_option(capsys, c
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("designer: error: --from-megatron: ") and why in err, err
     assert "close its quotes" in err
+
+
+ROPE = "--position-embedding-type rope --use-rope-scaling"
+LATENT = (
+    "--multi-latent-attention --kv-lora-rank 512 --qk-head-dim 128 --v-head-dim 128 "
+    "--qk-pos-emb-head-dim 64 --disable-bias-linear"
+)
+
+
+@pytest.mark.parametrize(
+    "extra,flag,says",
+    [
+        (f"{ROPE} --rope-scaling-factor nan", "--rope-scaling-factor", "finite"),
+        (f"{ROPE} --rope-scaling-factor inf", "--rope-scaling-factor", "finite"),
+        (f"{ROPE} --rope-scaling-factor -1", "--rope-scaling-factor", "greater than 0"),
+        (f"{ROPE} --rope-scaling-factor 0", "--rope-scaling-factor", "greater than 0"),
+        (f"{LATENT} --rotary-scaling-factor 0", "--rotary-scaling-factor", "greater than 0"),
+        (f"{LATENT} --rotary-scaling-factor 40 --mscale -1", "--mscale", "greater than 0"),
+    ],
+    ids=["nan", "inf", "negative", "zero", "yarn-zero", "mscale"],
+)
+def test_a_bad_rope_scaling_flag_is_named(extra, flag, says):
+    """The RoPE scaling's errors were blamed on --num-attention-heads (FIELD_SETTINGS's
+    fallback), and a factor of 0 was read as absent (``or default``): 8.0 for
+    --rope-scaling-factor, no scaling for --rotary-scaling-factor."""
+    line = refusal(extra)
+    assert line.startswith(f"{flag}: ") and says in line, line
+
+
+def test_a_rope_scaling_factor_is_read():
+    assert imported(f"{ROPE} --rope-scaling-factor 16").spec.rope_scaling.factor == 16.0
+    assert imported(ROPE).spec.rope_scaling.factor == 8.0  # Megatron's default

@@ -47,6 +47,7 @@ from designer.launch.vocab import (
 )
 from models import Assumptions, Layout, TransformerSpec
 from models.feasibility import divisibility_violations
+from models.transformer import RopeScaling
 
 if TYPE_CHECKING:  # models.expert imports numpy: commands that never evaluate skip it
     from models.expert import ExpertLayout
@@ -425,6 +426,10 @@ FIELD_SETTINGS = {
 }
 
 
+# RopeScaling's fields that a flag sets besides the factor (megatron_model.mla_yarn)
+ROPE_SCALING_SETTINGS = {"mscale": "mscale", "mscale_all_dim": "mscale_all_dim"}
+
+
 def _architecture_values(m: _Flags, position: str | None) -> dict:
     """The flags megatron_model.spec_fields reads (a switch as True or False)."""
     return {
@@ -515,17 +520,27 @@ def _spec(m: _Flags, seq_len: int, notes: list[str]) -> TransformerSpec:
             **_moe_fields(m, layers, ffn, notes),
         )
     except ValidationError as err:
-        first = err.errors()[0]
-        detail = first["msg"].removeprefix("Value error, ")
-        loc = str(first["loc"][0]) if first["loc"] else ""
-        named = detail.split(maxsplit=1)[0] if detail else ""  # a whole-spec check's field
-        if not loc and named in FIELD_SETTINGS and named not in ("hidden", "layers"):
-            loc = named  # --moe-router-topk 1000 blamed on --num-attention-heads (issue 33)
-        if loc == "seq_len":
-            culprit = "max_position_embeddings" if max_pos is not None else "seq_len"
-        else:
-            culprit = FIELD_SETTINGS.get(loc, "query_groups" if "kv_heads" in detail else "heads")
+        culprit, detail = _culprit(err, values, max_pos is not None)
         raise _fail(m.name(culprit), detail) from err
+
+
+def _culprit(err: ValidationError, values: dict, max_pos: bool) -> tuple[str, str]:
+    """The setting a spec's validation error blames (``values``: _architecture_values;
+    ``max_pos``: whether --max-position-embeddings was given), and the error's message.
+    The RoPE scaling spec_fields builds names its flags (--rope-scaling-factor nan was
+    blamed on --num-attention-heads)."""
+    first = err.errors()[0]
+    detail = first["msg"].removeprefix("Value error, ")
+    loc = str(first["loc"][0]) if first["loc"] else ""
+    if err.title == RopeScaling.__name__:  # Llama 3.1's scaling, or latent attention's YaRN
+        scaling = "rope_scaling_factor" if values.get("use_rope_scaling") else None
+        return ROPE_SCALING_SETTINGS.get(loc, scaling or "rotary_scaling_factor"), detail
+    named = detail.split(maxsplit=1)[0] if detail else ""  # a whole-spec check's field
+    if not loc and named in FIELD_SETTINGS and named not in ("hidden", "layers"):
+        loc = named  # --moe-router-topk 1000 blamed on --num-attention-heads (issue 33)
+    if loc == "seq_len":
+        return ("max_position_embeddings" if max_pos else "seq_len"), detail
+    return FIELD_SETTINGS.get(loc, "query_groups" if "kv_heads" in detail else "heads"), detail
 
 
 def _unknown(words: list[str]) -> list[str]:

@@ -412,7 +412,8 @@ def spec_fields(flags: dict[str, Any], hidden: int, heads: int) -> dict[str, Any
     position = get("position_embedding")
     scaling = None
     if flags.get("use_rope_scaling"):
-        factor = flags.get("rope_scaling_factor") or default("rope_scaling_factor")
+        factor = flags.get("rope_scaling_factor")  # 0 is refused by RopeScaling, not missing
+        factor = default("rope_scaling_factor") if factor is None else factor
         scaling = RopeScaling(**LLAMA3_SCALING, factor=float(factor))
     elif flags.get("mla") and (flags.get("rope_type") or "yarn") == "yarn":
         scaling = mla_yarn(flags)
@@ -452,7 +453,8 @@ def mla_yarn(flags: dict[str, Any]) -> RopeScaling | None:
     """YaRN as latent attention builds it (Megatron's default --rope-type for MLA): the
     factor and mscales from the flags (defaults 1.0, 1.0, 0.0), MLA_YARN_FIXED for the
     rest; a factor of 1 scales nothing (None)."""
-    factor = float(flags.get("rotary_scaling_factor") or 1.0)
+    given = flags.get("rotary_scaling_factor")  # 0 is refused by RopeScaling, not missing
+    factor = 1.0 if given is None else float(given)
     if factor == 1.0:
         return None
     mscale = flags.get("mscale")
