@@ -331,7 +331,7 @@ def hf_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     if architecture(cfg) == "starcoder2":
         fields.update(starcoder2_fields(cfg, origin))
     fields.update(moe_fields(cfg, origin))
-    fields.update(window_fields(cfg))
+    fields.update(window_fields(cfg, origin))
     fields.update(linear_attention_fields(cfg, origin, fields["layers"]))
     name = cfg.get("_name_or_path") or Path(origin).parent.name or "hf-model"
     fields["name"] = str(name)
@@ -625,18 +625,20 @@ def moe_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     return out
 
 
-def window_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+def window_fields(cfg: dict[str, Any], origin: str = "config.json") -> dict[str, Any]:
     """The spec's ``attention_window`` (and the key it came from): the shortest sliding
     window or attention chunk the config applies, None when none applies
-    (``use_sliding_window: false``, Qwen 2; a ``layer_types`` list without sliding layers).
+    (``use_sliding_window: false``, Qwen 2; a ``layer_types`` list without sliding layers;
+    a key null or absent). A window that is no length of tokens is refused naming the key
+    (_window_length: 4096.0 was ignored, and so were 0 and -1).
     The window changes the attention FLOPs, which the model prices only as full causal
     attention, so a plan whose sequence is longer than it is refused
     (models.transformer.windowed_sequence_refusal); at or below it nothing changes."""
     kinds = cfg.get("layer_types")
     applied = []
     for key in _WINDOW_KEYS:
-        window = cfg.get(key)
-        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        window = _window_length(cfg.get(key), key, origin)
+        if window is None:
             continue
         if key == "sliding_window" and cfg.get("use_sliding_window") is False:
             continue
@@ -651,6 +653,25 @@ def window_fields(cfg: dict[str, Any]) -> dict[str, Any]:
         return {}
     window, key = min(applied)
     return {"attention_window": window, "attention_window_key": key}
+
+
+def _window_length(value: Any, key: str, origin: str) -> int | None:
+    """A window key's tokens: None for null; a whole number, also written as a float
+    (4096.0); ModelError naming the key for anything else (0, negative, fractional, text)."""
+    if value is None:
+        return None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or value != value or value in (float("inf"), float("-inf")):
+        raise ModelError(
+            f"{origin}: {key}: {value!r} is not a number of tokens; give the window's length, "
+            "or null for none"
+        )
+    if value != int(value) or value < 1:
+        raise ModelError(
+            f"{origin}: {key}: {value!r} is not a window; give its length in tokens, a whole "
+            "number of at least 1, or null for none"
+        )
+    return int(value)
 
 
 def router_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:

@@ -87,6 +87,31 @@ def test_seq_len_option_overrides_the_family_length(capsys):
     assert json.loads(out)["layout"]["seq_len"] == 2048
 
 
+@pytest.mark.parametrize("window", [0, -1, 4096.5, float("inf")])
+def test_a_sliding_window_that_is_no_length_is_refused_naming_the_key(tmp_path, window):
+    """window_fields skipped anything but a positive int: 0 and -1 were read as no window,
+    silently (so a plan past the window was priced as full attention)."""
+    from models.errors import ModelError
+
+    cfg = json.loads((HF / "gemma-2-9b-it.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "sliding_window": window}))
+    with pytest.raises(ModelError) as info:
+        load_model_file(path)
+    assert str(info.value).startswith(f"{path}: sliding_window: "), info.value
+
+
+def test_a_sliding_window_written_as_a_whole_float_is_read(tmp_path):
+    """4096.0 (a config written by a tool that writes floats) was ignored: no window."""
+    cfg = json.loads((HF / "gemma-2-9b-it.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "sliding_window": 4096.0}))
+    spec = load_model_file(path)
+    assert (spec.attention_window, spec.attention_window_key) == (4096, "sliding_window")
+    path.write_text(json.dumps({**cfg, "sliding_window": None}))  # null: no window
+    assert load_model_file(path).attention_window is None
+
+
 def test_a_sliding_window_shorter_than_the_plan_is_refused_naming_the_key(capsys):
     """../shared/CLI-CONTRACT.md: a config with keys the designer cannot model is refused with
     exit 2 naming the key, never read as a different model. Gemma 2 slides a 4,096-token window
