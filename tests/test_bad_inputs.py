@@ -9,6 +9,7 @@ so a case that wrongly passes validation still finishes fast.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -422,3 +423,20 @@ def test_an_evaluate_analysis_is_named_not_read_as_a_question(tmp_path, capsys, 
         "plan to re-solve; pass a question file or a saved optimize/compare --json answer"
     )
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["export", "explain"])
+def test_a_breakeven_result_is_named_not_read_as_a_question(tmp_path, capsys, command):
+    """breakeven --json saves a price and two plans, no question: it was read as a question
+    file and blamed `objective` ("Input should be 'time' or 'cost'") as if it were a
+    malformed optimize answer."""
+    doc = {"gpu": "h200", "against": "h100-sxm", "pricing": "capex",
+           "catalog_price_usd": 35000.0, "breakeven_price_usd": 31619.6,
+           "objective": {"name": "time_to_train", "unit": "days"},
+           "plans": {"gpu": None, "against": None}}  # fmt: skip
+    path = tmp_path / "be.json"
+    path.write_text(json.dumps(doc))
+    code, out, err = run_main(capsys, [command, str(path)])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "be.json: a `designer breakeven --json` result" in err
+    assert "no question" in err and "objective" not in err

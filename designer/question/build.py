@@ -517,6 +517,13 @@ def load_question_file(path: Path) -> tuple[Scenario, GivenPlan | None]:
     origin = str(path)
     if ("question" in doc and "plans" in doc) or isinstance(doc.get("plans"), list):
         return _from_answer(doc, origin)  # a plans list without its question: named there
+    if "breakeven_price_usd" in doc:  # read as a question, it blamed its objective
+        raise UsageError(
+            "a `designer breakeven --json` result, which saves a price and two plans but no "
+            "question; pass a saved optimize/compare --json answer or a question file "
+            "(designer report shows a breakeven result)",
+            origin,
+        )
     if EVALUATE_KEYS <= doc.keys():  # read as a question, it blamed the analysis' evidence
         raise UsageError(
             "a `designer evaluate --json` analysis, which holds no question or plan to "
