@@ -140,8 +140,34 @@ class Days(_Positive):
     def parse(self, text: str) -> float:
         return parse_days(text)
 
+    def value_of(self, value) -> float:
+        try:
+            return super().value_of(value)
+        except ValueError as err:
+            raise ValueError(f"{err}{_scale_hint(value, self.maximum)}") from None
+
     def convert(self, value, param, ctx):
         return self.positive(value, param, ctx)
+
+
+_SCALE_WORDS = {"K": "thousands", "M": "millions", "B": "billions", "T": "trillions"}
+
+
+def _scale_hint(value: object, maximum: float | None) -> str:
+    """Why a duration past ``maximum`` is that long, when a K/M/B/T suffix made it so: '5m'
+    (five minutes, meant) is 5 million days; '' otherwise."""
+    raw = value.strip() if isinstance(value, str) else ""
+    letter = raw[-1:].upper()
+    if letter not in _SCALE_WORDS or maximum is None:
+        return ""
+    try:
+        days = parse_quantity(raw)
+    except ValueError:
+        return ""
+    if days <= maximum:
+        return ""
+    hint = f": {raw[-1]} is {_SCALE_WORDS[letter]} ({raw} = {days:,.0f} days)"
+    return hint + ("; for minutes give hours (e.g. 0.1h)" if letter == "M" else "")
 
 
 class Finite(click.FloatRange):

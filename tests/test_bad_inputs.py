@@ -440,3 +440,20 @@ def test_a_breakeven_result_is_named_not_read_as_a_question(tmp_path, capsys, co
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "be.json: a `designer breakeven --json` result" in err
     assert "no question" in err and "objective" not in err
+
+
+@pytest.mark.parametrize(
+    "deadline,says",
+    [
+        ("5m", "m is millions (5m = 5,000,000 days); for minutes give hours (e.g. 0.1h)"),
+        ("3B", "B is billions (3B = 3,000,000,000 days)"),
+    ],
+)
+def test_a_deadline_past_the_limit_by_its_suffix_says_how_it_was_read(capsys, deadline, says):
+    """--deadline 5m said only that it was more than 1,000,000 days: the reader meant five
+    minutes and was not told that m is millions."""
+    args = ["optimize", "--model", "llama2-7b", "--tokens", "1B", "--deadline", deadline]
+    line = assert_usage_error(capsys, args, "--deadline", "1,000,000 days", says)
+    assert "minutes" not in line or deadline.lower().endswith("m")
+    plain = assert_usage_error(capsys, [*args[:-1], "5000000"], "--deadline")
+    assert " is " not in plain.split("1,000,000 days", 1)[1]  # no suffix, no hint
