@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from catalog.cloud import cloud_offers
-from catalog.specs import FABRICS, STACKS
+from catalog.specs import FABRICS, MIN_LIFETIME_YEARS, STACKS
 from designer.cli import cli, main
 from designer.errors import UsageError
 from designer.numbers import parse_quantity
@@ -63,7 +63,7 @@ FIELD_VALUES = {
     "usd_per_kwh": _optional(st.floats(0, 100)),
     "rack_power_kw": _optional(st.floats(1e-3, 10_000)),
     "oversubscription": _optional(st.floats(1, 16)),
-    "lifetime_years": _optional(st.floats(1e-3, 50)),
+    "lifetime_years": _optional(st.floats(MIN_LIFETIME_YEARS, 50)),
     "gpus": NAMES,
     "nics": st.lists(st.sampled_from(["cx7-400g", "cx6-200g"]), max_size=2),
     "catalog": st.lists(st.sampled_from(["extra.yaml", "/abs/cat.yaml"]), max_size=2),
