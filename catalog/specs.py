@@ -735,7 +735,20 @@ class Facility(_Strict):
         description="restart when a hot spare server replaces the failed one (no rescheduling)",
     )
     hot_spares_per_100_servers: float = Field(
-        2.0, gt=0, le=100, description="hot spare servers bought per 100 training servers"
+        2.0,
+        gt=0,
+        le=100,
+        description="hot spare servers per 100 training servers that cover the servers in "
+        "repair at the facility's own failure rates (with margin); the cover at the rates in "
+        "effect is never less (models/goodput.py spare_cover_per_100)",
+    )
+    hot_spare_repair_hours: float = Field(
+        72.0,
+        gt=0,
+        le=100_000,
+        description="hours a failed server is away in repair: with the failure rates in "
+        "effect, the servers in repair a spare pool must cover (Little's law; "
+        "models/goodput.py spare_cover_per_100); see hot_spare_source",
     )
     hot_spare_source: str = Field("[assumed] not given", min_length=1)
     # issue 18 item 4: hot spares and checkpoint storage as purchase decisions (the plan

@@ -2,7 +2,11 @@
 
 Capex is the bill of materials: GPUs, server overhead (host, chassis, scale-up
 switches), scale-out NICs, the fat tree's switches (models/fabric.py), two
-transceivers and one cable per link, and racks. Every unit price is rounded up
+transceivers and one cable per link, and racks. A cluster that is one scale-up
+domain (one server, or an NVL72 rack's 18 trays: models/scaleup.py domain_servers)
+has no fat tree, so no switches, links or switch power; its NICs are bought and
+draw power all the same, as the server configuration ships them (catalog
+``nic_counts``: four per NVL72 tray, fixed on the tray). Every unit price is rounded up
 to the cent once (``usd_to_cents_up``), so the BOM total equals the plan's
 capex to the cent and both solvers compute the same integers.
 
@@ -26,6 +30,7 @@ import numpy as np
 
 from catalog.specs import Facility, GPUSpec, NICSpec, SwitchSpec
 from models.fabric import FabricSize, fabric_counts, size_fabric
+from models.scaleup import domain_servers
 
 TIER_NAMES = ("leaf", "spine", "core")
 
@@ -113,7 +118,7 @@ def cluster_totals(
     num_gpus = bought_gpus(gpu, np.asarray(num_gpus, dtype=np.int64))
     servers = -(-num_gpus // gpu.server.gpus_per_server)
     _, switches, links = fabric_counts(
-        servers, nics_per_node, switch.ports, facility.oversubscription
+        servers, nics_per_node, switch.ports, facility.oversubscription, domain_servers(gpu)
     )
     nics_w = nics_per_node * nic_power_w(nic)
     racks = -(-servers // servers_per_rack(gpu, facility, nics_w))
@@ -226,7 +231,11 @@ class Cluster:
     @cached_property
     def fabric(self) -> FabricSize:
         return size_fabric(
-            self.servers, self.nics_per_node, self.switch.ports, self.facility.oversubscription
+            self.servers,
+            self.nics_per_node,
+            self.switch.ports,
+            self.facility.oversubscription,
+            domain_servers(self.gpu),
         )
 
     @cached_property

@@ -3,7 +3,10 @@
 Rules (NVIDIA DGX SuperPOD B200 reference architecture, NDR InfiniBand, 1 SU =
 32 eight-GPU servers; ``../shared/reference/hardware/catalog_network.csv``):
 
-* One server: no fabric. Every endpoint (server NIC) fits one switch: one tier.
+* One server, or the servers of one scale-up domain (an NVL72 rack's 18 four-GPU
+  trays; models/scaleup.py domain_servers): no fabric, since models/step.py
+  (step_from_coefficients) keeps every transfer of a job that fits one domain off the
+  NICs. Every endpoint (server NIC) fits one switch: one tier.
 * Otherwise NIC k of every server goes to a leaf of rail k ("rail-optimised"):
   leaves = rails x ceil(servers / leaf_down), where a leaf of radix k gives
   ``leaf_down = floor(k x o / (o + 1))`` ports to servers and the rest upward at
@@ -85,16 +88,24 @@ def _tree_parts(servers, rails: int, radix: int, oversubscription: float):
     return endpoints, leaves, up, -(-up // (radix // 2)), -(-up // radix)
 
 
-def fabric_counts(servers: np.ndarray, rails: int, radix: int, oversubscription: float):
-    """(tiers, switches, links) for each server count, ``rails`` NICs per server."""
+def fabric_counts(
+    servers: np.ndarray,
+    rails: int,
+    radix: int,
+    oversubscription: float,
+    domain_servers: int = 1,
+):
+    """(tiers, switches, links) for each server count, ``rails`` NICs per server; none for
+    at most ``domain_servers`` servers (one scale-up domain: module docstring)."""
     servers = np.asarray(servers, dtype=np.int64)
     endpoints, leaves, up, mid, top = _tree_parts(servers, rails, radix, oversubscription)
-    tiers = np.where(servers <= 1, 0, np.where(endpoints <= radix, 1, 0))
+    fabric = servers > max(1, domain_servers)
+    tiers = np.where(fabric, np.where(endpoints <= radix, 1, 0), 0)
     switches = np.where(tiers == 1, 1, 0)
     links = np.where(tiers == 1, endpoints, 0)
     t = 2  # a radix of at least 4 makes (k/2)^(t-1) grow, so every tree fits eventually
-    while np.any((tiers == 0) & (servers > 1)):
-        new = (tiers == 0) & (servers > 1) & tier_fits(t, leaves, up, radix)
+    while np.any((tiers == 0) & fabric):
+        new = (tiers == 0) & fabric & tier_fits(t, leaves, up, radix)
         tiers = np.where(new, t, tiers)
         switches = np.where(new, leaves + (t - 2) * mid + top, switches)
         links = np.where(new, endpoints + (t - 1) * up, links)
@@ -102,9 +113,16 @@ def fabric_counts(servers: np.ndarray, rails: int, radix: int, oversubscription:
     return tiers, switches, links
 
 
-def size_fabric(servers: int, rails: int, radix: int, oversubscription: float = 1.0) -> FabricSize:
-    """The fat tree for ``servers`` servers with ``rails`` NICs each (module docstring)."""
-    if servers <= 1 or rails <= 0:
+def size_fabric(
+    servers: int,
+    rails: int,
+    radix: int,
+    oversubscription: float = 1.0,
+    domain_servers: int = 1,
+) -> FabricSize:
+    """The fat tree for ``servers`` servers with ``rails`` NICs each, none for at most
+    ``domain_servers`` (one scale-up domain; module docstring)."""
+    if servers <= max(1, domain_servers) or rails <= 0:
         return FabricSize(0, (), ())
     endpoints = servers * rails
     if endpoints <= radix:

@@ -185,11 +185,25 @@ def goodput(model: FailureModel, num_gpus: int, ideal_days: float) -> Goodput:
     )
 
 
+def spare_cover_per_100(model: FailureModel, facility: Any) -> float:
+    """Hot spares per 100 servers that absorb every failure: the servers in repair, by
+    Little's law (J. D. C. Little 1961, "A proof for the queuing formula L = lambda W",
+    Operations Research 9(3)), L = 100 x lambda x W per 100 servers with lambda the
+    interruptions per server-hour at the rates in effect (the platform's times the
+    question's failure scale: rate_per_gpu_s x GPUs per server) and W the facility's
+    ``hot_spare_repair_hours``; never fewer than the facility's
+    ``hot_spares_per_100_servers``, the pool it sizes with margin for its own rates (2
+    against the 1.1 Little's law gives at H100's 1x rates: catalog hot_spare_source).
+    At 20x H100's rates L = 22.7 per 100, so 2 per 100 absorb 8.8% of the failures."""
+    per_server_hour = model.rate_per_gpu_s * model.gpus_per_server * SECONDS_PER_HOUR
+    in_repair = 100.0 * per_server_hour * facility.hot_spare_repair_hours
+    return max(facility.hot_spares_per_100_servers, in_repair)
+
+
 def absorbed_fraction(spares_per_100: float, covering_per_100: float) -> float:
     """The share of failures a hot spare absorbs: all of them once the pool covers the
-    servers in repair (``covering_per_100``, the facility's hot_spares_per_100_servers:
-    Little's law, catalog hot_spare_source), proportionally fewer below (a pool of half
-    the cover is free for about half the failures; first order)."""
+    servers in repair (``covering_per_100``: spare_cover_per_100), proportionally fewer
+    below (a pool of half the cover is free for about half the failures; first order)."""
     if spares_per_100 <= 0 or covering_per_100 <= 0:
         return 0.0
     return min(1.0, spares_per_100 / covering_per_100)
@@ -200,11 +214,12 @@ def with_purchases(
 ) -> FailureModel:
     """The failure model of a plan that buys ``spares_per_100`` hot spare servers per 100
     and ``storage_gb_per_s`` of checkpoint storage per server (issue 18 item 4): a failure
-    a spare absorbs restarts in ``hot_spare_restart_min`` (never longer than the plain
-    restart), the others as before; the write and the reload run at the bought storage.
+    a spare absorbs (absorbed_fraction of spare_cover_per_100, the cover at ``model``'s
+    rates) restarts in ``hot_spare_restart_min`` (never longer than the plain restart),
+    the others as before; the write and the reload run at the bought storage.
     The overhead keeps the form x / G + a + c G: the spares move c, the storage a (the
     reload and, when the write bounds the interval, the interval)."""
-    f = absorbed_fraction(spares_per_100, facility.hot_spares_per_100_servers)
+    f = absorbed_fraction(spares_per_100, spare_cover_per_100(model, facility))
     hot_s = min(model.restart_s, facility.hot_spare_restart_min * 60.0)
     return replace(
         model,

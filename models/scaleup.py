@@ -47,6 +47,14 @@ def domain_gpus(gpu: GPUSpec) -> int:
     return gpu.server.scale_up_domain_gpus
 
 
+def domain_servers(gpu: GPUSpec) -> int:
+    """Servers of one scale-up domain, at least one (an NVL72 rack's 18 four-GPU trays, one
+    HGX server): a cluster of no more needs no scale-out fabric (models/fabric.py), since a
+    job that fits one domain sends nothing over the NICs (models/step.py
+    step_from_coefficients: dp x replica <= domain_gpus)."""
+    return max(1, domain_gpus(gpu) // gpu.server.gpus_per_server)
+
+
 def ranks_in_domain(gpu: GPUSpec, stride: int) -> int:
     """Ranks of a group whose members are ``stride`` ranks apart (a data-parallel group
     behind TP = stride) that share one scale-up domain: domain / stride, at least 1."""

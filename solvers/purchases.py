@@ -8,7 +8,8 @@ A plan buys one option of each: spares per 100 servers from the facility's
 priced by purchase (capex or TCO), decides them; an ideal or a rented (cloud) plan keeps
 no spares and the facility's storage, exactly as before the decision. Options that cannot
 be better than a cheaper one are left out (the same list in both solvers, so that they
-agree): a spare count absorbing no more failures than a smaller one, every spare count
+agree): a spare count absorbing no more failures than a smaller one (at the failure
+rates in effect: models/goodput.py spare_cover_per_100), every spare count
 when the hot restart is no shorter than the plain one, and storage slower than the
 facility's (it buys nothing and only slows the write and the reload)."""
 

@@ -17,7 +17,7 @@ from models.batch_tokens import (
     max_batch_tokens,
     token_multiplier,
 )
-from models.goodput import FailureModel, absorbed_fraction, failure_model
+from models.goodput import FailureModel, absorbed_fraction, failure_model, spare_cover_per_100
 from models.layout import Assumptions
 from models.transformer import TransformerSpec
 
@@ -297,10 +297,11 @@ class Scenario(_Derived):
             return [0.0]
         if fac.hot_spare_restart_min * 60.0 >= model.restart_s:
             return [0.0]
+        cover = spare_cover_per_100(model, fac)  # at the rates in effect (failure scale)
         kept: list[float] = []
         seen: set[float] = set()
         for k in sorted({0.0, *fac.hot_spare_options_per_100_servers}):
-            f = absorbed_fraction(k, fac.hot_spares_per_100_servers)
+            f = absorbed_fraction(k, cover)
             if f not in seen:
                 seen.add(f)
                 kept.append(float(k))

@@ -81,7 +81,10 @@ def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch, tmp_path):
     so the question no longer overflows, and a build forced one step coarser (the check
     made to fail once) still finds DP 14 (its time unit rounds the cost up $92). Asked
     without the checkpoint interval's floor, as it was found (with it, failures x 1,000
-    make both solvers choose DP 12 at $773,202, far from the budget's edge)."""
+    make both solvers choose DP 12 at $773,202, far from the budget's edge), and with the
+    spare cover held at the facility's 2 per 100 as it was then (a 6-minute repair: at
+    1,000x the rates Little's law would put 1,100 servers per 100 in repair,
+    models/goodput.py spare_cover_per_100, and the budget's edge moves)."""
     from ortools.sat.python import cp_model
 
     from designer.question.build import build_scenario
@@ -89,7 +92,10 @@ def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch, tmp_path):
     from solvers.exhaustive import solve_exhaustive
 
     no_floor = tmp_path / "no-floor.yaml"
-    no_floor.write_text("facility:\n  checkpoint_interval_floor_min: 0\n", encoding="utf-8")
+    no_floor.write_text(
+        "facility:\n  checkpoint_interval_floor_min: 0\n  hot_spare_repair_hours: 0.1\n",
+        encoding="utf-8",
+    )
     s = build_scenario(
         model="llama3-70b",
         tokens=8.0178e11,

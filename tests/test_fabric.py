@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from catalog import load_catalog
 from designer.cli import cli
+from designer.question.build import build_scenario
 from helpers import ideal_scenario, run_cli, run_main
 from models.cost import Cluster, cluster_totals, server_power_w, servers_per_rack
 from models.fabric import fabric_counts, size_fabric
@@ -115,6 +116,56 @@ def test_bom_and_the_solvers_array_totals_agree(cat):
         for i, g in enumerate(counts):
             c = _cluster(cat, int(g), gpu, nic, nics)
             assert totals.capex_cents[i] == sum(line.extended_cents for line in c.bom())
+
+
+def test_one_scale_up_domain_pays_for_no_fabric(cat):
+    """A GB200 NVL72 rack is 18 four-GPU trays but one 72-GPU NVLink domain, and a job that
+    fits one domain sends nothing over the NICs (models/step.py), so it buys no switches,
+    cables or transceivers and draws no switch power; its NICs, fixed on the tray, are
+    bought as an eight-GPU server's are. Two racks need the fabric. Before: 6 QM9700 and
+    144 links, $400,320 of the $3,595,326 of `optimize --evidence any --gpu gb200
+    --budget 5M`, and 10.3 kW of switches."""
+    gpu, nic = cat.gpu("gb200"), cat.nic("cx7-400g")
+    rack = _cluster(cat, 72, "gb200", "cx7-400g", 4)
+    assert rack.servers == 18 and rack.fabric.tiers == 0
+    assert rack.fabric.switches == 0 and rack.fabric.links == 0
+    items = {line.item: line.quantity for line in rack.bom()}
+    assert items == {
+        "GPU gb200": 72,
+        "server overhead (4-GPU server: host, chassis, scale-up switches)": 18,
+        "NIC cx7-400g": 72,
+        "rack": 1,
+    }
+    assert rack.capex_usd == 3_195_006.00
+    assert rack.it_power_w == 18 * (server_power_w(gpu) + 4 * 25)
+    two = _cluster(cat, 144, "gb200", "cx7-400g", 4)
+    assert two.fabric.switches > 0 and two.fabric.links == 144 + 144
+    # the solvers' array totals agree on both sides of the domain
+    counts = np.array([1, 72, 73, 144])
+    totals = cluster_totals(gpu, nic, cat.switch_for(nic), cat.facility, counts, 4)
+    assert list(totals.capex_cents) == [
+        _cluster(cat, int(g), "gb200", "cx7-400g", 4).capex_cents for g in counts
+    ]
+    assert totals.it_power_w[1] == rack.it_power_w
+    # the sizing rule itself: up to the domain's servers, nothing
+    assert size_fabric(18, 4, 64, 1.0, domain_servers=18).switches == 0
+    assert size_fabric(19, 4, 64, 1.0, domain_servers=18).tiers == 2
+    tiers, _, _ = fabric_counts(np.array([1, 18, 19]), 4, 64, 1.0, domain_servers=18)
+    assert list(tiers) == [0, 0, 2]
+
+
+@pytest.mark.parametrize("pricing", ["capex", "tco"])
+def test_both_solvers_price_one_nvl72_rack_without_a_fabric(pricing):
+    """The budget question of test_one_scale_up_domain_pays_for_no_fabric, in both solvers
+    (CP-SAT's fabric literal, the exhaustive solver's array totals) and in the BOM."""
+    s = build_scenario(budget=5e6, gpus=("gb200",), evidence="any", pricing=pricing)
+    got, ref = solve_cpsat(s), solve_exhaustive(s)
+    assert got.status == ref.status == "optimal"
+    for plan in (got.best, ref.best):
+        cl = plan.evaluation.cluster
+        assert plan.num_gpus == 72 and cl.capex_usd == 3_195_006.00
+        assert cl.fabric.switches == 0
+    assert got.best.cost_usd == pytest.approx(ref.best.cost_usd, rel=1e-9)
 
 
 def test_power_racks_and_energy(cat):

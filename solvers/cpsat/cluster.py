@@ -19,6 +19,7 @@ from ortools.sat.python import cp_model
 
 from models import cost as cost_model
 from models.fabric import leaf_down_ports, oversubscription_ratio
+from models.scaleup import domain_servers
 from solvers.intmath import INT_LIMIT, ceil_by, times
 from solvers.intmath import hi as hi_of
 from solvers.scenario import Scenario
@@ -64,7 +65,7 @@ def _fabric(
     ratio = oversubscription_ratio(fac.oversubscription)
     p, q = ratio.numerator, ratio.denominator
     down = leaf_down_ports(k, fac.oversubscription)
-    on = md.new_bool_var(f"fabric[{name}]")  # this NIC type, more than one server
+    on = md.new_bool_var(f"fabric[{name}]")  # this NIC type, more than one scale-up domain
     md.add_bool_and([lit, multi]).only_enforce_if(on)
     md.add_bool_or([~lit, ~multi, on])
     servers = md.new_int_var(0, hi_of(nodes), f"servers_on[{name}]")
@@ -155,13 +156,16 @@ def add_cluster_terms(
     rails_of: dict[str, cp_model.IntVar],
     nics_of: dict[str, cp_model.IntVar],
 ) -> ClusterTerms:
-    """Fabric per NIC type (``rails_of``/``nics_of`` are 0 unless that type is chosen),
-    racks per GPU type, IT power."""
+    """Fabric per NIC type (``rails_of``/``nics_of`` are 0 unless that type is chosen) when
+    the servers are more than one scale-up domain of the chosen GPU type holds
+    (models/scaleup.py domain_servers, models/fabric.py), racks per GPU type, IT power."""
     cat = scenario.catalog
     fac = cat.facility
-    multi = md.new_bool_var("several_servers")
-    md.add(nodes >= 2).only_enforce_if(multi)
-    md.add(nodes <= 1).only_enforce_if(~multi)
+    multi = md.new_bool_var("several_domains")
+    for g, g_lit in gpu_lit.items():
+        alone = domain_servers(cat.gpu(g))
+        md.add(nodes >= alone + 1).only_enforce_if([multi, g_lit])
+        md.add(nodes <= alone).only_enforce_if([~multi, g_lit])
     fabrics = {
         name: _fabric(md, scenario, name, lit, multi, nodes, rails_of[name], nics_of[name])
         for name, lit in nic_lits.items()

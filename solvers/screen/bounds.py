@@ -31,6 +31,7 @@ from models.cost import (
 )
 from models.evaluate import cloud_usd
 from models.goodput import with_purchases
+from models.scaleup import domain_servers
 from models.step import expert_reduce_s, group_reduce_s, nic_stage_mb_s
 from models.units import days_from_seconds, seconds_from_days
 from solvers.families import REGISTRY, active
@@ -70,7 +71,7 @@ class GpuBounds:
     fitting: tuple[NICSpec, ...]  # the NICs its server takes, else the question's
     fewest_nics: int  # the fewest NICs per server its design allows
     # per_gpu_rates: (NIC, NICs per server, least capex USD per GPU, least IT W per GPU) per
-    # NIC option, within one server (False) and across several (True)
+    # NIC option, within one scale-up domain (False) and across several (True: one_domain_gpus)
     rates: Mapping[bool, tuple[tuple, ...]]
     least_per_gpu: tuple[float, float]  # the least of ``rates[False]``: USD and W per GPU
     time_terms: _TimeTerms
@@ -187,9 +188,9 @@ def _rates(s: Scenario, gpu, nics_for, counts, several_servers: bool) -> tuple[t
     """per_gpu_rates of ``gpu`` with the NICs its server takes and their counts.
 
     A server holds at most ``gpus_per_server`` GPUs and its k NICs, a rack at most
-    ``servers_per_rack`` of them (models/cost.py); across several servers every NIC is
-    one end of a link and takes a switch port, so the fabric adds at least a link
-    and 1/ports of a switch per NIC. So a cluster of G GPUs with these NICs costs at
+    ``servers_per_rack`` of them (models/cost.py); across several scale-up domains
+    (one_domain_gpus) every NIC is one end of a link and takes a switch port, so the
+    fabric adds at least a link and 1/ports of a switch per NIC. So a cluster of G GPUs with these NICs costs at
     least G times the capex and draws at least G times the watts."""
     cat, fac = s.catalog, s.catalog.facility
     gpn = gpu.server.gpus_per_server
@@ -217,6 +218,14 @@ def _rates(s: Scenario, gpu, nics_for, counts, several_servers: bool) -> tuple[t
     return tuple(out)
 
 
+def one_domain_gpus(gpu: GPUSpec) -> int:
+    """The most GPUs a cluster without a scale-out fabric holds: one scale-up domain's
+    servers (models/scaleup.py domain_servers; models/fabric.py). A job on more spans
+    domains, so it pays the fabric and its pipeline sends cross the NICs
+    (models/step.py step_from_coefficients: dp x replica > domain_gpus)."""
+    return gpu.server.gpus_per_server * domain_servers(gpu)
+
+
 def tco_lower_bound(
     question: Scenario | BoundTerms,
     cand: Candidate,
@@ -237,7 +246,7 @@ def tco_lower_bound(
     s = cand.shape
     g = t.of(s.gpu)
     fac = t.scenario.catalog.facility
-    several = lo * s.replica_gpus > g.gpu.server.gpus_per_server
+    several = lo * s.replica_gpus > one_domain_gpus(g.gpu)
     if exact:
         options = [
             (gpu_seconds_per_sequence(t, cand, lo, k * nic.speed_gbit_per_s / 8.0, several), usd, w)
