@@ -25,6 +25,7 @@ from models.goodput import FailureModel, Goodput, goodput
 from models.layout import Assumptions, Layout, Network
 from models.memory import MemoryBreakdown, memory_per_gpu
 from models.pipeline import stage_layers
+from models.rental import Billing, Rental, cheapest_rental
 from models.step import (
     StepBreakdown,
     cp_ring_on_nics,
@@ -100,23 +101,18 @@ def nodes_for(num_gpus: int, gpu: GPUSpec) -> int:
 
 
 def cloud_usd(num_gpus: Any, days: Any, gpu: GPUSpec) -> Any:
-    """GPU-hours x the catalog's on-demand price (the one formula of the cloud cost;
-    ``num_gpus`` and ``days`` may be numpy arrays)."""
+    """GPU-hours x the GPU's hourly price, by use (the bounds' and the CP-SAT model's rate
+    per GPU-time; a rented plan's bill, with its term's rate and billed days, is
+    models.rental.Rental.cost; ``num_gpus`` and ``days`` may be numpy arrays)."""
     return num_gpus * days * HOURS_PER_DAY * gpu.cloud_usd_per_gpu_hour
 
 
 def billed_days(days: Any, min_days: float) -> Any:
-    """The days a rented plan pays for: max(days, ``min_days``), a reservation being paid
-    in full however soon the job ends (catalog/cloud.py; ``min_days`` 0 on demand).
-    ``days`` may be a numpy array (the grid search's)."""
-    if min_days <= 0:
-        return days
-    if isinstance(days, int | float):
-        return max(days, min_days)
-    # lazy: numpy only for the grid search's arrays; evaluate itself never loads it
-    import numpy as np
-
-    return np.maximum(days, min_days)
+    """The days a plan rented under a term of ``min_days`` pays for, billed by use:
+    max(days, ``min_days``), a reservation being paid in full however soon the job ends
+    (models.rental.Billing, which also rounds to a block's reservation lengths; ``days``
+    may be a numpy array)."""
+    return Billing(min_days).billed_days(days)
 
 
 @dataclass(frozen=True)
@@ -147,6 +143,9 @@ class Evaluation:
     failure_model: FailureModel | None = None
     # ring attention across servers, per step (models.step.cp_ring_on_nics); None: none
     cp_ring: dict[str, float] | None = None
+    # what renting it pays (models/rental.py): its term's, where a solve rented it under one
+    # (solvers/plan.py), else None: the term that bills it the least (rented)
+    rental: Rental | None = None
 
     @property
     def feasible(self) -> bool:
@@ -213,10 +212,35 @@ class Evaluation:
         """Seed E1: 6 x parameters x tokens (null without tokens)."""
         return None if self.tokens is None else flops.training_flops_6nd(self.params, self.tokens)
 
+    def rented(self) -> Rental | None:
+        """What renting the plan pays (models/rental.py): ``rental`` where a solve set it,
+        else the term that bills its days the least (None without tokens)."""
+        days = self.time_to_train_days
+        if self.rental is not None or days is None:
+            return self.rental
+        return cheapest_rental(self.cluster.gpu, self.layout.num_gpus, float(days))
+
     @property
     def cloud_cost(self) -> float | None:
-        days = self.time_to_train_days
-        return None if days is None else self.cloud_per_day * days
+        """The plan's rent (models/rental.py: its term's rate for its billed days), the one
+        cloud price evaluate, optimize and the exports show."""
+        days, paid = self.time_to_train_days, self.rented()
+        return (
+            None if days is None or paid is None else float(paid.cost(self.layout.num_gpus, days))
+        )
+
+    def rental_dict(self) -> dict[str, Any] | None:
+        """How the cloud cost is billed (models/rental.py): the term, its rate and the days
+        paid (null without tokens)."""
+        days, paid = self.time_to_train_days, self.rented()
+        if days is None or paid is None:
+            return None
+        return {
+            "term": paid.term,
+            "usd_per_gpu_hour": paid.usd_per_gpu_hour,
+            "block_price": paid.block_price,
+            "billed_days": float(paid.billing.billed_days(float(days))),
+        }
 
     @property
     def capex(self) -> float:
@@ -282,6 +306,7 @@ class Evaluation:
                 "tco": self.tco_cost,
                 "energy": self.energy_cost,
             },
+            "cloud_rental": self.rental_dict(),
             "power": self.power_dict(),
         }
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.specs import Evidence
-from models.evaluate import Evaluation, billed_days
+from models.evaluate import Evaluation
 from models.evidence_rule import PairEvidence, detail_recorded, pair_evidence
 
 DEFAULT_EXTRAPOLATED_ERROR_PCT = 35.0
@@ -345,7 +345,6 @@ def plan_evidence(
     pricing: str,
     cost_usd: float,
     stack: str | None = None,
-    min_days: float = 0.0,
 ) -> dict[str, Any]:
     """The evidence object of a plan (JSON): the band and the measured ranges it implies.
 
@@ -353,9 +352,10 @@ def plan_evidence(
     ``worst_pct``, ``sets`` (null when extrapolated), ``error_lo_pct`` and
     ``error_hi_pct`` (the band used), ``step_time_s_range``, ``days_range`` (null
     without tokens), ``cost_usd_range`` (``pricing``'s cost; ``time_independent_cost_usd``
-    says which part moves; a rented plan under a term of ``min_days`` is billed for
-    max(days, min_days) at each end of its days, models.evaluate.billed_days), ``basis``
-    and ``line``. A bound that is unbounded is null.
+    says which part moves; a rented plan is billed as its rental bills each end of its
+    days, models/rental.py: at least its term's minimum, in its block's reservation
+    lengths), ``basis`` and ``line``. A bound that is unbounded is null (a rented plan's
+    slow end past its block's longest reservation, too).
     """
     precision = ev.layout.precision
     family = "moe" if ev.moe else "dense"
@@ -364,15 +364,23 @@ def plan_evidence(
     step = b.scale(float(ev.step_time_s))
     days_range = b.scale(float(days)) if days is not None else None
     cost = b.cost(float(cost_usd), time_independent_cost_usd(ev, pricing))
-    if pricing == "cloud" and min_days > 0 and days is not None and days_range is not None:
-        per_day = float(cost_usd) / max(float(days), min_days)  # the rate of one billed day
-        lo_days, hi_days = days_range
-        cost = (per_day * billed_days(lo_days, min_days), per_day * billed_days(hi_days, min_days))
+    if pricing == "cloud" and days_range is not None:
+        cost = _rent_band(ev, days_range) or cost
     doc = gpu_evidence(catalog, ev.gpu, stack, precision, family)
     doc["step_time_s_range"] = [_num(step[0]), _num(step[1])]
     doc["days_range"] = None if days_range is None else [_num(days_range[0]), _num(days_range[1])]
     doc["cost_usd_range"] = [_num(cost[0]), _num(cost[1])]
     return doc
+
+
+def _rent_band(ev: Evaluation, days_range: tuple[float, float]) -> tuple[float, float] | None:
+    """A rented plan's cost at each end of its days, as its rental bills them
+    (Evaluation.rented: its term's minimum, its block's lengths; inf past the longest)."""
+    paid = ev.rented()
+    if paid is None:
+        return None
+    gpus = ev.layout.num_gpus
+    return float(paid.cost(gpus, days_range[0])), float(paid.cost(gpus, days_range[1]))
 
 
 def evaluation_evidence(
@@ -384,11 +392,14 @@ def evaluation_evidence(
     doc = plan_evidence(catalog, ev, "capex", float(ev.capex), stack)
     b = catalog_band(catalog, ev.gpu, ev.layout.precision, "moe" if ev.moe else "dense")
     costs: dict[str, list[float | None] | None] = {"capex": doc["cost_usd_range"]}
+    days = ev.time_to_train_days
     for pricing, value in (("cloud", ev.cloud_cost), ("tco", ev.tco_cost)):
         if value is None:
             costs[pricing] = None
-        else:
-            lo, hi = b.cost(float(value), time_independent_cost_usd(ev, pricing))
-            costs[pricing] = [_num(lo), _num(hi)]
+            continue
+        lo, hi = b.cost(float(value), time_independent_cost_usd(ev, pricing))
+        if pricing == "cloud" and days is not None:
+            lo, hi = _rent_band(ev, b.scale(float(days))) or (lo, hi)
+        costs[pricing] = [_num(lo), _num(hi)]
     doc["cost_usd_range"] = costs
     return doc

@@ -1,20 +1,23 @@
 """Rentable cloud plans (issue 31 item 2): a rented cluster is one block a provider rents
 (catalog/cloud.py: the largest per GPU type, or ``--cloud-max-gpus``), paid under a term
-(on-demand, 1- or 3-year reserved) at price_factor x the on-demand price for max(job days,
-the term's minimum days); on demand, a catalog block with a published price of its own is
-paid at that price (term_rate).
+(on-demand, 1- or 3-year reserved) as models/rental.py prices it: the term's rate (on
+demand, a catalog block with a published price of its own is paid at that price, whatever
+size of block --cloud-max-gpus names) for the billed days (at least the term's minimum; on
+demand, a block its provider reserves in whole lengths is paid for the next length at or
+above the job's days, and cannot be rented past its longest).
 
 Both solvers answer a question with terms (``Scenario.cloud_terms``) the same way: one
 solve per term, each an ordinary cloud question at the term's price with the block as a
-per-type GPU cap; under a budget (the time objective), the term's minimum also caps the
-GPUs of each type: price x 24 x minimum days x GPUs <= budget, so that a job shorter than
-the minimum is paid in full within the budget. Every plan is billed for max(days,
-minimum) (Scenario.cloud_min_days: solvers.plan.cost_usd, the grid search, and CP-SAT's
-cost objective, solvers/cpsat/cost.py billed_gpu_time), and the terms' plans merged: the
-fastest (then the cheapest) under the time objective, the cheapest (then the fastest)
-under the cost objective (cheapest by a deadline), where a term's cheapest plan ending
-before its minimum is replaced by the fastest plan on as many GPUs, which costs the same
-(_fastest_at_its_cost)."""
+per-type GPU cap and the term's billing per type (Scenario.cloud_billing); under a budget
+(the time objective), the term's minimum also caps the GPUs of each type: price x 24 x
+minimum days x GPUs <= budget, so that a job shorter than the minimum is paid in full
+within the budget. Every plan is billed as models/rental.py says (solvers.plan.cost_usd,
+the grid search, and CP-SAT's cost, budget and objective: solvers/cpsat/cost.py
+billed_gpu_time and billed_gpu_days), and the terms' plans merged: the fastest (then the
+cheapest) under the time objective, the cheapest (then the fastest) under the cost
+objective (cheapest by a deadline), where a term's cheapest plan that pays for more days
+than it runs (the term's minimum, or a reservation length) is replaced by the fastest plan
+that costs no more, which costs the same (_fastest_at_its_cost)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from catalog.cloud import CloudTerm, cloud_offers, shipped_on_demand_usd_per_gpu_hour
+from catalog.cloud import CloudTerm, cloud_offers
+from models.rental import Rental, rental, rental_words
+from models.rental import block_price_scale as _scale
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
 from solvers.tie_rule import plan_order
@@ -55,54 +60,64 @@ def terms(scenario: Scenario) -> tuple[CloudTerm, ...]:
 
 def _dominates(scenario: Scenario, a: CloudTerm, b: CloudTerm) -> bool:
     """Whether term ``a`` bills every plan of every GPU type of the question at most what
-    ``b`` does: rate_a x max(d, min_a) <= rate_b x max(d, min_b) for every job of d days
-    up to the deadline (both sides piecewise linear in d: checked at their breaks and the
-    deadline, and by their slopes without one). Then ``a`` also caps the GPUs no lower
-    under a budget (term_scenario: the check at d = 0), and every plan ``b`` admits
-    costs no more under ``a``: ``b`` cannot give a better answer under either objective."""
-    horizon = scenario.deadline_days
-    days = [d for d in (0.0, a.min_days, b.min_days) if horizon is None or d <= horizon]
-    days += [] if horizon is None else [horizon]
-    for gpu in scenario.gpus:
-        ra, rb = term_rate(scenario, gpu, a), term_rate(scenario, gpu, b)
-        if horizon is None and ra > rb:  # the longest jobs: slope against slope
-            return False
-        if any(ra * max(d, a.min_days) > rb * max(d, b.min_days) for d in days):
-            return False
-    return True
+    ``b`` does, for every job of up to the deadline's days ``b`` can rent (_bills_no_more).
+    Then ``a`` also caps the GPUs no lower under a budget (term_scenario: the check at
+    d = 0), and every plan ``b`` admits costs no more under ``a``: ``b`` cannot give a
+    better answer under either objective."""
+    return all(
+        _bills_no_more(_rental(scenario, g, a), _rental(scenario, g, b), scenario.deadline_days)
+        for g in scenario.gpus
+    )
+
+
+def _bills_no_more(a: Rental, b: Rental, horizon: float | None) -> bool:
+    """Whether ``a`` bills every job ``b`` rents of up to ``horizon`` days (None: any) at
+    most what ``b`` does. ``b`` bills a job of d days at least rate x max(d, its minimum);
+    ``a`` by use bills rate x max(d, its minimum), piecewise linear in d (checked at its
+    breaks and the horizon, and by the slopes without one), and in reservation lengths
+    the next length L for every job past the length P before it (checked against ``b``'s
+    least bill past P). ``a`` cannot dominate where it cannot rent a job ``b`` can."""
+    ba, bb = a.billing, b.billing
+    top = horizon if bb.max_days is None else min(horizon or math.inf, bb.max_days)
+    top = None if top is None or math.isinf(top) else top
+    if ba.max_days is not None and (top is None or top > ba.max_days):
+        return False
+
+    def b_least(d: float) -> float:
+        return b.usd_per_gpu_hour * max(d, bb.min_days)
+
+    if ba.steps:
+        if top is None:
+            return False  # lengths without end: not checked (b is solved too)
+        lengths = ba.lengths_to(top)
+        return all(
+            a.usd_per_gpu_hour * length <= b_least(before)
+            for before, length in zip([0.0, *lengths], lengths, strict=False)
+        )
+    if top is None and a.usd_per_gpu_hour > b.usd_per_gpu_hour:  # the longest jobs: slopes
+        return False
+    days = [d for d in (0.0, ba.min_days, bb.min_days) if top is None or d <= top]
+    days += [] if top is None else [top]
+    return all(a.usd_per_gpu_hour * ba.billed_days(d) <= b_least(d) for d in days)
+
+
+def _rental(scenario: Scenario, gpu: str, term: CloudTerm) -> Rental:
+    """``gpu`` rented under ``term`` at the question's price of it (models/rental.py)."""
+    return rental(scenario.catalog.gpu(gpu), term)
 
 
 def term_rate(scenario: Scenario, gpu: str, term: CloudTerm) -> float:
-    """USD per GPU-hour of ``gpu`` under ``term``: price_factor x the catalog's on-demand
-    price, except on demand (no minimum) from a catalog block with a published price of
-    its own (AWS's Capacity Blocks: the plan rents that block, catalog/cloud.py), which is
-    paid at that price; a block of --cloud-max-gpus is no catalog block."""
-    block = _block_rate(scenario, gpu, term)
-    if block is not None:
-        return block
-    return scenario.catalog.gpu(gpu).cloud_usd_per_gpu_hour * term.price_factor
-
-
-def _block_rate(scenario: Scenario, gpu: str, term: CloudTerm) -> float | None:
-    """The catalog block's own price where term_rate pays it (on demand, no
-    --cloud-max-gpus, a price published), moved in proportion to the question's on-demand
-    price of the GPU against the shipped catalog's (block_price_scale); None otherwise."""
-    if term.min_days > 0 or scenario.cloud_max_gpus is not None:
-        return None
-    block = cloud_offers().block_usd_per_gpu_hour(gpu)
-    return None if block is None else block * block_price_scale(scenario, gpu)
+    """USD per GPU-hour of ``gpu`` under ``term`` (models.rental.rental: price_factor x the
+    catalog's on-demand price, except on demand from a catalog block with a published price
+    of its own, AWS's Capacity Blocks, which is paid at that price whatever block size
+    --cloud-max-gpus names)."""
+    return _rental(scenario, gpu, term).usd_per_gpu_hour
 
 
 def block_price_scale(scenario: Scenario, gpu: str) -> float:
-    """The question's on-demand price of ``gpu`` over the shipped catalog's: a question
-    that prices the GPU otherwise (breakeven's bisection, a sweep's price_scale, a
-    --catalog override) moves its block's own price with it, so every rate it rents at
-    moves together (breakeven bisected a price that no on-demand plan paid, and reported
-    1,000 times the catalog's). 1.0 for a GPU type the shipped catalog lacks."""
-    shipped = shipped_on_demand_usd_per_gpu_hour(gpu)
-    if not shipped:
-        return 1.0
-    return scenario.catalog.gpu(gpu).cloud_usd_per_gpu_hour / shipped
+    """The question's on-demand price of ``gpu`` over the shipped catalog's
+    (models.rental.block_price_scale): a block's own price moves with it."""
+    return _scale(scenario.catalog.gpu(gpu))
 
 
 def _enforced_budget(scenario: Scenario) -> float | None:
@@ -118,9 +133,12 @@ def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
     gpus = dict(cat.gpus)
     caps = dict(scenario.gpu_caps)
     budget = _enforced_budget(scenario)
+    billing = []
     for name in scenario.gpus:
-        rate = term_rate(scenario, name, term)
+        rented = _rental(scenario, name, term)
+        rate = rented.usd_per_gpu_hour
         gpus[name] = gpus[name].model_copy(update={"cloud_usd_per_gpu_hour": rate})
+        billing.append((name, rented.billing))
         # the question's cap where it has one (designer.question.build caps a rented type at
         # its block, and a relaxation may scale that cap), else the block
         cap = caps.get(name, block_gpus(scenario, name))
@@ -132,6 +150,7 @@ def term_scenario(scenario: Scenario, term: CloudTerm) -> Scenario:
         gpu_caps=tuple(sorted(caps.items())),
         cloud_term=term.name,
         cloud_min_days=term.min_days,
+        cloud_billing=tuple(billing),
     )
 
 
@@ -162,22 +181,31 @@ def _days(plan: Any) -> float:
 def _fastest_at_its_cost(
     solve: Callable[..., SolveResult], fixed: Scenario, res: SolveResult, kwargs: dict[str, Any]
 ) -> SolveResult:
-    """Under the cost objective, a term whose cheapest plan ends before the term's minimum
-    is billed GPUs x the minimum, the same for every plan of those GPUs that ends by then:
-    the fastest plan on at most those GPUs (the time objective, capped there, the deadline
-    kept) costs the same, so it is the answer (either solver's own pick among the ties
-    took days longer: 223.1 against 222.3 for Llama-2-13B on 8 H100 reserved a year)."""
+    """Under the cost objective, a term whose cheapest plan pays for more days than it runs
+    (the term's minimum, or the block's next reservation length: models/rental.py) ties
+    with every plan that pays as many GPU-days: the fastest plan of its GPU type costing no
+    more (the time objective within that budget, the deadline kept) costs the same, so it
+    is the answer, as the tie rule (cheapest, then fastest) has it. Either solver's own pick
+    among the ties took days longer (223.1 against 222.3 for Llama-2-13B on 8 H100 reserved
+    a year); billed in whole days, 16 GPUs for one day tie with 8 for two."""
     best = res.best
-    if fixed.objective != "cost" or best is None or not _days(best) < fixed.cloud_min_days:
+    if fixed.objective != "cost" or best is None:
+        return res
+    gpu, days = best.evaluation.gpu, _days(best)
+    if not fixed.billing(gpu).billed_days(days) > days * (1 + 1e-9):
         return res
     # lazy: solvers.plan loads numpy and the performance model (module import: the CLI's
     # renderers read rental_sentence at start-up)
     from solvers.plan import build_plan
 
-    gpu = best.evaluation.gpu
-    caps = dict(fixed.gpu_caps)
-    caps[gpu] = min(caps.get(gpu, best.num_gpus), best.num_gpus)
-    fastest_q = fixed.with_changes(objective="time", gpus=(gpu,), gpu_caps=tuple(caps.items()))
+    at_most = best.cost_usd * (1 + 1e-9)  # the float cost's ties (CP-SAT rounds its units)
+    user = _enforced_budget(fixed)
+    fastest_q = fixed.with_changes(
+        objective="time",
+        gpus=(gpu,),
+        budget_usd=at_most if user is None else min(user, at_most),
+        disabled=fixed.disabled - {"budget"},
+    )
     space = kwargs.get("candidates")
     given = dict(
         kwargs, candidates=None if space is None else [c for c in space if c.shape.gpu == gpu]
@@ -242,7 +270,9 @@ def solve_by_term(
 
 
 def rental_sentence(scenario: Scenario, plan: Any) -> str:
-    """What a rented plan rents and for how long it pays ("" when not rented under terms)."""
+    """What a rented plan rents, at what rate, and for how many days it pays, as
+    models/rental.py bills it ("" when not rented under terms); a plan reserved for longer
+    than its block rents on demand says so (AWS: at most 182 days)."""
     term = plan.evaluation.extra.get("cloud_term")
     if term is None:
         return ""
@@ -254,17 +284,20 @@ def rental_sentence(scenario: Scenario, plan: Any) -> str:
         if scenario.cloud_max_gpus is not None
         else cloud_offers().block_label(gpu)
     )
+    rented = _rental(scenario, gpu, spec)
     days = _days(plan)
-    paid = f"paid for {max(days, spec.min_days):,.1f} days" + (
-        f" (the term's minimum; the job takes {days:,.1f})" if spec.min_days > days else ""
-    )
-    rate = term_rate(scenario, gpu, spec)
     price = (
-        f"{spec.price_factor:.0%} of the on-demand price"
-        if _block_rate(scenario, gpu, spec) is None
-        else "the block's own price"
+        "the block's own price"
+        if rented.block_price
+        else f"{spec.price_factor:.0%} of the on-demand price"
     )
-    return (
-        f"Rented {term} at {price} (${rate:,.3f} per GPU-hour), {paid}; "
-        f"{plan.num_gpus:,} of the largest rentable block of {block:,} {gpu} ({origin})."
+    text = (
+        f"Rented {term} at {price} (${rented.usd_per_gpu_hour:,.3f} per GPU-hour), "
+        f"{rental_words(rented, days)}; {plan.num_gpus:,} of the largest rentable block of "
+        f"{block:,} {gpu} ({origin})."
     )
+    on_demand = next(t for t in cloud_offers().terms if t.min_days <= 0)
+    longest = _rental(scenario, gpu, on_demand).billing.max_days
+    if spec.min_days > 0 and longest is not None and days > longest:
+        text += f" On demand the block is reserved for at most {longest:,.0f} days."
+    return text

@@ -17,10 +17,10 @@ import numpy as np
 
 from models.batch_tokens import token_multiplier
 from models.cost import bought_gpus, cluster_totals, purchases_cents, tco_usd, usd_to_cents_up
-from models.evaluate import billed_days, cloud_usd
 from models.feasibility import TOL
 from models.goodput import with_purchases
 from models.pipeline import microbatch_step
+from models.rental import by_the_hour
 from models.step import step_from_coefficients
 from models.units import days_from_seconds
 from solvers.decisions import Config
@@ -174,8 +174,8 @@ def _expected(
     elif scenario.pricing == "tco":
         cost = tco_usd(totals.capex_cents / 100.0, totals.it_power_w, fac, days)
         cost_cents = cost * 100.0
-    else:
-        cost = cloud_usd(gpus, billed_days(days, scenario.cloud_min_days), gpu)
+    else:  # its term's rate for its billed days (models/rental.py); inf past the block's longest
+        cost = (scenario.rental(gpu.name) or by_the_hour(gpu)).cost(gpus, days)
         cost_cents = cost * 100.0
     return days, cost_cents, cost, totals
 
@@ -244,7 +244,7 @@ def best_for_candidate(
                 scenario, q, gpu, gpus, ideal, cluster, spares, storage
             )
             grid = Grid(cand, gpu, k, dps, m, gpus, days, cost_cents, totals)
-            ok = np.ones_like(dps, dtype=bool)
+            ok = np.isfinite(cost)  # renting: a job past the block's longest cannot rent it
             for family in families:  # every enforced family, each by its own check
                 ok &= family.admits(scenario, grid)
             if not ok.any():

@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from models.batch_tokens import token_multiplier
-from models.evaluate import Evaluation, Hardware, billed_days, evaluate
+from models.evaluate import Evaluation, Hardware, evaluate
 from solvers.columns import PLAN_COLUMNS  # noqa: F401  (its home before solvers/columns.py)
 from solvers.decisions import (  # noqa: F401  (Config, Plan, Shape: their home before decisions.py)
     Config,
@@ -19,15 +19,14 @@ from solvers.purchases import purchased
 from solvers.scenario import PreparedQuestion, Scenario
 
 
-def cost_usd(ev: Evaluation, pricing: str, cloud_min_days: float = 0.0) -> float:
-    """The plan's cost under ``pricing``; renting, billed for at least ``cloud_min_days``
-    (its term's minimum: Scenario.cloud_min_days)."""
+def cost_usd(ev: Evaluation, pricing: str) -> float:
+    """The plan's cost under ``pricing``; renting, its rent (Evaluation.cloud_cost: its
+    term's rate for its billed days, models/rental.py)."""
     if pricing == "capex":
         return ev.capex
     if pricing == "tco":
         return float(ev.tco_cost or 0.0)
-    days = ev.time_to_train_days
-    return 0.0 if days is None else float(ev.cloud_per_day * billed_days(days, cloud_min_days))
+    return float(ev.cloud_cost or 0.0)
 
 
 def build_plan(
@@ -75,7 +74,8 @@ def build_plan(
         experts=question_experts(config.shape.ep, config.shape.etp, scenario.dispatcher),
     )
     ev = purchased(ev, config.spares_per_100, config.storage_gb_per_s)
-    cost = cost_usd(ev, scenario.pricing, scenario.cloud_min_days)
+    ev = replace(ev, rental=scenario.rental(gpu.name))  # its term's (models/rental.py)
+    cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server
     ev.extra["critical_batch_tokens"] = None if crit is None else crit * scenario.seq_len

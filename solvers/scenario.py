@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from catalog.catalog import Catalog
+from catalog.cloud import cloud_offers
 from catalog.specs import DEFAULT_STACK, NICSpec
 from models.batch_tokens import (
     DEFAULT_MODEL,
@@ -19,6 +20,7 @@ from models.batch_tokens import (
 )
 from models.goodput import FailureModel, absorbed_fraction, failure_model, spare_cover_per_100
 from models.layout import Assumptions
+from models.rental import Billing, Rental, by_the_hour
 from models.transformer import TransformerSpec
 
 OBJECTIVES = ("time", "cost")
@@ -162,6 +164,10 @@ class Scenario(_Derived):
     # the least days a rented plan is billed for: the term's minimum (cloud_term's; set
     # with it by solvers.cloud_terms.term_scenario), else 0 (models.evaluate.billed_days)
     cloud_min_days: float = 0.0
+    # how the term bills a plan of each GPU type (models.rental.Billing: the minimum, and on
+    # demand the block's reservation lengths and longest), set with cloud_term; a type not
+    # named is billed by use for at least cloud_min_days (Scenario.billing)
+    cloud_billing: tuple[tuple[str, Billing], ...] = ()
     # tokens that depend on the batch (models/batch_tokens.py, issue 31 item 1): the
     # critical-batch model, on by default as in the CLI's question; "off": tokens are fixed
     batch_tokens_model: str = DEFAULT_MODEL
@@ -238,6 +244,27 @@ class Scenario(_Derived):
             max_gpus=None if self.max_gpus is None else math.ceil(self.max_gpus * factor),
             gpu_caps=tuple((g, math.ceil(c * factor)) for g, c in self.gpu_caps),
         )
+
+    def billing(self, gpu: str) -> Billing:
+        """How a rented plan of ``gpu`` is billed under the question's term (cloud_billing),
+        else by use for at least cloud_min_days."""
+        return dict(self.cloud_billing).get(gpu) or Billing(self.cloud_min_days)
+
+    def rental(self, gpu: str) -> Rental | None:
+        """What a plan of ``gpu`` pays renting, as this question prices it (models/rental.py):
+        under its term, the term's rate (the catalog's price of ``gpu`` here: term_scenario
+        set it) for the billed days; without terms, by the hour at the catalog's price;
+        None for a question that rents under terms not yet fixed (the plan's evaluation
+        then bills the cheapest term, Evaluation.rented) or does not rent."""
+        if self.pricing != "cloud":
+            return None
+        if not self.cloud_terms:
+            return by_the_hour(self.catalog.gpu(gpu))
+        if self.cloud_term is None:
+            return None
+        rate = self.catalog.gpu(gpu).cloud_usd_per_gpu_hour
+        own = self.cloud_min_days <= 0 and cloud_offers().block_usd_per_gpu_hour(gpu) is not None
+        return Rental(self.cloud_term, rate, self.billing(gpu), block_price=own)
 
     def token_multiplier(self, batch_sequences):
         """Tokens to train at a global batch of ``batch_sequences`` per question token

@@ -11,7 +11,7 @@ import pytest
 
 from catalog.cloud import cloud_offers
 from designer.question.build import build_scenario
-from helpers import run_main
+from helpers import aws_block_days, run_main
 from models.transformer import TransformerSpec
 from solvers import solve_cpsat, solve_exhaustive
 from solvers.cloud_terms import block_gpus, rental_sentence, term_rate, term_scenario
@@ -37,9 +37,12 @@ def test_every_term_and_block_has_a_source_and_a_date(cat):
 
 
 def _billed_usd(plan, rate_usd_per_gpu_hour: float) -> float:
-    """The plan's bill at ``rate`` (its term's, term_rate) for max(days, the minimum)."""
+    """The plan's bill at ``rate`` (its term's, term_rate) for max(days, the minimum), an
+    AWS block on demand in its reservation lengths."""
     term = _term(plan["cloud_term"])
     days = max(plan["time_to_train_days"], term.min_days)
+    if term.min_days == 0 and cloud_offers().block_billing(plan["gpu"]) is not None:
+        days = aws_block_days(days)
     return rate_usd_per_gpu_hour * plan["num_gpus"] * 24.0 * days
 
 
@@ -64,8 +67,10 @@ def test_the_30m_cloud_question_rents_within_the_largest_block(capsys, cat):
 
 def test_a_block_with_a_published_price_is_rented_on_demand_at_it(cat):
     """On demand, a catalog block with a price of its own (AWS's Capacity Blocks: H100,
-    H200, A100 40 GB) is paid at it; reserved terms, a block without a price (B200) and a
-    block of --cloud-max-gpus at the catalog's on-demand price times the term's factor."""
+    H200, A100 40 GB) is paid at it, whatever block size --cloud-max-gpus names (it dropped
+    to the catalog's $2.99 there: the same plan priced $1,389,154 with --cloud-max-gpus 2048
+    and $2,283,973 without); reserved terms and a block without a price (B200) at the
+    catalog's on-demand price times the term's factor."""
     offers = cloud_offers()
     on_demand, year = _term("on-demand"), _term("1-year reserved")
     s = build_scenario(model="llama2-7b", tokens=1e11, budget=1e6, pricing="cloud")
@@ -80,7 +85,8 @@ def test_a_block_with_a_published_price_is_rented_on_demand_at_it(cat):
     capped = build_scenario(
         model="llama2-7b", tokens=1e11, budget=1e6, pricing="cloud", cloud_max_gpus=64
     )
-    assert term_rate(capped, "h100-sxm", on_demand) == cat.gpu("h100-sxm").cloud_usd_per_gpu_hour
+    assert term_rate(capped, "h100-sxm", on_demand) == 4.916
+    assert term_rate(capped, "h100-sxm", year) == pytest.approx(0.7 * 2.99)
 
 
 def test_cloud_max_gpus_overrides_the_block(capsys):
@@ -125,6 +131,8 @@ def test_a_short_job_under_a_minimum_term_pays_the_minimum_within_the_budget():
     term = _term(plan.evaluation.extra["cloud_term"])
     rate = term_rate(s, "h100-sxm", term)
     paid_days = max(float(plan.evaluation.time_to_train_days), term.min_days)
+    if term.min_days == 0:  # AWS's block: whole days
+        paid_days = aws_block_days(paid_days)
     assert plan.cost_usd == pytest.approx(rate * plan.num_gpus * 24 * paid_days, rel=1e-9)
 
 
@@ -190,7 +198,7 @@ def test_breakeven_of_a_block_priced_gpu_finds_a_price_that_ties(capsys, tmp_pat
     assert listed < price < 10 * listed and not doc["wins_across_search"]
     plan = doc["plans"]["gpu"]
     assert doc["block_usd_per_gpu_hour"] == pytest.approx(5.408 * price / listed)
-    hours = plan["num_gpus"] * 24 * plan["time_to_train_days"]
+    hours = plan["num_gpus"] * 24 * aws_block_days(plan["time_to_train_days"])  # whole days
     assert plan["cost_usd"] == pytest.approx(doc["block_usd_per_gpu_hour"] * hours, rel=1e-6)
     code, text, _ = run_main(capsys, ["breakeven", *args, "--gpu", "h200", "--against", "h100-sxm"])
     shown = math.floor(round(price * 100, 6)) / 100  # rounded down: it wins at the price shown
@@ -229,7 +237,11 @@ def test_the_cost_objective_rents_reserved_when_it_is_cheaper(solver):
     assert len(ties) == 3 and days == min(float(p.evaluation.time_to_train_days) for p in ties)
     assert days == pytest.approx(222.26, abs=0.01)
     on_demand = solver(term_scenario(s, _term("on-demand")), top_k=1).best
-    assert on_demand.num_gpus == 16 and on_demand.cost_usd > 1.4 * best.cost_usd
+    assert on_demand.cost_usd > 1.4 * best.cost_usd
+    # on demand, AWS's block in whole weeks past 14 days: 1,792 GPU-days, the fastest of them
+    od_days = float(on_demand.evaluation.time_to_train_days)
+    assert on_demand.cost_usd == pytest.approx(4.916 * 24 * 1792)
+    assert on_demand.num_gpus * aws_block_days(od_days) == 1792 and od_days < 30
 
 
 def test_billed_days_is_the_longer_of_the_job_and_the_minimum():
@@ -363,3 +375,182 @@ def test_a_reserved_terms_minimum_is_within_the_budget_with_max_gpus_ignored(sol
         "1-year reserved",
         "3-year reserved",
     )
+
+
+# ---- reservation lengths (AWS: 1-day increments up to 14 days, 7-day up to 182; Lambda:
+# weeks) and one cloud price per plan (evaluate, optimize, --cloud-max-gpus)
+
+
+def test_a_block_is_billed_in_its_providers_reservation_lengths():
+    """AWS reserves a Capacity Block in 1-day increments up to 14 days and 7-day increments
+    up to 182 days, paid up front; Lambda bills a 1-Click Cluster in weekly increments. The
+    code billed the exact fractional days (0.507 days of 2,048 H100 for $122.5K, where the
+    block costs a whole day, $241,631)."""
+    from models.rental import Billing, rental
+
+    offers = cloud_offers()
+    on_demand = _term("on-demand")
+    for gpu in ("h100-sxm", "h200", "a100-40gb"):
+        billing = offers.block_billing(gpu)
+        assert billing is not None and billing.max_days == 182
+        assert "1-day increments up to 14 days" in billing.source and billing.date
+        assert [(i.up_to_days, i.step_days) for i in billing.increments] == [(14, 1), (182, 7)]
+    lambda_ = offers.block_billing("b200")
+    assert [(i.up_to_days, i.step_days) for i in lambda_.increments] == [(None, 7)]
+    assert lambda_.max_days is None and "weekly increments" in lambda_.source
+    assert offers.block_billing("mi300x") is None  # no block entry: billed by use
+    h100 = rental(load_gpu("h100-sxm"), on_demand).billing
+    for days in (0.2, 0.507, 1.0, 1.5, 13.2, 14.0, 14.01, 21.0, 21.5, 100.0, 181.0, 182.0):
+        assert h100.billed_days(days) == aws_block_days(days), days
+    assert h100.rents(182.0) and not h100.rents(182.01)
+    assert math.isinf(h100.billed_days(183.0))
+    weekly = rental(load_gpu("b200"), on_demand).billing
+    assert [weekly.billed_days(d) for d in (0.5, 7.0, 7.1, 100.0, 400.0)] == [7, 7, 14, 105, 406]
+    by_use = rental(load_gpu("mi300x"), on_demand).billing
+    assert by_use == Billing() and by_use.billed_days(0.507) == 0.507
+    for term in offers.terms[1:]:  # a reservation: max(days, its minimum), no lengths
+        year = rental(load_gpu("h100-sxm"), term).billing
+        assert year == Billing(term.min_days) and year.billed_days(100.0) == term.min_days
+        assert year.billed_days(1500.5) == 1500.5
+
+
+def load_gpu(name: str):
+    from catalog import load_catalog
+
+    return load_catalog().gpu(name)
+
+
+def test_a_bad_reservation_length_is_refused_naming_the_field():
+    from catalog.cloud import CloudOffers
+
+    doc = cloud_offers().model_dump()
+    doc["blocks"]["h100-sxm"]["billing"]["increments"][1]["up_to_days"] = 180  # 166 / 7
+    with pytest.raises(ValueError, match=r"increments\[1\]: up_to_days must lie a whole"):
+        CloudOffers.model_validate(doc)
+    doc = cloud_offers().model_dump()
+    doc["blocks"]["h100-sxm"]["billing"]["max_days"] = 189
+    with pytest.raises(ValueError, match="max_days 189 is past the last increment's 182"):
+        CloudOffers.model_validate(doc)
+
+
+def test_the_150k_question_pays_whole_days_within_its_budget(capsys):
+    """designer optimize --model llama2-7b --tokens 1T --pricing cloud --budget 150K
+    answered 2,048 H100 for 0.507 days at $122.5K: the block costs a whole day, $241,631,
+    over the budget. Now 1,264 H100 for 0.76 days, billed one day: $149,130."""
+    args = ["optimize", "--model", "llama2-7b", "--tokens", "1T", "--pricing", "cloud",
+            "--budget", "150K", "--no-explain"]  # fmt: skip
+    code, out, err = run_main(capsys, [*args, "--json"])
+    assert code == 0, err
+    plan = json.loads(out)["plans"][0]
+    assert (plan["gpu"], plan["cloud_term"]) == ("h100-sxm", "on-demand")
+    billed = aws_block_days(plan["time_to_train_days"])
+    assert billed == 1 and plan["num_gpus"] == 1264
+    assert plan["cost_usd"] == pytest.approx(plan["num_gpus"] * billed * 24 * 4.916, rel=1e-12)
+    assert plan["cost_usd"] <= 150e3
+    lo, hi = plan["evidence"]["cost_usd_range"]  # both ends of the days band: one day
+    assert lo == hi == pytest.approx(plan["cost_usd"])
+    code, text, _ = run_main(capsys, args)
+    assert "paid for 1.0 days (reserved in 1-day increments up to 14 days, then 7-day " in text
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tokens", "limits", "billed"),
+    [
+        ("h100-sxm", 3e11, dict(budget=2.5e4, max_gpus=64), 1),  # a day for 0.13
+        ("h100-sxm", 3e13, dict(deadline=60.0), 49),  # 7-day lengths past 14: 47.04 days
+        ("h100-sxm", 3e13, dict(budget=1e5), 21),  # 40 GPUs for 20.988 days: $99,107
+        ("a100-40gb", 3e12, dict(deadline=30.0, budget=3e5), 3),  # the fastest of 312 GPU-days
+        ("b200", 1e13, dict(deadline=40.0), 14),  # Lambda's weeks: 13.54 days
+        ("b200", 3e11, dict(budget=4e4), 7),
+    ],
+)
+def test_both_solvers_bill_reservation_lengths_alike(gpu, tokens, limits, billed):
+    """The differential test on blocks billed in lengths: CP-SAT bills whole days as
+    integers (GPUs x a length at or above the run's days, solvers/cpsat/cost.py) and the
+    reference rounds the float days; both return the same cost, days and term, proved
+    (under the cost objective the fastest of the plans that pay as many GPU-days)."""
+    objective = "cost" if "deadline" in limits else "time"
+    s = build_scenario(
+        model=SMALL, tokens=tokens, pricing="cloud", gpus=(gpu,), objective=objective,
+        max_batch_tokens=2**20, evidence="any", **limits,
+    )  # fmt: skip
+    got, ref = solve_cpsat(s), solve_exhaustive(s)
+    assert got.status == "optimal" and ref.status == "optimal"
+    a, b = got.best, ref.best
+    assert a.evaluation.extra["cloud_term"] == b.evaluation.extra["cloud_term"]
+    assert a.cost_usd == pytest.approx(b.cost_usd, rel=1e-9)
+    assert a.objective == pytest.approx(b.objective, rel=1e-6)
+    days = float(a.evaluation.time_to_train_days)
+    assert days == pytest.approx(float(b.evaluation.time_to_train_days), rel=1e-6)
+    rented = a.evaluation.rental
+    assert rented.billing.billed_days(days) == billed
+    assert a.cost_usd == pytest.approx(a.num_gpus * billed * 24 * rented.usd_per_gpu_hour)
+    if "budget" in limits:
+        assert a.cost_usd <= limits["budget"]
+
+
+def _long_question():
+    return build_scenario(
+        model="llama2-70b", tokens=2e12, pricing="cloud", gpus=("h100-sxm",), max_gpus=64
+    )
+
+
+@pytest.mark.parametrize("solver", [solve_cpsat, solve_exhaustive], ids=["cpsat", "exhaustive"])
+def test_on_demand_rents_an_aws_block_for_at_most_182_days(solver):
+    """Past 182 days an AWS Capacity Block cannot be reserved: the on-demand term rented
+    Llama-2-70B on 64 H100 for 285.7 days at the block's $4.916 ($2,157,542). Now that term
+    has no plan; the answer rents a year reserved and says why."""
+    s = _long_question()
+    on_demand = solver(term_scenario(s, _term("on-demand")))
+    assert on_demand.status == "infeasible" and on_demand.best is None
+    best = solver(s).best
+    assert best.evaluation.extra["cloud_term"] == "1-year reserved"
+    assert float(best.evaluation.time_to_train_days) > 182
+    sentence = rental_sentence(s, best)
+    assert "On demand the block is reserved for at most 182 days." in sentence
+
+
+def test_a_saved_plan_on_demand_past_the_longest_is_refused():
+    from designer.errors import Infeasible
+    from designer.question.given_plan import GivenPlan, evaluate_given
+
+    s = _long_question()
+    best = solve_cpsat(s).best
+    with pytest.raises(Infeasible, match="rents its block for at most 182 days"):
+        evaluate_given(s, GivenPlan(best.config, "on-demand"))
+    again = evaluate_given(s, GivenPlan(best.config, "1-year reserved")).best
+    assert again.cost_usd == pytest.approx(best.cost_usd)
+
+
+EVALUATED = ["--gpu", "h100-sxm", "--tp", "4", "--pp", "4", "--dp", "128", "--vp", "5",
+             "--micro-batch", "2", "--global-batch", "4096", "--tokens", "2T",
+             "--nic", "cx7-400g"]  # fmt: skip
+
+
+@pytest.mark.parametrize("cap", [[], ["--cloud-max-gpus", "2048"]], ids=["block", "capped"])
+def test_evaluate_and_optimize_give_a_plan_one_cloud_price(capsys, cap):
+    """The $30M answer's plan had three prices: evaluate said $1.39M (the catalog's $2.99
+    an hour for its exact days), optimize $2,283,973 (the block's $4.916) and with
+    --cloud-max-gpus 2048 $1,389,154 (the block's rate dropped). Now each bills the block's
+    $4.916 for its whole reserved days: 10 days of 2,048 H100, $2,416,312."""
+    code, out, err = run_main(
+        capsys, ["optimize", "--budget", "30M", "--pricing", "cloud", "--no-explain", "--json",
+                 *cap],
+    )  # fmt: skip
+    assert code == 0, err
+    plan = json.loads(out)["plans"][0]
+    assert (plan["num_gpus"], plan["tp"], plan["pp"], plan["vp"]) == (2048, 4, 4, 5)
+    assert plan["cost_usd"] == pytest.approx(2048 * 10 * 24 * 4.916)
+    code, out, err = run_main(capsys, ["evaluate", *EVALUATED, "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["cost_usd"]["cloud"] == pytest.approx(plan["cost_usd"], rel=1e-12)
+    assert doc["cloud_rental"] == {
+        "term": "on-demand",
+        "usd_per_gpu_hour": 4.916,
+        "block_price": True,
+        "billed_days": 10.0,
+    }
+    code, text, _ = run_main(capsys, ["evaluate", *EVALUATED])
+    assert "cloud $2.42M" in text
+    assert "rented on-demand at $4.916 per h100-sxm GPU-hour (the block's own price)" in text

@@ -13,7 +13,7 @@ import yaml
 from catalog import load_catalog
 from catalog.specs import STACKS, Evidence, GPUSpec
 from designer.output.formats import CSV_COLUMNS, EVIDENCE_COLUMNS
-from helpers import run_cli, run_main
+from helpers import aws_block_days, run_cli, run_main
 from models import Hardware, Layout, evaluate, resolve_model
 from models.evidence_range import (
     band,
@@ -205,8 +205,12 @@ def test_cloud_cost_range_scales_with_time(override):
         ]
     )
     plan = doc["plans"][0]
+    # each end of the days band billed as the plan's rental bills it: AWS's H100 block on
+    # demand, in whole days then weeks (models/rental.py)
+    days = plan["time_to_train_days"]
+    per_day = plan["cost_usd"] / aws_block_days(days)
     assert plan["evidence"]["cost_usd_range"] == pytest.approx(
-        [plan["cost_usd"] / 1.18, plan["cost_usd"] / 0.88]
+        [per_day * aws_block_days(days / 1.18), per_day * aws_block_days(days / 0.88)]
     )
 
 
@@ -408,8 +412,9 @@ def test_evaluate_shows_evidence_and_step_range(override, extrapolated):
     assert e["days_range"] == pytest.approx([days / 1.18, days / 0.88])
     costs = doc["cost_usd"]
     assert e["cost_usd_range"]["capex"] == pytest.approx([costs["capex"], costs["capex"]])
+    per_day = costs["cloud"] / aws_block_days(days)  # billed as optimize bills it
     assert e["cost_usd_range"]["cloud"] == pytest.approx(
-        [costs["cloud"] / 1.18, costs["cloud"] / 0.88]
+        [per_day * aws_block_days(days / 1.18), per_day * aws_block_days(days / 0.88)]
     )
     res = run_cli(args)
     assert res.exit_code == 0

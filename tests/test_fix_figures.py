@@ -184,3 +184,29 @@ def test_gpu_caps_percentage_is_rounded_up(need):
     pct = int(figure(fix, r"raise the GPU caps by ([\d,]+)%"))
     assert 1000 * (100 + pct) >= need * 100, fix.change  # the user's arithmetic
     assert search.ok(s.with_gpu_caps_scaled(1 + pct / 100)) and search.ok(fix.scenario)
+
+
+def test_a_rented_budget_figure_pays_whole_reserved_days():
+    """Renting AWS's H100 block, a plan pays whole days (models/rental.py): the least
+    budget is 16 GPU-days at $4.916 an hour, $1,887.74, named $1,888; a dollar less holds
+    no plan (billed by the fractional day, the figure was under half of that)."""
+    s = build_scenario(
+        model="llama2-7b", tokens=1e10, budget=100, gpus=("h100-sxm",), pricing="cloud"
+    )
+    fix = fix_of(s, "budget")
+    x = figure(fix, r"budget must be at least \$([\d,]+)")
+    assert x == 1888
+    assert_least(lambda v: s.with_changes(budget_usd=v), x, 1.0, fix.change)
+
+
+def test_a_rented_deadline_figure_holds_within_a_budget_of_whole_days():
+    """Under a $220K budget a plan of AWS's H100 block pays whole days: 1,864 GPUs for a
+    day at most, which finish in 0.97 days; the deadline named holds and 0.96 does not."""
+    s = build_scenario(
+        model="llama2-13b", tokens=1e12, budget=2.2e5, deadline=0.5, gpus=("h100-sxm",),
+        pricing="cloud",
+    )  # fmt: skip
+    fix = fix_of(s, "deadline")
+    x = figure(fix, r"deadline must be at least ([\d,.]+) days")
+    assert x == 0.97
+    assert_least(lambda v: s.with_changes(deadline_days=v), x, 0.01, fix.change)

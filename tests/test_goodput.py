@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from designer.question.build import build_scenario
 from designer.question.fields import Question
-from helpers import random_scenario, run_main
+from helpers import aws_block_days, random_scenario, run_main
 from models.goodput import expected_failures, failure_model, goodput, young_interval_s
 from solvers import solve
 from solvers.cpsat.solve import solve_cpsat
@@ -151,10 +151,11 @@ def test_failures_by_default_lengthen_the_run_and_the_rent(capsys):
     assert plan["time_to_train_days"] > plan["ideal_time_days"]
     assert plan["goodput"] == pytest.approx(plan["ideal_time_days"] / plan["time_to_train_days"])
     assert plan["failures_expected"] > 0 and plan["checkpoint_interval_min"] > 0
-    # GPU-hours include the lost time: the rent is the expected days' GPU-hours
+    # GPU-hours include the lost time: the rent is the expected days' GPU-hours, in the
+    # block's reservation lengths (whole days here)
     assert (plan["gpu"], plan["cloud_term"]) == ("h100-sxm", "on-demand")
     per_hour = 4.916  # AWS's H100 Capacity Block, on demand (catalog/data/cloud.yaml)
-    hours = plan["num_gpus"] * plan["time_to_train_days"] * 24
+    hours = plan["num_gpus"] * aws_block_days(plan["time_to_train_days"]) * 24
     assert plan["cost_usd"] == pytest.approx(hours * per_hour)
 
 

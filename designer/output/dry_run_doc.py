@@ -8,6 +8,7 @@ from typing import Any
 from designer.output import formats as report
 from designer.output import text as render
 from models.pipeline import describe_stage_layers, split_options
+from models.rental import rental_words
 
 MEMORY_PARTS = (
     "weights",
@@ -81,10 +82,23 @@ def _outcome(ev, evidence: dict[str, Any]) -> list[str]:
         f"{render.usd(ev.cloud_cost)}, tco {render.usd(ev.tco_cost)} (energy "
         f"{render.usd(ev.energy_cost)})"
     )
+    rented = ev.rented()  # the one cloud price (models/rental.py), the term optimize bills
+    if rented is not None:
+        lines.append(rental_line(rented, ev.gpu, float(days)))
     gp = report.goodput_sentence(ev)
     if gp:
         lines.append(gp)
     return lines
+
+
+def rental_line(rented, gpu: str, days: float) -> str:
+    """How evaluate's cloud cost is billed: the cheapest term for the plan's days, its rate
+    and the days it pays (models/rental.py), as optimize --pricing cloud bills it."""
+    own = " (the block's own price)" if rented.block_price else ""
+    return (
+        f"cloud, as optimize --pricing cloud bills it: rented {rented.term} at "
+        f"${rented.usd_per_gpu_hour:,.3f} per {gpu} GPU-hour{own}, {rental_words(rented, days)}"
+    )
 
 
 def evaluation_text(ev, evidence: dict[str, Any]) -> str:

@@ -7,7 +7,6 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from catalog.cloud import cloud_offers
 from designer.output import text as render
 from designer.output.cells import read_row, text_row
 from designer.question.fields import answer_question
@@ -109,11 +108,9 @@ def _batch_tokens(s: Scenario, best) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- evidence
 def plan_evidence(s: Scenario, plan) -> dict[str, Any]:
     """The plan's evidence object: its GPU's measured runs and the ranges they imply."""
-    term = plan.evaluation.extra.get("cloud_term")
-    min_days = 0.0 if term is None else cloud_offers().term(term).min_days
     return _plain(
         _evidence().plan_evidence(
-            s.catalog, plan.evaluation, s.pricing, float(plan.cost_usd), s.stack, min_days
+            s.catalog, plan.evaluation, s.pricing, float(plan.cost_usd), s.stack
         )
     )
 
@@ -188,7 +185,7 @@ def evidence_sentence(s: Scenario, doc: dict[str, Any], pricing: str | None = No
             why = (
                 "unchanged by the time"
                 if pricing != "cloud"
-                else "the term's minimum is billed at either end"
+                else "the same billed days at either end: a term's minimum or a reservation length"
             )
             parts.append(f"the cost at {render.usd(cost[0])} ({pricing}: {why})")
         else:

@@ -287,7 +287,10 @@ class Question(NumbersNotBools):
         Meta("--cloud-max-gpus", "GPUs", click_type=Quantity(True, limits.MAX_GPUS), legacy=None),
         Field(
             description="--pricing cloud: the largest block one provider rents, overriding "
-            "the catalog's per GPU type (catalog/data/cloud.yaml)."
+            "the catalog's per GPU type (catalog/data/cloud.yaml). It sizes the block, not its "
+            "price: a plan pays its GPU type's block rate and billing whatever size it rents (on "
+            "demand, AWS Capacity Blocks' $4.916 per H100-hour, reserved in 1-day then 7-day "
+            "lengths up to 182 days), the only price the catalog has for renting that many GPUs."
         ),
     ] = None
     gpu_caps: Annotated[

@@ -92,6 +92,7 @@ def evaluate_given(scenario: Scenario, given: GivenPlan) -> SolveResult:
     if not plan.feasible:
         broken = "; ".join(f"{v.constraint}: {v.detail}" for v in plan.violations)
         raise Infeasible(f"the saved plan breaks the question: {broken}")
+    _check_rentable(plan)
     res = SolveResult(
         status="feasible",
         solver=GIVEN,
@@ -102,6 +103,19 @@ def evaluate_given(scenario: Scenario, given: GivenPlan) -> SolveResult:
         objective_unit=unit,
     )
     return _as_saved(res, given, plan)
+
+
+def _check_rentable(plan: Plan) -> None:
+    """A saved plan billed under a term that cannot rent it (on demand, past its block's
+    longest reservation: AWS's 182 days) is refused, naming the limit (models/rental.py)."""
+    rented = plan.evaluation.rental
+    days = plan.evaluation.time_to_train_days
+    if rented is None or days is None or rented.billing.rents(days):
+        return
+    raise Infeasible(
+        f"the saved plan runs {days:,.1f} days and its term, {rented.term}, rents its block for "
+        f"at most {rented.billing.max_days:,.0f} days; re-run optimize, which rents it reserved"
+    )
 
 
 def _as_saved(res: SolveResult, given: GivenPlan, plan: Plan) -> SolveResult:

@@ -65,7 +65,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("goodput.add_goodput", ("ideal_per_seq",)),
     ("cost.add_cluster", ("cluster", "nics_total", "capex_expr")),
     ("purchases.add_purchase_cost", ("purchase_hi_cents",)),
-    ("cost.add_cost", ("cost_expr", "per_cent", "coef", "gt_of", "min_gt_per_gpu")),
+    ("cost.add_cost", ("cost_expr", "per_cent", "coef", "gt_of", "min_gt_per_gpu", "gpu_days")),
     ("gpu_time_cap.tco_rates", ("tco",)),  # TCO: on first ask (goodput or cost)
     ("model._cuts", ("lbs",)),
 )
@@ -150,6 +150,9 @@ class BuildContext:
     # cloud under a term with a minimum: the GPU-time units each GPU is billed at least
     # (cost.billed_gpu_time; the budget bounds GPUs by it), else 0
     min_gt_per_gpu: int = 0
+    # cloud, a block reserved in lengths (models.rental.Billing): the whole GPU-days a plan of
+    # each such GPU type pays, GPUs x its length (cost._billed_gpu_days); others by use
+    gpu_days: dict[str, IntVar] = field(default_factory=dict)
     lbs: list[float] = field(default_factory=list)  # per candidate, objective lower bounds
     # solvers/cpsat/model.py, for add_cost's TCO: the least capex (USD) and IT power (W) per
     # GPU of each type (solvers/screen/bounds.py least_per_gpu), in the order of ``gpus``

@@ -4,9 +4,12 @@ capex in cents, TCO in 1/TCO_UNITS_PER_CENT cents, cloud rent as GPU-time per GP
 
 from __future__ import annotations
 
+import math
+
 from ortools.sat.python import cp_model
 
 from models.cost import usd_to_cents_up
+from models.rental import LENGTH_TOL, Billing
 from solvers.cpsat.cluster import add_cluster_terms, product_cents
 from solvers.cpsat.context import BuildContext, IntVar, gpu_days_per_unit
 from solvers.cpsat.gpu_time_cap import cloud_cents_per_unit, gpu_time_cap, tco_rates
@@ -89,6 +92,61 @@ def _cloud_gpu_time(ctx: BuildContext) -> None:
     ctx.cost_expr = sum(ctx.coef[g] * ctx.gt_of[g] for g in ctx.gpu_names)
     min_days = s.cloud_min_days
     ctx.min_gt_per_gpu = up(min_days / gpu_days_per_unit(ctx)) if min_days > 0 else 0
+    ctx.gpu_days = {}
+    for g in ctx.gpu_names:
+        billing = s.billing(g)
+        if not billing.by_use:
+            ctx.gpu_days[g] = _billed_gpu_days(ctx, g, billing)
+
+
+def _billed_gpu_days(ctx: BuildContext, g: str, billing: Billing) -> IntVar:
+    """The whole GPU-days a rented plan of GPU type ``g`` pays when its block is reserved
+    in lengths (models.rental.Billing): G x D, D a length (a variable over the block's
+    lengths: AWS's 1 to 14 days, then 21 to 182 by weeks) with D at or above the plan's
+    days, T' x days per unit <= D / (1 - LENGTH_TOL) in whole units of T' (rounded down:
+    a plan CP-SAT bills D days is billed at most D by the float model); a plan longer than
+    the block's longest has no length. The cost objective minimises it (the float cost is
+    24 x the rate x it), and the budget bounds it (solvers/families/budget.py)."""
+    md, s = ctx.md, ctx.scenario
+    per_day = down(1.0 / (ctx.days_per_unit * (1.0 - LENGTH_TOL)))  # units of T' in a day
+    rate = ctx.gpus[g].cloud_usd_per_gpu_hour
+    top = hi(ctx.per_seq) * ctx.days_per_unit  # the most days a plan runs
+    if "deadline" in ctx.enforce:
+        top = min(top, s.deadline * (1 + 1e-6))
+    if "budget" in ctx.enforce:  # one GPU for the days the budget pays
+        top = min(top, s.budget / (24.0 * rate) * (1 + 1e-6))
+    days = _length_var(md, f"billed_days[{g}]", billing, max(top, 1.0))
+    if per_day < 1 or max(per_day, ctx.gpu_cap) * hi(days) >= 2**62:
+        raise OverflowError("a reservation's days in time units leave 64-bit arithmetic")
+    md.add(ctx.per_seq <= per_day * days).only_enforce_if(ctx.gpu_lit[g])
+    gpu_days = md.new_int_var(0, ctx.gpu_cap * hi(days), f"billed_gpu_days[{g}]")
+    md.add_multiplication_equality(gpu_days, [ctx.num_gpus, days])
+    return gpu_days
+
+
+def _length_var(md: cp_model.CpModel, name: str, billing: Billing, top: float) -> IntVar:
+    """A variable over the block's reservation lengths up to the first at or above ``top``
+    days (Billing.lengths_to), the longest at most; a stretch without end as start + step
+    x K, so that its lengths need not be listed."""
+    steps = billing.steps
+    open_start = steps[-2][0] if len(steps) > 1 else 0.0
+    if not math.isinf(steps[-1][0]) or top <= open_start:
+        lengths = [int(d) for d in billing.lengths_to(top)]
+        return md.new_int_var_from_domain(cp_model.Domain.from_values(lengths), name)
+    step = steps[-1][1]
+    closed = [int(d) for d in billing.lengths_to(open_start)] if open_start > 0 else []
+    count = max(1, math.ceil((top - open_start) / step))
+    var = md.new_int_var(1, int(open_start) + step * count, name)
+    k = md.new_int_var(1, count, f"{name}_steps")
+    if not closed:
+        md.add(var == int(open_start) + step * k)
+        return var
+    past = md.new_bool_var(f"{name}_past_{int(open_start)}")
+    md.add(var == int(open_start) + step * k).only_enforce_if(past)
+    md.add_linear_expression_in_domain(var, cp_model.Domain.from_values(closed)).only_enforce_if(
+        ~past
+    )
+    return var
 
 
 def billed_gpu_time(ctx: BuildContext, g: str) -> cp_model.LinearExprT:

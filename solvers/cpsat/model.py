@@ -365,6 +365,14 @@ def _cuts(ctx: BuildContext) -> None:
                 if sh.gpu == gname
             ]
             md.add(ctx.gt_of[gname] >= sum(v * lb for v, lb in terms))
+            if gname in ctx.gpu_days:  # the GPU-days billed: at least the bound's
+                per_day = 24.0 * ctx.gpus[gname].cloud_usd_per_gpu_hour
+                days = [
+                    (ctx.x[i], down(ctx.lbs[i] / per_day * (1 - 1e-6)))
+                    for i, sh in enumerate(ctx.shapes)
+                    if sh.gpu == gname
+                ]
+                md.add(ctx.gpu_days[gname] >= sum(v * lb for v, lb in days))
 
 
 def _objective(ctx: BuildContext) -> cp_model.LinearExprT:
@@ -378,7 +386,10 @@ def _objective(ctx: BuildContext) -> cp_model.LinearExprT:
     # GPU-time itself is the integer objective, so no float coefficient reaches CP-SAT
     if len(ctx.gpu_names) != 1:
         raise ValueError("the cloud cost objective is solved one GPU type at a time")
-    return billed_gpu_time(ctx, ctx.gpu_names[0])
+    (g,) = ctx.gpu_names
+    if g in ctx.gpu_days:  # a block reserved in lengths: the whole GPU-days it pays
+        return ctx.gpu_days[g]
+    return billed_gpu_time(ctx, g)
 
 
 def _search_order(ctx: BuildContext) -> None:

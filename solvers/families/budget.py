@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from models.feasibility import TOL
+from models.units import HOURS_PER_DAY
 from solvers.families.base import (
     Family,
     Fix,
@@ -49,9 +50,13 @@ class Budget(Family):
                 ctx.md.add(ctx.gt_of[g] <= limit).only_enforce_if([on, ctx.gpu_lit[g]])
             if 0 < per_gpu and limit < per_gpu * ctx.hi(ctx.num_gpus):  # else it cannot bind
                 ctx.md.add(per_gpu * ctx.num_gpus <= limit).only_enforce_if([on, ctx.gpu_lit[g]])
+            if g in ctx.gpu_days:  # a block reserved in lengths: the whole GPU-days it pays
+                most = gpu_days_within(s.budget, ctx.gpus[g].cloud_usd_per_gpu_hour)
+                if most < ctx.hi(ctx.gpu_days[g]):  # else it cannot bind (int64 kept)
+                    ctx.md.add(ctx.gpu_days[g] <= most).only_enforce_if([on, ctx.gpu_lit[g]])
 
     def admits(self, s: Scenario, grid: Grid) -> Any:
-        return grid.cost_cents <= s.budget * 100.0 * (1 + 1e-12)
+        return grid.cost_cents <= s.budget * 100.0 * (1 + ADMITS_TOL)
 
     def violation(self, s: Scenario, ev: Evaluation, config: Config) -> Violation | None:
         cost = ev.extra["cost_usd"]
@@ -74,6 +79,29 @@ class Budget(Family):
             _words,
             lambda fixed, optimum: least_dollars(search, fixed, optimum),
         )
+
+
+# the grid's margin over the budget (admits): float noise, well under a cent
+ADMITS_TOL = 1e-12
+
+
+def gpu_days_within(budget_usd: float, usd_per_gpu_hour: float) -> int:
+    """The most whole GPU-days at ``usd_per_gpu_hour`` the budget admits, in the float
+    arithmetic the grid search prices them in (models.rental.Rental.cost, then cents, within
+    ADMITS_TOL): CP-SAT's bound on a plan billed in reservation lengths, so that both solvers
+    admit the same plans to the GPU-day."""
+
+    def fits(n: int) -> bool:
+        return float(n) * HOURS_PER_DAY * usd_per_gpu_hour * 100.0 <= budget_usd * 100.0 * (
+            1 + ADMITS_TOL
+        )
+
+    n = max(0, math.floor(budget_usd / (HOURS_PER_DAY * usd_per_gpu_hour)))
+    while fits(n + 1):
+        n += 1
+    while n > 0 and not fits(n):
+        n -= 1
+    return n
 
 
 def _words(x: float) -> str:
