@@ -175,6 +175,31 @@ def test_address_without_the_ray_executor_is_refused(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "base: {model: llama2-7b, gpu: [h100-sxm]}\naxes: {budget: [1M]}\n",
+            ("base.gpu: unknown field; did you mean gpus?",),
+        ),
+        (
+            "base: {model: llama2-7b, budget: 1M, time_limit: 5}\naxes: {budget: [1M]}\n",
+            ("base.time_limit: not a question field", "at its top level beside base"),
+        ),
+        (
+            "budget: 1M\nbase: {model: llama2-7b}\naxes: {budget: [1M]}\n",
+            ("budget: a question field: put it under base",),
+        ),
+    ],
+)
+def test_a_studys_unknown_field_names_the_right_one(tmp_path, capsys, text, words):
+    """A study's base said "unknown field; see designer sweep --schema" for `gpu` (the
+    field is gpus) and for the study's own time_limit put under base."""
+    s = tmp_path / "study.yaml"
+    s.write_text(text)
+    _refused_sweep(capsys, tmp_path, s, *words)
+
+
 def test_the_local_pool_holds_a_few_scenarios_per_worker_not_the_study():
     """A 1,000,000-scenario study was submitted whole (2.4 GB, 15 rows in 25 s); now at
     most the window (IN_FLIGHT_PER_WORKER x workers) is submitted ahead of the rows

@@ -26,6 +26,7 @@ from designer.question.fields import (
     AnswerKeyError,
     Question,
     answer_key,
+    unknown_field,
 )
 from designer.question.given_plan import GivenPlan, evaluate_given, given_from_answer
 from models import Assumptions, TransformerSpec, resolve_model
@@ -533,10 +534,8 @@ def load_question_file(path: Path) -> tuple[Scenario, GivenPlan | None]:
     except ValidationError as err:
         first = err.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "question"
-        if first["type"] == "extra_forbidden":
-            raise UsageError(
-                "unknown field; use optimize's option names", f"{origin}: {field}"
-            ) from err
+        if first["type"] == "extra_forbidden":  # gpu for gpus, time_limit: say which
+            raise UsageError(unknown_field(field), f"{origin}: {field}") from err
         got = first.get("input")
         raise UsageError(
             f"{first['msg'].removeprefix('Value error, ')} (got {got!r})", f"{origin}: {field}"

@@ -14,6 +14,7 @@ hold them (catalog.specs.Facility, models.layout.Assumptions) through ``_facilit
 ``_assumption``.
 """
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
@@ -514,6 +515,47 @@ FLAG_FIELDS = {meta.flag: name for name, meta in META.items()}
 """Command-line flag -> question field (errors from a file name its field)."""
 QUESTION_FIELDS = tuple(META)
 """The question's fields: the question file's keys, the sweep's axes and CSV columns."""
+# optimize's options that say how a command answers, not what it asks: no question field
+# (the commands that read a question file, explain and report, take --time-limit)
+ANSWERING_OPTIONS = {
+    "time_limit": "--time-limit",
+    "explain": "--explain",
+    "no_explain": "--no-explain",
+    "json": "--json",
+    "csv": "--csv",
+    "csv_file": "--csv",
+    "top": "--top",
+    "top_k": "--top",
+    "solver": "--solver",
+    "emit": "--emit",
+    "from_megatron": "--from-megatron",
+    "bom": "--bom",
+    "plot": "--plot",
+}
+
+
+def unknown_field(name: str, study_fields: tuple[str, ...] = ()) -> str:
+    """Why ``name`` is no question field, and the fix: the field an option's name maps to
+    (``gpu``: the field of --gpu is ``gpus``), a study's own setting (``study_fields``: a
+    sweep's base asked for one), an option that is not part of the question
+    (``time_limit``), or a close field name."""
+    flag = "--" + name.replace("_", "-")
+    if name not in META and flag in FLAG_FIELDS:
+        return f"unknown field; did you mean {FLAG_FIELDS[flag]}? (the field of {flag})"
+    if name in study_fields:
+        return f"not a question field: {name} is the study's, at its top level beside base"
+    if name in ANSWERING_OPTIONS:
+        option = ANSWERING_OPTIONS[name]
+        fix = "give --time-limit on the command line" if option == "--time-limit" else "drop it"
+        return (
+            f"not allowed in a question: {option} says how a command answers, not what it "
+            f"asks; {fix}"
+        )
+    close = difflib.get_close_matches(name, QUESTION_FIELDS, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"unknown field; {hint}use optimize's option names"
+
+
 NULLABLE = frozenset(
     name for name, info in Question.model_fields.items() if type(None) in get_args(info.annotation)
 )
