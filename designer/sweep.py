@@ -530,7 +530,7 @@ def columns(study: Study) -> list[str]:
         *(["sample", "price_scales"] if study.uncertainty else []),
         *(["failure_draw"] if study.uncertainty and study.uncertainty.failure_scale else []),
         "status",
-        *[c for c in report.CSV_COLUMNS if c != "rank"],
+        *report.CSV_COLUMNS,  # the plan's columns, rank first (1: the scenario's plan)
         "error",
         *report.EVIDENCE_COLUMNS,
     ]
