@@ -380,7 +380,10 @@ def scenario_question(study: Study, values: dict[str, Any]) -> Question:
     """The base question with the scenario's axis values, validated (a copy with the values
     put in unvalidated kept a plain integer where the schema holds a float or text, and
     pydantic warned about it on every dump: issue 20, 22). ValidationError if invalid."""
-    return Question.model_validate({**study.base.model_dump(), **_question_values(values)})
+    # the base's fields as written (exclude_unset): a field left out stays unset, as in a
+    # question file (--evidence not given searches the named GPUs whatever their evidence)
+    base = study.base.model_dump(exclude_unset=True)
+    return Question.model_validate({**base, **_question_values(values)})
 
 
 def scenarios(study: Study) -> Iterator[dict[str, Any]]:
@@ -589,7 +592,7 @@ def run_study(
     the file locked meanwhile (designer.output.study_csv)."""
     key = digest(study, origin)
     cols = [*columns(study), results.STUDY_COLUMN]
-    study_json = study.model_dump_json()
+    study_json = study.model_dump_json(exclude_unset=True)  # the workers' base as written
     rows: list[dict[str, Any]] = []
     with results.open_results(csv_path, cols, key, resume) as out:
         todo = [v for v in scenarios(study) if scenario_id(v) not in out.done]

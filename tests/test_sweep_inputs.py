@@ -200,6 +200,22 @@ def test_a_studys_unknown_field_names_the_right_one(tmp_path, capsys, text, word
     _refused_sweep(capsys, tmp_path, s, *words)
 
 
+def test_a_studys_evidence_applies_to_its_named_gpus_only_when_given(tmp_path, capsys):
+    """As in a question file: a base that names GPUs and leaves evidence out searches them
+    whatever their evidence (in the workers too, which get the study as written); one
+    that gives it keeps the pairs below the level out."""
+    s = tmp_path / "study.yaml"
+    base = "explain: false\nbase: {model: llama2-7b, tokens: 100B, gpus: [rtx4090]%s}\n"
+    s.write_text(base % "" + "axes: {budget: [1M]}\n")
+    out = tmp_path / "out.csv"
+    code, _, err = sweep(capsys, s, out)
+    assert code == 0, err
+    assert [(r["status"], r["gpu"]) for r in rows(out)] == [("optimal", "rtx4090")]
+    s.write_text(base % ", evidence: measured" + "axes: {budget: [1M]}\n")
+    out.unlink()
+    _refused_sweep(capsys, tmp_path, s, "base.evidence: none of the GPUs named (rtx4090)")
+
+
 def test_the_local_pool_holds_a_few_scenarios_per_worker_not_the_study():
     """A 1,000,000-scenario study was submitted whole (2.4 GB, 15 rows in 25 s); now at
     most the window (IN_FLIGHT_PER_WORKER x workers) is submitted ahead of the rows

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "llama2-70b"
 DEFAULT_TOKENS = 2e12
 EVIDENCE_CHOICES = ("measured", "thin", "any")  # models.evidence_rule.LEVELS
+DEFAULT_EVIDENCE: Literal["measured"] = "measured"  # the level of a question that gives none
 # The planning defaults for memory the tensors do not account for (README "Memory
 # headroom") are the library's: solvers.scenario, where the Scenario takes them too.
 HEADROOM_EVIDENCE = (
@@ -331,15 +332,18 @@ class Question(NumbersNotBools):
         Meta("--stack"),
         Field(description="Software stack whose calibrated profile predicts the step time."),
     ] = "megatron-core"
+    # not given (the option left at its default, the field absent): --gpu's GPUs are
+    # searched whatever their evidence (designer.question.build._searched_gpus)
     evidence: Annotated[
         Literal["measured", "thin", "any"],
-        Meta("--evidence"),
+        Meta("--evidence", cli_default=None),
         Field(
             description="Search the GPU/precision pairs with measured runs (5+ runs from 2+ "
             "independent sources, one past one server), those and the thin ones (fewer), or "
-            "any (marked)."
+            "any (marked) [default: measured; GPUs named with --gpu are searched whatever "
+            "their evidence unless --evidence is given]."
         ),
-    ] = "measured"
+    ] = DEFAULT_EVIDENCE
     # planning assumptions (models.layout.Assumptions, with its bounds)
     dp_overlap: float = _assumption("--dp-overlap", "dp_overlap", "fraction", 0.0)
     memory_overhead: float = _assumption(
@@ -532,6 +536,12 @@ ANSWERING_OPTIONS = {
     "bom": "--bom",
     "plot": "--plot",
 }
+
+
+def evidence_spares(params: dict[str, Any]) -> bool:
+    """Whether the command line's question (click's parameters) names GPUs and leaves
+    --evidence out: its GPUs are searched whatever their evidence (the option's help)."""
+    return bool(params.get("gpus")) and params.get("evidence") is None
 
 
 def unknown_field(name: str, study_fields: tuple[str, ...] = ()) -> str:
