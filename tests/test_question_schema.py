@@ -86,6 +86,7 @@ FIELD_VALUES = {
     "checkpoint_every": _optional(st.floats(0.01, 1e6)),
     "failure_scale": st.floats(0, 1e4),
     "ep_in_domain": st.booleans(),
+    "cp_across_servers": st.booleans(),
     "dispatcher": _choice("dispatcher"),
     "batch_tokens_model": _choice("batch_tokens_model"),
 }

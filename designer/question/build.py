@@ -115,6 +115,7 @@ def build_scenario(
     checkpoint_every: float | None = None,
     failure_scale: float = 1.0,
     ep_in_domain: bool = False,
+    cp_across_servers: bool = False,
     dispatcher: str = "alltoall",
     batch_tokens_model: str = DEFAULT_BATCH_TOKENS_MODEL,
     **facility: float | None,
@@ -130,6 +131,7 @@ def build_scenario(
     s, batch, precisions = _sequence(spec, tokens, seq_len, precision, batch_tokens_model, limits_)
     chosen, unmeasured = _searched_gpus(cat, gpus, precisions, (level, evidence is not None), stack)
     chosen = _fitting(cat, chosen, nics, fabric, precision, explicit=bool(gpus))
+    planning = _planning(dp_overlap, memory_overhead, reserved_gb, headroom, cp_across_servers)
     try:
         return Scenario(
             spec=spec,
@@ -148,7 +150,7 @@ def build_scenario(
             max_racks=max_racks,
             precisions=precisions,
             **batch,
-            assumptions=_planning(dp_overlap, memory_overhead, reserved_gb, headroom),
+            assumptions=planning,
             fabric=FABRICS[fabric],
             catalog_files=tuple(str(p) for p in catalog_files),
             stack=stack,
@@ -170,13 +172,16 @@ def _fitting(cat, chosen, nics, fabric: str, precision: str, explicit: bool):
     return _with_fitting_racks(cat, chosen, explicit=explicit)
 
 
-def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: float):
+def _planning(
+    dp_overlap: float, overhead: float, reserved_gb: float, headroom: float, cp_across: bool
+):
     """The planning assumptions a question sets (models.layout.Assumptions)."""
     return Assumptions(
         dp_overlap=dp_overlap,
         memory_overhead_fraction=overhead,
         runtime_reserved_gb=reserved_gb,
         memory_headroom_fraction=headroom,
+        cp_across_servers=cp_across,
     )
 
 

@@ -410,6 +410,17 @@ class Question(NumbersNotBools):
             "(the token all-to-all never crosses the NICs); a dense model is unchanged."
         ),
     ] = False
+    # context parallelism across servers (solvers/families/tp_domain.py; README "Limits as
+    # real clusters run them"); answers saved before the option planned with it allowed
+    cp_across_servers: Annotated[
+        bool,
+        Meta("--cp-across-servers", save=lambda s: s.assumptions.cp_across_servers, legacy=True),
+        Field(
+            description="Let context parallelism leave the scale-up domain, its ring "
+            "attention over the NICs (TP stays inside; Llama 3 ran CP 16 across servers) "
+            "[default: TP x CP inside one scale-up domain, the tp_domain rule]."
+        ),
+    ] = False
     dispatcher: Annotated[
         Literal["alltoall", "deepep"],
         Meta("--dispatcher", legacy="alltoall"),
