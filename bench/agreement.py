@@ -236,6 +236,10 @@ def full_question(seed: int, small: bool = False, toy: bool = False) -> tuple[di
     # tokens that depend on the batch (issue 31; on by default): off in one question of five
     if random.Random(f"{seed}:batch_tokens").random() < 0.2:
         kw["batch_tokens_model"] = "off"
+    # CP across servers (the contract keeps TP x CP in one domain; --cp-across-servers lets
+    # CP leave it): in half the questions, from a stream of its own
+    if random.Random(f"{seed}:cp_across").random() < 0.5:
+        kw["cp_across_servers"] = True
     return kw, top_k
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from designer.output import text as render
 from designer.output.formats import layout_cell, plan_entry, with_range
 from designer.question.build import scenario_from_options
+from designer.question.fields import evidence_spares
 from models.evidence_range import catalog_band
 from models.evidence_rule import RULE_TEXT, pair_evidence
 from solvers import Scenario, SolveResult, cloud_terms
@@ -729,8 +730,9 @@ def text(scenario: Scenario, alts: list[Alternative]) -> str:
 
 def asked_for(q: dict[str, Any], scenario: Scenario) -> bool:
     """Whether optimize's question ``q`` (command-line options) has alternatives to look
-    for, whatever its answer: no GPUs named, and an evidence level that keeps some out."""
-    return not q.get("gpus") and scenario.evidence != "any"
+    for, whatever its answer: the evidence rule applies (no GPUs named, or --evidence given
+    with them), at a level that keeps some out."""
+    return not evidence_spares(q) and scenario.evidence != "any"
 
 
 def wide_question(q: dict[str, Any]) -> Scenario:

@@ -314,7 +314,7 @@ def optimize_cmd(ctx: click.Context, top_k, solver, emit_format, from_megatron, 
 def export_cmd(plan_file: Path, fmt: str) -> None:
     """Print launch settings for a saved plan (optimize --json output, its first plan)."""
     scenario, res = saved_plan(plan_file)
-    click.echo(emit(Launch.from_plan(scenario, res.plans[0]), fmt), nl=False)
+    click.echo(emit(Launch.from_plan(scenario, res.plans[0]), fmt, "--format"), nl=False)
 
 
 @cli.command("explain")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from designer.question.build import scenario_from_options
+from designer.question.fields import evidence_spares
 from solvers import Scenario, SolveResult, solve
 from solvers.explain import Binding, Conflict, binding_constraints, explain_infeasible
 from solvers.result import objective_fields
@@ -90,11 +91,12 @@ def compare_conflict(
 
 
 def left_out(question: dict[str, Any], scenario: Scenario) -> dict[str, Any] | None:
-    """The GPU types a whole-catalog question (no --gpu) left out for want of evidence at
-    its --evidence level, and those --evidence thin would add (JSON ``left_out``: {evidence,
-    gpus, thin}); None when GPUs were named, --evidence any searched every type, or the
-    rule left none out. ``question``: the command line's question options."""
-    if question.get("gpus") or scenario.evidence == "any":
+    """The GPU types a question left out for want of evidence at its --evidence level (of
+    the catalog, or of the GPUs named when --evidence is given), and those --evidence thin
+    would add (JSON ``left_out``: {evidence, gpus, thin}); None when GPUs were named without
+    --evidence (searched whatever their evidence), --evidence any searched every type, or
+    the rule left none out. ``question``: the command line's question options."""
+    if evidence_spares(question) or scenario.evidence == "any":
         return None
     searched = set(scenario.gpus)
 

@@ -242,11 +242,16 @@ def hardware(cat, gpu: str, nic: str | None, nics_per_node: int | None) -> Hardw
 
 
 def _assumptions(opts: dict[str, Any], imported: ImportedRun | None) -> Assumptions:
+    """evaluate's assumptions; CP across servers off unless asked for, on for a Megatron
+    command (Megatron-LM places its CP ranks across servers as its rank order puts them)
+    unless --no-cp-across-servers."""
+    across = opts.get("cp_across_servers")
     a = Assumptions(
         dp_overlap=opts["dp_overlap"],
         memory_overhead_fraction=opts["memory_overhead"],
         runtime_reserved_gb=opts["reserved_gb"],
         memory_headroom_fraction=opts["headroom"],
+        cp_across_servers=imported is not None if across is None else across,
     )
     return a if imported is None else imported.assumptions(a)
 

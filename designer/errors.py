@@ -24,6 +24,23 @@ class Infeasible(RuntimeError):
     """The question has no answer: exit code 1."""
 
 
+class FormatRefused(Infeasible):
+    """A launch emitter's refusal whose fix names the option that picks the format, written
+    ``{option}`` in its text: optimize's --emit unless the command running it says another
+    (export's --format: designer.launch.emit.emit), so the fix never names an option the
+    command does not have."""
+
+    OPTION = "{option}"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__(self.for_option("--emit"))
+
+    def for_option(self, option: str) -> str:
+        """The refusal with ``option`` as the option that picks the format."""
+        return self.text.replace(self.OPTION, option)
+
+
 class Unanswered(Infeasible):
     """No plan found and none proved impossible (the time limit ran out first): exit code 1,
     reported as 'no answer', not 'infeasible'."""

@@ -218,6 +218,15 @@ EVALUATE_OPTIONS = [
     ),
     _count("--seq-len", None, "Sequence length [default: the model's].", limits.MAX_BATCH_TOKENS),
     click.option(
+        "--cp-across-servers/--no-cp-across-servers",
+        default=None,
+        help="Let context parallelism leave the scale-up domain, its ring attention over the "
+        "NICs (tp_domain then keeps TP alone inside) [default: off, TP x CP inside one "
+        "domain; with --from-megatron on, as Megatron-LM places the command's CP ranks "
+        "wherever its rank order puts them: --no-cp-across-servers checks the command "
+        "against one domain].",
+    ),
+    click.option(
         "--recompute", type=click.Choice(RECOMPUTE_MODES), default="selective", show_default=True
     ),
     click.option(

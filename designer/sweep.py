@@ -36,7 +36,7 @@ from designer.output import study_csv as results
 from designer.output.files import check_paths as check_paths_of
 from designer.pricing import gpu_price, price_field, with_prices
 from designer.question.build import _read_document, build_question
-from designer.question.fields import META, QUESTION_FIELDS, Question
+from designer.question.fields import FLAG_FIELDS, META, QUESTION_FIELDS, Question, unknown_field
 
 PRICE_AXIS = "price_scale"  # GPU or NIC name -> multiplier of its catalog price
 AXIS_FIELDS = (*QUESTION_FIELDS, PRICE_AXIS)  # a sweep's axes: the question's fields
@@ -158,7 +158,7 @@ def load_study(path: Path, yes: bool = True, limit: int | None = None) -> Study:
         loc = ".".join(str(x) for x in first["loc"] if not _UNION_TAG.match(str(x)))
         msg = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
-            msg = "unknown field; see designer sweep --schema"
+            msg = _unknown_study_field(first["loc"])
         elif first["loc"][0] == "base" and not isinstance(first.get("input"), dict):
             msg += f" (got {first.get('input')!r})"
         raise UsageError(f"{path}: {loc}: {msg}") from err
@@ -169,6 +169,18 @@ def load_study(path: Path, yes: bool = True, limit: int | None = None) -> Study:
         _check_scenario(path, study, values)
     _check_distinct(path, study)
     return study
+
+
+def _unknown_study_field(loc: tuple) -> str:
+    """Why a study's key is unknown and the fix: in ``base``, as a question file says it
+    (designer.question.fields.unknown_field: ``gpu`` for ``gpus``, the study's own
+    ``time_limit``); at the top level, a question field that belongs under ``base``."""
+    name = str(loc[-1])
+    if len(loc) == 2 and loc[0] == "base":
+        return unknown_field(name, tuple(Study.model_fields))
+    if len(loc) == 1 and (name in QUESTION_FIELDS or "--" + name.replace("_", "-") in FLAG_FIELDS):
+        return "a question field: put it under base (or sweep it under axes)"
+    return "unknown field; see designer sweep --schema"
 
 
 SPEC_SUFFIXES = frozenset({".yaml", ".yml", ".json"})  # a model given as a spec file
@@ -368,7 +380,10 @@ def scenario_question(study: Study, values: dict[str, Any]) -> Question:
     """The base question with the scenario's axis values, validated (a copy with the values
     put in unvalidated kept a plain integer where the schema holds a float or text, and
     pydantic warned about it on every dump: issue 20, 22). ValidationError if invalid."""
-    return Question.model_validate({**study.base.model_dump(), **_question_values(values)})
+    # the base's fields as written (exclude_unset): a field left out stays unset, as in a
+    # question file (--evidence not given searches the named GPUs whatever their evidence)
+    base = study.base.model_dump(exclude_unset=True)
+    return Question.model_validate({**base, **_question_values(values)})
 
 
 def scenarios(study: Study) -> Iterator[dict[str, Any]]:
@@ -518,7 +533,7 @@ def columns(study: Study) -> list[str]:
         *(["sample", "price_scales"] if study.uncertainty else []),
         *(["failure_draw"] if study.uncertainty and study.uncertainty.failure_scale else []),
         "status",
-        *[c for c in report.CSV_COLUMNS if c != "rank"],
+        *report.CSV_COLUMNS,  # the plan's columns, rank first (1: the scenario's plan)
         "error",
         *report.EVIDENCE_COLUMNS,
     ]
@@ -577,7 +592,7 @@ def run_study(
     the file locked meanwhile (designer.output.study_csv)."""
     key = digest(study, origin)
     cols = [*columns(study), results.STUDY_COLUMN]
-    study_json = study.model_dump_json()
+    study_json = study.model_dump_json(exclude_unset=True)  # the workers' base as written
     rows: list[dict[str, Any]] = []
     with results.open_results(csv_path, cols, key, resume) as out:
         todo = [v for v in scenarios(study) if scenario_id(v) not in out.done]

@@ -103,6 +103,24 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
     return out
 
 
+def tp_domain_violation(layout: Layout, gpu: GPUSpec, cp_across_servers: bool) -> Violation | None:
+    """tp_domain: TP x CP inside one scale-up domain (the contract's rule), or TP alone when
+    CP may cross servers (``cp_across_servers``: its ring over the NICs, models/step.py)."""
+    domain = gpu.server.scale_up_domain_gpus
+    if layout.tp > domain:
+        return Violation(
+            "tp_domain", f"tp {layout.tp} exceeds the scale-up domain of {domain} GPUs"
+        )
+    if not cp_across_servers and layout.tp * layout.cp > domain:
+        return Violation(
+            "tp_domain",
+            f"tp x cp = {layout.tp * layout.cp} exceeds the scale-up domain of {domain} GPUs; "
+            "--cp-across-servers lets CP leave it (ring attention over the NICs)",
+            "--cp-across-servers",
+        )
+    return None
+
+
 def check_layout(
     spec: TransformerSpec,
     layout: Layout,
@@ -137,14 +155,9 @@ def check_layout(
                     f"{bw:g} GB/s / {peak:g} TFLOP/s = {limit:.2f}",
                 )
             )
-    domain = gpu.server.scale_up_domain_gpus
-    if layout.tp > domain:  # CP may leave the domain: its ring crosses the NICs (models/step)
-        out.append(
-            Violation(
-                "tp_domain",
-                f"tp {layout.tp} exceeds the scale-up domain of {domain} GPUs",
-            )
-        )
+    broken = tp_domain_violation(layout, gpu, a.cp_across_servers)
+    if broken is not None:
+        out.append(broken)
     if layout.pp > 1 and layout.grad_accum < layout.pp - TOL:
         out.append(
             Violation(

@@ -176,6 +176,14 @@ class Assumptions(BaseModel):
     )
     batch_ceiling_tokens: float | None = Field(None, gt=0)
     batch_floor_tokens: float | None = Field(None, gt=0)
+    cp_across_servers: bool = Field(
+        False,
+        description="context parallelism may leave the scale-up domain, its ring attention "
+        "crossing the NICs (models.step.cp_crosses_nics; Llama 3 ran CP 16 across servers, TP "
+        "8 inside: Dubey et al. 2024, section 3.3.2); false, the contract's tp_domain rule: TP "
+        "x CP inside one scale-up domain (models.feasibility.check_layout; the CLI's "
+        "--cp-across-servers)",
+    )
 
 
 @dataclass(frozen=True)

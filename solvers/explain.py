@@ -47,7 +47,13 @@ from solvers.screen.bounds import (
 )
 from solvers.screen.presolve import Presolved, presolve
 from solvers.screen.prune import may_beat
-from solvers.space import Candidate, enumerate_candidates, nic_specs, with_memory_scale
+from solvers.space import (
+    Candidate,
+    enumerate_candidates,
+    for_question,
+    nic_specs,
+    with_memory_scale,
+)
 
 EXPLAIN_EFFORT = 0.3  # deterministic-time cap of each re-solve (README "Explanations")
 # A capped probe's wall-clock backstop, in multiples of the wall time its re-solve from the
@@ -126,60 +132,86 @@ def binding_constraints(
     cands = candidates if candidates is not None else enumerate_candidates(scenario)
     families = [f for f in REGISTRY if f.active(scenario)]
 
-    def price(family: Family) -> tuple[float, bool]:
-        relaxed = family.relax(scenario)
-        space = (
-            cands
-            if relaxed.memory_scale == scenario.memory_scale
-            else (with_memory_scale(relaxed, cands))
-        )
-        # a shape rule off: the shapes the question already had keep their plans, the
-        # best of which is the proved optimum; only the shapes it kept out can improve
-        admits = plan_proved and _adds_shapes_only(family, scenario, relaxed)
-        terms = prepare_bounds(relaxed)  # once for its presolve, bound and re-solves
-        changed, among = _relaxed_shapes(
-            family, scenario, relaxed, space, plan, plan_proved, admits, terms
-        )
-        # no shape of the relaxed question (that it changes) can beat the plan: no re-solve
-        if not may_beat(relaxed, changed, base, terms):
-            return base, True
-
-        def run(
-            hint: Config | None, cap: float | None, wall_s: float | None = None, lid: bool = False
-        ) -> SolveResult:
-            how = Resolve(hint, effort, among, EXPLAIN_WARM_SHAPES, cap, terms, lid)
-            limit_s = time_limit_s if wall_s is None else min(time_limit_s, wall_s)
-            return resolve_cpsat(relaxed, how, time_limit_s=limit_s, candidates=space)
-
-        if admits and relaxed.objective == "time":
-            lidded = _under_the_plan(run, base)
-            if lidded is not None:
-                return lidded
-        first = run(plan.config, None, None)
-        res = first
-        if relaxed.objective == "time" and first.status != "optimal":
-            probed = _probed(run, base, first)
-            if probed is None:
-                return base, True
-            res = probed
-        better = res.best.objective if res.best else base
-        return min(base, better), res.status == "optimal"
+    def price(family: Family) -> tuple[float, bool, str]:
+        """The relaxed optimum by the first of the family's steps that improves the plan
+        (the last step's when none does), whether it is proved, and the step in words."""
+        steps = family.relaxations(scenario)
+        for i, (words, relaxed) in enumerate(steps):
+            better, exact = _price(
+                family, (scenario, relaxed), cands, plan, plan_proved, effort, time_limit_s
+            )
+            if _gain(base, better) > 0 or i == len(steps) - 1:
+                return better, exact, words
+        raise AssertionError(f"{family.name}: no relaxation step")
 
     # CP-SAT releases the GIL while it searches: the re-solves run side by side
     with ThreadPoolExecutor(max_workers=max(1, min(len(families), os.cpu_count() or 1))) as pool:
         priced = list(pool.map(price, families))
     out = []
-    for family, (better, exact) in zip(families, priced, strict=True):
-        gain = max(0.0, float(base - better))
-        if gain <= 1e-6 * max(abs(base), 1e-12):
-            gain = 0.0
+    for family, (better, exact, words) in zip(families, priced, strict=True):
+        gain = _gain(base, better)
         slack, unit, detail = family.slack(scenario, plan)
         pct = 100.0 * gain / base if base else 0.0
         decided = plan_proved or exact
-        how = family.relaxation_in(scenario)  # ep_domain's depends on --ep-in-domain
-        out.append(Binding(family.name, slack, unit, detail, how, gain, pct, exact, decided))
+        # the step's words: ep_domain's depend on --ep-in-domain, tp_domain's on the step
+        out.append(Binding(family.name, slack, unit, detail, words, gain, pct, exact, decided))
     out.sort(key=lambda b: (not b.binding, -b.improvement_if_relaxed, b.constraint))
     return out
+
+
+def _gain(base: float, better: float) -> float:
+    """The improvement of ``better`` over the plan's ``base``: 0 within 1e-6 of it."""
+    gain = max(0.0, float(base - better))
+    return 0.0 if gain <= 1e-6 * max(abs(base), 1e-12) else gain
+
+
+def _price(
+    family: Family,
+    questions: tuple[Scenario, Scenario],
+    cands: list[Candidate],
+    plan: Plan,
+    plan_proved: bool,
+    effort: float | None,
+    time_limit_s: float,
+) -> tuple[float, bool]:
+    """The optimum of the relaxed question (``questions``: the question and one relaxation
+    step of ``family``) warm-started from the plan, at most the plan's, and whether it is
+    proved; ``effort``, ``time_limit_s``: each re-solve's (binding_constraints)."""
+    scenario, relaxed = questions
+    base = plan.objective
+    space = for_question(relaxed, scenario, cands)
+    # a shape rule off (or its request dropped): the shapes the question already had keep
+    # their plans, the best of which is the proved optimum; only the shapes it kept out
+    # can improve
+    admits = plan_proved and _adds_shapes_only(family, scenario, relaxed)
+    terms = prepare_bounds(relaxed)  # once for its presolve, bound and re-solves
+    changed, among = _relaxed_shapes(
+        family, scenario, relaxed, space, plan, plan_proved, admits, terms
+    )
+    # no shape of the relaxed question (that it changes) can beat the plan: no re-solve
+    if not may_beat(relaxed, changed, base, terms):
+        return base, True
+
+    def run(
+        hint: Config | None, cap: float | None, wall_s: float | None = None, lid: bool = False
+    ) -> SolveResult:
+        settings = Resolve(hint, effort, among, EXPLAIN_WARM_SHAPES, cap, terms, lid)
+        limit_s = time_limit_s if wall_s is None else min(time_limit_s, wall_s)
+        return resolve_cpsat(relaxed, settings, time_limit_s=limit_s, candidates=space)
+
+    if admits and relaxed.objective == "time":
+        lidded = _under_the_plan(run, base)
+        if lidded is not None:
+            return lidded
+    first = run(plan.config, None, None)
+    res = first
+    if relaxed.objective == "time" and first.status != "optimal":
+        probed = _probed(run, base, first)
+        if probed is None:
+            return base, True
+        res = probed
+    better = res.best.objective if res.best else base
+    return min(base, better), res.status == "optimal"
 
 
 def _relaxed_shapes(
@@ -205,14 +237,24 @@ def _relaxed_shapes(
     - Otherwise every shape, for both."""
     base = plan.objective
     lid = base * UNDER_THE_PLAN_ROOM if admits and relaxed.objective == "time" else None
-    alive = presolve(
-        relaxed, space, breaking=family.name if admits else None, terms=terms, under_days=lid
-    )
+    breaking = family.name if admits else None
+    if admits and _request_dropped(family, scenario, relaxed):  # the shapes the rule lets in
+        space = [c for c in space if _let_in(family.name, c)]
+        breaking = None
+    alive = presolve(relaxed, space, breaking=breaking, terms=terms, under_days=lid)
     moves = family.moved_by_relaxing(scenario) if proved and not admits else None
     if moves is None:
         return alive, alive
     moved = _moved(alive, moves)
     return moved, _with_shape(moved, alive, plan.config.shape)
+
+
+def _let_in(name: str, cand: Candidate) -> bool:
+    """Whether a rule's dropped request admits the shape: the rule kept it out of the
+    question it was derived from (its ``origin``, for_question) and no longer does."""
+    return (
+        cand.origin is not None and name in cand.origin.structural and name not in cand.structural
+    )
 
 
 def _under_the_plan(run: Callable[..., SolveResult], base: float) -> tuple[float, bool] | None:
@@ -279,12 +321,29 @@ def _probed(
 
 def _adds_shapes_only(family: Family, scenario: Scenario, relaxed: Scenario) -> bool:
     """Whether relaxing ``family`` only admits shapes, leaving every other shape's plans
-    as they were: a shape rule (violated whatever d, m and NICs are) switched off, and
-    nothing else about the question changed."""
+    as they were: a shape rule (violated whatever d, m and NICs are) switched off, or its
+    request dropped (tp_domain's --cp-across-servers: _request_dropped), and nothing else
+    about the question changed."""
     return (
         family.shape_rule
         and relaxed.memory_scale == scenario.memory_scale
-        and enforced(relaxed) == enforced(scenario) - {family.name}
+        and (
+            enforced(relaxed) == enforced(scenario) - {family.name}
+            or _request_dropped(family, scenario, relaxed)
+        )
+    )
+
+
+def _request_dropped(family: Family, scenario: Scenario, relaxed: Scenario) -> bool:
+    """Whether ``relaxed`` keeps ``family`` enforced and differs from ``scenario`` only in
+    what its shape rules request (tp_domain's lesser step, CP across servers)."""
+    return (
+        family.name in enforced(relaxed)
+        and enforced(relaxed) == enforced(scenario)
+        and relaxed.with_changes(
+            assumptions=scenario.assumptions, ep_in_domain=scenario.ep_in_domain
+        )
+        == scenario
     )
 
 
@@ -475,13 +534,10 @@ class _Search:
 
     def ok(self, s: Scenario, fams: set[str] | None = None) -> bool:
         fams = self.active if fams is None else fams
-        # another memory scale: the same shapes with their memory bound recomputed from the
-        # memory terms they share (enumerating again would recompute every term)
-        space = (
-            self.cands
-            if s.memory_scale == self.scenario.memory_scale
-            else with_memory_scale(s, self.cands)
-        )
+        # another memory scale or shape-rule request: the same shapes with their memory
+        # bound or rules recomputed, from the memory terms they share (enumerating again
+        # would recompute every term)
+        space = for_question(s, self.scenario, self.cands)
         return self.feasible(s, {f for f in fams if active(s, f)}, space) is True
 
     def only(self, s: Scenario, fams: set[str]) -> Scenario:

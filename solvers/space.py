@@ -9,8 +9,9 @@ Choices the space makes, by dominance or convention (README "Decision space"):
 sequence parallelism is on whenever TP > 1 (same traffic, less memory); the
 ZeRO stage is 1, Megatron-LM's distributed optimizer (stage 0 has the same
 traffic and more memory); TP is a power of two up to twice the scale-up domain
-(beyond the domain only when ``tp_domain`` is relaxed); CP may span servers (its ring
-over the NICs, models.step.cp_nic_mb_s), as TP x CP did not before; PP takes every divisor
+(beyond the domain only when ``tp_domain`` is relaxed); CP spans servers (its ring over
+the NICs, models.step.cp_nic_mb_s) where the question allows it (--cp-across-servers),
+else TP x CP beyond the domain only when ``tp_domain`` is relaxed; PP takes every divisor
 of the layer count and every power of two. When p x v does not divide the layers
 the shape carries the split Megatron-LM would run (models.pipeline.uneven_splits:
 the embedding/loss accounting when it makes the split even, else middle ranks at
@@ -77,6 +78,7 @@ from solvers.scenario import (  # noqa: F401  (nic_specs: its home before scenar
     GPU_CAP,
     PreparedQuestion,
     Scenario,
+    cp_options,
     nic_specs,
 )
 
@@ -386,10 +388,6 @@ def tp_options(spec, gpu: GPUSpec) -> list[int]:
     return powers_of_two(min(64, 2 * gpu.server.scale_up_domain_gpus, spec.heads))
 
 
-def cp_options(seq_len: int) -> list[int]:
-    return [c for c in (1, 2, 4, 8, 16, 32) if c == 1 or seq_len >= 4096 * c]
-
-
 def pp_options(layers: int) -> list[int]:
     divisors = {d for d in range(1, layers + 1) if layers % d == 0}
     return sorted(divisors | set(powers_of_two(layers)))
@@ -632,7 +630,8 @@ def _terms_cache(scenario: Scenario) -> dict:
     key = (
         scenario.spec.model_dump_json(),
         scenario.seq_len,
-        scenario.assumptions.model_dump_json(),
+        # the terms do not read whether CP may cross servers (a shape rule's request)
+        scenario.assumptions.model_dump_json(exclude={"cp_across_servers"}),
     )
     with _CACHE_LOCK:
         terms = _TERMS.get(key)
@@ -795,15 +794,48 @@ class _Walk:
         return out, fresh
 
 
-def with_memory_scale(scenario: Scenario, candidates: list[Candidate]) -> list[Candidate]:
+def with_memory_scale(
+    scenario: Scenario, candidates: list[Candidate], rules: bool = False
+) -> list[Candidate]:
     """The same shapes with their memory bound recomputed for ``scenario.memory_scale``
-    (everything else about a candidate is independent of the capacity)."""
+    (everything else about a candidate is independent of the capacity); ``rules``: their
+    shape rules (Candidate.structural) recomputed for ``scenario`` too, whose requests
+    differ from the candidates' question (for_question)."""
     out = []
     sources: dict[int, _Source] = {}
+    found: dict[tuple, frozenset[str]] = {}  # the rules do not read the micro-batch or recompute
     for cand in candidates:
         src = cand._source
         if id(src) not in sources:  # one source per GPU, still sharing the memory cache
             gpu = scenario.catalog.gpu(cand.shape.gpu)
             sources[id(src)] = _Source(scenario, gpu, src.network, src.terms_cache)
-        out.append(Candidate(cand.shape, cand.structural, sources[id(src)], cand))
+        structural = cand.structural
+        if rules:
+            key = cand.shape._replace(micro_batch=0, recompute="")
+            if key not in found:
+                found[key] = structural_violations(scenario, cand.shape, sources[id(src)].gpu)
+            structural = found[key]
+        derived = Candidate(cand.shape, structural, sources[id(src)], cand)
+        if scenario.memory_scale == src.scenario.memory_scale:
+            derived._dp_min = cand._dp_min  # the same capacity: the same memory bound
+        out.append(derived)
     return out
+
+
+def _rule_requests(s: Scenario) -> tuple[bool, bool]:
+    """The question's settings its shape rules read besides the shape: tp_domain's
+    --cp-across-servers, ep_domain's --ep-in-domain."""
+    return s.assumptions.cp_across_servers, s.ep_in_domain
+
+
+def for_question(
+    scenario: Scenario, base: Scenario, candidates: list[Candidate]
+) -> list[Candidate]:
+    """``base``'s candidates for ``scenario``, a question derived from it (an explanation's
+    relaxation): the same list when their memory scale and shape-rule requests agree, else
+    the same shapes with their memory bound or shape rules recomputed (with_memory_scale),
+    sharing the step coefficients."""
+    rules = _rule_requests(scenario) != _rule_requests(base)
+    if scenario.memory_scale == base.memory_scale and not rules:
+        return candidates
+    return with_memory_scale(scenario, candidates, rules)

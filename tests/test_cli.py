@@ -667,3 +667,26 @@ def test_catalog_show_prints_every_digit_the_catalog_holds(runner):
     assert re.search(r"^dense_bf16_tflops +1,307\.4$", mi300x, re.M)
     facility = invoke(runner, ["catalog", "show", "facility"]).output
     assert re.search(r"per_gpu_hour +1\.1583e-05$", facility, re.M)
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        ([], "designer: error: no command given; run designer --help for the commands"),
+        (["--debug"], "designer: error: no command given; run designer --help for the commands"),
+        (
+            ["bogus"],
+            "designer: error: No such command 'bogus'; commands: breakeven, catalog, compare, "
+            "evaluate, explain, export, models, optimize, report, sweep",
+        ),
+        (["optimise"], "did you mean 'optimize'? commands: breakeven, catalog"),
+        (["models", "bogus"], "No such command 'bogus' in designer models; commands: show"),
+    ],
+)
+def test_a_missing_or_unknown_command_is_one_line_naming_the_commands(capsys, args, line):
+    """A bare `designer` printed its whole usage squashed into one error line, and
+    `designer bogus` said "No such command 'bogus'." without the commands there are."""
+    code, out, err = run_main(capsys, args)
+    assert code == 2 and not out
+    assert line in one_line(err)
+    assert "Usage:" not in err

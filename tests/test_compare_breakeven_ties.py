@@ -28,6 +28,7 @@ from designer.output.compare_doc import _solve, compare_dict
 from designer.question.build import build_scenario, evaluate_config
 from helpers import one_line, run_main
 from solvers import Config, solve
+from solvers.columns import PLAN_COLUMNS
 from solvers.result import SolveResult
 from solvers.space import Shape
 
@@ -184,6 +185,25 @@ def test_compare_dict_status_without_plans_is_unknown_when_a_search_ran_out():
     s = build_scenario(model="llama2-7b", tokens=1e12, budget=5e6, gpus=("h100-sxm",))
     doc = compare_dict(s, rows)
     assert doc["status"] == "unknown" and doc["solve"]["gap"] is None
+
+
+def test_a_compare_row_without_a_plan_carries_every_plan_key_null(capsys):
+    """compare --json's entry for a GPU type with no plan had only rank, gpu, evidence,
+    status and top_binding; the contract gives every entry of ``plans`` the plan keys, so
+    it carries each of them, null, in the order a plan has them."""
+    args = ["--model", "llama2-7b", "--tokens", "100B", "--budget", "350K", "--no-explain"]
+    args += ["--gpu", "h100-sxm", "--gpu", "b200", "--gpu", "a100-80gb"]
+    code, doc = _json(capsys, ["compare", *args])
+    assert code == 0
+    with_plan = [p for p in doc["plans"] if p["num_gpus"] is not None]
+    without = [p for p in doc["plans"] if p["status"] == "infeasible"]
+    assert with_plan and without
+    for p in without:
+        assert list(p) == list(with_plan[0])
+        assert p["gpu"] and p["rank"] and p["evidence"]["status"]
+        nulls = set(p) - {"rank", "gpu", "evidence", "status", "top_binding"}
+        assert nulls == set(PLAN_COLUMNS) - {"rank", "gpu"}
+        assert all(p[k] is None for k in nulls)
 
 
 # ---------------------------------------------------------------- 5: --plot without a plan

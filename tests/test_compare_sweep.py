@@ -8,6 +8,7 @@ import json
 import pytest
 
 from designer.cli import main
+from designer.output.formats import CSV_COLUMNS, EVIDENCE_COLUMNS
 from helpers import run_cli
 
 SMALL = ["--model", "llama2-7b", "--tokens", "100B", "--budget", "2M", "--max-batch-tokens", "1M"]
@@ -130,6 +131,29 @@ def test_sweep_explain_false_leaves_top_binding_empty(tmp_path):
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 4 and {r["top_binding"] for r in rows} == {""}
+
+
+def test_sweep_csv_has_the_plans_rank_column_in_the_plan_columns_order(tmp_path):
+    """The contract's sweep rows carry "the plan's columns", but the CSV left out ``rank``:
+    it is there, where the plan columns put it (after status, before gpu), 1 for a
+    scenario's plan and empty for one without; no other column moved or went."""
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        "explain: false\nbase: {model: llama2-7b, tokens: 100B, max_batch_tokens: 1M, "
+        "gpus: [h100-sxm]}\naxes:\n  budget: [1K, 1M]\n"
+    )
+    out_csv = tmp_path / "out.csv"
+    res = run_cli(["sweep", str(study), "--csv", str(out_csv), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    with out_csv.open(newline="") as fh:
+        header = next(csv.reader(fh))
+    assert header[header.index("status") + 1 :][: len(CSV_COLUMNS)] == CSV_COLUMNS
+    assert CSV_COLUMNS[:2] == ["rank", "gpu"]
+    assert [c for c in header if c != "rank"] == [
+        "scenario", "budget", "status", *CSV_COLUMNS[1:], "error", *EVIDENCE_COLUMNS, "study",
+    ]  # fmt: skip
+    ranks = {r["budget"]: (r["status"], r["rank"]) for r in csv.DictReader(out_csv.open())}
+    assert ranks == {"1K": ("infeasible", ""), "1M": ("optimal", "1")}
 
 
 def test_sweep_parallel_matches_serial(tmp_path):

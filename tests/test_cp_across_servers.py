@@ -4,6 +4,7 @@ solvers, and the 4-NIC A100 server GPT-NeoX-20B trained on."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
@@ -30,7 +31,7 @@ from solvers import solve_cpsat, solve_exhaustive
 LLAMA3_128K = [
     "--model", "llama3-405b", "--tp", "8", "--cp", "16", "--pp", "16", "--dp", "8",
     "--vp", "8", "--seq-len", "131072", "--global-batch", "128", "--embedding-in-split",
-    "--loss-in-split", "--recompute", "full",
+    "--loss-in-split", "--recompute", "full", "--cp-across-servers",
 ]  # fmt: skip
 
 
@@ -52,6 +53,32 @@ def test_llama3_128k_stage_evaluates_with_cp_on_the_nics():
     assert "cp_nic_comm" in text and "ring attention over the NICs: CP 16 spans servers" in text
     # Meta reports 380 TFLOP/s per GPU for this stage (table 4); the model gives 371
     assert d["model_tflops_per_gpu"] == pytest.approx(380, rel=0.05)
+
+
+def test_cp_across_servers_is_an_opt_in_the_contract_keeps_tp_x_cp_in_the_domain():
+    """The contract's tp_domain keeps TP and CP inside one scale-up domain: without
+    --cp-across-servers the 128K stage (TP 8 x CP 16 on 8-GPU servers) is a tp_domain
+    violation (exit 1) whose detail names the option; before, CP left the domain by
+    default. The breakdown, ring over the NICs included, is the same either way."""
+    strict = [a for a in LLAMA3_128K if a != "--cp-across-servers"]
+    res = run_cli(["evaluate", *strict, "--json"])
+    assert res.exit_code == 1, res.output
+    d = json.loads(res.output)
+    assert [v["constraint"] for v in d["violations"]] == ["tp_domain"]
+    assert "tp x cp = 128 exceeds the scale-up domain of 8 GPUs" in d["violations"][0]["detail"]
+    assert "--cp-across-servers" in d["violations"][0]["detail"]
+    allowed = json.loads(run_cli(["evaluate", *LLAMA3_128K, "--json"]).output)
+    assert d["breakdown_s"] == allowed["breakdown_s"]
+    # the brief's reproduction: TP 4 x CP 4 = 16 GPUs of an 8-GPU H100 domain
+    small = ["evaluate", "--model", "llama2-7b", "--tp", "4", "--cp", "4", "--dp", "1"]
+    small += ["--seq-len", "16384", "--json"]
+    res = run_cli(small)
+    assert res.exit_code == 1 and not json.loads(res.output)["feasible"]
+    assert run_cli([*small, "--cp-across-servers"]).exit_code == 0
+    # TP beyond the domain stays a violation with CP allowed across servers
+    wide = ["evaluate", "--model", "llama2-7b", "--tp", "16", "--cp-across-servers", "--json"]
+    res = run_cli(wide)
+    assert res.exit_code == 1 and "tp 16 exceeds" in res.output
 
 
 def test_cp_inside_the_domain_keeps_the_nvlink_charge(models, catalog):
@@ -95,7 +122,7 @@ def test_solvers_agree_when_cp_must_leave_the_server(limits):
     beyond one server: both solvers find the same optimum, and it runs CP across servers."""
     s = build_scenario(
         model=LONG, tokens=2e10, seq_len=131072, gpus=("h100-sxm",), max_gpus=512,
-        evidence="any", max_virtual_stages=1, **limits,
+        evidence="any", max_virtual_stages=1, cp_across_servers=True, **limits,
     )  # fmt: skip
     s = dataclasses.replace(s, recompute_modes=("none", "selective"))
     ref = solve_exhaustive(s, top_k=3)
@@ -155,3 +182,114 @@ def test_mla_ring_passes_the_up_projected_keys_and_values(models):
     assert cp_ring_bytes_per_microbatch(spec, lay, seq) == pytest.approx(layers * 9 * chunk)
     plain = models["llama3-8b"]
     assert plain.kv_pass_width == 2 * plain.kv * plain.head_dim
+
+
+MEGATRON_CP = (
+    "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 8192 "
+    "--num-attention-heads 64 --seq-length 16384 --max-position-embeddings 16384 "
+    "--micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 4 "
+    "--context-parallel-size 4 --bf16"
+)
+
+
+def test_a_megatron_command_with_cp_across_servers_implies_the_option():
+    """evaluate --from-megatron takes the command as Megatron-LM runs it: TP 4 x CP 4 on
+    8-GPU servers puts its CP ranks on two servers, which Megatron-LM does without asking,
+    so the command implies --cp-across-servers; --no-cp-across-servers checks it against
+    the contract's rule instead."""
+    res = run_cli(["evaluate", "--from-megatron", MEGATRON_CP, "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["feasible"] and (d["layout"]["tp"], d["layout"]["cp"]) == (4, 4)
+    assert d["cp_ring_nics"]
+    res = run_cli(["evaluate", "--from-megatron", MEGATRON_CP, "--no-cp-across-servers", "--json"])
+    assert res.exit_code == 1
+    assert [v["constraint"] for v in json.loads(res.output)["violations"]] == ["tp_domain"]
+
+
+def test_the_solvers_keep_tp_x_cp_in_the_domain_and_the_fix_names_the_option():
+    """The question above without --cp-across-servers: no shape fits inside one 8-GPU
+    domain, both solvers say so, and the conflict's tp_domain fix is the option (CP across
+    servers, the rule kept for TP), not the rule switched off."""
+    from solvers.explain import explain_infeasible
+
+    s = build_scenario(
+        model=LONG, tokens=2e10, seq_len=131072, gpus=("h100-sxm",), max_gpus=512,
+        evidence="any", max_virtual_stages=1, budget=3e7, objective="time",
+    )  # fmt: skip
+    s = dataclasses.replace(s, recompute_modes=("none", "selective"))
+    assert not s.assumptions.cp_across_servers
+    assert solve_cpsat(s, time_limit_s=60).status == "infeasible"
+    assert solve_exhaustive(s).status == "infeasible"
+    conflict = explain_infeasible(s, time_limit_s=60)
+    assert "tp_domain" in conflict.constraints
+    fix = next(f for f in conflict.fixes if f.constraint == "tp_domain")
+    assert fix.change == "CP across servers allowed (--cp-across-servers)"
+    assert fix.scenario.assumptions.cp_across_servers and "tp_domain" not in fix.scenario.disabled
+
+
+BUYER_405B = ["optimize", "--model", "llama3-405b", "--tokens", "15T", "--budget", "500M"]
+
+
+def test_a_plan_bound_by_cp_names_the_option_and_the_option_reaches_every_question(tmp_path):
+    """README's 405B buyer question: without the option its plan keeps TP x CP inside one
+    server and tp_domain binds, priced by allowing CP across servers (the relaxation names
+    --cp-across-servers); with it, the plan runs TP 8 x CP 2 over two servers. The
+    option reaches a question file and the saved answer's question."""
+    res = run_cli([*BUYER_405B, "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    plan = doc["plans"][0]
+    assert plan["tp"] * plan["cp"] <= 8 and doc["question"]["cp_across_servers"] is False
+    bound = {b["constraint"]: b for b in doc["binding"]}["tp_domain"]
+    assert (
+        bound["binding"]
+        and bound["relaxation"] == "CP across servers allowed (--cp-across-servers)"
+    )
+    across = run_cli([*BUYER_405B, "--cp-across-servers", "--no-explain", "--json"])
+    assert across.exit_code == 0, across.output
+    wide = json.loads(across.output)
+    p = wide["plans"][0]
+    assert (p["tp"], p["cp"]) == (8, 2) and wide["question"]["cp_across_servers"] is True
+    assert p["time_to_train_days"] == pytest.approx(
+        plan["time_to_train_days"] - bound["improvement_if_relaxed"], rel=1e-6
+    )
+    q = tmp_path / "q.yaml"
+    q.write_text("model: llama3-405b\ntokens: 15T\nbudget: 500M\ncp_across_servers: true\n")
+    res = run_cli(["explain", str(q), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["plans"][0]["cp"] == 2
+    saved = tmp_path / "a.json"
+    saved.write_text(across.output)
+    res = run_cli(["explain", str(saved), "--json"])
+    assert res.exit_code == 0, res.output
+    again = json.loads(res.output)
+    assert again["question"]["cp_across_servers"] is True and again["status"] != "infeasible"
+
+
+def test_answers_saved_before_the_option_read_back_with_cp_across_servers():
+    """Answers saved between issue 31 item 4 and the option planned with CP allowed across
+    servers: one without the key reads back so (legacy), and explains the plan it holds."""
+    from designer.question.build import _from_answer
+    from designer.question.fields import answer_question
+
+    q = answer_question(build_scenario(budget=30e6))
+    assert q.pop("cp_across_servers") is False
+    back, _ = _from_answer({"question": q, "plans": []}, "old.json")
+    assert back.assumptions.cp_across_servers
+
+
+def test_a_study_sweeps_cp_across_servers(tmp_path):
+    """The option is a question field: a study's axis (and base field) like any other."""
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        "explain: false\nbase: {model: llama3-405b, tokens: 15T, budget: 500M, gpus: [h100-sxm]}"
+        "\naxes:\n  cp_across_servers: [false, true]\n"
+    )
+    out = tmp_path / "s.csv"
+    res = run_cli(["sweep", str(study), "--csv", str(out), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    with out.open(newline="") as fh:
+        rows = {r["cp_across_servers"]: r for r in csv.DictReader(fh)}
+    assert int(rows["False"]["tp"]) * int(rows["False"]["cp"]) <= 8
+    assert int(rows["True"]["tp"]) * int(rows["True"]["cp"]) == 16

@@ -150,6 +150,61 @@ def test_unknown_evidence_level_names_the_choices(capsys):
     assert code == 2 and "--evidence" in err and "thin" in err and "Traceback" not in err
 
 
+# ---------------------------------------------------------------- --evidence given with --gpu
+SEVEN = ["--model", "llama2-7b", "--tokens", "100B", "--budget", "1M", "--no-explain", "--json"]
+
+
+def test_an_explicit_evidence_level_applies_to_the_named_gpus(capsys, tmp_path):
+    """`--gpu rtx4090 --evidence measured` planned an extrapolated rtx4090: the explicit
+    level was ignored for named GPUs. Given, it keeps their pairs below it out as it does
+    the catalog's; left at its default, a named GPU is searched whatever its evidence."""
+    code, _, err = run_main(
+        capsys, ["optimize", *SEVEN, "--gpu", "rtx4090", "--evidence", "measured"]
+    )
+    assert code == 2 and "Traceback" not in err
+    assert "--evidence: none of the GPUs named (rtx4090) has measured bf16 runs" in err
+    assert "leave --evidence out" in err
+    code, out, err = run_main(capsys, ["optimize", *SEVEN, "--gpu", "rtx4090"])
+    assert code == 0, err
+    assert json.loads(out)["plans"][0]["gpu"] == "rtx4090"  # not given: searched
+    for level in ("thin", "any"):  # a level that admits it searches it
+        code, out, err = run_main(
+            capsys, ["optimize", *SEVEN, "--gpu", "rtx4090", "--evidence", level]
+        )
+        assert code == (0 if level == "any" else 2), err
+    # among named GPUs, the one below the level is left out and shown beyond the rule
+    two = [*SEVEN, "--gpu", "h100-sxm", "--gpu", "rtx4090", "--evidence", "measured"]
+    code, out, err = run_main(capsys, ["optimize", *two])
+    doc = json.loads(out)
+    assert code == 0 and doc["plans"][0]["gpu"] == "h100-sxm"
+    assert doc["question"]["gpus"] == ["h100-sxm"]
+    assert [a["gpu"] for a in doc["alternatives"]] == ["rtx4090"]
+    code, out, err = run_main(capsys, ["compare", *two])
+    doc = json.loads(out)
+    assert code == 0 and [p["gpu"] for p in doc["plans"]] == ["h100-sxm"]
+    assert doc["left_out"]["gpus"] == ["rtx4090"]
+    # a question file: the field given, or not
+    q = tmp_path / "q.yaml"
+    q.write_text("model: llama2-7b\ntokens: 100B\nbudget: 1M\ngpus: [rtx4090]\n")
+    assert run_main(capsys, ["explain", str(q), "--json"])[0] == 0
+    q.write_text(q.read_text() + "evidence: measured\n")
+    code, _, err = run_main(capsys, ["explain", str(q)])
+    assert code == 2 and f"{q}: evidence: none of the GPUs named (rtx4090)" in err
+
+
+def test_a_saved_answer_on_a_named_gpu_reads_back_whatever_its_evidence(capsys, tmp_path):
+    """A saved answer holds the GPUs it searched and the pairs it skipped: read back, they
+    are searched as they were, whatever the level it was asked at."""
+    code, out, err = run_main(capsys, ["optimize", *SEVEN, "--gpu", "rtx4090"])
+    assert code == 0, err
+    saved = tmp_path / "a.json"
+    saved.write_text(out)
+    code, again, err = run_main(capsys, ["explain", str(saved), "--json"])
+    assert code == 0, err
+    doc = json.loads(again)
+    assert doc["plans"][0]["gpu"] == "rtx4090" and doc["question"] == json.loads(out)["question"]
+
+
 @pytest.fixture(scope="module")
 def answer() -> dict:
     res = run_cli(["optimize", *QUESTION, "--json"])

@@ -158,6 +158,33 @@ def test_nemo_refuses_bloom_in_one_line():
     assert "\n" not in str(err.value) and "ALiBi" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "model, fmt, fix",
+    [
+        ("llama2-7b", "torchtitan", "use {} megatron"),  # no torchtitan config
+        ("bloom-176b", "nemo", "{} nemo: ALiBi"),  # no Bridge recipe: "use {} torchtitan"
+        ("mixtral-8x7b", "torchtitan", "use {} megatron or slurm"),  # dense-only emitter
+    ],
+)
+def test_an_emitters_refusal_names_the_option_of_the_command(model, fmt, fix):
+    """export's refusals said `use --emit megatron`, an optimize option that export does not
+    take: the fix names the option that picks the format in the command running it."""
+    if model in MOE_PLANS:
+        scenario, plan = moe_plan(model)
+    else:
+        scenario, plan = zoo_plan(model)
+    job = Launch.from_plan(scenario, plan)
+    for option in ("--format", "--emit"):
+        with pytest.raises(Infeasible) as err:
+            emit(job, fmt, option)
+        text = str(err.value)
+        assert fix.format(option) in text and "\n" not in text
+        other = "--emit" if option == "--format" else "--format"
+        assert other not in text and "{option}" not in text
+    with pytest.raises(Infeasible, match=fix.format("--emit")):  # optimize's, by default
+        emit(job, fmt)
+
+
 def test_nemo_405b_at_pp9_clears_the_recipe_accounting():
     # 126 layers on 9 stages: even, so the recipe's embedding/loss accounting must go
     shape = Shape("h100-sxm", 8, 1, 9, 1, 1, "selective", "bf16")

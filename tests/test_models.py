@@ -696,13 +696,17 @@ def test_violation_tp_domain(models, h100):
     assert "tp_domain" not in constraints(inside)
 
 
-def test_tp_domain_leaves_cp_across_servers(models, h100):
-    # CP may span servers (Llama 3's 128K stage): TP x CP beyond the domain is no violation
-    ev = evaluate(
-        models["llama2-70b"], h100, Layout(tp=8, cp=2, pp=4, dp=2, micro_batch=1, global_batch=64)
+def test_tp_domain_keeps_tp_x_cp_in_the_domain_unless_cp_may_cross_servers(models, h100):
+    """The contract's rule: TP x CP inside one scale-up domain. With CP allowed across
+    servers (Llama 3's 128K stage; --cp-across-servers) TP alone is held to it."""
+    lay = Layout(tp=8, cp=2, pp=4, dp=2, micro_batch=1, global_batch=64)
+    ev = evaluate(models["llama2-70b"], h100, lay)
+    assert "tp_domain" in constraints(ev)
+    across = evaluate(
+        models["llama2-70b"], h100, lay, assumptions=Assumptions(cp_across_servers=True)
     )
-    assert "tp_domain" not in constraints(ev)
-    assert ev.cp_ring is not None
+    assert "tp_domain" not in constraints(across)
+    assert ev.cp_ring is not None and across.cp_ring == ev.cp_ring
 
 
 def test_violation_tp_bandwidth(models, catalog):

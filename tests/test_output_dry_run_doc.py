@@ -139,8 +139,11 @@ def test_a_moe_model_adds_its_plan_and_the_ep_column():
 
 
 def test_ring_attention_across_servers_adds_its_column_and_line():
-    ev = answer("--model", "llama2-7b", "--cp", "16", "--seq-len", "65536", "--no-failures")
+    args = ("--model", "llama2-7b", "--cp", "16", "--seq-len", "65536", "--no-failures")
+    ev = answer(*args, "--cp-across-servers")
     assert ev.ev.cp_ring, "CP 16 on 8-GPU servers spans two servers"
+    assert ev.ev.feasible  # allowed across servers; the contract's default refuses it
+    assert [v.constraint for v in answer(*args).ev.violations] == ["tp_domain"]
     text = evaluation_text(ev.ev, ev.evidence)
     step = table(text, "step time (s)")
     assert list(step)[4] == "cp_nic_comm"  # after cp_comm, before pp_comm

@@ -86,6 +86,7 @@ FIELD_VALUES = {
     "checkpoint_every": _optional(st.floats(0.01, 1e6)),
     "failure_scale": st.floats(0, 1e4),
     "ep_in_domain": st.booleans(),
+    "cp_across_servers": st.booleans(),
     "dispatcher": _choice("dispatcher"),
     "batch_tokens_model": _choice("batch_tokens_model"),
 }
@@ -220,6 +221,32 @@ def test_question_file_errors_name_the_field(tmp_path, capsys):
         assert ex.code == 2
     err = capsys.readouterr().err
     assert f"{f}: gpu_caps: unknown GPU 'nope'" in err and "--gpu-cap" not in err
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        ("gpu: [h100-sxm]", "gpu: unknown field; did you mean gpus? (the field of --gpu)"),
+        ("nic: [cx7-400g]", "nic: unknown field; did you mean nics? (the field of --nic)"),
+        ("gpu_cap: {h100-sxm: 8}", "gpu_cap: unknown field; did you mean gpu_caps?"),
+        ("time_limit: 5", "time_limit: not allowed in a question: --time-limit says how"),
+        ("budgt: 30M", "budgt: unknown field; did you mean budget?"),
+        ("bogus_field: 1", "bogus_field: unknown field; use optimize's option names"),
+    ],
+)
+def test_a_question_files_unknown_field_names_the_right_one(tmp_path, capsys, text, line):
+    """`gpu:` in a question file was "unknown field; use optimize's option names", but the
+    option --gpu's field is gpus (nic: nics, gpu_cap: gpu_caps), and time_limit is no
+    question field at all: the error names the field meant, or why it is not allowed."""
+    f = tmp_path / "q.yaml"
+    f.write_text(f"model: llama2-7b\ntokens: 100B\nbudget: 1M\n{text}\n")
+    with pytest.raises(SystemExit) as ex:
+        main(["explain", str(f)])
+    assert ex.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{f}: {line}" in err and len(err.strip().splitlines()) == 1
+    if "time_limit" in text:
+        assert err.strip().endswith("give --time-limit on the command line")
 
 
 # ---------------------------------------------------------------- 12: NaN and infinities

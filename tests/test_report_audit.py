@@ -74,7 +74,7 @@ def _edited(path: Path, tmp_path: Path, edit, name: str = "edited.json") -> Path
 # ---------------------------------------------------------------- 1. no GPU type answers
 def test_a_compare_where_no_gpu_type_answers_is_reported_and_explained(saved, capsys, tmp_path):
     doc = json.loads(saved["none"].read_text())
-    assert all("tp" not in p for p in doc["plans"]) and doc["conflict"]["constraints"]
+    assert all(p["tp"] is None for p in doc["plans"]) and doc["conflict"]["constraints"]
     code, out, err = _report(capsys, saved["none"], tmp_path)
     assert code == 0, err  # was 2: "plans[0].tp: Field required"
     page = (tmp_path / "r.html").read_text()

@@ -175,6 +175,47 @@ def test_address_without_the_ray_executor_is_refused(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "base: {model: llama2-7b, gpu: [h100-sxm]}\naxes: {budget: [1M]}\n",
+            ("base.gpu: unknown field; did you mean gpus?",),
+        ),
+        (
+            "base: {model: llama2-7b, budget: 1M, time_limit: 5}\naxes: {budget: [1M]}\n",
+            ("base.time_limit: not a question field", "at its top level beside base"),
+        ),
+        (
+            "budget: 1M\nbase: {model: llama2-7b}\naxes: {budget: [1M]}\n",
+            ("budget: a question field: put it under base",),
+        ),
+    ],
+)
+def test_a_studys_unknown_field_names_the_right_one(tmp_path, capsys, text, words):
+    """A study's base said "unknown field; see designer sweep --schema" for `gpu` (the
+    field is gpus) and for the study's own time_limit put under base."""
+    s = tmp_path / "study.yaml"
+    s.write_text(text)
+    _refused_sweep(capsys, tmp_path, s, *words)
+
+
+def test_a_studys_evidence_applies_to_its_named_gpus_only_when_given(tmp_path, capsys):
+    """As in a question file: a base that names GPUs and leaves evidence out searches them
+    whatever their evidence (in the workers too, which get the study as written); one
+    that gives it keeps the pairs below the level out."""
+    s = tmp_path / "study.yaml"
+    base = "explain: false\nbase: {model: llama2-7b, tokens: 100B, gpus: [rtx4090]%s}\n"
+    s.write_text(base % "" + "axes: {budget: [1M]}\n")
+    out = tmp_path / "out.csv"
+    code, _, err = sweep(capsys, s, out)
+    assert code == 0, err
+    assert [(r["status"], r["gpu"]) for r in rows(out)] == [("optimal", "rtx4090")]
+    s.write_text(base % ", evidence: measured" + "axes: {budget: [1M]}\n")
+    out.unlink()
+    _refused_sweep(capsys, tmp_path, s, "base.evidence: none of the GPUs named (rtx4090)")
+
+
 def test_the_local_pool_holds_a_few_scenarios_per_worker_not_the_study():
     """A 1,000,000-scenario study was submitted whole (2.4 GB, 15 rows in 25 s); now at
     most the window (IN_FLIGHT_PER_WORKER x workers) is submitted ahead of the rows

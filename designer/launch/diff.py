@@ -86,7 +86,9 @@ def refusal(err: UsageError, run: ImportedRun) -> UsageError | None:
 
 def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
     """The command's layout on the question's GPU (default NIC unless one --nic is given),
-    with its gradient bytes (fp32 unless --grad-reduce-in-bf16), as evaluate counts them."""
+    with its gradient bytes (fp32 unless --grad-reduce-in-bf16), as evaluate counts them
+    (its CP ranks where Megatron-LM's rank order puts them, across servers if they do:
+    evaluate --from-megatron's default; the optimized plan keeps the question's rule)."""
     nic = scenario.nics[0] if len(scenario.nics) == 1 else None
     hw = Hardware.from_catalog(scenario.catalog, scenario.gpus[0], nic)
     a = run.assumptions(
@@ -94,6 +96,7 @@ def imported_evaluation(scenario: Scenario, run: ImportedRun) -> Evaluation:
             update={
                 "batch_ceiling_tokens": scenario.max_batch_tokens,
                 "batch_floor_tokens": scenario.min_batch_tokens,
+                "cp_across_servers": True,
             }
         )
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 
-from designer.errors import Infeasible, UsageError
+from designer.errors import FormatRefused, Infeasible, UsageError
 from designer.launch.checkpoint import Checkpointing, slurm_time
 from designer.launch.megatron_import import PIPELINE_SPLIT_OPTIONS
 from designer.launch.megatron_model import model_flags, unsupported
@@ -259,16 +259,21 @@ def slurm(job: Launch) -> str:
 EMITTERS = {"megatron": megatron, "nemo": nemo, "torchtitan": torchtitan, "slurm": slurm}
 
 
-def emit(job: Launch, fmt: str) -> str:
-    """The job's settings in one of FORMATS."""
+def emit(job: Launch, fmt: str, option: str = "--emit") -> str:
+    """The job's settings in one of FORMATS; ``option``: the running command's option that
+    picks the format (optimize's --emit, export's --format), which a refusal's fix names."""
     if fmt not in EMITTERS:
-        raise UsageError(f"--format: unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-    if not job.spec.is_dense and fmt in DENSE_ONLY:
-        raise Infeasible(
-            f"the {fmt} emitter writes dense models only; {job.spec.name} has experts, latent "
-            "attention or multi-token prediction: use megatron or slurm"
-        )
-    return EMITTERS[fmt](job)
+        raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}", option)
+    try:
+        if not job.spec.is_dense and fmt in DENSE_ONLY:
+            raise FormatRefused(
+                f"the {fmt} emitter writes dense models only; {job.spec.name} has experts, "
+                f"latent attention or multi-token prediction: use {FormatRefused.OPTION} "
+                "megatron or slurm"
+            )
+        return EMITTERS[fmt](job)
+    except FormatRefused as err:
+        raise Infeasible(err.for_option(option)) from err
 
 
 # formats whose emitters write no expert, latent-attention or MTP settings (issue 17 covers

@@ -20,13 +20,15 @@ from typing import Any
 
 import yaml
 
-from designer.errors import Infeasible
+from designer.errors import FormatRefused
 from designer.launch.megatron_model import NORMALIZATION, unsupported
 from designer.launch.pipeline_layout import required_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.vocab import checked_against, checked_release, vocabulary
 from models import TransformerSpec
+
+OPTION = FormatRefused.OPTION  # the command's option that picks the format
 
 
 class Code(str):
@@ -66,10 +68,10 @@ def choose_recipe(spec: TransformerSpec) -> str:
     has no recipe for."""
     family = arch(spec)
     if family is None or spec.activation not in ACTIVATIONS:
-        raise Infeasible(
+        raise FormatRefused(
             f"no Megatron-Bridge recipe builds {spec.name} ({spec.position_embedding} "
             f"positions, {'gated ' if spec.gated_mlp else ''}{spec.activation} MLP); "
-            "use --emit megatron"
+            f"use {OPTION} megatron"
         )
     table = recipes()["recipes"]
     candidates = [name for name, r in table.items() if r["arch"] == family]
@@ -197,7 +199,7 @@ def refusal(job: Launch) -> str | None:
 def nemo(job: Launch) -> str:
     why = refusal(job)
     if why is not None:
-        raise Infeasible(f"--emit nemo: {why}; use --emit torchtitan or another model")
+        raise FormatRefused(f"{OPTION} nemo: {why}; use {OPTION} torchtitan or another model")
     recipe = choose_recipe(job.spec)
     entry = recipe_entry(recipe)
     function = entry.get("function", f"{recipe}_pretrain_config")

@@ -16,12 +16,14 @@ written as module_fqns_per_model_part, every stage's modules spelled out.
 
 from __future__ import annotations
 
-from designer.errors import Infeasible
+from designer.errors import FormatRefused
 from designer.launch.pipeline_layout import chunks_or_refuse, needs_layout
 from designer.launch.platform import platform_notes
 from designer.launch.settings import Launch
 from designer.launch.vocab import checked_against, checked_release, releases, vocabulary
 from models.zoo import zoo
+
+OPTION = FormatRefused.OPTION  # the command's option that picks the format
 
 
 def compact_split(job: Launch) -> bool:
@@ -40,18 +42,18 @@ def torchtitan_model(job: Launch) -> dict[str, object]:
     release = f"torchtitan {doc['release']}"
     entry = doc["configs"].get(job.spec.name)
     if entry is None:
-        raise Infeasible(
+        raise FormatRefused(
             f"{release} has no config for {job.spec.name} (it sets model shapes in code and has "
-            f"configs for {', '.join(sorted(doc['configs']))} only): use --emit megatron"
+            f"configs for {', '.join(sorted(doc['configs']))} only): use {OPTION} megatron"
         )
     _same_shape_or_refuse(job, release, str(entry["config"]))
     fp8 = job.layout.precision == "fp8"
     if fp8 != entry["fp8"]:
         has = "trains in FP8 (its Float8 converter)" if entry["fp8"] else "has no FP8 converter"
-        raise Infeasible(
+        raise FormatRefused(
             f"{release} sets FP8 only inside a config function, and {entry['config']} "
             f"{has}: a plan of {job.spec.name} in {job.layout.precision} cannot be expressed; "
-            "use --emit megatron or the other precision"
+            f"use {OPTION} megatron or the other precision"
         )
     return entry
 
@@ -66,9 +68,9 @@ def _same_shape_or_refuse(job: Launch, release: str, config: str) -> None:
     if differ:
         shown = ", ".join(f"{k} {planned.get(k)} (builds {built[k]})" for k in differ[:4])
         more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
-        raise Infeasible(
+        raise FormatRefused(
             f"{release}'s {config} builds the zoo's {job.spec.name}, not this plan's model of "
-            f"that name: {shown}{more}; use --emit megatron, which writes every shape field"
+            f"that name: {shown}{more}; use {OPTION} megatron, which writes every shape field"
         )
 
 

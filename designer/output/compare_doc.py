@@ -29,6 +29,7 @@ from designer.output.formats import (
 )
 from models.evidence_rule import RULE_TEXT, TIERS
 from solvers import Scenario
+from solvers.columns import PLAN_COLUMNS
 
 
 def _evidence():
@@ -96,15 +97,16 @@ def _status(rows) -> str:
 
 def compare_dict(s: Scenario, rows, conflict=None, left_out=None) -> dict[str, Any]:
     """optimize's object with one plan per GPU type, best first, each with status and top
-    binding; ``conflict`` (designer.compare.compare_conflict) when no type has a plan;
+    binding (a type without a plan: every plan key null, its GPU's evidence); ``conflict`` (designer.compare.compare_conflict) when no type has a plan;
     ``left_out`` (designer.compare.left_out): the GPU types the evidence rule kept out."""
     plans = []
     for rank, row in enumerate(rows, start=1):
         best = row.result.best
         if best is not None:
             entry = plan_entry(s, best, rank)
-        else:
-            entry = {"rank": rank, "gpu": row.gpu, "evidence": planless_evidence(s, row.gpu)}
+        else:  # every plan key, null: a type without a plan has the rows' keys too
+            entry = {**dict.fromkeys(PLAN_COLUMNS), "rank": rank, "gpu": row.gpu}
+            entry["evidence"] = planless_evidence(s, row.gpu)
         entry["status"] = row.result.status
         entry["top_binding"] = row.top_binding or None
         plans.append(entry)

@@ -17,6 +17,7 @@ from catalog.specs import DEFAULT_STACK, FABRICS
 from designer.errors import UsageError
 from designer.numbers import parse_days, parse_quantity
 from designer.question.fields import (
+    DEFAULT_EVIDENCE,
     DEFAULT_MODEL,
     DEFAULT_TOKENS,
     EVIDENCE_CHOICES,
@@ -26,6 +27,7 @@ from designer.question.fields import (
     AnswerKeyError,
     Question,
     answer_key,
+    unknown_field,
 )
 from designer.question.given_plan import GivenPlan, evaluate_given, given_from_answer
 from models import Assumptions, TransformerSpec, resolve_model
@@ -107,12 +109,13 @@ def build_scenario(
     power_cap: float | None = None,
     max_racks: int | None = None,
     stack: str = DEFAULT_STACK,
-    evidence: str = "measured",
+    evidence: str | None = None,
     max_virtual_stages: int = DEFAULT_MAX_VIRTUAL_STAGES,
     no_failures: bool = False,
     checkpoint_every: float | None = None,
     failure_scale: float = 1.0,
     ep_in_domain: bool = False,
+    cp_across_servers: bool = False,
     dispatcher: str = "alltoall",
     batch_tokens_model: str = DEFAULT_BATCH_TOKENS_MODEL,
     **facility: float | None,
@@ -120,13 +123,15 @@ def build_scenario(
     """The Scenario a question asks (its fields, parsed; ``facility``: FACILITY_OPTIONS)."""
     spec = model if isinstance(model, TransformerSpec) else resolve_model(model)
     cat = _question_catalog(tuple(catalog_files), stack, facility)
-    gpu_caps = _check_names(cat, gpus, gpu_caps or {}, nics, ignore, evidence, fabric)
+    level = evidence or DEFAULT_EVIDENCE
+    gpu_caps = _check_names(cat, gpus, gpu_caps or {}, nics, ignore, level, fabric)
     _check_limits(power_cap, max_racks, headroom)
     objective = _objective(objective, budget, deadline, max_gpus, gpu_caps)
     limits_ = (max_batch_tokens, min_batch_tokens)
     s, batch, precisions = _sequence(spec, tokens, seq_len, precision, batch_tokens_model, limits_)
-    chosen, unmeasured = _searched_gpus(cat, gpus, precisions, evidence, stack)
+    chosen, unmeasured = _searched_gpus(cat, gpus, precisions, (level, evidence is not None), stack)
     chosen = _fitting(cat, chosen, nics, fabric, precision, explicit=bool(gpus))
+    planning = _planning(dp_overlap, memory_overhead, reserved_gb, headroom, cp_across_servers)
     try:
         return Scenario(
             spec=spec,
@@ -145,17 +150,15 @@ def build_scenario(
             max_racks=max_racks,
             precisions=precisions,
             **batch,
-            assumptions=_planning(dp_overlap, memory_overhead, reserved_gb, headroom),
+            assumptions=planning,
             fabric=FABRICS[fabric],
-            disabled=frozenset(ignore),
             catalog_files=tuple(str(p) for p in catalog_files),
             stack=stack,
-            evidence=evidence,
+            evidence=level,
             unmeasured=unmeasured,
             max_virtual_stages=max_virtual_stages,
             **_goodput(no_failures, checkpoint_every, failure_scale),
-            ep_in_domain=ep_in_domain,
-            dispatcher=dispatcher,
+            **_rules(ignore, ep_in_domain, dispatcher),
         )
     except CatalogError as err:
         raise UsageError(str(err)) from err
@@ -169,13 +172,16 @@ def _fitting(cat, chosen, nics, fabric: str, precision: str, explicit: bool):
     return _with_fitting_racks(cat, chosen, explicit=explicit)
 
 
-def _planning(dp_overlap: float, overhead: float, reserved_gb: float, headroom: float):
+def _planning(
+    dp_overlap: float, overhead: float, reserved_gb: float, headroom: float, cp_across: bool
+):
     """The planning assumptions a question sets (models.layout.Assumptions)."""
     return Assumptions(
         dp_overlap=dp_overlap,
         memory_overhead_fraction=overhead,
         runtime_reserved_gb=reserved_gb,
         memory_headroom_fraction=headroom,
+        cp_across_servers=cp_across,
     )
 
 
@@ -223,6 +229,11 @@ def _caps_and_rental(
         "cloud_terms": True,
         "cloud_max_gpus": cloud_max_gpus,
     }
+
+
+def _rules(ignore: tuple[str, ...], ep_in_domain: bool, dispatcher: str) -> dict[str, Any]:
+    """The Scenario's families switched off, ep_domain's request and the MoE dispatcher."""
+    return {"disabled": frozenset(ignore), "ep_in_domain": ep_in_domain, "dispatcher": dispatcher}
 
 
 def _goodput(no_failures: bool, every_min: float | None, scale: float) -> dict[str, Any]:
@@ -317,28 +328,41 @@ def _check_floor(min_batch_tokens, ceiling: float, model_cap: float | None) -> N
         )
 
 
-def _searched_gpus(cat, gpus, precisions, evidence: str, stack: str):
+def _searched_gpus(cat, gpus, precisions, evidence: tuple[str, bool], stack: str):
     """The GPUs to search and the (GPU, precision) pairs to skip: the named ones, or every
     GPU for sale (``Catalog.gpus_for_sale``), or those of them whose pairs the evidence rule
-    admits at ``--evidence`` (models.evidence_rule: measured, or measured and thin)."""
-    if gpus:
+    admits at ``--evidence`` (models.evidence_rule: measured, or measured and thin).
+    ``evidence``: (the level, whether the question gave it): named GPUs are searched
+    whatever their evidence unless the question gave a level, which then keeps out their
+    pairs below it as it does the catalog's."""
+    level, given = evidence
+    if gpus and not given:
         return tuple(gpus), frozenset()
-    if evidence == "any":
-        return cat.gpus_for_sale(), frozenset()
+    if level == "any":
+        return (tuple(gpus) or cat.gpus_for_sale()), frozenset()
+    pool = (
+        {g: cat.gpu(g) for g in gpus}
+        if gpus
+        else {g: spec for g, spec in cat.gpus.items() if spec.for_sale}
+    )
     admitted = {
         (g, p)
-        for g, gpu_spec in cat.gpus.items()
-        if gpu_spec.for_sale
+        for g, gpu_spec in pool.items()
         for p in precisions
-        if pair_evidence(g, gpu_spec.evidence, p).admitted(evidence)
+        if pair_evidence(g, gpu_spec.evidence, p).admitted(level)
     }
-    chosen = tuple(g for g in cat.gpus if any((g, p) in admitted for p in precisions))
+    chosen = tuple(g for g in pool if any((g, p) in admitted for p in precisions))
     if not chosen:
-        wider = "--evidence thin or any" if evidence == "measured" else "--evidence any"
+        wider = "--evidence thin or any" if level == "measured" else "--evidence any"
+        runs = f"{level} {'/'.join(precisions)} runs under stack {stack} ({RULE_TEXT})"
+        if gpus:
+            raise UsageError(
+                f"none of the GPUs named ({', '.join(gpus)}) has {runs}; pass {wider}, or "
+                "leave --evidence out to search the named GPUs whatever their evidence",
+                "--evidence",
+            )
         raise UsageError(
-            f"no catalog GPU has {evidence} {'/'.join(precisions)} runs under stack {stack} "
-            f"({RULE_TEXT}); "
-            f"pass {wider}, --precision any or name GPUs with --gpu",
+            f"no catalog GPU has {runs}; pass {wider}, --precision any or name GPUs with --gpu",
             "--evidence",
         )
     return chosen, frozenset((g, p) for g in chosen for p in precisions) - admitted
@@ -469,6 +493,8 @@ def question_kwargs(q: Question, base: Path, model_option: str = "--model") -> d
     relative to ``base``); errors name the command-line option."""
     fields = q.model_dump()
     kw = {k: v for k, v in fields.items() if k not in ("catalog", "model")}
+    if "evidence" not in q.model_fields_set:  # not given: named GPUs searched whatever
+        kw["evidence"] = None
     kw["model"] = _model_from(model_option, q.model, base)
     kw["catalog_files"] = tuple(Path(c) if Path(c).is_absolute() else base / c for c in q.catalog)
     for name in ("tokens", "budget", "max_batch_tokens", "min_batch_tokens"):
@@ -540,10 +566,8 @@ def load_question_file(path: Path) -> tuple[Scenario, GivenPlan | None]:
     except ValidationError as err:
         first = err.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "question"
-        if first["type"] == "extra_forbidden":
-            raise UsageError(
-                "unknown field; use optimize's option names", f"{origin}: {field}"
-            ) from err
+        if first["type"] == "extra_forbidden":  # gpu for gpus, time_limit: say which
+            raise UsageError(unknown_field(field), f"{origin}: {field}") from err
         got = first.get("input")
         raise UsageError(
             f"{first['msg'].removeprefix('Value error, ')} (got {got!r})", f"{origin}: {field}"
@@ -589,8 +613,12 @@ def _from_answer(doc: dict[str, Any], origin: str) -> tuple[Scenario, GivenPlan 
     catalogs = saved_catalogs(q, origin)
     if catalogs is not None:
         question = question.model_copy(update={"catalog": catalogs})
+    kw = question_kwargs(question, Path(), f"{origin}: model")
+    # the answer's GPUs are those it searched (its skipped pairs read below): searched
+    # whatever their evidence, as the level it was asked at is kept
+    level, kw["evidence"] = kw["evidence"], None
     try:
-        scenario = build_scenario(**question_kwargs(question, Path(), f"{origin}: model"))
+        scenario = build_scenario(**kw).with_changes(evidence=level or DEFAULT_EVIDENCE)
     except (KeyError, TypeError, ValueError) as err:  # UsageError and ModelError included
         raise UsageError(
             f"{origin}: question: {' '.join(str(err).split())}; regenerate with optimize --json"

@@ -14,6 +14,7 @@ hold them (catalog.specs.Facility, models.layout.Assumptions) through ``_facilit
 ``_assumption``.
 """
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "llama2-70b"
 DEFAULT_TOKENS = 2e12
 EVIDENCE_CHOICES = ("measured", "thin", "any")  # models.evidence_rule.LEVELS
+DEFAULT_EVIDENCE: Literal["measured"] = "measured"  # the level of a question that gives none
 # The planning defaults for memory the tensors do not account for (README "Memory
 # headroom") are the library's: solvers.scenario, where the Scenario takes them too.
 HEADROOM_EVIDENCE = (
@@ -334,15 +336,18 @@ class Question(NumbersNotBools):
         Meta("--stack"),
         Field(description="Software stack whose calibrated profile predicts the step time."),
     ] = "megatron-core"
+    # not given (the option left at its default, the field absent): --gpu's GPUs are
+    # searched whatever their evidence (designer.question.build._searched_gpus)
     evidence: Annotated[
         Literal["measured", "thin", "any"],
-        Meta("--evidence"),
+        Meta("--evidence", cli_default=None),
         Field(
             description="Search the GPU/precision pairs with measured runs (5+ runs from 2+ "
             "independent sources, one past one server), those and the thin ones (fewer), or "
-            "any (marked)."
+            "any (marked) [default: measured; GPUs named with --gpu are searched whatever "
+            "their evidence unless --evidence is given]."
         ),
-    ] = "measured"
+    ] = DEFAULT_EVIDENCE
     # planning assumptions (models.layout.Assumptions, with its bounds)
     dp_overlap: float = _assumption("--dp-overlap", "dp_overlap", "fraction", 0.0)
     memory_overhead: float = _assumption(
@@ -407,6 +412,17 @@ class Question(NumbersNotBools):
         Field(
             description="Keep a mixture-of-experts plan's EP group inside one scale-up domain "
             "(the token all-to-all never crosses the NICs); a dense model is unchanged."
+        ),
+    ] = False
+    # context parallelism across servers (solvers/families/tp_domain.py; README "Limits as
+    # real clusters run them"); answers saved before the option planned with it allowed
+    cp_across_servers: Annotated[
+        bool,
+        Meta("--cp-across-servers", save=lambda s: s.assumptions.cp_across_servers, legacy=True),
+        Field(
+            description="Let context parallelism leave the scale-up domain, its ring "
+            "attention over the NICs (TP stays inside; Llama 3 ran CP 16 across servers) "
+            "[default: TP x CP inside one scale-up domain, the tp_domain rule]."
         ),
     ] = False
     dispatcher: Annotated[
@@ -518,6 +534,53 @@ FLAG_FIELDS = {meta.flag: name for name, meta in META.items()}
 """Command-line flag -> question field (errors from a file name its field)."""
 QUESTION_FIELDS = tuple(META)
 """The question's fields: the question file's keys, the sweep's axes and CSV columns."""
+# optimize's options that say how a command answers, not what it asks: no question field
+# (the commands that read a question file, explain and report, take --time-limit)
+ANSWERING_OPTIONS = {
+    "time_limit": "--time-limit",
+    "explain": "--explain",
+    "no_explain": "--no-explain",
+    "json": "--json",
+    "csv": "--csv",
+    "csv_file": "--csv",
+    "top": "--top",
+    "top_k": "--top",
+    "solver": "--solver",
+    "emit": "--emit",
+    "from_megatron": "--from-megatron",
+    "bom": "--bom",
+    "plot": "--plot",
+}
+
+
+def evidence_spares(params: dict[str, Any]) -> bool:
+    """Whether the command line's question (click's parameters) names GPUs and leaves
+    --evidence out: its GPUs are searched whatever their evidence (the option's help)."""
+    return bool(params.get("gpus")) and params.get("evidence") is None
+
+
+def unknown_field(name: str, study_fields: tuple[str, ...] = ()) -> str:
+    """Why ``name`` is no question field, and the fix: the field an option's name maps to
+    (``gpu``: the field of --gpu is ``gpus``), a study's own setting (``study_fields``: a
+    sweep's base asked for one), an option that is not part of the question
+    (``time_limit``), or a close field name."""
+    flag = "--" + name.replace("_", "-")
+    if name not in META and flag in FLAG_FIELDS:
+        return f"unknown field; did you mean {FLAG_FIELDS[flag]}? (the field of {flag})"
+    if name in study_fields:
+        return f"not a question field: {name} is the study's, at its top level beside base"
+    if name in ANSWERING_OPTIONS:
+        option = ANSWERING_OPTIONS[name]
+        fix = "give --time-limit on the command line" if option == "--time-limit" else "drop it"
+        return (
+            f"not allowed in a question: {option} says how a command answers, not what it "
+            f"asks; {fix}"
+        )
+    close = difflib.get_close_matches(name, QUESTION_FIELDS, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"unknown field; {hint}use optimize's option names"
+
+
 NULLABLE = frozenset(
     name for name, info in Question.model_fields.items() if type(None) in get_args(info.annotation)
 )

@@ -191,6 +191,13 @@ class Family:
         rule depends on a question setting: ep_domain's --ep-in-domain)."""
         return self.relaxation
 
+    def relaxations(self, s: Scenario) -> list[tuple[str, Scenario]]:
+        """The relaxation steps on question ``s``, least first, each (its words, the relaxed
+        question): binding_constraints prices the first that improves the plan (solvers/
+        explain.py), a rule's smallest fix is the first that makes the question feasible.
+        One step unless the family has a lesser one (tp_domain's --cp-across-servers)."""
+        return [(self.relaxation_in(s), self.relax(s))]
+
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
         """Shape rules: whether the shape breaks the rule whatever d, m and NICs are."""
         raise NotImplementedError
@@ -238,9 +245,12 @@ class Rule(Family):
         return s.with_changes(disabled=s.disabled | {self.name})
 
     def smallest_fix(self, s: Scenario, search: FixSearch) -> Fix | None:
-        relaxed = self.relax(s)
-        if search.ok(relaxed, search.active - {self.name}):
-            return Fix(self.name, self.relaxation_in(s), relaxed)
+        """The first relaxation step that makes the question feasible (``relaxations``: a
+        lesser step keeps the rule enforced)."""
+        for how, relaxed in self.relaxations(s):
+            off = self.name in relaxed.disabled
+            if search.ok(relaxed, search.active - {self.name} if off else search.active):
+                return Fix(self.name, how, relaxed)
         return None
 
 
