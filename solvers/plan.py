@@ -74,7 +74,8 @@ def build_plan(
         experts=question_experts(config.shape.ep, config.shape.etp, scenario.dispatcher),
     )
     ev = purchased(ev, config.spares_per_100, config.storage_gb_per_s)
-    ev = replace(ev, rental=scenario.rental(gpu.name))  # its term's (models/rental.py)
+    rental = scenario.rental(gpu.name) if prepared is None else prepared.rentals[gpu.name]
+    ev = replace(ev, rental=rental)  # its term's (models/rental.py)
     cost = cost_usd(ev, scenario.pricing)
     ev.extra["cost_usd"] = cost
     ev.extra["gpus_per_node"] = gpu.server.gpus_per_server

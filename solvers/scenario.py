@@ -41,13 +41,6 @@ DEFAULT_MAX_VIRTUAL_STAGES = 5
 GPU_CAP = 2**20  # the decision space never exceeds 1,048,576 GPUs
 
 
-def cp_options(seq_len: int) -> list[int]:
-    """The CP degrees the decision space searches at ``seq_len``: powers of two up to 32, at
-    least 4,096 tokens a rank (solvers.space; here, below the families, for tp_domain's
-    relaxation steps too)."""
-    return [c for c in (1, 2, 4, 8, 16, 32) if c == 1 or seq_len >= 4096 * c]
-
-
 # Planning defaults for memory the tensors do not account for (README "Memory headroom").
 # Reserved: CUDA context and cuBLAS/Transformer Engine workspaces (~0.5-1 GB) plus NCCL's
 # buffers, measured at 544-688 MB per communicator on 4 x A100 (NVIDIA/nccl#964, 2023-08)
@@ -379,6 +372,7 @@ class Scenario(_Derived):
             critical_batch_seq=self.critical_batch_seq,
             model_batch_cap_seq=self.model_batch_cap_seq,
             capex_charged_in_full=self.capex_charged_in_full,
+            rentals={g: self.rental(g) for g in self.gpus},
         )
 
 
@@ -408,6 +402,7 @@ class PreparedQuestion:
     critical_batch_seq: int | None
     model_batch_cap_seq: int | None
     capex_charged_in_full: bool
+    rentals: Mapping[str, Rental | None]  # Scenario.rental of each GPU type
 
 
 def nic_specs(scenario: Scenario) -> list[NICSpec]:

@@ -71,6 +71,7 @@ from models.step import (
     memory_bound_per_microbatch_s,
     step_coefficients,
 )
+from solvers.cp_degrees import cp_options
 from solvers.decisions import Shape, question_experts
 from solvers.families import SHAPE_RULES, active, enforced
 from solvers.scenario import (  # noqa: F401  (nic_specs: its home before scenario.py)
@@ -78,7 +79,6 @@ from solvers.scenario import (  # noqa: F401  (nic_specs: its home before scenar
     GPU_CAP,
     PreparedQuestion,
     Scenario,
-    cp_options,
     nic_specs,
 )
 

@@ -109,6 +109,7 @@ def test_a_model_whose_domains_overflow_is_built_coarser(monkeypatch, tmp_path):
         failure_scale=1000,
         evidence="any",
         catalog_files=(no_floor,),
+        cp_across_servers=True,  # as it was found, before CP across servers was an option
     )
     assert s.critical_batch_seq is not None  # the batch-tokens model is on
     ref = solve_exhaustive(s)

@@ -207,7 +207,7 @@ def _cpu_seconds(pid: int) -> float:
 def test_a_signal_during_optimize_stops_it_with_one_line(sig, code):
     """Reproduction 11: SIGINT during optimize ran to the end and printed `feasible` with exit
     0. Now the command stops (the search too, when one runs) and prints no plan: exit 130
-    (143 for SIGTERM) with one line. The question takes about 8 s of CPU to answer; the
+    (143 for SIGTERM) with one line. The question takes about 6.5 s of CPU to answer; the
     signal goes once the command has used 3 s (a fixed sleep missed it on an idle machine)."""
     cmd = [sys.executable, "-m", "designer", *OPTIMIZE_SLOW, "--time-limit", "60"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -9,12 +9,12 @@ import pytest
 
 from designer.question.build import build_scenario
 from helpers import prime_scenario, wide_moe_scenario
+from solvers.cp_degrees import cp_options
 from solvers.families import SHAPE_RULES, enforced
 from solvers.screen.presolve import presolve
 from solvers.space import (
     EVEN,
     Shape,
-    cp_options,
     dp_min_from_terms,
     enumerate_candidates,
     expert_options,

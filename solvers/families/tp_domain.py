@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from solvers.cp_degrees import cp_options
 from solvers.families.base import ShapeRule
-from solvers.scenario import cp_options
 
 if TYPE_CHECKING:
     from catalog.specs import GPUSpec
@@ -71,7 +71,7 @@ class TpDomain(ShapeRule):
 
 
 def _cp_searched(s: Scenario) -> bool:
-    """Whether the question's decision space holds CP > 1 (solvers.scenario.cp_options)."""
+    """Whether the question's decision space holds CP > 1 (solvers.cp_degrees.cp_options)."""
     return len(cp_options(s.seq_len)) > 1
 
 
