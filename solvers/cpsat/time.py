@@ -146,8 +146,9 @@ def _gradient_reduction(ctx: BuildContext, u: _Units, ring_hidden: IntVar | None
     nt_dp_raw = ceil_div(
         md, "dp_nic_time_if_servers", dnb - ln, hi(dnb), ctx.node_bw, low=-hi(ln_cap)
     )
-    overlap = ctx.bounded(
-        "dp_overlap", (u.t_down(c.dp_window_s(ctx.scenario.assumptions.dp_overlap)) for c in cf)
+    dp_overlap = ctx.scenario.assumptions.dp_overlap
+    overlap = ctx.bounded(  # less what an in-domain ring takes of it (cp_ring_hidden_s)
+        "dp_overlap", (u.t_down(max(0.0, c.dp_window_s(dp_overlap) - c.cp_hidden_s)) for c in cf)
     )
     if ring_hidden is not None:
         shared = md.new_int_var(0, hi(overlap), "dp_overlap_less_ring")
