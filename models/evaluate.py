@@ -212,10 +212,22 @@ class Evaluation:
         """Seed E1: 6 x parameters x tokens (null without tokens)."""
         return None if self.tokens is None else flops.training_flops_6nd(self.params, self.tokens)
 
+    @property
+    def rented_days(self) -> float | None:
+        """The days a rented run takes: a rented plan keeps no hot spares and the facility's
+        storage (solvers/purchases.py), so its failures are those before the purchases a
+        capex plan makes (``failure_model_before_purchases``; None without tokens).
+        evaluate --hot-spares 5 billed a rented plan 10 days where optimize bills 11."""
+        model = self.extra.get("failure_model_before_purchases", self.failure_model)
+        ideal = self.ideal_time_days
+        if ideal is None or model is None:
+            return ideal
+        return goodput(model, self.layout.num_gpus, ideal).days
+
     def rented(self) -> Rental | None:
         """What renting the plan pays (models/rental.py): ``rental`` where a solve set it,
-        else the term that bills its days the least (None without tokens)."""
-        days = self.time_to_train_days
+        else the term that bills its days (rented_days) the least (None without tokens)."""
+        days = self.rented_days
         if self.rental is not None or days is None:
             return self.rental
         return cheapest_rental(self.cluster.gpu, self.layout.num_gpus, float(days))
@@ -224,7 +236,7 @@ class Evaluation:
     def cloud_cost(self) -> float | None:
         """The plan's rent (models/rental.py: its term's rate for its billed days), the one
         cloud price evaluate, optimize and the exports show."""
-        days, paid = self.time_to_train_days, self.rented()
+        days, paid = self.rented_days, self.rented()
         return (
             None if days is None or paid is None else float(paid.cost(self.layout.num_gpus, days))
         )
@@ -232,7 +244,7 @@ class Evaluation:
     def rental_dict(self) -> dict[str, Any] | None:
         """How the cloud cost is billed (models/rental.py): the term, its rate and the days
         paid (null without tokens)."""
-        days, paid = self.time_to_train_days, self.rented()
+        days, paid = self.rented_days, self.rented()
         if days is None or paid is None:
             return None
         return {

@@ -554,3 +554,24 @@ def test_evaluate_and_optimize_give_a_plan_one_cloud_price(capsys, cap):
     code, text, _ = run_main(capsys, ["evaluate", *EVALUATED])
     assert "cloud $2.42M" in text
     assert "rented on-demand at $4.916 per h100-sxm GPU-hour (the block's own price)" in text
+
+
+def test_a_rented_plan_is_billed_without_the_spares_a_purchase_would_add(capsys):
+    """A rented plan keeps no hot spares (solvers/purchases.py), so `evaluate --hot-spares
+    5` bills the days the run takes without them: it billed 10 days, optimize bills 11."""
+    args = [
+        "evaluate", "--model", "llama2-70b", "--gpu", "h100-sxm", "--tp", "4", "--pp", "4",
+        "--dp", "156", "--vp", "5", "--micro-batch", "2", "--global-batch", "3744",
+        "--recompute", "none", "--nic", "cx6-200g", "--failure-scale", "20",
+        "--tokens", "2.1T", "--json",
+    ]  # fmt: skip
+    answers = []
+    for extra in ([], ["--hot-spares", "5"]):
+        code, out, _ = run_main(capsys, [*args, *extra])
+        assert code == 0
+        answers.append(json.loads(out))
+    without, with_spares = answers
+    assert with_spares["time_to_train_days"] < without["time_to_train_days"]
+    assert without["cloud_rental"]["billed_days"] == 11.0
+    assert with_spares["cloud_rental"] == without["cloud_rental"]
+    assert with_spares["cost_usd"]["cloud"] == without["cost_usd"]["cloud"]

@@ -184,6 +184,20 @@ def test_gpu_caps_percentage_is_rounded_up(need):
     pct = int(figure(fix, r"raise the GPU caps by ([\d,]+)%"))
     assert 1000 * (100 + pct) >= need * 100, fix.change  # the user's arithmetic
     assert search.ok(s.with_gpu_caps_scaled(1 + pct / 100)) and search.ok(fix.scenario)
+    # and the least whole percentage: one point less does not hold (the float search
+    # stops within 1%, and its factor rounded up named up to 2 points more)
+    assert not search.ok(s.with_gpu_caps_scaled(1 + (pct - 1) / 100)), fix.change
+
+
+@pytest.mark.parametrize(("cap", "want"), [(2048, 98), (4047, 1)])
+def test_the_rented_blocks_percentage_is_the_least(cap, want):
+    """The 5-day cloud question needs 4,048 H100 of the 2,048-GPU block: 98% (it named 99%;
+    a 4,047 cap named 2% where 1% holds)."""
+    s = build_scenario(
+        model="llama2-70b", tokens=2e12, deadline=5, pricing="cloud", cloud_max_gpus=cap
+    )
+    fix = fix_of(s, "max_gpus")
+    assert figure(fix, r"raise the GPU caps by ([\d,]+)%") == want, fix.change
 
 
 def test_a_rented_budget_figure_pays_whole_reserved_days():

@@ -83,8 +83,8 @@ def _outcome(ev, evidence: dict[str, Any]) -> list[str]:
         f"{render.usd(ev.energy_cost)})"
     )
     rented = ev.rented()  # the one cloud price (models/rental.py), the term optimize bills
-    if rented is not None:
-        lines.append(rental_line(rented, ev.gpu, float(days)))
+    if rented is not None and ev.rented_days is not None:
+        lines.append(rental_line(rented, ev.gpu, float(ev.rented_days)))
     gp = report.goodput_sentence(ev)
     if gp:
         lines.append(gp)
