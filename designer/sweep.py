@@ -37,6 +37,7 @@ from designer.output.files import check_paths as check_paths_of
 from designer.pricing import gpu_price, price_field, with_prices
 from designer.question.build import _read_document, build_question
 from designer.question.fields import FLAG_FIELDS, META, QUESTION_FIELDS, Question, unknown_field
+from solvers.limits import QuestionTooLarge
 
 PRICE_AXIS = "price_scale"  # GPU or NIC name -> multiplier of its catalog price
 AXIS_FIELDS = (*QUESTION_FIELDS, PRICE_AXIS)  # a sweep's axes: the question's fields
@@ -496,7 +497,7 @@ def run_one(study_json: str, values: dict[str, Any], origin: str) -> dict[str, A
             row["failure_draw"] = round(draw, 6)
             scenario = scenario.with_changes(failure_scale=scenario.failure_scale * draw)
         res = solve_cpsat(scenario, time_limit_s=study.time_limit)
-    except UsageError as err:
+    except (UsageError, QuestionTooLarge) as err:  # that scenario's error, not the study's
         row.update({"status": "error", "error": str(err)})
         return row
     row["status"] = res.status

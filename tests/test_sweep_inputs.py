@@ -284,3 +284,21 @@ def test_a_ray_cluster_gets_a_window_of_scenarios_too():
     rows = list(sweep._ray_in_flight(ray, "{}", todo, "s.yaml", 12))
     assert sorted(r["scenario"] for r in rows) == list(range(500))
     assert ray.submitted == 500 and ray.most <= 12 and ray.puts == 1
+
+
+def test_a_scenario_too_large_for_64_bit_arithmetic_is_its_error_row(tmp_path, capsys):
+    """One scenario past the solver's 64-bit range (1e18 tokens at $100/kWh on a 4-day
+    lifetime over a 1,000,000-day deadline, solvers.limits.QuestionTooLarge) stopped the
+    whole study with exit 2 and a CSV of its header; it is that scenario's error row."""
+    s = tmp_path / "s.yaml"
+    s.write_text(
+        "base:\n  model: llama2-7b\n  gpus: [h100-sxm]\n  tokens: 1e18\n  pricing: tco\n"
+        "  usd_per_kwh: 100\n  lifetime_years: 0.01\naxes:\n  deadline: [1000000, 30]\n"
+        "explain: false\n"
+    )
+    out = tmp_path / "r.csv"
+    assert sweep(capsys, s, out)[0] == 0
+    by_deadline = {r["deadline"]: r for r in rows(out)}
+    assert by_deadline["1000000"]["status"] == "error"
+    assert "64-bit arithmetic" in by_deadline["1000000"]["error"]
+    assert by_deadline["30"]["status"] == "infeasible"
