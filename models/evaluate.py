@@ -213,12 +213,18 @@ class Evaluation:
         return None if self.tokens is None else flops.training_flops_6nd(self.params, self.tokens)
 
     @property
+    def unpurchased_failure_model(self) -> FailureModel | None:
+        """The failure model before the hot spares and storage a plan buys
+        (solvers/purchases.py keeps it in ``extra``); the plan's own when it buys none."""
+        return self.extra.get("failure_model_before_purchases", self.failure_model)
+
+    @property
     def rented_days(self) -> float | None:
         """The days a rented run takes: a rented plan keeps no hot spares and the facility's
         storage (solvers/purchases.py), so its failures are those before the purchases a
-        capex plan makes (``failure_model_before_purchases``; None without tokens).
+        capex plan makes (unpurchased_failure_model; None without tokens).
         evaluate --hot-spares 5 billed a rented plan 10 days where optimize bills 11."""
-        model = self.extra.get("failure_model_before_purchases", self.failure_model)
+        model = self.unpurchased_failure_model
         ideal = self.ideal_time_days
         if ideal is None or model is None:
             return ideal

@@ -103,15 +103,22 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
     return out
 
 
+def tp_domain_gpus(tp: int, cp: int, cp_across_servers: bool) -> int:
+    """The GPUs tp_domain keeps inside one scale-up domain: TP x CP (the contract's rule),
+    or TP alone when CP may cross servers (``cp_across_servers``: its ring over the NICs,
+    models/step.py). One rule for evaluate and both solvers (solvers/families/tp_domain.py)."""
+    return tp if cp_across_servers else tp * cp
+
+
 def tp_domain_violation(layout: Layout, gpu: GPUSpec, cp_across_servers: bool) -> Violation | None:
-    """tp_domain: TP x CP inside one scale-up domain (the contract's rule), or TP alone when
-    CP may cross servers (``cp_across_servers``: its ring over the NICs, models/step.py)."""
+    """tp_domain (tp_domain_gpus): TP beyond the domain, or TP x CP without
+    ``cp_across_servers``."""
     domain = gpu.server.scale_up_domain_gpus
     if layout.tp > domain:
         return Violation(
             "tp_domain", f"tp {layout.tp} exceeds the scale-up domain of {domain} GPUs"
         )
-    if not cp_across_servers and layout.tp * layout.cp > domain:
+    if tp_domain_gpus(layout.tp, layout.cp, cp_across_servers) > domain:
         return Violation(
             "tp_domain",
             f"tp x cp = {layout.tp * layout.cp} exceeds the scale-up domain of {domain} GPUs; "

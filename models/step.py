@@ -343,35 +343,21 @@ def cp_window_per_microbatch_s(spec: TransformerSpec, layout: Layout, seq_len: i
     return attn_share * compute_mb_s
 
 
-def cp_comm_per_microbatch_s(
-    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, compute_mb_s: float
-) -> float:
-    """Ring attention inside the scale-up domain: the ring's 3 (cp-1) chunks a layer
-    (cp_ring_bytes_per_microbatch) at the peer link's bandwidth, overlapped with the
-    attention compute; only the excess is exposed. A ring that crosses servers is
-    charged over the NICs instead (cp_nic_mb_s: the NIC hop paces every ring step)."""
-    total, window = _cp_ring_in_domain_s(spec, layout, seq_len, gpu, compute_mb_s)
-    return max(0.0, total - window)
-
-
-def cp_hidden_in_domain_s(
-    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, compute_mb_s: float
-) -> float:
-    """The part of a micro-batch's attention compute that the in-domain ring takes up,
-    min(ring time, window) (cp_comm_per_microbatch_s hides it there; cp_ring_hidden_s)."""
-    total, window = _cp_ring_in_domain_s(spec, layout, seq_len, gpu, compute_mb_s)
-    return min(total, window)
-
-
-def _cp_ring_in_domain_s(
+def cp_in_domain_s(
     spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, compute_mb_s: float
 ) -> tuple[float, float]:
-    """(ring time at the peer link's bandwidth, attention window) of one micro-batch, both
-    0 without CP or when the ring crosses servers."""
+    """(exposed, hidden) seconds of ring attention inside the scale-up domain, one
+    micro-batch: the ring's 3 (cp-1) chunks a layer (cp_ring_bytes_per_microbatch) at the
+    peer link's bandwidth, overlapped with the attention compute (its window,
+    cp_window_per_microbatch_s). exposed: the excess, max(0, ring - window); hidden: the
+    window's part the ring takes up, min(ring, window), which the step's other windows
+    lose (cp_ring_hidden_s). Both 0 without CP, and when the ring crosses servers: it is
+    charged over the NICs instead (cp_nic_mb_s: the NIC hop paces every ring step)."""
     if layout.cp == 1 or cp_crosses_nics(layout, gpu):
         return 0.0, 0.0
     total = cp_ring_bytes_per_microbatch(spec, layout, seq_len) / (_p2p_bw(gpu) * comm.GB)
-    return total, cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb_s)
+    window = cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb_s)
+    return max(0.0, total - window), min(total, window)
 
 
 @dataclass(frozen=True)
@@ -434,7 +420,7 @@ class StepCoefficients:
     # NICs per micro-batch and the attention compute that hides them (cp_nic_mb_s)
     cp_nic_bytes: float = 0.0
     cp_window_s: float = 0.0
-    # the in-domain ring's share of a micro-batch's attention compute (cp_hidden_in_domain_s)
+    # the in-domain ring's share of a micro-batch's attention compute (cp_in_domain_s)
     cp_hidden_s: float = 0.0
 
     def updated(self, **changes: Any) -> StepCoefficients:
@@ -513,12 +499,13 @@ def step_coefficients(
     else:  # reduce-scatter of gradients + all-gather of weights = one all-reduce of their mean size
         dp_bytes = grad_params * (a.grad_bytes + a.weight_bytes) / 2.0
     crosses = cp_crosses_nics(layout, gpu)
+    cp_exposed, cp_hidden = cp_in_domain_s(spec, layout, seq_len, gpu, compute_mb)
     return StepCoefficients(
         compute_mb_s=compute_mb,
         gemm_mb_s=gemm_mb,
         tp_mb_s=tp_mb,
-        cp_mb_s=cp_comm_per_microbatch_s(spec, layout, seq_len, gpu, compute_mb),
-        cp_hidden_s=cp_hidden_in_domain_s(spec, layout, seq_len, gpu, compute_mb),
+        cp_mb_s=cp_exposed,
+        cp_hidden_s=cp_hidden,
         cp_nic_bytes=cp_ring_bytes_per_microbatch(spec, layout, seq_len) if crosses else 0.0,
         cp_window_s=cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb)
         if crosses
@@ -711,8 +698,8 @@ def zero3_exposed_s(
     max(tail, comm + reduce_s - max(gather_overlap_s, window)) + contention. Hiding each
     in its own window counted those seconds twice, and a faster GPU, whose windows are
     shorter, could predict a slower step (python bench/fsdp_level.py refits the level
-    with them shared). ``ring_s``: what ring attention's NIC hops take of each
-    micro-batch's window (cp_ring_hidden_s; ``window`` is already short of it)."""
+    with them shared). ``ring_s``: what ring attention takes of each micro-batch's window
+    (cp_ring_hidden_s; ``window`` is already short of it)."""
     comm_s, tail, contention = zero3_microbatch_s(c, group, node_bw_gb_per_s)
     gathers = np.maximum(0.0, c.gather_overlap_s - ring_s)
     each = np.maximum(tail, comm_s - gathers) + contention
@@ -776,7 +763,7 @@ def step_from_coefficients(
         bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * varying
     cp_nic = cp_nic_mb_s(c, share) if c.cp_crosses_nics else 0.0 * m
     bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
-    ring = cp_ring_hidden_s(c, share)  # what the ring's NIC hops already hide behind
+    ring = cp_ring_hidden_s(c, share)  # what ring attention takes of the window
     window = np.maximum(0.0, c.dp_window_s(dp_overlap) - ring)
     if c.zero >= 3:
         dp_exposed = zero3_exposed_s(c, dp_time, group, node_bw_gb_per_s, m, window, ring)

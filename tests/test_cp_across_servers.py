@@ -4,7 +4,6 @@ solvers, and the 4-NIC A100 server GPT-NeoX-20B trained on."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -12,7 +11,8 @@ import math
 import pytest
 
 from designer.question.build import build_scenario
-from helpers import run_cli
+from helpers import rows as csv_rows
+from helpers import run_cli, sweep
 from models import comm, moe_zoo
 from models.evaluate import Hardware, evaluate
 from models.layout import Assumptions, Layout
@@ -279,7 +279,7 @@ def test_answers_saved_before_the_option_read_back_with_cp_across_servers():
     assert back.assumptions.cp_across_servers
 
 
-def test_a_study_sweeps_cp_across_servers(tmp_path):
+def test_a_study_sweeps_cp_across_servers(tmp_path, capsys):
     """The option is a question field: a study's axis (and base field) like any other."""
     study = tmp_path / "s.yaml"
     study.write_text(
@@ -287,9 +287,8 @@ def test_a_study_sweeps_cp_across_servers(tmp_path):
         "\naxes:\n  cp_across_servers: [false, true]\n"
     )
     out = tmp_path / "s.csv"
-    res = run_cli(["sweep", str(study), "--csv", str(out), "--workers", "1"])
-    assert res.exit_code == 0, res.output
-    with out.open(newline="") as fh:
-        rows = {r["cp_across_servers"]: r for r in csv.DictReader(fh)}
+    code, _, err = sweep(capsys, study, out)
+    assert code == 0, err
+    rows = {r["cp_across_servers"]: r for r in csv_rows(out)}
     assert int(rows["False"]["tp"]) * int(rows["False"]["cp"]) <= 8
     assert int(rows["True"]["tp"]) * int(rows["True"]["cp"]) == 16

@@ -64,7 +64,7 @@ def test_a_faster_gpu_never_predicts_a_slower_step_with_cp_across_servers(models
 def test_a_faster_gpu_never_predicts_a_slower_step_with_cp_inside_the_domain(models, catalog):
     """The in-domain ring (over the peer links) takes its share of the same window:
     Llama 2 13B, CP 4 x DP 16 at 4K on H200 was 0.291 s, 0.298 s at twice the TFLOP/s and
-    0.302 s at four times (models.step.cp_hidden_in_domain_s)."""
+    0.302 s at four times (models.step.cp_in_domain_s)."""
     hw = Hardware.from_catalog(catalog, "h200")
     checked = 0
     for name, tp, cp, dp, seq in (

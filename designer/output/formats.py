@@ -251,7 +251,7 @@ def spares_clause(ev) -> str:
     '; it buys 41 hot spare servers (2 per 100, $11.97M), saving 4.7 days; not bought: 2
     GB/s of checkpoint storage per server (+$6.14M) would save 0.2 days'."""
     c, run = ev.cluster, ev.goodput
-    model = ev.extra.get("failure_model_before_purchases", ev.failure_model)
+    model = ev.unpurchased_failure_model
     if run is None or model is None or model.rate_per_gpu_s <= 0:
         return ""
     fac, n = c.facility, ev.layout.num_gpus

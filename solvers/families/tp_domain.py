@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from models.feasibility import tp_domain_gpus
 from solvers.cp_degrees import cp_options
 from solvers.families.base import ShapeRule
 
@@ -43,9 +44,8 @@ def cp_across_servers(s: Scenario) -> Scenario:
 def domain_group(s: Scenario, tp: int, cp: int) -> tuple[int, str]:
     """The GPUs the rule keeps inside the domain, and their name: TP x CP, or TP alone
     under --cp-across-servers (or without CP)."""
-    if s.assumptions.cp_across_servers or cp == 1:
-        return tp, f"TP {tp}"
-    return tp * cp, f"TP x CP {tp * cp}"
+    gpus = tp_domain_gpus(tp, cp, s.assumptions.cp_across_servers)
+    return gpus, (f"TP {tp}" if gpus == tp else f"TP x CP {gpus}")
 
 
 class TpDomain(ShapeRule):
