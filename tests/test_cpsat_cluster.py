@@ -70,3 +70,35 @@ def test_a_rented_question_models_no_cluster(cat):
     plan = solve_exhaustive(s).plans[0]
     status, _, form, _ = solve_at(s, plan.config)
     assert status == cp_model.OPTIMAL and form.cluster is None
+
+
+def _saturating_cost(most: float | None) -> tuple[cp_model.CpModel, cp_model.IntVar]:
+    """product_cents of two factors fixed at the top of ranges wide enough to saturate: a
+    true cost of about 2^66 units (far past any budget)."""
+    from solvers.cpsat.cluster import product_cents
+
+    md = cp_model.CpModel()
+    amount = md.new_int_var(2**30, 2**30, "amount")
+    per_seq = md.new_int_var(2**30, 2**30, "per_seq")
+    cost = product_cents(md, "c", amount, (1, 2**30), per_seq, (1, 2**30), 64.0, most=most)
+    return md, cost
+
+
+@pytest.mark.parametrize("budget_units", [1e18, 2**59])
+def test_a_saturated_cost_stays_above_the_largest_budget(budget_units):
+    """A cost too wide for int64 saturates (min(product, cap)); the cap was 2^59 units,
+    under a $10T TCO budget's 1e18 (solvers.limits.MAX_BUDGET_USD): CP-SAT admitted a
+    plan the evaluator priced 18% over its budget (751K H100 on 1e18 tokens at $100/kWh,
+    an internal error). Saturated, the cost is still over every budget up to the largest."""
+    md, cost = _saturating_cost(budget_units)
+    md.add(cost <= int(budget_units))
+    assert cp_model.CpSolver().solve(md) == cp_model.INFEASIBLE
+
+
+def test_a_budget_past_the_saturation_level_is_refused_not_admitted():
+    from solvers.cpsat.cluster import SATURATED_UNITS
+
+    with pytest.raises(OverflowError, match="saturate"):
+        _saturating_cost(float(SATURATED_UNITS))
+    md, cost = _saturating_cost(None)  # no budget (the conflict search): it saturates
+    assert cp_model.CpSolver().solve(md) == cp_model.OPTIMAL

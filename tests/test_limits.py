@@ -141,3 +141,21 @@ def test_values_within_their_limits_that_overflow_together_are_a_usage_error(
     line = refused(capsys, [*args, "--lifetime-years", lifetime], "64-bit")
     for option in ("--lifetime-years", "--usd-per-kwh", "--tokens", "--deadline", "--max-gpus"):
         assert option in line, line
+
+
+@pytest.mark.slow  # CP-SAT proves it in about 35 s (2 cores)
+def test_every_limit_at_once_under_tco_answers_within_the_budget(capsys):
+    """1e18 tokens under the largest budget at $100/kWh on a 0.1-year lifetime: CP-SAT's
+    TCO product saturated at 2^59 units, under the budget's 1e18, and admitted 751K GPUs
+    the evaluator priced at $11.8T (an internal error: solvers.result.checked). The cost
+    now saturates above every budget (solvers/cpsat/cluster.py SATURATED_UNITS)."""
+    import json
+
+    args = ["optimize", "--model", "llama2-7b", "--gpu", "h100-sxm", "--tokens", "1e18"]
+    args += ["--budget", "1e13", "--pricing", "tco", "--usd-per-kwh", "100"]
+    args += ["--lifetime-years", "0.1", "--no-explain", "--json"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["status"] == "optimal"
+    assert 0.99e13 < answer["plans"][0]["cost_usd"] <= 1e13  # the budget binds

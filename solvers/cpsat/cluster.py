@@ -195,6 +195,12 @@ def add_cluster_terms(
     return ClusterTerms(sum(capex_terms), capex_hi, it_power, racks, tier_literals, tiers)
 
 
+# the most a product_cents result may reach before it saturates: above every budget in
+# cost units (solvers.limits.MAX_BUDGET_USD x 100 x TCO_UNITS_PER_CENT = 1e18), and with
+# room for the few terms a cost adds to it
+SATURATED_UNITS = INT_LIMIT // 4
+
+
 def product_cents(
     md: cp_model.CpModel,
     name: str,
@@ -203,6 +209,7 @@ def product_cents(
     per_seq: cp_model.IntVar,
     t_range: tuple[int, int],
     cents_per_unit: float,
+    most: float | None = None,
 ) -> cp_model.IntVar:
     """A variable >= amount x per_seq x cents_per_unit, rounded up, that fits int64.
 
@@ -214,7 +221,13 @@ def product_cents(
     relative error on any plan is at most about 2^-20 per factor; the
     coefficient is a fraction N / D >= cents_per_unit x both steps with N about
     2^18 or more. Every rounding overestimates, so a plan admitted within a budget
-    is within it (README "Bill of materials")."""
+    is within it (README "Bill of materials").
+
+    ``most``: the largest result the question tells apart (its budget or cost cap, in the
+    result's units), when it has one. A product too wide for int64 saturates at
+    SATURATED_UNITS (min(product, cap)), which changes no answer only above ``most``;
+    otherwise OverflowError (the model rebuilds coarser, or the question is too large).
+    A $10T TCO budget is 1e18 units: saturating at 2^59 had admitted a plan 18% over it."""
     a_lo, a_hi = max(1, a_range[0]), max(1, a_range[1])
     t_lo, t_hi = max(1, t_range[0]), max(1, t_range[1])
     bits = 20  # steps of 2^-bits of the lower ends; negative: coarser than the lower ends
@@ -236,11 +249,14 @@ def product_cents(
     num = math.ceil(coef * den)
     if num >= INT_LIMIT // 4:
         raise OverflowError(f"{name}: cost bounds exceed int64; set a budget or deadline")
-    if hi_of(prod) * num >= INT_LIMIT // 4:
-        # saturate: costs beyond ~2^60 cents exceed any budget, so min(product, cap)
-        # changes no answer (only unbounded models, e.g. the conflict search, get here)
-        capped = md.new_int_var(0, (INT_LIMIT // 8) // num, f"{name}_product_capped")
-        md.add_min_equality(capped, [prod, (INT_LIMIT // 8) // num])
+    if hi_of(prod) * num >= SATURATED_UNITS:
+        # saturate: min(product, cap) changes no answer when every cost past the cap
+        # exceeds the budget (or no budget bounds the model, as in the conflict search)
+        level = SATURATED_UNITS // num
+        if most is not None and level * num // den <= most:
+            raise OverflowError(f"{name}: the budget in cost units leaves no room to saturate")
+        capped = md.new_int_var(0, level, f"{name}_product_capped")
+        md.add_min_equality(capped, [prod, level])
         prod = capped
     var = md.new_int_var(0, -(-hi_of(prod) * num // den), f"{name}_cents")
     md.add(den * var >= num * prod)

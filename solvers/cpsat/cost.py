@@ -229,6 +229,7 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
             gpu_time.var,
             (t_lo, t_hi),
             eps * per_cent / WATT_STEPS,
+            most=None if cap is None else cap * per_cent,
         )
         return per_cent * ctx.capex_expr + energy
     capex_hi = _capex_hi(ctx)
@@ -246,5 +247,12 @@ def _tco_cost(ctx: BuildContext) -> cp_model.LinearExprT:
     md.add(gpu_time.var <= t_hi)
     md.add(rate <= max(q_lo, q_hi))
     return product_cents(
-        md, "tco", rate, (q_lo, q_hi), gpu_time.var, (t_lo, t_hi), sigma / 1024 * per_cent
+        md,
+        "tco",
+        rate,
+        (q_lo, q_hi),
+        gpu_time.var,
+        (t_lo, t_hi),
+        sigma / 1024 * per_cent,
+        most=None if cap is None else cap * per_cent,
     )
