@@ -10,6 +10,11 @@ Keys read: the shape (Llama-family ``num_hidden_layers``, ``hidden_size``,
 (transformers' config classes, e.g. LlamaConfig, Gemma2Config, Qwen2Config); StarCoder2's
 ``use_bias``, ``norm_epsilon``, ``residual_dropout`` and ``embedding_dropout``, with its
 ``norm_type`` and ``mlp_type`` checked (``starcoder2_fields``); Qwen2-MoE's ``qkv_bias``.
+Parameters no key names, as the family's transformers module builds them: Qwen 3's
+per-head query/key norms, OLMo 2's full-width ones (``QK_NORM_FULL_TYPES``), Qwen2-MoE's
+shared-expert gate (``SHARED_EXPERT_GATE_TYPES``). Gemma's
+``use_bidirectional_attention`` (EmbeddingGemma, an encoder) is refused naming the key
+(``UNMODELLED_KEYS``).
 
 Whether the MLP is gated is the family's (``model_type``; ``architectures`` where a config
 omits it), as its transformers modeling code builds it (``gated_mlp``), never the
@@ -97,6 +102,16 @@ QKV_BIAS_KEY_TYPES = {"qwen2_moe"}
 # families whose attention normalises each query and key head (head_dim weights each):
 # transformers' Qwen3Attention / Qwen3MoeAttention q_norm and k_norm
 QK_NORM_TYPES = {"qwen3", "qwen3_moe", "qwen3_next"}
+# families whose query and key norms each span the whole projection, heads x head_dim and
+# kv_heads x head_dim weights (transformers' Olmo2Attention q_norm and k_norm, applied
+# before the heads are split; modeling_olmo2.py at commit
+# 000c33fdfde12e1ffafbfcdb3c926df5727a00b6)
+QK_NORM_FULL_TYPES = {"olmo2"}
+# families whose shared expert has a sigmoid gate, a bias-free Linear(hidden, 1) per MoE
+# layer (transformers' Qwen2MoeSparseMoeBlock shared_expert_gate; modeling_qwen2_moe.py at
+# commit 1c351314a42ac9aef3510fc536c18130d52be2ef). Qwen3-Next's block has one too, not
+# yet read: the zoo's qwen3-next-80b-a3b, which its config.json must import as, omits it
+SHARED_EXPERT_GATE_TYPES = {"qwen2_moe"}
 # families whose full-attention layers gate their output (transformers' Qwen3NextAttention:
 # q_proj twice the query width, half of it a sigmoid gate)
 OUTPUT_GATE_TYPES = {"qwen3_next"}
@@ -223,6 +238,14 @@ UNMODELLED_KEYS = (
     ("img_processor", "a multimodal config (Phi-3-vision's image encoder)"),
     ("embd_layer", "a multimodal config (Phi-3-vision's image embedding layer)"),
     ("rotary_dim", "partial rotary embeddings with parallel attention and MLP blocks (GPT-J)"),
+    # Gemma2Config / Gemma3TextConfig's switch for EmbeddingGemma: every token attends to
+    # all others (transformers' Gemma3Attention is_causal = not use_bidirectional_attention,
+    # modeling_gemma3.py at commit f14d0cbc824e447ef294d8cdc0f8ad4222f3dfee)
+    (
+        "use_bidirectional_attention",
+        "bidirectional attention, an embedding encoder (EmbeddingGemma) rather than a causal "
+        "language model,",
+    ),
     ("multi_query", "Falcon's multi-query attention (multi_query, num_kv_heads)"),
     ("new_decoder_architecture", "Falcon's parallel attention and MLP blocks"),
     ("parallel_attn", "parallel attention and MLP blocks"),
@@ -373,6 +396,8 @@ def _decoder_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
             fields["qkv_bias"] = _switch(cfg, "qkv_bias", True, origin)
     if kind in QK_NORM_TYPES and not _is_set(cfg.get("kv_lora_rank")):
         fields["qk_norm"] = True  # (latent attention has its own norms instead)
+    if kind in QK_NORM_FULL_TYPES:
+        fields.update(qk_norm=True, qk_norm_full=True)
     return fields
 
 
@@ -595,6 +620,8 @@ def moe_fields(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
             )
     if "shared_expert_ffn_hidden" in out:  # Qwen2-MoE: one shared expert of that width
         out["shared_experts"] = 1
+        if architecture(cfg) in SHARED_EXPERT_GATE_TYPES:
+            out["shared_expert_gate"] = True
     gpt_oss_k = cfg.get("experts_per_token")
     if "experts_per_token" not in out and _is_set(gpt_oss_k) and "experts" in out:
         out["experts_per_token"] = gpt_oss_k

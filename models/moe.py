@@ -14,8 +14,9 @@ checkpoints hold them; checked against DeepSeek-V3's 671,026,419,200):
 - MLP: a dense layer's FFN (ffn_hidden); an MoE layer's router h x experts (a bias per
   expert with linear_bias, as GPT-OSS), ``experts`` routed experts of width
   ``expert_ffn_hidden`` and ``shared_experts`` shared ones of ``shared_expert_ffn_hidden``,
-  each an MLP of two or three matrices (and biases with linear_bias); per token the
-  router, top-k routed experts and the shared experts are active;
+  each an MLP of two or three matrices (and biases with linear_bias), and with
+  ``shared_expert_gate`` (Qwen2-MoE) the shared experts' h x 1 sigmoid gate; per token
+  the router, top-k routed experts and the shared experts (and their gate) are active;
 - layer i (from 0) is MoE when i >= dense_layers and (i - dense_layers + 1) is a multiple
   of moe_layer_every (transformers' Qwen2-MoE ``decoder_sparse_step`` and Llama 4
   ``interleave_moe_layer_step`` place them so: the n-th, 2n-th, ... layers);
@@ -24,8 +25,9 @@ checkpoints hold them; checked against DeepSeek-V3's 671,026,419,200):
   last and a final norm; it shares the embedding and the output head. ``params()`` is
   the main model's (what the authors publish: DeepSeek-V3's 671B excludes the MTP
   module's 14B); ``mtp_params`` is the rest that training holds.
-Qwen 3's query/key norms (qk_norm) are counted with the attention; Qwen3-Next's Gated
-DeltaNet layers and its attention output gate as models/linear_attention.py counts them. Not counted:
+Qwen 3's query/key norms (qk_norm; OLMo 2's full-width ones, qk_norm_full) are counted
+with the attention; Qwen3-Next's Gated DeltaNet layers and its attention output gate as
+models/linear_attention.py counts them. Not counted:
 DeepSeek-V3's per-expert router score bias (a buffer Megatron-LM does not train),
 GPT-OSS's per-head attention sinks (under 0.001%).
 
@@ -106,8 +108,12 @@ def expert_params(spec: TransformerSpec) -> int:
 
 
 def shared_expert_params(spec: TransformerSpec) -> int:
-    """All shared experts of one MoE layer."""
-    return spec.shared_experts * mlp_params(spec, spec.shared_expert_ffn)
+    """All shared experts of one MoE layer, with their gate (``shared_expert_gate``: h
+    weights, transformers' Qwen2MoeSparseMoeBlock shared_expert_gate, a bias-free
+    Linear(hidden, 1) whose sigmoid scales the shared expert's output; modeling_qwen2_moe.py
+    at commit 1c351314a42ac9aef3510fc536c18130d52be2ef)."""
+    gate = spec.hidden if spec.shared_expert_gate else 0
+    return spec.shared_experts * mlp_params(spec, spec.shared_expert_ffn) + gate
 
 
 @lru_cache(maxsize=256)

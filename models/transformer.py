@@ -99,6 +99,11 @@ class TransformerSpec(NumbersNotBools):
     qk_norm: bool = Field(
         default=False, description="a norm of head_dim weights on each query and key (Qwen 3)"
     )
+    qk_norm_full: bool = Field(
+        default=False,
+        description="the query and key norms span the whole projection, heads x head_dim "
+        "and kv_heads x head_dim weights, not one head (OLMo 2); needs qk_norm",
+    )
     # mixture-of-experts (../shared/CLI-CONTRACT.md, "Mixture-of-experts and attention
     # variants"); a model without experts is dense and keeps every count it always had
     experts: int | None = Field(default=None, ge=1, le=1_000_000, description="routed experts")
@@ -108,6 +113,11 @@ class TransformerSpec(NumbersNotBools):
     )
     shared_experts: int = Field(default=0, ge=0, le=1_000, description="always-active experts")
     shared_expert_ffn_hidden: int | None = Field(default=None, ge=1, le=100_000_000)
+    shared_expert_gate: bool = Field(
+        default=False,
+        description="a sigmoid gate h x 1 on the shared experts' output per MoE layer "
+        "(Qwen2-MoE's shared_expert_gate)",
+    )
     dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense MLP")
     moe_layer_every: int = Field(default=1, ge=1, description="every n-th layer after is MoE")
     # multi-head latent attention (DeepSeek-V2/V3); all or none (q_lora_rank may be null)
@@ -186,6 +196,10 @@ class TransformerSpec(NumbersNotBools):
     def _check_shapes(self) -> TransformerSpec:
         if self.heads % self.kv:
             raise ValueError(f"heads ({self.heads}) must be divisible by kv_heads ({self.kv})")
+        if self.qk_norm_full and not self.qk_norm:
+            raise ValueError("qk_norm_full needs qk_norm (it widens the query and key norms)")
+        if self.shared_expert_gate and not self.shared_experts:
+            raise ValueError("shared_expert_gate needs shared_experts (it gates their output)")
         _check_moe(self)
         _check_linear_attention(self)
         return self
@@ -298,9 +312,15 @@ class TransformerSpec(NumbersNotBools):
 
     @property
     def qk_norm_params(self) -> int:
-        """One layer's query and key norms (qk_norm): one norm of head_dim each."""
-        per = self.head_dim * (2 if self.normalization == "layernorm" else 1)
-        return 2 * per if self.qk_norm else 0
+        """One layer's query and key norms (qk_norm): one norm of head_dim each, shared by
+        the heads (Qwen 3), or with ``qk_norm_full`` one over the whole query projection
+        and one over the whole key projection, heads x head_dim and kv_heads x head_dim
+        weights (OLMo 2: transformers' Olmo2Attention q_norm and k_norm, modeling_olmo2.py
+        at commit 000c33fdfde12e1ffafbfcdb3c926df5727a00b6)."""
+        if not self.qk_norm:
+            return 0
+        widths = self.q_width + self.kv * self.head_dim if self.qk_norm_full else 2 * self.head_dim
+        return widths * (2 if self.normalization == "layernorm" else 1)
 
     @property
     def norm_params(self) -> int:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from helpers import run_main
+from models import moe
 from models.hf_config import families, pretraining_seq_len
 from models.zoo import load_model_file
 
@@ -300,20 +301,82 @@ def test_gemma_ties_its_embeddings_and_trains_at_8k(tmp_path, shape, non_embeddi
     assert spec.params() - spec.vocab * spec.hidden == non_embedding
 
 
+QWEN15_MOE = {  # Qwen/Qwen1.5-MoE-A2.7B's config.json, the keys the reader reads
+    "model_type": "qwen2_moe", "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 5632, "num_attention_heads": 16, "num_hidden_layers": 24,
+    "num_key_value_heads": 16, "vocab_size": 151936, "tie_word_embeddings": False,
+    "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
+    "shared_expert_intermediate_size": 5632, "decoder_sparse_step": 1,
+    "rms_norm_eps": 1e-06, "use_sliding_window": False, "sliding_window": 32768,
+}  # fmt: skip
+
+
 def test_qwen2_moe_has_qkv_biases(tmp_path):
     """Qwen1.5-MoE-A2.7B (Qwen/Qwen1.5-MoE-A2.7B config.json): Qwen2MoeAttention has biases
     on q, k and v (bias=config.qkv_bias, default true), as Qwen 2; a config that sets
     qkv_bias false has none."""
-    cfg = {
-        "model_type": "qwen2_moe", "hidden_act": "silu", "hidden_size": 2048,
-        "intermediate_size": 5632, "num_attention_heads": 16, "num_hidden_layers": 24,
-        "num_key_value_heads": 16, "vocab_size": 151936, "tie_word_embeddings": False,
-        "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
-        "shared_expert_intermediate_size": 5632, "decoder_sparse_step": 1,
-        "rms_norm_eps": 1e-06, "use_sliding_window": False, "sliding_window": 32768,
-    }  # fmt: skip
-    spec = load_model_file(_config(tmp_path, cfg))
+    spec = load_model_file(_config(tmp_path, QWEN15_MOE))
     assert spec.qkv_bias and spec.layer_bias_params() == 3 * 2048
-    without = load_model_file(_config(tmp_path, cfg | {"qkv_bias": False}))
+    without = load_model_file(_config(tmp_path, QWEN15_MOE | {"qkv_bias": False}))
     assert not without.qkv_bias
     assert spec.params() - without.params() == 24 * 3 * 2048
+
+
+def test_qwen2_moe_counts_its_shared_expert_gate(tmp_path):
+    """Qwen2MoeSparseMoeBlock's shared_expert_gate, a bias-free Linear(2048, 1) per MoE
+    layer (transformers modeling_qwen2_moe.py at 1c351314a42a), in the total and in what a
+    token uses: Qwen1.5-MoE-A2.7B's checkpoint holds 14,315,784,192 parameters (Hugging
+    Face's safetensors total; keras-hub's qwen1.5_moe_2.7b_en preset says the same). Until
+    2026-12-06 the gate was not counted: 14,315,735,040, 24 x 2048 short."""
+    spec = load_model_file(_config(tmp_path, QWEN15_MOE))
+    assert spec.shared_experts == 1 and spec.shared_expert_gate
+    ungated = spec.model_copy(update={"shared_expert_gate": False})
+    assert spec.params() == 14_315_784_192 == ungated.params() + 24 * 2048
+    assert moe.active_params(spec) == moe.active_params(ungated) + 24 * 2048
+    assert moe.active_params(spec) == pytest.approx(2.7e9, rel=0.01)  # "2.7B activated"
+
+
+@pytest.mark.parametrize(
+    ("name", "total"),
+    [("OLMo-2-1124-7B.json", 7_298_617_344), ("OLMo-2-1124-13B.json", 13_716_198_400)],
+)
+def test_olmo2_counts_its_full_width_query_key_norms(name, total):
+    """Olmo2Attention normalises the whole query projection and the whole key projection
+    (q_norm of heads x head_dim, k_norm of kv_heads x head_dim weights, before the heads
+    are split; transformers modeling_olmo2.py at 000c33fdfde1), not one head as Qwen 3:
+    the checkpoints hold 7,298,617,344 and 13,716,198,400 parameters (Hugging Face's
+    safetensors totals of allenai/OLMo-2-1124-7B and -13B). Until 2026-12-05 neither norm
+    was counted: 262,144 and 409,600 short."""
+    spec = load_model_file(HF / name)
+    assert spec.qk_norm and spec.qk_norm_full
+    assert spec.qk_norm_params == spec.q_width + spec.kv * spec.head_dim == 2 * spec.hidden
+    assert spec.params() == total
+    plain = spec.model_copy(update={"qk_norm": False, "qk_norm_full": False})
+    assert spec.params() - plain.params() == spec.layers * 2 * spec.hidden
+
+
+# after google/embeddinggemma-300m's config.json: a Gemma 3 text model run as an encoder
+EMBEDDING_GEMMA = {
+    "architectures": ["Gemma3TextModel"], "model_type": "gemma3_text", "hidden_size": 768,
+    "intermediate_size": 1152, "num_hidden_layers": 24, "num_attention_heads": 3,
+    "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144,
+    "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-06, "use_bidirectional_attention": True,
+}  # fmt: skip
+
+
+def test_bidirectional_gemma_is_refused_naming_the_file_and_key(capsys, tmp_path):
+    """Gemma3TextConfig's use_bidirectional_attention (EmbeddingGemma: every token attends
+    to all, transformers' Gemma3Attention is_causal false) makes an encoder, not the causal
+    language model the designer plans: refused in one line, exit 2, as the other
+    architectures the readers would misread. Until 2026-12-05 it was read as a causal
+    Gemma 3. Set false it is the causal model."""
+    path = _config(tmp_path, EMBEDDING_GEMMA)
+    code, _, err = run_main(capsys, ["models", "show", str(path)])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"{path}: use_bidirectional_attention: bidirectional attention" in err
+    assert "not modelled" in err
+    causal = load_model_file(
+        _config(tmp_path, EMBEDDING_GEMMA | {"use_bidirectional_attention": False})
+    )
+    assert causal.layers == 24 and causal.head_dim == 256

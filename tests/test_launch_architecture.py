@@ -6,6 +6,7 @@ line naming what the spec lacks. bench/launch_check.py builds these in megatron-
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,26 @@ def test_yarn_megatron_cannot_express_is_refused():
     odd = RopeScaling(**{**spec.rope_scaling.model_dump(), "beta_fast": 16.0})
     why = unsupported(spec.model_copy(update={"rope_scaling": odd}))
     assert why is not None and "beta_fast" in why
+
+
+@pytest.mark.parametrize(
+    ("update", "needle"),
+    [({"qk_norm": True, "qk_norm_full": True}, "OLMo 2's qk_norm_full"),
+     ({"shared_experts": 1, "shared_expert_gate": True}, "Qwen2-MoE's shared_expert_gate")],
+)  # fmt: skip
+def test_norms_and_gates_megatron_flags_do_not_build_are_refused(update, needle):
+    """Megatron-LM's --qk-layernorm builds one norm per head, not OLMo 2's full-width
+    ones, and the designer writes no --moe-shared-expert-gate: a launch of either model
+    would train another, so it is refused in one line naming what is missing."""
+    spec = moe_zoo()["mixtral-8x7b"]
+    assert unsupported(spec) is None
+    why = unsupported(spec.model_copy(update=update))
+    assert why is not None and needle in why and "\n" not in why
+    scenario, plan = moe_plan("mixtral-8x7b")
+    job = Launch.from_plan(scenario, plan)
+    job = replace(job, spec=job.spec.model_copy(update=update))
+    with pytest.raises(Infeasible, match=needle):
+        emit(job, "megatron")
 
 
 def test_a_bad_router_flag_is_a_usage_error_naming_it():

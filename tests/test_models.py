@@ -340,6 +340,21 @@ def test_attention_flops_are_the_query_widths(h100):
     assert ev.model_flops_per_step == pytest.approx(flops.model_flops_per_token(spec, s) * 8 * s)
 
 
+def test_full_width_query_key_norms_span_each_projection():
+    """qk_norm_full (OLMo 2's Olmo2Attention: q_norm over heads x head_dim, k_norm over
+    kv_heads x head_dim) counts those widths, not one head_dim each as Qwen 3's per-head
+    norms; LayerNorm adds a bias each; without qk_norm it is refused naming the field."""
+    spec = qwen3_32b_spec(qk_norm_full=True)
+    assert spec.qk_norm_params == 64 * 128 + 8 * 128
+    assert qwen3_32b_spec().qk_norm_params == 2 * 128
+    assert spec.layer_params() - qwen3_32b_spec().layer_params() == 64 * 128 + 8 * 128 - 2 * 128
+    assert qwen3_32b_spec(qk_norm_full=True, normalization="layernorm").qk_norm_params == 2 * (
+        64 * 128 + 8 * 128
+    )
+    with pytest.raises(ValidationError, match="qk_norm_full needs qk_norm"):
+        qwen3_32b_spec(qk_norm=False, qk_norm_full=True)
+
+
 def test_dense_zoo_query_width_is_hidden():
     """Every dense zoo model has head_dim h / heads, so its attention FLOPs (4 s h before
     2026-12-05, 4 s x heads x head_dim since) and every number built on them are unchanged."""

@@ -120,6 +120,8 @@ def test_spec_file_with_moe_keys_is_planned(capsys, tmp_path, added):
      ({"experts": 4, "experts_per_token": 1, "dense_layers": 4}, "dense_layers (4) must be fewer"),
      ({"experts": 4, "experts_per_token": 1, "shared_expert_ffn_hidden": 64},
       "shared_expert_ffn_hidden needs shared_experts"),
+     ({"experts": 4, "experts_per_token": 1, "shared_expert_gate": True},
+      "shared_expert_gate needs shared_experts"),
      ({"kv_lora_rank": 32}, "qk_head_dim: multi-head latent attention needs all of"),
      ({"q_lora_rank": 32}, "kv_lora_rank: multi-head latent attention needs all of")],
 )  # fmt: skip
@@ -223,6 +225,17 @@ def test_dense_counts_unchanged_and_moe_helpers_agree_on_dense():
         assert moe.total_params(spec) == spec.params()
         assert moe.active_params(spec) == spec.params()
         assert moe.mtp_params(spec) == 0
+
+
+def test_shared_expert_gate_is_h_weights_per_moe_layer_total_and_active():
+    """Qwen2-MoE's shared_expert_gate (Linear(h, 1), no bias) belongs to the shared experts:
+    h weights in every MoE layer, all of them used by every token, none in dense layers."""
+    fields = TINY | dict(experts=4, experts_per_token=1, shared_experts=1, moe_layer_every=2)
+    gated = TransformerSpec(**fields, shared_expert_gate=True)
+    plain = TransformerSpec(**fields)
+    assert moe.shared_expert_params(gated) - moe.shared_expert_params(plain) == 256
+    assert gated.params() - plain.params() == 2 * 256  # layers 1 and 3 are MoE
+    assert moe.active_params(gated) - moe.active_params(plain) == 2 * 256
 
 
 def test_moe_layer_every_places_the_nth_layers():

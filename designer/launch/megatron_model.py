@@ -11,8 +11,8 @@ layer or QKV only, attention and hidden dropout, plain GeLU, tanh GeLU, squared 
 SwiGLU, GQA, an explicit head width (--kv-channels), query/key norms (--qk-layernorm:
 Qwen 3's per-head norms; with latent attention, the q_lora and kv_lora norms), tied or
 untied embeddings, the router's score function, expert bias, top-k scale and groups.
-Models outside that (ALiBi, gated GeLU, other RoPE scalings, GPT-OSS) get a one-line
-refusal.
+Models outside that (ALiBi, gated GeLU, other RoPE scalings, GPT-OSS, OLMo 2's
+full-width query/key norms, Qwen2-MoE's shared-expert gate) get a one-line refusal.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def unsupported(spec: TransformerSpec) -> str | None:
             "(Qwen3-Next) are not written by the designer's Megatron-LM flags: a launch would "
             "train a different model"
         )
+    if spec.qk_norm_full or spec.shared_expert_gate:
+        return _unwritten_norm_or_gate(spec)
     if spec.position_embedding == "alibi":
         return (
             "ALiBi positions (BLOOM) have no Megatron-LM flag (--position-embedding-type takes "
@@ -92,6 +94,22 @@ def unsupported(spec: TransformerSpec) -> str | None:
                 "(--use-rope-scaling is Llama 3.1's rule with low 1, high 4, original 8192)"
             )
     return None
+
+
+def _unwritten_norm_or_gate(spec: TransformerSpec) -> str:
+    """OLMo 2's full-width query/key norms (Megatron-LM core_v0.19's --qk-layernorm builds
+    one norm per head) or Qwen2-MoE's shared-expert gate (--moe-shared-expert-gate, which
+    the designer does not write): a launch would train a different model."""
+    if spec.qk_norm_full:
+        return (
+            "query and key norms over the whole projection (OLMo 2's qk_norm_full) have no "
+            "Megatron-LM flag (--qk-layernorm builds one norm per head): a launch would "
+            "train a different model"
+        )
+    return (
+        "the shared experts' sigmoid gate (Qwen2-MoE's shared_expert_gate) is not written by "
+        "the designer's Megatron-LM flags: a launch would train a different model"
+    )
 
 
 def _yarn_unsupported(spec: TransformerSpec) -> str | None:
