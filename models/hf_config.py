@@ -109,9 +109,8 @@ QK_NORM_TYPES = {"qwen3", "qwen3_moe", "qwen3_next"}
 QK_NORM_FULL_TYPES = {"olmo2"}
 # families whose shared expert has a sigmoid gate, a bias-free Linear(hidden, 1) per MoE
 # layer (transformers' Qwen2MoeSparseMoeBlock shared_expert_gate; modeling_qwen2_moe.py at
-# commit 1c351314a42ac9aef3510fc536c18130d52be2ef). Qwen3-Next's block has one too, not
-# yet read: the zoo's qwen3-next-80b-a3b, which its config.json must import as, omits it
-SHARED_EXPERT_GATE_TYPES = {"qwen2_moe"}
+# commit 1c351314a42ac9aef3510fc536c18130d52be2ef) and Qwen3NextSparseMoeBlock's the same
+SHARED_EXPERT_GATE_TYPES = {"qwen2_moe", "qwen3_next"}
 # families whose full-attention layers gate their output (transformers' Qwen3NextAttention:
 # q_proj twice the query width, half of it a sigmoid gate)
 OUTPUT_GATE_TYPES = {"qwen3_next"}

@@ -84,7 +84,8 @@ def test_parameters_from_the_config_shapes():
     full = 2 * H * Q_WIDTH + 2 * H * 2 * 256 + 2 * 256 + H * Q_WIDTH  # gate in q_proj
     assert moe.attention_params(NEXT) == full
     expert = 3 * H * 512
-    layer_rest = 2 * H + H * 512 + 512 * expert + expert  # norms, router, experts, shared
+    # norms, router, experts, the shared expert and its sigmoid gate (h x 1)
+    layer_rest = 2 * H + H * 512 + 512 * expert + expert + H
     total = 36 * gdn + 12 * full + 48 * layer_rest + 2 * 151936 * H + H
     assert NEXT.params() == total
     assert NEXT.params() == pytest.approx(80e9, rel=0.01)  # "80B in total"
@@ -212,8 +213,8 @@ def test_models_show_prints_total_and_active(capsys):
     code, out, _ = run_main(capsys, ["models", "show", NEXT.name])
     assert code == 0
     fields = dict(line.split(maxsplit=1) for line in out.splitlines() if line.strip())
-    assert fields["params"] == "79,674,292,992"
-    assert fields["active_params_no_embedding"] == "3,563,666,176"
+    assert fields["params"] == "79,674,391,296"
+    assert fields["active_params_no_embedding"] == "3,563,764,480"
     assert fields["full_attention_every"] == "4"
 
 
