@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from designer.output.text import fmt, number, si, table, usd
+from designer.output.text import count, fmt, number, si, table, usd
 
 
 def test_a_table_aligns_numbers_right_and_text_left():
@@ -81,3 +81,28 @@ def test_usd(value, shown):
 )
 def test_si_is_the_clis_own_suffixes(value, shown):
     assert si(value) == shown
+
+
+@pytest.mark.parametrize(
+    "n,noun,want",
+    [
+        (1, "server", "1 server"),
+        (2, "server", "2 servers"),
+        (0.4, "interruption", "0 interruptions"),
+        (1.2, "interruption", "1 interruption"),
+        (1_035_890.3, "interruption", "1,035,890 interruptions"),
+        (1, "switch", "1 switch"),
+    ],
+)
+def test_a_count_agrees_with_its_noun(n, noun, want):
+    """The plan's lines said "1 servers in 1 racks" and "1 interruptions expected"."""
+    assert count(n, noun, "switches" if noun == "switch" else None) == want
+
+
+def test_the_cluster_line_of_one_server_is_singular(capsys):
+    from helpers import run_main
+
+    args = ["optimize", "--model", "llama2-7b", "--tokens", "1B", "--budget", "400K"]
+    code, out, err = run_main(capsys, [*args, "--gpu", "h100-sxm", "--no-explain"])
+    assert code == 0, err
+    assert "cluster: 1 server in 1 rack;" in out

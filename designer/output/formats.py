@@ -210,7 +210,8 @@ def cluster_line(ev) -> str:
     fabric = c.fabric
     tiers = " + ".join(f"{n:,}" for n in fabric.switches_per_tier) or "none"
     return (
-        f"cluster: {c.servers:,} servers in {c.racks:,} racks; fabric {fabric.tiers} tier(s), "
+        f"cluster: {render.count(c.servers, 'server')} in {render.count(c.racks, 'rack')}; "
+        f"fabric {fabric.tiers} tier(s), "
         f"switches {tiers} ({c.switch.name}), {fabric.links:,} links; IT {c.it_power_w / 1000:,.0f} kW, "
         f"facility {c.facility_power_w / 1000:,.0f} kW (PUE {c.facility.pue:g})"
     )
@@ -225,8 +226,9 @@ def goodput_sentence(ev) -> str:
     ckpt = "" if every is None else f", a checkpoint every {render_minutes(every)}"
     share = run.lost_days / run.days * 100 if run.days > 0 else 0.0
     text = (
-        f"Failures cost {run.lost_days:,.1f} days ({share:.1f}%): {run.failures_expected:,.0f} "
-        f"interruptions expected{ckpt}, goodput {run.goodput * 100:.1f}% of "
+        f"Failures cost {run.lost_days:,.1f} days ({share:.1f}%): "
+        f"{render.count(run.failures_expected, 'interruption')} "
+        f"expected{ckpt}, goodput {run.goodput * 100:.1f}% of "
         f"{run.days:,.1f} days (ideal {run.ideal_days:,.1f}; --no-failures plans without them)"
     )
     model = ev.failure_model

@@ -74,3 +74,11 @@ def si(v: float) -> str:
         if abs(v) >= div:
             return f"{v / div:,.4g}{suffix}"
     return f"{v:,.4g}"
+
+
+def count(n: float, noun: str, plural: str | None = None) -> str:
+    """``n`` with its noun, singular for exactly one ("1 server", "2 servers", "1,035,890
+    interruptions"; counts are printed whole, with thousands separators)."""
+    whole = round(n)
+    word = noun if whole == 1 else (plural or noun + "s")
+    return f"{whole:,} {word}"
