@@ -4,7 +4,11 @@ Binding (an optimum exists): every active constraint family gets its slack in
 natural units on the chosen plan and is re-solved with that family relaxed by
 a stated step (capacity +10%, budget +10%, batch ceiling x2, one more NIC
 slot, rule switched off, ...), warm-started from the optimum, which stays
-feasible. A family is binding when relaxing it improves the objective. With the
+feasible. A step of +10% that buys no purchase unit (a server, an NVL72 rack) is
+widened to one that does: a GPU cap by one unit, a budget to what the plan's shape
+costs on the next size up, a deadline (cost objective) to what it takes on the next
+size down (Family.relaxations). A family is binding when relaxing it improves the
+objective. With the
 time objective a re-solve that stops at its effort is followed by one that only asks
 whether any plan beats the optimum (proving that none does is usually quick); a shape
 rule switched off re-solves only the shapes it admits (the others keep their plans,
@@ -135,7 +139,7 @@ def binding_constraints(
     def price(family: Family) -> tuple[float, bool, str]:
         """The relaxed optimum by the first of the family's steps that improves the plan
         (the last step's when none does), whether it is proved, and the step in words."""
-        steps = family.relaxations(scenario)
+        steps = family.relaxations(scenario, plan)
         for i, (words, relaxed) in enumerate(steps):
             better, exact = _price(
                 family, (scenario, relaxed), cands, plan, plan_proved, effort, time_limit_s

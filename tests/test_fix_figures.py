@@ -77,6 +77,22 @@ def test_budget_figure_is_the_optimum_not_the_nudge():
     assert fix.scenario.budget_usd == x
 
 
+def test_a_tco_budget_figure_holds_under_cp_sat():
+    """CP-SAT's TCO expression rounds up (about 1e-6) and the budget holds it with no
+    tolerance: the figure the float model verified, $10,489,517 (the cheapest plan costs
+    $10,489,516.99), was infeasible under the default solver. The figure printed is the
+    least CP-SAT admits, and says why it is above the cheapest plan."""
+    s = build_scenario(
+        model="llama2-13b", tokens=1e12, budget=5e6, deadline=7, pricing="tco", gpus=("h200",)
+    )
+    fix = fix_of(s, "budget")
+    x = figure(fix, r"budget must be at least \$([\d,]+)")
+    assert x > 10_489_517, fix.change
+    assert "the cheapest plan costs $10,489,516.99" in fix.change
+    assert_least(lambda v: s.with_changes(budget_usd=v), x, 1.0, fix.change)
+    assert fix.scenario.budget_usd == x
+
+
 MEMORY = {
     # 142 GB, rounded to the nearest, did not fit
     "kimi-k2 h100": (dict(model="kimi-k2", budget=5e6, gpus=("h100-sxm",)), "h100-sxm"),

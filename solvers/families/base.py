@@ -15,6 +15,7 @@ the solvers package, which commands that never solve import too (bench/startup.p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,11 +192,13 @@ class Family:
         rule depends on a question setting: ep_domain's --ep-in-domain)."""
         return self.relaxation
 
-    def relaxations(self, s: Scenario) -> list[tuple[str, Scenario]]:
+    def relaxations(self, s: Scenario, plan: Plan | None = None) -> list[tuple[str, Scenario]]:
         """The relaxation steps on question ``s``, least first, each (its words, the relaxed
         question): binding_constraints prices the first that improves the plan (solvers/
         explain.py), a rule's smallest fix is the first that makes the question feasible.
-        One step unless the family has a lesser one (tp_domain's --cp-across-servers)."""
+        One step unless the family has a lesser one (tp_domain's --cp-across-servers).
+        ``plan``: the plan being explained, when there is one (budget and deadline size
+        their step by it: one purchase unit more or fewer, resized)."""
         return [(self.relaxation_in(s), self.relax(s))]
 
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
@@ -342,6 +345,33 @@ def other_objective_fix(
             named = least(fixed, base)
             return Fix(name, words(named), fixed.with_changes(**{fam: named}))
     return None
+
+
+# a budget or deadline step sized to a resized plan (their relaxations) lies this far above its
+# cost or days: past CP-SAT's rounding of them (about 2^-20 a factor: solvers/cpsat/cluster.py
+# product_cents), so that the model admits the plan that sized it
+STEP_ROOM = 1e-5
+
+
+def resized(s: Scenario, plan: Plan, units: int) -> Plan | None:
+    """The plan's shape, NICs and purchases on the next DP degree up (``units`` 1) or down
+    (-1) that buys whole purchase units (servers, or NVL72 racks: the DP step
+    solvers.screen.bounds.dp_step takes), its global batch kept as near as micro-batches
+    allow; evaluated whatever it violates (None: no such degree). What one purchase unit
+    more (fewer) costs (takes): budget's and deadline's relaxation steps, where +10% buys
+    no unit."""
+    # lazy: solvers.plan imports the registry, which imports this module
+    from solvers.plan import build_plan
+
+    cfg = plan.config
+    shape = cfg.shape
+    unit = s.catalog.gpu(shape.gpu).server.purchase_unit_gpus
+    step = math.lcm(unit // math.gcd(shape.replica_gpus, unit), shape.dp_step)
+    dp = cfg.dp + units * step
+    if dp < 1:
+        return None
+    micro = max(1, round(cfg.dp * cfg.microbatches / dp))
+    return build_plan(s, dataclasses.replace(cfg, dp=dp, microbatches=micro))
 
 
 # the EP group's scale-up domains: ep_domain's rule and nic_slots's price read them (here, on

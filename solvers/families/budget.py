@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 from models.feasibility import TOL
 from models.units import HOURS_PER_DAY
 from solvers.families.base import (
+    STEP_ROOM,
     Family,
     Fix,
     FixSearch,
     Grid,
     bisect,
     other_objective_fix,
+    resized,
     violation,
 )
 from solvers.intmath import down
@@ -33,6 +35,23 @@ if TYPE_CHECKING:
 class Budget(Family):
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(budget_usd=s.budget * 1.1)
+
+    def relaxations(self, s: Scenario, plan: Plan | None = None) -> list[tuple[str, Scenario]]:
+        """+10%, or, where that buys no purchase unit more, what the plan's shape costs on
+        the next one (resized): a plan of one 8-GPU server at $297,538 under a $400,000
+        budget was called not limiting, and $607,051 buys a plan of 16 GPUs, twice as fast.
+        Only the time objective can gain from a larger budget."""
+        step = [(self.relaxation_in(s), self.relax(s))]
+        if plan is None or s.objective != "time":
+            return step
+        more = resized(s, plan, 1)
+        if more is None or more.cost_usd * (1 + STEP_ROOM) <= s.budget * 1.1:
+            return step
+        budget = float(math.ceil(more.cost_usd * (1 + STEP_ROOM)))
+        gpus = more.evaluation.layout.num_gpus
+        more_usd = budget - s.budget
+        words = f"budget +${more_usd:,.0f} (the plan's shape on {gpus:,} GPUs, the next size up)"
+        return [(words, s.with_changes(budget_usd=budget))]
 
     def encode(self, ctx: BuildContext) -> None:
         s, on = ctx.scenario, ctx.enforce[self.name]
@@ -71,14 +90,23 @@ class Budget(Family):
         # the least budget is the cost optimum with the budget off, named rounded up to the
         # dollar it prints: the optimum's, not the nudged limit other_objective_fix verified
         # ($4,348,184 named where the optimum, $4,348,180, holds)
-        return other_objective_fix(
-            search,
-            self,
-            "cost",
-            lambda plan: plan.cost_usd,
-            _words,
-            lambda fixed, optimum: least_dollars(search, fixed, optimum),
-        )
+        # under TCO the figure is raised to what CP-SAT admits (admitted_dollars), and the
+        # words say by how much
+        cheapest: list[float] = []
+
+        def least(fixed: Scenario, optimum: float) -> float:
+            named = least_dollars(search, fixed, optimum)
+            admitted = admitted_dollars(search, fixed, optimum, named)
+            if admitted > named:
+                cheapest.append(optimum)
+            return admitted
+
+        def words(x: float) -> str:
+            if not cheapest:
+                return _words(x)
+            return f"{_words(x)} (the cheapest plan costs ${cheapest[0]:,.2f}; {TCO_ROUNDING})"
+
+        return other_objective_fix(search, self, "cost", lambda plan: plan.cost_usd, words, least)
 
 
 # the grid's margin over the budget (admits): float noise, well under a cent
@@ -121,6 +149,42 @@ def least_dollars(search: FixSearch, fixed: Scenario, optimum: float) -> float:
         return float(min(guess, top))
     found = bisect(lambda v: search.ok(fixed.with_changes(budget_usd=float(v))), guess, top, True)
     return float(top if found is None else found)
+
+
+# what a raised TCO budget figure says (admitted_dollars)
+TCO_ROUNDING = "CP-SAT's TCO model rounds costs up by about 1e-6 and needs the rest"
+# CP-SAT's TCO rounding: the relative margins over the cost optimum admitted_dollars asks,
+# from the first (two factors of 2^-20 each: solvers/cpsat/cluster.py product_cents) by
+# fours up to the last
+TCO_MARGINS = (2.0**-19, 2.0**-17, 2.0**-15, 2.0**-13, 2.0**-11)
+
+
+def admitted_dollars(search: FixSearch, fixed: Scenario, optimum: float, named: float) -> float:
+    """The least whole-dollar budget at or above ``named`` that CP-SAT admits, the question
+    otherwise ``fixed`` (``named`` itself outside TCO pricing, or when no margin up to
+    TCO_MARGINS' last is admitted). The fix search verifies a figure with the float model
+    (a witness plan, explain._feasible), but CP-SAT's TCO expression rounds up (power per
+    GPU in 1/1024 W, GPU-time and rate coarsened by 2^-20: solvers/cpsat/cost.py) and the
+    budget holds it with no tolerance, so a plan within ~1e-6 of the budget is refused: the
+    TCO budget fix printed, $10,489,517, was infeasible under the default solver, which
+    first admitted $10,489,530. Each figure asked is a CP-SAT solve of the question."""
+    if fixed.pricing != "tco":
+        return named
+
+    def admits(v: float) -> bool:
+        res = search.solve(fixed.with_changes(budget_usd=float(v)), search.cands)
+        return res.status in ("optimal", "feasible")
+
+    if admits(named):
+        return named
+    lo = named
+    for margin in TCO_MARGINS:
+        hi = float(math.ceil(optimum * (1 + margin)))
+        if hi > lo and admits(hi):
+            found = bisect(admits, lo, hi, True)
+            return float(hi if found is None else found)
+        lo = max(lo, hi)
+    return named
 
 
 FAMILY = Budget("budget", 90, "budget +10%", field="budget_usd")

@@ -6,7 +6,16 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from models.feasibility import TOL
-from solvers.families.base import Family, Fix, FixSearch, Grid, other_objective_fix, violation
+from solvers.families.base import (
+    STEP_ROOM,
+    Family,
+    Fix,
+    FixSearch,
+    Grid,
+    other_objective_fix,
+    resized,
+    violation,
+)
 from solvers.intmath import down
 
 if TYPE_CHECKING:
@@ -24,6 +33,27 @@ def _days(ev: Evaluation) -> float:
 class Deadline(Family):
     def relax(self, s: Scenario) -> Scenario:
         return s.with_changes(deadline_days=s.deadline * 1.1)
+
+    def relaxations(self, s: Scenario, plan: Plan | None = None) -> list[tuple[str, Scenario]]:
+        """+10%, or, where that frees no purchase unit, what the plan's shape takes on the
+        next size down, one purchase unit or more fewer (resized): 32 H100s for 29.9 days
+        under a 30-day deadline were called not limiting, and 39.83 days (the shape on 24
+        GPUs) buys a plan $288.5K cheaper. Only the cost objective gains from a longer
+        deadline."""
+        step = [(self.relaxation_in(s), self.relax(s))]
+        if plan is None or s.objective != "cost":
+            return step
+        fewer = resized(s, plan, -1)
+        days = None if fewer is None else fewer.evaluation.time_to_train_days
+        if fewer is None or days is None or days * (1 + STEP_ROOM) <= s.deadline * 1.1:
+            return step
+        deadline = math.ceil(days * (1 + STEP_ROOM) * PER_DAY) / PER_DAY
+        gpus = fewer.evaluation.layout.num_gpus
+        more = deadline - s.deadline
+        words = (
+            f"deadline +{more:,.2f} days (the plan's shape on {gpus:,} GPUs, the next size down)"
+        )
+        return [(words, s.with_changes(deadline_days=deadline))]
 
     def encode(self, ctx: BuildContext) -> None:
         limit = down(ctx.scenario.deadline / ctx.days_per_unit)

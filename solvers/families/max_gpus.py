@@ -23,7 +23,20 @@ class MaxGpus(Family):
         return self.name not in s.disabled and (s.max_gpus is not None or bool(s.gpu_caps))
 
     def relax(self, s: Scenario) -> Scenario:
-        return s.with_gpu_caps_scaled(1.1)
+        """Every cap +10% or one purchase unit more, whichever is more (caps_stepped)."""
+        return caps_stepped(s)
+
+    def relaxation_in(self, s: Scenario) -> str:
+        """The step in words: +10% only where 10% buys at least one purchase unit."""
+        caps = _caps_with_units(s)
+        by_unit = [_step(cap, unit) > _pct_step(cap) for cap, unit in caps]
+        if not any(by_unit):
+            return self.relaxation
+        sizes = {u for _, u in caps}
+        size = f"{max(sizes):,} GPUs" if len(sizes) == 1 else f"up to {max(sizes):,} GPUs"
+        if all(by_unit):
+            return f"GPU caps + one purchase unit ({size})"
+        return f"GPU caps +10% or one purchase unit ({size}), whichever is more"
 
     def encode(self, ctx: BuildContext) -> None:
         for name in ctx.gpu_names:
@@ -72,6 +85,44 @@ class MaxGpus(Family):
             f"raise the GPU caps by {pct:,}%",
             s.with_gpu_caps_scaled(1 + pct / 100),
         )
+
+
+def caps_stepped(s: Scenario) -> Scenario:
+    """Every GPU cap raised by the larger of 10% and its purchase unit (a server, or an NVL72
+    rack: catalog ServerSpec.purchase_unit_gpus), so that the step admits at least one more
+    unit: +10% of 64 H100s (8 to a server) is 71, which buys no server more, and 144 GB200s
+    (72 to a rack) +10% is 159, no rack more; both caps bound the plan, and the explanation
+    called them not limiting. The overall cap steps by the largest unit of the question's
+    GPU types, a type's own cap by its unit."""
+    return s.with_changes(
+        max_gpus=None if s.max_gpus is None else _step(s.max_gpus, _overall_unit(s)),
+        gpu_caps=tuple((g, _step(c, _unit(s, g))) for g, c in s.gpu_caps),
+    )
+
+
+def _caps_with_units(s: Scenario) -> list[tuple[int, int]]:
+    """(cap, the purchase unit it steps by) of each of the question's caps (caps_stepped)."""
+    own = [(c, _unit(s, g)) for g, c in s.gpu_caps]
+    return ([] if s.max_gpus is None else [(s.max_gpus, _overall_unit(s))]) + own
+
+
+def _pct_step(cap: int) -> int:
+    """The cap +10%, rounded up in integers (800 x 1.1 is 880.0000000000001 in floats)."""
+    return -(-cap * 11 // 10)
+
+
+def _step(cap: int, unit: int) -> int:
+    return max(_pct_step(cap), cap + unit)
+
+
+def _overall_unit(s: Scenario) -> int:
+    """The overall cap's step: the largest purchase unit of the question's GPU types."""
+    return max((_unit(s, g) for g in s.gpus), default=1)
+
+
+def _unit(s: Scenario, gpu: str) -> int:
+    """GPUs of ``gpu`` bought at once (a server, or an NVL72 rack)."""
+    return s.catalog.gpu(gpu).server.purchase_unit_gpus
 
 
 # what count_fix's "allow at least N ..." names: the option that sets the overall cap

@@ -63,7 +63,7 @@ class TpDomain(ShapeRule):
         already leave it."""
         return TP_OFF if s.assumptions.cp_across_servers else self.relaxation
 
-    def relaxations(self, s: Scenario) -> list[tuple[str, Scenario]]:
+    def relaxations(self, s: Scenario, plan: Plan | None = None) -> list[tuple[str, Scenario]]:
         off = (self.relaxation_in(s), self.relax(s))
         if s.assumptions.cp_across_servers or not _cp_searched(s):
             return [off]
