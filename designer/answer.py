@@ -137,9 +137,17 @@ def no_plan(res: SolveResult, conflict, lead: str = "no plan satisfies the quest
         )
     summary = lead
     if conflict is not None and conflict.constraints:
-        summary += f": {' and '.join(conflict.constraints)} conflict"
-        if conflict.fixes:
-            summary += f" ({'; or '.join(f.change for f in conflict.fixes)})"
+        # several conflicts (solvers.explain.Conflict.cores): each one's, and its fixes
+        # with the earlier ones' applied ("then")
+        cores = getattr(conflict, "cores", ()) or [conflict]
+        said = []
+        for i, core in enumerate(cores):
+            part = f"{' and '.join(core.constraints)} conflict"
+            if core.fixes:
+                then = "then " if i else ""
+                part += f" ({then}{'; or '.join(f.change for f in core.fixes)})"
+            said.append(part)
+        summary += ": " + ", and ".join(said)
     return Infeasible(summary)
 
 

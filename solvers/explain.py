@@ -18,7 +18,14 @@ Conflict (nothing fits): the active families are shrunk to a minimal infeasible 
 by deletion, each step a feasibility test (presolve, a quick witness, or a CP-SAT
 solve), decided tests reused by monotonicity (infeasible_core). For each member the
 smallest relaxation that makes the question feasible, the others unchanged, is found
-by bisection on its amount.
+by bisection on its amount. When no member's relaxation alone makes the question
+feasible, another conflict among the families outside the first blocks them all (a
+budget that alone rules out every plan, say, where deletion in the registry's order kept
+deadline and max_gpus): the families outside the conflicts found so far are shrunk
+again, until they hold together (_disjoint_cores), and every conflict gets its fixes in
+turn, the last found first with the others held off, each later one with the first fix
+of every earlier one applied (_staged): one fix of each, applied together, makes the
+question feasible.
 """
 
 from __future__ import annotations
@@ -576,19 +583,41 @@ def smallest_fix(
 
 
 @dataclass(frozen=True)
+class Core:
+    """One of several disjoint conflicts (Conflict.cores): its families and their fixes."""
+
+    constraints: list[str]
+    fixes: list[Fix]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"constraints": self.constraints, "fixes": [f.as_dict() for f in self.fixes]}
+
+
+@dataclass(frozen=True)
 class Conflict:
     constraints: list[str]
     fixes: list[Fix]
     # every feasibility test decided within the time limit; False: a test ran out of
     # time, so the conflict may not be minimal and a fix may be missing or not the least
     complete: bool = True
+    # more than one conflict, each needing a change of its own (no single family's fix of
+    # the first makes the question feasible): every one, in the order their fixes apply,
+    # each one's fixes found with the first fix of every earlier one applied
+    # (_staged; a fix's ``scenario`` is the question it was found on, feasible: the
+    # earlier ones' first fixes applied, the later ones' families switched off);
+    # ``constraints`` and ``fixes`` are then theirs together, in that order.
+    # Empty: one conflict, any one of whose fixes alone makes the question feasible
+    cores: tuple[Core, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "constraints": self.constraints,
             "fixes": [f.as_dict() for f in self.fixes],
             "complete": self.complete,
         }
+        if self.cores:
+            out["cores"] = [c.as_dict() for c in self.cores]
+        return out
 
 
 def explain_infeasible(
@@ -599,6 +628,75 @@ def explain_infeasible(
     known, search = _Outcomes(), _Search(scenario, cands, time_limit_s)
     with shared_bounds():
         core = infeasible_core(scenario, cands, time_limit_s, known)
-        found = (smallest_fix(scenario, fam, cands, time_limit_s, search) for fam in core)
-        fixes = [f for f in found if f is not None]
-    return Conflict(core, fixes, complete=not (known.undecided or search.undecided))
+        fixes = _fixes(scenario, core, cands, search)
+        # no member's fix alone holds: another conflict outside this one blocks them all
+        lone = not core or bool(fixes)
+        cores = [] if lone else _disjoint_cores(scenario, core, cands, time_limit_s, known)
+        staged = _staged(scenario, cores, cands, search) if len(cores) > 1 else ()
+    complete = not (known.undecided or search.undecided)
+    if not staged:
+        return Conflict(core, fixes, complete)
+    together = [name for c in staged for name in c.constraints]
+    return Conflict(together, [f for c in staged for f in c.fixes], complete, staged)
+
+
+def _fixes(
+    scenario: Scenario, core: list[str], cands: list[Candidate], search: _Search
+) -> list[Fix]:
+    """Each member's smallest fix that exists, the other active families enforced
+    (``search``'s question, ``scenario``, and its ``undecided`` flag)."""
+    found = (smallest_fix(scenario, fam, cands, search.time_limit_s, search) for fam in core)
+    return [f for f in found if f is not None]
+
+
+def _disjoint_cores(
+    scenario: Scenario,
+    first: list[str],
+    cands: list[Candidate],
+    time_limit_s: float,
+    known: _Outcomes,
+) -> list[list[str]]:
+    """``first`` and, while the active families outside every conflict found so far still
+    rule out every plan, a minimal conflict among them (_shrink, its tests reused by
+    ``known``): disjoint conflicts whose families, switched off together, leave a feasible
+    question (or one undecided in time). At most one conflict per active family, and
+    usually one or two: a single-family fix of ``first`` exists unless another conflict
+    avoids that family."""
+    cores = [first]
+    rest = [f for f in NAMES if f in enforced(scenario) and f not in first]
+    while first and rest and known.check(scenario, set(rest), cands, time_limit_s) is False:
+        core = _shrink(scenario, rest, cands, time_limit_s, known)
+        if not core:
+            break
+        cores.append(core)
+        rest = [f for f in rest if f not in core]
+    return cores
+
+
+def _staged(
+    scenario: Scenario, cores: list[list[str]], cands: list[Candidate], search: _Search
+) -> tuple[Core, ...]:
+    """Each of the disjoint ``cores`` with its fixes, in the order they apply: the last
+    found first, its fixes searched with every other core's families held off; then each
+    earlier one with the first fix of every core before it applied and the cores found
+    before it held off; the first core last, with every family enforced. So one fix of
+    each core (the first of every one but the last, any of the last), applied together,
+    makes the question feasible. A core without a fix ends the search: the cores after it
+    have none either. ``search``: the explanation's, told when a test ran out of time."""
+    out: list[Core] = []
+    base, space = scenario, cands
+    for i in reversed(range(len(cores))):
+        held = {f for core in cores[:i] for f in core}
+        asked = _only(base, set(enforced(base)) - held)
+        step = _Search(asked, space, search.time_limit_s)
+        fixes = _fixes(asked, cores[i], space, step)
+        search.undecided |= step.undecided
+        out.append(Core(cores[i], fixes))
+        if not fixes:
+            return (*out, *(Core(cores[j], []) for j in reversed(range(i))))
+        # the first fix applied to the question, with the held cores back on (and what
+        # the fix itself switched off, a rule, kept off)
+        fixed = fixes[0].scenario
+        base = fixed.with_changes(disabled=base.disabled | (fixed.disabled - asked.disabled))
+        space = for_question(base, scenario, cands)
+    return tuple(out)

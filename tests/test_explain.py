@@ -318,6 +318,91 @@ def test_deadline_fix_is_feasible(deadline_and_max_gpus):
     assert feasible(fix.scenario), fix.change
 
 
+@pytest.fixture(scope="module")
+def budget_behind_deadline(models, cat):
+    """Llama 2 7B on 300B tokens on H200s, within $100K, 3 days and 64 GPUs: the budget
+    alone rules out every plan (the cheapest costs $337,538), and so do the deadline and
+    the GPU cap together (64 GPUs need about 4 days). Deletion in the registry's order
+    drops the budget first (deadline and max_gpus still conflict without it), and every
+    fix of that conflict, searched with the budget enforced, failed: the explanation named
+    deadline and max_gpus with no fix and never the budget. Solved and explained once."""
+    s = scenario(
+        models,
+        cat,
+        "llama2-7b",
+        ("h200",),
+        tokens=3e11,
+        budget_usd=1e5,
+        deadline_days=3,
+        max_gpus=64,
+    )
+    return s, solve_and_explain(s)
+
+
+def test_a_conflict_behind_another_is_named_with_its_fix(budget_behind_deadline):
+    s, (res, conflict) = budget_behind_deadline
+    assert res.status == "infeasible"
+    assert [c.constraints for c in conflict.cores] == [["budget"], ["deadline", "max_gpus"]]
+    assert conflict.constraints == ["budget", "deadline", "max_gpus"] and conflict.complete
+    (budget,) = conflict.cores[0].fixes
+    # the budget's fix: the cost optimum with the other conflict held off
+    cheapest = solve_cpsat(
+        only(s, enforced(s) - {"budget", "deadline", "max_gpus"}).with_changes(objective="cost"),
+        time_limit_s=TIME_LIMIT_S,
+    )
+    assert budget.change == "budget must be at least $337,538"
+    assert budget.scenario.budget_usd == pytest.approx(cheapest.best.cost_usd, rel=1e-5)
+    # its question (feasible) holds the other conflict off; with it back, still nothing fits
+    assert {"deadline", "max_gpus"} <= budget.scenario.disabled and feasible(budget.scenario)
+    assert not feasible(s.with_changes(budget_usd=budget.scenario.budget_usd))
+    # the other conflict's fixes hold with the budget's applied: every fix applied together
+    # (the last one's question) makes the question feasible
+    fixes = conflict.cores[1].fixes
+    assert [f.constraint for f in fixes] == ["deadline"]
+    (together,) = [f.scenario for f in fixes]
+    assert together.budget_usd == budget.scenario.budget_usd
+    assert together.max_gpus == s.max_gpus and together.deadline_days > s.deadline_days
+    assert enforced(together) == enforced(s)
+    assert feasible(together), fixes[0].change
+    assert conflict.fixes == [budget, *fixes]
+
+
+def test_a_conflict_behind_another_is_said_and_saved_alike(budget_behind_deadline):
+    """The paragraph, the error line and the saved answer's report say every conflict and
+    its fix, in the order they apply; the JSON keeps constraints and fixes (every one) and
+    adds the conflicts one by one."""
+    from designer.answer import no_plan  # lazy: the one rendering check here
+    from designer.output.formats import paragraph  # lazy: as above
+    from designer.report.data import conflict_sentence  # lazy: as above
+
+    s, (res, conflict) = budget_behind_deadline
+    deadline = conflict.cores[1].fixes[0].change
+    text = paragraph(s, res, None, conflict)
+    assert text == (
+        "Nothing fits: budget alone rules out every plan, and deadline and max_gpus cannot all "
+        "hold; each needs a change. Smallest fixes, together: budget must be at least "
+        f"$337,538; then {deadline}."
+    )
+    assert str(no_plan(res, conflict)) == (
+        "no plan satisfies the question: budget conflict (budget must be at least $337,538), "
+        f"and deadline and max_gpus conflict (then {deadline})"
+    )
+    doc = conflict.as_dict()
+    assert doc["constraints"] == conflict.constraints
+    assert [f["constraint"] for f in doc["fixes"]] == ["budget", "deadline"]
+    assert [c["constraints"] for c in doc["cores"]] == [["budget"], ["deadline", "max_gpus"]]
+    assert conflict_sentence(doc) == text
+
+
+def test_a_single_conflict_is_explained_as_before(deadline_and_max_gpus):
+    """One conflict with a fix that alone holds: no conflict behind it, none is looked for
+    (the JSON has no ``cores``)."""
+    s, (res, conflict) = deadline_and_max_gpus
+    assert getattr(conflict, "cores", ()) == () and "cores" not in conflict.as_dict()
+    assert conflict.constraints == ["deadline", "max_gpus"]
+    assert {f.constraint for f in conflict.fixes} >= {"deadline"}
+
+
 def test_feasible_question_has_empty_core(models):
     s = scenario(models, load_catalog(), "llama2-7b", ("h100-sxm",), budget_usd=5e5)
     conflict = explain_infeasible(s, time_limit_s=TIME_LIMIT_S)

@@ -418,10 +418,17 @@ def _days(d: float) -> str:
     return f"{d:,.1f} days"
 
 
-def conflict_sentence(constraints: list[str], changes: list[str], complete: bool = True) -> str:
+def conflict_sentence(
+    constraints: list[str],
+    changes: list[str],
+    complete: bool = True,
+    cores: list[tuple[list[str], list[str]]] | None = None,
+) -> str:
     """What the explanation found (the conflicting families and each fix's change), and,
     when one of its tests ran out of time, that the conflict may not be minimal and a fix
-    missing (--time-limit). The answer's paragraph and the report's page say it alike."""
+    missing (--time-limit). The answer's paragraph and the report's page say it alike.
+    ``cores``: (families, changes) of each of several conflicts, in the order their fixes
+    apply (solvers.explain.Conflict.cores), when there are more than one."""
     cut = (
         ""
         if complete
@@ -432,6 +439,8 @@ def conflict_sentence(constraints: list[str], changes: list[str], complete: bool
         if cut:
             return "No plan satisfies the question." + cut
         return "No plan satisfies the question, and no single family of constraints is to blame."
+    if cores and len(cores) > 1:
+        return _cores_sentence(cores) + cut
     names = " and ".join(constraints)
     if not changes:
         blame = "alone rules out" if len(constraints) == 1 else "together rule out"
@@ -445,6 +454,34 @@ def conflict_sentence(constraints: list[str], changes: list[str], complete: bool
     return f"Nothing fits: {names} {lead}. {label}: {'; or '.join(changes)}.{cut}"
 
 
+def _cores_sentence(cores: list[tuple[list[str], list[str]]]) -> str:
+    """Several conflicts, each needing a change: one fix of each, applied in turn (each
+    later conflict's fixes hold with the first fix of every earlier one applied)."""
+
+    def blame(names: list[str]) -> str:
+        if len(names) == 1:
+            return f"{names[0]} alone rules out every plan"
+        return f"{' and '.join(names)} cannot all hold"
+
+    lead = ", and ".join(blame(names) for names, _ in cores)
+    steps = []
+    for i, (names, changes) in enumerate(cores):
+        if not changes:
+            steps.append(
+                f"no relaxation within the explanation's search fixes {' and '.join(names)}"
+            )
+            break
+        step = ", or ".join(changes)
+        if i:
+            step = (
+                "then, with the first of those, " if len(cores[i - 1][1]) > 1 else "then "
+            ) + step
+        steps.append(step)
+    return (
+        f"Nothing fits: {lead}; each needs a change. Smallest fixes, together: {'; '.join(steps)}."
+    )
+
+
 def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> str:
     if res.best is None:
         if conflict is None:
@@ -454,8 +491,12 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
                 else ("No plan was found within the time limit.")
             )
         changes = [f.change for f in conflict.fixes]
+        cores = [
+            (list(c.constraints), [f.change for f in c.fixes])
+            for c in getattr(conflict, "cores", ())
+        ]
         return conflict_sentence(
-            list(conflict.constraints), changes, getattr(conflict, "complete", True)
+            list(conflict.constraints), changes, getattr(conflict, "complete", True), cores
         )
     p = res.best
     ev, lay, cfg = p.evaluation, p.evaluation.layout, p.config

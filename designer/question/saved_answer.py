@@ -237,6 +237,13 @@ class SavedFix(_Saved):
     change: str
 
 
+class SavedCore(_Saved):
+    """One of several conflicts: its constraint families and their smallest fixes."""
+
+    constraints: list[Annotated[str, Field(strict=True)]]
+    fixes: list[SavedFix] = []
+
+
 class SavedConflict(_Saved):
     """An infeasible question's conflict: the constraint families and their smallest fixes."""
 
@@ -244,6 +251,9 @@ class SavedConflict(_Saved):
     fixes: list[SavedFix] = []
     # false: one of the explanation's tests ran out of --time-limit (solvers.explain)
     complete: Annotated[bool, Field(strict=True)] = True
+    # several conflicts, each needing a change, in the order their fixes apply
+    # (solvers.explain.Conflict.cores)
+    cores: list[SavedCore] = []
 
 
 class SavedAlternative(_Saved):

@@ -202,7 +202,13 @@ def conflict_sentence(conflict: dict[str, Any] | None) -> str:
         return "No plan satisfies the question."
     changes = [f["change"] for f in conflict.get("fixes") or []]
     complete = conflict.get("complete", True) is not False
-    return report.conflict_sentence(list(conflict.get("constraints") or []), changes, complete)
+    cores = [
+        (list(c.get("constraints") or []), [f["change"] for f in c.get("fixes") or []])
+        for c in conflict.get("cores") or []
+    ]
+    return report.conflict_sentence(
+        list(conflict.get("constraints") or []), changes, complete, cores
+    )
 
 
 def compare_report(path: Path, doc: dict[str, Any]) -> ReportData:
