@@ -30,7 +30,7 @@ from typing import Any
 from catalog.cloud import CloudTerm, cloud_offers
 from models.rental import Rental, rental, rental_words
 from models.rental import block_price_scale as _scale
-from solvers.result import SolveResult
+from solvers.result import SolveResult, merged_gap
 from solvers.scenario import Scenario
 from solvers.tie_rule import plan_order
 
@@ -254,18 +254,19 @@ def solve_by_term(
             shapes.add(plan.config.shape)
             kept.append(plan)
     found = [r for r in results if r.plans]
+    best = float(kept[0].objective) if kept else math.inf
     if found:
         proved = all(r.status in ("optimal", "infeasible") for r in results)
         status = "optimal" if proved else "feasible"
     else:
         status = "unknown" if any(r.status == "unknown" for r in results) else "infeasible"
-    gaps = [r.gap for r in found if r.gap is not None]
     return dataclasses.replace(
         results[0],
         status=status,
         wall_s=time.perf_counter() - start,
-        gap=max(gaps) if gaps else None,
+        gap=None if not found else 0.0 if status == "optimal" else merged_gap(results, best),
         plans=kept[:top_k],
+        bound=None,  # (the first term's, not the merged question's)
     )
 
 

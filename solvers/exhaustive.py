@@ -11,20 +11,32 @@ Only when no batch ceiling bounds m (the family switched off, and the batch-toke
 model off: its own cap bounds the batch) does it take the largest m, since the space
 is then unbounded. Obviously correct, slow: the
 oracle of the differential tests and the baseline of bench/solver.py. One shape's grid is
-searched by solvers/grid_search.py (best_for_candidate), which the CP-SAT warm start uses too."""
+searched by solvers/grid_search.py (best_for_candidate), which the CP-SAT warm start uses too.
+Stopped by its time limit, it gives its best plan's gap to the least lower bound
+(solvers/screen/bounds.py) of the shapes it did not search (unsearched_bound)."""
 
 from __future__ import annotations
 
+import math
 import time
 
+from models.cost import usd_to_cents_up
 from solvers import cloud_terms
 from solvers.gc_pause import without_gc_pauses
-from solvers.grid_search import best_for_candidate  # noqa: F401  (imported from here before)
+from solvers.grid_search import best_for_candidate, dp_upper
 from solvers.plan import Config, build_plan
 from solvers.purchase_rule import settle
-from solvers.result import SolveResult, names_objective
-from solvers.scenario import Scenario
+from solvers.result import SolveResult, names_objective, relative_gap
+from solvers.scenario import PreparedQuestion, Scenario
+from solvers.screen.bounds import (
+    BoundTerms,
+    gemm_lower_bounds,
+    objective_lower_bounds,
+    prepare_bounds,
+)
 from solvers.space import Candidate, enumerate_candidates, enumerate_within
+
+BOUND_SECONDS = 0.5  # the most a stopped search spends sharpening its gap (unsearched_bound)
 
 
 @names_objective
@@ -36,7 +48,8 @@ def solve_exhaustive(
     time_limit_s: float | None = None,
 ) -> SolveResult:
     """Every shape's best plan, the ``top_k`` best overall. Past ``time_limit_s`` it stops
-    between shapes: the plans found so far are ``feasible`` (not proved), or ``unknown``."""
+    between shapes (time_up): the plans found so far are ``feasible`` (not proved), with the
+    gap to the least bound of the shapes not searched (unsearched_bound), or ``unknown``."""
     if cloud_terms.applies(scenario):  # one solve per rental term (solvers/cloud_terms.py)
         return cloud_terms.solve_by_term(
             solve_exhaustive, scenario, top_k, candidates=candidates, time_limit_s=time_limit_s
@@ -50,10 +63,10 @@ def solve_exhaustive(
     nics = list(q.nic_specs)
     a = scenario.assumptions
     per_shape: list[tuple[tuple, Config]] = []
-    complete = True
-    for cand in cands:
-        if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
-            complete = False
+    left: list[Candidate] | None = None  # the shapes not searched when the time ran out
+    for i, cand in enumerate(cands):
+        if time_up(start, time_limit_s):
+            left = cands[i:]
             break
         if not cand.allowed(scenario):
             continue
@@ -63,18 +76,76 @@ def solve_exhaustive(
     per_shape.sort(key=lambda kv: kv[0])
     # phase two: the cheapest purchases within the tolerance (solvers/purchase_rule.py)
     plans = settle(scenario, [build_plan(scenario, cfg, q) for _, cfg in per_shape[:top_k]], q)
-    if complete:
-        status = "optimal" if plans else "infeasible"
-    else:
+    status, gap = ("optimal", 0.0) if plans else ("infeasible", None)
+    bound: float | None = None
+    if left is not None:  # the best found against the least bound of what was not searched
+        least = per_shape[0][0][0] if per_shape else math.inf
+        bound = min(least, unsearched_bound(scenario, q, left))
         status = "feasible" if plans else "unknown"
+        gap = relative_gap(plans[0].objective, bound) if plans else None
     return SolveResult(
         status=status,
         solver="exhaustive",
         wall_s=time.perf_counter() - start,
-        gap=0.0 if plans and complete else None,
+        gap=gap,
         plans=plans,
         candidates=cands,
+        bound=bound,
     )
+
+
+def time_up(start: float, time_limit_s: float | None) -> bool:
+    """Whether the solve begun at ``start`` (time.perf_counter) has run past its time limit:
+    the search's one stop check, made before each shape."""
+    return time_limit_s is not None and time.perf_counter() - start > time_limit_s
+
+
+def unsearched_bound(
+    scenario: Scenario, q: PreparedQuestion, left: list[Candidate], spend_s: float = BOUND_SECONDS
+) -> float:
+    """A value no plan of the shapes ``left`` (those not searched) beats, inf when none is
+    left: the least over them of their bounds (screen/bounds.py) over the DP range the
+    search would have swept, from the memory floor to grid_search.dp_upper (every plan the
+    search admits lies in it: best_for_candidate). The cheap bound of every shape
+    (gemm_lower_bounds: the GEMM time alone, no step coefficients), then the full one
+    (objective_lower_bounds) of the shapes whose cheap bound is the least, for up to
+    ``spend_s`` seconds (_least_bound). Each holds for any d, m, NICs and purchases in the
+    range, so the gap it gives is never below the true one (tests/test_exhaustive.py)."""
+    t = prepare_bounds(scenario, q)
+    shapes, ranges = [], []
+    for cand in left:
+        if not cand.allowed(scenario):
+            continue
+        gpu = scenario.catalog.gpu(cand.shape.gpu)
+        lo = cand.dp_floor(scenario)
+        hi = dp_upper(scenario, q, cand, usd_to_cents_up(gpu.price_usd))
+        if lo <= hi:  # else the search finds no plan of the shape
+            shapes.append(cand)
+            ranges.append((lo, hi))
+    cheap = gemm_lower_bounds(t, shapes, ranges)
+    return _least_bound(t, shapes, ranges, cheap, time.perf_counter() + spend_s)
+
+
+def _least_bound(
+    t: BoundTerms,
+    shapes: list[Candidate],
+    ranges: list[tuple[int, int]],
+    cheap: list[float],
+    stop_at: float,
+) -> float:
+    """The least over ``shapes`` of the greater of each one's cheap bound (``cheap``) and its
+    full bound, the full ones computed in chunks in the order of the cheap ones while the
+    next cheap bound lies below the least so far and the clock is before ``stop_at``; then
+    that next cheap bound bounds every shape not yet refined (each full bound is at least
+    its cheap one, and a shape's greater of two valid bounds is valid)."""
+    order = sorted(range(len(shapes)), key=lambda i: cheap[i])
+    least, done, chunk = math.inf, 0, 16
+    while done < len(order) and cheap[order[done]] < least and time.perf_counter() < stop_at:
+        part = order[done : done + chunk]
+        full = objective_lower_bounds(t, [shapes[i] for i in part], [ranges[i] for i in part])
+        least = min(least, *(max(cheap[i], f) for i, f in zip(part, full, strict=True)))
+        done, chunk = done + len(part), 2 * chunk
+    return min(least, cheap[order[done]]) if done < len(order) else least
 
 
 def estimated_seconds(

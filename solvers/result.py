@@ -64,6 +64,9 @@ class SolveResult:
     objective_unit: str = "days"
     message: str = ""
     candidates: list = field(default_factory=list, repr=False)  # the decision space, for re-solves
+    # a value no plan of the question beats, when a search stopped early knows one (the
+    # exhaustive solver's, with or without a plan; merged_gap reads it): None otherwise
+    bound: float | None = None
 
     @classmethod
     def enumeration_stopped(cls, solver: str, wall_s: float) -> SolveResult:
@@ -83,8 +86,45 @@ class SolveResult:
     @property
     def status_text(self) -> str:
         """The status as printed: ``feasible (not proved; gap 3.2%)`` when the search
-        stopped before proving its best plan optimal."""
+        stopped before proving its best plan optimal (gap_text)."""
         if self.status != "feasible":
             return self.status
-        gap = "unknown" if self.gap is None else f"{100 * self.gap:.2g}%"
-        return f"feasible (not proved; gap {gap})"
+        return f"feasible (not proved; gap {gap_text(self.gap)})"
+
+
+def relative_gap(best: float, bound: float) -> float:
+    """A search's relative gap: (``best`` - ``bound``) / ``best``, with ``best`` the
+    objective of its best plan and ``bound`` a value no plan beats, within [0, 1] (the
+    objectives, days and dollars, are not negative: a gap of 1 claims nothing)."""
+    return float(min(1.0, max(0.0, (best - bound) / max(abs(best), 1e-12))))
+
+
+def merged_gap(results: list[SolveResult], best: float) -> float | None:
+    """The gap of an answer merged from searches of parts of one question, ``best`` the
+    objective of its best plan (the best of theirs, as cloud_terms.solve_by_term merges its
+    terms): against the least of the parts' bounds (a part's ``bound``, else its best plan's
+    objective x (1 - its gap); none from an infeasible part). None when a part's search
+    stopped with no bound known (an unknown part, or a plan without a gap): a gap from the
+    others alone would claim too little, since that part may hold a better plan."""
+    bounds = []
+    for r in results:
+        if r.bound is not None:
+            bounds.append(r.bound)
+        elif r.plans and r.gap is not None:
+            bounds.append(float(r.plans[0].objective) * (1 - r.gap))
+        elif r.status != "infeasible":
+            return None
+    return relative_gap(best, min(bounds, default=best))
+
+
+def gap_text(gap: float | None) -> str:
+    """A gap as printed: two significant digits of its percentage (``3.2%``, ``25%``,
+    ``100%``, never an exponent), ``<0.01%`` below that, ``unknown`` for None."""
+    if gap is None:
+        return "unknown"
+    pct = 100 * gap
+    if pct >= 9.95:
+        return f"{pct:.0f}%"
+    if pct == 0 or pct >= 0.00995:
+        return f"{pct:.2g}%"
+    return "<0.01%"

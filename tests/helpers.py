@@ -505,3 +505,20 @@ def hard_knapsack():
         md.add(sum(rng.randint(1, 100) * x for x in xs) <= 5000)
     md.maximize(sum(rng.randint(1, 100) * x for x in xs))
     return md
+
+
+class StopAfter:
+    """solvers.exhaustive.time_up stopping each solve before its (n + 1)-th shape: a time
+    limit's early stop without a clock (a solve is told apart by its start). ``per_solve``:
+    one n per solve in the order they start (cloud terms: one solve per term); None: never
+    stops that one."""
+
+    def __init__(self, *per_solve: int | None) -> None:
+        self.per_solve = per_solve
+        self.calls: dict[float, int] = {}  # checks so far, by solve (its start), in order
+
+    def __call__(self, start: float, time_limit_s: float | None) -> bool:
+        self.calls[start] = self.calls.get(start, 0) + 1
+        which = min(list(self.calls).index(start), len(self.per_solve) - 1)
+        n = self.per_solve[which]
+        return n is not None and self.calls[start] > n

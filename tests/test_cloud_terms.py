@@ -575,3 +575,23 @@ def test_a_rented_plan_is_billed_without_the_spares_a_purchase_would_add(capsys)
     assert without["cloud_rental"]["billed_days"] == 11.0
     assert with_spares["cloud_rental"] == without["cloud_rental"]
     assert with_spares["cost_usd"]["cloud"] == without["cost_usd"]["cloud"]
+
+
+def test_a_stopped_terms_bound_enters_the_merged_gap(monkeypatch):
+    """A question rented under terms is solved once per term and the gaps merged. The
+    on-demand term's search stopped before its first shape (no plan: unknown) left the
+    reserved terms' plans, proved best of their terms: the merge took their gaps alone and
+    said 'gap 0%' of a plan 30 times slower than the optimum. The stopped term's bound (its
+    shapes' least, solvers.exhaustive.unsearched_bound) now enters the merged gap."""
+    import solvers.exhaustive as ex
+    from helpers import StopAfter
+
+    s = build_scenario(model=SMALL, tokens=3e11, budget=3e5, pricing="cloud", gpus=("h100-sxm",))
+    optimum = solve_exhaustive(s).best
+    assert optimum is not None and optimum.evaluation.extra["cloud_term"] == "on-demand"
+    monkeypatch.setattr(ex, "time_up", StopAfter(0, None))  # on-demand stops at once
+    res = solve_exhaustive(s, time_limit_s=60.0)
+    assert res.status == "feasible" and res.best is not None and res.gap is not None
+    assert res.best.evaluation.extra["cloud_term"] != "on-demand"
+    assert res.best.objective > 10 * optimum.objective
+    assert res.best.objective * (1 - res.gap) <= optimum.objective * (1 + 1e-9)

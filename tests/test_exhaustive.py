@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import one_line, run_main
+from helpers import StopAfter, one_line, run_main
 
 
 def test_the_exhaustive_solver_keeps_its_time_limit(capsys):
@@ -111,3 +111,141 @@ def test_the_time_limit_bounds_the_enumeration_too(solver):
     assert time.perf_counter() - start < 15
     assert res.status == "unknown" and not res.plans
     assert res.message == ENUMERATION_STOPPED
+
+
+# ------------------------------------------------ the gap of a search its time limit stopped
+def _gap_questions():
+    """Small questions of each objective and pricing whose exhaustive optimum takes well
+    under a second: the ideal model (prime_scenario), and the CLI's defaults (failures, the
+    batch-tokens model) on two GPU types."""
+    from catalog import load_catalog
+    from designer.question.build import build_scenario
+    from helpers import prime_scenario
+    from models.transformer import TransformerSpec
+
+    prime = prime_scenario(load_catalog())
+    small = TransformerSpec(
+        name="gap-small", layers=8, hidden=1024, heads=16, vocab=32000, seq_len=2048
+    )
+    both = ("h100-sxm", "a100-80gb")
+    return {
+        "time-capex": prime,
+        "cost-deadline": prime.with_changes(objective="cost", budget_usd=None, deadline_days=30),
+        "time-tco": prime.with_changes(pricing="tco"),
+        "time-cloud": prime.with_changes(pricing="cloud"),
+        "defaults-time": build_scenario(model=small, tokens=3e11, budget=3e5, gpus=both),
+        "defaults-cost": build_scenario(
+            model=small, tokens=3e11, deadline=20, objective="cost", pricing="tco", gpus=both
+        ),
+        # rented under terms: one solve per term, each stopped (cloud_terms.solve_by_term)
+        "defaults-cloud": build_scenario(
+            model=small, tokens=3e11, budget=3e4, pricing="cloud", gpus=("h100-sxm",)
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_gap_questions()))
+def test_a_stopped_search_reports_a_gap_no_smaller_than_the_truth(monkeypatch, name):
+    """--solver exhaustive cut short by --time-limit said 'feasible (not proved; gap
+    unknown)', gap null. It now gives (best - the least bound of what it did not search) /
+    best, and best x (1 - gap) never exceeds the optimum (the search without a limit) at
+    any stop: the bound of a shape not searched is a proved one (screen/bounds.py)."""
+    import solvers.exhaustive as ex
+    from solvers.space import enumerate_candidates
+
+    s = _gap_questions()[name]
+    cands = enumerate_candidates(s)
+    full = ex.solve_exhaustive(s, candidates=cands)
+    assert full.status == "optimal" and full.best is not None
+    optimum = full.best.objective
+    checked, behind, gaps = 0, 0, []
+    for n in range(1, len(cands), len(cands) // 7):
+        monkeypatch.setattr(ex, "time_up", StopAfter(n))
+        res = ex.solve_exhaustive(s, candidates=cands, time_limit_s=60.0)
+        if not res.plans:
+            assert (res.status, res.gap) == ("unknown", None)
+            continue
+        assert res.status == "feasible" and res.gap is not None, (n, res.status_text)
+        assert 0.0 <= res.gap <= 1.0
+        best = res.best.objective
+        assert best * (1 - res.gap) <= optimum * (1 + 1e-9), (n, best, res.gap, optimum)
+        assert "gap unknown" not in res.status_text
+        checked += 1
+        behind += best > optimum * (1 + 1e-6)
+        gaps.append(res.gap)
+    assert checked >= 5 and max(gaps) > 0.1
+    assert behind >= 1 or name == "cost-deadline"  # a stop whose plan is not yet the best
+
+
+@pytest.mark.parametrize("name", [n for n in _gap_questions() if n != "defaults-cloud"])
+def test_each_shapes_bound_is_below_its_best_plan(name):
+    """The bound a stopped search gives a shape it did not search (unsearched_bound, the
+    full bounds computed without a clock) never exceeds that shape's best plan, which the
+    search would have found (best_for_candidate, every m and NIC option)."""
+    import math
+
+    import solvers.exhaustive as ex
+    from solvers.grid_search import best_for_candidate
+    from solvers.space import enumerate_candidates
+
+    s = _gap_questions()[name]
+    q = s.prepare()
+    nics, overlap = list(q.nic_specs), s.assumptions.dp_overlap
+    bounded = 0
+    for cand in enumerate_candidates(s):
+        bound = ex.unsearched_bound(s, q, [cand], spend_s=math.inf)
+        if not cand.allowed(s):
+            assert bound == math.inf  # the search skips it: no plan
+            continue
+        best = best_for_candidate(s, cand, nics, overlap, every_m=True, prepared=q)
+        if best is not None:
+            assert bound <= best[0][0] * (1 + 1e-9), (cand.shape, bound, best[0][0])
+            bounded += bound > 0
+    assert bounded > 10
+
+
+def test_the_least_bound_sharpens_the_cheap_bounds_with_the_full_ones():
+    """Given time, the least bound of the shapes not searched is the least of each one's
+    greater bound (the full one where it is computed); given none, the least cheap bound;
+    both valid, the first never below the second."""
+    import math
+
+    import solvers.exhaustive as ex
+    from models.cost import usd_to_cents_up
+    from solvers.grid_search import dp_upper
+    from solvers.screen.bounds import gemm_lower_bounds, objective_lower_bounds, prepare_bounds
+    from solvers.space import enumerate_candidates
+
+    s = _gap_questions()["defaults-time"]
+    q, t = s.prepare(), prepare_bounds(s)
+    shapes = [c for c in enumerate_candidates(s) if c.allowed(s)]
+    ranges = []
+    for c in shapes:
+        cents = usd_to_cents_up(s.catalog.gpu(c.shape.gpu).price_usd)
+        ranges.append((c.dp_floor(s), dp_upper(s, q, c, cents)))
+    cheap = gemm_lower_bounds(t, shapes, ranges)
+    full = objective_lower_bounds(t, shapes, ranges)
+    sharp = min(max(a, b) for a, b in zip(cheap, full, strict=True))
+    assert ex._least_bound(t, shapes, ranges, cheap, math.inf) == sharp
+    assert ex._least_bound(t, shapes, ranges, cheap, -math.inf) == min(cheap)
+    assert sharp > min(cheap) * 1.01  # the full bound is worth computing here
+
+
+def test_the_stopped_searchs_line_says_its_gap(monkeypatch, capsys):
+    """The issue's line: 'exhaustive: feasible (not proved; gap unknown)', JSON gap null;
+    now the gap, in the status line (SolveResult.status_text) and the JSON."""
+    import json
+    import re
+
+    import solvers.exhaustive as ex
+
+    monkeypatch.setattr(ex, "time_up", StopAfter(40))
+    args = ["optimize", "--model", "llama2-7b", "--tokens", "1e11", "--budget", "2M"]
+    args += ["--gpu", "h100-sxm", "--solver", "exhaustive", "--time-limit", "60", "--no-explain"]
+    code, out, _ = run_main(capsys, args)
+    assert code == 0, out
+    assert re.search(r"exhaustive: feasible \(not proved; gap \d[\d.]*%\) in", out), out
+    code, out, _ = run_main(capsys, [*args, "--json"])
+    got = json.loads(out)
+    assert got["status"] == "feasible" and 0 < got["solve"]["gap"] <= 1
+    assert f"gap {got['solve']['gap'] * 100:.2g}%" in got["status_text"]

@@ -23,7 +23,7 @@ from solvers.grid_search import best_for_candidate
 from solvers.intmath import up
 from solvers.plan import Config, Plan, build_plan
 from solvers.purchase_rule import settle
-from solvers.result import SolveResult, names_objective
+from solvers.result import SolveResult, names_objective, relative_gap
 from solvers.scenario import PreparedQuestion, Scenario
 from solvers.screen.bounds import BoundTerms, prepare_bounds
 from solvers.screen.presolve import Presolved, defer_presolve, finish_is_costly, presolve
@@ -378,7 +378,7 @@ def _best(search: _Search, form: Formulation, first_only: bool) -> _Found:
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         status = "optimal" if code == cp_model.OPTIMAL else "feasible"
         best, bound = solver.objective_value, solver.best_objective_bound
-        gap = 0.0 if code == cp_model.OPTIMAL else abs(best - bound) / max(abs(best), 1e-12)
+        gap = 0.0 if code == cp_model.OPTIMAL else relative_gap(best, bound)
         plan = build_plan(search.scenario, _config(form, solver), form.prepared)
         return _Found([plan], status, gap)
     return _Found([], "unknown" if code == cp_model.UNKNOWN else "infeasible", None)
@@ -544,10 +544,5 @@ def _top_k_by_shape(search: _Search, form: Formulation) -> _Found:
         return _Found([], "unknown" if unproved else "infeasible", None)
     if not unproved:
         return _Found(plans, "optimal", 0.0)
-    best = found[0][0]
-    gap = (
-        max(0.0, (best - min(unproved)) / max(abs(best), 1e-12))
-        if min(unproved) > -math.inf
-        else 1.0
-    )
-    return _Found(plans, "feasible", min(1.0, gap))
+    # an unknown shape's bound is -inf: a gap of 1
+    return _Found(plans, "feasible", relative_gap(found[0][0], min(unproved)))
