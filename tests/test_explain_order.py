@@ -17,10 +17,21 @@ from solvers.space import enumerate_candidates, with_memory_scale
 
 
 def _probe_first(scenario, plan, cands, family) -> tuple[float, bool]:
-    """A family's (improvement, exact) by the order before: the probe, then the re-solve
+    """A family's (improvement, exact) by the order before, over its relaxation steps as
+    binding_constraints takes them (the first that improves the plan, else the last:
+    budget's and deadline's are sized by the plan, a purchase unit more or fewer)."""
+    steps = family.relaxations(scenario, plan)
+    for i, (_, relaxed) in enumerate(steps):
+        gain, exact = _probe_first_step(scenario, plan, cands, family, relaxed)
+        if gain > 0 or i == len(steps) - 1:
+            return gain, exact
+    raise AssertionError(family.name)
+
+
+def _probe_first_step(scenario, plan, cands, family, relaxed) -> tuple[float, bool]:
+    """One step's (improvement, exact) by the order before: the probe, then the re-solve
     warm-started from its plan (or from the explained plan when it found none)."""
     base = plan.objective
-    relaxed = family.relax(scenario)
     space = (
         cands
         if relaxed.memory_scale == scenario.memory_scale
