@@ -15,6 +15,7 @@ from solvers.decisions import (  # noqa: F401  (Config, Plan, Shape: their home 
     question_experts,
 )
 from solvers.families import REGISTRY, active
+from solvers.families.base import register_plan_builder
 from solvers.purchases import purchased
 from solvers.scenario import PreparedQuestion, Scenario
 
@@ -91,3 +92,6 @@ def build_plan(
     days = ev.time_to_train_days or math.inf
     objective = days if scenario.objective == "time" else cost
     return Plan(config, ev, tuple(violations), objective)
+
+
+register_plan_builder(build_plan)  # (solvers/families/base.py resized reads it)

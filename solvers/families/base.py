@@ -360,9 +360,6 @@ def resized(s: Scenario, plan: Plan, units: int) -> Plan | None:
     allow; evaluated whatever it violates (None: no such degree). What one purchase unit
     more (fewer) costs (takes): budget's and deadline's relaxation steps, where +10% buys
     no unit."""
-    # lazy: solvers.plan imports the registry, which imports this module
-    from solvers.plan import build_plan
-
     cfg = plan.config
     shape = cfg.shape
     unit = s.catalog.gpu(shape.gpu).server.purchase_unit_gpus
@@ -371,7 +368,18 @@ def resized(s: Scenario, plan: Plan, units: int) -> Plan | None:
     if dp < 1:
         return None
     micro = max(1, round(cfg.dp * cfg.microbatches / dp))
-    return build_plan(s, dataclasses.replace(cfg, dp=dp, microbatches=micro))
+    return PLAN_BUILDER[0](s, dataclasses.replace(cfg, dp=dp, microbatches=micro))
+
+
+# the float model's plan of a configuration (solvers.plan.build_plan), registered by
+# solvers.plan when it loads: it imports the registry, and so this module, so this module
+# cannot import it (tests/test_import_cycles.py); whoever holds a Plan has loaded it
+PLAN_BUILDER: list[Callable[[Scenario, Config], Plan]] = []
+
+
+def register_plan_builder(build: Callable[[Scenario, Config], Plan]) -> None:
+    """Set the builder ``resized`` evaluates its configurations with (solvers.plan's)."""
+    PLAN_BUILDER[:] = [build]
 
 
 # the EP group's scale-up domains: ep_domain's rule and nic_slots's price read them (here, on
