@@ -43,8 +43,9 @@ class BatchTrade:
             f"{_tokens(crit)} (DeepSeek LLM's fit; --batch-tokens-model)"
         )
         if used > crit:
-            extra = (need / self.tokens - 1.0) * 100
-            head += f", so it trains on {_tokens(need)} tokens (+{extra:.2g}%)"
+            extra = (need / self.tokens - 1.0) * 100  # whole percent (.2g printed 1e+02)
+            share = f"{extra:,.0f}%" if extra >= 0.5 else "under 1%"
+            head += f", so it trains on {_tokens(need)} tokens (+{share})"
         verdict = "slower" if self.net_days > 0 else "faster"
         return (
             f"{head}; a batch of {_tokens(self.larger_batch_tokens)} would save "

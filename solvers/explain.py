@@ -206,7 +206,8 @@ def _price(
     def run(
         hint: Config | None, cap: float | None, wall_s: float | None = None, lid: bool = False
     ) -> SolveResult:
-        settings = Resolve(hint, effort, among, EXPLAIN_WARM_SHAPES, cap, terms, lid)
+        # only the optimum's objective is read: no tie rule's second phase (Resolve's ties)
+        settings = Resolve(hint, effort, among, EXPLAIN_WARM_SHAPES, cap, terms, lid, False)
         limit_s = time_limit_s if wall_s is None else min(time_limit_s, wall_s)
         return resolve_cpsat(relaxed, settings, time_limit_s=limit_s, candidates=space)
 

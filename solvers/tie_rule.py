@@ -5,9 +5,14 @@ deadline); two plans equal on it are ordered by the other one (the cheaper of tw
 fast plans first, the faster of two equally cheap ones), then by fewer GPUs. Past that, the
 solvers' own order makes the answer deterministic: the purchases, the shape (its GPU type
 first), the NIC and the NICs per server. The exhaustive grid search applies the same key
-to its arrays (solvers/grid_search.py best_for_candidate); the solvers' plan lists (--top
-K: solvers.purchase_rule.settle, CP-SAT's per-shape search, the merged rental terms and
-GPU types), compare's rows and breakeven's comparison of two GPU types read it here."""
+to its arrays (solvers/grid_search.py best_for_candidate); CP-SAT, whose model minimises
+the objective alone, in a second phase (solvers/cpsat/solve.py): under the cost objective
+the time minimised at the proved optimal cost, for every plan of a --top list
+(_fastest_at_cost); under the time objective the cheapest NICs at the plan's time
+(_cheapest_nics); bench/agreement.py --full compares both keys. The solvers' plan lists
+(--top K: solvers.purchase_rule.settle, CP-SAT's per-shape search, the merged rental
+terms and GPU types), compare's rows and breakeven's comparison of two GPU types read it
+here."""
 
 from __future__ import annotations
 

@@ -68,3 +68,14 @@ def test_a_batch_within_the_critical_one_adds_no_tokens():
 )
 def test_token_counts_read_with_a_suffix_to_four_digits(crit, shown):
     assert f"critical batch of {shown} " in _trade(critical_batch_tokens=crit).sentence()
+
+
+@pytest.mark.parametrize(
+    ("effective", "share"),
+    [(3.992e12, "+100%"), (2.5e12, "+25%"), (2.0246e12, "+1%"), (2.004e12, "+under 1%")],
+)
+def test_the_tokens_a_batch_adds_read_in_whole_percent(effective, share):
+    """.2g printed 99.6% as "(+1e+02%)" (the 8 H100 Llama 3 8B plan trained on 998B tokens
+    for 500B): whole percent, and under 1% said so."""
+    text = _trade(effective_tokens=effective).sentence()
+    assert f"tokens ({share})" in text

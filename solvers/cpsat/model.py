@@ -79,6 +79,9 @@ class Formulation:
     days_per_unit: float | None = None  # the time objective's days per unit (None: cost)
     # what the build read of the question (Scenario.prepare): the plans read it too
     prepared: PreparedQuestion | None = None
+    # the expected time per sequence (the time objective's own variable): the cost
+    # objective's second phase minimises it at the optimal cost (solvers/cpsat/solve.py)
+    time_per_seq: cp_model.IntVar | None = None
 
 
 def build(
@@ -158,6 +161,7 @@ def _build(
         ctx.storage_lits,
         ctx.days_per_unit if scenario.objective == "time" else None,
         terms.prepared,
+        ctx.per_seq,
     )
     _search_order(ctx)
     return form

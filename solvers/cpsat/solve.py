@@ -1,5 +1,6 @@
 """Solving the CP-SAT model (solvers/cpsat/model.py) over the shapes solvers/screen/prune.py
-keeps: warm start, incumbent, top K.
+keeps: warm start, incumbent, top K, and the tie rule's second phase (solvers/tie_rule.py:
+the fastest plan at the optimal cost, the cheapest NICs at the optimal time).
 
 One worker following the model's decision strategy, deterministic; the plans are
 re-evaluated by the float model (solvers/plan.py).
@@ -123,7 +124,9 @@ class Resolve:
     plan at most that fast (the cap only prunes: the question's optimum when it lies at
     or below the cap, "infeasible" when it does not; the cap raised by prune's margin,
     _time_cap); ``terms``:
-    ``bounds.prepare_bounds(scenario)``. Each
+    ``bounds.prepare_bounds(scenario)``; ``ties`` (cost objective): the tie rule's second
+    phase, the fastest plan at the optimal cost (_fastest_at_cost; off for a caller
+    that reads only the optimum's objective, the explanation's prices). Each
     of ``alive`` and ``terms`` belongs to the question it is handed in with: a solve
     split by rental term or GPU type drops them (and the time cap with the GPU types,
     the cost objective's)."""
@@ -135,6 +138,7 @@ class Resolve:
     time_cap_days: float | None = None
     terms: BoundTerms | None = None
     cap_minimises: bool = False
+    ties: bool = True
 
 
 class _Found(NamedTuple):
@@ -160,6 +164,7 @@ class _Search:
     time_limit_s: float
     workers: int
     effort: float | None
+    ties: bool = True  # Resolve's
 
 
 def _solve_cloud_cost_by_gpu(
@@ -273,6 +278,7 @@ def resolve_cpsat(
         time_limit_s,
         workers,
         how.effort,
+        how.ties,
     )
     result = _solve_built(search, terms, cap, _time_cap(how), how.cap_minimises)
     if result.status == "infeasible" and cap is not None:
@@ -280,7 +286,35 @@ def resolve_cpsat(
         result = _solve_built(search, terms)
     # phase two: the cheapest purchases within the tolerance of each plan's time
     plans = settle(scenario, result.plans, terms.prepared)  # (solvers/purchase_rule.py)
+    plans = _cheapest_nics(scenario, plans, terms.prepared)
     return replace(result, plans=plans, wall_s=time.perf_counter() - start)
+
+
+def _cheapest_nics(scenario: Scenario, plans: list[Plan], q: PreparedQuestion) -> list[Plan]:
+    """The time objective's tie rule on the NICs (solvers/tie_rule.py: the cheaper of two
+    equally fast plans): each plan's layout and purchases kept, its NIC type and count
+    chosen again among those its server takes, the best by plan_order of those at least
+    as fast. The model's search takes the most NICs first and no cost into account: a toy
+    on 40 A100s (bench/agreement.py --full --toys seed 64) kept 8 NICs a server where 4
+    train as fast for less, as the exhaustive solver's plan does. Not when renting (the
+    GPU-hours' price does not depend on the NICs: the fastest in every slot)."""
+    if scenario.objective != "time" or scenario.pricing == "cloud" or not plans:
+        return plans
+    chosen = []
+    for plan in plans:
+        cfg, best = plan.config, plan
+        gpu = cfg.shape.gpu
+        for nic in q.nics_for[gpu]:
+            for k in q.nic_counts[gpu]:
+                if (nic.name, k) == (cfg.nic, cfg.nics_per_node):
+                    continue
+                other = build_plan(scenario, replace(cfg, nic=nic.name, nics_per_node=k), q)
+                if other.feasible and plan_order(other, "time") < plan_order(best, "time"):
+                    best = other
+        chosen.append(best)
+    if all(a is b for a, b in zip(chosen, plans, strict=True)):
+        return plans
+    return sorted(chosen, key=lambda p: plan_order(p, "time"))
 
 
 def _pruned(
@@ -365,23 +399,101 @@ def _solve_built(
 
 def _best(search: _Search, form: Formulation, first_only: bool) -> _Found:
     """The best plan, warm-started from the first incumbent (``first_only``: the first plan
-    found under the time cap)."""
+    found under the time cap); under the cost objective, the fastest at the proved
+    optimal cost (_fastest_at_cost: the tie rule's second phase)."""
     md = form.model
     if search.warm:
         _hint(search.scenario, form, search.warm[0])
+    deadline = time.perf_counter() + search.time_limit_s
     solver = _solver(search.time_limit_s, search.workers, search.effort)
     _tune(search.scenario, solver)
     # proving the optimum under a cap can make CP-SAT's bound propagation crawl through
     # the step's products (minutes for a relaxed 671B model): the first plan answers
     solver.parameters.stop_after_first_solution = first_only
     code = _checked_solve(solver, md)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return _Found([], "unknown" if code == cp_model.UNKNOWN else "infeasible", None)
+    status = "optimal" if code == cp_model.OPTIMAL else "feasible"
+    best, bound = solver.objective_value, solver.best_objective_bound
+    gap = 0.0 if code == cp_model.OPTIMAL else relative_gap(best, bound)
+    cfg = _config(form, solver)
+    if code == cp_model.OPTIMAL and _ties_on_cost(search, form):
+        cut = md.add(form.objective <= 0).index
+        at_zero = md.proto.constraints[cut].linear.domain[-1]
+        limits = (deadline, search.workers, search.effort)
+        cfg, proved, _ = _fastest_at_cost(search.scenario, form, (cut, at_zero, best), cfg, limits)
+        status = "optimal" if proved else "feasible"
+    plan = build_plan(search.scenario, cfg, form.prepared)
+    return _Found([plan], status, gap)
+
+
+def _time_m_order(form: Formulation) -> Any:
+    """How the time objective's search branches on the micro-batches (model.py
+    _search_order): the fewest first where the batch's tokens depend on it (at most 0.5x
+    phase two's work on the cost questions of bench/agreement.py), else the most."""
+    q = form.prepared
+    if q is not None and q.critical_batch_seq is not None:
+        return cp_model.SELECT_MIN_VALUE
+    return cp_model.SELECT_UPPER_HALF
+
+
+def _m_order(form: Formulation, order: Any) -> Any:
+    """Set the micro-batches' value order in the model's decision strategy; the one it
+    replaces (to restore it)."""
+    for strategy in form.model.proto.search_strategy:
+        if [list(e.vars) for e in strategy.exprs] == [[form.m.index]]:
+            old = strategy.domain_reduction_strategy
+            strategy.domain_reduction_strategy = order
+            return old
+    raise AssertionError("no decision strategy on the micro-batches")
+
+
+def _ties_on_cost(search: _Search, form: Formulation) -> bool:
+    """Whether a cost question's optimum takes the tie rule's second phase: the cost
+    objective with the time per sequence in the model (solvers/tie_rule.py), unless the
+    caller reads only the optimum's objective (Resolve's ``ties``)."""
+    objective = search.scenario.objective
+    return search.ties and objective == "cost" and form.time_per_seq is not None
+
+
+def _fastest_at_cost(
+    scenario: Scenario,
+    form: Formulation,
+    cutoff: tuple[int, int, float],
+    cheapest: Config,
+    limits: tuple[float, int, float | None],
+) -> tuple[Config, bool, float | None]:
+    """Phase two of the cost objective (solvers/tie_rule.py: the faster of two equally
+    cheap plans): the objective held at its proved optimum (``cutoff``: the linear
+    constraint's index, its constant and the optimum, in the model's units) and the
+    expected time per sequence minimised, warm-started from ``cheapest`` (phase one's
+    plan), with its own deterministic effort and the wall clock left (``limits``:
+    deadline, workers, effort). Phase one alone kept the first cheapest plan its search
+    met, whose micro-batch count it branches from the top: 8 H100s for Llama 3 8B by a
+    200-day deadline took 188.7 days where the same $297.5K trains in 74.3. Returns the
+    fastest plan found at that cost (``cheapest`` when none is), whether it is proved the
+    fastest, and its time per sequence in the model's units (None: ``cheapest`` returned);
+    the model's objective, hints, search order and cutoff are restored."""
+    md = form.model
+    cut, at_zero, optimum = cutoff
+    deadline, workers, effort = limits
+    assert form.time_per_seq is not None
+    _set_cutoff(md, cut, int(round(optimum)) + at_zero)
+    md.clear_hints()
+    _hint(scenario, form, cheapest)
+    md.minimize(form.time_per_seq)
+    solver = _solver(deadline - time.perf_counter(), workers, effort)
+    # the time objective's settings: no LP relaxation (_tune), its micro-batch order
+    solver.parameters.linearization_level = 0
+    m_order = _m_order(form, _time_m_order(form))
+    code = _checked_solve(solver, md)
+    _m_order(form, m_order)
+    md.minimize(form.objective)
+    md.clear_hints()
+    _set_cutoff(md, cut, 2**61 + at_zero)
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        status = "optimal" if code == cp_model.OPTIMAL else "feasible"
-        best, bound = solver.objective_value, solver.best_objective_bound
-        gap = 0.0 if code == cp_model.OPTIMAL else relative_gap(best, bound)
-        plan = build_plan(search.scenario, _config(form, solver), form.prepared)
-        return _Found([plan], status, gap)
-    return _Found([], "unknown" if code == cp_model.UNKNOWN else "infeasible", None)
+        return _config(form, solver), code == cp_model.OPTIMAL, solver.objective_value
+    return cheapest, False, None
 
 
 def _tune(scenario: Scenario, solver: cp_model.CpSolver) -> None:
@@ -482,6 +594,30 @@ def _fixed_one(md: cp_model.CpModel, var: cp_model.IntVar) -> bool:
     return md.proto.variables[var.index].domain[0] == 1
 
 
+def _tied_fastest(
+    search: _Search,
+    form: Formulation,
+    sub: tuple[cp_model.CpSolver, Any],
+    cut: tuple[int, int],
+    limits: tuple[float, int, float | None],
+) -> tuple[float, Config, bool]:
+    """A shape's plan from its sub-solve ``sub`` (solver, status) under _top_k_by_shape:
+    under the cost objective, once the shape's cost is proved, the fastest plan at it
+    (_fastest_at_cost on the shape's cutoff constraint ``cut``: its index and constant),
+    so that every plan of a top-K list, not only the first, follows the tie rule. Returns
+    the plan's time per sequence in the model's units (the order among shapes tied on the
+    cost; 0 elsewhere), the plan, and whether its tie is proved."""
+    solver, code = sub
+    cfg = _config(form, solver)
+    if code != cp_model.OPTIMAL or not _ties_on_cost(search, form):
+        return 0.0, cfg, True
+    assert form.time_per_seq is not None
+    own = float(solver.value(form.time_per_seq))
+    cutoff = (*cut, solver.objective_value)
+    fastest, proved, t = _fastest_at_cost(search.scenario, form, cutoff, cfg, limits)
+    return (own if t is None else t), fastest, proved
+
+
 def _top_k_by_shape(search: _Search, form: Formulation) -> _Found:
     """The ``top_k`` best plans of distinct shapes, each shape solved once.
 
@@ -502,7 +638,9 @@ def _top_k_by_shape(search: _Search, form: Formulation) -> _Found:
     cut = md.add(form.objective <= 0).index
     at_zero = md.proto.constraints[cut].linear.domain[-1]  # the constant moved to the right
     hints = {cfg.shape: cfg for cfg in warm}
-    found: list[tuple[float, int, Config]] = []  # (model objective, visit order, config)
+    # (model objective, model time per sequence at ties on cost, visit order, config)
+    found: list[tuple[float, float, int, Config]] = []
+    ties_proved = True  # every cost tie settled by a proved second phase (_tied_fastest)
     unproved: list[float] = []  # model-unit bounds of shapes whose sub-solve stopped early
     order = sorted(range(len(form.candidates)), key=lambda i: (lbs[i], i))
     for v in form.x:
@@ -523,26 +661,30 @@ def _top_k_by_shape(search: _Search, form: Formulation) -> _Found:
         q = form.prepared if form.prepared is not None else scenario.prepare()
         args = (scenario, form, (cut, at_zero, int(kth), kth_plan), hint, q, deadline)
         solver, code = _solve_shape(*args, search.workers, share)
-        _set_domain(md, form.x[i], 0, 0)
-        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            found.append((solver.objective_value, rank, _config(form, solver)))
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # (the shape still fixed)
+            limits = (deadline, search.workers, share)
+            sub = (solver, code)
+            t, cfg, settled = _tied_fastest(search, form, sub, (cut, at_zero), limits)
+            ties_proved = ties_proved and settled
+            found.append((solver.objective_value, t, rank, cfg))
             if code == cp_model.FEASIBLE:
                 unproved.append(solver.best_objective_bound)
         elif code == cp_model.UNKNOWN:
             unproved.append(-math.inf)
+        _set_domain(md, form.x[i], 0, 0)
         if len(found) >= top_k:
-            found.sort(key=lambda f: (f[0], f[1]))
+            found.sort(key=lambda f: f[:3])
             del found[top_k:]
-            kth_plan = build_plan(scenario, found[-1][2], form.prepared).objective
+            kth_plan = build_plan(scenario, found[-1][3], form.prepared).objective
     for v in form.x:
         _set_domain(md, v, 0, 1)
     _set_cutoff(md, cut, 2**61 + at_zero)
     md.clear_hints()
-    found.sort(key=lambda f: (f[0], f[1]))
-    plans = [build_plan(scenario, cfg, form.prepared) for _, _, cfg in found[:top_k]]
+    found.sort(key=lambda f: f[:3])
+    plans = [build_plan(scenario, f[3], form.prepared) for f in found[:top_k]]
     if not plans:
         return _Found([], "unknown" if unproved else "infeasible", None)
     if not unproved:
-        return _Found(plans, "optimal", 0.0)
+        return _Found(plans, "optimal" if ties_proved else "feasible", 0.0)
     # an unknown shape's bound is -inf: a gap of 1
     return _Found(plans, "feasible", relative_gap(found[0][0], min(unproved)))
