@@ -117,7 +117,7 @@ EVALUATE_OPTIONS = [
         default="none",
         show_default=True,
         help="Mixture-of-experts: hide the token all-to-alls behind compute at the SM share "
-        "they take: a2a (Megatron-LM --overlap-moe-expert-parallel-comm: all but the "
+        "they take, at most the compute's seconds (the rest stays exposed): a2a (Megatron-LM --overlap-moe-expert-parallel-comm: all but the "
         "schedule's warm-up and cool-down; needs EP > 1, VP > 1 when PP > 1, no full "
         "recompute) or dualpipe (DeepSeek-V3's schedule: also its bubble and two weight "
         "copies; needs an even PP, VP 1 and an even number of micro-batches, at least "

@@ -29,6 +29,7 @@ from models.rental import Billing, Rental, cheapest_rental
 from models.step import (
     StepBreakdown,
     cp_ring_on_nics,
+    ep_overlap_capped_s,
     step_coefficients,
     step_from_coefficients,
 )
@@ -337,11 +338,18 @@ def with_profile(a: Assumptions, gpu: GPUSpec) -> Assumptions:
 
 
 def moe_plan_described(
-    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, ex: ExpertLayout
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    gpu: GPUSpec,
+    ex: ExpertLayout,
+    capped_s: float = 0.0,
 ) -> tuple[str, ...]:
     """evaluate's ``moe`` line: the plan's MoE mechanisms in words, the share of the
-    all-to-alls an overlap hides (ExpertLayout.hidden_share) and a linear-attention model's
-    Gated DeltaNet core as measured, in seconds a step (models.expert)."""
+    all-to-alls an overlap hides (ExpertLayout.hidden_share), the seconds of them a step
+    that outlast the compute they overlap (``capped_s``: models.step.ep_overlap_capped_s)
+    and a linear-attention model's Gated DeltaNet core as measured, in seconds a step
+    (models.expert)."""
     if not spec.is_moe:
         return ()
     out = ex.described()
@@ -349,6 +357,11 @@ def moe_plan_described(
         out += (
             f"{ex.hidden_share(layout):.0%} of the all-to-alls hidden (the schedule's "
             "warm-up forwards and cool-down backwards run alone)",
+        )
+    if capped_s > 0:
+        out += (
+            f"{capped_s:.3g} s a step of the overlapped all-to-alls outlast the compute "
+            "beside them (exposed)",
         )
     core_s = gdn_core_per_step_s(spec, layout, seq_len, gpu, ex)
     if core_s > 0:
@@ -411,7 +424,9 @@ def evaluate(
         ep=ex.ep,
         etp=ex.etp,
         moe=spec.is_moe,
-        moe_plan=moe_plan_described(spec, layout, s, hw.gpu, ex),
+        moe_plan=moe_plan_described(
+            spec, layout, s, hw.gpu, ex, ep_overlap_capped_s(coeffs, layout.grad_accum, net)
+        ),
         failure_model=failures,
         cp_ring=cp_ring_on_nics(coeffs, layout.grad_accum, net),
     )

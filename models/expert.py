@@ -47,7 +47,14 @@ divisibility). This module prices, per micro-batch on the busiest pipeline rank:
   micro-batch's backward, all but the W warm-up forwards and W cool-down backwards
   (models.pipeline.a2a_overlap_exposed_share: W / (v m) stays exposed, W = 1 with PP 1),
   holds 1F1B's activations (models.pipeline.a2a_overlap_warmup_chunks) and runs only
-  where Megatron-Core allows it (``a2a_overlap_violation``).
+  where Megatron-Core allows it (``a2a_overlap_violation``). A paired chunk runs its
+  all-to-alls on one communication stream beside the other micro-batch's compute on the
+  compute stream (Megatron-Core's TransformerLayerSchedulePlan.run; DualPipe's forward and
+  backward chunk pairs, DeepSeek-V3 Technical Report section 3.2.1), so it takes at least
+  max(compute + the overlap's SM cost, all-to-alls): the hidden seconds per micro-batch are
+  min(hidden share x all-to-alls, paired share x compute), the rest exposed
+  (models.step.ep_overlap_s), and the compute they take is no window for the ZeRO-3
+  gathers, nor, under DualPipe, for the step's gradient reduction.
 - **Expert compute** from the active parameters: per token and layer the attention (or
   MLA) projections, the dense MLP of a dense layer, the router, the shared experts and
   the top-k routed experts (``models.moe``); the routed GEMMs run ``expert_load`` x the
@@ -126,6 +133,8 @@ from models.step import (
     GemmRates,
     StageWork,
     StepCoefficients,
+    cp_ring_hidden_s,
+    ep_overlap_s,
     forward_passes,
     gemm_rates,
     group_reduce_s,
@@ -302,16 +311,21 @@ class ExpertLayout:
             out.append(f"fused attention (x{self.attention_kernel_speedup:g} the profile's)")
         return tuple(out)
 
-    def hidden_share(self, layout: Layout) -> float:
-        """The all-to-all share hidden behind compute: 1 under DualPipe; else ep_overlap of
-        the all-to-alls the schedule pairs with another micro-batch's compute, all but its
-        warm-up and cool-down (models.pipeline.a2a_overlap_exposed_share)."""
+    def paired_share(self, layout: Layout) -> float:
+        """The share of the chunk passes the schedule runs beside another micro-batch's: 1
+        under DualPipe; all but the warm-up's forwards and the cool-down's backwards under
+        the all-to-all overlap (models.pipeline.a2a_overlap_exposed_share); 0 without one."""
         if self.dualpipe:
             return 1.0
         if self.ep_overlap <= 0:
             return 0.0
-        alone = a2a_overlap_exposed_share(layout.pp, layout.vp, layout.grad_accum)
-        return self.ep_overlap * (1.0 - alone)
+        return 1.0 - a2a_overlap_exposed_share(layout.pp, layout.vp, layout.grad_accum)
+
+    def hidden_share(self, layout: Layout) -> float:
+        """The all-to-all share an overlap would hide: 1 under DualPipe; else ep_overlap of
+        the paired share (``paired_share``). What it hides is at most the compute of the
+        chunks it pairs with (models.step.ep_overlap_s: the rest is exposed)."""
+        return 1.0 if self.dualpipe else self.ep_overlap * self.paired_share(layout)
 
 
 def tokens_per_gpu(layout: Layout, seq_len: int) -> float:
@@ -401,7 +415,8 @@ def dispatch_terms(
     layers: 4 all-to-alls per layer (6 with full recomputation) x (1 - the hidden share,
     ``ExpertLayout.hidden_share``), each
     ``all_to_all_s`` and, with ETP > 1, its all-gather or reduce-scatter over ETP (module
-    docstring), split by what depends on the NICs (DispatchTerms)."""
+    docstring), split by what depends on the NICs (DispatchTerms). The hidden share's part
+    the compute cannot cover is exposed too (models.step.ep_overlap_s)."""
     return dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, 1.0 - ex.hidden_share(layout))
 
 
@@ -753,18 +768,53 @@ def router_fp32_per_microbatch_s(
     return gemm_s + cast_s
 
 
-def overlap_cost_per_microbatch_s(
-    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, net: Network, ex
-) -> float:
-    """The cost of hiding the all-to-alls: while the hidden share runs, its kernels hold
-    ``overlap_sm_fraction`` of the SMs, so compute loses that fraction of the hidden
-    seconds (DeepSeek-V3 Technical Report section 3.2.2: 20 of 132 SMs)."""
-    hidden = ex.hidden_share(layout)
-    if not spec.is_moe or hidden <= 0 or ex.overlap_sm_fraction <= 0:
+def overlap_cost_per_microbatch_s(c: StepCoefficients, share: float, ex: ExpertLayout) -> float:
+    """The cost of hiding the all-to-alls: while the hidden part runs (models.step.
+    ep_overlap_s at ``share``, bytes/s per GPU: at most the compute of the chunks it pairs
+    with), its kernels hold ``overlap_sm_fraction`` of the SMs, so compute loses that
+    fraction of the hidden seconds (DeepSeek-V3 Technical Report section 3.2.2: 20 of 132
+    SMs). A paired chunk then takes at least max(compute + this cost, all-to-alls)."""
+    if not c.ep_overlapped or ex.overlap_sm_fraction <= 0:
         return 0.0
-    share = nic_share_gb_per_s(gpu, net.node_bw_gb_per_s) * comm.GB
-    whole = dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, hidden).seconds(share)
-    return ex.overlap_sm_fraction * whole
+    hidden, _ = ep_overlap_s(c, share, cp_ring_hidden_s(c, share))
+    return ex.overlap_sm_fraction * float(hidden)
+
+
+def overlap_coefficients(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    gpu: GPUSpec,
+    network: Network,
+    ex: ExpertLayout,
+    c: StepCoefficients,
+    compute_s: float,
+) -> tuple[float, dict[str, float | bool]]:
+    """(the overlap's SM cost per micro-batch, the StepCoefficients fields of the
+    all-to-alls it pairs with compute): the hidden share's dispatch terms
+    (``dispatch_terms_exposed`` at ``ExpertLayout.hidden_share``), the window
+    ``paired_share`` x ``compute_s`` (the micro-batch's kernel seconds before the cost),
+    and whether the last micro-batch's compute is one of the windows: under DualPipe, which
+    the model pairs whole; Megatron-Core's overlap runs the last backward alone (its
+    cool-down, models.pipeline.a2a_overlap_warmup_chunks). The cost is priced at
+    ``network``'s NICs (``overlap_cost_per_microbatch_s``; the solvers, whose NICs vary,
+    never overlap). (0, {}) without an overlap; ``c``: the dense coefficients."""
+    hidden = ex.hidden_share(layout)
+    if not spec.is_moe or hidden <= 0:
+        return 0.0, {}
+    terms = dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, hidden)
+    paired = ex.paired_share(layout)
+    fields: dict[str, float | bool] = {
+        "ep_hidden_mb_s": terms.fixed_s,
+        "ep_hidden_up_mb_s": terms.up_s,
+        "ep_hidden_nic_bytes": terms.nic_bytes,
+        "ep_hidden_nic_extra_bytes": terms.extra_bytes,
+        "ep_window_s": paired * compute_s,
+        "ep_paired": paired,
+        "ep_window_last": ex.dualpipe,
+    }
+    share = comm.nic_share(network.node_bw_gb_per_s, c.gpus_per_node, c.network_efficiency)
+    return overlap_cost_per_microbatch_s(c.updated(**fields), share, ex), fields
 
 
 def a2a_overlap_violation(spec: TransformerSpec, layout: Layout, ex: ExpertLayout) -> str | None:
@@ -1020,12 +1070,12 @@ def moe_step_coefficients(
         elementwise_s = memory_bound_per_microbatch_s(spec, layout, seq_len, gpu)
     if host_s is None:
         host_s = host_issue_per_microbatch_s(spec, layout, gpu)
-    compute = gemm + elementwise_s
-    compute += permute_per_microbatch_s(spec, layout, seq_len, gpu, ex)
-    compute += routed_elementwise_per_microbatch_s(spec, layout, seq_len, gpu, ex)
-    compute += overlap_cost_per_microbatch_s(spec, layout, seq_len, gpu, network, ex)
-    compute += router_fp32_per_microbatch_s(spec, layout, seq_len, gpu, ex)
-    compute = max(compute, host_s - c.tp_mb_s)
+    kernels = gemm + elementwise_s
+    kernels += permute_per_microbatch_s(spec, layout, seq_len, gpu, ex)
+    kernels += routed_elementwise_per_microbatch_s(spec, layout, seq_len, gpu, ex)
+    kernels += router_fp32_per_microbatch_s(spec, layout, seq_len, gpu, ex)
+    cost, overlap = overlap_coefficients(spec, layout, seq_len, gpu, network, ex, c, kernels)
+    compute = max(kernels + cost, host_s - c.tp_mb_s)
     per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
     group = layout.dp * layout.cp
     expert_states = mem.expert_params * (group / mem.expert_dp if layout.zero >= 1 else 1.0)
@@ -1062,4 +1112,5 @@ def moe_step_coefficients(
         if layout.zero >= 3
         else 0.0,
         bubble_scale=dualpipe_bubble_scale(layout.pp) if ex.dualpipe else 1.0,
+        **overlap,
     )

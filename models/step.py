@@ -31,7 +31,9 @@ behind its own compute; with the stack's per-micro-batch gradient reduce-scatter
 sharing the same window, and the backward's last reduce-scatter is exposed; the last
 micro-batch's compute is one window for its own collectives and the step's reduction,
 never two (zero3_exposed_s), and what each window hides still slows its compute by
-the collectives' HBM traffic (zero3_contention_s). bw_up is the
+the collectives' HBM traffic (zero3_contention_s). An all-to-all overlap (models/expert.py)
+hides at most the compute of the chunks it pairs with (ep_overlap_s), and the seconds it
+takes of them hide nothing else. bw_up is the
 bandwidth of a k-rank group on the platform's topology (models/scaleup.py: a mesh
 gives k - 1 links; a group smaller than k, only on clusters of one domain, is
 charged at the k-rank rate).
@@ -413,6 +415,20 @@ class StepCoefficients:
     expert_dp_den: int = 1
     expert_ranks_per_node: int = 1
     expert_scale_up_bw_gb_per_s: float = 1.0
+    # the all-to-alls an overlap pairs with compute (--moe-overlap; models.expert): their
+    # seconds per micro-batch as the exposed ones' terms, ep_hidden_mb_s + max(
+    # ep_hidden_up_mb_s, ep_hidden_nic_bytes / share) + ep_hidden_nic_extra_bytes / share,
+    # at most the compute of the chunks they overlap, ep_window_s = ep_paired x the
+    # micro-batch's compute (ep_overlap_s: the rest is exposed); ep_window_last: the last
+    # micro-batch's compute is one of those windows (DualPipe), so the step's reduction
+    # window loses what they take of it
+    ep_hidden_mb_s: float = 0.0
+    ep_hidden_up_mb_s: float = 0.0
+    ep_hidden_nic_bytes: float = 0.0
+    ep_hidden_nic_extra_bytes: float = 0.0
+    ep_window_s: float = 0.0
+    ep_paired: float = 0.0
+    ep_window_last: bool = False
     # the pipeline schedule's bubble over 1F1B's (p-1)/v stage times: 1.0, or DualPipe's
     # (models.expert.dualpipe_bubble_scale; a MoE plan option, never chosen by the solvers)
     bubble_scale: float = 1.0
@@ -441,6 +457,11 @@ class StepCoefficients:
     def ep_crosses_nics(self) -> bool:
         """Whether the expert dispatch has a part that depends on the NICs (ep_nic_mb_s)."""
         return self.ep_nic_bytes > 0 or self.ep_nic_extra_bytes > 0 or self.ep_up_mb_s > 0
+
+    @property
+    def ep_overlapped(self) -> bool:
+        """Whether an overlap pairs all-to-alls with compute (ep_overlap_s)."""
+        return self.ep_paired > 0
 
     @property
     def cp_crosses_nics(self) -> bool:
@@ -583,6 +604,46 @@ def ep_nic_mb_s(c: StepCoefficients, share):
     return np.maximum(c.ep_up_mb_s, c.ep_nic_bytes / share) + c.ep_nic_extra_bytes / share
 
 
+def ep_overlap_s(c: StepCoefficients, share, ring: Any = 0.0) -> tuple[Any, Any]:
+    """(hidden, exposed) seconds of the all-to-alls an overlap pairs with compute, one
+    micro-batch (both 0 without one). The overlap runs each chunk's dispatch and combine on
+    a communication stream beside another micro-batch's chunk on the compute stream
+    (Megatron-Core's 1F1B all-to-all overlap: TransformerLayerSchedulePlan.run,
+    megatron/core/models/common/model_chunk_schedule_plan.py, pairs "comm_stream:
+    combine_bwd | dispatch_fwd->dispatch_bwd | combine_fwd" with "comp_stream: attn_fwd |
+    mlp_bwd->mlp_bwd_dw->mlp_fwd | attn_bwd", each part waiting for both streams; DualPipe
+    the same within "a pair of individual forward and backward chunks", DeepSeek-V3
+    Technical Report section 3.2.1 and figure 4). One stream each way, so a paired chunk
+    takes at least the longer of its compute and its all-to-alls: the hidden seconds are
+    at most the compute of the chunks they pair with, min(wanted, window), with wanted the
+    hidden share's seconds at ``share`` (bytes/s per GPU; ``ep_hidden_*``) and window
+    ``ep_window_s`` less what ring attention takes of those chunks (``ring``,
+    cp_ring_hidden_s, x ``ep_paired``); the rest, max(0, wanted - window), is exposed. A
+    fixed share hid more than the compute could cover: Qwen3-30B-A3B at EP 32 over 4
+    servers (DP 32, 16 micro-batches) stepped in 6.41 s with 8.77 s of all-to-alls a GPU
+    (its NIC share's wire time)."""
+    if not c.ep_overlapped:
+        return 0.0, 0.0
+    wanted = (
+        c.ep_hidden_mb_s
+        + np.maximum(c.ep_hidden_up_mb_s, c.ep_hidden_nic_bytes / share)
+        + c.ep_hidden_nic_extra_bytes / share
+    )
+    window = np.maximum(0.0, c.ep_window_s - c.ep_paired * ring)
+    return np.minimum(wanted, window), np.maximum(0.0, wanted - window)
+
+
+def ep_overlap_capped_s(c: StepCoefficients, microbatches: float, node_bw_gb_per_s: float):
+    """The all-to-all seconds of a step an overlap would hide but its compute cannot
+    (ep_overlap_s's exposed part x the micro-batches, at the server's NIC bandwidth), for
+    the breakdown's reader; 0 without an overlap."""
+    if not c.ep_overlapped:
+        return 0.0
+    share = comm.nic_share(node_bw_gb_per_s, c.gpus_per_node, c.network_efficiency)
+    _, exposed = ep_overlap_s(c, share, cp_ring_hidden_s(c, share))
+    return microbatches * float(exposed)
+
+
 def cp_nic_mb_s(c: StepCoefficients, share):
     """Ring attention's exposed time per micro-batch when the ring crosses servers: its
     bytes at the GPU's NIC share (``share``, bytes/s; each ring step waits on its NIC
@@ -625,10 +686,13 @@ def cp_ring_on_nics(c: StepCoefficients, microbatches: float, node_bw_gb_per_s: 
 
 def nic_stage_mb_s(c: StepCoefficients, share):
     """The NIC-dependent part of a micro-batch's stage time: the expert dispatch that
-    leaves the domain (ep_nic_mb_s) plus ring attention across servers (cp_nic_mb_s)."""
+    leaves the domain (ep_nic_mb_s), the all-to-alls an overlap cannot hide (ep_overlap_s)
+    and ring attention across servers (cp_nic_mb_s)."""
     out = 0.0
     if c.ep_crosses_nics:
         out = out + ep_nic_mb_s(c, share)
+    if c.ep_overlapped:
+        out = out + ep_overlap_s(c, share, cp_ring_hidden_s(c, share))[1]
     if c.cp_crosses_nics:
         out = out + cp_nic_mb_s(c, share)
     return out
@@ -699,7 +763,9 @@ def zero3_exposed_s(
     in its own window counted those seconds twice, and a faster GPU, whose windows are
     shorter, could predict a slower step (python bench/fsdp_level.py refits the level
     with them shared). ``ring_s``: what ring attention takes of each micro-batch's window
-    (cp_ring_hidden_s; ``window`` is already short of it)."""
+    (cp_ring_hidden_s; ``window`` is already short of it) and an overlap's all-to-alls
+    (ep_overlap_s: the compute of the chunks they pair with; ``window`` is short of them
+    where the last micro-batch's compute is one of those, ``ep_window_last``)."""
     comm_s, tail, contention = zero3_microbatch_s(c, group, node_bw_gb_per_s)
     gathers = np.maximum(0.0, c.gather_overlap_s - ring_s)
     each = np.maximum(tail, comm_s - gathers) + contention
@@ -757,16 +823,20 @@ def step_from_coefficients(
     bubble: Any = c.bubble_s
     if c.expert_dp_bytes > 0:
         dp_time = dp_time + expert_reduce_s(c, dp, node_bw_gb_per_s)
-    if c.ep_crosses_nics:
-        varying = ep_nic_mb_s(c, share)
+    ring = cp_ring_hidden_s(c, share)  # what ring attention takes of the window
+    a2a_hidden, a2a_exposed = ep_overlap_s(c, share, ring)  # and an overlap's all-to-alls
+    if c.ep_crosses_nics or c.ep_overlapped:
+        varying = (ep_nic_mb_s(c, share) if c.ep_crosses_nics else 0.0) + a2a_exposed
         ep_mb = ep_mb + varying
         bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * varying
     cp_nic = cp_nic_mb_s(c, share) if c.cp_crosses_nics else 0.0 * m
     bubble = bubble + bubble_fraction(c.pp, 1, c.vp) * c.bubble_scale * cp_nic
-    ring = cp_ring_hidden_s(c, share)  # what ring attention takes of the window
-    window = np.maximum(0.0, c.dp_window_s(dp_overlap) - ring)
+    taken = ring + (a2a_hidden if c.ep_window_last else 0.0)
+    window = np.maximum(0.0, c.dp_window_s(dp_overlap) - taken)
     if c.zero >= 3:
-        dp_exposed = zero3_exposed_s(c, dp_time, group, node_bw_gb_per_s, m, window, ring)
+        dp_exposed = zero3_exposed_s(
+            c, dp_time, group, node_bw_gb_per_s, m, window, ring + a2a_hidden
+        )
     else:
         dp_exposed = np.maximum(0.0, dp_time - window)
     optimizer = c.optimizer_s / (group if c.zero >= 1 else 1.0)

@@ -249,7 +249,7 @@ class Candidate:
         variants share (_dense_part), none of the expert memory or dispatch terms
         computed. The time is at most ``coeffs.stage_mb_s``, which adds only non-negative
         terms to these, in this order (models.expert.moe_step_coefficients: permutation,
-        routed element-wise, overlap cost, fp32 router; dispatch), when the routed
+        routed element-wise, fp32 router, overlap cost; dispatch), when the routed
         element-wise width is not negative. None: a dense shape (its coefficients are
         cheap), or a negative width (screen.bounds.dense_part_lower_bounds). Computed once."""
         if self._dense is _UNSET:

@@ -43,12 +43,26 @@ from models.expert import (
 from models.layout import Assumptions, Layout
 from models.memory import GB, StoredActivations, _moe_ranks
 from models.pipeline import a2a_overlap_exposed_share, a2a_overlap_warmup_chunks
-from models.step import StageWork, matmul_efficiency, work_gemm_s
+from models.step import (
+    StageWork,
+    ep_overlap_s,
+    expert_reduce_s,
+    group_reduce_s,
+    matmul_efficiency,
+    step_from_coefficients,
+    work_gemm_s,
+    zero3_exposed_s,
+)
 from models.zoo import moe_zoo
 
 MIXTRAL = moe_zoo()["mixtral-8x7b"]
 V3 = moe_zoo()["deepseek-v3"]
 FLAT = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64)  # 8 micro-batches
+QWEN3_30B = moe_zoo()["qwen3-30b-a3b"]
+# the invariant audit's reproduction: EP 32 over four 8-GPU servers, 16 micro-batches, where
+# the all-to-alls (8.77 s a step at a GPU's NIC share) outlast the compute (4.61 s)
+WIDE = Layout(tp=1, pp=1, dp=32, micro_batch=1, global_batch=512)
+WIDE_PP2 = replace(WIDE, pp=2)
 
 
 @pytest.fixture(scope="module")
@@ -295,6 +309,99 @@ def test_interleaved_overlap_leaves_its_warm_up_exposed(hw):
     assert on.ep_comm == pytest.approx(11 / 32 * off.ep_comm)
     assert ExpertLayout(ep=2, dualpipe=True).hidden_share(layout) == 1.0
     assert ExpertLayout(ep=2).hidden_share(layout) == 0.0
+
+
+def test_overlap_hides_no_more_than_the_compute_beside_it(hw):
+    """A paired chunk takes at least max(compute + SM cost, all-to-alls) (models.step.
+    ep_overlap_s: one communication and one compute stream, Megatron-Core's
+    TransformerLayerSchedulePlan.run; DualPipe's chunk pairs): the hidden seconds are
+    min(hidden share x all-to-alls, paired share x compute) and the rest is exposed. The
+    reproduction stepped in 6.41 s (a2a) and 3.27 s (DualPipe, PP 2) against 8.77 s and
+    4.38 s of all-to-alls on the NICs."""
+    off = run(hw, ExpertLayout(ep=32), WIDE, QWEN3_30B)
+    on = run(hw, ExpertLayout(ep=32, ep_overlap=1.0), WIDE, QWEN3_30B)
+    assert off.ep_comm > 1.8 * off.compute  # the NIC-bound case
+    assert on.total >= off.ep_comm  # no schedule beats the wire time
+    assert on.total >= max(on.compute, off.ep_comm)
+    paired = 1 - a2a_overlap_exposed_share(1, 1, 16)  # 15 / 16 of the chunks paired
+    hidden = paired * off.compute  # min(15/16 all-to-alls, 15/16 compute)
+    assert on.ep_comm == pytest.approx(off.ep_comm - hidden, rel=1e-9)
+    assert on.compute == pytest.approx(off.compute + OVERLAP_SM_FRACTION * hidden, rel=1e-9)
+    plan = evaluate(QWEN3_30B, hw, WIDE, 4096, experts=ExpertLayout(ep=32, ep_overlap=1.0))
+    capped = off.ep_comm * paired - hidden  # evaluate's moe line says so
+    assert f"{capped:.3g} s a step of the overlapped all-to-alls outlast" in plan.moe_plan[-1]
+    # DualPipe pairs every chunk: it hides the compute's seconds, not the all-to-alls'
+    off2 = run(hw, ExpertLayout(ep=32), WIDE_PP2, QWEN3_30B)
+    dual = run(hw, ExpertLayout(ep=32, dualpipe=True), WIDE_PP2, QWEN3_30B)
+    assert off2.ep_comm > off2.compute
+    assert dual.ep_comm == pytest.approx(off2.ep_comm - off2.compute, rel=1e-9)
+    assert dual.compute == pytest.approx(off2.compute * (1 + OVERLAP_SM_FRACTION), rel=1e-9)
+    assert dual.total >= max(dual.compute, off2.ep_comm)
+    # where the compute covers them (Mixtral at EP 8 in a server) nothing changes
+    small = run(hw, ExpertLayout(ep=8), FLAT)
+    assert small.ep_comm < small.compute
+    assert run(hw, ExpertLayout(ep=8, ep_overlap=1.0), FLAT).ep_comm == pytest.approx(
+        small.ep_comm / 8
+    )
+
+
+@pytest.mark.parametrize("nics", [1, 2, 4, 8])
+@pytest.mark.parametrize(
+    ("layout", "ex"),
+    [
+        (WIDE, ExpertLayout(ep=32, ep_overlap=1.0)),
+        (WIDE, ExpertLayout(ep=16, ep_overlap=0.5)),
+        (replace(WIDE, pp=2, vp=2), ExpertLayout(ep=32, ep_overlap=1.0)),
+        (WIDE_PP2, ExpertLayout(ep=32, dualpipe=True)),
+        (replace(WIDE, pp=4, global_batch=1024), ExpertLayout(ep=8, dualpipe=True)),
+    ],
+)
+def test_an_overlapped_step_is_never_shorter_than_its_all_to_alls(layout, ex, nics):
+    """Each micro-batch at least max(its compute, its all-to-alls), whatever the NICs: the
+    step at least the step's all-to-all seconds without the overlap and its compute."""
+    catalog = stack_catalog((), DEFAULT_STACK)
+    h = Hardware.from_catalog(catalog, "h100-sxm", nics_per_node=nics)
+    on = evaluate(QWEN3_30B, h, layout, 4096, experts=ex).breakdown
+    plain = replace(ex, ep_overlap=0.0, dualpipe=False)
+    off = evaluate(QWEN3_30B, h, layout, 4096, experts=plain).breakdown
+    assert on.total >= max(on.compute, off.ep_comm) * (1 - 1e-12)
+    assert on.ep_comm >= off.ep_comm - off.compute * (1 + 1e-12)
+
+
+def test_the_overlaps_compute_hides_nothing_else(hw):
+    """The seconds the all-to-alls take of a chunk's compute are no window for another
+    transfer: under DualPipe (the model pairs every chunk, the last micro-batch's too) the
+    step's gradient reduction loses them from its window; under ZeRO-3 each micro-batch's
+    gather window loses them (models.step.step_from_coefficients, zero3_exposed_s)."""
+    a = Assumptions()
+    bw = hw.network.node_bw_gb_per_s
+    share = comm.nic_share(bw, 8, hw.gpu.calibration.network_bus_efficiency)
+    dual = ExpertLayout(ep=32, dualpipe=True)
+    c = moe_step_coefficients(QWEN3_30B, WIDE_PP2, dual, 4096, hw.gpu, hw.network, a)
+    hidden, exposed = ep_overlap_s(c, share)
+    assert c.ep_window_last and hidden == pytest.approx(c.ep_window_s) and exposed > 0
+    reduce_s = group_reduce_s(c, c.dp_bytes, 32, bw) + expert_reduce_s(c, 32, bw)
+    window = c.dp_window_s(a.dp_overlap)
+    got = step_from_coefficients(c, 32, 16, bw, a.dp_overlap).dp_comm
+    assert got == pytest.approx(max(0.0, reduce_s - max(0.0, window - hidden)), rel=1e-12)
+    assert got > max(0.0, reduce_s - window)  # it bites here
+    # Megatron-Core's overlap runs the last backward alone: the reduction keeps its window
+    a2a = moe_step_coefficients(QWEN3_30B, WIDE, ExpertLayout(ep=32, ep_overlap=1.0), 4096,
+                                hw.gpu, hw.network, a)  # fmt: skip
+    assert not a2a.ep_window_last
+    # ZeRO-3 (two NICs a server): every micro-batch's gather window is short of the
+    # all-to-alls' seconds
+    two = Hardware.from_catalog(stack_catalog((), DEFAULT_STACK), "h100-sxm", nics_per_node=2)
+    bw2 = two.network.node_bw_gb_per_s
+    z3 = moe_step_coefficients(QWEN3_30B, replace(WIDE, zero=3), ExpertLayout(ep=32, ep_overlap=1.0),
+                               4096, two.gpu, two.network, a)  # fmt: skip
+    hidden3, _ = ep_overlap_s(z3, comm.nic_share(bw2, 8, z3.network_efficiency))
+    assert 0 < hidden3 < z3.gather_overlap_s
+    reduce3 = group_reduce_s(z3, z3.dp_bytes, 32, bw2) + expert_reduce_s(z3, 32, bw2)
+    window3 = z3.dp_window_s(a.dp_overlap)
+    got3 = step_from_coefficients(z3, 32, 16, bw2, a.dp_overlap).dp_comm
+    assert got3 == pytest.approx(zero3_exposed_s(z3, reduce3, 32, bw2, 16, window3, hidden3))
+    assert got3 > zero3_exposed_s(z3, reduce3, 32, bw2, 16, window3)  # it bites here
 
 
 def test_overlap_holds_the_activations_1f1b_holds(hw):
