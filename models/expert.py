@@ -130,10 +130,13 @@ from models.layout import Assumptions, Layout, Network
 from models.memory import MoEMemory, StoredActivations, moe_memory_per_gpu, moe_rank_counts
 from models.pipeline import a2a_overlap_exposed_share
 from models.step import (
+    CpCoefficients,
     GemmRates,
     StageWork,
     StepCoefficients,
+    cp_coefficients,
     cp_ring_hidden_s,
+    cp_window_per_microbatch_s,
     ep_overlap_s,
     forward_passes,
     gemm_rates,
@@ -976,6 +979,32 @@ def moe_gemm_at_rates_s(work: MoEGemmWork, rates: MoEGemmRates) -> float:
     return worst
 
 
+def moe_attention_flop_share(spec: TransformerSpec, seq_len: int) -> float:
+    """The attention core's share of a layer's forward FLOPs per token, over the model's
+    layers: dense ones, and MoE ones with their router, shared experts and top-k routed
+    experts (balanced; _per_token_forward). The share of a MoE stage's compute that hides
+    ring attention's sends (models.step.cp_window_per_microbatch_s, whose default is the
+    dense layer's share; Liu et al. 2023, section 3), in place of the dense stand-in's,
+    whose layers carry one FFN of width ``ffn`` (Mixtral 8x7B at 8K: 14.5% against 23.5%)."""
+    dense_fwd, moe_fwd, routed, core, _ = _per_token_forward(spec, seq_len)
+    n_moe = moe.moe_layers(spec)
+    layer = ((spec.layers - n_moe) * dense_fwd + n_moe * (moe_fwd + routed)) / spec.layers
+    return core / (layer + core)
+
+
+def moe_cp_coefficients(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, compute_mb_s: float
+) -> CpCoefficients:
+    """A MoE stage's ring-attention fields: models.step.cp_coefficients with the window of
+    its own compute ``compute_mb_s`` (moe_step_coefficients', --fused-attention and the
+    host floor included) at its layers' attention share (moe_attention_flop_share), as
+    step_coefficients prices a dense stage's. The share is under 1, so the compute plus
+    the exposed ring never falls as the compute rises (solvers.space's dense_stage)."""
+    share = moe_attention_flop_share(spec, seq_len)
+    window = cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb_s, share)
+    return cp_coefficients(spec, layout, seq_len, gpu, window)
+
+
 @lru_cache(maxsize=1 << 16)
 def _stage_flops(
     spec: TransformerSpec, layout: Layout, seq_len: int, flash_attention: bool, ex: ExpertLayout
@@ -1050,8 +1079,9 @@ def moe_step_coefficients(
     host_s: float | None = None,
 ) -> StepCoefficients:
     """A MoE / MLA / MTP model's step coefficients: models.step's for the dense parts,
-    with the compute, the expert-parallel all-to-alls, the gradient bytes and the Adam
-    step of the layers as they are (module docstring). ``gemm_s``: the
+    with the compute, the ring attention's window (moe_cp_coefficients), the
+    expert-parallel all-to-alls, the gradient bytes and the Adam step of the layers as
+    they are (module docstring). ``gemm_s``: the
     moe_gemm_per_microbatch_s of these arguments, when the caller has it; ``dense``: the
     step_coefficients of these arguments (any DP degree), when the caller has it; ``mem``:
     the expert_memory of these arguments at any GPU capacity (only its parameter counts
@@ -1074,7 +1104,10 @@ def moe_step_coefficients(
     kernels += permute_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     kernels += routed_elementwise_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     kernels += router_fp32_per_microbatch_s(spec, layout, seq_len, gpu, ex)
-    cost, overlap = overlap_coefficients(spec, layout, seq_len, gpu, network, ex, c, kernels)
+    # the overlap's ring share from the MoE stage's own ring (its window at the kernels'
+    # seconds, before the overlap's cost: moe_cp_coefficients), not the dense stand-in's
+    ring = c.updated(**moe_cp_coefficients(spec, layout, seq_len, gpu, kernels))
+    cost, overlap = overlap_coefficients(spec, layout, seq_len, gpu, network, ex, ring, kernels)
     compute = max(kernels + cost, host_s - c.tp_mb_s)
     per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
     group = layout.dp * layout.cp
@@ -1113,4 +1146,5 @@ def moe_step_coefficients(
         else 0.0,
         bubble_scale=dualpipe_bubble_scale(layout.pp) if ex.dualpipe else 1.0,
         **overlap,
+        **moe_cp_coefficients(spec, layout, seq_len, gpu, compute),
     )

@@ -57,6 +57,15 @@ def split_activation_coeff(spec: TransformerSpec) -> float:
     return attention_activation_coeff(spec) + mlp
 
 
+def attention_score_coeff(spec: TransformerSpec, seq_len: int, tp: int) -> float:
+    """Bytes per s b h of one layer's materialised attention scores, Korthikanti et al.
+    2022's 5 a s / (h t) (softmax output 2, dropout mask 1 and output 2 bytes per score),
+    where s x b x h counts the rank's own s / cp tokens and ``seq_len`` is the whole
+    sequence: a CP rank scores its s / cp queries against all s keys
+    (activation_bytes_per_layer); the dense and the MoE activations read it."""
+    return 5.0 * spec.heads * seq_len / (spec.hidden * tp)
+
+
 @lru_cache(maxsize=1 << 16)
 def activation_bytes_per_layer(
     spec: TransformerSpec,
@@ -67,13 +76,21 @@ def activation_bytes_per_layer(
     recompute: str = "selective",
     cp: int = 1,
 ) -> float:
-    """Bytes of stored activations of one layer for one micro-batch (Korthikanti eqs. 1-5)."""
+    """Bytes of stored activations of one layer for one micro-batch (Korthikanti eqs. 1-5).
+
+    With context parallelism a rank holds s / cp tokens, and its materialised attention
+    scores (softmax output, dropout mask and output: 5 a s^2 b bytes at CP 1) are its
+    s / cp queries against all s keys (attention_score_coeff): an all-gather CP rank (Llama 3,
+    Dubey et al. 2024, section 3.3.2) forms them at once, a ring (Liu et al. 2023) in cp
+    chunks of (s / cp)^2, all of which the backward reads, so the stored bytes and the
+    HBM traffic over them (memory_bound_per_microbatch_s) halve per CP doubling, as the
+    attention FLOPs do (models.step.stage_work_per_microbatch)."""
     s = seq_len / cp
-    b, h, a = micro_batch, spec.hidden, spec.heads
+    b, h = micro_batch, spec.hidden
     sbh = s * b * h
     if recompute == "full":
         return 2.0 * sbh / (tp if sp else 1)
-    attention_scores = 5.0 * a * s / (h * tp) if recompute == "none" else 0.0
+    attention_scores = attention_score_coeff(spec, seq_len, tp) if recompute == "none" else 0.0
     split = split_activation_coeff(spec) / tp
     unsplit = 10.0 / tp if sp else 10.0
     return sbh * (unsplit + split + attention_scores)
@@ -780,7 +797,7 @@ def _moe_ranks_at(
     tokens = s * b / tp  # tokens one GPU routes (TP ranks split them: SP)
     scores = 0.0
     if layout.recompute == "none" and not flash_attention:
-        scores = 5.0 * spec.heads * s / (h * tp)
+        scores = attention_score_coeff(spec, seq_len, tp)
     att = moe_attention_activation_coeff(spec) - opts.attention_saved(spec)
     dense_coeff = att + _mlp_activation_coeff(spec, spec.ffn)
     shared_coeff = att + _mlp_activation_coeff(spec, opts.shared_width(spec))

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import numpy as np
 
@@ -334,23 +334,34 @@ def cp_ring_bytes_per_microbatch(spec: TransformerSpec, layout: Layout, seq_len:
     return layers * 3.0 * (layout.cp - 1) * chunk
 
 
-def cp_window_per_microbatch_s(spec: TransformerSpec, layout: Layout, seq_len: int, compute_mb_s):
+def cp_window_per_microbatch_s(
+    spec: TransformerSpec,
+    layout: Layout,
+    seq_len: int,
+    compute_mb_s: float,
+    attention_share: float | None = None,
+) -> float:
     """The attention compute that hides ring attention's sends: each step's send of the
     next KV chunk overlaps the current chunk's attention (Megatron-Core's
     attn-with-cp double buffering; Liu et al. 2023, section 3), the attention share of
-    the stage's compute."""
-    attn_share = flops.attention_forward_flops_per_token(
-        spec, seq_len
-    ) / flops.layer_forward_flops_per_token(spec, seq_len)
-    return attn_share * compute_mb_s
+    the stage's compute: by default a dense layer's attention FLOPs over its FLOPs,
+    ``attention_share`` where the layers are others (a MoE model's:
+    models.expert.moe_attention_flop_share). A share of FLOPs, fixed whatever the GPU:
+    a faster kernel shortens the window only with the compute, by the share of what it
+    saves, so the compute plus the exposed ring never rises when the compute falls."""
+    if attention_share is None:
+        attention_share = flops.attention_forward_flops_per_token(
+            spec, seq_len
+        ) / flops.layer_forward_flops_per_token(spec, seq_len)
+    return attention_share * compute_mb_s
 
 
 def cp_in_domain_s(
-    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, compute_mb_s: float
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, window_s: float
 ) -> tuple[float, float]:
     """(exposed, hidden) seconds of ring attention inside the scale-up domain, one
     micro-batch: the ring's 3 (cp-1) chunks a layer (cp_ring_bytes_per_microbatch) at the
-    peer link's bandwidth, overlapped with the attention compute (its window,
+    peer link's bandwidth, overlapped with the attention compute (its window ``window_s``,
     cp_window_per_microbatch_s). exposed: the excess, max(0, ring - window); hidden: the
     window's part the ring takes up, min(ring, window), which the step's other windows
     lose (cp_ring_hidden_s). Both 0 without CP, and when the ring crosses servers: it is
@@ -358,8 +369,34 @@ def cp_in_domain_s(
     if layout.cp == 1 or cp_crosses_nics(layout, gpu):
         return 0.0, 0.0
     total = cp_ring_bytes_per_microbatch(spec, layout, seq_len) / (_p2p_bw(gpu) * comm.GB)
-    window = cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb_s)
-    return max(0.0, total - window), min(total, window)
+    return max(0.0, total - window_s), min(total, window_s)
+
+
+class CpCoefficients(TypedDict):
+    """StepCoefficients' ring-attention fields (cp_coefficients)."""
+
+    cp_mb_s: float
+    cp_hidden_s: float
+    cp_nic_bytes: float
+    cp_window_s: float
+
+
+def cp_coefficients(
+    spec: TransformerSpec, layout: Layout, seq_len: int, gpu: GPUSpec, window_s: float
+) -> CpCoefficients:
+    """StepCoefficients' ring-attention fields of a stage whose attention hides the ring
+    for ``window_s`` a micro-batch (cp_window_per_microbatch_s of its own compute: the
+    dense stage's in step_coefficients, a MoE stage's in
+    models.expert.moe_step_coefficients): inside the scale-up domain the exposed and hidden
+    seconds (cp_in_domain_s), across servers the NIC bytes and the window (cp_nic_mb_s)."""
+    crosses = cp_crosses_nics(layout, gpu)
+    exposed, hidden = cp_in_domain_s(spec, layout, seq_len, gpu, window_s)
+    return CpCoefficients(
+        cp_mb_s=exposed,
+        cp_hidden_s=hidden,
+        cp_nic_bytes=cp_ring_bytes_per_microbatch(spec, layout, seq_len) if crosses else 0.0,
+        cp_window_s=window_s if crosses else 0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -519,18 +556,12 @@ def step_coefficients(
         dp_bytes = grad_params * a.weight_bytes / 2.0
     else:  # reduce-scatter of gradients + all-gather of weights = one all-reduce of their mean size
         dp_bytes = grad_params * (a.grad_bytes + a.weight_bytes) / 2.0
-    crosses = cp_crosses_nics(layout, gpu)
-    cp_exposed, cp_hidden = cp_in_domain_s(spec, layout, seq_len, gpu, compute_mb)
+    window = cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb)
     return StepCoefficients(
         compute_mb_s=compute_mb,
         gemm_mb_s=gemm_mb,
         tp_mb_s=tp_mb,
-        cp_mb_s=cp_exposed,
-        cp_hidden_s=cp_hidden,
-        cp_nic_bytes=cp_ring_bytes_per_microbatch(spec, layout, seq_len) if crosses else 0.0,
-        cp_window_s=cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb)
-        if crosses
-        else 0.0,
+        **cp_coefficients(spec, layout, seq_len, gpu, window),
         pp=layout.pp,
         vp=layout.vp,
         cp=layout.cp,

@@ -42,6 +42,7 @@ from models.expert import (
     MoEGemmWork,
     expert_memory,
     grouped_terms,
+    moe_cp_coefficients,
     moe_gemm_at_rates_s,
     moe_gemm_rates,
     moe_gemm_stages,
@@ -246,12 +247,15 @@ class Candidate:
         """A MoE shape's stage time per micro-batch without its expert terms, and the share
         of it its pipeline bubble is: (((GEMM + element-wise) + TP) + CP, (p - 1)/v, 0 under
         DualPipe), from its GEMM time (``gemm_mb_s``) and the dense part its EP x ETP
-        variants share (_dense_part), none of the expert memory or dispatch terms
-        computed. The time is at most ``coeffs.stage_mb_s``, which adds only non-negative
-        terms to these, in this order (models.expert.moe_step_coefficients: permutation,
-        routed element-wise, fp32 router, overlap cost; dispatch), when the routed
-        element-wise width is not negative. None: a dense shape (its coefficients are
-        cheap), or a negative width (screen.bounds.dense_part_lower_bounds). Computed once."""
+        variants share (_dense_part), CP the in-domain ring's exposed seconds at that GEMM +
+        element-wise compute (models.expert.moe_cp_coefficients), none of the expert memory
+        or dispatch terms computed. The time is at most ``coeffs.stage_mb_s``, which adds
+        only non-negative terms to the compute, in this order
+        (models.expert.moe_step_coefficients: permutation, routed element-wise, fp32 router,
+        overlap cost; dispatch), when the routed element-wise width is not negative, and
+        whose compute + CP never falls as the compute rises. None: a dense shape (its
+        coefficients are cheap), or a negative width (screen.bounds.dense_part_lower_bounds).
+        Computed once."""
         if self._dense is _UNSET:
             self._dense = (
                 self._origin.dense_stage if self._origin is not None else self._dense_stage()
@@ -265,7 +269,9 @@ class Candidate:
         if spec.is_dense or (ex.routed_elementwise and routed_elementwise_width(spec, ex) < 0):
             return None
         dense, elementwise, _ = self._dense_part()
-        stage = ((self.gemm_mb_s + elementwise) + dense.tp_mb_s) + dense.cp_mb_s
+        least = self.gemm_mb_s + elementwise
+        ring = moe_cp_coefficients(spec, shape.probe_layout(), src.scenario.seq_len, src.gpu, least)
+        stage = (least + dense.tp_mb_s) + ring["cp_mb_s"]
         return stage, 0.0 if ex.dualpipe else bubble_fraction(shape.pp, 1, shape.vp)
 
     def _experts(self) -> ExpertLayout:

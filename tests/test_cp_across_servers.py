@@ -15,6 +15,7 @@ from helpers import rows as csv_rows
 from helpers import run_cli, sweep
 from models import comm, moe_zoo
 from models.evaluate import Hardware, evaluate
+from models.expert import moe_attention_flop_share
 from models.layout import Assumptions, Layout
 from models.step import (
     cp_crosses_nics,
@@ -24,6 +25,7 @@ from models.step import (
 )
 from models.transformer import TransformerSpec
 from solvers import solve_cpsat, solve_exhaustive
+from solvers.space import enumerate_candidates
 
 # Llama 3 405B's long-context stage (Dubey et al. 2024, "The Llama 3 Herd of Models",
 # table 4): TP 8, CP 16, PP 16, DP 8 on 16,384 H100, 131,072 tokens, 16 sequences per DP
@@ -114,25 +116,59 @@ LONG = TransformerSpec(
 )  # fmt: skip
 
 
+def _long_question(model: TransformerSpec, **limits):
+    """A question for ``model`` at 131,072 tokens on up to 512 H100 whose CP may leave the
+    server, without full recomputation."""
+    s = build_scenario(
+        model=model, tokens=2e10, seq_len=131072, gpus=("h100-sxm",), max_gpus=512,
+        evidence="any", max_virtual_stages=1, cp_across_servers=True, **limits,
+    )  # fmt: skip
+    return dataclasses.replace(s, recompute_modes=("none", "selective"))
+
+
+def _agreeing_plans(s) -> tuple:
+    """Both solvers' top 3 plans of ``s``, once their objectives are checked to agree."""
+    ref = solve_exhaustive(s, top_k=3)
+    got = solve_cpsat(s, top_k=3, time_limit_s=60)
+    assert got.status == "optimal" and ref.plans
+    want, have = [p.objective for p in ref.plans], [p.objective for p in got.plans]
+    assert all(math.isclose(x, y, rel_tol=1e-6) for x, y in zip(have, want, strict=True))
+    return (*got.plans, *ref.plans)
+
+
 @pytest.mark.parametrize(
     "limits", [{"budget": 3e7, "objective": "time"}, {"deadline": 30.0, "objective": "cost"}]
 )
 def test_solvers_agree_when_cp_must_leave_the_server(limits):
     """A wide model at 131,072 tokens without full recomputation fits only with TP x CP
     beyond one server: both solvers find the same optimum, and it runs CP across servers."""
-    s = build_scenario(
-        model=LONG, tokens=2e10, seq_len=131072, gpus=("h100-sxm",), max_gpus=512,
-        evidence="any", max_virtual_stages=1, cp_across_servers=True, **limits,
-    )  # fmt: skip
-    s = dataclasses.replace(s, recompute_modes=("none", "selective"))
-    ref = solve_exhaustive(s, top_k=3)
-    got = solve_cpsat(s, top_k=3, time_limit_s=60)
-    assert got.status == "optimal" and ref.plans
-    want, have = [p.objective for p in ref.plans], [p.objective for p in got.plans]
-    assert all(math.isclose(x, y, rel_tol=1e-6) for x, y in zip(have, want, strict=True))
-    for plan in (*got.plans, *ref.plans):
+    for plan in _agreeing_plans(_long_question(LONG, **limits)):
         lay = plan.evaluation.layout
         assert lay.tp * lay.cp > 8 and plan.evaluation.cp_ring is not None
+
+
+LONG_MOE = TransformerSpec(
+    name="long-moe", layers=8, hidden=8192, heads=64, kv_heads=8, vocab=32000,
+    seq_len=131072, gated_mlp=True, ffn_hidden=8192, experts=8, experts_per_token=2,
+    expert_ffn_hidden=8192,
+)  # fmt: skip
+
+
+def test_solvers_agree_on_a_moe_ring_across_servers():
+    """LONG's question for a mixture-of-experts model: both solvers find the same optimum,
+    TP x CP beyond one server, whose ring hides behind the MoE layers' attention share of
+    the MoE stage's compute (models.expert.moe_cp_coefficients, which CP-SAT reads through
+    the step coefficients); the dense part's bound (Candidate.dense_stage: the ring exposed
+    at the GEMM + element-wise compute) stays under every CP shape's stage time."""
+    s = _long_question(LONG_MOE, budget=3e7, objective="time")
+    share = moe_attention_flop_share(LONG_MOE, 131072)
+    for plan in _agreeing_plans(s):
+        ev, ring = plan.evaluation, plan.evaluation.cp_ring
+        assert ev.layout.tp * ev.layout.cp > 8 and ring is not None and plan.config.shape.ep > 1
+        assert ring["hidden_behind_s"] == pytest.approx(share * ev.breakdown.compute, rel=1e-9)
+    shapes = [c for c in enumerate_candidates(s) if c.shape.cp > 1 and c.dense_stage]
+    assert len(shapes) > 1000
+    assert all(c.dense_stage[0] <= c.coeffs.stage_mb_s for c in shapes)
 
 
 def test_a100_servers_take_four_nics(catalog):

@@ -378,6 +378,26 @@ def test_activations_korthikanti_no_recompute(tp, b):
     assert sp == pytest.approx(sbh * (34 / tp + 5 * a * s / (h * tp)), rel=1e-12)
 
 
+@pytest.mark.parametrize("cp", [2, 4, 8])
+def test_a_cp_rank_stores_its_queries_scores_against_every_key(cp):
+    """A context-parallel rank scores its s/cp queries against all s keys (the ring's cp
+    chunks of (s/cp)^2, all kept for the backward): 5 a (s/cp) s b / t bytes, half per CP
+    doubling; they fell as (s/cp)^2 (a quarter): 43 GB a layer at CP 2 for Llama 2 7B at
+    32K, now 86 GB."""
+    spec, s, b, tp = gpt_spec(), 32768, 2, 2
+    a = spec.heads
+    none = memory.activation_bytes_per_layer(spec, s, b, tp, recompute="none", cp=cp)
+    kept = memory.activation_bytes_per_layer(spec, s, b, tp, recompute="selective", cp=cp)
+    assert none - kept == pytest.approx(5.0 * a * (s / cp) * s * b / tp, rel=1e-12)
+    whole = memory.activation_bytes_per_layer(spec, s, b, tp, recompute="none")
+    assert none == pytest.approx(whole / cp, rel=1e-12)  # every term of the layer: 1/cp
+    llama = zoo()["llama2-7b"]
+    scores = memory.activation_bytes_per_layer(
+        llama, s, 1, recompute="none", cp=2
+    ) - memory.activation_bytes_per_layer(llama, s, 1, cp=2)
+    assert scores / 1e9 == pytest.approx(5 * 32 * 16384 * 32768 / 1e9)  # 85.9 GB, not 42.9
+
+
 @pytest.mark.parametrize("tp,b", KORTHIKANTI_CASES)
 def test_activations_korthikanti_selective(tp, b):
     spec = gpt_spec()
@@ -603,6 +623,25 @@ def test_host_issue_floor_bounds_the_stage_time(catalog):
     assert no_floor.compute_mb_s < c.compute_mb_s
     hw = dataclasses.replace(h100, gpu=gpu)
     assert evaluate(spec, hw, layout).step_time_s < evaluate(spec, h100, layout).step_time_s
+
+
+def test_cp_halves_the_materialised_scores_element_wise_time(models, catalog):
+    """Without FlashAttention (vtrain-2022) the softmax and dropout passes move a CP rank's
+    (s/cp) x s scores through HBM: the element-wise time less its per-layer launch overhead
+    halves per CP doubling, as the GEMMs do. Llama 2 7B at 32K on H100 was 14.52 / 3.75 /
+    1.00 s at CP 1 / 2 / 4 (the score term fell 4x per doubling)."""
+    gpu = Hardware.from_catalog(catalog.with_stack("vtrain-2022"), "h100-sxm").gpu
+    assert not gpu.calibration.flash_attention
+    spec, seq = models["llama2-7b"], 32768
+    overhead = spec.layers * 3.0 * gpu.calibration.kernel_overhead_us_per_layer * 1e-6
+    traffic = []
+    for cp in (1, 2, 4, 8):
+        lay = Layout(tp=1, pp=1, dp=8, cp=cp, micro_batch=1, global_batch=8)
+        traffic.append(step.memory_bound_per_microbatch_s(spec, lay, seq, gpu) - overhead)
+    assert [t * cp for t, cp in zip(traffic, (1, 2, 4, 8), strict=True)] == pytest.approx(
+        [traffic[0]] * 4, rel=1e-12
+    )
+    assert traffic[1] > 7.0  # 7.26 s at CP 2, 3.75 s when the scores fell as (s/cp)^2
 
 
 def test_feasible_layout(models, h100):

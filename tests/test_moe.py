@@ -469,6 +469,28 @@ def test_moe_memory_of_a_dense_model_is_the_dense_planners(layout):
     assert ours.expert_params == 0 and ours.dispatch_gb == 0
 
 
+def test_a_moe_cp_rank_stores_its_queries_scores_against_every_key():
+    """Without FlashAttention (recompute none) a CP rank keeps its s / cp queries' scores
+    against all s keys, 5 a (s / cp) s b / t bytes a layer, half per CP doubling (they
+    fell as (s / cp)^2, a quarter: models.memory.attention_score_coeff)."""
+    spec, seq = moe_zoo()["mixtral-8x7b"], 32768
+    a = Assumptions(flash_attention=False)
+    scores = []
+    for cp in (1, 2, 4):
+        gb = [
+            moe_memory_per_gpu(
+                spec,
+                Layout(tp=2, pp=1, dp=4, cp=cp, micro_batch=1, global_batch=4, recompute=rc),
+                seq, 1e9, a, ep=8,
+            ).memory.activations
+            for rc in ("none", "selective")
+        ]  # fmt: skip
+        scores.append(gb[0] - gb[1])
+    per_layer = 5.0 * spec.heads * (seq / 2) * seq / 2 / 1e9  # CP 2, TP 2: 85.9 GB a layer
+    assert scores[1] == pytest.approx(spec.layers * per_layer, rel=1e-9)
+    assert scores == pytest.approx([scores[0], scores[0] / 2, scores[0] / 4], rel=1e-9)
+
+
 def test_a_kimi_k2_config_imports_as_the_zoo_model(tmp_path):
     """Kimi K2's config.json is DeepSeek-V3's keys under model_type kimi_k2 (the zoo entry's
     source): with Kimi's values it imports with the zoo's architecture and counts."""
