@@ -62,7 +62,7 @@ def number(cell: str) -> float:
 def test_the_head_says_model_gpus_and_layout(small):
     text = evaluation_text(small.ev, small.evidence)
     lines = text.split("\n")
-    assert lines[0].startswith("llama2-7b on 8 x h100-sxm (1 servers, ")
+    assert lines[0].startswith("llama2-7b on 8 x h100-sxm (1 server, ")
     assert lines[1].startswith("layout: tp 2, pp 2, dp 2, cp 1, vp 1; micro-batch 1, ")
     assert "global batch 64 (32 micro-batches/step)" in lines[1]  # 64 / (1 x dp 2)
     assert "SP on" in lines[1]  # tp > 1 turns sequence parallelism on

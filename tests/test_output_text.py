@@ -106,3 +106,14 @@ def test_the_cluster_line_of_one_server_is_singular(capsys):
     code, out, err = run_main(capsys, [*args, "--gpu", "h100-sxm", "--no-explain"])
     assert code == 0, err
     assert "cluster: 1 server in 1 rack;" in out
+    assert " in 1 server with " in out  # the plan's sentence ("in 1 servers with")
+
+
+def test_one_micro_batch_per_step_is_singular(capsys):
+    from helpers import run_main
+
+    args = ["optimize", "--model", "llama2-7b", "--tokens", "1e18", "--budget", "1e13"]
+    args += ["--gpu", "h100-sxm", "--no-explain", "--time-limit", "5"]
+    code, out, err = run_main(capsys, args)
+    assert code == 0, err
+    assert ", 1 micro-batch per step " in out, out.splitlines()[0]

@@ -40,7 +40,7 @@ def _head(ev, evidence: dict[str, Any]) -> list[str]:
     lay = ev.layout
     lines = [
         f"{ev.model} on {lay.num_gpus:,} x {report.gpu_label(ev.gpu, evidence)} "
-        f"({ev.nodes:,} servers, {ev.nics_per_node} x {ev.nic} each)",
+        f"({render.count(ev.nodes, 'server')}, {ev.nics_per_node} x {ev.nic} each)",
         f"layout: tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, cp {lay.cp}, vp {lay.vp}"
         + (f", ep {ev.ep}, etp {ev.etp}" if ev.moe else "")
         + "; "

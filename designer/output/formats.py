@@ -511,8 +511,9 @@ def paragraph(s: Scenario, res: SolveResult, binding: list | None, conflict) -> 
     label = "The saved plan" if res.solver == "given plan" else "Best plan"
     doc = plan_evidence(s, p)
     head = (
-        f"{label}: {lay.num_gpus:,} x {gpu_label(ev.gpu, doc)} in {ev.nodes:,} servers with {cfg.nics_per_node} x {cfg.nic} "
-        f"each, {layout}, micro-batch {lay.micro_batch}, {cfg.microbatches} micro-batches per step "
+        f"{label}: {lay.num_gpus:,} x {gpu_label(ev.gpu, doc)} in {render.count(ev.nodes, 'server')} with {cfg.nics_per_node} x {cfg.nic} "
+        f"each, {layout}, micro-batch {lay.micro_batch}, "
+        f"{render.count(cfg.microbatches, 'micro-batch', 'micro-batches')} per step "
         f"(global batch {lay.global_batch:,}). It trains {s.spec.name} on {render.si(s.tokens)} tokens in "
         f"{_days(float(ev.time_to_train_days or 0.0))} for {render.usd(p.cost_usd)} ({s.pricing})"
         f"{'' if res.proved else f'; not proved optimal: {res.status_text}'}."

@@ -74,7 +74,8 @@ def plan_label(p: dict[str, Any]) -> str:
     for degree in ("cp", "vp", "ep", "etp"):  # shown when not 1 (ep, etp: MoE plans)
         if p.get(degree) not in (None, "") and int(p[degree]) > 1:
             layout += f" {degree.upper()} {p[degree]}"
-    servers = "" if p.get("nodes") is None else f" in {int(p['nodes']):,} servers"
+    nodes = p.get("nodes")
+    servers = "" if nodes is None else f" in {int(nodes):,} server{'' if int(nodes) == 1 else 's'}"
     cost = p.get("cost_usd")
     return (
         f"{int(p['num_gpus']):,} x {p['gpu']}{servers} "
