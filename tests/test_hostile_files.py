@@ -318,16 +318,18 @@ INDIRECT = [
 ]
 
 
+def _save_answer(run, capsys, question: list[str]) -> None:
+    """``optimize`` of ``question`` (without its answer's extras), saved as a.json."""
+    code, out, err = run(capsys, ["optimize", *question, *ANSWER_LESS, "--json"])
+    assert code == 0, err
+    Path("a.json").write_text(out)
+
+
 def test_no_output_replaces_an_input_read_through_another_file(indirect, capsys):
     import hashlib
 
     folder, run = indirect
-    code, out, err = run(
-        capsys,
-        ["optimize", "--model", "model.yaml", "--catalog", "cat.yaml", *ANSWER_LESS, "--json"],
-    )
-    assert code == 0, err
-    Path("a.json").write_text(out)
+    _save_answer(run, capsys, ["--model", "model.yaml", "--catalog", "cat.yaml"])
     assert run(capsys, ["sweep", "study.yaml", "--workers", "1"])[0] == 0
 
     def hashes() -> dict[str, str]:
@@ -348,12 +350,7 @@ def test_no_output_replaces_a_saved_answers_catalog_from_another_folder(indirect
     when run from another folder; a question reads a model file named without a spec
     suffix from the working folder: neither may be an output (both were overwritten)."""
     folder, run = indirect
-    code, out, err = run(
-        capsys,
-        ["optimize", "--catalog", "cat.yaml", "--model", "llama2-7b", *ANSWER_LESS, "--json"],
-    )
-    assert code == 0, err
-    Path("a.json").write_text(out)
+    _save_answer(run, capsys, ["--catalog", "cat.yaml", "--model", "llama2-7b"])
     Path("mymodel.txt").write_text(MODEL)
     Path("qt.yaml").write_text("model: mymodel.txt\ntokens: 1e11\nbudget: 1e7\n")
     catalog, model = Path("cat.yaml").read_bytes(), Path("mymodel.txt").read_bytes()
