@@ -20,10 +20,9 @@ from __future__ import annotations
 import math
 import time
 
-from models.cost import usd_to_cents_up
 from solvers import cloud_terms
 from solvers.gc_pause import without_gc_pauses
-from solvers.grid_search import best_for_candidate, dp_upper
+from solvers.grid_search import best_for_candidate, dp_range
 from solvers.plan import Config, build_plan
 from solvers.purchase_rule import settle
 from solvers.result import SolveResult, names_objective, relative_gap
@@ -105,8 +104,8 @@ def unsearched_bound(
 ) -> float:
     """A value no plan of the shapes ``left`` (those not searched) beats, inf when none is
     left: the least over them of their bounds (screen/bounds.py) over the DP range the
-    search would have swept, from the memory floor to grid_search.dp_upper (every plan the
-    search admits lies in it: best_for_candidate). The cheap bound of every shape
+    search would have swept (grid_search.dp_range: every plan the search admits lies in
+    it). The cheap bound of every shape
     (gemm_lower_bounds: the GEMM time alone, no step coefficients), then the full one
     (objective_lower_bounds) of the shapes whose cheap bound is the least, for up to
     ``spend_s`` seconds (_least_bound). Each holds for any d, m, NICs and purchases in the
@@ -116,9 +115,7 @@ def unsearched_bound(
     for cand in left:
         if not cand.allowed(scenario):
             continue
-        gpu = scenario.catalog.gpu(cand.shape.gpu)
-        lo = cand.dp_floor(scenario)
-        hi = dp_upper(scenario, q, cand, usd_to_cents_up(gpu.price_usd))
+        lo, hi = dp_range(scenario, q, cand)
         if lo <= hi:  # else the search finds no plan of the shape
             shapes.append(cand)
             ranges.append((lo, hi))

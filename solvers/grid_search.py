@@ -180,6 +180,13 @@ def _expected(
     return days, cost_cents, cost, totals
 
 
+def dp_range(scenario: Scenario, q: PreparedQuestion, cand: Candidate) -> tuple[int, int]:
+    """The DP degrees the search sweeps for a shape: from its memory floor to dp_upper
+    (empty when the first exceeds the second); every plan it admits lies in it."""
+    gpu = scenario.catalog.gpu(cand.shape.gpu)
+    return cand.dp_floor(scenario), dp_upper(scenario, q, cand, usd_to_cents_up(gpu.price_usd))
+
+
 def best_for_candidate(
     scenario: Scenario,
     cand: Candidate,
@@ -198,9 +205,7 @@ def best_for_candidate(
     q = prepared if prepared is not None else scenario.prepare()
     shape, c = cand.shape, cand.coeffs
     gpu = scenario.catalog.gpu(shape.gpu)
-    gpu_cents = usd_to_cents_up(gpu.price_usd)
-    lo = cand.dp_floor(scenario)
-    hi = dp_upper(scenario, q, cand, gpu_cents)
+    lo, hi = dp_range(scenario, q, cand)
     if hi < lo:
         return None
     dps = np.arange(lo, hi + 1, dtype=np.int64)
