@@ -135,7 +135,6 @@ from models.step import (
     StageWork,
     StepCoefficients,
     cp_coefficients,
-    cp_ring_hidden_s,
     cp_window_per_microbatch_s,
     ep_overlap_s,
     forward_passes,
@@ -779,7 +778,7 @@ def overlap_cost_per_microbatch_s(c: StepCoefficients, share: float, ex: ExpertL
     SMs). A paired chunk then takes at least max(compute + this cost, all-to-alls)."""
     if not c.ep_overlapped or ex.overlap_sm_fraction <= 0:
         return 0.0
-    hidden, _ = ep_overlap_s(c, share, cp_ring_hidden_s(c, share))
+    hidden, _ = ep_overlap_s(c, share)
     return ex.overlap_sm_fraction * float(hidden)
 
 

@@ -635,7 +635,7 @@ def ep_nic_mb_s(c: StepCoefficients, share):
     return np.maximum(c.ep_up_mb_s, c.ep_nic_bytes / share) + c.ep_nic_extra_bytes / share
 
 
-def ep_overlap_s(c: StepCoefficients, share, ring: Any = 0.0) -> tuple[Any, Any]:
+def ep_overlap_s(c: StepCoefficients, share, ring: Any = None) -> tuple[Any, Any]:
     """(hidden, exposed) seconds of the all-to-alls an overlap pairs with compute, one
     micro-batch (both 0 without one). The overlap runs each chunk's dispatch and combine on
     a communication stream beside another micro-batch's chunk on the compute stream
@@ -648,13 +648,15 @@ def ep_overlap_s(c: StepCoefficients, share, ring: Any = 0.0) -> tuple[Any, Any]
     takes at least the longer of its compute and its all-to-alls: the hidden seconds are
     at most the compute of the chunks they pair with, min(wanted, window), with wanted the
     hidden share's seconds at ``share`` (bytes/s per GPU; ``ep_hidden_*``) and window
-    ``ep_window_s`` less what ring attention takes of those chunks (``ring``,
-    cp_ring_hidden_s, x ``ep_paired``); the rest, max(0, wanted - window), is exposed. A
+    ``ep_window_s`` less what ring attention takes of those chunks (``ring``: its
+    cp_ring_hidden_s at ``share``, computed when not given, x ``ep_paired``); the rest, max(0, wanted - window), is exposed. A
     fixed share hid more than the compute could cover: Qwen3-30B-A3B at EP 32 over 4
     servers (DP 32, 16 micro-batches) stepped in 6.41 s with 8.77 s of all-to-alls a GPU
     (its NIC share's wire time)."""
     if not c.ep_overlapped:
         return 0.0, 0.0
+    if ring is None:
+        ring = cp_ring_hidden_s(c, share)
     wanted = (
         c.ep_hidden_mb_s
         + np.maximum(c.ep_hidden_up_mb_s, c.ep_hidden_nic_bytes / share)
@@ -671,7 +673,7 @@ def ep_overlap_capped_s(c: StepCoefficients, microbatches: float, node_bw_gb_per
     if not c.ep_overlapped:
         return 0.0
     share = comm.nic_share(node_bw_gb_per_s, c.gpus_per_node, c.network_efficiency)
-    _, exposed = ep_overlap_s(c, share, cp_ring_hidden_s(c, share))
+    _, exposed = ep_overlap_s(c, share)
     return microbatches * float(exposed)
 
 
@@ -723,7 +725,7 @@ def nic_stage_mb_s(c: StepCoefficients, share):
     if c.ep_crosses_nics:
         out = out + ep_nic_mb_s(c, share)
     if c.ep_overlapped:
-        out = out + ep_overlap_s(c, share, cp_ring_hidden_s(c, share))[1]
+        out = out + ep_overlap_s(c, share)[1]
     if c.cp_crosses_nics:
         out = out + cp_nic_mb_s(c, share)
     return out
