@@ -800,10 +800,13 @@ def overlap_coefficients(
     the model pairs whole; Megatron-Core's overlap runs the last backward alone (its
     cool-down, models.pipeline.a2a_overlap_warmup_chunks). The cost is priced at
     ``network``'s NICs (``overlap_cost_per_microbatch_s``; the solvers, whose NICs vary,
-    never overlap). (0, {}) without an overlap; ``c``: the dense coefficients."""
+    never overlap). (0, {}) without an overlap; ``c``: the dense coefficients, whose ring
+    fields are replaced by the MoE stage's own (its window at ``compute_s``, before the
+    overlap's cost: moe_cp_coefficients), not the dense stand-in's."""
     hidden = ex.hidden_share(layout)
     if not spec.is_moe or hidden <= 0:
         return 0.0, {}
+    c = c.updated(**moe_cp_coefficients(spec, layout, seq_len, gpu, compute_s))
     terms = dispatch_terms_exposed(spec, layout, seq_len, gpu, ex, hidden)
     paired = ex.paired_share(layout)
     fields: dict[str, float | bool] = {
@@ -1103,10 +1106,7 @@ def moe_step_coefficients(
     kernels += permute_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     kernels += routed_elementwise_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     kernels += router_fp32_per_microbatch_s(spec, layout, seq_len, gpu, ex)
-    # the overlap's ring share from the MoE stage's own ring (its window at the kernels'
-    # seconds, before the overlap's cost: moe_cp_coefficients), not the dense stand-in's
-    ring = c.updated(**moe_cp_coefficients(spec, layout, seq_len, gpu, kernels))
-    cost, overlap = overlap_coefficients(spec, layout, seq_len, gpu, network, ex, ring, kernels)
+    cost, overlap = overlap_coefficients(spec, layout, seq_len, gpu, network, ex, c, kernels)
     compute = max(kernels + cost, host_s - c.tp_mb_s)
     per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
     group = layout.dp * layout.cp
