@@ -74,8 +74,7 @@ def plan_label(p: dict[str, Any]) -> str:
     for degree in ("cp", "vp", "ep", "etp"):  # shown when not 1 (ep, etp: MoE plans)
         if p.get(degree) not in (None, "") and int(p[degree]) > 1:
             layout += f" {degree.upper()} {p[degree]}"
-    nodes = p.get("nodes")
-    servers = "" if nodes is None else f" in {int(nodes):,} server{'' if int(nodes) == 1 else 's'}"
+    servers = "" if p.get("nodes") is None else f" in {render.count(int(p['nodes']), 'server')}"
     cost = p.get("cost_usd")
     return (
         f"{int(p['num_gpus']):,} x {p['gpu']}{servers} "
