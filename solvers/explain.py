@@ -393,7 +393,11 @@ def _feasible(
         return False
     if len(pre.candidates) != len(quick.candidates) and _witness(s, pre):
         return True
-    form = _feasibility_model(s, pre)
+    return _decide(_feasibility_model(s, pre), time_limit_s)
+
+
+def _decide(form: Formulation, time_limit_s: float) -> bool | None:
+    """Whether the model has a solution (None: undecided in time)."""
     solver = _solver(time_limit_s, 1)
     code = solver.solve(form.model)
     if code == cp_model.MODEL_INVALID:
@@ -403,6 +407,40 @@ def _feasible(
     if code == cp_model.INFEASIBLE:
         return False
     return None
+
+
+def _admits_config(
+    scenario: Scenario, families: set[str], cands: list[Candidate], cfg: Config, time_limit_s: float
+) -> bool | None:
+    """Whether the CP-SAT model _feasible solves for the question (``families`` enforced)
+    admits the plan of ``cfg``: its shape, NICs, DP degree, micro-batches, spares and
+    storage fixed, the rest (fabric, racks) free. Fixed, the model decides by propagation
+    in a few milliseconds where _feasible's search proves a budget a dollar short of its
+    cheapest plan infeasible in about half a second (the 405B question of
+    tests/test_fix_figures.py). True: _feasible's model is feasible there too. None where
+    _feasible asks another model (a question renting under terms) or undecided in time."""
+    s = _only(scenario, families)
+    if cloud_terms.applies(s):
+        return None
+    quick = presolve(s, cands, cheap_only=True)
+    pre = quick if quick.complete else presolve(s, cands)
+    at = [i for i, c in enumerate(pre.candidates) if c.shape == cfg.shape]
+    if not at:
+        return False
+    form = _feasibility_model(s, pre)
+    md = form.model
+    md.add(form.x[at[0]] == 1)
+    if cfg.nic not in form.nic_lits:
+        return False
+    md.add(form.nic_lits[cfg.nic] == 1)
+    md.add(form.nics == cfg.nics_per_node)
+    md.add(form.dp == cfg.dp)
+    md.add(form.m == cfg.microbatches)
+    for k, lit in form.spare_lits.items():  # hot spares and storage (solvers/cpsat/purchases.py)
+        md.add(lit == int(k == cfg.spares_per_100))
+    for b, lit in form.storage_lits.items():
+        md.add(lit == int(b == cfg.storage_gb_per_s))
+    return _decide(form, time_limit_s)
 
 
 def _feasibility_model(s: Scenario, pre: Presolved) -> Formulation:
@@ -562,6 +600,11 @@ class _Search:
 
     def solve(self, s: Scenario, candidates: list[Candidate] | None) -> SolveResult:
         return solve_cpsat(s, time_limit_s=self.time_limit_s, candidates=candidates)
+
+    def admits(self, s: Scenario, cfg: Config) -> bool | None:
+        space = for_question(s, self.scenario, self.cands)
+        fams = {f for f in self.active if active(s, f)}
+        return _admits_config(s, fams, space, cfg, self.time_limit_s)
 
     def presolve(self, s: Scenario, candidates: list[Candidate]) -> list[Candidate]:
         return presolve(s, candidates).candidates

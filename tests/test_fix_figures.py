@@ -19,7 +19,7 @@ import pytest
 from catalog import load_catalog
 from designer.question.build import build_scenario
 from solvers.cpsat.solve import solve_cpsat
-from solvers.explain import smallest_fix
+from solvers.explain import _Search, smallest_fix
 from solvers.families import BY_NAME
 from solvers.families.base import Fix
 from solvers.scenario import Scenario
@@ -91,6 +91,48 @@ def test_a_tco_budget_figure_holds_under_cp_sat():
     assert "the cheapest plan costs $10,489,516.99" in fix.change
     assert_least(lambda v: s.with_changes(budget_usd=v), x, 1.0, fix.change)
     assert fix.scenario.budget_usd == x
+
+
+def test_a_tco_budget_figure_far_above_the_float_cost_is_found_from_the_plan(monkeypatch):
+    """Seed 7 of bench/explain_speed.py --random (Llama 3 405B on A100, TCO, failures x
+    1000), as the CLI prints it: CP-SAT's model admits the cheapest plan ($351,443,139 by the
+    float model) only from $351,474,540, 9e-5 above its cost. That figure was found by
+    bisection over the dollars up to the nudged budget, 33 feasibility tests of the
+    question, each a CP-SAT proof over every shape (17 s); now from the cheapest plan itself
+    (budget.plan_figure: its decisions fixed, each probe milliseconds) and one feasibility
+    test, a dollar below it. The same figure, still the least that CP-SAT admits."""
+    s = build_scenario(
+        evidence="any",
+        model="llama3-405b",
+        tokens=1.14614e13,
+        seq_len=16384,
+        gpus=("a100-80gb",),
+        budget=2.14364e7,
+        objective="time",
+        pricing="tco",
+        lifetime_years=1.0,
+        usd_per_kwh=0.0545,
+        max_gpus=512,
+        precision="bf16",
+        dp_overlap=0.86,
+        failure_scale=1000.0,
+        cp_across_servers=True,
+    )
+    tests: list[float] = []
+    ok = _Search.ok
+
+    def counted(self: _Search, q: Scenario, fams: set[str] | None = None) -> bool:
+        tests.append(q.budget)
+        return ok(self, q, fams)
+
+    monkeypatch.setattr(_Search, "ok", counted)
+    fix = fix_of(s, "budget")
+    monkeypatch.undo()
+    x = figure(fix, r"budget must be at least \$([\d,]+)")
+    assert x > 351_443_139 * (1 + 5e-5), fix.change  # far above the cheapest plan's cost
+    assert_least(lambda v: s.with_changes(budget_usd=v), x, 1.0, fix.change)
+    assert fix.scenario.budget_usd == x
+    assert tests == [x - 1]  # the one feasibility test: a dollar below the figure
 
 
 MEMORY = {

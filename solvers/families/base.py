@@ -82,6 +82,12 @@ class FixSearch(Protocol):
         """CP-SAT's answer to ``s`` within the search's time limit (solvers.cpsat.solve.solve_cpsat)."""
         ...
 
+    def admits(self, s: Scenario, cfg: Config) -> bool | None:
+        """Whether the CP-SAT model ``ok`` solves for ``s`` admits the plan of ``cfg`` (its
+        decisions fixed: decided by propagation, where ``ok`` may search); None where
+        ``ok`` asks another model, or undecided in time. True implies ``ok(s)``."""
+        ...
+
     def presolve(self, s: Scenario, candidates: list[Candidate]) -> list[Candidate]:
         """The shapes presolve keeps (solvers.screen.presolve.presolve)."""
         ...
@@ -317,6 +323,10 @@ def count_fix(
     )
 
 
+# other_objective_fix's margins over the other objective's optimum, relative, first to last
+NUDGES = (1e-6, 1e-4, 1e-3, 1e-2)
+
+
 def other_objective_fix(
     search: FixSearch,
     family: Family,
@@ -324,11 +334,13 @@ def other_objective_fix(
     amount: Callable[[Plan], float],
     words: Callable[[float], str],
     least: Callable[[Scenario, float], float],
+    first: Callable[[float, Plan], float | None] | None = None,
 ) -> Fix | None:
     """The least budget (deadline): the optimum of the other objective with the limit off,
     nudged past the solver's rounding and verified (``amount``: the plan's cost or days),
     then named as ``least(fixed question, optimum)`` finds it at the unit ``words`` prints
-    (a figure that holds, where one unit less does not)."""
+    (a figure that holds, where one unit less does not). ``first(optimum, optimal plan)``,
+    when given, is asked before the nudges: the figure it names (None: none) is the fix."""
     s = search.scenario
     name, fam = family.name, family.field
     assert fam is not None, name
@@ -338,7 +350,10 @@ def other_objective_fix(
     if res.best is None:
         return None
     base = amount(res.best)
-    for nudge in (1e-6, 1e-4, 1e-3, 1e-2):
+    named = None if first is None else first(base, res.best)
+    if named is not None:
+        return Fix(name, words(named), s.with_changes(**{fam: named}))
+    for nudge in NUDGES:
         x = base * (1 + nudge)
         fixed = s.with_changes(**{fam: x})
         if search.ok(fixed):

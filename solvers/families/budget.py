@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from models.feasibility import TOL
 from models.units import HOURS_PER_DAY
 from solvers.families.base import (
+    NUDGES,
     STEP_ROOM,
     Family,
     Fix,
@@ -92,21 +93,30 @@ class Budget(Family):
         # ($4,348,184 named where the optimum, $4,348,180, holds)
         # under TCO the figure is raised to what CP-SAT admits (admitted_dollars), and the
         # words say by how much
+        # first from the cheapest plan itself (plan_figure), else past the nudges
         cheapest: list[float] = []
 
         def least(fixed: Scenario, optimum: float) -> float:
-            named = least_dollars(search, fixed, optimum)
-            admitted = admitted_dollars(search, fixed, optimum, named)
-            if admitted > named:
+            return admitted(fixed, optimum, least_dollars(search, fixed, optimum))
+
+        def admitted(fixed: Scenario, optimum: float, named: float) -> float:
+            found = admitted_dollars(search, fixed, optimum, named)
+            if found > named:
                 cheapest.append(optimum)
-            return admitted
+            return found
+
+        def first(optimum: float, plan: Plan) -> float | None:
+            named = plan_figure(search, optimum, plan.config)
+            return None if named is None else admitted(search.scenario, optimum, named)
 
         def words(x: float) -> str:
             if not cheapest:
                 return _words(x)
             return f"{_words(x)} (the cheapest plan costs ${cheapest[0]:,.2f}; {TCO_ROUNDING})"
 
-        return other_objective_fix(search, self, "cost", lambda plan: plan.cost_usd, words, least)
+        return other_objective_fix(
+            search, self, "cost", lambda plan: plan.cost_usd, words, least, first=first
+        )
 
 
 # the grid's margin over the budget (admits): float noise, well under a cent
@@ -149,6 +159,61 @@ def least_dollars(search: FixSearch, fixed: Scenario, optimum: float) -> float:
         return float(min(guess, top))
     found = bisect(lambda v: search.ok(fixed.with_changes(budget_usd=float(v))), guess, top, True)
     return float(top if found is None else found)
+
+
+def plan_figure(search: FixSearch, optimum: float, cfg: Config) -> float | None:
+    """least_dollars' figure found from the cheapest plan (``cfg``, its cost ``optimum``):
+    the least whole dollar at which the model admits that plan (plan_dollars: each probe
+    a few milliseconds), up to the last of other_objective_fix's nudges, when the question
+    a dollar less is infeasible (nothing else is admitted there: the figure is the least
+    that holds). None otherwise: the nudges and least_dollars' bisection find it.
+
+    Each test of a budget a dollar short of what the model admits is a CP-SAT proof over
+    every shape (about 0.6 s on the 405B questions): the seed-7 question of
+    bench/explain_speed.py (Llama 3 405B on A100, TCO, failures x 1000), whose model admits
+    its cheapest plan ($351,442,171.50) only from $351,473,793, 9e-5 above (its time unit
+    coarsened to fit int64), asked 33 of them, 17 s of its 18; this asks one."""
+    s = search.scenario
+    guess = math.ceil(optimum - 1e-6)
+    own = plan_dollars(search, s, cfg, guess, [math.ceil(optimum * (1 + n)) for n in NUDGES])
+    if own is None:
+        return None
+    if own > guess and search.ok(s.with_changes(budget_usd=float(own - 1))):
+        return None
+    return float(own)
+
+
+def plan_dollars(
+    search: FixSearch, s: Scenario, cfg: Config, lo: int, tops: list[int]
+) -> int | None:
+    """The least whole dollar from ``lo`` up to the last of ``tops`` (ascending) at which
+    the model admits the plan of ``cfg`` (search.admits, the question ``s`` otherwise):
+    ``lo``, else bisection below the first of ``tops`` that admits it (monotone, as the
+    budget's other searches take it). None when none admits it or a probe is undecided.
+    A budget that admits the plan holds (search.ok)."""
+
+    def admits(v: int) -> bool | None:
+        return search.admits(s.with_changes(budget_usd=float(v)), cfg)
+
+    at = admits(lo)
+    if at is None or at:
+        return None if at is None else lo
+    for hi in (t for t in tops if t > lo):
+        at = admits(hi)
+        if at is None:
+            return None
+        if at:
+            break
+        lo = hi
+    else:
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        at = admits(mid)
+        if at is None:
+            return None
+        lo, hi = (lo, mid) if at else (mid, hi)
+    return hi
 
 
 # what a raised TCO budget figure says (admitted_dollars)
