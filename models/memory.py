@@ -168,6 +168,17 @@ def zero_sharded(zero: int) -> tuple[bool, bool, bool]:
     return zero >= 3, zero >= 2, zero >= 1
 
 
+def zero3_microbatch_reduce_bytes(layout: Layout, reduce_bytes: float) -> float:
+    """Bytes per parameter of the gradient reduce-scatter that each micro-batch's backward
+    issues under ZeRO-3 / FSDP: the stack's (``reduce_bytes``, its profile's
+    zero3_microbatch_grad_reduce_bytes: the reduce dtype, 0 where it reduces once a step)
+    without PP; 0 below ZeRO-3 and with PP, where PyTorch's pipeline stages turn it off
+    and reduce at the last backward (torch/distributed/pipelining/stage.py@v2.9.0,
+    _PipelineStageBase.backward_maybe_with_nosync: set_requires_gradient_sync(False) on
+    the FSDP module, its run_post_backward at last_backward). models.step prices it."""
+    return reduce_bytes if layout.zero >= 3 and layout.pp == 1 else 0.0
+
+
 def model_state_gb(
     params_per_gpu: float, layout: Layout, a: Assumptions
 ) -> tuple[float, float, float]:

@@ -25,8 +25,9 @@ where stage = compute + TP + CP time of one micro-batch on the busiest pipeline 
 (its layers as Megatron-LM splits them, plus the logits on the last rank:
 ``slowest_stage``), B the gradient bytes per GPU of the rank holding the most, and sends cross
 the NICs (NIC share) unless the whole job fits in one scale-up domain. Under ZeRO-3
-the reduction adds m micro-batches' parameter all-gathers less what each hides
-behind its own compute; with the stack's per-micro-batch gradient reduce-scatter on
+the reduction adds m micro-batches' parameter all-gathers (a MoE model's routed experts
+over their expert-DP group) less what each hides behind its own compute; with the
+stack's per-micro-batch gradient reduce-scatter on
 (zero3_microbatch_grad_reduce_bytes), each micro-batch reduce-scatters its gradients too,
 sharing the same window, and the backward's last reduce-scatter is exposed; the last
 micro-batch's compute is one window for its own collectives and the step's reduction,
@@ -54,7 +55,11 @@ import numpy as np
 from catalog.specs import GPUSpec
 from models import comm, flops, scaleup
 from models.layout import Assumptions, Layout, Network
-from models.memory import activation_bytes_per_layer, stage_params
+from models.memory import (
+    activation_bytes_per_layer,
+    stage_params,
+    zero3_microbatch_reduce_bytes,
+)
 from models.pipeline import StageLoad, bubble_fraction, busiest_stage, stage_layers
 from models.transformer import TransformerSpec
 
@@ -466,6 +471,12 @@ class StepCoefficients:
     ep_window_s: float = 0.0
     ep_paired: float = 0.0
     ep_window_last: bool = False
+    # ZeRO-3 / FSDP of the routed experts, over that expert-DP group: each micro-batch's
+    # expert-weight all-gathers (forward and backward) and, when the stack reduces every
+    # micro-batch, its expert-gradient reduce-scatter (all-reduce equivalent bytes), and
+    # the backward's last group's share of that reduce-scatter (models.expert.zero3_moe_bytes)
+    expert_zero3_bytes: float = 0.0
+    expert_zero3_tail_bytes: float = 0.0
     # the pipeline schedule's bubble over 1F1B's (p-1)/v stage times: 1.0, or DualPipe's
     # (models.expert.dualpipe_bubble_scale; a MoE plan option, never chosen by the solvers)
     bubble_scale: float = 1.0
@@ -544,12 +555,7 @@ def step_coefficients(
     gpn = gpu.server.gpus_per_server
     k = scaleup.ranks_in_domain(gpu, layout.tp)
     grad_params = stage_params(spec, layout, "most")
-    # PyTorch's pipeline stages turn the per-micro-batch reduce-scatter off and reduce at
-    # the last backward (torch.distributed.pipelining stage.backward_maybe_with_nosync:
-    # set_requires_gradient_sync(False)), so the term is for ZeRO-3 without PP
-    rs_bytes = (
-        cal.zero3_microbatch_grad_reduce_bytes if layout.zero >= 3 and layout.pp == 1 else 0.0
-    )
+    rs_bytes = zero3_microbatch_reduce_bytes(layout, cal.zero3_microbatch_grad_reduce_bytes)
     if layout.zero == 0:
         dp_bytes = grad_params * a.grad_bytes
     elif rs_bytes > 0:  # the gradients are reduce-scattered each micro-batch instead
@@ -740,9 +746,22 @@ def expert_reduce_s(c: StepCoefficients, dp, node_bw_gb_per_s):
         return 0.0
     scalar = isinstance(dp, int | float)
     group = (float(dp) if scalar else np.asarray(dp, dtype=float)) * c.cp
-    group = group * c.expert_dp_num / c.expert_dp_den
+    return expert_group_reduce_s(c, c.expert_dp_bytes, group, node_bw_gb_per_s)
+
+
+def expert_group(c: StepCoefficients, group):
+    """The expert-DP group of a DP x CP group of ``group`` ranks: group x TP / (EP x ETP)
+    (Megatron-Core's folding, models.expert.expert_dp_group)."""
+    return group * c.expert_dp_num / c.expert_dp_den
+
+
+def expert_group_reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s):
+    """All-reduce of ``nbytes`` per GPU over the expert-DP group of a DP x CP group of
+    ``group`` ranks (``expert_group``), at that group's ranks per scale-up domain and
+    bandwidth (``expert_ranks_per_node``, ``expert_scale_up_bw_gb_per_s``: the ranks sit
+    EP x ETP apart, models.expert.expert_dp_reduce_s)."""
     k, up = c.expert_ranks_per_node, c.expert_scale_up_bw_gb_per_s
-    return _reduce_s(c, c.expert_dp_bytes, group, node_bw_gb_per_s, k, up)
+    return _reduce_s(c, nbytes, expert_group(c, group), node_bw_gb_per_s, k, up)
 
 
 def _last_reduced_params(spec: TransformerSpec, layout: Layout, rank_params: float) -> float:
@@ -772,16 +791,30 @@ def zero3_microbatch_s(c: StepCoefficients, group, node_bw_gb_per_s) -> Zero3Col
     after the micro-batch's backward when the stack issues one per micro-batch
     (``zero3_grad_rs_bytes``; PyTorch FSDP2 FSDPParamGroup.post_backward runs it on its
     reduce-scatter stream while the next group's backward computes, and
-    FSDPModule.set_requires_gradient_sync(False) skips it). They share one link and one
-    window (``gather_overlap_s``). tail: the backward's last reduce-scatter
-    (``zero3_grad_rs_tail_bytes``), which no compute follows:
+    FSDPModule.set_requires_gradient_sync(False) skips it). A MoE model's routed experts
+    are sharded over the expert-DP group instead (models.memory.moe_memory_per_gpu), so
+    their gathers and reduce-scatter (``expert_zero3_bytes``) run over that group at its
+    bandwidth (expert_group_reduce_s), one after the dense ones on the GPU's links. They
+    all share one window (``gather_overlap_s``). tail: the backward's last reduce-scatter
+    (``zero3_grad_rs_tail_bytes``, ``expert_zero3_tail_bytes``), which no compute follows:
     FSDPParamGroup.finalize_backward makes the compute stream wait for it at the end of
     every backward. contention: what the hidden part slows the compute by
     (zero3_contention_s). What a step exposes of them: zero3_exposed_s."""
     nbytes = c.zero3_gather_bytes + c.zero3_grad_rs_bytes
     comm_s = group_reduce_s(c, nbytes, group, node_bw_gb_per_s)
     tail = zero3_grad_tail_s(c, group, node_bw_gb_per_s)
-    return Zero3Collectives(comm_s, tail, zero3_contention_s(c, nbytes, group, comm_s))
+    sent = _sent_bytes(nbytes, group)
+    if c.expert_zero3_bytes > 0:
+        comm_s = comm_s + expert_group_reduce_s(c, c.expert_zero3_bytes, group, node_bw_gb_per_s)
+        tail = tail + expert_group_reduce_s(c, c.expert_zero3_tail_bytes, group, node_bw_gb_per_s)
+        sent = sent + _sent_bytes(c.expert_zero3_bytes, expert_group(c, group))
+    return Zero3Collectives(comm_s, tail, zero3_contention_s(c, sent, comm_s))
+
+
+def _sent_bytes(nbytes: float, group):
+    """Bytes a GPU sends in a ring all-reduce of ``nbytes`` over ``group`` ranks,
+    2 nbytes (1 - 1/group)."""
+    return 2.0 * nbytes * (1.0 - 1.0 / np.asarray(group, dtype=float))
 
 
 def zero3_exposed_s(
@@ -807,22 +840,22 @@ def zero3_exposed_s(
     return (m - 1.0) * each + last
 
 
-def zero3_contention_s(c: StepCoefficients, nbytes: float, group, comm_s):
-    """Seconds the hidden part of a micro-batch's ZeRO-3 collectives (``nbytes``, all-reduce
-    equivalent, over ``group`` ranks, ``comm_s`` seconds alone) adds to the compute it
-    overlaps: passes x the bytes a GPU sends (a ring's 2 nbytes (1 - 1/group)) x the hidden
-    share min(comm_s, gather_overlap_s) / comm_s, at the GPU's HBM bandwidth
-    (``zero3_contention_s_per_byte``). NCCL's kernels run on SMs and stage what they receive
-    in HBM: a compute kernel overlapped by an all-gather slows down because "they're
-    competing for memory bandwidth", each NVLink byte costing 2x to 3x in HBM (S. Jeaugey,
-    NVIDIA/nccl#1428, where an A100 GEMM took 2.08 ms overlapped against 1.18 ms alone);
+def zero3_contention_s(c: StepCoefficients, sent, comm_s):
+    """Seconds the hidden part of a micro-batch's ZeRO-3 collectives (``sent`` bytes a GPU
+    sends in them, a ring's 2 nbytes (1 - 1/group) for each all-reduce equivalent of
+    nbytes over group ranks; ``comm_s`` seconds alone) adds to the compute it overlaps:
+    passes x the bytes sent x the hidden share min(comm_s, gather_overlap_s) / comm_s,
+    at the GPU's HBM bandwidth (``zero3_contention_s_per_byte``). NCCL's kernels run on
+    SMs and stage what they receive in HBM: a compute kernel overlapped by an all-gather
+    slows down because "they're competing for memory bandwidth", each NVLink byte costing
+    2x to 3x in HBM (S. Jeaugey, NVIDIA/nccl#1428, where an A100 GEMM took 2.08 ms
+    overlapped against 1.18 ms alone);
     PyTorch measures matmuls overlapped by NCCL collectives "30-40% slower" on 8 H100
     (pytorch/pytorch#179937; #130583, the low-contention collectives). 0 when the
     profile's zero3_overlap_hbm_passes is 0."""
-    if c.zero3_contention_s_per_byte <= 0 or nbytes <= 0:
+    if c.zero3_contention_s_per_byte <= 0 or np.all(np.asarray(sent) <= 0):
         return 0.0
     hidden_share = np.minimum(comm_s, c.gather_overlap_s) / np.maximum(comm_s, 1e-30)
-    sent = 2.0 * nbytes * (1.0 - 1.0 / np.asarray(group, dtype=float))
     return c.zero3_contention_s_per_byte * sent * hidden_share
 
 
