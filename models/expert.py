@@ -151,7 +151,9 @@ from models.step import (
     memory_bound_per_microbatch_s,
     nic_share_gb_per_s,
     step_coefficients,
+    step_reduction_bytes,
     work_at_rates_s,
+    zero3_gathers_once,
 )
 from models.transformer import TransformerSpec
 
@@ -1088,35 +1090,45 @@ def zero3_moe_bytes(
     weights' half (``dp_bytes``, ``expert_dp_bytes``). The backward's last group (the tail,
     exposed every micro-batch) is the root module's embedding, output and norm and the
     stage's first layer, taken at the stage's mean layer (its non-expert and expert
-    parameters over its layers, MTP modules included); a DualPipe rank holds two stages."""
+    parameters over its layers, MTP modules included); a DualPipe rank holds two stages.
+    Where the stage keeps its parameters unsharded across the micro-batches
+    (models.step.zero3_gathers_once), both are gathered once a step instead
+    (``zero3_step_gather_bytes``, ``expert_zero3_step_gather_bytes``)."""
     rs = zero3_microbatch_reduce_bytes(layout, gpu.calibration.zero3_microbatch_grad_reduce_bytes)
-    per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
-    if rs > 0:  # the gradients are reduce-scattered each micro-batch instead
-        per_param = a.weight_bytes / 2.0
+    per_param = step_reduction_bytes(layout, gpu, a)
     out = {"dp_bytes": mem.dense_params * per_param}
     out["expert_dp_bytes"] = mem.expert_params * per_param
     if layout.zero < 3:
         return out | dict.fromkeys(ZERO3_FIELDS, 0.0)
+    if zero3_gathers_once(layout, gpu):
+        out["zero3_step_gather_bytes"] = mem.dense_params * a.weight_bytes / 2.0
+        out["expert_zero3_step_gather_bytes"] = mem.expert_params * a.weight_bytes / 2.0
+        gather = 0.0
+    else:
+        out["zero3_step_gather_bytes"] = out["expert_zero3_step_gather_bytes"] = 0.0
+        gather = a.weight_bytes
     stages = (mem.rank, layout.pp - 1 - mem.rank) if ex.dualpipe and layout.pp > 1 else (mem.rank,)
     counts = moe_rank_counts(spec, layout)
     layers = sum(sum(counts[r]) + (spec.mtp_layers if layout.holds_mtp(r) else 0) for r in stages)
     root = sum(_root_params(spec, layout, r) for r in stages)
     dense_tail = root + (mem.dense_params - root) / max(layers, 1)
     return out | {
-        "zero3_gather_bytes": mem.dense_params * a.weight_bytes,
+        "zero3_gather_bytes": mem.dense_params * gather,
         "zero3_grad_rs_bytes": mem.dense_params * rs / 2.0,
         "zero3_grad_rs_tail_bytes": dense_tail * rs / 2.0,
-        "expert_zero3_bytes": mem.expert_params * (a.weight_bytes + rs / 2.0),
+        "expert_zero3_bytes": mem.expert_params * (gather + rs / 2.0),
         "expert_zero3_tail_bytes": mem.expert_params / max(layers, 1) * rs / 2.0,
     }
 
 
 ZERO3_FIELDS = (
     "zero3_gather_bytes",
+    "zero3_step_gather_bytes",
     "zero3_grad_rs_bytes",
     "zero3_grad_rs_tail_bytes",
     "expert_zero3_bytes",
     "expert_zero3_tail_bytes",
+    "expert_zero3_step_gather_bytes",
 )
 
 

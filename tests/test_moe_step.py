@@ -308,3 +308,31 @@ def test_zero3_reducing_once_a_step_gathers_the_experts_but_keeps_their_reductio
         mem.expert_params * (a.grad_bytes + a.weight_bytes) / 2
     )
     assert c.zero3_gather_bytes == pytest.approx(mem.dense_params * a.weight_bytes)
+
+
+def test_zero3_pipeline_stages_keep_and_gather_the_experts_once_a_step():
+    """With PP under pytorch-fsdp2 a stage keeps its parameters unsharded across the step's
+    micro-batches and accumulates its gradients unsharded in fp32 (models.memory
+    .zero3_kept_bytes): the experts' too, so both are gathered once a step, the experts
+    over their expert-DP group (models.step.zero3_gathers_once), and held whole in memory."""
+    from models.evaluate import with_profile
+    from models.expert import expert_memory, moe_step_coefficients
+    from models.layout import Assumptions
+    from models.memory import GB, UNSHARDED_PARAM_BYTES
+
+    hw = Hardware.from_catalog(stack_catalog((), "pytorch-fsdp2"), "b200")
+    spec, ex = moe_zoo()["llama4-scout"], ExpertLayout(ep=2)
+    lay = Layout(tp=4, pp=2, dp=8, micro_batch=1, global_batch=128, zero=3)
+    a = with_profile(Assumptions(), hw.gpu)
+    assert a.zero3_pp_unsharded_params and a.zero3_microbatch_grad_reduce_bytes == 4.0
+    mem = expert_memory(spec, lay, spec.seq_len, hw.gpu.memory_gb, a, ex)
+    c = moe_step_coefficients(spec, lay, ex, spec.seq_len, hw.gpu, hw.network, a)
+    assert c.zero3_gather_bytes == 0 and c.expert_zero3_bytes == 0
+    assert c.expert_zero3_step_gather_bytes == pytest.approx(mem.expert_params * 2.0 / 2)
+    assert c.zero3_step_gather_bytes == pytest.approx(mem.dense_params * 2.0 / 2)
+    assert c.expert_dp_bytes == pytest.approx(mem.expert_params * (4.0 + 2.0) / 2)
+    params = mem.dense_params + mem.expert_params
+    assert mem.memory.gradients == pytest.approx(params * 4.0 / GB, rel=1e-9)
+    shards = mem.dense_params / lay.dp + mem.expert_params / mem.expert_dp
+    want_w = (shards * a.weight_bytes + params * UNSHARDED_PARAM_BYTES) / GB
+    assert mem.memory.weights == pytest.approx(want_w, rel=1e-9)
