@@ -210,6 +210,7 @@ MOE_PLANS = {  # model: (tp, pp, dp, ep, etp)
     "gpt-oss-20b": (2, 2, 16, 32, 1),
     "deepseek-v3": (1, 2, 64, 64, 1),
     "kimi-k2": (1, 2, 64, 64, 1),
+    "grok-1": (4, 8, 4, 8, 1),
 }
 
 
@@ -232,7 +233,8 @@ def moe_plan(model: str, spec=None):
 @pytest.mark.parametrize("model", sorted(MOE_PLANS))
 def test_moe_models_round_trip_through_megatron(model):
     """Every MoE zoo model Megatron-LM can build imports as the same model, EP and ETP; the
-    others name why (GPT-OSS; its architecture without YaRN round-trips)."""
+    others name why (GPT-OSS: its architecture without YaRN round-trips; Grok-1: its
+    gated GELU has no flag, the rest round-trips with SwiGLU)."""
     from designer.launch.megatron_model import unsupported
     from models.zoo import moe_zoo
 
@@ -241,7 +243,8 @@ def test_moe_models_round_trip_through_megatron(model):
     if unsupported(spec) is not None:
         with pytest.raises(Infeasible):
             emit(Launch.from_plan(scenario, plan), "megatron")
-        spec = spec.model_copy(update={"rope_scaling": None})
+        spec = spec.model_copy(update={"rope_scaling": None, "activation": "silu"})
+        assert unsupported(spec) is None
         scenario, plan = moe_plan(model, spec)
     text = emit(Launch.from_plan(scenario, plan), "megatron")
     for flag in ("--num-experts", "--moe-router-topk", "--expert-model-parallel-size",
