@@ -109,7 +109,8 @@ fused attention, the kernel Transformer Engine's ``FusedAttention`` backend runs
 reaches 504-522 (HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61; FlashAttention-3's own 552-576).
 A run of a release whose attention runs those kernels prices its attention core at the
 profile's seconds / the speedup; nothing else moves. It is a per-run option, not the
-profile's: the dense calibration runs keep the fitted rate.
+profile's: the dense calibration runs keep the fitted rate. It applies to the Hopper GPUs
+(HOPPER_GPUS) alone: evaluate's --fused-attention changes nothing elsewhere.
 
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
@@ -203,6 +204,11 @@ OVERLAP_SM_FRACTION = 20.0 / 132.0
 # backend, is the lower of the two. The H100 profile's fitted attention rate, 0.3172 x 989
 # = 314 TFLOP/s, is FA2's (catalog/data/gpus.yaml; models.expert module docstring)
 HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61
+# the catalog's Hopper GPUs, whose profiles carry the H100 fit's FA2-class attention rate:
+# the only ones the speedup applies to. Blackwell's attention_efficiency was fitted on 2025
+# runs that already ran fused attention (bench/moe_accuracy.py, attention_kernels); the
+# A100's is 2021-22 unfused attention, for which the H100 ratio is no measurement
+HOPPER_GPUS = frozenset({"h100-sxm", "h100-pcie", "h200", "h800", "gh200"})
 # Megatron-Core's gradient-accumulation fusion (--gradient-accumulation-fusion, on by
 # default; Transformer Engine's fuse_wgrad_accumulation in its grouped linear layers) runs
 # each micro-batch's weight-gradient GEMM with beta = 1 into the fp32 main_grad buffer

@@ -131,7 +131,9 @@ def _cp_ring_line(ev) -> str:
 
 def evaluate_text(answer) -> str:
     """The whole text: the imported command (with --from-megatron), then the evaluation."""
-    text = evaluation_text(answer.ev, answer.evidence)
+    text = "".join(f"note: {n}\n" for n in answer.notes) + evaluation_text(
+        answer.ev, answer.evidence
+    )
     if answer.imported is None:
         return text
     return imported_text(answer.imported) + "\n" + text
