@@ -73,11 +73,15 @@ class EvaluateAnswer:
     ev: Evaluation
     evidence: dict[str, Any]  # models.evidence_range.evaluation_evidence, plain numbers
     imported: ImportedRun | None  # the Megatron-LM command the layout came from
+    notes: tuple[str, ...] = ()  # how the options changed the model (given_layout)
 
     def as_dict(self) -> dict[str, Any]:
-        """evaluate --json: the evaluation, its evidence and the imported command."""
+        """evaluate --json: the evaluation, its evidence, its notes (when any) and the
+        imported command."""
         doc = self.ev.as_dict()
         doc["evidence"] = self.evidence
+        if self.notes:
+            doc["notes"] = list(self.notes)
         if self.imported is not None:
             doc["from_megatron"] = self.imported.as_dict()
         return doc
@@ -88,9 +92,10 @@ def default_global_batch(micro_batch: int, dp: int, pp: int) -> int:
     return micro_batch * dp * pp
 
 
-def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
-    """The model, layout and sequence length the options give."""
-    spec = resolve_model(opts["model_name"])
+def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int, tuple[str, ...]]:
+    """The model, layout and sequence length the options give, and notes on how they
+    changed the model (``run_spec``)."""
+    spec, notes = run_spec(resolve_model(opts["model_name"]), opts)
     gb = opts["global_batch"]
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
@@ -98,7 +103,21 @@ def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     if opts.get("pipeline_layout") is not None:  # "" is refused, not ignored
         fields.update(pipeline_layout_fields(spec, opts))
     layout = Layout(global_batch=gb, **fields)
-    return spec, layout, opts["seq_len"] or spec.seq_len
+    return spec, layout, opts["seq_len"] or spec.seq_len, notes
+
+
+def run_spec(spec, opts: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
+    """The model as the run builds it, with a note where that is not the model given: a
+    --pipeline-layout that places no ``m`` runs a model with multi-token-prediction layers
+    without them (Megatron-Core runs that string only without --mtp-num-layers, and
+    --from-megatron reads such a command as a model of none)."""
+    text, n = opts.get("pipeline_layout"), spec.mtp_layers
+    if not text or not n or "m" in text:  # "": refused by pipeline_layout_fields
+        return spec, ()
+    return spec.model_copy(update={"mtp_layers": 0}), (
+        f"the layout places no MTP layer (m): evaluated without the model's {n} MTP "
+        f"layer{'s' * (n > 1)}, as Megatron-LM runs it without --mtp-num-layers",
+    )
 
 
 def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
@@ -259,6 +278,7 @@ def _assumptions(opts: dict[str, Any], imported: ImportedRun | None) -> Assumpti
 def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     """evaluate's answer for its options (``given``: those set on the command line)."""
     imported, tokens = None, opts["tokens"]
+    notes: tuple[str, ...] = ()  # given_layout's
     if opts["from_megatron"] is not None:
         for name in sorted(given & set(IMPORTED_LAYOUT_OPTIONS)):
             raise UsageError(
@@ -269,7 +289,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         spec, layout, seq_len = imported.spec, imported.layout, imported.seq_len
         tokens = tokens if tokens is not None else imported.tokens
     else:
-        spec, layout, seq_len = given_layout(opts)
+        spec, layout, seq_len, notes = given_layout(opts)
     cat = stack_catalog(tuple(Path(f) for f in opts["catalog_files"]), opts["stack"])
     hw = hardware(cat, opts["gpu"], opts["nic"], opts["nics_per_node"])
     if hw.gpu.peak_tflops(layout.precision) is None:
@@ -300,4 +320,4 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     # the plan's purchases (issue 18 item 4: solvers/purchases.py)
     ev = purchased(ev, opts.get("hot_spares") or 0.0, opts.get("checkpoint_storage"))
     evidence = _plain(evaluation_evidence(cat, ev, opts["stack"]))
-    return EvaluateAnswer(ev, evidence, imported)
+    return EvaluateAnswer(ev, evidence, imported, notes)

@@ -130,8 +130,10 @@ def _cp_ring_line(ev) -> str:
 
 
 def evaluate_text(answer) -> str:
-    """The whole text: the imported command (with --from-megatron), then the evaluation."""
+    """The whole text: the imported command (with --from-megatron), then the evaluation
+    and the notes on the model the options changed (EvaluateAnswer.notes)."""
     text = evaluation_text(answer.ev, answer.evidence)
+    text += "".join(f"\nnote: {n}" for n in answer.notes)
     if answer.imported is None:
         return text
     return imported_text(answer.imported) + "\n" + text
