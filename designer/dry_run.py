@@ -110,9 +110,10 @@ def given_precision(precision: str, gpu: str, notes: list[str]) -> str:
     return "fp8"
 
 
-def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
-    """The model, layout and sequence length the options give."""
-    spec = resolve_model(opts["model_name"])
+def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int, tuple[str, ...]]:
+    """The model, layout and sequence length the options give, and notes on how they
+    changed the model (``run_spec``)."""
+    spec, notes = run_spec(resolve_model(opts["model_name"]), opts)
     gb = opts["global_batch"]
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
@@ -120,7 +121,21 @@ def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     if opts.get("pipeline_layout") is not None:  # "" is refused, not ignored
         fields.update(pipeline_layout_fields(spec, opts))
     layout = Layout(global_batch=gb, **fields)
-    return spec, layout, opts["seq_len"] or spec.seq_len
+    return spec, layout, opts["seq_len"] or spec.seq_len, notes
+
+
+def run_spec(spec, opts: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
+    """The model as the run builds it, with a note where that is not the model given: a
+    --pipeline-layout that places no ``m`` runs a model with multi-token-prediction layers
+    without them (Megatron-Core runs that string only without --mtp-num-layers, and
+    --from-megatron reads such a command as a model of none)."""
+    text, n = opts.get("pipeline_layout"), spec.mtp_layers
+    if not text or not n or "m" in text:  # "": refused by pipeline_layout_fields
+        return spec, ()
+    return spec.model_copy(update={"mtp_layers": 0}), (
+        f"the layout places no MTP layer (m): evaluated without the model's {n} MTP "
+        f"layer{'s' * (n > 1)}, as Megatron-LM runs it without --mtp-num-layers",
+    )
 
 
 def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
@@ -336,7 +351,8 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         tokens = tokens if tokens is not None else imported.tokens
     else:
         opts = {**opts, "precision": given_precision(opts["precision"], opts["gpu"], notes)}
-        spec, layout, seq_len = given_layout(opts)
+        spec, layout, seq_len, layout_notes = given_layout(opts)
+        notes.extend(layout_notes)
     cat = stack_catalog(tuple(Path(f) for f in opts["catalog_files"]), opts["stack"])
     hw = hardware(cat, opts["gpu"], opts["nic"], opts["nics_per_node"])
     if hw.gpu.peak_tflops(layout.precision) is None:

@@ -196,7 +196,8 @@ EVALUATE_OPTIONS = [
         default=None,
         help="Megatron-Core's --pipeline-model-parallel-layout, e.g. 'Et*3|(tt|)*29,m|L': "
         "E embedding, t layer, m MTP layer, L loss, | between virtual stages; sets vp and "
-        "the split.",
+        "the split (without m: the model without its MTP layers, as Megatron-LM runs it "
+        "without --mtp-num-layers).",
     ),
     click.option(
         "--embedding-in-split/--no-embedding-in-split",
