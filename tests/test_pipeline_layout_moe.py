@@ -175,6 +175,39 @@ def test_a_rank_without_layers_evaluates_as_from_megatron_does(capsys, tmp_path,
     assert mine["step_time_s"] == theirs["step_time_s"]
 
 
+PP4 = {"--nnodes": 32, "--tensor-model-parallel-size": 2, "--pipeline-model-parallel-size": 4,
+       "--expert-model-parallel-size": 64, "--global-batch-size": 1024}  # fmt: skip
+CLI4 = ["evaluate", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--tp", "2", "--pp", "4",
+        "--dp", "32", "--ep", "64", "--global-batch", "1024", "--no-sequence-parallel"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "layout, first, last",
+    [("Et*15|t*15|t*15|t*16mL", 15, 16), ("Et*16|t*15|t*15|t*15mL", 16, 15)],
+)
+def test_an_uneven_split_the_flags_say_is_not_refused(capsys, tmp_path, layout, first, last):
+    """61 layers on PP 4 as 15/15/15/16: the string matched the designer's own split of
+    layers p does not divide (no split fields), which Megatron-LM's flags refuse, so
+    evaluate refused it ("--pp: pp 4 does not divide the model's 61 layers") and
+    --from-megatron read it as infeasible; both now read the first/last-stage layers
+    that say it (layout_split keeps only splits split_violation allows)."""
+    code, out, err = run_main(capsys, [*CLI4, "--pipeline-layout", layout, "--json"])
+    assert code in (0, 1), err
+    mine = json.loads(out)
+    assert (mine["layout"]["first_stage_layers"], mine["layout"]["last_stage_layers"]) == (
+        first, last,
+    )  # fmt: skip
+    assert not [v for v in mine["violations"] if v["constraint"] == "divisibility"]
+    command = _megatron(tmp_path, layout, **PP4)
+    code, out, err = run_main(capsys, ["evaluate", "--gpu", "h100-sxm", "--from-megatron",
+                                       command, "--json"])  # fmt: skip
+    assert code in (0, 1), err
+    theirs = json.loads(out)
+    assert mine["stage_layers"] == theirs["stage_layers"]
+    assert mine["violations"] == theirs["violations"]
+    assert mine["step_time_s"] == theirs["step_time_s"]
+
+
 def test_a_first_or_last_rank_without_layers_is_read_as_stage_counts():
     """Megatron-LM's first/last-stage flags take at least 1 layer; a string whose end rank
     holds none is every stage's count, as with any other split the flags cannot say."""

@@ -194,9 +194,10 @@ def layout_split(text: str, layers: int, pp: int) -> dict[str, Any]:
         probe = Layout(tp=1, pp=pp, dp=1, micro_batch=1, global_batch=1, vp=vp, **fields)
         if chunk_layers(layers, probe) != counts:
             continue
-        # first/last-stage layers only as Megatron-LM's flags take them (a rank of 0 layers
-        # is refused: split_violation): stage_counts say the rest (layout_fields)
-        if not set(fields) & set(ends) or split_violation(layers, probe) is None:
+        # only a split Megatron-LM's flags take (a rank of 0 layers, or an even split of
+        # layers p does not divide, is refused: split_violation): stage_counts say the
+        # rest (layout_fields)
+        if split_violation(layers, probe) is None:
             return {"vp": vp, **fields}
     raise ValueError(
         f"its split ({'/'.join(map(str, counts))} layers per stage) is not one the designer "
