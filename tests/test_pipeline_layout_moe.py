@@ -142,10 +142,21 @@ def _megatron(tmp_path, layout: str, drop_mtp: bool = False, **sizes: int) -> st
 
 
 V3_NO_YARN = V3.model_copy(update={"rope_scaling": None})
-PP16 = {"--nnodes": 304, "--tensor-model-parallel-size": 4, "--pipeline-model-parallel-size": 16,
-        "--expert-model-parallel-size": 8, "--global-batch-size": 7296}  # fmt: skip
-CLI16 = ["evaluate", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--tp", "4", "--pp", "16",
-         "--dp", "38", "--ep", "8", "--global-batch", "7296", "--no-sequence-parallel"]  # fmt: skip
+
+
+def _sizes(tp: int, pp: int, dp: int, ep: int, gb: int) -> tuple[dict[str, int], list[str]]:
+    """(the emitted command's sizes, evaluate's options) of one DeepSeek-V3 layout on H100."""
+    megatron = {"--nnodes": tp * pp * dp // 8, "--tensor-model-parallel-size": tp,
+                "--pipeline-model-parallel-size": pp, "--expert-model-parallel-size": ep,
+                "--global-batch-size": gb}  # fmt: skip
+    cli = ["evaluate", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--no-sequence-parallel"]
+    for flag, value in (("--tp", tp), ("--pp", pp), ("--dp", dp), ("--ep", ep),
+                        ("--global-batch", gb)):  # fmt: skip
+        cli += [flag, str(value)]
+    return megatron, cli
+
+
+PP16, CLI16 = _sizes(4, 16, 38, 8, 7296)
 
 
 @pytest.mark.parametrize(
@@ -175,10 +186,7 @@ def test_a_rank_without_layers_evaluates_as_from_megatron_does(capsys, tmp_path,
     assert mine["step_time_s"] == theirs["step_time_s"]
 
 
-PP4 = {"--nnodes": 32, "--tensor-model-parallel-size": 2, "--pipeline-model-parallel-size": 4,
-       "--expert-model-parallel-size": 64, "--global-batch-size": 1024}  # fmt: skip
-CLI4 = ["evaluate", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--tp", "2", "--pp", "4",
-        "--dp", "32", "--ep", "64", "--global-batch", "1024", "--no-sequence-parallel"]  # fmt: skip
+PP4, CLI4 = _sizes(2, 4, 32, 64, 1024)
 
 
 @pytest.mark.parametrize(
