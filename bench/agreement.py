@@ -67,13 +67,12 @@ from models.transformer import TransformerSpec  # noqa: E402
 from solvers import FAMILIES, Scenario, solve_cpsat, solve_exhaustive  # noqa: E402
 from solvers.cpsat.solve import Resolve, resolve_cpsat  # noqa: E402
 from solvers.purchase_rule import idle_purchases  # noqa: E402
-from solvers.tie_rule import secondary  # noqa: E402
+from solvers.tie_rule import FLOAT_TIE, secondary  # noqa: E402
 
 REL_TOL = 1e-3
 # two plans whose objectives differ by at most this (relative) are tied on it, and the tie
-# rule's secondary key must then agree (secondary_agree): far below the solvers' rounding
-# of a real difference, above the float model's own (the same plan's cost or days)
-TIE_TOL = 1e-9
+# rule's secondary key must then agree (secondary_agree): solvers/tie_rule.py's
+TIE_TOL = FLOAT_TIE
 # --full: CP-SAT's deterministic time per question (machine- and load-independent; the
 # slowest shapes of seed 189's top 7 take about 2 units each, tests/test_agreement_full.py),
 # and the wall clock's backstop (seconds) past which a question is reported as not proved

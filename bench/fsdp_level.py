@@ -91,29 +91,51 @@ class LevelRow:
         return measured / predicted - 1.0
 
 
+# the stack's own mechanisms, which every pytorch-fsdp2 profile sets over its megatron-core
+# one whatever its level (catalog/data/gpus.yaml): with PP, torchtitan's stages keep their
+# parameters unsharded across a step's micro-batches (models.memory.zero3_kept_bytes)
+STACK_FIELDS = {"zero3_pp_unsharded_params": True}
+
+
+def derived(gpu, factor: float, stack: bool = True) -> dict:
+    """``gpu``'s megatron-core profile at ``factor`` (catalog.specs.scaled_compute), with
+    the stack's mechanisms (STACK_FIELDS) when ``stack``: the catalog's derivation of the
+    pytorch-fsdp2 profile; without them at factor 1, megatron-core's own profile."""
+    fields = scaled_compute(gpu.stacks[BASE].model_dump(), factor)
+    return fields | STACK_FIELDS if stack else fields
+
+
 def own_level(cat: Catalog, name: str) -> bool:
     """Whether GPU ``name``'s pytorch-fsdp2 profile is not the common level's derivation
-    (its megatron-core profile at the H100's factor): a profile of its own (the A100's,
-    catalog/data/gpus.yaml), which the common level's fit neither moves nor reads."""
+    (its megatron-core profile at the H100's factor, with the stack's mechanisms): a
+    profile of its own (the A100's, catalog/data/gpus.yaml), which the common level's fit
+    neither moves nor reads."""
     gpu = cat.gpu(name)
-    common = scaled_compute(gpu.stacks[BASE].model_dump(), _catalog_factor(cat))
+    common = derived(gpu, _catalog_factor(cat))
     return gpu.stacks[FSDP2].model_dump() != {**common, "note": gpu.stacks[FSDP2].note}
 
 
 def with_level(
-    cat: Catalog, factor: float, fraction: float | None = None, own: bool = True
+    cat: Catalog,
+    factor: float,
+    fraction: float | None = None,
+    own: bool = True,
+    stack: bool | None = None,
 ) -> Catalog:
     """``cat`` with every GPU's pytorch-fsdp2 profile re-derived from its megatron-core one
-    at ``factor`` (the catalog's derivation, catalog.specs.scaled_compute), except, with
-    ``own``, a GPU with a profile of its own (own_level: kept), its
-    param_gather_overlap_fraction at ``fraction`` when given (the catalog's otherwise).
-    ``own=False`` at factor 1 is megatron-core's profile on every GPU."""
+    at ``factor`` (the catalog's derivation: derived), except, with ``own``, a GPU with a
+    profile of its own (own_level: kept), its param_gather_overlap_fraction at
+    ``fraction`` when given (the catalog's otherwise). ``stack``: whether the derivation
+    carries the stack's mechanisms (STACK_FIELDS); None, all but megatron-core's own
+    profile, which ``own=False`` at factor 1 is on every GPU."""
+    if stack is None:
+        stack = own or factor != 1.0
     gpus = {}
     for name, gpu in cat.gpus.items():
         fields = (
             gpu.stacks[FSDP2].model_dump()
             if own and own_level(cat, name)
-            else scaled_compute(gpu.stacks[BASE].model_dump(), factor)
+            else derived(gpu, factor, stack)
         )
         if fraction is not None:
             fields[FRACTION] = fraction
@@ -410,7 +432,7 @@ def own_fields(cat: Catalog, name: str) -> dict:
     profile at its own factor (the A100's attention_efficiency)."""
     gpu = cat.gpu(name)
     ours = gpu.stacks[FSDP2].model_dump()
-    scaled = scaled_compute(gpu.stacks[BASE].model_dump(), own_factor(cat, name))
+    scaled = derived(gpu, own_factor(cat, name))
     return {k: v for k, v in ours.items() if k != "note" and v != scaled.get(k)}
 
 
@@ -425,7 +447,7 @@ def with_own_factor(cat: Catalog, name: str, factor: float) -> Catalog:
     """``cat`` with GPU ``name``'s own profile re-derived at ``factor`` (its own fields
     kept): what a fit of that GPU's level would move."""
     gpu = cat.gpu(name)
-    fields = scaled_compute(gpu.stacks[BASE].model_dump(), factor) | own_fields(cat, name)
+    fields = derived(gpu, factor) | own_fields(cat, name)
     return replace(cat, gpus={**cat.gpus, name: _with_fsdp2(gpu, fields)})
 
 

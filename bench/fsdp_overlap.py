@@ -544,8 +544,9 @@ def print_groups(rows) -> None:
     bias: every row is predicted fast), the mean absolute error, off and on. A term that only
     hides time moves a group biased fast further from the measurement whatever its merit;
     torchtitan's FSDP2 keeps the parameters gathered across a step's micro-batches when PP
-    is on (reshard_after_forward "default": False with PP), so its gathers are per step,
-    fewer than the per-micro-batch charge the term discounts."""
+    is on (reshard_after_forward "default": False with PP), so its gathers are per step
+    (the profile's zero3_pp_unsharded_params, models.step.zero3_gathers_once), and the term
+    discounts that one gather only."""
     groups: dict[str, list[tuple[float, float]]] = {}
     for group, layout, meas, on, off in rows:
         pp = "pp1" if " pp1 " in f" {layout} " else "pp>1"

@@ -336,7 +336,11 @@ def measured_assumptions(row: dict[str, str], reserved_gb: float = 0.0) -> Assum
     """Per-row bytes per parameter (torchtitan FSDP2 with bf16 compute keeps the fp32
     parameter, its fp32 gradient and Adam's two fp32 moments sharded: 4 + 4 + 8), FlashAttention
     (SDPA), and no FP8 weight cache (Float8 with FSDP float8 all-gather casts the
-    sharded weights each forward and keeps no copy between steps)."""
+    sharded weights each forward and keeps no copy between steps); torchtitan's FSDP2 as
+    the pytorch-fsdp2 profile has it (models.evaluate.with_profile): fp32 gradient
+    reduction (mixed_precision_reduce float32), and with PP each stage's parameters kept
+    unsharded across the step's micro-batches (apply_fsdp: reshard_after_forward is not
+    pp_enabled), its gradients accumulated unsharded in fp32 (models.memory.zero3_kept_bytes)."""
     return Assumptions(
         weight_bytes=float(row["weight_bytes"]),
         grad_bytes=float(row["grad_bytes"]),
@@ -344,6 +348,8 @@ def measured_assumptions(row: dict[str, str], reserved_gb: float = 0.0) -> Assum
         flash_attention=True,
         fp8_weight_cache_bytes=0.0,
         runtime_reserved_gb=reserved_gb,
+        zero3_microbatch_grad_reduce_bytes=4.0,
+        zero3_pp_unsharded_params=True,
     )
 
 
@@ -441,23 +447,15 @@ def measured_check() -> None:
             errors = ", ".join(f"{r.error_pct:+.0f}" for r in part)
             print(f"  {label}: {len(part)} runs, median |error| {median_abs_error_pct(part):.1f}%")
             print(f"    signed errors %: {errors}")
-    # Two terms torchtitan's code shows and the model leaves out (a diagnostic, not a fit):
+    # A term torchtitan's code shows and the model leaves out (a diagnostic, not a fit):
     # the loss upcasts the bf16 logits and its log-softmax keeps an fp32 output whose fp32
     # gradient and input gradient coexist in backward (~12 bytes per logit, the model
-    # counts 4), and with PP, FSDP keeps each stage's bf16 parameters unsharded
-    # (reshard_after_forward=False, 2 bytes per parameter of the stage)
-    from models.memory import stage_params
-    from models.zoo import zoo
-
-    rows, models, diag = read_measured(), zoo(), []
-    for t, row in zip(tensors, rows, strict=True):
-        lay = measured_layout(row)
-        extra = 2.0 * t.other_gb
-        if lay.pp > 1:
-            extra += 2.0 * stage_params(models[row["model"]], lay, "most") / 1e9
-        diag.append(100.0 * (t.predicted_gb + extra - t.measured_gb) / t.measured_gb)
+    # counts 4). (With PP, FSDP's unsharded stage parameters and fp32 gradients, once this
+    # diagnostic's second term, are the model's own: models.memory.zero3_kept_bytes.)
+    diag = [100.0 * (t.predicted_gb + 2.0 * t.other_gb - t.measured_gb) / t.measured_gb
+            for t in tensors]  # fmt: skip
     print(
-        "diagnostic, tensors only + logits at 12 bytes + PP stages' unsharded bf16 parameters: "
+        "diagnostic, tensors only + logits at 12 bytes: "
         f"median |error| {statistics.median(abs(d) for d in diag):.1f}%\n"
         f"    signed errors % (rows in order): {', '.join(f'{d:+.0f}' for d in diag)}"
     )

@@ -9,10 +9,11 @@ published-runs set; none of its held-out sources is read) has two kinds of MoE r
 
 - NVIDIA dgxc-benchmarking v24.11.1 Grok-1 314B proxy runs (8 to 2,048 H100, BF16 and
   FP8): the rows give layers (reduced: 2 to 64), sequence, TP, PP, CP, EP, global batch
-  and the step time, not the architecture. The architecture is Grok-1's published one
-  (xai-org/grok-1 run.py: 48 x 128 = 6,144 wide, 48 query and 8 KV heads of 128, 8
-  experts, top-2, widening factor 8 -> FFN int(8 x 6,144) x 2 / 3 = 32,768 gated
-  (model.py ffn_size), 131,072 vocabulary). DP is GPUs / (TP x PP x CP): the printed
+  and the step time, not the architecture. The architecture is Grok-1's published one,
+  the zoo's grok-1 (xai-org/grok-1 run.py: 48 x 128 = 6,144 wide, 48 query and 8 KV heads
+  of 128, 8 experts, top-2, widening factor 8 -> FFN int(8 x 6,144) x 2 / 3 = 32,768 gated
+  (model.py ffn_size)), as the release's recipe builds it (GROK_RECIPE: an untied output
+  layer and the Llama 3 tokenizer's 128,256 vocabulary, where xAI ties a 131,072 one). DP is GPUs / (TP x PP x CP): the printed
   DP column is inconsistent with the GPU count (the set's README says so).
   Recomputation and micro-batch are not given: none and 1 (Megatron-Core's defaults,
   as calibration/published.py assumes for the dense rows). The release's recipe
@@ -165,17 +166,12 @@ MIN_OTHER_PAIRS = 2
 # the Grok-1 rows' bf16 gradient buffers: the weight-gradient GEMM reads and writes 2 bytes
 # per weight element (module docstring: grad_sync_dtype bf16)
 GROK_WGRAD_ACCUMULATION_BYTES = 4.0
-GROK1 = {  # xai-org/grok-1 run.py / model.py (module docstring)
-    "hidden": 6144,
-    "heads": 48,
-    "kv_heads": 8,
-    "head_dim": 128,
-    "ffn_hidden": 32768,
-    "gated_mlp": True,
-    "vocab": 131072,
-    "experts": 8,
-    "experts_per_token": 2,
-}
+# The proxy's architecture is the zoo's grok-1 (models/data/moe_zoo.yaml: xai-org/grok-1)
+# as the release's recipe builds it (grok1/grok1_314b.yaml at 35a9aec):
+# share_embeddings_and_output_weights false (an untied output layer, where xAI ties it) and
+# tokenizer meta-llama/Meta-Llama-3-70B (128,256 tokens, a multiple of its
+# make_vocab_size_divisible_by 128); the layer count and sequence are each row's
+GROK_RECIPE = {"tied_embeddings": False, "vocab": 128256}
 
 
 def grok_rows() -> list[dict[str, str]]:
@@ -194,7 +190,9 @@ def other_moe_rows() -> list[dict[str, str]]:
 def predict(row: dict[str, str], expert_load: float) -> tuple[float, float, dict]:
     """(predicted, measured step seconds, breakdown) of one Grok-1 proxy row."""
     layers, seq = int(row["layers"]), int(row["seq_len"])
-    spec = TransformerSpec(name="grok-1-proxy", layers=layers, seq_len=seq, **GROK1)
+    spec = moe_zoo()["grok-1"].model_copy(
+        update={"name": "grok-1-proxy", "layers": layers, "seq_len": seq, **GROK_RECIPE}
+    )
     gpus, tp, pp, cp = (int(row[k]) for k in ("num_gpus", "tp", "pp", "cp"))
     vp = int(row["virtual_pp"]) if row["virtual_pp"].isdigit() else 1
     layout = Layout(

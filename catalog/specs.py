@@ -293,7 +293,8 @@ class Calibration(_Strict):
         "float32, 2 for bfloat16); it shares the gathers' overlap window and the backward's "
         "last reduce-scatter is exposed (models.step.zero3_microbatch_s); 0: off, the "
         "gradients reduce-scattered once a step (before issue 31, and with PP: PyTorch's "
-        "pipeline stages turn the per-micro-batch reduction off)",
+        "pipeline stages turn the per-micro-batch reduction off), accumulated unsharded "
+        "until then, in this dtype where it is set (models.memory.zero3_kept_bytes)",
     )
     zero3_overlap_hbm_passes: float = Field(
         0.0,
@@ -304,6 +305,15 @@ class Calibration(_Strict):
         "store what they receive and read it back, plus the user buffers (2 to 3 passes, "
         "NVIDIA/nccl#1428), and that HBM traffic slows the compute it overlaps "
         "(models.step.zero3_contention_s); 0: the hidden collectives cost nothing",
+    )
+    zero3_pp_unsharded_params: bool = Field(
+        False,
+        description="ZeRO-3 / FSDP with PP > 1: each stage keeps its parameters unsharded "
+        "from the step's first forward to its last backward, gathered once a step "
+        "(torch.distributed.pipelining's backward_maybe_with_nosync calls "
+        "set_reshard_after_backward(False), torchtitan's apply_fsdp sets "
+        "reshard_after_forward to not pp_enabled; models.memory.zero3_kept_bytes); False: "
+        "resharded after every pass, gathered each micro-batch",
     )
     note: str = Field(min_length=1, description="how the constants were fitted")
 

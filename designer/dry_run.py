@@ -13,6 +13,13 @@ from typing import TYPE_CHECKING, Any
 from catalog import CatalogError
 from designer.errors import UsageError
 from designer.launch import load_megatron
+from designer.launch.megatron_import import (
+    DENSE_MLP_MODULE,
+    LAYOUT_MODULE,
+    MODULE_NAMES,
+    dispatcher_priced,
+    megatron_modules,
+)
 from designer.launch.pipeline_layout import layout_fields
 from designer.output.formats import _plain
 from designer.question.build import check_window, stack_catalog
@@ -22,6 +29,7 @@ from models.evidence_range import evaluation_evidence
 from models.expert import (
     FP8_DISPATCH_BYTES,
     HOPPER_FUSED_ATTENTION_SPEEDUP,
+    HOPPER_GPUS,
     ExpertLayout,
     a2a_overlap_violation,
     dualpipe_violation,
@@ -73,11 +81,13 @@ class EvaluateAnswer:
     ev: Evaluation
     evidence: dict[str, Any]  # models.evidence_range.evaluation_evidence, plain numbers
     imported: ImportedRun | None  # the Megatron-LM command the layout came from
+    notes: tuple[str, ...] = ()  # how evaluate read Megatron-LM's names among its options
 
     def as_dict(self) -> dict[str, Any]:
-        """evaluate --json: the evaluation, its evidence and the imported command."""
+        """evaluate --json: the evaluation, its evidence, the notes and the imported command."""
         doc = self.ev.as_dict()
         doc["evidence"] = self.evidence
+        doc["notes"] = list(self.notes)
         if self.imported is not None:
             doc["from_megatron"] = self.imported.as_dict()
         return doc
@@ -88,9 +98,22 @@ def default_global_batch(micro_batch: int, dp: int, pp: int) -> int:
     return micro_batch * dp * pp
 
 
-def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
-    """The model, layout and sequence length the options give."""
-    spec = resolve_model(opts["model_name"])
+def given_precision(precision: str, gpu: str, notes: list[str]) -> str:
+    """--precision as the Layout prices it: Megatron-LM's mxfp8 recipe (Blackwell's
+    block-scaled FP8) as fp8, as --from-megatron prices any --fp8-format command, noted; a
+    Hopper GPU, which has no MXFP8 tensor cores, refuses it."""
+    if precision != "mxfp8":
+        return precision
+    if gpu in HOPPER_GPUS:
+        raise UsageError(f"{gpu} has no MXFP8 tensor cores (Blackwell's); use fp8", "--precision")
+    notes.append("--precision mxfp8: priced as fp8 (the FP8 tensor-core rate and bytes)")
+    return "fp8"
+
+
+def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int, tuple[str, ...]]:
+    """The model, layout and sequence length the options give, and notes on how they
+    changed the model (``run_spec``)."""
+    spec, notes = run_spec(resolve_model(opts["model_name"]), opts)
     gb = opts["global_batch"]
     if gb is None:
         gb = default_global_batch(opts["micro_batch"], opts["dp"], opts["pp"])
@@ -98,7 +121,21 @@ def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int]:
     if opts.get("pipeline_layout") is not None:  # "" is refused, not ignored
         fields.update(pipeline_layout_fields(spec, opts))
     layout = Layout(global_batch=gb, **fields)
-    return spec, layout, opts["seq_len"] or spec.seq_len
+    return spec, layout, opts["seq_len"] or spec.seq_len, notes
+
+
+def run_spec(spec, opts: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
+    """The model as the run builds it, with a note where that is not the model given: a
+    --pipeline-layout that places no ``m`` runs a model with multi-token-prediction layers
+    without them (Megatron-Core runs that string only without --mtp-num-layers, and
+    --from-megatron reads such a command as a model of none)."""
+    text, n = opts.get("pipeline_layout"), spec.mtp_layers
+    if not text or not n or "m" in text:  # "": refused by pipeline_layout_fields
+        return spec, ()
+    return spec.model_copy(update={"mtp_layers": 0}), (
+        f"the layout places no MTP layer (m): evaluated without the model's {n} MTP "
+        f"layer{'s' * (n > 1)}, as Megatron-LM runs it without --mtp-num-layers",
+    )
 
 
 def pipeline_layout_fields(spec, opts: dict[str, Any]) -> dict[str, Any]:
@@ -176,36 +213,34 @@ MOE_PLAN_OPTIONS = {  # option key: (flag, its default)
 }
 
 
-def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
-    """The MoE mechanisms evaluate's options switch on (models/expert.py ExpertLayout);
-    on a dense model any of them is a usage error naming it."""
+def moe_plan(
+    spec, layout: Layout, ex: ExpertLayout, opts: dict[str, Any], notes: list[str]
+) -> tuple[Layout, ExpertLayout]:
+    """The MoE mechanisms evaluate's options switch on (models/expert.py ExpertLayout), and
+    the layout with --recompute-modules' core_attn (recompute_modules); on a dense model any
+    of them is a usage error naming it. Megatron-LM's names are read as --from-megatron
+    reads them, what they change or leave noted in ``notes``."""
     if not spec.is_moe:
         for key, (flag, default) in MOE_PLAN_OPTIONS.items():
             if opts.get(key, default) != default:
                 if opts.get(key) is False:  # the negative of a --x/--no-x pair
                     flag = flag.replace("--", "--no-", 1)
                 raise UsageError(f"{spec.name} is a dense model (no experts); drop it", flag)
-        return ex
-    modules = frozenset(
-        m.strip() for m in (opts.get("recompute_modules") or "").split(",") if m.strip()
-    )
-    unknown = sorted(modules - set(MODULES))
-    if unknown:
-        raise UsageError(
-            f"{', '.join(unknown)}: not one of {', '.join(MODULES)}", "--recompute-modules"
-        )
+        return layout, ex
+    layout, modules = recompute_modules(layout, opts.get("recompute_modules") or "", notes)
     overlap = opts.get("moe_overlap", "none")
     factor = opts.get("capacity_factor")
-    return replace(  # the options add to what ``ex`` (an imported command's) already runs
+    per_domain = dispatcher_priced(opts.get("dispatcher", "alltoall"), "--dispatcher", notes)
+    return layout, replace(  # the options add to what ``ex`` (an imported command's) runs
         ex,
         ep_overlap=1.0 if overlap == "a2a" else ex.ep_overlap,
         dualpipe=overlap == "dualpipe" or ex.dualpipe,
-        dispatch_per_domain=opts.get("dispatcher") == "deepep" or ex.dispatch_per_domain,
+        dispatch_per_domain=per_domain or ex.dispatch_per_domain,
         dispatch_bytes=FP8_DISPATCH_BYTES if opts.get("fp8_dispatch") else ex.dispatch_bytes,
         recompute_modules=modules | ex.recompute_modules,
         fp8_activations=bool(opts.get("fp8_activations")) or ex.fp8_activations,
         capacity_factor=factor if factor is not None else ex.capacity_factor,
-        attention_kernel_speedup=HOPPER_FUSED_ATTENTION_SPEEDUP
+        attention_kernel_speedup=fused_attention(opts["gpu"], notes)
         if opts.get("fused_attention")
         else ex.attention_kernel_speedup,
         router_fp32=bool(opts.get("router_fp32")) or ex.router_fp32,
@@ -213,6 +248,51 @@ def moe_plan(spec, ex: ExpertLayout, opts: dict[str, Any]) -> ExpertLayout:
         if opts.get("permute_fusion") is None
         else bool(opts["permute_fusion"]),
     )
+
+
+def recompute_modules(
+    layout: Layout, given: str, notes: list[str]
+) -> tuple[Layout, frozenset[str]]:
+    """--recompute-modules (commas or spaces between) in Megatron-LM's names or
+    models.memory.MODULES', read as --from-megatron reads them (designer.launch
+    .megatron_import.megatron_modules): core_attn is the layout's selective recompute (it
+    turns --recompute none to selective), mlp is noted and not priced. Under --recompute full
+    the list is not read (Megatron-Core reads it with selective granularity), and noted."""
+    words = given.replace(",", " ").split()
+    full = layout.recompute == "full"  # its own note only: the list is not read
+    modules = megatron_modules(words, "--recompute-modules", [] if full else notes)
+    unknown = sorted(modules - set(MODULES))
+    if unknown:
+        accepted = ", ".join((*MODULES, LAYOUT_MODULE, DENSE_MLP_MODULE, *MODULE_NAMES))
+        raise UsageError(f"{', '.join(unknown)}: not one of {accepted}", "--recompute-modules")
+    if words and full:
+        notes.append(
+            "--recompute-modules: not read under full recomputation (Megatron-Core reads "
+            "it with --recompute-granularity selective)"
+        )
+        return layout, frozenset()
+    if LAYOUT_MODULE in words:
+        if layout.recompute == "none":
+            layout = replace(layout, recompute="selective")
+        notes.append(
+            f"--recompute-modules {LAYOUT_MODULE}: the layout's selective recompute "
+            "(priced as --recompute selective)"
+        )
+    return layout, modules
+
+
+def fused_attention(gpu: str, notes: list[str]) -> float:
+    """--fused-attention's speedup of the attention core: Hopper's
+    (models.expert.HOPPER_FUSED_ATTENTION_SPEEDUP) on a Hopper GPU (HOPPER_GPUS), whose
+    profile has FA2's rate; elsewhere none, noted (Blackwell's profile was fitted on
+    fused-attention runs, the A100's ratio is unmeasured)."""
+    if gpu in HOPPER_GPUS:
+        return HOPPER_FUSED_ATTENTION_SPEEDUP
+    notes.append(
+        f"--fused-attention: no change on {gpu}: the 1.61 x is over the FlashAttention-2 "
+        "rate of Hopper's profiles (Blackwell's was fitted on fused-attention runs)"
+    )
+    return 1.0
 
 
 def _check_overlap(spec, layout: Layout, ex: ExpertLayout, opts: dict[str, Any]) -> None:
@@ -259,6 +339,7 @@ def _assumptions(opts: dict[str, Any], imported: ImportedRun | None) -> Assumpti
 def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     """evaluate's answer for its options (``given``: those set on the command line)."""
     imported, tokens = None, opts["tokens"]
+    notes: list[str] = []
     if opts["from_megatron"] is not None:
         for name in sorted(given & set(IMPORTED_LAYOUT_OPTIONS)):
             raise UsageError(
@@ -269,7 +350,9 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         spec, layout, seq_len = imported.spec, imported.layout, imported.seq_len
         tokens = tokens if tokens is not None else imported.tokens
     else:
-        spec, layout, seq_len = given_layout(opts)
+        opts = {**opts, "precision": given_precision(opts["precision"], opts["gpu"], notes)}
+        spec, layout, seq_len, layout_notes = given_layout(opts)
+        notes.extend(layout_notes)
     cat = stack_catalog(tuple(Path(f) for f in opts["catalog_files"]), opts["stack"])
     hw = hardware(cat, opts["gpu"], opts["nic"], opts["nics_per_node"])
     if hw.gpu.peak_tflops(layout.precision) is None:
@@ -283,7 +366,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         experts = imported.experts() if spec.is_moe else ExpertLayout()
     else:
         experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
-    experts = moe_plan(spec, experts, opts)
+    layout, experts = moe_plan(spec, layout, experts, opts, notes)
     _check_overlap(spec, layout, experts, opts)
     a = _assumptions(opts, imported)
     failures = None
@@ -300,4 +383,4 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
     # the plan's purchases (issue 18 item 4: solvers/purchases.py)
     ev = purchased(ev, opts.get("hot_spares") or 0.0, opts.get("checkpoint_storage"))
     evidence = _plain(evaluation_evidence(cat, ev, opts["stack"]))
-    return EvaluateAnswer(ev, evidence, imported)
+    return EvaluateAnswer(ev, evidence, imported, tuple(notes))

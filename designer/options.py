@@ -125,11 +125,12 @@ EVALUATE_OPTIONS = [
     ),
     click.option(
         "--dispatcher",
-        type=click.Choice(("alltoall", "deepep")),
+        type=click.Choice(("alltoall", "deepep", "flex", "hybridep", "allgather")),
         default="alltoall",
         show_default=True,
         help="Mixture-of-experts token dispatcher: alltoall sends every routed copy; deepep "
-        "(Megatron-LM flex: DeepEP or HybridEP) crosses the NICs once per remote domain.",
+        "crosses the NICs once per remote domain, as do Megatron-LM's flex (its default "
+        "DeepEP backend) and hybridep; allgather is priced as alltoall (noted).",
     ),
     click.option(
         "--fp8-dispatch",
@@ -139,8 +140,9 @@ EVALUATE_OPTIONS = [
     click.option(
         "--recompute-modules",
         default="",
-        help="Mixture-of-experts: Megatron-LM --recompute-modules that the model prices, "
-        "comma-separated: layernorm, mla_up_proj, moe_act, moe, shared_expert.",
+        help="Mixture-of-experts: Megatron-LM --recompute-modules, comma- or "
+        "space-separated: layernorm, mla_up_proj, moe_act, moe, shared_expert(s); core_attn "
+        "is the layout's selective recompute, mlp not priced; none read under --recompute full.",
     ),
     click.option(
         "--fp8-activations",
@@ -152,7 +154,8 @@ EVALUATE_OPTIONS = [
         is_flag=True,
         help="Mixture-of-experts: run the attention core at Hopper's fused-attention rate "
         "(Transformer Engine's cuDNN kernels: 1.61 x the profile's FlashAttention-2-class "
-        "rate, the FlashAttention-3 paper's H100 benchmark).",
+        "rate, the FlashAttention-3 paper's H100 benchmark); no change on other GPUs "
+        "(Blackwell's profile was fitted on fused-attention runs).",
     ),
     click.option(
         "--router-fp32",
@@ -193,7 +196,8 @@ EVALUATE_OPTIONS = [
         default=None,
         help="Megatron-Core's --pipeline-model-parallel-layout, e.g. 'Et*3|(tt|)*29,m|L': "
         "E embedding, t layer, m MTP layer, L loss, | between virtual stages; sets vp and "
-        "the split.",
+        "the split (without m: the model without its MTP layers, as Megatron-LM runs it "
+        "without --mtp-num-layers).",
     ),
     click.option(
         "--embedding-in-split/--no-embedding-in-split",
@@ -239,7 +243,13 @@ EVALUATE_OPTIONS = [
         show_default=True,
         help="ZeRO stage (1 = distributed optimizer).",
     ),
-    click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True),
+    click.option(
+        "--precision",
+        type=click.Choice((*PRECISIONS, "mxfp8")),
+        default="bf16",
+        show_default=True,
+        help="mxfp8 (Megatron-LM --fp8-recipe mxfp8, Blackwell) is priced as fp8.",
+    ),
     click.option(
         "--nic",
         default=None,

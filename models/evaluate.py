@@ -332,9 +332,18 @@ class Evaluation:
 
 def with_profile(a: Assumptions, gpu: GPUSpec) -> Assumptions:
     """The assumptions a GPU's stack profile implies: FlashAttention when the profile
-    runs attention as FlashAttention (``attention_efficiency`` set)."""
-    flash = gpu.calibration.flash_attention
-    return a if a.flash_attention == flash else a.model_copy(update={"flash_attention": flash})
+    runs attention as FlashAttention (``attention_efficiency`` set), and how its ZeRO-3 /
+    FSDP holds gradients and parameters across a step's micro-batches (the profile's
+    zero3_microbatch_grad_reduce_bytes and zero3_pp_unsharded_params, which the memory
+    model reads: models.memory.zero3_kept_bytes)."""
+    cal = gpu.calibration
+    want = {
+        "flash_attention": cal.flash_attention,
+        "zero3_microbatch_grad_reduce_bytes": cal.zero3_microbatch_grad_reduce_bytes,
+        "zero3_pp_unsharded_params": cal.zero3_pp_unsharded_params,
+    }
+    update = {k: v for k, v in want.items() if getattr(a, k) != v}
+    return a.model_copy(update=update) if update else a
 
 
 def moe_plan_described(

@@ -109,7 +109,8 @@ fused attention, the kernel Transformer Engine's ``FusedAttention`` backend runs
 reaches 504-522 (HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61; FlashAttention-3's own 552-576).
 A run of a release whose attention runs those kernels prices its attention core at the
 profile's seconds / the speedup; nothing else moves. It is a per-run option, not the
-profile's: the dense calibration runs keep the fitted rate.
+profile's: the dense calibration runs keep the fitted rate. It applies to the Hopper GPUs
+(HOPPER_GPUS) alone: evaluate's --fused-attention changes nothing elsewhere.
 
 ``expert_load`` defaults to 1.0 (balanced): an ASSUMPTION, not a published statistic;
 DeepSeek-V3's auxiliary-loss-free balancing (Technical Report, section 2.1.2) aims at
@@ -127,7 +128,13 @@ from catalog.specs import GPUSpec
 from models import comm, flops, moe, scaleup
 from models import linear_attention as la
 from models.layout import Assumptions, Layout, Network
-from models.memory import MoEMemory, StoredActivations, moe_memory_per_gpu, moe_rank_counts
+from models.memory import (
+    MoEMemory,
+    StoredActivations,
+    moe_memory_per_gpu,
+    moe_rank_counts,
+    zero3_microbatch_reduce_bytes,
+)
 from models.pipeline import a2a_overlap_exposed_share
 from models.step import (
     CpCoefficients,
@@ -145,7 +152,9 @@ from models.step import (
     memory_bound_per_microbatch_s,
     nic_share_gb_per_s,
     step_coefficients,
+    step_reduction_bytes,
     work_at_rates_s,
+    zero3_gathers_once,
 )
 from models.transformer import TransformerSpec
 
@@ -195,6 +204,11 @@ OVERLAP_SM_FRACTION = 20.0 / 132.0
 # backend, is the lower of the two. The H100 profile's fitted attention rate, 0.3172 x 989
 # = 314 TFLOP/s, is FA2's (catalog/data/gpus.yaml; models.expert module docstring)
 HOPPER_FUSED_ATTENTION_SPEEDUP = 1.61
+# the catalog's Hopper GPUs, whose profiles carry the H100 fit's FA2-class attention rate:
+# the only ones the speedup applies to. Blackwell's attention_efficiency was fitted on 2025
+# runs that already ran fused attention (bench/moe_accuracy.py, attention_kernels); the
+# A100's is 2021-22 unfused attention, for which the H100 ratio is no measurement
+HOPPER_GPUS = frozenset({"h100-sxm", "h100-pcie", "h200", "h800", "gh200"})
 # Megatron-Core's gradient-accumulation fusion (--gradient-accumulation-fusion, on by
 # default; Transformer Engine's fuse_wgrad_accumulation in its grouped linear layers) runs
 # each micro-batch's weight-gradient GEMM with beta = 1 into the fp32 main_grad buffer
@@ -1066,6 +1080,75 @@ def expert_dp_reduce_s(
     return float(group_reduce_s(ce, expert_params * zero, edp, net.node_bw_gb_per_s))
 
 
+def zero3_moe_bytes(
+    spec: TransformerSpec, layout: Layout, ex: ExpertLayout, mem: MoEMemory, gpu: GPUSpec, a
+) -> dict[str, float]:
+    """A MoE rank's data-parallel bytes (StepCoefficients fields): models.step's rules for
+    a dense model (step_coefficients, zero3_microbatch_s) applied to its two kinds of
+    parameters, the non-expert ones over DP x CP and the routed experts over expert-DP
+    (their ZeRO-3 shards: models.memory.moe_memory_per_gpu). Under ZeRO-3 every
+    micro-batch all-gathers both, forward and backward (one all-reduce's traffic each:
+    ``zero3_gather_bytes``, and in ``expert_zero3_bytes`` the experts' over their group),
+    and where the stack reduce-scatters each micro-batch (zero3_microbatch_reduce_bytes:
+    PyTorch FSDP2's post_backward reduce-scatters every FSDP group's gradients, the
+    experts' over their own mesh, torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py
+    @v2.9.0) both reduce-scatter their gradients too, the step's own reduction keeping the
+    weights' half (``dp_bytes``, ``expert_dp_bytes``). The backward's last group (the tail,
+    exposed every micro-batch) is the root module's embedding, output and norm and the
+    stage's first layer, taken at the stage's mean layer (its non-expert and expert
+    parameters over its layers, MTP modules included); a DualPipe rank holds two stages.
+    Where the stage keeps its parameters unsharded across the micro-batches
+    (models.step.zero3_gathers_once), both are gathered once a step instead
+    (``zero3_step_gather_bytes``, ``expert_zero3_step_gather_bytes``)."""
+    rs = zero3_microbatch_reduce_bytes(layout, gpu.calibration.zero3_microbatch_grad_reduce_bytes)
+    per_param = step_reduction_bytes(layout, gpu, a)
+    out = {"dp_bytes": mem.dense_params * per_param}
+    out["expert_dp_bytes"] = mem.expert_params * per_param
+    if layout.zero < 3:
+        return out | dict.fromkeys(ZERO3_FIELDS, 0.0)
+    if zero3_gathers_once(layout, gpu):
+        out["zero3_step_gather_bytes"] = mem.dense_params * a.weight_bytes / 2.0
+        out["expert_zero3_step_gather_bytes"] = mem.expert_params * a.weight_bytes / 2.0
+        gather = 0.0
+    else:
+        out["zero3_step_gather_bytes"] = out["expert_zero3_step_gather_bytes"] = 0.0
+        gather = a.weight_bytes
+    stages = (mem.rank, layout.pp - 1 - mem.rank) if ex.dualpipe and layout.pp > 1 else (mem.rank,)
+    counts = moe_rank_counts(spec, layout)
+    layers = sum(sum(counts[r]) + (spec.mtp_layers if layout.holds_mtp(r) else 0) for r in stages)
+    root = sum(_root_params(spec, layout, r) for r in stages)
+    dense_tail = root + (mem.dense_params - root) / max(layers, 1)
+    return out | {
+        "zero3_gather_bytes": mem.dense_params * gather,
+        "zero3_grad_rs_bytes": mem.dense_params * rs / 2.0,
+        "zero3_grad_rs_tail_bytes": dense_tail * rs / 2.0,
+        "expert_zero3_bytes": mem.expert_params * (gather + rs / 2.0),
+        "expert_zero3_tail_bytes": mem.expert_params / max(layers, 1) * rs / 2.0,
+    }
+
+
+ZERO3_FIELDS = (
+    "zero3_gather_bytes",
+    "zero3_step_gather_bytes",
+    "zero3_grad_rs_bytes",
+    "zero3_grad_rs_tail_bytes",
+    "expert_zero3_bytes",
+    "expert_zero3_tail_bytes",
+    "expert_zero3_step_gather_bytes",
+)
+
+
+def _root_params(spec: TransformerSpec, layout: Layout, rank: int) -> float:
+    """Parameters per GPU of the root module on pipeline rank ``rank``: the input
+    embedding on the first, the output projection (its own copy with PP) and final norm on
+    the last (as models.memory's _moe_ranks_at counts them)."""
+    root = float(spec.embedding_params()) if rank == 0 else 0.0
+    if rank == layout.pp - 1:
+        root += spec.output_params() if layout.pp == 1 else spec.vocab * spec.hidden
+        root += spec.norm_params
+    return root / layout.tp
+
+
 def moe_step_coefficients(
     spec: TransformerSpec,
     layout: Layout,
@@ -1108,7 +1191,6 @@ def moe_step_coefficients(
     kernels += router_fp32_per_microbatch_s(spec, layout, seq_len, gpu, ex)
     cost, overlap = overlap_coefficients(spec, layout, seq_len, gpu, network, ex, c, kernels)
     compute = max(kernels + cost, host_s - c.tp_mb_s)
-    per_param = a.grad_bytes if layout.zero == 0 else (a.grad_bytes + a.weight_bytes) / 2.0
     group = layout.dp * layout.cp
     expert_states = mem.expert_params * (group / mem.expert_dp if layout.zero >= 1 else 1.0)
     disp = dispatch_terms(spec, layout, seq_len, gpu, ex)
@@ -1121,8 +1203,6 @@ def moe_step_coefficients(
         ep_up_mb_s=disp.up_s,
         ep_nic_bytes=disp.nic_bytes,
         ep_nic_extra_bytes=disp.extra_bytes,
-        dp_bytes=mem.dense_params * per_param,
-        expert_dp_bytes=mem.expert_params * per_param,
         expert_dp_num=num,
         expert_dp_den=den,
         expert_ranks_per_node=k_e,
@@ -1131,11 +1211,7 @@ def moe_step_coefficients(
         optimizer_s=(mem.dense_params + expert_states)
         * a.optimizer_traffic_bytes
         / (gpu.memory_bw_tb_per_s * 1e12),
-        zero3_gather_bytes=mem.dense_params * a.weight_bytes if layout.zero >= 3 else 0.0,
-        # MoE under ZeRO-3 keeps the once-a-step gradient reduction (dp_bytes above): the
-        # per-micro-batch reduce-scatter (models.step) is not modelled for expert layers
-        zero3_grad_rs_bytes=0.0,
-        zero3_grad_rs_tail_bytes=0.0,
+        **zero3_moe_bytes(spec, layout, ex, mem, gpu, a),
         backward_mb_s=compute * 2.0 / forward_passes(layout.recompute),
         grad_overlap_s=gpu.calibration.grad_overlap_fraction * (compute + c.tp_mb_s)
         if layout.zero >= 1

@@ -174,6 +174,23 @@ class Assumptions(BaseModel):
         "0 by default (the seed's rules); the CLI's planning default is "
         "solvers.scenario.DEFAULT_HEADROOM",
     )
+    zero3_microbatch_grad_reduce_bytes: float = Field(
+        4.0,
+        ge=0,
+        le=8,
+        description="ZeRO-3 / FSDP: the stack profile's bytes per parameter of the gradient "
+        "reduce-scatter after every micro-batch's backward (its reduce dtype; 0: reduced once "
+        "a step), copied from the profile by models.evaluate.with_profile (4: megatron-core's "
+        "and pytorch-fsdp2's, fp32); the memory model keeps the stage's gradients unsharded "
+        "at these bytes (grad_bytes where 0) when the reduction waits for the step "
+        "(models.memory.zero3_kept_bytes)",
+    )
+    zero3_pp_unsharded_params: bool = Field(
+        False,
+        description="ZeRO-3 / FSDP with PP: the stack profile's zero3_pp_unsharded_params (each "
+        "stage keeps its parameters unsharded across the step's micro-batches), copied from "
+        "the profile by models.evaluate.with_profile (models.memory.zero3_kept_bytes)",
+    )
     batch_ceiling_tokens: float | None = Field(None, gt=0)
     batch_floor_tokens: float | None = Field(None, gt=0)
     cp_across_servers: bool = Field(

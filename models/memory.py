@@ -168,14 +168,82 @@ def zero_sharded(zero: int) -> tuple[bool, bool, bool]:
     return zero >= 3, zero >= 2, zero >= 1
 
 
+def zero3_microbatch_reduce_bytes(layout: Layout, reduce_bytes: float) -> float:
+    """Bytes per parameter of the gradient reduce-scatter that each micro-batch's backward
+    issues under ZeRO-3 / FSDP: the stack's (``reduce_bytes``, its profile's
+    zero3_microbatch_grad_reduce_bytes: the reduce dtype, 0 where it reduces once a step)
+    without PP; 0 below ZeRO-3 and with PP, where PyTorch's pipeline stages turn it off
+    and reduce at the last backward (torch/distributed/pipelining/stage.py@v2.9.0,
+    _PipelineStageBase.backward_maybe_with_nosync: set_requires_gradient_sync(False) on
+    the FSDP module, its run_post_backward at last_backward). models.step prices it."""
+    return reduce_bytes if layout.zero >= 3 and layout.pp == 1 else 0.0
+
+
+# bytes per parameter of the unsharded copies a ZeRO-3 / FSDP stage gathers: FSDP2's
+# MixedPrecisionPolicy param_dtype, bfloat16 in every stack modelled (torchtitan's
+# mixed_precision_param, OLMo-core's and fms-fsdp's bf16 policies; FP8 layouts compute in
+# bf16 copies too), whatever dtype the sharded parameters are kept in
+UNSHARDED_PARAM_BYTES = 2.0
+
+
+class Zero3Kept(NamedTuple):
+    """Bytes per parameter a ZeRO-3 / FSDP stage keeps unsharded across a step's
+    micro-batches, on top of its shards (``zero3_kept_bytes``); 0: none."""
+
+    grad_bytes: float  # the accumulated gradients, replacing their shards
+    param_bytes: float  # the gathered parameters, beside their shards
+
+
+def zero3_kept_bytes(layout: Layout, a: Assumptions) -> Zero3Kept:
+    """What a ZeRO-3 stage keeps unsharded across its micro-batches, per parameter.
+
+    Gradients: where no reduce-scatter follows each micro-batch's backward
+    (zero3_microbatch_reduce_bytes 0: PP > 1, or a stack that reduces once a step) and the
+    step has more than one micro-batch, they accumulate unsharded until the last backward,
+    in the stack's reduce dtype (``a.zero3_microbatch_grad_reduce_bytes``; ``grad_bytes``
+    where it is 0). PyTorch's pipeline stages turn the reduction off with
+    set_requires_gradient_sync(False) (torch/distributed/pipelining/stage.py@v2.9.0,
+    backward_maybe_with_nosync), and FSDP2's post_backward then accumulates each
+    parameter's unsharded gradient, upcast to the reduce dtype
+    (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py@v2.9.0,
+    FSDPParamGroup.post_backward: accumulate_unsharded_grad_if_needed,
+    to_accumulated_grad_if_needed in _fsdp_param.py), reduce-scattered only at the last
+    backward (stage.py's run_post_backward).
+
+    Parameters: with PP > 1 under a stack that keeps them (``a.zero3_pp_unsharded_params``:
+    pytorch-fsdp2), the stage's gathered copies (UNSHARDED_PARAM_BYTES) stay from the first
+    forward to the last backward: the same backward_maybe_with_nosync calls
+    set_reshard_after_backward(False), FSDPParamGroup.post_backward then skips its
+    reshard(), and torchtitan's apply_fsdp (torchtitan/models/llama3/infra/parallelize.py)
+    sets reshard_after_forward to not pp_enabled, so FSDPParamGroup.post_forward's reshard()
+    keeps them too (_fsdp_param_group.py@v2.9.0, reshard: no-op in forward without
+    reshard_after_forward). models.step gathers them once a step accordingly
+    (zero3_step_bytes). Below ZeRO-3, nothing."""
+    if layout.zero < 3:
+        return Zero3Kept(0.0, 0.0)
+    reduce = a.zero3_microbatch_grad_reduce_bytes
+    grads = 0.0
+    if zero3_microbatch_reduce_bytes(layout, reduce) <= 0 and layout.grad_accum > 1 + 1e-9:
+        grads = reduce if reduce > 0 else a.grad_bytes
+    params = UNSHARDED_PARAM_BYTES if layout.pp > 1 and a.zero3_pp_unsharded_params else 0.0
+    return Zero3Kept(grads, params)
+
+
 def model_state_gb(
     params_per_gpu: float, layout: Layout, a: Assumptions
 ) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) GB per GPU under the ZeRO stage (ZeRO section 5)."""
+    """(weights, gradients, optimizer) GB per GPU under the ZeRO stage (ZeRO section 5),
+    with what a ZeRO-3 stage keeps unsharded across its micro-batches (zero3_kept_bytes):
+    its accumulated gradients instead of their shards, its gathered parameters beside
+    theirs."""
     shard = layout.dp * layout.cp
     on_w, on_g, on_o = zero_sharded(layout.zero)
+    kept = zero3_kept_bytes(layout, a)
     weights = params_per_gpu * a.weight_bytes / (shard if on_w else 1)
+    weights += params_per_gpu * kept.param_bytes
     grads = params_per_gpu * a.grad_bytes / (shard if on_g else 1)
+    if kept.grad_bytes:
+        grads = params_per_gpu * kept.grad_bytes
     optim = params_per_gpu * a.optimizer_bytes / (shard if on_o else 1)
     return weights / GB, grads / GB, optim / GB
 
@@ -302,13 +370,21 @@ def memory_terms(
     group; ``layout.dp`` is ignored. The first and the last rank are always listed;
     a middle rank only when neither its fixed nor its sharded part is dominated by the
     first rank's (with an even split, never). The largest over the list equals
-    ``memory_per_gpu`` for every DP degree."""
+    ``memory_per_gpu`` for every DP degree; what a ZeRO-3 stage keeps unsharded
+    (zero3_kept_bytes: in ``fixed``) follows the layout's micro-batches per step, its own
+    DP degree's (the solvers plan ZeRO-1, which keeps nothing)."""
     out: list[tuple[float, float]] = []
     loads = stage_loads(spec.layers, layout)
+    kept = zero3_kept_bytes(layout, a)
+    on_w, on_g, on_o = zero_sharded(layout.zero)
+    on_g = on_g and not kept.grad_bytes  # accumulated whole: not divided by DP x CP
     for load in loads:
         w, g, o, act, logits, cache = _rank_memory(spec, layout, seq_len, a, load)
+        if kept.grad_bytes or kept.param_bytes:
+            params = rank_params(spec, layout, load) / GB
+            g = params * kept.grad_bytes if kept.grad_bytes else g
+            cache += params * kept.param_bytes
         scale = 1.0 + a.memory_overhead_fraction
-        on_w, on_g, on_o = zero_sharded(layout.zero)
         shard = (o if on_o else 0.0) + (g if on_g else 0.0) + (w if on_w else 0.0)
         fixed = (w + g + o + act + logits + cache - shard) * scale + a.runtime_reserved_gb
         term = (fixed, shard * scale)
@@ -586,10 +662,8 @@ def moe_memory_per_gpu(
     ranks = _moe_ranks(spec, layout, seq_len, a, ep, etp, capacity_factor, expert_load, opts)
     for rank in ranks:
         w, g, o = model_state_gb(rank.dense_params, layout, a)
-        zero = layout.zero
-        w += rank.expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
-        g += rank.expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
-        o += rank.expert_params * a.optimizer_bytes / (edp if zero >= 1 else 1) / GB
+        w_e, g_e, o_e = _expert_states_gb(rank.expert_params, layout, a, edp)
+        w, g, o = w + w_e, g + g_e, o + o_e
         if opts.dualpipe and layout.pp > 1:
             # ASSUMED: each stage's optimizer states once per pipeline, split between the
             # two ranks that hold the stage (DualPipe states "Parameter 2x" only)
@@ -613,6 +687,24 @@ def moe_memory_per_gpu(
             best = out
     assert best is not None
     return best
+
+
+def _expert_states_gb(
+    expert_params: float, layout: Layout, a: Assumptions, edp: int
+) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) GB of a rank's routed experts: sharded over the
+    expert data-parallel group (``edp``) by the ZeRO stage, and, as the non-expert states
+    (model_state_gb), what a ZeRO-3 stage keeps unsharded across its micro-batches
+    (zero3_kept_bytes: its accumulated gradients instead of their shards, its gathered
+    parameters beside theirs)."""
+    zero, kept = layout.zero, zero3_kept_bytes(layout, a)
+    w = expert_params * a.weight_bytes / (edp if zero >= 3 else 1) / GB
+    w += expert_params * kept.param_bytes / GB
+    g = expert_params * a.grad_bytes / (edp if zero >= 2 else 1) / GB
+    if kept.grad_bytes:
+        g = expert_params * kept.grad_bytes / GB
+    o = expert_params * a.optimizer_bytes / (edp if zero >= 1 else 1) / GB
+    return w, g, o
 
 
 def moe_memory_terms(
@@ -691,12 +783,12 @@ def _moe_rank_terms(
     ranks: list[_MoERank], layout: Layout, a: Assumptions, ep: int, etp: int
 ) -> list[tuple[float, float]]:
     """``moe_memory_terms`` of each of ``ranks``."""
-    zero = layout.zero
+    zero, kept = layout.zero, zero3_kept_bytes(layout, a)
     per_expert = ep * etp / layout.tp
     scale = 1.0 + a.memory_overhead_fraction
     parts = (
         (a.weight_bytes, zero >= 3),
-        (a.grad_bytes, zero >= 2),
+        (kept.grad_bytes or a.grad_bytes, zero >= 2 and not kept.grad_bytes),
         (a.optimizer_bytes, zero >= 1),
     )
     out = []
@@ -708,6 +800,7 @@ def _moe_rank_terms(
                 sharded += (dense + expert * per_expert) * nbytes / GB
             else:
                 fixed += (dense + expert) * nbytes / GB
+        fixed += (dense + expert) * kept.param_bytes / GB  # zero3_kept_bytes
         fixed += fp8_weight_cache_gb(dense + expert, layout, a)
         fixed += rank.act / GB + rank.logits + rank.dispatch
         out.append((fixed * scale + a.runtime_reserved_gb, sharded * scale))

@@ -25,10 +25,14 @@ where stage = compute + TP + CP time of one micro-batch on the busiest pipeline 
 (its layers as Megatron-LM splits them, plus the logits on the last rank:
 ``slowest_stage``), B the gradient bytes per GPU of the rank holding the most, and sends cross
 the NICs (NIC share) unless the whole job fits in one scale-up domain. Under ZeRO-3
-the reduction adds m micro-batches' parameter all-gathers less what each hides
-behind its own compute; with the stack's per-micro-batch gradient reduce-scatter on
+the reduction adds m micro-batches' parameter all-gathers (a MoE model's routed experts
+over their expert-DP group) less what each hides behind its own compute; with the
+stack's per-micro-batch gradient reduce-scatter on
 (zero3_microbatch_grad_reduce_bytes), each micro-batch reduce-scatters its gradients too,
-sharing the same window, and the backward's last reduce-scatter is exposed; the last
+sharing the same window, and the backward's last reduce-scatter is exposed (without it,
+the gradients accumulate unsharded and are reduced with the step, in the stack's reduce
+dtype; a stack keeping a PP stage's parameters unsharded across the micro-batches gathers
+them once a step instead: zero3_gathers_once, models.memory.zero3_kept_bytes); the last
 micro-batch's compute is one window for its own collectives and the step's reduction,
 never two (zero3_exposed_s), and what each window hides still slows its compute by
 the collectives' HBM traffic (zero3_contention_s). An all-to-all overlap (models/expert.py)
@@ -54,7 +58,11 @@ import numpy as np
 from catalog.specs import GPUSpec
 from models import comm, flops, scaleup
 from models.layout import Assumptions, Layout, Network
-from models.memory import activation_bytes_per_layer, stage_params
+from models.memory import (
+    activation_bytes_per_layer,
+    stage_params,
+    zero3_microbatch_reduce_bytes,
+)
 from models.pipeline import StageLoad, bubble_fraction, busiest_stage, stage_layers
 from models.transformer import TransformerSpec
 
@@ -422,7 +430,7 @@ class StepCoefficients:
     network_efficiency: float
     optimizer_s: float  # Adam step with no sharding; divided by g under ZeRO >= 1
     zero: int
-    zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch pass under ZeRO-3
+    zero3_gather_bytes: float  # weight bytes all-gathered per micro-batch under ZeRO-3
     backward_mb_s: float  # backward share of one micro-batch (overlap window)
     grad_overlap_s: float = 0.0  # the stack's window hiding the distributed optimizer's traffic
     # ZeRO-3 / FSDP: the part of each micro-batch's compute that hides its parameter
@@ -434,6 +442,10 @@ class StepCoefficients:
     # output and norm and the first layer), which no later backward hides
     zero3_grad_rs_bytes: float = 0.0
     zero3_grad_rs_tail_bytes: float = 0.0
+    # ZeRO-3 / FSDP parameters kept unsharded across the step's micro-batches
+    # (zero3_gathers_once): one all-gather a step (all-reduce equivalent, half of
+    # zero3_gather_bytes' two), in the first micro-batch, instead of zero3_gather_bytes
+    zero3_step_gather_bytes: float = 0.0
     # seconds of HBM time per byte a GPU sends in the ZeRO-3 collectives its compute hides
     # (the profile's zero3_overlap_hbm_passes / HBM bandwidth; zero3_contention_s)
     zero3_contention_s_per_byte: float = 0.0
@@ -466,6 +478,13 @@ class StepCoefficients:
     ep_window_s: float = 0.0
     ep_paired: float = 0.0
     ep_window_last: bool = False
+    # ZeRO-3 / FSDP of the routed experts, over that expert-DP group: each micro-batch's
+    # expert-weight all-gathers (forward and backward) and, when the stack reduces every
+    # micro-batch, its expert-gradient reduce-scatter (all-reduce equivalent bytes), and
+    # the backward's last group's share of that reduce-scatter (models.expert.zero3_moe_bytes)
+    expert_zero3_bytes: float = 0.0
+    expert_zero3_tail_bytes: float = 0.0
+    expert_zero3_step_gather_bytes: float = 0.0  # as zero3_step_gather_bytes
     # the pipeline schedule's bubble over 1F1B's (p-1)/v stage times: 1.0, or DualPipe's
     # (models.expert.dualpipe_bubble_scale; a MoE plan option, never chosen by the solvers)
     bubble_scale: float = 1.0
@@ -544,18 +563,9 @@ def step_coefficients(
     gpn = gpu.server.gpus_per_server
     k = scaleup.ranks_in_domain(gpu, layout.tp)
     grad_params = stage_params(spec, layout, "most")
-    # PyTorch's pipeline stages turn the per-micro-batch reduce-scatter off and reduce at
-    # the last backward (torch.distributed.pipelining stage.backward_maybe_with_nosync:
-    # set_requires_gradient_sync(False)), so the term is for ZeRO-3 without PP
-    rs_bytes = (
-        cal.zero3_microbatch_grad_reduce_bytes if layout.zero >= 3 and layout.pp == 1 else 0.0
-    )
-    if layout.zero == 0:
-        dp_bytes = grad_params * a.grad_bytes
-    elif rs_bytes > 0:  # the gradients are reduce-scattered each micro-batch instead
-        dp_bytes = grad_params * a.weight_bytes / 2.0
-    else:  # reduce-scatter of gradients + all-gather of weights = one all-reduce of their mean size
-        dp_bytes = grad_params * (a.grad_bytes + a.weight_bytes) / 2.0
+    rs_bytes = zero3_microbatch_reduce_bytes(layout, cal.zero3_microbatch_grad_reduce_bytes)
+    gathers = grad_params * a.weight_bytes if layout.zero >= 3 else 0.0
+    once = zero3_gathers_once(layout, gpu)
     window = cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb)
     return StepCoefficients(
         compute_mb_s=compute_mb,
@@ -571,7 +581,7 @@ def step_coefficients(
         if layout.pp > 1
         else 0.0,
         pp_latency_s=lat * send_exposed + sync if layout.pp > 1 else 0.0,
-        dp_bytes=dp_bytes,
+        dp_bytes=grad_params * step_reduction_bytes(layout, gpu, a),
         dp_ranks_per_node=k,
         scale_up_bw_gb_per_s=_scale_up_bw(gpu, k),
         gpus_per_node=gpn,
@@ -581,7 +591,8 @@ def step_coefficients(
         * a.optimizer_traffic_bytes
         / (gpu.memory_bw_tb_per_s * 1e12),
         zero=layout.zero,
-        zero3_gather_bytes=grad_params * a.weight_bytes if layout.zero >= 3 else 0.0,
+        zero3_gather_bytes=0.0 if once else gathers,
+        zero3_step_gather_bytes=gathers / 2.0 if once else 0.0,
         zero3_grad_rs_bytes=grad_params * rs_bytes / 2.0,
         zero3_grad_rs_tail_bytes=_last_reduced_params(spec, layout, grad_params) * rs_bytes / 2.0
         if rs_bytes > 0
@@ -597,6 +608,35 @@ def step_coefficients(
         if layout.zero >= 3
         else 0.0,
     )
+
+
+def step_reduction_bytes(layout: Layout, gpu: GPUSpec, a: Assumptions) -> float:
+    """Bytes per parameter of the step's own gradient reduction, as an all-reduce: ZeRO-0
+    all-reduces the gradients; ZeRO >= 1 reduce-scatters them and all-gathers the weights,
+    one all-reduce of their mean size; where ZeRO-3 reduce-scatters every micro-batch
+    (models.memory.zero3_microbatch_reduce_bytes) only the weights' half stays. A ZeRO-3
+    stage that reduces once a step reduce-scatters the gradients it accumulated unsharded,
+    in the stack's reduce dtype (the profile's zero3_microbatch_grad_reduce_bytes, as
+    models.memory.zero3_kept_bytes holds them; grad_bytes where 0): FSDP2's
+    post_backward at the last backward reduce-scatters each unsharded_accumulated_grad
+    (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py@v2.9.0)."""
+    cal = gpu.calibration
+    if layout.zero == 0:
+        return a.grad_bytes
+    if zero3_microbatch_reduce_bytes(layout, cal.zero3_microbatch_grad_reduce_bytes) > 0:
+        return a.weight_bytes / 2.0
+    grads = a.grad_bytes
+    if layout.zero >= 3 and cal.zero3_microbatch_grad_reduce_bytes > 0:
+        grads = cal.zero3_microbatch_grad_reduce_bytes
+    return (grads + a.weight_bytes) / 2.0
+
+
+def zero3_gathers_once(layout: Layout, gpu: GPUSpec) -> bool:
+    """Whether a ZeRO-3 stage gathers its parameters once a step rather than every
+    micro-batch: with PP > 1 under a stack that keeps them unsharded across the step's
+    micro-batches (the profile's zero3_pp_unsharded_params; models.memory.zero3_kept_bytes
+    holds them): one all-gather, in the first micro-batch's forward (zero3_exposed_s)."""
+    return layout.zero >= 3 and layout.pp > 1 and gpu.calibration.zero3_pp_unsharded_params
 
 
 def group_reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s):
@@ -740,9 +780,22 @@ def expert_reduce_s(c: StepCoefficients, dp, node_bw_gb_per_s):
         return 0.0
     scalar = isinstance(dp, int | float)
     group = (float(dp) if scalar else np.asarray(dp, dtype=float)) * c.cp
-    group = group * c.expert_dp_num / c.expert_dp_den
+    return expert_group_reduce_s(c, c.expert_dp_bytes, group, node_bw_gb_per_s)
+
+
+def expert_group(c: StepCoefficients, group):
+    """The expert-DP group of a DP x CP group of ``group`` ranks: group x TP / (EP x ETP)
+    (Megatron-Core's folding, models.expert.expert_dp_group)."""
+    return group * c.expert_dp_num / c.expert_dp_den
+
+
+def expert_group_reduce_s(c: StepCoefficients, nbytes: float, group, node_bw_gb_per_s):
+    """All-reduce of ``nbytes`` per GPU over the expert-DP group of a DP x CP group of
+    ``group`` ranks (``expert_group``), at that group's ranks per scale-up domain and
+    bandwidth (``expert_ranks_per_node``, ``expert_scale_up_bw_gb_per_s``: the ranks sit
+    EP x ETP apart, models.expert.expert_dp_reduce_s)."""
     k, up = c.expert_ranks_per_node, c.expert_scale_up_bw_gb_per_s
-    return _reduce_s(c, c.expert_dp_bytes, group, node_bw_gb_per_s, k, up)
+    return _reduce_s(c, nbytes, expert_group(c, group), node_bw_gb_per_s, k, up)
 
 
 def _last_reduced_params(spec: TransformerSpec, layout: Layout, rank_params: float) -> float:
@@ -772,16 +825,30 @@ def zero3_microbatch_s(c: StepCoefficients, group, node_bw_gb_per_s) -> Zero3Col
     after the micro-batch's backward when the stack issues one per micro-batch
     (``zero3_grad_rs_bytes``; PyTorch FSDP2 FSDPParamGroup.post_backward runs it on its
     reduce-scatter stream while the next group's backward computes, and
-    FSDPModule.set_requires_gradient_sync(False) skips it). They share one link and one
-    window (``gather_overlap_s``). tail: the backward's last reduce-scatter
-    (``zero3_grad_rs_tail_bytes``), which no compute follows:
+    FSDPModule.set_requires_gradient_sync(False) skips it). A MoE model's routed experts
+    are sharded over the expert-DP group instead (models.memory.moe_memory_per_gpu), so
+    their gathers and reduce-scatter (``expert_zero3_bytes``) run over that group at its
+    bandwidth (expert_group_reduce_s), one after the dense ones on the GPU's links. They
+    all share one window (``gather_overlap_s``). tail: the backward's last reduce-scatter
+    (``zero3_grad_rs_tail_bytes``, ``expert_zero3_tail_bytes``), which no compute follows:
     FSDPParamGroup.finalize_backward makes the compute stream wait for it at the end of
     every backward. contention: what the hidden part slows the compute by
     (zero3_contention_s). What a step exposes of them: zero3_exposed_s."""
     nbytes = c.zero3_gather_bytes + c.zero3_grad_rs_bytes
     comm_s = group_reduce_s(c, nbytes, group, node_bw_gb_per_s)
     tail = zero3_grad_tail_s(c, group, node_bw_gb_per_s)
-    return Zero3Collectives(comm_s, tail, zero3_contention_s(c, nbytes, group, comm_s))
+    sent = _sent_bytes(nbytes, group)
+    if c.expert_zero3_bytes > 0:
+        comm_s = comm_s + expert_group_reduce_s(c, c.expert_zero3_bytes, group, node_bw_gb_per_s)
+        tail = tail + expert_group_reduce_s(c, c.expert_zero3_tail_bytes, group, node_bw_gb_per_s)
+        sent = sent + _sent_bytes(c.expert_zero3_bytes, expert_group(c, group))
+    return Zero3Collectives(comm_s, tail, zero3_contention_s(c, sent, comm_s))
+
+
+def _sent_bytes(nbytes: float, group):
+    """Bytes a GPU sends in a ring all-reduce of ``nbytes`` over ``group`` ranks,
+    2 nbytes (1 - 1/group)."""
+    return 2.0 * nbytes * (1.0 - 1.0 / np.asarray(group, dtype=float))
 
 
 def zero3_exposed_s(
@@ -798,31 +865,56 @@ def zero3_exposed_s(
     with them shared). ``ring_s``: what ring attention takes of each micro-batch's window
     (cp_ring_hidden_s; ``window`` is already short of it) and an overlap's all-to-alls
     (ep_overlap_s: the compute of the chunks they pair with; ``window`` is short of them
-    where the last micro-batch's compute is one of those, ``ep_window_last``)."""
+    where the last micro-batch's compute is one of those, ``ep_window_last``). Parameters
+    kept unsharded across the micro-batches (zero3_gathers_once) are gathered once, in the
+    first micro-batch, whose compute hides it as any micro-batch's hides its gathers:
+    max(0, once - gather_overlap_s) + its contention (zero3_step_gather_s); with one
+    micro-batch, that one is the last, and its window hides the gather with the rest."""
     comm_s, tail, contention = zero3_microbatch_s(c, group, node_bw_gb_per_s)
     gathers = np.maximum(0.0, c.gather_overlap_s - ring_s)
     each = np.maximum(tail, comm_s - gathers) + contention
     shared = np.maximum(gathers, window)
+    first: Any = 0.0
+    if c.zero3_step_gather_bytes > 0 or c.expert_zero3_step_gather_bytes > 0:
+        once, sent = zero3_step_gather_s(c, group, node_bw_gb_per_s)
+        alone = m > 1.0  # the first micro-batch is not the last
+        first = np.where(alone, np.maximum(0.0, once - gathers), 0.0)
+        first = first + zero3_contention_s(c, sent, once)
+        comm_s = comm_s + np.where(alone, 0.0, once)
     last = np.maximum(tail, comm_s + reduce_s - shared) + contention
-    return (m - 1.0) * each + last
+    return (m - 1.0) * each + first + last
 
 
-def zero3_contention_s(c: StepCoefficients, nbytes: float, group, comm_s):
-    """Seconds the hidden part of a micro-batch's ZeRO-3 collectives (``nbytes``, all-reduce
-    equivalent, over ``group`` ranks, ``comm_s`` seconds alone) adds to the compute it
-    overlaps: passes x the bytes a GPU sends (a ring's 2 nbytes (1 - 1/group)) x the hidden
-    share min(comm_s, gather_overlap_s) / comm_s, at the GPU's HBM bandwidth
-    (``zero3_contention_s_per_byte``). NCCL's kernels run on SMs and stage what they receive
-    in HBM: a compute kernel overlapped by an all-gather slows down because "they're
-    competing for memory bandwidth", each NVLink byte costing 2x to 3x in HBM (S. Jeaugey,
-    NVIDIA/nccl#1428, where an A100 GEMM took 2.08 ms overlapped against 1.18 ms alone);
+def zero3_step_gather_s(c: StepCoefficients, group, node_bw_gb_per_s):
+    """(seconds, bytes a GPU sends) of the once-a-step all-gather of the parameters a
+    ZeRO-3 stage keeps unsharded (``zero3_step_gather_bytes`` over ``group`` ranks; a MoE
+    model's experts, ``expert_zero3_step_gather_bytes``, over their expert-DP group after
+    them, as zero3_microbatch_s runs its collectives)."""
+    once = group_reduce_s(c, c.zero3_step_gather_bytes, group, node_bw_gb_per_s)
+    sent = _sent_bytes(c.zero3_step_gather_bytes, group)
+    if c.expert_zero3_step_gather_bytes > 0:
+        nbytes = c.expert_zero3_step_gather_bytes
+        once = once + expert_group_reduce_s(c, nbytes, group, node_bw_gb_per_s)
+        sent = sent + _sent_bytes(nbytes, expert_group(c, group))
+    return once, sent
+
+
+def zero3_contention_s(c: StepCoefficients, sent, comm_s):
+    """Seconds the hidden part of a micro-batch's ZeRO-3 collectives (``sent`` bytes a GPU
+    sends in them, a ring's 2 nbytes (1 - 1/group) for each all-reduce equivalent of
+    nbytes over group ranks; ``comm_s`` seconds alone) adds to the compute it overlaps:
+    passes x the bytes sent x the hidden share min(comm_s, gather_overlap_s) / comm_s,
+    at the GPU's HBM bandwidth (``zero3_contention_s_per_byte``). NCCL's kernels run on
+    SMs and stage what they receive in HBM: a compute kernel overlapped by an all-gather
+    slows down because "they're competing for memory bandwidth", each NVLink byte costing
+    2x to 3x in HBM (S. Jeaugey, NVIDIA/nccl#1428, where an A100 GEMM took 2.08 ms
+    overlapped against 1.18 ms alone);
     PyTorch measures matmuls overlapped by NCCL collectives "30-40% slower" on 8 H100
     (pytorch/pytorch#179937; #130583, the low-contention collectives). 0 when the
     profile's zero3_overlap_hbm_passes is 0."""
-    if c.zero3_contention_s_per_byte <= 0 or nbytes <= 0:
+    if c.zero3_contention_s_per_byte <= 0 or np.all(np.asarray(sent) <= 0):
         return 0.0
     hidden_share = np.minimum(comm_s, c.gather_overlap_s) / np.maximum(comm_s, 1e-30)
-    sent = 2.0 * nbytes * (1.0 - 1.0 / np.asarray(group, dtype=float))
     return c.zero3_contention_s_per_byte * sent * hidden_share
 
 

@@ -7,8 +7,9 @@ solvers' own order makes the answer deterministic: the purchases, the shape (its
 first), the NIC and the NICs per server. The exhaustive grid search applies the same key
 to its arrays (solvers/grid_search.py best_for_candidate); CP-SAT, whose model minimises
 the objective alone, in a second phase (solvers/cpsat/solve.py): under the cost objective
-the time minimised at the proved optimal cost, for every plan of a --top list
-(_fastest_at_cost); under the time objective the cheapest NICs at the plan's time
+the time minimised at the proved optimal cost (to its integer units' rounding, a plan
+there kept if it ties the optimum to FLOAT_TIE: ties_or_beats), for every plan of a --top
+list (_fastest_at_cost); under the time objective the cheapest NICs at the plan's time
 (_cheapest_nics); bench/agreement.py --full compares both keys. The solvers' plan lists
 (--top K: solvers.purchase_rule.settle, CP-SAT's per-shape search, the merged rental
 terms and GPU types), compare's rows and breakeven's comparison of two GPU types read it
@@ -21,6 +22,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from solvers.decisions import Plan
+
+# two objectives this close (relative) are one value to the float model: far above its own
+# rounding of a plan's cost or days (the same plan evaluated two ways differs in its last
+# bits), far below a real difference (bench/agreement.py's ties, CP-SAT's second phase)
+FLOAT_TIE = 1e-9
 
 
 def secondary(plan: Plan, objective: str) -> float:
@@ -50,3 +56,12 @@ def ranks_first(a: Plan, b: Plan, objective: str) -> bool:
     """Whether ``a`` is at least as good as ``b`` under the tie rule (no worse on the
     objective, and no worse on the other one when tied on it, then GPUs)."""
     return tie_key(a, objective) <= tie_key(b, objective)
+
+
+def ties_or_beats(a: Plan, b: Plan, objective: str) -> bool:
+    """Whether ``a`` is as good as ``b`` on ``objective`` to the float model (at most
+    FLOAT_TIE worse, relative) and no worse on the other one: CP-SAT's second phase keeps
+    a plan its integer units put past the optimum only if this holds against the
+    optimum's plan (solvers/cpsat/solve.py _fastest_at_cost)."""
+    bound = float(b.objective) + FLOAT_TIE * abs(float(b.objective))
+    return float(a.objective) <= bound and secondary(a, objective) <= secondary(b, objective)

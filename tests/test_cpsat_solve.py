@@ -208,3 +208,53 @@ def test_toy_ties_agree_with_the_reference_on_the_secondary_key(seed):
     bench = load_bench("agreement.py", "bench_agreement_ties")
     row = bench.run_full(seed, toys=True)
     assert row["proved"] and row["secondary_agree"] and row["agree"], row
+
+
+def _rented_toy_top_6() -> Scenario:
+    """bench/agreement.py --full --toys seed 187's question on its Gaudi 3 alone (the cheaper
+    type: its plans are the first six), its tokens and deadline rounded: a $0.69 rented
+    toy whose third plan ties 8 GPUs x 3 micro-batches with 24 x 1, 3x faster."""
+    toy = TransformerSpec(
+        name="toy-187", layers=2, hidden=24, heads=8, kv_heads=1, ffn_hidden=8,
+        gated_mlp=True, vocab=256000, seq_len=9,
+    )  # fmt: skip
+    return build_scenario(
+        model=toy, tokens=2.44057e9, seq_len=9, gpus=("gaudi3",), deadline=9.81437,
+        objective="cost", pricing="cloud", lifetime_years=1.0, precision="fp8",
+        max_batch_tokens=1048576, max_virtual_stages=12, no_failures=True, evidence="any",
+    )  # fmt: skip
+
+
+def test_a_tie_on_the_cost_past_the_models_rounding_is_broken_by_the_time():
+    """The second phase held the cost at its optimum in CP-SAT's integer units, where the
+    24 x 1 plan lies about 650 units (2e-7) above 8 x 3, as cheap in dollars (to 1 ulp):
+    CP-SAT's third plan took 0.00128 days where the reference's takes 0.000426. The cost
+    is now held within TIE_SLACK of the optimum and the plan found kept if the float
+    model ties it: every plan as cheap and as fast as the reference's."""
+    from solvers.exhaustive import solve_exhaustive
+
+    s = _rented_toy_top_6()
+    got, ref = solve_cpsat(s, top_k=6), solve_exhaustive(s, top_k=6)
+    assert (got.status, ref.status) == ("optimal", "optimal")
+    third = got.plans[2]
+    assert (third.num_gpus, third.config.microbatches) == (24, 1)
+    for a, b in zip(got.plans, ref.plans, strict=True):
+        assert a.objective == pytest.approx(b.objective, rel=1e-9)
+        days = a.evaluation.time_to_train_days
+        assert days == pytest.approx(b.evaluation.time_to_train_days, rel=1e-9)
+
+
+def test_a_plan_dearer_in_dollars_is_not_taken_for_a_tie(monkeypatch):
+    """A hold far wider than the model's rounding (half the cost) lets the second phase
+    find faster plans that cost more in dollars: the float model rejects each, and every
+    plan still costs the reference's (none dearer), at worst as slow as before the
+    slack (the hold at the optimum itself after TIE_TRIES searches)."""
+    import solvers.cpsat.solve as cpsat_solve
+    from solvers.exhaustive import solve_exhaustive
+
+    monkeypatch.setattr(cpsat_solve, "TIE_SLACK", 0.5)
+    s = _rented_toy_top_6()
+    got, ref = solve_cpsat(s, top_k=6), solve_exhaustive(s, top_k=6)
+    assert got.status == "optimal" and len(got.plans) == 6
+    for a, b in zip(got.plans, ref.plans, strict=True):
+        assert a.objective == pytest.approx(b.objective, rel=1e-9)

@@ -36,14 +36,18 @@ def test_every_gpu_derives_the_profile_from_its_megatron_core_one(catalog):
     assert factor == 1.24  # python bench/fsdp_level.py: the fit on the three sources
     for name, gpu in catalog.gpus.items():
         base, ours = gpu.stacks["megatron-core"], gpu.stacks[FSDP2]
+        # the stack's own mechanism, whatever the level: with PP its stages keep their
+        # parameters unsharded across the micro-batches (models.memory.zero3_kept_bytes)
+        assert level.STACK_FIELDS == {"zero3_pp_unsharded_params": True}
+        assert ours.zero3_pp_unsharded_params and not base.zero3_pp_unsharded_params
         if name in A100:
             assert level.own_level(catalog, name)
-            want = scaled_compute(base.model_dump(), 1.0) | {
+            want = scaled_compute(base.model_dump(), 1.0) | level.STACK_FIELDS | {
                 "attention_efficiency": 0.50, "note": ours.note}  # fmt: skip
             assert ours.model_dump() == want, name
             continue
         assert not level.own_level(catalog, name)
-        want = scaled_compute(base.model_dump(), factor) | {"note": ours.note}
+        want = scaled_compute(base.model_dump(), factor) | level.STACK_FIELDS | {"note": ours.note}
         assert ours.model_dump() == want, name
         assert ours.matmul_efficiency == pytest.approx(base.matmul_efficiency / factor)
         assert ours.elementwise_passes == pytest.approx(base.elementwise_passes * factor)
@@ -212,13 +216,15 @@ def test_the_gather_overlap_beats_none_for_every_source_in_and_out_of_sample(cat
     for s in level.SOURCES:
         assert on.held_out[s][1] < off.held_out[s][1], s
     # in sample too, but for torchtitan's 25 GB200 rows, scored only (BF16 Blackwell is
-    # extrapolated): 25.4% on against 24.1% off
+    # extrapolated): 25.8% on against 24.6% off (25.4% and 24.1% before its PP stages
+    # gathered once a step, models.step.zero3_gathers_once: those rows, predicted fast,
+    # got faster)
     for s in ("olmo-core", "fms-fsdp"):
         assert on.in_sample[s] < off.in_sample[s], s
-    assert on.in_sample["torchtitan"] == pytest.approx(0.254, abs=0.001)
-    assert off.in_sample["torchtitan"] == pytest.approx(0.241, abs=0.001)
-    assert on.held_out_mean == pytest.approx(0.159, abs=0.001)
-    assert off.held_out_mean == pytest.approx(0.258, abs=0.001)
+    assert on.in_sample["torchtitan"] == pytest.approx(0.258, abs=0.001)
+    assert off.in_sample["torchtitan"] == pytest.approx(0.246, abs=0.001)
+    assert on.held_out_mean == pytest.approx(0.161, abs=0.001)
+    assert off.held_out_mean == pytest.approx(0.264, abs=0.001)
 
 
 def test_the_named_fsdp_runs_since_issue_31_was_filed(catalog):
@@ -238,6 +244,6 @@ def test_the_named_fsdp_runs_since_issue_31_was_filed(catalog):
     assert filing["fms-fsdp"] == pytest.approx(0.113, abs=0.001)
     assert now["fms-fsdp"] == pytest.approx(0.040, abs=0.001)
     assert filing["torchtitan"] == pytest.approx(0.534, abs=0.001)
-    assert now["torchtitan"] == pytest.approx(0.254, abs=0.001)
+    assert now["torchtitan"] == pytest.approx(0.258, abs=0.001)  # 0.254 before PP gathered once
     for source in level.SOURCES:
         assert now[source] <= filing[source], source

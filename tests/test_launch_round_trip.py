@@ -15,7 +15,7 @@ from catalog import load_catalog
 from designer.errors import Infeasible, UsageError
 from designer.launch import Launch, emit, load_megatron
 from designer.launch.nemo_recipe import choose_recipe, nemo_fields, split_settings
-from designer.launch.pipeline_layout import chunk_layers
+from designer.launch.pipeline_layout import chunk_layers, needs_layout
 from designer.launch.torchtitan_config import torchtitan_sections
 from helpers import MEGATRON_CANNOT, ZOO, ideal_scenario, plan_of, random_plans, zoo_plan
 from models import Hardware, evaluate
@@ -24,10 +24,21 @@ from models.zoo import zoo
 from solvers.space import EVEN, Shape
 from torchtitan_rule import command, stages
 
+SPLIT_FIELDS = ("first_stage_layers", "last_stage_layers", "embedding_in_split",
+                "loss_in_split", "stage_counts")  # fmt: skip
 
-def _layout_fields(lay) -> dict:
+
+def _layout_fields(lay, layers: int | None = None) -> dict:
+    """The layout's fields; with ``layers``, its split as the layers of every virtual stage
+    instead of the fields that give it: a split Megatron-LM's split flags refuse is emitted
+    as a --pipeline-model-parallel-layout string, which reads back as the flags' own
+    fields where they give the same stages, else as stage_counts."""
     d = lay.as_dict(0)
     d.pop("grad_accum")
+    if layers is not None:
+        for key in SPLIT_FIELDS:
+            d.pop(key, None)
+        d["stages"] = chunk_layers(layers, lay)
     return d
 
 
@@ -38,7 +49,9 @@ def check_megatron_round_trip(scenario, plan) -> None:
     if job.seq_len <= scenario.spec.seq_len:  # --max-position-embeddings: the model's length
         assert run.spec.seq_len == scenario.spec.seq_len
         assert run.spec.params() == scenario.spec.params()
-    assert _layout_fields(run.layout) == _layout_fields(plan.evaluation.layout)
+    lay, n = plan.evaluation.layout, scenario.spec.layers
+    layers = n if needs_layout(n, lay) and lay.stage_counts is None else None
+    assert _layout_fields(run.layout, layers) == _layout_fields(lay, layers)
     assert run.seq_len == plan.evaluation.seq_len and run.world_size == plan.num_gpus
     assert run.grad_reduce_dtype == ("bf16" if job.grad_reduce_bf16 else "fp32")
     hw = Hardware.from_catalog(load_catalog(), job.gpu, plan.config.nic, plan.config.nics_per_node)
@@ -210,6 +223,7 @@ MOE_PLANS = {  # model: (tp, pp, dp, ep, etp)
     "gpt-oss-20b": (2, 2, 16, 32, 1),
     "deepseek-v3": (1, 2, 64, 64, 1),
     "kimi-k2": (1, 2, 64, 64, 1),
+    "grok-1": (4, 8, 4, 8, 1),
 }
 
 
@@ -232,7 +246,8 @@ def moe_plan(model: str, spec=None):
 @pytest.mark.parametrize("model", sorted(MOE_PLANS))
 def test_moe_models_round_trip_through_megatron(model):
     """Every MoE zoo model Megatron-LM can build imports as the same model, EP and ETP; the
-    others name why (GPT-OSS; its architecture without YaRN round-trips)."""
+    others name why (GPT-OSS: its architecture without YaRN round-trips; Grok-1: its
+    gated GELU has no flag, the rest round-trips with SwiGLU)."""
     from designer.launch.megatron_model import unsupported
     from models.zoo import moe_zoo
 
@@ -241,7 +256,8 @@ def test_moe_models_round_trip_through_megatron(model):
     if unsupported(spec) is not None:
         with pytest.raises(Infeasible):
             emit(Launch.from_plan(scenario, plan), "megatron")
-        spec = spec.model_copy(update={"rope_scaling": None})
+        spec = spec.model_copy(update={"rope_scaling": None, "activation": "silu"})
+        assert unsupported(spec) is None
         scenario, plan = moe_plan(model, spec)
     text = emit(Launch.from_plan(scenario, plan), "megatron")
     for flag in ("--num-experts", "--moe-router-topk", "--expert-model-parallel-size",

@@ -49,7 +49,6 @@ V3 = ["evaluate", "--model", "deepseek-v3", "--tp", "4", "--pp", "16", "--dp", "
     "layout, words",
     [
         ("Et*3|(tt|)*28,m|tt|L", ("stage 30 holds decoder layers (t) after the MTP layer",)),
-        ("Et*3|(tt|)*29,|L", ("places 0 MTP layers (m)", "the model has 1")),
         # m in rank 14's first virtual stage (stage 14 of 32, the stages after it empty)
         (
             "|".join(["Et*5", *["t*4"] * 13, "t*4m", *[""] * 16, "L"]),
@@ -83,6 +82,10 @@ def test_the_import_refuses_the_layout_naming_megatrons_flag():
     assert good.layout.mtp_rank == 0 and good.layout.vp == 2
     line = refusal(cmd + " --pipeline-model-parallel-layout 'Et*2|t*2m|t*2|L'")
     assert line.startswith("--pipeline-model-parallel-layout: stage 2 holds decoder layers")
+    # --mtp-num-layers 1 and a string without m: Megatron-Core refuses it (evaluate's
+    # --pipeline-layout, which has no such flag, runs it without MTP: test_pipeline_layout_moe)
+    line = refusal(cmd + " --pipeline-model-parallel-layout 'Et*2|t*2|t*2|L'")
+    assert "places 0 MTP layers (m)" in line and "the model has 1" in line, line
 
 
 def test_the_emitter_never_writes_an_mtp_placement_megatron_core_refuses():

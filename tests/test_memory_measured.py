@@ -23,8 +23,11 @@ from models.zoo import zoo
 
 bench_memory = load_bench("memory_accuracy.py", "bench_memory_measured")
 
-MEASURED_MEDIAN_ABS_ERROR_PCT = 48.7  # tensors only, 26 runs, 2026-11-30
-GUARD_PCT = 49.0
+# tensors only, 26 runs: 48.7% on 2026-11-30, 30.5% once PP stages kept their gradients and
+# parameters unsharded across the micro-batches (models.memory.zero3_kept_bytes: the
+# torchtitan PP rows from -62% to -21% median)
+MEASURED_MEDIAN_ABS_ERROR_PCT = 30.5
+GUARD_PCT = 31.0
 
 
 def test_csv_parses_with_a_source_and_date_per_row():

@@ -3,11 +3,12 @@ parses, every row names its source, and the bench scores what it can (nothing fi
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from helpers import load_bench
+from helpers import load_bench, run_main
 from models.zoo import moe_zoo
 
 bench = load_bench("moe_accuracy.py", "bench_moe_accuracy")
@@ -300,3 +301,24 @@ def test_rows_that_ran_the_overlap_meet_megatron_cores_rules_and_expose_their_wa
         assert 0 < alone < 1 and ex.hidden_share(layout) == pytest.approx(1 - alone)
         pred, meas, _ = bench.predict_independent(r)
         assert pred < meas, r["name"]
+
+
+def test_the_no_mtp_row_evaluates_from_the_command_line_as_the_bench_predicts(capsys):
+    """The released-set DeepSeek-V3 GB200 row runs without --mtp-num-layers (its
+    ``mtp_layers`` 0) and a layout string without m: ``designer evaluate`` refused the
+    string for the zoo model's MTP layer; it now evaluates the model without it."""
+    row = next(r for r in ROWS if r["pipeline_layout"] and r["mtp_layers"] == "0")
+    args = ["evaluate", "--model", row["model"], "--gpu", row["gpu"], "--no-failures", "--json",
+            "--pipeline-layout", row["pipeline_layout"], "--precision", row["precision"],
+            "--recompute", "none", "--recompute-modules", "moe_act", "--dispatcher", "deepep",
+            "--router-fp32", "--global-batch", row["global_batch"]]  # fmt: skip
+    for k in ("tp", "pp", "dp", "ep"):
+        args += [f"--{k}", row[k]]
+    assert (row["recompute"], row["dispatcher"], row["router_dtype"]) == (
+        "module: moe_act", "hybridep", "fp32",
+    )  # fmt: skip
+    code, out, err = run_main(capsys, args)
+    assert code in (0, 1), err  # 1: its memory estimate passes the GPU's
+    doc = json.loads(out)
+    assert "places no MTP layer (m)" in doc["notes"][0]
+    assert doc["step_time_s"] == pytest.approx(bench.predict_independent(row)[0], rel=1e-12)

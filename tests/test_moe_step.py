@@ -233,3 +233,106 @@ def test_evaluate_mixtral_with_ep(capsys):
         capsys, ["evaluate", "--model", "mixtral-8x7b", "--tp", "2", "--dp", "16", "--ep", "8"]
     )
     assert d["ep"] == 8 and d["breakdown_s"]["ep_comm"] > 0
+
+
+def _scout_zero3(global_batch: int, zero: int = 3) -> Layout:
+    """Llama 4 Scout on 32 B200, TP 4 x DP 8 with EP 2: expert-DP 16 (its experts' ZeRO-3
+    shards), 16 GB of expert weights a GPU holds whole at ZeRO-1 and gathers at ZeRO-3."""
+    return Layout(tp=4, pp=1, dp=8, micro_batch=1, global_batch=global_batch, zero=zero)
+
+
+def test_zero3_gathers_and_reduce_scatters_the_expert_shards_every_micro_batch():
+    """ZeRO-3 shards the routed experts over expert-DP (models.memory.moe_memory_per_gpu),
+    so each micro-batch all-gathers them, forward and backward, over that group, and the
+    stack's per-micro-batch fp32 reduce-scatter reduces their gradients there: priced by
+    the expert-DP group's own formula (models.expert.expert_dp_reduce_s, the group's ranks
+    per domain and bandwidth). Before, the step gathered the non-expert weights only:
+    16 more micro-batches added 0.058 s of gathers, the expert shards never gathered."""
+    from models.evaluate import with_profile
+    from models.expert import expert_dp_reduce_s, expert_memory, moe_step_coefficients
+    from models.layout import Assumptions
+    from models.step import group_reduce_s, zero3_microbatch_s
+
+    hw = Hardware.from_catalog(stack_catalog((), DEFAULT_STACK), "b200")
+    spec, ex = moe_zoo()["llama4-scout"], ExpertLayout(ep=2)
+    s = spec.seq_len
+    a = with_profile(Assumptions(), hw.gpu)
+    lay = _scout_zero3(128)
+    mem = expert_memory(spec, lay, s, hw.gpu.memory_gb, a, ex)
+    c = moe_step_coefficients(spec, lay, ex, s, hw.gpu, hw.network, a)
+    rs = hw.gpu.calibration.zero3_microbatch_grad_reduce_bytes
+    assert mem.expert_dp == 16 and rs == 4.0
+    node, g = hw.network.node_bw_gb_per_s, lay.dp * lay.cp
+    # the expert-DP group's own formula: gathers (two all-gathers, one all-reduce's traffic
+    # of the weights) and the reduce-scatter (half an all-reduce of the fp32 gradients)
+    gathers = expert_dp_reduce_s(c, mem.expert_params, 16, hw.gpu, ex, hw.network, a.weight_bytes)
+    reduce = expert_dp_reduce_s(c, mem.expert_params, 16, hw.gpu, ex, hw.network, rs / 2)
+    assert gathers == pytest.approx(1.229, abs=0.001)
+    dense = group_reduce_s(c, mem.dense_params * (a.weight_bytes + rs / 2), g, node)
+    per_mb = zero3_microbatch_s(c, g, node)
+    assert per_mb.comm_s == pytest.approx(gathers + reduce + dense, rel=1e-9)
+    short, long = (evaluate(spec, hw, _scout_zero3(gb), s, experts=ex) for gb in (128, 256))
+    # each micro-batch exposes what its window does not hide: 16 more micro-batches add
+    # 16 x (comm - window + contention), about 40 s (0.058 s before)
+    added = long.breakdown.dp_comm - short.breakdown.dp_comm
+    each = per_mb.comm_s - c.gather_overlap_s + per_mb.contention_s
+    assert added == pytest.approx(16 * each, rel=1e-9)
+    assert added > 16 * (gathers - c.gather_overlap_s) > 15.0
+    # only the data-parallel part moves with the micro-batches' collectives; ZeRO-1 (the
+    # experts whole on every GPU) is untouched
+    assert long.step_time_s - short.step_time_s > added
+    z1 = evaluate(spec, hw, _scout_zero3(128, zero=1), s, experts=ex)
+    assert z1.step_time_s == pytest.approx(4.896, abs=0.001)
+    assert short.step_time_s > 8 * z1.step_time_s
+
+
+def test_zero3_reducing_once_a_step_gathers_the_experts_but_keeps_their_reduction():
+    """A stack that reduces once a step (zero3_microbatch_grad_reduce_bytes 0) still gathers
+    the expert shards every micro-batch; their gradients are reduced once, with the step
+    (expert_dp_bytes: reduce-scatter and all-gather, their mean size)."""
+    from models.evaluate import with_profile
+    from models.expert import expert_memory, moe_step_coefficients
+    from models.layout import Assumptions
+
+    base = Hardware.from_catalog(stack_catalog((), DEFAULT_STACK), "b200")
+    cal = base.gpu.calibration.model_copy(update={"zero3_microbatch_grad_reduce_bytes": 0.0})
+    hw = Hardware(base.gpu.with_calibration(cal), base.nic, base.nics_per_node, base.switch,
+                  base.facility)  # fmt: skip
+    spec, ex, lay = moe_zoo()["llama4-scout"], ExpertLayout(ep=2), _scout_zero3(128)
+    a = with_profile(Assumptions(), hw.gpu)
+    mem = expert_memory(spec, lay, spec.seq_len, hw.gpu.memory_gb, a, ex)
+    c = moe_step_coefficients(spec, lay, ex, spec.seq_len, hw.gpu, hw.network, a)
+    assert c.expert_zero3_bytes == pytest.approx(mem.expert_params * a.weight_bytes)
+    assert c.expert_zero3_tail_bytes == 0 and c.zero3_grad_rs_bytes == 0
+    assert c.expert_dp_bytes == pytest.approx(
+        mem.expert_params * (a.grad_bytes + a.weight_bytes) / 2
+    )
+    assert c.zero3_gather_bytes == pytest.approx(mem.dense_params * a.weight_bytes)
+
+
+def test_zero3_pipeline_stages_keep_and_gather_the_experts_once_a_step():
+    """With PP under pytorch-fsdp2 a stage keeps its parameters unsharded across the step's
+    micro-batches and accumulates its gradients unsharded in fp32 (models.memory
+    .zero3_kept_bytes): the experts' too, so both are gathered once a step, the experts
+    over their expert-DP group (models.step.zero3_gathers_once), and held whole in memory."""
+    from models.evaluate import with_profile
+    from models.expert import expert_memory, moe_step_coefficients
+    from models.layout import Assumptions
+    from models.memory import GB, UNSHARDED_PARAM_BYTES
+
+    hw = Hardware.from_catalog(stack_catalog((), "pytorch-fsdp2"), "b200")
+    spec, ex = moe_zoo()["llama4-scout"], ExpertLayout(ep=2)
+    lay = Layout(tp=4, pp=2, dp=8, micro_batch=1, global_batch=128, zero=3)
+    a = with_profile(Assumptions(), hw.gpu)
+    assert a.zero3_pp_unsharded_params and a.zero3_microbatch_grad_reduce_bytes == 4.0
+    mem = expert_memory(spec, lay, spec.seq_len, hw.gpu.memory_gb, a, ex)
+    c = moe_step_coefficients(spec, lay, ex, spec.seq_len, hw.gpu, hw.network, a)
+    assert c.zero3_gather_bytes == 0 and c.expert_zero3_bytes == 0
+    assert c.expert_zero3_step_gather_bytes == pytest.approx(mem.expert_params * 2.0 / 2)
+    assert c.zero3_step_gather_bytes == pytest.approx(mem.dense_params * 2.0 / 2)
+    assert c.expert_dp_bytes == pytest.approx(mem.expert_params * (4.0 + 2.0) / 2)
+    params = mem.dense_params + mem.expert_params
+    assert mem.memory.gradients == pytest.approx(params * 4.0 / GB, rel=1e-9)
+    shards = mem.dense_params / lay.dp + mem.expert_params / mem.expert_dp
+    want_w = (shards * a.weight_bytes + params * UNSHARDED_PARAM_BYTES) / GB
+    assert mem.memory.weights == pytest.approx(want_w, rel=1e-9)

@@ -625,7 +625,8 @@ def test_evaluate_options_switch_the_terms_as_the_library(capsys):
         (["--model", "llama2-7b", "--router-fp32"], "--router-fp32"),
         (["--model", "llama2-7b", "--no-permute-fusion"], "--no-permute-fusion"),
         (["--model", "llama2-7b", "--permute-fusion"], "--permute-fusion"),
-        (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "mlp"],
+        # a name neither Megatron-LM nor models.memory knows (mlp is Megatron's: noted)
+        (["--model", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--recompute-modules", "attn"],
          "--recompute-modules"),
         # Megatron-Core refuses the all-to-all overlap: PP 4 without virtual stages, full
         # recomputation, EP 1 (models.expert.a2a_overlap_violation)

@@ -176,3 +176,38 @@ def test_evaluate_text_puts_the_import_first(small):
     text = evaluate_text(imported)
     assert text.startswith("from Megatron-LM: 16 GPUs (2 x 8)")
     assert text.endswith(evaluation_text(imported.ev, imported.evidence))
+
+
+MIXTRAL = ("--model", "mixtral-8x7b", "--tp", "2", "--pp", "4", "--dp", "4", "--ep", "4")
+
+
+def test_megatrons_names_parse_and_their_notes_lead_the_text_and_json():
+    """evaluate takes Megatron-LM's spellings (--dispatcher flex, --precision mxfp8,
+    --recompute-modules 'core_attn moe_act'), each priced as --from-megatron prices it, its
+    notes first in the text and under "notes" in the JSON; mxfp8 shows as fp8 (the
+    contract's --precision values). Click had refused all three."""
+    args = (*MIXTRAL, "--gpu", "b200", "--global-batch", "64", "--no-failures")
+    ev = answer(*args, "--dispatcher", "flex", "--precision", "mxfp8",
+                "--recompute-modules", "core_attn moe_act")  # fmt: skip
+    same = answer(*args, "--dispatcher", "deepep", "--precision", "fp8",
+                  "--recompute-modules", "moe_act")  # fmt: skip
+    assert ev.ev.step_time_s == same.ev.step_time_s and ev.ev.memory == same.ev.memory
+    assert ev.ev.layout.precision == "fp8" and not same.notes
+    text = evaluate_text(ev)
+    assert [x.removeprefix("note: ") for x in text.split("\n")[:2]] == list(ev.notes)
+    assert text.endswith(evaluation_text(ev.ev, ev.evidence))
+    doc = ev.as_dict()
+    assert doc["layout"]["precision"] == "fp8" and doc["notes"] == list(ev.notes)
+    assert any("mxfp8: priced as fp8" in n for n in ev.notes)
+
+
+def test_fused_attention_leaves_blackwell_as_it_is():
+    """--fused-attention on gb200 changes no number (its profile was fitted on fused
+    attention) and says so; on h100-sxm it still speeds the step up."""
+    base = (*MIXTRAL, "--global-batch", "64", "--no-failures")
+    gb200 = [answer(*base, "--gpu", "gb200", *flag) for flag in ((), ("--fused-attention",))]
+    assert gb200[0].ev.step_time_s == gb200[1].ev.step_time_s
+    assert gb200[1].ev.moe_plan == gb200[0].ev.moe_plan
+    assert gb200[1].notes[0].startswith("--fused-attention: no change on gb200")
+    h100 = [answer(*base, *flag) for flag in ((), ("--fused-attention",))]
+    assert h100[1].ev.step_time_s < h100[0].ev.step_time_s and not h100[1].notes

@@ -117,3 +117,15 @@ def test_one_micro_batch_per_step_is_singular(capsys):
     code, out, err = run_main(capsys, args)
     assert code == 0, err
     assert ", 1 micro-batch per step " in out, out.splitlines()[0]
+
+
+def test_evaluates_layout_line_counts_one_micro_batch_singular(capsys):
+    """evaluate's layout line said "(1 micro-batches/step)"."""
+    from helpers import run_main
+
+    args = ["evaluate", "--model", "llama2-7b", "--gpu", "h100-sxm", "--dp", "8"]
+    code, out, err = run_main(capsys, args)
+    assert code in (0, 1), err
+    assert "(1 micro-batch/step)" in out.splitlines()[1]
+    code, out, err = run_main(capsys, [*args, "--global-batch", "16"])
+    assert "(2 micro-batches/step)" in out.splitlines()[1]

@@ -5,6 +5,7 @@ VP 4 or PP 16 x VP 2, in evaluate, --from-megatron and the Megatron emitter."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -92,3 +93,160 @@ def test_megatron_emitter_and_import_round_trip_a_layout():
     run = load_megatron(text)
     assert replace(run.layout, sequence_parallel=None) == lay
     assert layout_fields("Et*7|t*8|t*8|t*8|t*8|t*8|t*14m|L", 61, 2, 1)["mtp_rank"] == 0
+
+
+# the audit's two refusals of layouts Megatron-Core runs
+GB200 = ["evaluate", "--model", "deepseek-v3", "--gpu", "gb200", "--tp", "1", "--pp", "4",
+         "--dp", "64", "--ep", "64", "--global-batch", "2048", "--precision", "fp8"]  # fmt: skip
+NO_MTP = "Et*4|(t*4|)*14tL"  # DeepSeek-V3 GB200's layout, run without --mtp-num-layers
+
+
+def test_a_layout_without_m_evaluates_the_model_without_its_mtp_layer(capsys):
+    """Megatron-Core takes a string with no m only without --mtp-num-layers: the run has
+    no MTP layer. It was refused ("places 0 MTP layers (m)... the model has 1")."""
+    code, out, err = run_main(capsys, [*GB200, "--pipeline-layout", NO_MTP, "--json"])
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert doc["notes"] == [
+        "the layout places no MTP layer (m): evaluated without the model's 1 MTP layer, as "
+        "Megatron-LM runs it without --mtp-num-layers"
+    ]
+    assert doc["stage_layers"] == [16, 16, 16, 13] and doc["layout"]["vp"] == 4
+    # a layout with the m: the model's MTP layer, no note, a longer step
+    with_m = NO_MTP[:-1] + "mL"
+    code, out1, _ = run_main(capsys, [*GB200, "--pipeline-layout", with_m, "--json"])
+    assert json.loads(out1)["notes"] == []
+    assert json.loads(out1)["step_time_s"] > doc["step_time_s"]
+    code, text, _ = run_main(capsys, [*GB200, "--pipeline-layout", NO_MTP])
+    assert [ln for ln in text.splitlines() if "MTP" in ln] == [f"note: {doc['notes'][0]}"]
+    # an m for a model without MTP layers (Kimi K2): refused
+    kimi = [*GB200[:2], "kimi-k2", *GB200[3:], "--pipeline-layout", "Et*4|(t*4|)*14tmL"]
+    code, _, err = run_main(capsys, kimi)
+    assert code == 2 and "places 1 MTP layers (m)" in err and "the model has 0" in err, err
+
+
+def _megatron(tmp_path, layout: str, drop_mtp: bool = False, **sizes: int) -> str:
+    """An emitted DeepSeek-V3 command (YaRN off, as Megatron-LM builds it) with the
+    layout and the parallel sizes swapped in, written to a file for --from-megatron."""
+    from designer.launch.settings import Launch
+    from test_launch_round_trip import moe_plan
+
+    text = emit(Launch.from_plan(*moe_plan("deepseek-v3", V3_NO_YARN)), "megatron")
+    for flag, value in {**sizes, "--pipeline-model-parallel-layout": f"'{layout}'"}.items():
+        text = re.sub(rf"{flag} \S+", f"{flag} {value}", text)
+    if drop_mtp:
+        text = text.replace("--mtp-num-layers 1", "")
+    path = tmp_path / "megatron.sh"
+    path.write_text(text)
+    return str(path)
+
+
+V3_NO_YARN = V3.model_copy(update={"rope_scaling": None})
+
+
+def _sizes(tp: int, pp: int, dp: int, ep: int, gb: int) -> tuple[dict[str, int], list[str]]:
+    """(the emitted command's sizes, evaluate's options) of one DeepSeek-V3 layout on H100."""
+    megatron = {"--nnodes": tp * pp * dp // 8, "--tensor-model-parallel-size": tp,
+                "--pipeline-model-parallel-size": pp, "--expert-model-parallel-size": ep,
+                "--global-batch-size": gb}  # fmt: skip
+    cli = ["evaluate", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--no-sequence-parallel"]
+    for flag, value in (("--tp", tp), ("--pp", pp), ("--dp", dp), ("--ep", ep),
+                        ("--global-batch", gb)):  # fmt: skip
+        cli += [flag, str(value)]
+    return megatron, cli
+
+
+PP16, CLI16 = _sizes(4, 16, 38, 8, 7296)
+
+
+@pytest.mark.parametrize(
+    "layout, stage_layers",
+    [
+        ("E|(t*4|)*14t*5mL", [0, *[4] * 14, 5]),  # the first rank holds no transformer layer
+        ("Et*5|(t*4|)*14mL", [5, *[4] * 14, 0]),  # the last: its MTP layer and the loss
+    ],
+)
+def test_a_rank_without_layers_evaluates_as_from_megatron_does(capsys, tmp_path, layout,
+                                                                stage_layers):  # fmt: skip
+    """A first or last rank of 0 layers: evaluate refused the string ("--first-stage-layers:
+    must be at least 1 (got 0)": layout_split returned a split its flags cannot say) and
+    --from-megatron read it as infeasible by the same rule; both now take stage_counts."""
+    code, out, err = run_main(capsys, [*CLI16, "--pipeline-layout", layout, "--json"])
+    assert code in (0, 1), err
+    mine = json.loads(out)
+    command = _megatron(tmp_path, layout, **PP16)
+    code, out, err = run_main(capsys, ["evaluate", "--gpu", "h100-sxm", "--from-megatron",
+                                       command, "--json"])  # fmt: skip
+    assert code in (0, 1), err
+    theirs = json.loads(out)
+    assert mine["stage_layers"] == theirs["stage_layers"] == stage_layers
+    assert mine["layout"]["stage_counts"] == theirs["layout"]["stage_counts"] == stage_layers
+    assert mine["violations"] == theirs["violations"]
+    assert mine["feasible"] == theirs["feasible"]
+    assert mine["step_time_s"] == theirs["step_time_s"]
+
+
+PP4, CLI4 = _sizes(2, 4, 32, 64, 1024)
+
+
+@pytest.mark.parametrize(
+    "layout, first, last",
+    [("Et*15|t*15|t*15|t*16mL", 15, 16), ("Et*16|t*15|t*15|t*15mL", 16, 15)],
+)
+def test_an_uneven_split_the_flags_say_is_not_refused(capsys, tmp_path, layout, first, last):
+    """61 layers on PP 4 as 15/15/15/16: the string matched the designer's own split of
+    layers p does not divide (no split fields), which Megatron-LM's flags refuse, so
+    evaluate refused it ("--pp: pp 4 does not divide the model's 61 layers") and
+    --from-megatron read it as infeasible; both now read the first/last-stage layers
+    that say it (layout_split keeps only splits split_violation allows)."""
+    code, out, err = run_main(capsys, [*CLI4, "--pipeline-layout", layout, "--json"])
+    assert code in (0, 1), err
+    mine = json.loads(out)
+    assert (mine["layout"]["first_stage_layers"], mine["layout"]["last_stage_layers"]) == (
+        first, last,
+    )  # fmt: skip
+    assert not [v for v in mine["violations"] if v["constraint"] == "divisibility"]
+    command = _megatron(tmp_path, layout, **PP4)
+    code, out, err = run_main(capsys, ["evaluate", "--gpu", "h100-sxm", "--from-megatron",
+                                       command, "--json"])  # fmt: skip
+    assert code in (0, 1), err
+    theirs = json.loads(out)
+    assert mine["stage_layers"] == theirs["stage_layers"]
+    assert mine["violations"] == theirs["violations"]
+    assert mine["step_time_s"] == theirs["step_time_s"]
+
+
+def test_a_first_or_last_rank_without_layers_is_read_as_stage_counts():
+    """Megatron-LM's first/last-stage flags take at least 1 layer; a string whose end rank
+    holds none is every stage's count, as with any other split the flags cannot say."""
+    for text, counts in (
+        ("E|t*61mL", (0, 61)),
+        ("Et*61|mL", (61, 0)),
+        ("E|t*30|t*31|mL", (0, 30, 31, 0)),
+    ):
+        pp = len(counts)
+        assert layout_fields(text, 61, pp, 1) == {"vp": 1, "stage_counts": counts}, text
+    # with a layer on each end rank the flags still say it
+    assert layout_fields("Et*16|t*15|t*15|t*15mL", 61, 4, 1) == {
+        "vp": 1, "first_stage_layers": 16, "last_stage_layers": 15,
+    }  # fmt: skip
+
+
+def test_a_layout_without_m_evaluates_as_a_command_without_mtp(capsys, tmp_path):
+    """The m-less string agrees with the Megatron-LM command that runs it (no
+    --mtp-num-layers): same stage layers and step time."""
+    cli = [*GB200[:4], "h100-sxm", *GB200[5:-2], "--pipeline-layout", NO_MTP, "--json"]
+    code, out, err = run_main(capsys, cli)
+    assert code in (0, 1), err
+    mine = json.loads(out)
+    sizes = {"--nnodes": 32, "--tensor-model-parallel-size": 1,
+             "--pipeline-model-parallel-size": 4, "--expert-model-parallel-size": 64,
+             "--global-batch-size": 2048}  # fmt: skip
+    command = _megatron(tmp_path, NO_MTP, drop_mtp=True, **sizes)
+    code, out, err = run_main(capsys, ["evaluate", "--gpu", "h100-sxm", "--from-megatron",
+                                       command, "--json"])  # fmt: skip
+    assert code in (0, 1), err
+    theirs = json.loads(out)
+    assert theirs["from_megatron"]["model_spec"]["mtp_layers"] == 0
+    assert mine["stage_layers"] == theirs["stage_layers"] == [16, 16, 16, 13]
+    assert mine["step_time_s"] == theirs["step_time_s"]

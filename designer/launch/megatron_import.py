@@ -292,6 +292,33 @@ RELEASE_NOT_PRICED = {
 # moe_flex_dispatcher_backend, default deepep): DeepEP and HybridEP send a token once per
 # remote scale-up domain (ExpertLayout.dispatch_per_domain); NCCL EP is priced as alltoall
 PER_DOMAIN_BACKENDS = ("deepep", "hybridep")
+# Megatron-LM's --recompute-modules names that models.memory.MODULES spells otherwise
+MODULE_NAMES = {"shared_experts": "shared_expert"}
+# ...and those it prices another way: core_attn is the layout's selective recompute
+# (_recompute_mode), mlp a dense MLP's (noted, not priced)
+LAYOUT_MODULE, DENSE_MLP_MODULE = "core_attn", "mlp"
+
+
+def megatron_modules(words: list[str], flag_name: str, notes: list[str]) -> frozenset[str]:
+    """Megatron-LM's --recompute-modules in models.memory.MODULES' names, without core_attn
+    (the layout's selective recompute) or mlp (noted, not priced); other names are kept
+    for the caller to check. evaluate's --recompute-modules reads them the same way."""
+    modules = frozenset(MODULE_NAMES.get(w, w) for w in words)
+    if DENSE_MLP_MODULE in modules:
+        notes.append(f"{flag_name} {DENSE_MLP_MODULE}: a dense MLP's recompute, not priced")
+    return modules - {LAYOUT_MODULE, DENSE_MLP_MODULE}
+
+
+def dispatcher_priced(dispatcher: str, flag_name: str, notes: list[str]) -> bool:
+    """Whether a dispatcher as Megatron-LM or evaluate names it sends a token once per remote
+    scale-up domain: flex (megatron-core 0.19.2's default backend, deepep), deepep and
+    hybridep do (_flex_dispatch); alltoall does not, allgather is noted and priced as it."""
+    if dispatcher not in ("alltoall", "flex", *PER_DOMAIN_BACKENDS):
+        notes.append(
+            f"{flag_name} {dispatcher}: modelled as alltoall "
+            "(models/expert.py prices Megatron-Core's all-to-all dispatcher)"
+        )
+    return dispatcher == "flex" or dispatcher in PER_DOMAIN_BACKENDS
 
 
 def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
@@ -325,11 +352,7 @@ def _moe_fields(m: _Flags, layers: int, ffn: int, notes: list[str]) -> dict:
             moe_layer_every=found[1],
         )
         dispatcher = m.text("moe_dispatcher") or default("moe_dispatcher")
-        if dispatcher not in ("alltoall", "flex"):  # flex: _flex_dispatch
-            notes.append(
-                f"{m.name('moe_dispatcher')} {dispatcher}: modelled as alltoall "
-                "(models/expert.py prices Megatron-Core's all-to-all dispatcher)"
-            )
+        dispatcher_priced(dispatcher, m.name("moe_dispatcher"), notes)  # flex: _flex_dispatch
     if m.switch("mla"):
         out.update(
             q_lora_rank=m.integer("q_lora_rank"),
@@ -743,7 +766,7 @@ def _recompute_mode(m: _Flags, notes: list[str]) -> str:
     if recompute == "full" and (m.text("recompute_method") == "block"):
         notes.append("--recompute-method block: modelled as full recomputation of every layer")
     modules = m.words("recompute_modules")
-    if modules is not None and recompute == "selective" and "core_attn" not in modules:
+    if modules is not None and recompute == "selective" and LAYOUT_MODULE not in modules:
         recompute = "none"  # the layout's selective recompute is Megatron's core_attn
     if modules is not None and recompute == "full":
         notes.append(
@@ -994,10 +1017,10 @@ def _moe_mechanisms(m: _Flags, spec: TransformerSpec, notes: list[str]) -> dict:
     fields' defaults)."""
     if not spec.is_moe:
         given = m.words("recompute_modules")
-        if given and _granularity(m) == "selective" and set(given) - {"core_attn"}:
+        if given and _granularity(m) == "selective" and set(given) - {LAYOUT_MODULE}:
             notes.append(
                 f"{m.name('recompute_modules')}: a dense model's recompute of "
-                f"{', '.join(sorted(set(given) - {'core_attn'}))} is not priced"
+                f"{', '.join(sorted(set(given) - {LAYOUT_MODULE}))} is not priced"
             )
         return {}
     fused, router = _permute_fusion(m, notes), _router_fp32(m, notes)
@@ -1069,11 +1092,7 @@ def _recompute_modules(m: _Flags, notes: list[str]) -> frozenset[str]:
     given = m.words("recompute_modules")
     if given is None or _granularity(m) != "selective":
         return frozenset()
-    names = {"shared_experts": "shared_expert"}
-    modules = frozenset(names.get(w, w) for w in given) - {"core_attn"}
-    if "mlp" in modules:
-        notes.append(f"{m.name('recompute_modules')} mlp: a dense MLP's recompute, not priced")
-    return modules & frozenset(MODULES)
+    return megatron_modules(given, m.name("recompute_modules"), notes) & frozenset(MODULES)
 
 
 PIPELINE_SPLIT_OPTIONS = {

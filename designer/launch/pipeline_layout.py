@@ -163,8 +163,9 @@ def _count(digits: str) -> int:
 
 def layout_split(text: str, layers: int, pp: int) -> dict[str, Any]:
     """Layout fields (vp, first/last stage layers, embedding/loss accounting) whose split
-    the designer models identically to the layout string. ValueError (with the reason)
-    when the string is malformed or its split is not one the designer models."""
+    the designer models identically to the layout string (first/last-stage layers only
+    where Megatron-LM's flags take them). ValueError (with the reason) when the string is
+    malformed or its split is not one the designer models."""
     stages = parse(text)
     if len(stages) % pp:
         raise ValueError(f"{len(stages)} stages do not divide by the pipeline size {pp}")
@@ -186,14 +187,17 @@ def layout_split(text: str, layers: int, pp: int) -> dict[str, Any]:
         {"embedding_in_split": e, "loss_in_split": lo}
         for e, lo in ((True, True), (False, True), (True, False))
     ]
-    candidates.append(
-        {"first_stage_layers": per_rank[0], "last_stage_layers": per_rank[-1]} if pp > 1 else {}
-    )
-    candidates.append({"first_stage_layers": per_rank[0]} if pp > 1 else {})
-    candidates.append({"last_stage_layers": per_rank[-1]} if pp > 1 else {})
+    ends = {"first_stage_layers": per_rank[0], "last_stage_layers": per_rank[-1]}
+    if pp > 1:
+        candidates += [{k: ends[k] for k in keys} for keys in (tuple(ends), *zip(ends))]
     for fields in candidates:
         probe = Layout(tp=1, pp=pp, dp=1, micro_batch=1, global_batch=1, vp=vp, **fields)
-        if chunk_layers(layers, probe) == counts:
+        if chunk_layers(layers, probe) != counts:
+            continue
+        # only a split Megatron-LM's flags take (a rank of 0 layers, or an even split of
+        # layers p does not divide, is refused: split_violation): stage_counts say the
+        # rest (layout_fields)
+        if split_violation(layers, probe) is None:
             return {"vp": vp, **fields}
     raise ValueError(
         f"its split ({'/'.join(map(str, counts))} layers per stage) is not one the designer "

@@ -38,6 +38,12 @@ def imported_text(run) -> str:
 
 def _head(ev, evidence: dict[str, Any]) -> list[str]:
     lay = ev.layout
+    accum = lay.grad_accum  # whole unless the global batch breaks divisibility
+    per_step = (
+        render.count(accum, "micro-batch", "micro-batches")
+        if float(accum).is_integer()
+        else f"{accum:g} micro-batches"
+    )
     lines = [
         f"{ev.model} on {lay.num_gpus:,} x {report.gpu_label(ev.gpu, evidence)} "
         f"({render.count(ev.nodes, 'server')}, {ev.nics_per_node} x {ev.nic} each)",
@@ -45,7 +51,7 @@ def _head(ev, evidence: dict[str, Any]) -> list[str]:
         + (f", ep {ev.ep}, etp {ev.etp}" if ev.moe else "")
         + "; "
         f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,} "
-        f"({lay.grad_accum:g} micro-batches/step), seq {ev.seq_len:,}; recompute "
+        f"({per_step}/step), seq {ev.seq_len:,}; recompute "
         f"{lay.recompute}, SP {'on' if lay.sp else 'off'}, ZeRO {lay.zero}, {lay.precision}",
     ]
     if lay.uneven:
@@ -131,7 +137,9 @@ def _cp_ring_line(ev) -> str:
 
 def evaluate_text(answer) -> str:
     """The whole text: the imported command (with --from-megatron), then the evaluation."""
-    text = evaluation_text(answer.ev, answer.evidence)
+    text = "".join(f"note: {n}\n" for n in answer.notes) + evaluation_text(
+        answer.ev, answer.evidence
+    )
     if answer.imported is None:
         return text
     return imported_text(answer.imported) + "\n" + text
