@@ -58,6 +58,7 @@ IMPORTED_LAYOUT_OPTIONS = {
     "embedding_in_split": "--embedding-in-split",
     "loss_in_split": "--loss-in-split",
     "pipeline_layout": "--pipeline-layout",
+    "mtp_layers": "--mtp-layers",
     "micro_batch": "--micro-batch",
     "global_batch": "--global-batch",
     "seq_len": "--seq-len",
@@ -70,7 +71,7 @@ IMPORTED_LAYOUT_OPTIONS = {
 LAYOUT_FIELDS = tuple(
     k
     for k in IMPORTED_LAYOUT_OPTIONS
-    if k not in ("model_name", "global_batch", "seq_len", "pipeline_layout")
+    if k not in ("model_name", "global_batch", "seq_len", "pipeline_layout", "mtp_layers")
 )
 SPLIT_OPTIONS = ("vp", "first_stage_layers", "last_stage_layers", "embedding_in_split",
                  "loss_in_split")  # fmt: skip
@@ -125,11 +126,21 @@ def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int, tuple[str, ...
 
 
 def run_spec(spec, opts: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
-    """The model as the run builds it, with a note where that is not the model given: a
-    --pipeline-layout that places no ``m`` runs a model with multi-token-prediction layers
-    without them (Megatron-Core runs that string only without --mtp-num-layers, and
-    --from-megatron reads such a command as a model of none)."""
+    """The model as the run builds it, with a note where that is not the model given:
+    --mtp-layers N builds N multi-token-prediction layers (Megatron-LM --mtp-num-layers; 0
+    none, as a command without it); without it, a --pipeline-layout that places no ``m``
+    runs a model with MTP layers without them (Megatron-Core runs that string only without
+    --mtp-num-layers, and --from-megatron reads such a command as a model of none)."""
+    given = opts.get("mtp_layers")
+    if given is not None and given != spec.mtp_layers:
+        return spec.model_copy(update={"mtp_layers": given}), (
+            f"--mtp-layers {given}: evaluated with {given} multi-token-prediction "
+            f"layer{'s' * (given != 1)} (Megatron-LM --mtp-num-layers), where the model "
+            f"has {spec.mtp_layers}",
+        )
     text, n = opts.get("pipeline_layout"), spec.mtp_layers
+    if given is not None:
+        return spec, ()
     if not text or not n or "m" in text:  # "": refused by pipeline_layout_fields
         return spec, ()
     return spec.model_copy(update={"mtp_layers": 0}), (

@@ -200,6 +200,13 @@ EVALUATE_OPTIONS = [
         "without --mtp-num-layers).",
     ),
     click.option(
+        "--mtp-layers",
+        type=WholeCount(min=0, max=1_000),
+        default=None,
+        help="Multi-token-prediction layers the run builds (Megatron-LM --mtp-num-layers; "
+        "0: none) [default: the model's].",
+    ),
+    click.option(
         "--embedding-in-split/--no-embedding-in-split",
         default=False,
         show_default=True,

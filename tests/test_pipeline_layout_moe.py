@@ -250,3 +250,36 @@ def test_a_layout_without_m_evaluates_as_a_command_without_mtp(capsys, tmp_path)
     assert theirs["from_megatron"]["model_spec"]["mtp_layers"] == 0
     assert mine["stage_layers"] == theirs["stage_layers"] == [16, 16, 16, 13]
     assert mine["step_time_s"] == theirs["step_time_s"]
+
+
+def test_mtp_layers_option_builds_the_run_without_or_with_mtp(capsys, tmp_path):
+    """--mtp-layers N (Megatron-LM --mtp-num-layers): 0 drops DeepSeek-V3's MTP layer with a
+    note, as a layout string without m does; it must agree with the string's m count; and
+    --from-megatron, whose command says it, refuses it."""
+    base = [*CLI16, "--first-stage-layers", "1", "--last-stage-layers", "4", "--json"]
+    code, out, err = run_main(capsys, [*base, "--mtp-layers", "0"])
+    assert code in (0, 1), err
+    none = json.loads(out)
+    assert none["notes"] == [
+        "--mtp-layers 0: evaluated with 0 multi-token-prediction layers (Megatron-LM "
+        "--mtp-num-layers), where the model has 1"
+    ]
+    code, out, err = run_main(capsys, base)
+    assert code in (0, 1), err
+    one = json.loads(out)
+    assert one["notes"] == [] and one["step_time_s"] > none["step_time_s"]
+    code, out, _ = run_main(capsys, [*base, "--mtp-layers", "1"])  # the model's: no note
+    assert json.loads(out)["notes"] == [] and json.loads(out)["step_time_s"] == one["step_time_s"]
+    # with a layout string: no m and 0 agree; an m with 0 is refused by the m count
+    layout = ["--pipeline-layout", "E|(t*4|)*14t*5L"]
+    code, out, err = run_main(capsys, [*CLI16, "--json", *layout, "--mtp-layers", "0"])
+    assert code in (0, 1), err
+    code, out2, err = run_main(capsys, [*CLI16, "--json", *layout])
+    assert json.loads(out)["step_time_s"] == json.loads(out2)["step_time_s"]
+    code, _, err = run_main(capsys, [*CLI16, "--pipeline-layout", "E|(t*4|)*14t*5mL",
+                                     "--mtp-layers", "0"])  # fmt: skip
+    assert code == 2 and "--pipeline-layout" in err and "the model has 0" in err
+    command = _megatron(tmp_path, "E|(t*4|)*14t*5mL", **PP16)
+    code, _, err = run_main(capsys, ["evaluate", "--gpu", "h100-sxm", "--from-megatron", command,
+                                     "--mtp-layers", "0"])  # fmt: skip
+    assert code == 2 and "--mtp-layers" in err
