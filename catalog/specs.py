@@ -308,12 +308,15 @@ class Calibration(_Strict):
     )
     zero3_pp_unsharded_params: bool = Field(
         False,
-        description="ZeRO-3 / FSDP with PP > 1: each stage keeps its parameters unsharded "
-        "from the step's first forward to its last backward, gathered once a step "
+        description="ZeRO-3 / FSDP with PP > 1 on PyTorch's pipeline stages: each stage keeps "
+        "its parameters unsharded from the step's first forward to its last backward, "
+        "gathered once a step, and its gradients until the last backward "
         "(torch.distributed.pipelining's backward_maybe_with_nosync calls "
-        "set_reshard_after_backward(False), torchtitan's apply_fsdp sets "
-        "reshard_after_forward to not pp_enabled; models.memory.zero3_kept_bytes); False: "
-        "resharded after every pass, gathered each micro-batch",
+        "set_reshard_after_backward(False) and set_requires_gradient_sync(False), "
+        "torchtitan's apply_fsdp sets reshard_after_forward to not pp_enabled; "
+        "models.memory.zero3_kept_bytes, zero3_microbatch_reduce_bytes); False (Megatron-Core's "
+        "FSDP): with PP as without, resharded after every pass, gathered and its gradients "
+        "reduce-scattered every micro-batch",
     )
     note: str = Field(min_length=1, description="how the constants were fitted")
 

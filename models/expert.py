@@ -1100,7 +1100,10 @@ def zero3_moe_bytes(
     Where the stage keeps its parameters unsharded across the micro-batches
     (models.step.zero3_gathers_once), both are gathered once a step instead
     (``zero3_step_gather_bytes``, ``expert_zero3_step_gather_bytes``)."""
-    rs = zero3_microbatch_reduce_bytes(layout, gpu.calibration.zero3_microbatch_grad_reduce_bytes)
+    cal = gpu.calibration
+    rs = zero3_microbatch_reduce_bytes(
+        layout, cal.zero3_microbatch_grad_reduce_bytes, cal.zero3_pp_unsharded_params
+    )
     per_param = step_reduction_bytes(layout, gpu, a)
     out = {"dp_bytes": mem.dense_params * per_param}
     out["expert_dp_bytes"] = mem.expert_params * per_param

@@ -168,15 +168,24 @@ def zero_sharded(zero: int) -> tuple[bool, bool, bool]:
     return zero >= 3, zero >= 2, zero >= 1
 
 
-def zero3_microbatch_reduce_bytes(layout: Layout, reduce_bytes: float) -> float:
+def zero3_microbatch_reduce_bytes(
+    layout: Layout, reduce_bytes: float, pytorch_pipelining: bool
+) -> float:
     """Bytes per parameter of the gradient reduce-scatter that each micro-batch's backward
     issues under ZeRO-3 / FSDP: the stack's (``reduce_bytes``, its profile's
-    zero3_microbatch_grad_reduce_bytes: the reduce dtype, 0 where it reduces once a step)
-    without PP; 0 below ZeRO-3 and with PP, where PyTorch's pipeline stages turn it off
+    zero3_microbatch_grad_reduce_bytes: the reduce dtype, 0 where it reduces once a step);
+    0 below ZeRO-3. With PP, 0 where the stack's pipeline stages are PyTorch's
+    (``pytorch_pipelining``: the profile's zero3_pp_unsharded_params), which turn it off
     and reduce at the last backward (torch/distributed/pipelining/stage.py@v2.9.0,
     _PipelineStageBase.backward_maybe_with_nosync: set_requires_gradient_sync(False) on
-    the FSDP module, its run_post_backward at last_backward). models.step prices it."""
-    return reduce_bytes if layout.zero >= 3 and layout.pp == 1 else 0.0
+    the FSDP module, its run_post_backward at last_backward); Megatron-Core's FSDP
+    reduce-scatters every backward with PP too: its no_sync "for grads shard mode there
+    will actually always be gradient sync happening" (custom_fsdp
+    fully_sharded_data_parallel.py at NVIDIA/Megatron-LM 1e057005: grad_reduce_every_bprop
+    for optim_grads and optim_grads_params). models.step prices it."""
+    if layout.zero < 3 or (layout.pp > 1 and pytorch_pipelining):
+        return 0.0
+    return reduce_bytes
 
 
 # bytes per parameter of the unsharded copies a ZeRO-3 / FSDP stage gathers: FSDP2's
@@ -198,7 +207,8 @@ def zero3_kept_bytes(layout: Layout, a: Assumptions) -> Zero3Kept:
     """What a ZeRO-3 stage keeps unsharded across its micro-batches, per parameter.
 
     Gradients: where no reduce-scatter follows each micro-batch's backward
-    (zero3_microbatch_reduce_bytes 0: PP > 1, or a stack that reduces once a step) and the
+    (zero3_microbatch_reduce_bytes 0: PP > 1 on PyTorch's pipeline stages, or a stack that
+    reduces once a step) and the
     step has more than one micro-batch, they accumulate unsharded until the last backward,
     in the stack's reduce dtype (``a.zero3_microbatch_grad_reduce_bytes``; ``grad_bytes``
     where it is 0). PyTorch's pipeline stages turn the reduction off with
@@ -223,7 +233,8 @@ def zero3_kept_bytes(layout: Layout, a: Assumptions) -> Zero3Kept:
         return Zero3Kept(0.0, 0.0)
     reduce = a.zero3_microbatch_grad_reduce_bytes
     grads = 0.0
-    if zero3_microbatch_reduce_bytes(layout, reduce) <= 0 and layout.grad_accum > 1 + 1e-9:
+    each = zero3_microbatch_reduce_bytes(layout, reduce, a.zero3_pp_unsharded_params)
+    if each <= 0 and layout.grad_accum > 1 + 1e-9:
         grads = reduce if reduce > 0 else a.grad_bytes
     params = UNSHARDED_PARAM_BYTES if layout.pp > 1 and a.zero3_pp_unsharded_params else 0.0
     return Zero3Kept(grads, params)

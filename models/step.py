@@ -563,7 +563,9 @@ def step_coefficients(
     gpn = gpu.server.gpus_per_server
     k = scaleup.ranks_in_domain(gpu, layout.tp)
     grad_params = stage_params(spec, layout, "most")
-    rs_bytes = zero3_microbatch_reduce_bytes(layout, cal.zero3_microbatch_grad_reduce_bytes)
+    rs_bytes = zero3_microbatch_reduce_bytes(
+        layout, cal.zero3_microbatch_grad_reduce_bytes, cal.zero3_pp_unsharded_params
+    )
     gathers = grad_params * a.weight_bytes if layout.zero >= 3 else 0.0
     once = zero3_gathers_once(layout, gpu)
     window = cp_window_per_microbatch_s(spec, layout, seq_len, compute_mb)
@@ -623,7 +625,10 @@ def step_reduction_bytes(layout: Layout, gpu: GPUSpec, a: Assumptions) -> float:
     cal = gpu.calibration
     if layout.zero == 0:
         return a.grad_bytes
-    if zero3_microbatch_reduce_bytes(layout, cal.zero3_microbatch_grad_reduce_bytes) > 0:
+    each = zero3_microbatch_reduce_bytes(
+        layout, cal.zero3_microbatch_grad_reduce_bytes, cal.zero3_pp_unsharded_params
+    )
+    if each > 0:
         return a.weight_bytes / 2.0
     grads = a.grad_bytes
     if layout.zero >= 3 and cal.zero3_microbatch_grad_reduce_bytes > 0:
