@@ -15,8 +15,10 @@ rule switched off re-solves only the shapes it admits (the others keep their pla
 whose best is the proved optimum).
 
 Conflict (nothing fits): the active families are shrunk to a minimal infeasible set
-by deletion, each step a feasibility test (presolve, a quick witness, or a CP-SAT
-solve), decided tests reused by monotonicity (infeasible_core). For each member the
+by deletion, each step a feasibility test (presolve, a quick witness, a TCO budget
+below every shape's cost cut, or a CP-SAT solve), decided tests reused by monotonicity
+(infeasible_core), the conflict first guessed with memory kept and tested once without
+it (_guess: the deletion's trials without memory bound every shape). For each member the
 smallest relaxation that makes the question feasible, the others unchanged, is found
 by bisection on its amount. When no member's relaxation alone makes the question
 feasible, another conflict among the families outside the first blocks them all (a
@@ -47,6 +49,8 @@ from solvers.exhaustive import best_for_candidate
 from solvers.families import BY_NAME, NAMES, REGISTRY, SHAPE_RULES, active, enforced
 from solvers.families.base import Family, Fix
 from solvers.gc_pause import without_gc_pauses
+from solvers.intmath import down
+from solvers.limits import TCO_UNITS_PER_CENT
 from solvers.plan import Config, Plan, build_plan
 from solvers.result import SolveResult
 from solvers.scenario import Scenario
@@ -82,6 +86,9 @@ EXPLAIN_WARM_SHAPES = 6
 # presolved: more than the capped search's own room (prune's 1e-4 margin on a cap raised by
 # it, solvers.cpsat.solve._time_cap), so it drops none of the shapes the search would keep
 UNDER_THE_PLAN_ROOM = 1.001
+# Each of _guess's tests stops here (seconds of CP-SAT search; undecided, it answers nothing):
+# the guesses of bench/explain_speed.py's questions decide within a second
+GUESS_LIMIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -393,7 +400,10 @@ def _feasible(
         return False
     if len(pre.candidates) != len(quick.candidates) and _witness(s, pre):
         return True
-    return _decide(_feasibility_model(s, pre), time_limit_s)
+    cuts = _cost_cuts(s, pre)
+    if cuts is not None and not any(_under_budget(s, lb) for lb in cuts):
+        return False  # every shape's cut exceeds the budget: the model, unbuilt, is infeasible
+    return _decide(_feasibility_model(s, pre, cuts), time_limit_s)
 
 
 def _decide(form: Formulation, time_limit_s: float) -> bool | None:
@@ -427,7 +437,10 @@ def _admits_config(
     at = [i for i, c in enumerate(pre.candidates) if c.shape == cfg.shape]
     if not at:
         return False
-    form = _feasibility_model(s, pre)
+    cuts = _cost_cuts(s, pre)
+    if cuts is not None and not _under_budget(s, cuts[at[0]]):
+        return False  # the shape's own cut exceeds the budget (_feasible's shortcut)
+    form = _feasibility_model(s, pre, cuts)
     md = form.model
     md.add(form.x[at[0]] == 1)
     if cfg.nic not in form.nic_lits:
@@ -443,7 +456,28 @@ def _admits_config(
     return _decide(form, time_limit_s)
 
 
-def _feasibility_model(s: Scenario, pre: Presolved) -> Formulation:
+def _cost_cuts(s: Scenario, pre: Presolved) -> list[float] | None:
+    """Under a TCO budget, each presolved shape's TCO lower bound less 1e-6 of itself, the
+    cut _feasibility_model gives its cost; None otherwise (no cut)."""
+    if not (s.pricing == "tco" and active(s, "budget")):
+        return None
+    costed = s if s.objective == "cost" else s.with_changes(objective="cost")
+    lbs = objective_lower_bounds(costed, pre.candidates, pre.dp_ranges)
+    return [lb * (1 - 1e-6) for lb in lbs]
+
+
+def _under_budget(s: Scenario, cut: float) -> bool:
+    """Whether a shape whose cost cut (_cost_cuts) is ``cut`` may meet the TCO budget in
+    _feasibility_model: the cut as the model rounds it (solvers.cpsat.model._cuts) at most
+    the budget as the budget family rounds it (solvers.families.budget's encode), both in
+    TCO cost units. False: the model admits no plan of the shape, so a question whose every
+    shape is cut off is infeasible without building it (issue 22: seed 44's explanation
+    built a dozen models over thousands of shapes that CP-SAT refuted at once)."""
+    units = 100 * TCO_UNITS_PER_CENT
+    return down(cut * units * (1 - 1e-12)) <= down(s.budget * units)
+
+
+def _feasibility_model(s: Scenario, pre: Presolved, cuts: list[float] | None = None) -> Formulation:
     """A feasibility question's model: the presolved DP ranges, no objective bounds (a TCO
     bound over thousands of shapes and every NIC option costs seconds, and decides
     nothing), and the time objective (the constraints do not depend on it; the cloud cost
@@ -454,13 +488,11 @@ def _feasibility_model(s: Scenario, pre: Presolved) -> Formulation:
     budget's fix, solvers/families/base.py other_objective_fix, asks exactly that). Less
     1e-6 of itself (the cloud cut's margin: the model's integer cost may round below the
     float bound, and intmath.down forgives 1e-9 upward), so that it never rules out a
-    plan the model without it admits."""
-    if s.pricing == "tco" and active(s, "budget"):
+    plan the model without it admits. ``cuts``: _cost_cuts's, when the caller has them."""
+    cuts = cuts if cuts is not None else _cost_cuts(s, pre)
+    if cuts is not None:
         costed = s if s.objective == "cost" else s.with_changes(objective="cost")
-        lbs = [
-            lb * (1 - 1e-6) for lb in objective_lower_bounds(costed, pre.candidates, pre.dp_ranges)
-        ]
-        return build(costed, pre.candidates, bounds=Bounds(pre.dp_ranges, lbs))
+        return build(costed, pre.candidates, bounds=Bounds(pre.dp_ranges, cuts))
     timed = s if s.objective == "time" else s.with_changes(objective="time")
     zero = [0.0] * len(pre.candidates)
     return build(timed, pre.candidates, bounds=Bounds(pre.dp_ranges, zero))
@@ -491,7 +523,8 @@ def infeasible_core(
 
     Deletion from every active family (_shrink), each step verified: a presolve (which
     usually empties the space: bounds.dp_bounds), a quick witness, or a CP-SAT solve over
-    the presolved shapes with their bounds and cuts. (An assumption solve over every shape
+    the presolved shapes with their bounds and cuts; after a guess (_guess) whose decided
+    tests answer the deletion's trials that hold it. (An assumption solve over every shape
     with the families as literals, which this replaced, cost more on every question of
     bench/explain_speed.py --random than the deletions it saved: its model had no bound to
     use.)"""
@@ -500,7 +533,38 @@ def infeasible_core(
     first = known.check(scenario, set(active), cands, time_limit_s)
     if first is not False:
         return []
+    _guess(scenario, active, cands, time_limit_s, known)
     return _shrink(scenario, active, cands, time_limit_s, known)
+
+
+def _guess(
+    scenario: Scenario,
+    active: list[str],
+    cands: list[Candidate],
+    time_limit_s: float,
+    known: _Outcomes,
+) -> None:
+    """Learn, before the deletion, whether the conflict it will likely find holds without
+    memory: shrink the other families with memory kept (tests that presolve to a few
+    shapes, milliseconds each), then test what is left without memory, once. Infeasible
+    there (``known`` records it), it answers every deletion trial that holds it, each of
+    which drops memory and so bounds every shape (issue 22: seeds 44 and 123 ran 7 to 10
+    such tests, a second or more each). Every answer ``known`` records is a decided test's,
+    so the deletion finds the core it finds without the guess; a guess test undecided in
+    time records nothing and leaves ``known.undecided`` as it was (each guess test stops at
+    GUESS_LIMIT_S: a wrong guess costs little)."""
+    if "memory" not in active:
+        return
+    undecided = known.undecided
+    limit_s = min(time_limit_s, GUESS_LIMIT_S)
+    core = [f for f in active if f != "memory"]
+    for fam in list(core):
+        trial = set(core) - {fam}
+        if known.check(scenario, trial | {"memory"}, cands, limit_s) is False:
+            core.remove(fam)
+    if core:
+        known.check(scenario, set(core), cands, limit_s)
+    known.undecided = undecided
 
 
 class _Outcomes:

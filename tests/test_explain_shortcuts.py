@@ -7,7 +7,9 @@ derives share their shapes' deadline and budget answers (bounds.shared_bounds), 
 every input those read; the deletion loop answers a test from a decided superset or subset
 of families (explain._Outcomes) and tries the superset with only the member dropped first
 (explain._shrink); a TCO budget's feasibility model carries the shapes' cost bounds
-(explain._feasibility_model); a fix's bisection asks its upper end after a few failed
+(explain._feasibility_model), and a question whose every shape that cut rules out is not
+built (explain._under_budget); before the deletion, the conflict it will likely find is
+guessed with memory kept and tested once without it (explain._guess); a fix's bisection asks its upper end after a few failed
 probes (families.base.bisect). Each is checked against the computation without it, on the random
 questions of bench/agreement.py's generator (small models) and on one question varied
 along every input the shared keys hold."""
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -95,6 +98,8 @@ def without_shortcuts(monkeypatch) -> None:
     monkeypatch.setattr(presolve_module, "_gemm_screen", _no_screen)
     monkeypatch.setattr(explain._Outcomes, "known", lambda self, fams: None)
     monkeypatch.setattr(explain, "_PRUNING", frozenset())
+    monkeypatch.setattr(explain, "_guess", lambda *_a: None)
+    monkeypatch.setattr(explain, "_under_budget", lambda _s, _cut: True)
 
 
 def _no_screen(_s, _c, ok, *_a):
@@ -188,7 +193,8 @@ def test_shared_bounds_agree_with_each_questions_own(seed, variant):
 def test_shared_keys_hold_every_input(seed, variant):
     """Two questions whose shared-table keys agree get the same bound, to the last bit:
     too_slow's expected time and GEMM time at each DP end, priced_out's cost (a key that
-    missed an input would let one question's answer stand for another's)."""
+    missed an input would let one question's answer stand for another's); and the TCO
+    bound with a lifetime (bounds._shared_tco_bounds)."""
     s = small_question(seed, variant)
     cands = enumerate_candidates(s)[::5]
     seen: dict[tuple, tuple] = {}
@@ -208,6 +214,11 @@ def test_shared_keys_hold_every_input(seed, variant):
                 for lo in (1, cand.dp_floor(q), 64):
                     value = (bounds._cost_gemm_lower_bound(q, cand, lo),)
                     rows.append(((key, *bounds._shape_key("priced_out", q, cand, lo)), value))
+            if q.pricing == "tco" and q.catalog.facility.lifetime_years is not None:
+                key = bounds._table_key("tco_bound", q, gpu)
+                for lo in (1, cand.dp_floor(q), 64):
+                    value = (bounds.tco_lower_bound(q, cand, lo),)
+                    rows.append(((key, *bounds._shape_key("tco_bound", q, cand, lo)), value))
             for key, value in rows:
                 if key in seen:
                     collisions += 1
@@ -251,6 +262,17 @@ def test_outcomes_follow_monotonicity():
     assert known.known({"memory", "max_gpus"}) is None
 
 
+def plain_deletion(families: list[str], conflicts: list[set[str]]) -> list[str]:
+    """The core plain deletion in the families' order finds, a set of families being
+    infeasible when it holds one of ``conflicts``."""
+    want = list(families)
+    for fam in list(want):
+        trial = set(want) - {fam}
+        if any(c <= trial for c in conflicts):
+            want = sorted(trial)
+    return sorted(want)
+
+
 def test_deletion_answers_as_plain_deletion(monkeypatch):
     """_shrink with its superset probes and decided outcomes returns the core plain deletion
     returns, on monotone feasibility oracles (infeasible when the set holds one of a few
@@ -273,12 +295,7 @@ def test_deletion_answers_as_plain_deletion(monkeypatch):
 
         monkeypatch.setattr(explain, "_feasible", oracle)
         got = explain._shrink(None, list(families), [], 1.0)
-        want = list(families)
-        for fam in list(want):  # plain deletion
-            trial = set(want) - {fam}
-            if any(c <= trial for c in conflicts):
-                want = sorted(trial)
-        assert got == sorted(want), conflicts
+        assert got == plain_deletion(families, conflicts), conflicts
         if conflicts == [{"deadline", "budget"}]:
             # memory goes first (the rest stays infeasible); dropping deadline or budget
             # then makes it feasible, which the probe without only that member shows: no
@@ -326,6 +343,16 @@ def test_tco_budget_cuts_keep_the_models_answer(seed):
         cut = explain._feasibility_model(q, pre)
         answers.add(_model_feasible(cut))
         assert _model_feasible(cut) == _model_feasible(plain), nudge
+        # explain._feasible's shortcut: every shape's cut over the budget, the model is
+        # infeasible (and each shape over it is infeasible alone)
+        cuts = explain._cost_cuts(q, pre)
+        under = [explain._under_budget(q, lb) for lb in cuts]
+        if not any(under):
+            assert not _model_feasible(cut), nudge
+        for i in [i for i, u in enumerate(under) if not u][:3]:
+            one = explain._feasibility_model(q, pre, cuts)
+            one.model.add(one.x[i] == 1)
+            assert not _model_feasible(one), (nudge, i)
     assert answers == {False, True}
 
 
@@ -377,3 +404,55 @@ def test_under_the_plan_answers_only_what_the_capped_search_decided():
     assert _under_the_plan(run_giving("optimal", 10.0005), 10.0) == (10.0, True)
     assert _under_the_plan(run_giving("feasible", 9.5), 10.0) is None
     assert _under_the_plan(run_giving("unknown"), 10.0) is None
+
+
+def test_guess_spares_the_deletion_its_tests_without_memory(monkeypatch):
+    """infeasible_core guesses the conflict with memory kept and tests it once without
+    memory (explain._guess): the core is plain deletion's, and a conflict that holds
+    without memory is found with one test without memory, where the deletion alone asks
+    one per family it drops after memory (issue 22: seeds 44 and 123, a second or more
+    each)."""
+    families = ["memory", "tp_domain", "divisibility", "batch_ceiling", "budget", "deadline"]
+    question = SimpleNamespace(disabled=frozenset())
+    monkeypatch.setattr(explain, "enforced", lambda _s: set(families))
+    for conflicts in ([{"deadline", "budget"}], [{"budget", "memory"}], [{"deadline"}]):
+        calls: list[frozenset[str]] = []
+
+        def oracle(_s, fams, _c, _t, conflicts=conflicts, calls=calls):
+            calls.append(frozenset(fams))
+            return not any(c <= fams for c in conflicts)
+
+        monkeypatch.setattr(explain, "_feasible", oracle)
+        got = explain.infeasible_core(question, [], 1.0)
+        assert got == plain_deletion(families, conflicts), conflicts
+        without_memory = [c for c in calls if "memory" not in c]
+        if "memory" not in conflicts[0]:
+            assert without_memory == [frozenset(conflicts[0])], conflicts
+        with monkeypatch.context() as m:  # the deletion alone
+            m.setattr(explain, "_guess", lambda *_a: None)
+            calls.clear()
+            assert explain.infeasible_core(question, [], 1.0) == got
+            if "memory" not in conflicts[0]:
+                assert len([c for c in calls if "memory" not in c]) >= 4
+
+
+def test_a_tco_budget_that_prices_out_every_shape_builds_no_model(monkeypatch):
+    """explain._feasible under a TCO budget below every presolved shape's cost cut answers
+    infeasible without building the model (explain._under_budget); the model, built,
+    agrees, and with a budget the cheapest cut meets it is built (and asked)."""
+    s = small_question(1).with_changes(pricing="tco")
+    fams = set(enforced(s))
+    cands = enumerate_candidates(s)
+    least = min(explain._cost_cuts(s, presolve(s, cands)))
+    low = s.with_changes(budget_usd=least * 0.99)
+    pre = presolve(low, cands)
+    assert pre.candidates  # the GEMM-only screen keeps shapes the exact cut rules out
+    assert not _model_feasible(explain._feasibility_model(low, pre))
+    built = []
+    real_build = explain.build
+    monkeypatch.setattr(explain, "build", lambda *a, **k: built.append(1) or real_build(*a, **k))
+    monkeypatch.setattr(explain, "_witness", lambda *_a: False)
+    assert explain._feasible(low, fams, cands, 30.0) is False
+    assert built == []
+    explain._feasible(s.with_changes(budget_usd=least * 1.01), fams, cands, 30.0)
+    assert built == [1]

@@ -533,7 +533,35 @@ def _full_bounds(
             expected_time_lower_bound(t, c, max(1, r[1]))
             for c, r in zip(cands, ranges, strict=True)
         ]
+    s = t.scenario
+    if s.pricing == "tco" and s.catalog.facility.lifetime_years is not None and _SHARED.get():
+        return _shared_tco_bounds(t, cands, ranges)
     return [cost_lower_bound(t, c, r[0], capex) for c, r in zip(cands, ranges, strict=True)]
+
+
+def _shared_tco_bounds(
+    t: BoundTerms, cands: list[Candidate], ranges: list[tuple[int, int]]
+) -> list[float]:
+    """Within shared_bounds, tco_lower_bound of every shape at its DP range's lower end
+    under a TCO with a lifetime (no capex table read), each found in (or added to) the
+    table of its GPU type's inputs (_table "tco_bound"): an explanation under a TCO budget
+    bounds the same thousands of shapes for every question it derives (issue 22: seed
+    44's, 70,000 bounds, half its time)."""
+    tables: dict[str, dict | None] = {}
+    out = []
+    for cand, (lo, _) in zip(cands, ranges, strict=True):
+        gpu = cand.shape.gpu
+        if gpu not in tables:
+            tables[gpu] = _table("tco_bound", t, cand)
+        table = tables[gpu]
+        key = _shape_key("tco_bound", t, cand, lo)
+        found = None if table is None else table.get(key)
+        if found is None:
+            found = tco_lower_bound(t, cand, lo)
+            if table is not None:
+                table[key] = found
+        out.append(found)
+    return out
 
 
 def deadline_cost_bounds(
@@ -895,8 +923,8 @@ def _table(kind: str, t: BoundTerms, cand: Candidate) -> dict | None:
 
 def _shape_key(kind: str, question: Scenario | BoundTerms, cand: Candidate, end: int) -> tuple:
     """A shape's key within a _table: its root candidate (the step coefficients and GEMM
-    time), the DP end the bound is taken at, and too_slow's DP floor (the gradient
-    reduction at the smallest degree; it moves with memory and its scale)."""
+    time), the DP end the bound is taken at, and too_slow's and tco_bound's DP floor (the
+    gradient reduction at the smallest degree; it moves with memory and its scale)."""
     if kind == "priced_out":
         return (_root(cand), end)
     scenario = question.scenario if isinstance(question, BoundTerms) else question
@@ -904,14 +932,22 @@ def _shape_key(kind: str, question: Scenario | BoundTerms, cand: Candidate, end:
 
 
 def _table_key(kind: str, question: Scenario | BoundTerms, gpu: str) -> tuple:
-    """What too_slow (``kind`` "too_slow") or priced_out reads of the question for the
-    shapes of one GPU type: a table's answers hold for every question with this key
-    (within the table, a shape's own key: its root candidate and DP end, and too_slow's
-    DP floor)."""
+    """What too_slow (``kind`` "too_slow"), priced_out or tco_lower_bound with a lifetime
+    ("tco_bound": the cost terms, the time terms and each NIC option's rates) reads of the
+    question for the shapes of one GPU type: a table's answers hold for every question
+    with this key (within the table, a shape's own key: its root candidate and DP end,
+    and too_slow's and tco_bound's DP floor)."""
     t = _terms(question)
     g = t.of(gpu)
     if kind == "priced_out":
         return (kind, t.scenario.budget * (1 + 1e-9), g.cost_terms)
+    if kind == "tco_bound":  # with a lifetime: no capex table (tco_lower_bound)
+        rates = tuple(
+            (several, nic.name, nic.speed_gbit_per_s, k, usd, w)
+            for several in (False, True)
+            for nic, k, usd, w in g.rates[several]
+        )
+        return (kind, g.cost_terms, g.time_terms, rates)
     limit = t.scenario.deadline * (1 + 1e-9)
     return (kind, limit, g.time_terms, g.least_overhead)
 
