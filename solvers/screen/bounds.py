@@ -247,9 +247,10 @@ def tco_lower_bound(
     g = t.of(s.gpu)
     fac = t.scenario.catalog.facility
     several = lo * s.replica_gpus > one_domain_gpus(g.gpu)
-    if exact:
+    if exact:  # what every NIC option shares, once (gpu_seconds_per_sequence's terms)
+        shared = (g.time_terms, cand.dp_floor(t.scenario), stage_time_lower(cand))
         options = [
-            (gpu_seconds_per_sequence(t, cand, lo, k * nic.speed_gbit_per_s / 8.0, several), usd, w)
+            (_gpu_seconds(cand, lo, shared, k * nic.speed_gbit_per_s / 8.0, several), usd, w)
             for nic, k, usd, w in g.rates[several]
         ]
     else:
@@ -436,23 +437,15 @@ def _time_terms(question: Scenario | BoundTerms, gpu_name: str) -> _TimeTerms:
     return _terms(question).of(gpu_name).time_terms
 
 
-def _step_fixed_lower(
-    t: BoundTerms, cand: Candidate, node_gb_s: float | None = None
-) -> tuple[float, float, float]:
-    """A step's parts not proportional to the micro-batches, at their least, and the most
-    micro-batches per step W_hi: (C + D_min, O, W_hi), with C the bubble, D_min the
-    exposed gradient reduction at the smallest DP degree (it grows with the degree)
-    over ``node_gb_s`` of scale-out bandwidth per server (default: every NIC slot of
-    the fastest NIC its server takes, at its most NICs), O the unsharded optimizer step."""
-    terms = t.of(cand.shape.gpu).time_terms
-    return _fixed_lower(cand, cand.dp_floor(t.scenario), terms, node_gb_s)
-
-
 def _fixed_lower(
     cand: Candidate, floor: int, terms: _TimeTerms, node_gb_s: float | None = None
 ) -> tuple[float, float, float]:
-    """_step_fixed_lower of a shape whose smallest DP degree is ``floor``, from the
-    question's terms alone."""
+    """A step's parts not proportional to the micro-batches, at their least, and the most
+    micro-batches per step W_hi: (C + D_min, O, W_hi), with C the bubble, D_min the
+    exposed gradient reduction at the smallest DP degree ``floor`` (it grows with the
+    degree) over ``node_gb_s`` of scale-out bandwidth per server (default: every NIC slot
+    of the fastest NIC its server takes, at its most NICs), O the unsharded optimizer
+    step; from the question's time terms alone."""
     s, c = cand.shape, cand.coeffs
     if node_gb_s is None:
         node_gb_s = terms.node_gb_s
@@ -477,14 +470,29 @@ def gpu_seconds_per_sequence(
     several_servers: bool = False,
 ) -> float:
     """GPU-seconds per trained sequence no plan of this shape beats with d >= ``lo``
-    (and ``node_gb_s`` of scale-out bandwidth per server, _step_fixed_lower):
+    (and ``node_gb_s`` of scale-out bandwidth per server, _fixed_lower):
     G x step / (b m d) = replica x (A + (d (C + D) + O / cp) / W) / b >= replica x
     (A + (lo (C + D_min) + O / cp) / W_hi) / b. ``several_servers``: the job spans
     servers for every d >= lo, so pipeline sends cross the NICs at ``node_gb_s``
     (models.step.step_from_coefficients)."""
+    t = _terms(question)
+    shared = (t.of(cand.shape.gpu).time_terms, cand.dp_floor(t.scenario), stage_time_lower(cand))
+    return _gpu_seconds(cand, lo, shared, node_gb_s, several_servers)
+
+
+def _gpu_seconds(
+    cand: Candidate,
+    lo: int,
+    shared: tuple[_TimeTerms, int, float],
+    node_gb_s: float | None,
+    several_servers: bool,
+) -> float:
+    """gpu_seconds_per_sequence from what it reads of the question that no NIC option
+    changes (``shared``: the time terms, the shape's smallest DP degree and its
+    stage_time_lower), computed once for every option (tco_lower_bound)."""
     c = cand.coeffs
-    fixed, opt, w_hi = _step_fixed_lower(_terms(question), cand, node_gb_s)
-    stage = stage_time_lower(cand)
+    terms, floor, stage = shared
+    fixed, opt, w_hi = _fixed_lower(cand, floor, terms, node_gb_s)
     if several_servers and node_gb_s and c.pp > 1:
         share = nic_share(node_gb_s, c.gpus_per_node, c.network_efficiency)
         send = c.pp_send_bytes / share + c.pp_latency_s
