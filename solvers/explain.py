@@ -86,8 +86,11 @@ EXPLAIN_WARM_SHAPES = 6
 # presolved: more than the capped search's own room (prune's 1e-4 margin on a cap raised by
 # it, solvers.cpsat.solve._time_cap), so it drops none of the shapes the search would keep
 UNDER_THE_PLAN_ROOM = 1.001
-# Each of _guess's tests stops here (seconds of CP-SAT search; undecided, it answers nothing):
-# the guesses of bench/explain_speed.py's questions decide within a second
+# _guess's tests stop here (seconds of CP-SAT search; undecided, a test answers nothing):
+# those with memory kept, which refute in milliseconds but can take a second to find a
+# plan (seed 26 of bench/explain_speed.py --random), and the one without memory, which
+# refutes seed 123's guess in 0.7 s
+GUESS_TRIAL_S = 0.25
 GUESS_LIMIT_S = 5.0
 
 
@@ -545,25 +548,32 @@ def _guess(
     known: _Outcomes,
 ) -> None:
     """Learn, before the deletion, whether the conflict it will likely find holds without
-    memory: shrink the other families with memory kept (tests that presolve to a few
-    shapes, milliseconds each), then test what is left without memory, once. Infeasible
+    memory, when the question without memory is infeasible: shrink the other families
+    with memory kept (tests that presolve to a few shapes, milliseconds each), then test
+    what is left without memory, once. Infeasible
     there (``known`` records it), it answers every deletion trial that holds it, each of
     which drops memory and so bounds every shape (issue 22: seeds 44 and 123 ran 7 to 10
     such tests, a second or more each). Every answer ``known`` records is a decided test's,
     so the deletion finds the core it finds without the guess; a guess test undecided in
-    time records nothing and leaves ``known.undecided`` as it was (each guess test stops at
-    GUESS_LIMIT_S: a wrong guess costs little)."""
+    time records nothing and leaves ``known.undecided`` as it was (a guess costs little:
+    its tests with memory stop at GUESS_TRIAL_S of search, a member left in when one does,
+    the one without at GUESS_LIMIT_S)."""
     if "memory" not in active:
         return
     undecided = known.undecided
-    limit_s = min(time_limit_s, GUESS_LIMIT_S)
     core = [f for f in active if f != "memory"]
+    # the deletion's first trial (memory comes first): feasible, memory is in the conflict
+    # and every later trial keeps it, so there is nothing to guess
+    if known.check(scenario, set(core), cands, time_limit_s) is not False:
+        known.undecided = undecided
+        return
     for fam in list(core):
         trial = set(core) - {fam}
+        limit_s = min(time_limit_s, GUESS_TRIAL_S)
         if known.check(scenario, trial | {"memory"}, cands, limit_s) is False:
             core.remove(fam)
     if core:
-        known.check(scenario, set(core), cands, limit_s)
+        known.check(scenario, set(core), cands, min(time_limit_s, GUESS_LIMIT_S))
     known.undecided = undecided
 
 

@@ -411,7 +411,7 @@ def test_guess_spares_the_deletion_its_tests_without_memory(monkeypatch):
     memory (explain._guess): the core is plain deletion's, and a conflict that holds
     without memory is found with one test without memory, where the deletion alone asks
     one per family it drops after memory (issue 22: seeds 44 and 123, a second or more
-    each)."""
+    each); no guess when the question without memory is feasible."""
     families = ["memory", "tp_domain", "divisibility", "batch_ceiling", "budget", "deadline"]
     question = SimpleNamespace(disabled=frozenset())
     monkeypatch.setattr(explain, "enforced", lambda _s: set(families))
@@ -426,8 +426,13 @@ def test_guess_spares_the_deletion_its_tests_without_memory(monkeypatch):
         got = explain.infeasible_core(question, [], 1.0)
         assert got == plain_deletion(families, conflicts), conflicts
         without_memory = [c for c in calls if "memory" not in c]
-        if "memory" not in conflicts[0]:
-            assert without_memory == [frozenset(conflicts[0])], conflicts
+        if "memory" not in conflicts[0]:  # the deletion's first trial, then the guess
+            assert without_memory == [
+                frozenset(families) - {"memory"},
+                frozenset(conflicts[0]),
+            ], conflicts
+        else:  # feasible without memory: no guess
+            assert without_memory == [frozenset(families) - {"memory"}], conflicts
         with monkeypatch.context() as m:  # the deletion alone
             m.setattr(explain, "_guess", lambda *_a: None)
             calls.clear()
