@@ -21,6 +21,7 @@ from designer.launch.megatron_import import (
     megatron_modules,
 )
 from designer.launch.pipeline_layout import layout_fields
+from designer.output import text as render
 from designer.output.formats import _plain
 from designer.question.build import check_window, stack_catalog
 from models import Assumptions, Layout, resolve_model
@@ -131,21 +132,21 @@ def run_spec(spec, opts: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
     none, as a command without it); without it, a --pipeline-layout that places no ``m``
     runs a model with MTP layers without them (Megatron-Core runs that string only without
     --mtp-num-layers, and --from-megatron reads such a command as a model of none)."""
-    given = opts.get("mtp_layers")
-    if given is not None and given != spec.mtp_layers:
-        return spec.model_copy(update={"mtp_layers": given}), (
-            f"--mtp-layers {given}: evaluated with {given} multi-token-prediction "
-            f"layer{'s' * (given != 1)} (Megatron-LM --mtp-num-layers), where the model "
-            f"has {spec.mtp_layers}",
-        )
-    text, n = opts.get("pipeline_layout"), spec.mtp_layers
+    given, n = opts.get("mtp_layers"), spec.mtp_layers
     if given is not None:
-        return spec, ()
+        if given == n:
+            return spec, ()
+        return spec.model_copy(update={"mtp_layers": given}), (
+            f"--mtp-layers {given}: evaluated with "
+            f"{render.count(given, 'multi-token-prediction layer')} (Megatron-LM "
+            f"--mtp-num-layers), where the model has {n}",
+        )
+    text = opts.get("pipeline_layout")
     if not text or not n or "m" in text:  # "": refused by pipeline_layout_fields
         return spec, ()
     return spec.model_copy(update={"mtp_layers": 0}), (
-        f"the layout places no MTP layer (m): evaluated without the model's {n} MTP "
-        f"layer{'s' * (n > 1)}, as Megatron-LM runs it without --mtp-num-layers",
+        f"the layout places no MTP layer (m): evaluated without the model's "
+        f"{render.count(n, 'MTP layer')}, as Megatron-LM runs it without --mtp-num-layers",
     )
 
 
