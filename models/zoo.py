@@ -10,6 +10,7 @@ evaluate prices the given ones, models/expert.py).
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -33,9 +34,18 @@ def _zoo_raw() -> dict[str, dict[str, Any]]:
     return yaml.safe_load(text)
 
 
+def _spec_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """An entry's spec fields: all but ``aliases`` (other names of the model, read by
+    ``resolve_model`` only)."""
+    return {k: v for k, v in fields.items() if k != "aliases"}
+
+
 def zoo() -> dict[str, TransformerSpec]:
     """Every built-in model the designer plans, by name."""
-    return {name: TransformerSpec(name=name, **fields) for name, fields in _zoo_raw().items()}
+    return {
+        name: TransformerSpec(name=name, **_spec_fields(fields))
+        for name, fields in _zoo_raw().items()
+    }
 
 
 @cache
@@ -47,7 +57,40 @@ def _moe_zoo_raw() -> dict[str, dict[str, Any]]:
 def moe_zoo() -> dict[str, TransformerSpec]:
     """The built-in mixture-of-experts models by name (planned and evaluated by name as the
     dense ones; apart from ``zoo()``, which the benchmarks draw dense models from)."""
-    return {name: TransformerSpec(name=name, **f) for name, f in _moe_zoo_raw().items()}
+    return {
+        name: TransformerSpec(name=name, **_spec_fields(f)) for name, f in _moe_zoo_raw().items()
+    }
+
+
+RELEASE_SUFFIXES = ("hf", "base", "instruct", "chat")
+"""Trailing words of a Hugging Face repository name that name a release of the same
+architecture (Llama-2-70b-hf, Nemotron-4-340B-Base, Kimi-K2-Instruct): dropped by
+``name_key``."""
+
+
+def name_key(name: str) -> str:
+    """What two spellings of one model name share: lower case, without an organisation
+    prefix (``meta-llama/``), the separators ``-``, ``_``, ``.`` and spaces, or trailing
+    ``RELEASE_SUFFIXES``: "Llama-3.1-405B" and "llama3.1-405b" are "llama31405b",
+    "nemotron-4-340b" and "nemotron4-340b" are "nemotron4340b"."""
+    words = [w for w in re.split(r"[-_.\s]+", name.strip().lower().rsplit("/", 1)[-1]) if w]
+    while len(words) > 1 and words[-1] in RELEASE_SUFFIXES:
+        words.pop()
+    return "".join(words)
+
+
+@cache
+def zoo_names_by_key() -> dict[str, str]:
+    """Every zoo name and alias (an entry's ``aliases``) by ``name_key``, to the zoo name.
+    Two entries sharing a key is a data error (tests/test_zoo.py)."""
+    out: dict[str, str] = {}
+    for raw in (_zoo_raw(), _moe_zoo_raw()):
+        for name, fields in raw.items():
+            for other in (name, *fields.get("aliases", ())):
+                key = name_key(other)
+                if out.setdefault(key, name) != name:
+                    raise ModelError(f"zoo: {other!r} names both {out[key]} and {name}")
+    return out
 
 
 def _validate(fields: dict[str, Any], origin: str) -> TransformerSpec:
@@ -94,8 +137,9 @@ load_model_file = read_model_file
 
 
 def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec:
-    """A zoo name (dense or MoE), or a path to a spec file; ``option`` names the input in
-    errors."""
+    """A zoo name (dense or MoE), or a path to a spec file, or another spelling of a zoo
+    name or one of its ``aliases`` (``name_key``; a file of that name wins); ``option``
+    names the input in errors."""
     models = zoo()
     if not name_or_path.strip():  # (Path("") is the working directory)
         raise ModelError(
@@ -109,6 +153,9 @@ def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec
     path = Path(name_or_path)
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
         return read_model_file(path)
+    known = zoo_names_by_key().get(name_key(name_or_path))
+    if known is not None:  # another spelling or an alias ("llama3.1-405b", "Qwen/Qwen3-30B-A3B")
+        return models[known] if known in models else moe_zoo()[known]
     raise ModelError(
         f"{option}: {unknown_name('model', name_or_path, [*models, *_moe_zoo_raw()])}, "
         "or a YAML/JSON spec file"

@@ -150,12 +150,26 @@ def test_models_table(runner):
 
 
 def test_unknown_model_names_every_zoo_model_and_the_close_one(capsys):
-    code, _, err = run_main(capsys, ["models", "show", "deepseekv3"])
+    code, _, err = run_main(capsys, ["models", "show", "deepseek-v4"])
     assert code == 2
     assert_one_line_error(err, "did you mean 'deepseek-v3'?")
     assert "qwen3-30b-a3b" in err and "llama2-70b" in err
     code, _, err = run_main(capsys, ["models", "show", "zzz"])
     assert code == 2 and "did you mean" not in err
+
+
+def test_a_model_named_as_its_release_or_an_alias_reads_the_zoo_entry(capsys):
+    """The dense audit's three (exit 2 before): another spelling of a zoo name, a Hugging
+    Face repository name or an entry's alias is that entry (models.zoo.name_key)."""
+    code, out, _ = run_main(capsys, ["models", "show", "nemotron-4-340b", "--json"])
+    assert code == 0 and json.loads(out)["name"] == "nemotron4-340b"
+    code, out, _ = run_main(capsys, ["models", "show", "deepseekv3", "--json"])
+    assert code == 0 and json.loads(out)["name"] == "deepseek-v3"
+    args = ["--gpu", "h100-sxm", "--tp", "8", "--pp", "9", "--dp", "2", "--global-batch", "72"]
+    code, out, _ = run_main(capsys, ["evaluate", "--model", "llama3.1-405b", *args, "--json"])
+    alias = json.loads(out)
+    code2, out, _ = run_main(capsys, ["evaluate", "--model", "llama3-405b", *args, "--json"])
+    assert code == code2 and alias == json.loads(out)
 
 
 def test_models_json(runner):

@@ -258,3 +258,31 @@ def test_a_plan_dearer_in_dollars_is_not_taken_for_a_tie(monkeypatch):
     assert got.status == "optimal" and len(got.plans) == 6
     for a, b in zip(got.plans, ref.plans, strict=True):
         assert a.objective == pytest.approx(b.objective, rel=1e-9)
+
+
+def test_a_rented_cost_question_with_a_gpu_type_stopped_is_not_proved(cat, monkeypatch):
+    """A rented cost question over several GPU types is solved one type at a time and
+    merged. A type stopped before any plan (unknown) was left out of the merge: the answer
+    said 'optimal' (every other type proved). That type may hold a cheaper plan, so the
+    answer is now 'feasible' with the gap unknown (solvers.result.merged_gap)."""
+    import solvers.cpsat.solve as cs
+    from helpers import prime_scenario
+    from solvers.result import SolveResult
+
+    s = prime_scenario(cat).with_changes(
+        objective="cost", pricing="cloud", gpus=("h100-sxm", "h200")
+    )
+    proved = cs.solve_cpsat(s, time_limit_s=60.0)
+    assert proved.status == "optimal" and proved.gap == 0.0
+    real = cs.resolve_cpsat
+
+    def h200_stops(scenario, how, **kw):
+        if scenario.gpus == ("h200",):
+            return SolveResult("unknown", "cpsat", 0.0, None)
+        return real(scenario, how, **kw)
+
+    monkeypatch.setattr(cs, "resolve_cpsat", h200_stops)
+    res = cs._solve_cloud_cost_by_gpu(s, cs.Resolve(), 1, 60.0, 1, enumerate_candidates(s))
+    assert res.plans and {p.config.shape.gpu for p in res.plans} == {"h100-sxm"}
+    assert (res.status, res.gap) == ("feasible", None)
+    assert res.status_text == "feasible (not proved; gap unknown)"

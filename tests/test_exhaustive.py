@@ -70,6 +70,26 @@ def test_a_question_no_plan_meets_is_infeasible(cat):
     assert (cost.objective_name, cost.objective_unit) == ("cost", "USD")
 
 
+def test_a_stopped_search_whose_bound_reaches_its_plan_is_optimal(cat, monkeypatch):
+    """A search stopped with shapes left said 'feasible' even when the least bound of those
+    shapes proved its plan (gap 0); it now says 'optimal', and 'feasible' with the gap
+    while the bound is below the plan."""
+    import math
+
+    import solvers.exhaustive as ex
+    from helpers import StopAfter, prime_scenario
+
+    s = prime_scenario(cat)
+    full = ex.solve_exhaustive(s)
+    monkeypatch.setattr(ex, "time_up", StopAfter(len(full.candidates) // 2))
+    monkeypatch.setattr(ex, "unsearched_bound", lambda *_: math.inf)
+    res = ex.solve_exhaustive(s, time_limit_s=60.0)
+    assert (res.status, res.gap) == ("optimal", 0.0) and res.plans
+    monkeypatch.setattr(ex, "unsearched_bound", lambda *_: 0.5 * full.best.objective)
+    res = ex.solve_exhaustive(s, time_limit_s=60.0)
+    assert res.status == "feasible" and res.gap >= 0.5
+
+
 def test_a_zero_time_limit_stops_before_the_first_shape(cat):
     from helpers import prime_scenario
     from solvers.exhaustive import solve_exhaustive
@@ -165,7 +185,8 @@ def test_a_stopped_search_reports_a_gap_no_smaller_than_the_truth(monkeypatch, n
         if not res.plans:
             assert (res.status, res.gap) == ("unknown", None)
             continue
-        assert res.status == "feasible" and res.gap is not None, (n, res.status_text)
+        assert res.gap is not None, (n, res.status_text)
+        assert res.status == ("optimal" if res.gap == 0.0 else "feasible"), (n, res.gap)
         assert 0.0 <= res.gap <= 1.0
         best = res.best.objective
         assert best * (1 - res.gap) <= optimum * (1 + 1e-9), (n, best, res.gap, optimum)

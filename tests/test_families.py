@@ -274,3 +274,20 @@ def test_enumerated_families_cut_nothing_the_enumeration_keeps(name, cat, monkey
     monkeypatch.setattr(grid_search, "checked_families", lambda q: every)
     checked = solve_exhaustive(s, top_k=3)
     assert [p.config for p in checked.plans] == [p.config for p in plain.plans]
+
+
+def test_pipeline_fill_counts_one_micro_batch_and_one_stage_in_the_singular(loose, loose_plan):
+    """Its slack spelled 'N micro-batches per step for N stages' whatever N."""
+    from dataclasses import replace
+
+    from solvers.families.pipeline_fill import FAMILY
+
+    ev, cfg = loose_plan.evaluation, loose_plan.config
+    one = replace(
+        loose_plan,
+        config=replace(cfg, microbatches=1),
+        evaluation=replace(ev, layout=replace(ev.layout, pp=1)),
+    )
+    assert FAMILY.slack(loose, one)[2] == "1 micro-batch per step for 1 stage"
+    two = replace(one, evaluation=replace(ev, layout=replace(ev.layout, pp=2)))
+    assert FAMILY.slack(loose, two)[2] == "1 micro-batch per step for 2 stages"

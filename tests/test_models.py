@@ -21,6 +21,7 @@ from models import (
     evaluate,
     flops,
     memory,
+    moe_zoo,
     step,
     zoo,
 )
@@ -94,6 +95,45 @@ def test_zoo_is_not_empty_and_names_match(models):
     assert {"llama2-70b", "gpt3-175b", "llama3-405b"} <= set(models)
     for name, spec in models.items():
         assert spec.name == name
+
+
+@pytest.mark.parametrize(
+    ("given", "zoo_name"),
+    [
+        ("llama3.1-405b", "llama3-405b"),  # the dense audit's three (exit 2 before)
+        ("nemotron-4-340b", "nemotron4-340b"),
+        ("gpt-3-175b", "gpt3-175b"),
+        ("meta-llama/Llama-3.1-405B", "llama3-405b"),  # a Hugging Face repository name
+        ("Meta-Llama-3-70B", "llama3-70b"),
+        ("Llama-2-70b-hf", "llama2-70b"),
+        ("Nemotron-4-340B-Base", "nemotron4-340b"),
+        ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+        ("qwen3-235b", "qwen3-235b-a22b"),
+        ("mistralai/Mixtral-8x22B-v0.1", "mixtral-8x22b"),
+        ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
+        ("DeepSeek-V3", "deepseek-v3"),
+        ("meta-llama/Llama-4-Scout-17B-16E", "llama4-scout"),
+    ],
+)
+def test_other_spellings_and_aliases_name_the_zoo_entry(given, zoo_name):
+    spec = resolve_model(given)
+    assert spec.name == zoo_name
+    assert spec == resolve_model(zoo_name)
+
+
+def test_aliases_are_unambiguous_and_a_file_of_that_name_wins(tmp_path, monkeypatch):
+    from models.zoo import name_key, zoo_names_by_key
+
+    table = zoo_names_by_key()  # raises on an alias naming two entries
+    assert table[name_key("llama3.1-8b")] == "llama3-8b"
+    assert len(set(table.values())) == len(zoo()) + len(moe_zoo())
+    (tmp_path / "llama3.1-405b").write_text(
+        "layers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 8\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert resolve_model("llama3.1-405b").layers == 2
+    with pytest.raises(ModelError, match="unknown model 'llama5-1t'"):
+        resolve_model("llama5-1t")
 
 
 @pytest.mark.parametrize("name", sorted(zoo()))

@@ -24,7 +24,7 @@ from solvers.grid_search import best_for_candidate
 from solvers.intmath import up
 from solvers.plan import Config, Plan, build_plan
 from solvers.purchase_rule import settle
-from solvers.result import SolveResult, names_objective, relative_gap
+from solvers.result import SolveResult, merged_gap, names_objective, relative_gap
 from solvers.scenario import PreparedQuestion, Scenario
 from solvers.screen.bounds import BoundTerms, prepare_bounds
 from solvers.screen.presolve import Presolved, defer_presolve, finish_is_costly, presolve
@@ -199,20 +199,20 @@ def _solve_cloud_cost_by_gpu(
     plans = sorted(  # optimize's tie rule: then the faster, then fewer GPUs
         (p for r in results for p in r.plans), key=lambda p: plan_order(p, scenario.objective)
     )
-    found = [r for r in results if r.plans]
+    # the answer's gap against every type's bound (merged_gap: None while a type stopped
+    # with no plan and no bound, since it may hold a cheaper one); proved when it is 0
+    gap = merged_gap(results, float(plans[0].objective)) if plans else None
     status = "infeasible"
-    if found:
-        status = (
-            "optimal" if all(r.status in ("optimal", "infeasible") for r in results) else "feasible"
-        )
+    if plans:
+        proved = all(r.status in ("optimal", "infeasible") for r in results) or gap == 0.0
+        status, gap = ("optimal", 0.0) if proved else ("feasible", gap)
     elif any(r.status == "unknown" for r in results):
         status = "unknown"
-    gaps = [r.gap for r in results if r.gap is not None]
     return SolveResult(
         status=status,
         solver="cpsat",
         wall_s=time.perf_counter() - start,
-        gap=max(gaps) if gaps and found else None,
+        gap=gap,
         plans=plans[:top_k],
         candidates=space,
     )

@@ -34,12 +34,9 @@ class PipelineFill(Rule, EvaluatorCheck):
         return True if pp == 1 else grid.m >= pp
 
     def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
-        cfg, pp = plan.config, plan.evaluation.layout.pp
-        return (
-            cfg.microbatches - pp,
-            "micro-batches",
-            f"{cfg.microbatches} micro-batches per step for {pp} stages",
-        )
+        m, pp = plan.config.microbatches, plan.evaluation.layout.pp
+        batches = f"{m} micro-batch{'' if m == 1 else 'es'}"
+        return m - pp, "micro-batches", f"{batches} per step for {pp} stage{'' if pp == 1 else 's'}"
 
 
 def _fills_its_own_pipeline(cand: Candidate) -> bool:
