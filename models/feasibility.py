@@ -12,7 +12,7 @@ from catalog.specs import GPUSpec
 from models.layout import Assumptions, Layout
 from models.memory import MemoryBreakdown
 from models.pipeline import microbatch_step, split_violation
-from models.scaleup import tp_limit
+from models.scaleup import tp_limit, tp_work_factor
 from models.transformer import TransformerSpec
 
 TOL = 1e-9
@@ -153,13 +153,16 @@ def check_layout(
         )
     if layout.tp > 1:
         peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
-        limit, bw = tp_limit(spec.hidden, gpu, layout.tp, layout.precision)
+        work = tp_work_factor(spec.hidden, spec.q_width, seq_len)
+        limit, bw = tp_limit(spec.hidden, gpu, layout.tp, layout.precision, work)
         if layout.tp > limit + TOL:
             out.append(
                 Violation(
                     "tp_bandwidth",
-                    f"tp {layout.tp} exceeds 3h x bw / peak = 3 x {spec.hidden} x "
-                    f"{bw:g} GB/s / {peak:g} TFLOP/s = {limit:.2f}",
+                    f"tp {layout.tp} exceeds 3h x bw / peak x w = 3 x {spec.hidden} x "
+                    f"{bw:g} GB/s / {peak:g} TFLOP/s x {work:.3f} = {limit:.2f} (seed E2's "
+                    f"{limit / work:.2f}, with w = 1 + 2sq / 24h^2 the attention core's work "
+                    f"at {seq_len:,} tokens)",
                 )
             )
     broken = tp_domain_violation(layout, gpu, a.cp_across_servers)

@@ -14,8 +14,8 @@ Two topologies (catalog ``GPUSpec.scale_up_topology``):
   point-to-point send (pipeline stages, ring attention) crosses one link.
 
 The bandwidths are nominal, per direction; the stack's ``scale_up_bus_efficiency``
-applies on top (models/step.py). The TP rule (seed E2, 3h/t FLOPs per byte)
-uses the group's bandwidth at its own degree.
+applies on top (models/step.py). The TP rule (seed E2, 3h/t FLOPs per byte, with the
+attention core's work: ``tp_work_factor``) uses the group's bandwidth at its own degree.
 """
 
 from __future__ import annotations
@@ -62,8 +62,27 @@ def ranks_in_domain(gpu: GPUSpec, stride: int) -> int:
     return max(1, dom // stride) if stride < dom else 1
 
 
-def tp_limit(hidden: int, gpu: GPUSpec, tp: int, precision: str) -> tuple[float, float]:
-    """(the seed's 3h x bw / peak limit, the bandwidth it used) for a TP group of ``tp``."""
+def tp_work_factor(hidden: int, q_width: int, seq_len: int) -> float:
+    """A TP rank's forward FLOPs per token and layer over the seed's, between the same TP
+    collectives: 1 + 2 s q / (24 h^2).
+
+    Seed E2's 3h/t counts the linear layers' work only, 24 h^2 FLOPs per token and layer (2
+    x their 12 h^2 parameters). The attention core (Q K^T and A V) is split over the TP ranks
+    with the heads, as the linear layers are, and adds its causal half of 4 s q FLOPs per
+    token (models.flops.attention_forward_flops_per_token; FlashAttention skips the masked
+    blocks, as models/step.py prices it), q the query width (h for the zoo's dense models),
+    with no more TP traffic. About 1.04 at the seed's 4,096 tokens and h 8,192 (E2's integer
+    limits unchanged); 11.7 for Llama 2 7B at 512K tokens, where NeMo's measured TP 8 runs
+    hide their TP traffic (bench/data/published)."""
+    return 1.0 + 2.0 * seq_len * q_width / (24.0 * hidden * hidden)
+
+
+def tp_limit(
+    hidden: int, gpu: GPUSpec, tp: int, precision: str, work_factor: float = 1.0
+) -> tuple[float, float]:
+    """(3h x bw / peak x ``work_factor``, the bandwidth it used) for a TP group of ``tp``:
+    the seed's limit (``work_factor`` 1) or with the attention core's work
+    (``tp_work_factor``)."""
     peak = gpu.peak_tflops(precision) or gpu.dense_bf16_tflops
     bw = group_bw_gb_per_s(gpu, min(tp, domain_gpus(gpu)))
-    return tp_bandwidth_limit(hidden, bw, peak), bw
+    return tp_bandwidth_limit(hidden, bw, peak) * work_factor, bw

@@ -63,6 +63,23 @@ def test_tp_bandwidth_rule_uses_the_groups_links(cat):
     assert limit8 == pytest.approx(limit2 * bw8 / bw2)
 
 
+def test_the_tp_rule_counts_the_attention_cores_work(cat):
+    """Seed E2's 3h/t counts 24 h^2 linear FLOPs per token and layer; the attention core
+    adds its causal 2 s q with no more TP traffic (tp_work_factor)."""
+    from models.scaleup import tp_work_factor
+
+    assert tp_work_factor(8192, 8192, 4096) == pytest.approx(1 + 4096 / (12 * 8192))
+    assert tp_work_factor(4096, 4096, 524288) == pytest.approx(1 + 524288 / (12 * 4096))
+    gpu = cat.gpu("h100-sxm")
+    seed, _ = tp_limit(8192, gpu, 8, "bf16")
+    assert seed == pytest.approx(3 * 8192 * 450 / 989.0 * 1e-3, rel=1e-3)  # E2's 11.18
+    work = tp_work_factor(8192, 8192, 4096)
+    assert tp_limit(8192, gpu, 8, "bf16", work)[0] == pytest.approx(seed * work)
+    # Llama 2 7B in FP8 at 512K tokens: 2.79 alone, 32.6 with the attention core (NeMo ran TP 8)
+    fp8 = tp_limit(4096, gpu, 8, "fp8", tp_work_factor(4096, 4096, 524288))[0]
+    assert 8 < fp8 == pytest.approx(2.79 * 11.67, rel=0.01)
+
+
 def test_mesh_entry_needs_its_link_bandwidth(cat):
     gpu = cat.gpu("mi300x")
     data = gpu.model_dump(exclude={"calibration"})

@@ -1,4 +1,5 @@
-"""tp_bandwidth: TP at most 3h x scale-up bandwidth / peak FLOP/s (models/scaleup.py tp_limit).
+"""tp_bandwidth: TP at most 3h x scale-up bandwidth / peak FLOP/s x the attention core's work
+(models/scaleup.py tp_limit, tp_work_factor).
 
 A shape rule, checked at enumeration (solvers/space.py) and by the performance model."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from models.feasibility import TOL
-from models.scaleup import tp_limit
+from models.scaleup import tp_limit, tp_work_factor
 from solvers.families.base import ShapeRule
 
 if TYPE_CHECKING:
@@ -19,16 +20,22 @@ if TYPE_CHECKING:
 
 class TpBandwidth(ShapeRule):
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
-        return (
-            shape.tp > 1
-            and shape.tp > tp_limit(s.spec.hidden, gpu, shape.tp, shape.precision)[0] + TOL
-        )
+        return shape.tp > 1 and shape.tp > _limit(s, gpu, shape.tp, shape.precision) + TOL
 
     def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
         lay = plan.evaluation.layout
-        gpu = s.catalog.gpu(plan.config.shape.gpu)
-        limit = tp_limit(s.spec.hidden, gpu, lay.tp, lay.precision)[0]
-        return limit - lay.tp, "TP degree", f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak)"
+        limit = _limit(s, s.catalog.gpu(plan.config.shape.gpu), lay.tp, lay.precision)
+        return (
+            limit - lay.tp,
+            "TP degree",
+            f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak x the attention core's work)",
+        )
+
+
+def _limit(s: Scenario, gpu: GPUSpec, tp: int, precision: str) -> float:
+    """The question's limit at its sequence length (models.scaleup.tp_work_factor)."""
+    work = tp_work_factor(s.spec.hidden, s.spec.q_width, s.seq_len)
+    return tp_limit(s.spec.hidden, gpu, tp, precision, work)[0]
 
 
 FAMILY = TpBandwidth("tp_bandwidth", 20, "TP bandwidth rule off")
