@@ -12,7 +12,7 @@ from catalog.specs import GPUSpec
 from models.layout import Assumptions, Layout
 from models.memory import MemoryBreakdown
 from models.pipeline import microbatch_step, split_violation
-from models.scaleup import tp_limit, tp_work_factor
+from models.scaleup import attention_share, tp_rule
 from models.transformer import TransformerSpec
 
 TOL = 1e-9
@@ -152,17 +152,17 @@ def check_layout(
             )
         )
     if layout.tp > 1:
-        peak = gpu.peak_tflops(layout.precision) or gpu.dense_bf16_tflops
-        work = tp_work_factor(spec.hidden, spec.q_width, seq_len)
-        limit, bw = tp_limit(spec.hidden, gpu, layout.tp, layout.precision, work)
-        if layout.tp > limit + TOL:
+        share = attention_share(spec.hidden, spec.q_width, seq_len)
+        rule = tp_rule(spec.hidden, gpu, layout.tp, layout.precision, share)
+        if layout.tp > rule.limit + TOL:
+            fp8 = f" x {rule.traffic:.3g} (FP8's all-gathers)" if rule.traffic != 1 else ""
             out.append(
                 Violation(
                     "tp_bandwidth",
-                    f"tp {layout.tp} exceeds 3h x bw / peak x w = 3 x {spec.hidden} x "
-                    f"{bw:g} GB/s / {peak:g} TFLOP/s x {work:.3f} = {limit:.2f} (seed E2's "
-                    f"{limit / work:.2f}, with w = 1 + 2sq / 24h^2 the attention core's work "
-                    f"at {seq_len:,} tokens)",
+                    f"tp {layout.tp} exceeds 3h x bw / peak x w{' x f' if fp8 else ''} = 3 x "
+                    f"{spec.hidden} x {rule.bw:g} GB/s / {rule.peak:g} TFLOP/s x {rule.work:.3f}"
+                    f"{fp8} = {rule.limit:.2f} (seed E2's {rule.seed:.2f}; w: the attention "
+                    f"core's work at {seq_len:,} tokens)",
                 )
             )
     broken = tp_domain_violation(layout, gpu, a.cp_across_servers)

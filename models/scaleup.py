@@ -15,10 +15,13 @@ Two topologies (catalog ``GPUSpec.scale_up_topology``):
 
 The bandwidths are nominal, per direction; the stack's ``scale_up_bus_efficiency``
 applies on top (models/step.py). The TP rule (seed E2, 3h/t FLOPs per byte, with the
-attention core's work: ``tp_work_factor``) uses the group's bandwidth at its own degree.
+attention core's work and FP8's traffic: ``tp_rule``) uses the group's bandwidth at its own
+degree.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from catalog.specs import GPUSpec
 from models.comm import tp_bandwidth_limit
@@ -62,27 +65,49 @@ def ranks_in_domain(gpu: GPUSpec, stride: int) -> int:
     return max(1, dom // stride) if stride < dom else 1
 
 
-def tp_work_factor(hidden: int, q_width: int, seq_len: int) -> float:
-    """A TP rank's forward FLOPs per token and layer over the seed's, between the same TP
-    collectives: 1 + 2 s q / (24 h^2).
-
-    Seed E2's 3h/t counts the linear layers' work only, 24 h^2 FLOPs per token and layer (2
-    x their 12 h^2 parameters). The attention core (Q K^T and A V) is split over the TP ranks
-    with the heads, as the linear layers are, and adds its causal half of 4 s q FLOPs per
-    token (models.flops.attention_forward_flops_per_token; FlashAttention skips the masked
-    blocks, as models/step.py prices it), q the query width (h for the zoo's dense models),
-    with no more TP traffic. About 1.04 at the seed's 4,096 tokens and h 8,192 (E2's integer
-    limits unchanged); 11.7 for Llama 2 7B at 512K tokens, where NeMo's measured TP 8 runs
-    hide their TP traffic (bench/data/published)."""
-    return 1.0 + 2.0 * seq_len * q_width / (24.0 * hidden * hidden)
+def attention_share(hidden: int, q_width: int, seq_len: int) -> float:
+    """The attention core's forward FLOPs per token and layer over seed E2's linear ones,
+    2 s q / (24 h^2): E2's 3h/t counts the linear layers' work only, 24 h^2 FLOPs per token
+    and layer (2 x their 12 h^2 parameters); the attention core (Q K^T and A V) is split over
+    the TP ranks with the heads, as the linear layers are, between the same collectives, and
+    does the causal half of 4 s q FLOPs per token (models.flops
+    attention_forward_flops_per_token; FlashAttention skips the masked blocks, as
+    models/step.py prices it), q the query width (h for the zoo's dense models). 0.042 at the
+    seed's 4,096 tokens and h 8,192; 10.7 for Llama 2 7B at 512K tokens."""
+    return 2.0 * seq_len * q_width / (24.0 * hidden * hidden)
 
 
-def tp_limit(
-    hidden: int, gpu: GPUSpec, tp: int, precision: str, work_factor: float = 1.0
-) -> tuple[float, float]:
-    """(3h x bw / peak x ``work_factor``, the bandwidth it used) for a TP group of ``tp``:
-    the seed's limit (``work_factor`` 1) or with the attention core's work
-    (``tp_work_factor``)."""
+FP8_TP_TRAFFIC_FACTOR = 4.0 / 3.0
+"""Seed E2's FLOPs per byte of TP traffic in FP8 over bf16: of the four collectives a layer's
+forward runs under sequence parallelism, Transformer Engine casts the two all-gathered
+linear inputs to FP8 before gathering them (1 byte an element) and reduce-scatters the two
+outputs in bf16, so 6 bytes move where bf16 moves 8 (module/linear.py at v1.13: cast_to_fp8
+before gather_along_first_dim under sequence_parallel; at v2.0-v2.18: gather_along_first_dim
+with the input quantizer, distributed.py _all_gather_fp8 and _all_gather_mxfp8)."""
+
+
+class TpRule(NamedTuple):
+    """Seed E2's limit on one TP group with the attention core's work (``limit``), and its
+    terms: ``seed`` 3h x bw / peak, ``work`` 1 + the attention share at the peak's rate,
+    ``traffic`` the FP8 factor (1 in bf16), ``bw`` and ``peak``."""
+
+    limit: float
+    seed: float
+    work: float
+    traffic: float
+    bw: float
+    peak: float
+
+
+def tp_rule(hidden: int, gpu: GPUSpec, tp: int, precision: str, share: float = 0.0) -> TpRule:
+    """t <= 3h x bw / peak x (1 + share x peak / bf16 peak) x traffic for a TP group of
+    ``tp``, ``share`` the attention share (``attention_share``; 0: the seed's rule). In FP8
+    the linear layers run at the FP8 peak and the attention core at bf16's (Megatron-LM's
+    FP8 recipes leave it in bf16 unless --fp8-dot-product-attention), so its work counts
+    peak / bf16 peak times as long; the traffic factor is FP8_TP_TRAFFIC_FACTOR."""
     peak = gpu.peak_tflops(precision) or gpu.dense_bf16_tflops
     bw = group_bw_gb_per_s(gpu, min(tp, domain_gpus(gpu)))
-    return tp_bandwidth_limit(hidden, bw, peak) * work_factor, bw
+    seed = tp_bandwidth_limit(hidden, bw, peak)
+    work = 1.0 + share * peak / gpu.dense_bf16_tflops
+    traffic = FP8_TP_TRAFFIC_FACTOR if precision == "fp8" else 1.0
+    return TpRule(seed * work * traffic, seed, work, traffic, bw, peak)

@@ -113,7 +113,7 @@ def test_no_calibration_run_breaks_the_tp_rule(catalog):
     """Eight NeMo long-context runs (Llama 2 7B and Llama 3 8B in FP8 at 64K-1M tokens, TP 4
     and 8 with CP) broke the seed's 3h x bw / peak, which counts the linear layers' work
     only: at those lengths the attention core is most of the work between the TP
-    collectives (models.scaleup.tp_work_factor), and every layout here ran."""
+    collectives (models.scaleup.tp_rule), and every layout here ran."""
     from calibration import published
     from models import Hardware, evaluate
 

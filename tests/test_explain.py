@@ -184,7 +184,7 @@ def test_nic_slots_bound_dp_heavy_is_not_first(models, tmp_path_factory):
 def test_tp_bandwidth_bound(models, tmp_path_factory):
     """The seed article's RTX 4090 (330 TFLOP/s, 32 GB/s): 3h x bw / peak = 2.4 caps TP at 2
     for Llama 2 70B; lifting the rule is worth the most. The limit counts the attention
-    core's work at the question's 4,096 tokens too (models.scaleup.tp_work_factor: x
+    core's work at the question's 4,096 tokens too (models.scaleup.tp_rule: x
     1.0417, 2.48)."""
     s = rtx_question(models, tmp_path_factory)
     res, binding = ranking(s)

@@ -8,7 +8,7 @@ import pytest
 
 from models import Layout, comm, zoo
 from models.layout import Network
-from models.scaleup import group_bw_gb_per_s, p2p_bw_gb_per_s, tp_limit
+from models.scaleup import attention_share, group_bw_gb_per_s, p2p_bw_gb_per_s, tp_rule
 from models.step import tp_comm_per_microbatch_s
 
 
@@ -57,27 +57,35 @@ def test_tp_collectives_on_four_mesh_gpus_use_three_links(cat):
 
 def test_tp_bandwidth_rule_uses_the_groups_links(cat):
     gpu = _mesh(cat, "gaudi3", 75.0)
-    limit2, bw2 = tp_limit(8192, gpu, 2, "bf16")
-    limit8, bw8 = tp_limit(8192, gpu, 8, "bf16")
+    limit2, bw2 = tp_rule(8192, gpu, 2, "bf16")[::4]
+    limit8, bw8 = tp_rule(8192, gpu, 8, "bf16")[::4]
     assert bw2 == 75.0 and bw8 == min(gpu.scale_up_bw_gb_per_s_per_direction, 7 * 75.0)
     assert limit8 == pytest.approx(limit2 * bw8 / bw2)
 
 
-def test_the_tp_rule_counts_the_attention_cores_work(cat):
+def test_the_tp_rule_counts_the_attention_cores_work_and_fp8s_traffic(cat):
     """Seed E2's 3h/t counts 24 h^2 linear FLOPs per token and layer; the attention core
-    adds its causal 2 s q with no more TP traffic (tp_work_factor)."""
-    from models.scaleup import tp_work_factor
-
-    assert tp_work_factor(8192, 8192, 4096) == pytest.approx(1 + 4096 / (12 * 8192))
-    assert tp_work_factor(4096, 4096, 524288) == pytest.approx(1 + 524288 / (12 * 4096))
+    adds its causal 2 s q with no more TP traffic, at the bf16 rate in FP8 too; FP8 moves 6
+    bytes where bf16 moves 8 (Transformer Engine's FP8 all-gathers)."""
+    assert attention_share(8192, 8192, 4096) == pytest.approx(4096 / (12 * 8192))
+    assert attention_share(4096, 4096, 524288) == pytest.approx(524288 / (12 * 4096))
     gpu = cat.gpu("h100-sxm")
-    seed, _ = tp_limit(8192, gpu, 8, "bf16")
-    assert seed == pytest.approx(3 * 8192 * 450 / 989.0 * 1e-3, rel=1e-3)  # E2's 11.18
-    work = tp_work_factor(8192, 8192, 4096)
-    assert tp_limit(8192, gpu, 8, "bf16", work)[0] == pytest.approx(seed * work)
-    # Llama 2 7B in FP8 at 512K tokens: 2.79 alone, 32.6 with the attention core (NeMo ran TP 8)
-    fp8 = tp_limit(4096, gpu, 8, "fp8", tp_work_factor(4096, 4096, 524288))[0]
-    assert 8 < fp8 == pytest.approx(2.79 * 11.67, rel=0.01)
+    seed = tp_rule(8192, gpu, 8, "bf16")
+    assert seed.limit == seed.seed == pytest.approx(3 * 8192 * 450 / 989.0 * 1e-3, rel=1e-3)
+    share = attention_share(8192, 8192, 4096)
+    rule = tp_rule(8192, gpu, 8, "bf16", share)
+    assert (rule.work, rule.traffic) == (pytest.approx(1 + share), 1.0)
+    assert rule.limit == pytest.approx(seed.limit * (1 + share))  # E2's 11.18 -> 11.65
+    # FP8: the seed's limit at the FP8 peak, the attention core at twice its share (bf16
+    # rate), 4/3 the FLOPs per byte: Llama 3 70B at 8,192 tokens reaches TP 8 (5.59 alone)
+    fp8 = tp_rule(8192, gpu, 8, "fp8", attention_share(8192, 8192, 8192))
+    peaks = gpu.dense_fp8_tflops / gpu.dense_bf16_tflops
+    assert fp8.seed == pytest.approx(3 * 8192 * 450e9 / (gpu.dense_fp8_tflops * 1e12))
+    assert fp8.work == pytest.approx(1 + peaks * 8192 / (12 * 8192))
+    assert fp8.limit == pytest.approx(fp8.seed * fp8.work * 4 / 3) and 8 < fp8.limit < 9
+    # Llama 2 7B in FP8 at 512K tokens (NeMo ran TP 8): 2.79 alone
+    long = tp_rule(4096, gpu, 8, "fp8", attention_share(4096, 4096, 524288))
+    assert long.seed == pytest.approx(2.79, abs=0.01) and long.limit > 8
 
 
 def test_mesh_entry_needs_its_link_bandwidth(cat):

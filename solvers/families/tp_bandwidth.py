@@ -1,5 +1,5 @@
-"""tp_bandwidth: TP at most 3h x scale-up bandwidth / peak FLOP/s x the attention core's work
-(models/scaleup.py tp_limit, tp_work_factor).
+"""tp_bandwidth: TP at most 3h x scale-up bandwidth / peak FLOP/s x the attention core's work x
+FP8's traffic factor (models/scaleup.py tp_rule, attention_share).
 
 A shape rule, checked at enumeration (solvers/space.py) and by the performance model."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from models.feasibility import TOL
-from models.scaleup import tp_limit, tp_work_factor
+from models.scaleup import attention_share, tp_rule
 from solvers.families.base import ShapeRule
 
 if TYPE_CHECKING:
@@ -28,14 +28,15 @@ class TpBandwidth(ShapeRule):
         return (
             limit - lay.tp,
             "TP degree",
-            f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak x the attention core's work)",
+            f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak x the attention core's work"
+            f"{' x FP8 traffic' if lay.precision == 'fp8' else ''})",
         )
 
 
 def _limit(s: Scenario, gpu: GPUSpec, tp: int, precision: str) -> float:
-    """The question's limit at its sequence length (models.scaleup.tp_work_factor)."""
-    work = tp_work_factor(s.spec.hidden, s.spec.q_width, s.seq_len)
-    return tp_limit(s.spec.hidden, gpu, tp, precision, work)[0]
+    """The question's limit at its sequence length (models.scaleup.tp_rule)."""
+    share = attention_share(s.spec.hidden, s.spec.q_width, s.seq_len)
+    return tp_rule(s.spec.hidden, gpu, tp, precision, share).limit
 
 
 FAMILY = TpBandwidth("tp_bandwidth", 20, "TP bandwidth rule off")
