@@ -11,7 +11,8 @@ framework environment ci/frameworks.sh builds from ci/frameworks.txt (torch, tor
 megatron-core, megatron-bridge at the pinned releases). That side runs the frameworks'
 own code on CPU: Megatron parse_args + validate_args at the plan's world size, the
 TransformerConfig / MLATransformerConfig, the model on the meta device against the spec's
-parameter count, the interleaved schedule's micro-batch rule; torchtitan's ConfigManager,
+parameter count, the interleaved schedule's micro-batch rule (with the parsed
+--microbatch-group-size-per-virtual-pipeline-stage: FIXED_GROUPS); torchtitan's ConfigManager,
 ParallelDims and its pipeline split; Megatron-Bridge's ConfigContainer.validate(); and
 bash -n + shellcheck for the Slurm script. Exit 1 when any check fails; the install and
 check times are printed.
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -266,6 +268,13 @@ FIXED_OPTIMIZE: dict[str, dict] = {
     "deepseek-v3": dict(model="deepseek-v3", tokens=15e12, budget=100e6),
     "gpt-oss-120b": dict(model="gpt-oss-120b", tokens=2e12, gpus=("h100-sxm",), max_gpus=256),
 }
+# name: (a FIXED plan with VP > 1, micro-batches per step, Megatron-LM's
+# --microbatch-group-size-per-virtual-pipeline-stage): the interleaved schedule runs m
+# micro-batches that are no multiple of PP in groups of N (Layout.microbatch_group_size)
+FIXED_GROUPS: dict[str, tuple[str, int, int]] = {
+    # 15 = 6 + 6 + 3 at PP 2: the last group holds 3, at least PP
+    "llama2-7b-cp-vp-group": ("llama2-7b-cp-vp", 15, 6),
+}
 RANDOM_MODELS = (
     "llama2-7b",
     "llama2-13b",
@@ -280,8 +289,10 @@ RANDOM_MODELS = (
 RANDOM_GPUS = ("h100-sxm", "h200", "b200", "gb200", "a100-80gb", "mi300x")
 
 
-def fixed_plan(name: str):
+def fixed_plan(name: str, microbatches: int | None = None):
+    """The FIXED plan ``name`` (at ``microbatches`` per step where given)."""
     model, seq, tokens, gpu, shape, nic, nics, dp, m = FIXED[name]
+    m = m if microbatches is None else microbatches
     scenario = build_scenario(
         model=model, tokens=tokens, seq_len=seq, gpus=(gpu,), max_gpus=100_000, precision=shape[6]
     )
@@ -326,6 +337,7 @@ def expected(scenario, plan, job: Launch) -> dict:
         "micro_batch": lay.micro_batch,
         "global_batch": lay.global_batch,
         "microbatches": lay.global_batch // (lay.micro_batch * lay.dp),
+        "microbatch_group": lay.microbatch_group,  # the interleaved schedule's N (pp default)
         # what Megatron builds: the main model and its MTP modules (--mtp-num-layers)
         # at the plan's sequence length: learned absolute positions (GPT-3) are one per token
         # (--max-position-embeddings), whatever length the spec was published with
@@ -361,9 +373,12 @@ def config_fields(spec) -> dict:
     return out
 
 
-def case(name: str, scenario, plan) -> dict:
-    """Every format's text (or its refusal) for one plan."""
+def case(name: str, scenario, plan, group: int | None = None) -> dict:
+    """Every format's text (or its refusal) for one plan (its interleaved schedule in
+    micro-batch groups of ``group`` where given)."""
     job = Launch.from_plan(scenario, plan)
+    if group is not None:
+        job = replace(job, layout=replace(job.layout, microbatch_group_size=group))
     texts, refused = {}, {}
     for fmt in FORMATS:
         try:
@@ -385,6 +400,9 @@ def build_cases(seed: int, n_random: int, only: str | None) -> list[dict]:
     for name in FIXED:
         if only in (None, name):
             cases.append(case(name, *fixed_plan(name)))
+    for name, (base, m, group) in FIXED_GROUPS.items():
+        if only in (None, name):
+            cases.append(case(name, *fixed_plan(base, m), group=group))
     for name, q in FIXED_OPTIMIZE.items():
         if only in (None, name):
             scenario, plan = optimized_plan(q)

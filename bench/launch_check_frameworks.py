@@ -113,15 +113,28 @@ def megatron_check(case: dict, text: str) -> dict[str, str]:
     except BaseException as e:  # noqa: BLE001  (asserts and SystemExit alike)
         out["validate_args"] = f"{type(e).__name__}: {e}"[:300]
         return out
-    m = exp["microbatches"]
-    if exp["vp"] > 1 and m % exp["pp"] != 0:
-        out["interleaved schedule"] = (
-            f"{m} micro-batches per step is not a multiple of PP {exp['pp']}"
-        )
-    else:
-        out["interleaved schedule"] = "ok"
+    out["interleaved schedule"] = interleaved_check(args, exp)
     out.update(model_check(A, args, exp))
     return out
+
+
+def interleaved_check(args, exp: dict) -> str:
+    """The interleaved schedule's micro-batch rule at the parsed group size N
+    (--microbatch-group-size-per-virtual-pipeline-stage, args.microbatch_group_size_per_vp_stage;
+    absent, PP as ModelParallelConfig.__post_init__ sets it): the two raises of
+    megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving
+    (N within [PP, m]; a last group m mod N of 0 or at least PP), which runs only on the
+    GPU, and N the plan's."""
+    m, p = exp["microbatches"], exp["pp"]
+    if exp["vp"] <= 1:
+        return "ok"
+    n = getattr(args, "microbatch_group_size_per_vp_stage", None) or p
+    if not p <= n <= m:
+        return f"the group size {n} is outside [PP {p}, {m} micro-batches per step]"
+    if 0 < m % n < p:
+        return f"{m} micro-batches per step in groups of {n} leave {m % n}, fewer than PP {p}"
+    want = exp.get("microbatch_group", p)
+    return "ok" if n == want else f"groups of {n}, the plan's are {want}"
 
 
 def model_check(A, args, exp: dict) -> dict[str, str]:

@@ -99,6 +99,17 @@ EVALUATE_OPTIONS = [
     _count("--dp", 1, "Data-parallel degree."),
     _count("--cp", 1, "Context-parallel degree."),
     _count("--vp", 1, "Virtual pipeline chunks per stage."),
+    click.option(
+        "--microbatch-group-size-per-virtual-pipeline-stage",
+        "microbatch_group_size",
+        type=WholeCount(min=1, max=int(limits.MAX_BATCH_TOKENS)),
+        default=None,
+        help="Interleaving (vp > 1): micro-batches the schedule runs on one virtual stage "
+        "before the next (Megatron-LM's flag of that name), from pp to the micro-batches per "
+        "step, the last group 0 or at least pp; lets the micro-batches per step be no "
+        "multiple of pp, and holds (v - 1) x (N - pp) more chunk passes in flight "
+        "[default: pp].",
+    ),
     _count(
         "--ep",
         1,

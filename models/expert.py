@@ -335,7 +335,9 @@ class ExpertLayout:
             return 1.0
         if self.ep_overlap <= 0:
             return 0.0
-        return 1.0 - a2a_overlap_exposed_share(layout.pp, layout.vp, layout.grad_accum)
+        return 1.0 - a2a_overlap_exposed_share(
+            layout.pp, layout.vp, layout.grad_accum, layout.microbatch_group_size
+        )
 
     def hidden_share(self, layout: Layout) -> float:
         """The all-to-all share an overlap would hide: 1 under DualPipe; else ep_overlap of

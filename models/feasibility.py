@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from catalog.specs import GPUSpec
 from models.layout import Assumptions, Layout
 from models.memory import MemoryBreakdown
-from models.pipeline import microbatch_step, split_violation
+from models.pipeline import microbatch_group_violation, split_violation
 from models.scaleup import attention_share, tp_rule
 from models.transformer import TransformerSpec
 
@@ -35,7 +35,9 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
     the sequence (load-balanced CP), and with sequence parallelism TP divides each CP
     rank's sequence (seq / CP): Megatron-Core scatters it over the TP group and asserts the
     split is exact (megatron/core/tensor_parallel/mappings.py lines 67-70,
-    _split_along_first_dim, at NVIDIA/Megatron-LM 000c4ac24f61).
+    _split_along_first_dim, at NVIDIA/Megatron-LM 000c4ac24f61); with interleaving, the
+    micro-batches per step in groups of the layout's micro-batch group size
+    (models.pipeline.microbatch_group_violation; by default m a multiple of pp).
     Each violation names the layout option to change (the CLI's usage errors)."""
     out = []
     if spec.heads % layout.tp:
@@ -89,17 +91,13 @@ def divisibility_violations(spec: TransformerSpec, layout: Layout, seq_len: int)
         )
     if layout.vp > 1 and layout.pp == 1:
         out.append(Violation("divisibility", "interleaving (vp > 1) needs pp > 1", "--vp"))
-    m, step = layout.grad_accum, microbatch_step(layout.pp, layout.vp)
-    if m == int(m) and int(m) % step:
-        out.append(
-            Violation(
-                "divisibility",
-                f"the interleaved schedule (vp {layout.vp}) needs the micro-batches per step "
-                f"({int(m)}) to be a multiple of pp {layout.pp}; choose a global batch of "
-                f"micro-batch x dp x a multiple of {layout.pp}",
-                "--global-batch",
-            )
-        )
+    m = layout.grad_accum
+    group = layout.microbatch_group_size
+    broken = (
+        microbatch_group_violation(layout.pp, layout.vp, int(m), group) if m == int(m) else None
+    )
+    if broken is not None:
+        out.append(Violation("divisibility", broken[1], broken[0]))
     return out
 
 

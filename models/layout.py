@@ -44,6 +44,21 @@ class Layout:
     # the pipeline rank of a MoE model's MTP layers (the layout string's "m"; None: the
     # last rank, Megatron-Core's default); their logits stay with the loss on the last
     mtp_rank: int | None = None
+    # Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage: micro-batches the
+    # interleaved schedule runs together on one virtual stage (None: pp, its default;
+    # ModelParallelConfig.__post_init__); read only with vp > 1 (models/pipeline.py)
+    microbatch_group_size: int | None = None
+
+    @property
+    def microbatch_group(self) -> int:
+        """The micro-batch group size in effect: ``microbatch_group_size``, else pp."""
+        return self.pp if self.microbatch_group_size is None else self.microbatch_group_size
+
+    @property
+    def custom_microbatch_group(self) -> bool:
+        """A group size other than Megatron-Core's default (pp) that the schedule reads
+        (only the interleaved one does, vp > 1)."""
+        return self.vp > 1 and self.pp > 1 and self.microbatch_group != self.pp
 
     def holds_mtp(self, rank: int) -> bool:
         """Whether pipeline rank ``rank`` builds the MTP layers."""
@@ -82,7 +97,8 @@ class Layout:
         The pipeline split is four flat keys, always present: ``first_stage_layers``
         and ``last_stage_layers`` (int, or null for an even share) and
         ``embedding_in_split``, ``loss_in_split`` (bool); ``stage_counts`` and
-        ``mtp_rank`` only when a --pipeline-layout sets them."""
+        ``mtp_rank`` only when a --pipeline-layout sets them; ``microbatch_group_size``
+        only when it is not the default (``custom_microbatch_group``)."""
         d: dict[str, int | float | str | bool | list[int] | None] = {
             "tp": self.tp,
             "pp": self.pp,
@@ -106,6 +122,8 @@ class Layout:
             d["stage_counts"] = list(self.stage_counts)
         if self.mtp_rank is not None:
             d["mtp_rank"] = self.mtp_rank
+        if self.custom_microbatch_group:
+            d["microbatch_group_size"] = self.microbatch_group
         return d
 
 

@@ -279,7 +279,9 @@ def rank_activation_gb(
     per_layer = activation_bytes_per_layer(
         spec, seq_len, layout.micro_batch, layout.tp, layout.sp, kept, layout.cp
     )
-    held = in_flight_at_rank(load.rank, layout.pp, layout.vp, layout.grad_accum)
+    held = in_flight_at_rank(
+        load.rank, layout.pp, layout.vp, layout.grad_accum, layout.microbatch_group_size
+    )
     total = per_layer * load.layers * held
     if layout.recompute == "full":
         total += activation_bytes_per_layer(
@@ -960,7 +962,9 @@ def _moe_ranks_at(
         return _dualpipe_ranks(stages, layout)
     out = []
     for stage, working in stages:
-        held = in_flight_at_rank(stage.rank, layout.pp, layout.vp, layout.grad_accum)
+        held = in_flight_at_rank(
+            stage.rank, layout.pp, layout.vp, layout.grad_accum, layout.microbatch_group_size
+        )
         out.append(
             stage._replace(
                 act=stage.act * held + working,

@@ -28,21 +28,50 @@ EVEN: Split = (0, 0, False, False)
 
 
 def bubble_fraction(pp: int, microbatches: float, vp: int = 1) -> float:
-    """Idle fraction relative to the useful work: (p-1)/(v*m)."""
+    """Idle fraction relative to the useful work: (p-1)/(v*m).
+
+    Whatever the interleaved schedule's micro-batch group size N
+    (--microbatch-group-size-per-virtual-pipeline-stage, Layout.microbatch_group_size):
+    the bubble is the fill and drain of the pipeline, p - 1 chunk passes of 1/v of a
+    micro-batch's work each way, and the groups only reorder the chunk passes in between
+    (megatron/core/pipeline_parallel/schedules.py get_schedule_table: N micro-batches of
+    one virtual stage, then the same N on the next); Megatron-Core's checks (N >= p, a
+    last group of 0 or at least p) keep every rank's next chunk pass ready in steady state,
+    so a larger N holds more activations (``in_flight_at_rank``), not more idle time."""
     return (pp - 1) / (vp * microbatches)
 
 
-def in_flight_microbatches(pp: int, vp: int, num_microbatches: float) -> float:
+def in_flight_microbatches(
+    pp: int, vp: int, num_microbatches: float, group: int | None = None
+) -> float:
     """Micro-batches whose activations the first stage holds at once (1F1B, interleaved).
 
     1F1B: min(p, m). Interleaved with v chunks: times 1 + (p-1)/(p*v)
-    (Megatron-LM theoretical_memory_usage.py)."""
+    (Megatron-LM theoretical_memory_usage.py), which is the warm-up of
+    ``in_flight_at_rank`` at rank 0 with the default group size N = p:
+    p (1 + (p-1)/(p v)) = (2 (p-1) + (v-1) p + 1) / v. Another ``group`` N (Megatron-Core's
+    --microbatch-group-size-per-virtual-pipeline-stage) holds that warm-up with N in
+    place of p, (2 (p-1) + (v-1) N + 1) / v, at most m (schedules.py
+    get_pp_rank_microbatches)."""
     if pp == 1:
         return 1.0
+    if vp > 1 and group is not None and group != pp:
+        return _interleaved_in_flight(0, pp, vp, num_microbatches, group)
     held = min(float(pp), float(num_microbatches))
     if vp > 1:
         held *= 1.0 + (pp - 1) / (pp * vp)
     return held
+
+
+def _interleaved_in_flight(
+    rank: int, pp: int, vp: int, num_microbatches: float, group: int
+) -> float:
+    """Micro-batches in flight on ``rank`` under the interleaved schedule: its warm-up of
+    2 (p - r - 1) + (v - 1) N chunk passes plus the one in flight, at most the v m of the
+    step, over v chunks (megatron/core/pipeline_parallel/schedules.py
+    get_pp_rank_microbatches, forward_backward_pipelining_with_interleaving)."""
+    chunks = min(vp * float(num_microbatches), 2.0 * (pp - rank - 1) + (vp - 1) * group + 1)
+    return chunks / vp
 
 
 def article_held_microbatches(stages: int) -> int:
@@ -62,19 +91,22 @@ def stages_needed(layers: int, layers_per_gpu: int, tp: int = 1) -> int:
     return math.ceil(layers / (layers_per_gpu * tp))
 
 
-def in_flight_at_rank(rank: int, pp: int, vp: int, num_microbatches: float) -> float:
+def in_flight_at_rank(
+    rank: int, pp: int, vp: int, num_microbatches: float, group: int | None = None
+) -> float:
     """Micro-batches (of the whole rank's layers) whose activations pipeline rank ``rank`` holds.
 
     Rank 0 is ``in_flight_microbatches``. Other ranks, 1F1B: min(p - r, m); interleaved:
-    Megatron-LM's warm-up of 2 (p - r - 1) + (v - 1) p model-chunk passes plus the one in
-    flight, at most v m, over v chunks (schedules.py
-    forward_backward_pipelining_with_interleaving)."""
+    Megatron-LM's warm-up of 2 (p - r - 1) + (v - 1) N model-chunk passes plus the one in
+    flight, at most v m, over v chunks (schedules.py get_pp_rank_microbatches,
+    forward_backward_pipelining_with_interleaving), N the micro-batch ``group`` size
+    (--microbatch-group-size-per-virtual-pipeline-stage; None: p, Megatron-Core's
+    default), so a larger N holds more."""
     if rank == 0 or pp == 1:
-        return in_flight_microbatches(pp, vp, num_microbatches)
+        return in_flight_microbatches(pp, vp, num_microbatches, group)
     if vp == 1:
         return float(min(pp - rank, num_microbatches))
-    chunks = min(vp * float(num_microbatches), 2.0 * (pp - rank - 1) + (vp - 1) * pp + 1)
-    return chunks / vp
+    return _interleaved_in_flight(rank, pp, vp, num_microbatches, pp if group is None else group)
 
 
 def full_pipeline_microbatches(pp: int, vp: int) -> int:
@@ -92,14 +124,16 @@ def full_pipeline_microbatches(pp: int, vp: int) -> int:
     return max(1, -(-warmup // (vp * pp))) * pp
 
 
-def a2a_overlap_warmup_chunks(pp: int, vp: int) -> int:
+def a2a_overlap_warmup_chunks(pp: int, vp: int, group: int | None = None) -> int:
     """Model-chunk forwards the first rank runs alone, before Megatron-Core's all-to-all
     overlap (--overlap-moe-expert-parallel-comm) pairs each forward with another
     micro-batch's backward; as many backwards run alone at the end. With PP 1, one
     (combined_1f1b.py combined_1f1b_schedule_for_no_pipelining: the first micro-batch's
     forward alone, then each backward beside the next forward); interleaved, the warm-up
-    of forward_backward_pipelining_with_interleaving, 2 (p - 1) + (v - 1) p, plus the one
-    the overlap adds (schedules.py get_pp_rank_microbatches, megatron-core 0.19.2).
+    of forward_backward_pipelining_with_interleaving, 2 (p - 1) + (v - 1) N, plus the one
+    the overlap adds (schedules.py get_pp_rank_microbatches, megatron-core 0.19.2); N the
+    micro-batch ``group`` size (--microbatch-group-size-per-virtual-pipeline-stage; None:
+    p, Megatron-Core's default).
 
     The overlap holds no more activations than 1F1B (``in_flight_at_rank``): the extra
     warm-up forward is the chunk 1F1B runs before its first backward, and each combined
@@ -108,14 +142,17 @@ def a2a_overlap_warmup_chunks(pp: int, vp: int) -> int:
     is not modelled."""
     if pp == 1:
         return 1
-    return 2 * (pp - 1) + (vp - 1) * pp + 1
+    return 2 * (pp - 1) + (vp - 1) * (pp if group is None else group) + 1
 
 
-def a2a_overlap_exposed_share(pp: int, vp: int, num_microbatches: float) -> float:
+def a2a_overlap_exposed_share(
+    pp: int, vp: int, num_microbatches: float, group: int | None = None
+) -> float:
     """The share of the all-to-alls Megatron-Core's overlap leaves on the critical path:
     the warm-up's forwards and the cool-down's backwards run alone, W of the v m chunk
-    passes each way (``a2a_overlap_warmup_chunks``), so W / (v m), at most 1."""
-    w = a2a_overlap_warmup_chunks(pp, vp)
+    passes each way (``a2a_overlap_warmup_chunks``, at micro-batch ``group`` size N), so
+    W / (v m), at most 1."""
+    w = a2a_overlap_warmup_chunks(pp, vp, group)
     return min(1.0, w / (vp * max(1.0, float(num_microbatches))))
 
 
@@ -425,3 +462,58 @@ def microbatch_step(pp: int, vp: int) -> int:
     forward_backward_pipelining_with_interleaving; torch's Interleaved1F1B likewise); 1
     otherwise."""
     return pp if vp > 1 and pp > 1 else 1
+
+
+GROUP_OPTION = "--microbatch-group-size-per-virtual-pipeline-stage"
+
+
+def _valid_group(pp: int, num_microbatches: int, group: int) -> bool:
+    """Whether Megatron-Core's interleaved schedule runs m micro-batches in groups of N."""
+    last = num_microbatches % group
+    return pp <= group <= num_microbatches and not 0 < last < pp
+
+
+def microbatch_group_violation(
+    pp: int, vp: int, num_microbatches: int, group: int | None
+) -> tuple[str, str] | None:
+    """(option, message) where the interleaved schedule refuses m micro-batches per step in
+    groups of N (``group``; None: p, Megatron-Core's default), or None. The checks of
+    megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving
+    (megatron-core 0.19.2 lines 1133-1153; NVIDIA/Megatron-LM d98e8a64 lines 1160-1180): N within [p, m]
+    (ValueError), and the last group, m mod N, 0 or at least p (RuntimeError: "dependency
+    bubbles"); N defaults to p (model_parallel_config.py ModelParallelConfig.__post_init__),
+    where the two make m a multiple of p (``microbatch_step``). Only the interleaved
+    schedule reads N (vp > 1)."""
+    m, p = num_microbatches, pp
+    if vp <= 1 or p <= 1 or m < 1:
+        return None
+    n = p if group is None else group
+    if _valid_group(p, m, n):
+        return None
+    fix = next((k for k in range(p, m + 1) if _valid_group(p, m, k)), None)
+    if group is None:
+        alt = f", or {GROUP_OPTION} {fix} as Megatron-LM runs it" if fix is not None else ""
+        return (
+            "--global-batch",
+            f"the interleaved schedule (vp {vp}) needs the micro-batches per step ({m}) to "
+            f"be a multiple of pp {p}; choose a global batch of micro-batch x dp x a "
+            f"multiple of {p}{alt}",
+        )
+    if fix is None:
+        return (
+            GROUP_OPTION,
+            f"the interleaved schedule (vp {vp}) runs no group size with {m} micro-batches "
+            f"per step, fewer than pp {p}; raise the global batch to at least pp micro-batches",
+        )
+    if not p <= n <= m:
+        why = f"{n} must lie between pp {p} and the {m} micro-batches per step"
+    else:
+        why = (
+            f"{n} leaves a last group of {m % n} of the {m} micro-batches per step, fewer "
+            f"than pp {p} (a dependency bubble)"
+        )
+    return (
+        GROUP_OPTION,
+        f"{why}, which Megatron-Core's interleaved schedule refuses; use e.g. {fix} (a size "
+        f"in [{p}, {m}] whose last group is 0 or at least {p})",
+    )

@@ -20,6 +20,7 @@ from designer.launch.shell_text import safe_word
 from designer.launch.torchtitan_config import torchtitan
 from designer.launch.vocab import checked_against, checked_release, flag, vocabulary
 from models.feasibility import divisibility_violations
+from models.layout import Layout
 
 FORMATS = ("megatron", "nemo", "torchtitan", "slurm")
 RDZV_PORT = 29500  # torchrun's default master port
@@ -98,13 +99,25 @@ def pipeline_flags(job: Launch) -> list[tuple[str, object]]:
     """The pipeline split in Megatron-LM's newer flag forms: --num-virtual-stages-per-
     pipeline-rank, --decoder-first/last-pipeline-num-layers or the accounting switches;
     --pipeline-model-parallel-layout for a split only it expresses (pp not dividing the
-    layers, planned with --ignore divisibility)."""
+    layers, planned with --ignore divisibility); --microbatch-group-size-per-virtual-
+    pipeline-stage where the layout's group size is not Megatron-Core's default, pp
+    (Layout.custom_microbatch_group; megatron-core 0.19.2's parser takes it:
+    model_parallel_config.py's argparse_meta, designer/data/launch/
+    megatron_release_arguments.yaml)."""
     lay = job.layout
     if lay.pp == 1:
         return []
     text = required_layout(job.spec.layers, lay, "Megatron-LM", job.spec.mtp_layers)
-    if text is not None:
-        return [("pipeline_layout", text)]
+    out: list[tuple[str, object]] = (
+        [("pipeline_layout", text)] if text is not None else _split_flags(lay)
+    )
+    if lay.custom_microbatch_group:  # Megatron-Core's default is pp
+        out.append(("microbatch_group_size", lay.microbatch_group))
+    return out
+
+
+def _split_flags(lay: Layout) -> list[tuple[str, object]]:
+    """The split in the virtual-stage, first/last-stage and accounting flags."""
     out: list[tuple[str, object]] = []
     if lay.vp > 1:
         out.append(("virtual_stages", lay.vp))
@@ -265,6 +278,12 @@ def emit(job: Launch, fmt: str, option: str = "--emit") -> str:
     if fmt not in EMITTERS:
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}", option)
     try:
+        if job.layout.custom_microbatch_group and fmt in DENSE_ONLY:
+            raise FormatRefused(
+                f"the {fmt} emitter writes no micro-batch group size (the layout's "
+                f"{job.layout.microbatch_group}, Megatron-LM's --microbatch-group-size-per-"
+                f"virtual-pipeline-stage): use {FormatRefused.OPTION} megatron or slurm"
+            )
         if not job.spec.is_dense and fmt in DENSE_ONLY:
             raise FormatRefused(
                 f"the {fmt} emitter writes dense models only; {job.spec.name} has experts, "

@@ -625,6 +625,21 @@ def _vp(m: _Flags, layers: int, pp: int) -> int:
     return vp
 
 
+def _group_size(m: _Flags, vp: int, notes: list[str]) -> int | None:
+    """--microbatch-group-size-per-virtual-pipeline-stage (Layout.microbatch_group_size):
+    read with interleaving (vp > 1); without it, Megatron-LM's 1F1B schedule never reads
+    it (schedules.py forward_backward_pipelining_without_interleaving), which is noted and
+    the size dropped. Its checks against the micro-batches are ``_check_shapes``'."""
+    group = m.integer("microbatch_group_size")
+    if group is None or vp > 1:
+        return group
+    notes.append(
+        f"{m.name('microbatch_group_size')} {group}: not read without interleaving (no "
+        "virtual stages), as Megatron-LM's 1F1B schedule ignores it"
+    )
+    return None
+
+
 def _split_fields(m: _Flags, layers: int, pp: int, mtp_layers: int = 0) -> dict:
     """vp and the uneven-split fields: from --pipeline-model-parallel-layout, or from the
     virtual-stage, first/last-stage and accounting flags (at most one form, as
@@ -938,6 +953,7 @@ def parse_megatron(words: list[str]) -> ImportedRun:
     spec = _spec(m, seq, notes)
     tp, pp, cp, dp = _degrees(m, launcher, nnodes, nproc)
     split = _split_fields(m, spec.layers, pp, spec.mtp_layers)
+    split["microbatch_group_size"] = _group_size(m, split["vp"], notes)
     micro = m.required("micro_batch", "give the per-GPU micro-batch")
     global_batch = m.integer("global_batch")
     if global_batch is None:

@@ -48,6 +48,11 @@ def _head(ev, evidence: dict[str, Any]) -> list[str]:
         f"{ev.model} on {lay.num_gpus:,} x {report.gpu_label(ev.gpu, evidence)} "
         f"({render.count(ev.nodes, 'server')}, {ev.nics_per_node} x {ev.nic} each)",
         f"layout: tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, cp {lay.cp}, vp {lay.vp}"
+        + (
+            f" (micro-batch groups of {lay.microbatch_group})"
+            if lay.custom_microbatch_group
+            else ""
+        )
         + (f", ep {ev.ep}, etp {ev.etp}" if ev.moe else "")
         + "; "
         f"micro-batch {lay.micro_batch}, global batch {lay.global_batch:,} "
