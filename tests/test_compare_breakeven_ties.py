@@ -161,6 +161,14 @@ def test_the_gap_is_null_unless_known():
     assert _solve([_gap_row("optimal", 10.0, 0.0), _gap_row("feasible", 20.0, 0.75)])[
         "gap"
     ] == pytest.approx(0.5)
+    # a type stopped with its bound (20 x 0.75 = 15) above the best plan cannot beat it:
+    # the answer is proved (it said 'feasible', gap 0%; solvers.result.merged_gap)
+    assert _solve([_gap_row("optimal", 10.0, 0.0), _gap_row("feasible", 20.0, 0.25)]) == {
+        "solver": "cpsat",
+        "wall_s": 1.0,
+        "gap": 0.0,
+        "proved": True,
+    }
     # a type whose time ran out with no plan may hold a better one: no gap, not proved
     solved = _solve([_gap_row("optimal", 10.0, 0.0), _gap_row("unknown", None, None)])
     assert solved["gap"] is None and solved["proved"] is False

@@ -47,7 +47,7 @@ def test_unknown_name_lists_every_name_sorted():
         (["optimize", "--nic", "cx7", "--budget", "30M"], "--nic", "'cx7-400g'"),
         (["evaluate", "--gpu", "H100-SXM", "--tp", "8"], "--gpu", "'h100-sxm'"),
         (["catalog", "show", "mi300"], "NAME", "'mi300x'"),
-        (["models", "show", "Llama3-70B"], "NAME", "'llama3-70b'"),
+        (["models", "show", "llama3-71b"], "NAME", "'llama3-70b'"),  # (Llama3-70B is its name)
     ],
 )
 def test_the_cli_suggests_the_name_meant(capsys, args, option, hint):

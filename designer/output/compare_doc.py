@@ -30,6 +30,7 @@ from designer.output.formats import (
 from models.evidence_rule import RULE_TEXT, TIERS
 from solvers import Scenario
 from solvers.columns import PLAN_COLUMNS
+from solvers.result import merged_gap
 
 
 def _evidence():
@@ -64,20 +65,19 @@ def row_evidence(s: Scenario, row) -> dict[str, Any]:
 def _solve(rows) -> dict[str, Any]:
     """The JSON's ``solve``: the first row's solver, the total time, whether the first
     plan is proved best across the GPU types, and the gap when known (null otherwise, as
-    optimize reports it): from each type's best plan and its gap, the lowest bound."""
-    ok = [r.result for r in rows if r.result.best is not None]
-    proved = bool(ok) and all(r.result.status in ("optimal", "infeasible") for r in rows)
-    gap = None
-    if proved:
-        gap = 0.0
-    elif ok and all(r.gap is not None for r in ok) and rows_settled(rows):
-        best = min(float(r.best.objective) for r in ok)
-        bound = min(float(r.best.objective) * (1 - float(r.gap)) for r in ok)
-        gap = max(0.0, (best - bound) / max(abs(best), 1e-12))
+    optimize reports it): the best plan against the least bound of the types' searches
+    (solvers.result.merged_gap, as a rented question's parts merge), proved when every
+    type is proved or that gap is 0."""
+    results = [r.result for r in rows]
+    ok = [r for r in results if r.best is not None]
+    gap = merged_gap(results, min(float(r.best.objective) for r in ok)) if ok else None
+    proved = bool(ok) and (
+        all(r.status in ("optimal", "infeasible") for r in results) or gap == 0.0
+    )
     return {
         "solver": rows[0].result.solver if rows else "cpsat",
         "wall_s": sum(r.result.wall_s for r in rows),
-        "gap": gap,
+        "gap": 0.0 if proved else gap,
         "proved": proved,
     }
 
