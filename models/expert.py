@@ -127,6 +127,7 @@ from typing import NamedTuple
 from catalog.specs import GPUSpec
 from models import comm, flops, moe, scaleup
 from models import linear_attention as la
+from models.flops import attention_core_forward_per_token
 from models.layout import Assumptions, Layout, Network
 from models.memory import (
     MoEMemory,
@@ -595,17 +596,6 @@ def weight_bytes_per_pass(spec: TransformerSpec, layout: Layout, ex: ExpertLayou
         return w
     passes = forward_passes(layout.recompute) + recompute_module_forwards(spec, layout, ex)[0]
     return (w * (passes - 1.0) + ex.wgrad_accumulation_bytes) / passes
-
-
-def attention_core_forward_per_token(spec: TransformerSpec, seq_len: int) -> float:
-    """Q K^T and A V over the full square (the planner's convention, flops.py): 2 s x
-    (query-key width + value width); 4 s x heads x head_dim for grouped-query heads, as
-    flops.attention_forward_flops_per_token."""
-    if spec.is_mla:
-        assert spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
-        qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
-        return 2.0 * seq_len * (qk + spec.heads * spec.v_head_dim)
-    return 4.0 * seq_len * spec.q_width
 
 
 @lru_cache(maxsize=256)

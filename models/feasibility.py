@@ -150,7 +150,7 @@ def check_layout(
             )
         )
     if layout.tp > 1:
-        share = attention_share(spec.hidden, spec.q_width, seq_len)
+        share = attention_share(spec, seq_len)
         rule = tp_rule(spec.hidden, gpu, layout.tp, layout.precision, share)
         if layout.tp > rule.limit + TOL:
             fp8 = f" x {rule.traffic:.3g} (FP8's all-gathers)" if rule.traffic != 1 else ""

@@ -41,6 +41,26 @@ def attention_forward_flops_per_token(spec: TransformerSpec, seq_len: int) -> fl
     return 4.0 * seq_len * spec.q_width
 
 
+def attention_core_forward_per_token(spec: TransformerSpec, seq_len: int) -> float:
+    """Q K^T and A V over the full square (the planner's convention): 2 s x (query-key
+    width + value width), multi-head latent attention's widths where used; 4 s x heads x
+    head_dim for grouped-query heads, as attention_forward_flops_per_token (models.expert
+    prices a MoE / MLA model's attention with it)."""
+    if spec.is_mla:
+        assert spec.qk_head_dim and spec.qk_rope_head_dim and spec.v_head_dim
+        qk = spec.heads * (spec.qk_head_dim + spec.qk_rope_head_dim)
+        return 2.0 * seq_len * (qk + spec.heads * spec.v_head_dim)
+    return 4.0 * seq_len * spec.q_width
+
+
+def attention_core_causal_forward_per_token(spec: TransformerSpec, seq_len: int) -> float:
+    """The attention core's FLOPs that run per token and layer, the mean over the layers:
+    the causal half of ``attention_core_forward_per_token`` (FlashAttention skips the
+    masked blocks, as models/step.py prices it) on the full-attention layers only (linear
+    attention's layers have no s x s core: models.linear_attention)."""
+    return 0.5 * attention_core_forward_per_token(spec, seq_len) * (1.0 - la.linear_share(spec))
+
+
 def logit_forward_flops_per_token(spec: TransformerSpec) -> float:
     return 2.0 * spec.vocab * spec.hidden
 

@@ -501,9 +501,10 @@ def microbatch_group_violation(
         )
     if fix is None:
         return (
-            GROUP_OPTION,
-            f"the interleaved schedule (vp {vp}) runs no group size with {m} micro-batches "
-            f"per step, fewer than pp {p}; raise the global batch to at least pp micro-batches",
+            "--global-batch",
+            f"the interleaved schedule (vp {vp}) runs no {GROUP_OPTION} with {m} "
+            f"micro-batches per step, fewer than pp {p}; raise the global batch to at least pp "
+            "micro-batches",
         )
     if not p <= n <= m:
         why = f"{n} must lie between pp {p} and the {m} micro-batches per step"

@@ -24,7 +24,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from catalog.specs import GPUSpec
+from models import flops
 from models.comm import tp_bandwidth_limit
+from models.transformer import TransformerSpec
 
 
 def group_bw_gb_per_s(gpu: GPUSpec, ranks: int) -> float:
@@ -65,16 +67,20 @@ def ranks_in_domain(gpu: GPUSpec, stride: int) -> int:
     return max(1, dom // stride) if stride < dom else 1
 
 
-def attention_share(hidden: int, q_width: int, seq_len: int) -> float:
+def attention_share(spec: TransformerSpec, seq_len: int) -> float:
     """The attention core's forward FLOPs per token and layer over seed E2's linear ones,
-    2 s q / (24 h^2): E2's 3h/t counts the linear layers' work only, 24 h^2 FLOPs per token
-    and layer (2 x their 12 h^2 parameters); the attention core (Q K^T and A V) is split over
-    the TP ranks with the heads, as the linear layers are, between the same collectives, and
-    does the causal half of 4 s q FLOPs per token (models.flops
-    attention_forward_flops_per_token; FlashAttention skips the masked blocks, as
-    models/step.py prices it), q the query width (h for the zoo's dense models). 0.042 at the
-    seed's 4,096 tokens and h 8,192; 10.7 for Llama 2 7B at 512K tokens."""
-    return 2.0 * seq_len * q_width / (24.0 * hidden * hidden)
+    (its causal FLOPs) / (24 h^2): E2's 3h/t counts the linear layers' work only, 24 h^2
+    FLOPs per token and layer (2 x their 12 h^2 parameters); the attention core (Q K^T
+    and A V) is split over the TP ranks with the heads, as the linear layers are, between
+    the same collectives, and does the FLOPs models.flops
+    attention_core_causal_forward_per_token counts (2 s q for a query width q, h in the
+    zoo's dense models; multi-head latent attention's query-key and value widths;
+    none on linear-attention layers), as the step prices them. 0.042 at the seed's 4,096
+    tokens and h 8,192; 10.7 for Llama 2 7B at 512K tokens; 0.136 for DeepSeek-V3 at 4,096
+    (its 128 heads of 192 + 128 over h 7,168; 0.048 at its 7,168-wide q alone)."""
+    return flops.attention_core_causal_forward_per_token(spec, seq_len) / (
+        24.0 * spec.hidden * spec.hidden
+    )
 
 
 FP8_TP_TRAFFIC_FACTOR = 4.0 / 3.0
@@ -83,7 +89,11 @@ forward runs under sequence parallelism, Transformer Engine casts the two all-ga
 linear inputs to FP8 before gathering them (1 byte an element) and reduce-scatters the two
 outputs in bf16, so 6 bytes move where bf16 moves 8 (module/linear.py at v1.13: cast_to_fp8
 before gather_along_first_dim under sequence_parallel; at v2.0-v2.18: gather_along_first_dim
-with the input quantizer, distributed.py _all_gather_fp8 and _all_gather_mxfp8)."""
+with the input quantizer, distributed.py _all_gather_fp8 and _all_gather_mxfp8). Applied on
+the GPUs whose training stacks run Transformer Engine or its ROCm port
+(``TRANSFORMER_ENGINE_VENDORS``); Gaudi's FP8 collectives are not documented here."""
+
+TRANSFORMER_ENGINE_VENDORS = ("NVIDIA", "AMD")
 
 
 class TpRule(NamedTuple):
@@ -104,10 +114,12 @@ def tp_rule(hidden: int, gpu: GPUSpec, tp: int, precision: str, share: float = 0
     ``tp``, ``share`` the attention share (``attention_share``; 0: the seed's rule). In FP8
     the linear layers run at the FP8 peak and the attention core at bf16's (Megatron-LM's
     FP8 recipes leave it in bf16 unless --fp8-dot-product-attention), so its work counts
-    peak / bf16 peak times as long; the traffic factor is FP8_TP_TRAFFIC_FACTOR."""
+    peak / bf16 peak times as long; the traffic factor is FP8_TP_TRAFFIC_FACTOR on the
+    TRANSFORMER_ENGINE_VENDORS' GPUs in FP8, else 1."""
     peak = gpu.peak_tflops(precision) or gpu.dense_bf16_tflops
     bw = group_bw_gb_per_s(gpu, min(tp, domain_gpus(gpu)))
     seed = tp_bandwidth_limit(hidden, bw, peak)
     work = 1.0 + share * peak / gpu.dense_bf16_tflops
-    traffic = FP8_TP_TRAFFIC_FACTOR if precision == "fp8" else 1.0
+    te_fp8 = precision == "fp8" and gpu.vendor in TRANSFORMER_ENGINE_VENDORS
+    traffic = FP8_TP_TRAFFIC_FACTOR if te_fp8 else 1.0
     return TpRule(seed * work * traffic, seed, work, traffic, bw, peak)

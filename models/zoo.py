@@ -62,27 +62,27 @@ def moe_zoo() -> dict[str, TransformerSpec]:
     }
 
 
-RELEASE_SUFFIXES = ("hf", "base", "instruct", "chat")
-"""Trailing words of a Hugging Face repository name that name a release of the same
-architecture (Llama-2-70b-hf, Nemotron-4-340B-Base, Kimi-K2-Instruct): dropped by
-``name_key``."""
+RELEASE_WORDS = ("hf", "base", "instruct", "chat", "thinking")
+"""Words of a Hugging Face repository name that name a release of the same architecture
+(Llama-2-70b-hf, Nemotron-4-340B-Base, Kimi-K2-Instruct-0905, Qwen3-235B-A22B-Instruct-2507,
+Mixtral-8x7B-Instruct-v0.1): ``name_key`` drops the first such word after the name's first
+and all that follows it (a date or version)."""
 
 
 def name_key(name: str) -> str:
     """What two spellings of one model name share: lower case, without an organisation
-    prefix (``meta-llama/``), the separators ``-``, ``_``, ``.`` and spaces, or trailing
-    ``RELEASE_SUFFIXES``: "Llama-3.1-405B" and "llama3.1-405b" are "llama31405b",
-    "nemotron-4-340b" and "nemotron4-340b" are "nemotron4340b"."""
+    prefix (``meta-llama/``), the separators ``-``, ``_``, ``.`` and spaces, or a release
+    word and what follows it (``RELEASE_WORDS``): "Llama-3.1-405B" and "llama3.1-405b" are
+    "llama31405b", "nemotron-4-340b" and "Nemotron-4-340B-Base" are "nemotron4340b"."""
     words = [w for w in re.split(r"[-_.\s]+", name.strip().lower().rsplit("/", 1)[-1]) if w]
-    while len(words) > 1 and words[-1] in RELEASE_SUFFIXES:
-        words.pop()
-    return "".join(words)
+    cut = next((i for i, w in enumerate(words) if i and w in RELEASE_WORDS), len(words))
+    return "".join(words[:cut])
 
 
 @cache
 def zoo_names_by_key() -> dict[str, str]:
     """Every zoo name and alias (an entry's ``aliases``) by ``name_key``, to the zoo name.
-    Two entries sharing a key is a data error (tests/test_zoo.py)."""
+    Two entries sharing a key is a data error (tests/test_models.py)."""
     out: dict[str, str] = {}
     for raw in (_zoo_raw(), _moe_zoo_raw()):
         for name, fields in raw.items():
@@ -153,6 +153,8 @@ def resolve_model(name_or_path: str, option: str = "--model") -> TransformerSpec
     path = Path(name_or_path)
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
         return read_model_file(path)
+    if "/" in name_or_path and path.parent.is_dir():  # a path to a file not there
+        raise ModelError(f"{option}: {name_or_path}: no such file; give an existing spec file")
     known = zoo_names_by_key().get(name_key(name_or_path))
     if known is not None:  # another spelling or an alias ("llama3.1-405b", "Qwen/Qwen3-30B-A3B")
         return models[known] if known in models else moe_zoo()[known]

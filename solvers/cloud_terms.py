@@ -255,9 +255,8 @@ def solve_by_term(
             kept.append(plan)
     found = [r for r in results if r.plans]
     best = float(kept[0].objective) if kept else math.inf
-    gap = merged_gap(results, best) if found else None
-    if found:  # proved by every term, or by the terms' bounds (a stopped one's included)
-        proved = all(r.status in ("optimal", "infeasible") for r in results) or gap == 0.0
+    if found:
+        proved = all(r.status in ("optimal", "infeasible") for r in results)
         status = "optimal" if proved else "feasible"
     else:
         status = "unknown" if any(r.status == "unknown" for r in results) else "infeasible"
@@ -265,7 +264,7 @@ def solve_by_term(
         results[0],
         status=status,
         wall_s=time.perf_counter() - start,
-        gap=None if not found else 0.0 if status == "optimal" else gap,
+        gap=None if not found else 0.0 if status == "optimal" else merged_gap(results, best),
         plans=kept[:top_k],
         bound=None,  # (the first term's, not the merged question's)
     )

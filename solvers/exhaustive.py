@@ -48,8 +48,7 @@ def solve_exhaustive(
 ) -> SolveResult:
     """Every shape's best plan, the ``top_k`` best overall. Past ``time_limit_s`` it stops
     between shapes (time_up): the plans found so far are ``feasible`` (not proved), with the
-    gap to the least bound of the shapes not searched (unsearched_bound), ``optimal`` when
-    that gap is 0 (no shape left can beat the best plan), or ``unknown`` without a plan."""
+    gap to the least bound of the shapes not searched (unsearched_bound), or ``unknown``."""
     if cloud_terms.applies(scenario):  # one solve per rental term (solvers/cloud_terms.py)
         return cloud_terms.solve_by_term(
             solve_exhaustive, scenario, top_k, candidates=candidates, time_limit_s=time_limit_s
@@ -81,9 +80,11 @@ def solve_exhaustive(
     if left is not None:  # the best found against the least bound of what was not searched
         least = per_shape[0][0][0] if per_shape else math.inf
         bound = min(least, unsearched_bound(scenario, q, left))
+        # never optimal, even at gap 0: a bound equal to the best plan's objective does not
+        # settle the tie rule's second key (the faster plan at that cost) nor the other
+        # top-K plans, and the shapes not searched may hold either
+        status = "feasible" if plans else "unknown"
         gap = relative_gap(plans[0].objective, bound) if plans else None
-        # a bound that reaches the best plan proves it, searched or not
-        status = "unknown" if gap is None else "optimal" if gap == 0.0 else "feasible"
     return SolveResult(
         status=status,
         solver="exhaustive",

@@ -161,14 +161,16 @@ def test_the_gap_is_null_unless_known():
     assert _solve([_gap_row("optimal", 10.0, 0.0), _gap_row("feasible", 20.0, 0.75)])[
         "gap"
     ] == pytest.approx(0.5)
-    # a type stopped with its bound (20 x 0.75 = 15) above the best plan cannot beat it:
-    # the answer is proved (it said 'feasible', gap 0%; solvers.result.merged_gap)
+    # a type stopped with its bound (20 x 0.75 = 15) above the best plan: gap 0, yet not
+    # proved (a stopped type, or one whose tie rule's second key is open: CP-SAT's
+    # 'feasible' at gap 0, may hold a faster plan at the same cost)
     assert _solve([_gap_row("optimal", 10.0, 0.0), _gap_row("feasible", 20.0, 0.25)]) == {
         "solver": "cpsat",
         "wall_s": 1.0,
         "gap": 0.0,
-        "proved": True,
+        "proved": False,
     }
+    assert _solve([_gap_row("feasible", 10.0, 0.0)])["proved"] is False
     # a type whose time ran out with no plan may hold a better one: no gap, not proved
     solved = _solve([_gap_row("optimal", 10.0, 0.0), _gap_row("unknown", None, None)])
     assert solved["gap"] is None and solved["proved"] is False

@@ -70,10 +70,12 @@ def test_a_question_no_plan_meets_is_infeasible(cat):
     assert (cost.objective_name, cost.objective_unit) == ("cost", "USD")
 
 
-def test_a_stopped_search_whose_bound_reaches_its_plan_is_optimal(cat, monkeypatch):
-    """A search stopped with shapes left said 'feasible' even when the least bound of those
-    shapes proved its plan (gap 0); it now says 'optimal', and 'feasible' with the gap
-    while the bound is below the plan."""
+def test_a_stopped_search_is_never_called_optimal_even_at_gap_0(cat, monkeypatch):
+    """A search stopped with shapes left whose least bound reaches its best plan has gap 0,
+    but it is not proved: on a cost question many shapes tie at the cheapest purchase, and
+    optimize's tie rule (then the faster) may pick an unsearched one (the audit's Llama 3
+    8B question stopped at 0.1 s: 15.20 days where the optimum at the same cost takes
+    14.86). It says 'feasible (not proved; gap 0%)'."""
     import math
 
     import solvers.exhaustive as ex
@@ -84,10 +86,8 @@ def test_a_stopped_search_whose_bound_reaches_its_plan_is_optimal(cat, monkeypat
     monkeypatch.setattr(ex, "time_up", StopAfter(len(full.candidates) // 2))
     monkeypatch.setattr(ex, "unsearched_bound", lambda *_: math.inf)
     res = ex.solve_exhaustive(s, time_limit_s=60.0)
-    assert (res.status, res.gap) == ("optimal", 0.0) and res.plans
-    monkeypatch.setattr(ex, "unsearched_bound", lambda *_: 0.5 * full.best.objective)
-    res = ex.solve_exhaustive(s, time_limit_s=60.0)
-    assert res.status == "feasible" and res.gap >= 0.5
+    assert (res.status, res.gap) == ("feasible", 0.0) and res.plans
+    assert res.status_text == "feasible (not proved; gap 0%)"
 
 
 def test_a_zero_time_limit_stops_before_the_first_shape(cat):
@@ -185,8 +185,7 @@ def test_a_stopped_search_reports_a_gap_no_smaller_than_the_truth(monkeypatch, n
         if not res.plans:
             assert (res.status, res.gap) == ("unknown", None)
             continue
-        assert res.gap is not None, (n, res.status_text)
-        assert res.status == ("optimal" if res.gap == 0.0 else "feasible"), (n, res.gap)
+        assert res.status == "feasible" and res.gap is not None, (n, res.status_text)
         assert 0.0 <= res.gap <= 1.0
         best = res.best.objective
         assert best * (1 - res.gap) <= optimum * (1 + 1e-9), (n, best, res.gap, optimum)

@@ -66,6 +66,13 @@ def test_megatrons_two_checks_are_refused_naming_the_option(capsys, group, words
     refused(capsys, [*BASE, "--global-batch", "20", OPTION, group], OPTION, *words)
 
 
+def test_fewer_micro_batches_than_pp_names_the_global_batch(capsys):
+    """m = 2 < PP 4: no group size runs; the fix is the global batch, which the error
+    names (it named the group-size option while telling the user to raise the batch)."""
+    line = refused(capsys, [*BASE, "--global-batch", "4", OPTION, "4"], "--global-batch")
+    assert line.startswith("designer: error: --global-batch:") and "raise the global" in line
+
+
 def test_a_last_group_of_at_least_pp_runs(capsys):
     """m = 14, N = 8: groups of 8 and 6, the last at least PP 4, which Megatron-Core runs."""
     doc = _evaluate(capsys, "--global-batch", "28", OPTION, "8")
@@ -78,7 +85,7 @@ def test_the_two_checks_by_hand():
     assert microbatch_group_violation(4, 2, 10, 5) is None  # 10 mod 5 = 0
     assert microbatch_group_violation(4, 2, 10, 6) is None  # 10 mod 6 = 4 >= PP
     assert microbatch_group_violation(4, 2, 10, 7)[0] == OPTION  # 10 mod 7 = 3 < PP
-    assert microbatch_group_violation(4, 2, 3, 4)[0] == OPTION  # m < PP: no size runs
+    assert microbatch_group_violation(4, 2, 3, 4)[0] == "--global-batch"  # m < PP: none runs
     assert microbatch_group_violation(4, 1, 10, 7) is None  # 1F1B never reads it
 
 

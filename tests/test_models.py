@@ -113,6 +113,10 @@ def test_zoo_is_not_empty_and_names_match(models):
         ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
         ("DeepSeek-V3", "deepseek-v3"),
         ("meta-llama/Llama-4-Scout-17B-16E", "llama4-scout"),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),  # a version after the release
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen3-235b-a22b"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2"),
+        ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"),
     ],
 )
 def test_other_spellings_and_aliases_name_the_zoo_entry(given, zoo_name):
@@ -125,7 +129,10 @@ def test_aliases_are_unambiguous_and_a_file_of_that_name_wins(tmp_path, monkeypa
     from models.zoo import name_key, zoo_names_by_key
 
     table = zoo_names_by_key()  # raises on an alias naming two entries
-    assert table[name_key("llama3.1-8b")] == "llama3-8b"
+    assert table[name_key("Meta-Llama-3-8B")] == "llama3-8b"
+    # Llama 3.1 8B and 70B are not Llama 3's: their RoPE scaling is emitted (405B is 3.1's)
+    for other in ("llama3.1-8b", "meta-llama/Llama-3.1-70B", "llama3.3-70b"):
+        assert name_key(other) not in table, other
     assert len(set(table.values())) == len(zoo()) + len(moe_zoo())
     (tmp_path / "llama3.1-405b").write_text(
         "layers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 8\n"
@@ -134,6 +141,9 @@ def test_aliases_are_unambiguous_and_a_file_of_that_name_wins(tmp_path, monkeypa
     assert resolve_model("llama3.1-405b").layers == 2
     with pytest.raises(ModelError, match="unknown model 'llama5-1t'"):
         resolve_model("llama5-1t")
+    (tmp_path / "configs").mkdir()  # a mistyped path is not read as the zoo name it ends in
+    with pytest.raises(ModelError, match="configs/llama3-8b: no such file"):
+        resolve_model("configs/llama3-8b")
 
 
 @pytest.mark.parametrize("name", sorted(zoo()))

@@ -67,24 +67,36 @@ def test_the_tp_rule_counts_the_attention_cores_work_and_fp8s_traffic(cat):
     """Seed E2's 3h/t counts 24 h^2 linear FLOPs per token and layer; the attention core
     adds its causal 2 s q with no more TP traffic, at the bf16 rate in FP8 too; FP8 moves 6
     bytes where bf16 moves 8 (Transformer Engine's FP8 all-gathers)."""
-    assert attention_share(8192, 8192, 4096) == pytest.approx(4096 / (12 * 8192))
-    assert attention_share(4096, 4096, 524288) == pytest.approx(524288 / (12 * 4096))
+    from models import resolve_model
+
+    l70, l7 = resolve_model("llama2-70b"), resolve_model("llama2-7b")
+    assert attention_share(l70, 4096) == pytest.approx(4096 / (12 * 8192))
+    assert attention_share(l7, 524288) == pytest.approx(524288 / (12 * 4096))
+    # multi-head latent attention at its query-key and value widths (128 heads of 192 and
+    # 128), not its 7,168-wide model; linear-attention layers have no s x s core
+    ds = resolve_model("deepseek-v3")
+    assert attention_share(ds, 4096) == pytest.approx(4096 * 128 * (192 + 128) / (24 * 7168**2))
+    qn = resolve_model("qwen3-next-80b-a3b")  # 1 layer in 4 full attention
+    full = 2 * 8192 * qn.q_width / (24 * qn.hidden**2)
+    assert attention_share(qn, 8192) == pytest.approx(full / 4)
     gpu = cat.gpu("h100-sxm")
     seed = tp_rule(8192, gpu, 8, "bf16")
     assert seed.limit == seed.seed == pytest.approx(3 * 8192 * 450 / 989.0 * 1e-3, rel=1e-3)
-    share = attention_share(8192, 8192, 4096)
+    share = attention_share(l70, 4096)
     rule = tp_rule(8192, gpu, 8, "bf16", share)
     assert (rule.work, rule.traffic) == (pytest.approx(1 + share), 1.0)
     assert rule.limit == pytest.approx(seed.limit * (1 + share))  # E2's 11.18 -> 11.65
     # FP8: the seed's limit at the FP8 peak, the attention core at twice its share (bf16
     # rate), 4/3 the FLOPs per byte: Llama 3 70B at 8,192 tokens reaches TP 8 (5.59 alone)
-    fp8 = tp_rule(8192, gpu, 8, "fp8", attention_share(8192, 8192, 8192))
+    fp8 = tp_rule(8192, gpu, 8, "fp8", attention_share(resolve_model("llama3-70b"), 8192))
     peaks = gpu.dense_fp8_tflops / gpu.dense_bf16_tflops
     assert fp8.seed == pytest.approx(3 * 8192 * 450e9 / (gpu.dense_fp8_tflops * 1e12))
     assert fp8.work == pytest.approx(1 + peaks * 8192 / (12 * 8192))
     assert fp8.limit == pytest.approx(fp8.seed * fp8.work * 4 / 3) and 8 < fp8.limit < 9
     # Llama 2 7B in FP8 at 512K tokens (NeMo ran TP 8): 2.79 alone
-    long = tp_rule(4096, gpu, 8, "fp8", attention_share(4096, 4096, 524288))
+    long = tp_rule(4096, gpu, 8, "fp8", attention_share(l7, 524288))
+    # Gaudi 3 runs no Transformer Engine: its FP8 collectives keep the seed's bytes
+    assert tp_rule(8192, cat.gpu("gaudi3"), 8, "fp8").traffic == 1.0
     assert long.seed == pytest.approx(2.79, abs=0.01) and long.limit > 8
 
 

@@ -67,13 +67,11 @@ def _solve(rows) -> dict[str, Any]:
     plan is proved best across the GPU types, and the gap when known (null otherwise, as
     optimize reports it): the best plan against the least bound of the types' searches
     (solvers.result.merged_gap, as a rented question's parts merge), proved when every
-    type is proved or that gap is 0."""
+    type is (a gap of 0 does not settle the tie rule's second key: solvers/exhaustive.py)."""
     results = [r.result for r in rows]
     ok = [r for r in results if r.best is not None]
     gap = merged_gap(results, min(float(r.best.objective) for r in ok)) if ok else None
-    proved = bool(ok) and (
-        all(r.status in ("optimal", "infeasible") for r in results) or gap == 0.0
-    )
+    proved = bool(ok) and all(r.status in ("optimal", "infeasible") for r in results)
     return {
         "solver": rows[0].result.solver if rows else "cpsat",
         "wall_s": sum(r.result.wall_s for r in rows),

@@ -200,11 +200,12 @@ def _solve_cloud_cost_by_gpu(
         (p for r in results for p in r.plans), key=lambda p: plan_order(p, scenario.objective)
     )
     # the answer's gap against every type's bound (merged_gap: None while a type stopped
-    # with no plan and no bound, since it may hold a cheaper one); proved when it is 0
+    # with no plan and no bound, since it may hold a cheaper one); proved only when every
+    # type is (a gap of 0 does not settle the tie rule's second key: exhaustive.py)
     gap = merged_gap(results, float(plans[0].objective)) if plans else None
     status = "infeasible"
     if plans:
-        proved = all(r.status in ("optimal", "infeasible") for r in results) or gap == 0.0
+        proved = all(r.status in ("optimal", "infeasible") for r in results)
         status, gap = ("optimal", 0.0) if proved else ("feasible", gap)
     elif any(r.status == "unknown" for r in results):
         status = "unknown"

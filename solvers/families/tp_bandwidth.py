@@ -35,7 +35,7 @@ class TpBandwidth(ShapeRule):
 
 def _limit(s: Scenario, gpu: GPUSpec, tp: int, precision: str) -> float:
     """The question's limit at its sequence length (models.scaleup.tp_rule)."""
-    share = attention_share(s.spec.hidden, s.spec.q_width, s.seq_len)
+    share = attention_share(s.spec, s.seq_len)
     return tp_rule(s.spec.hidden, gpu, tp, precision, share).limit
 
 
