@@ -37,6 +37,7 @@ from models.expert import (
 )
 from models.feasibility import divisibility_violations
 from models.goodput import failure_model
+from models.layout import FP8_RECIPES, MX_RECIPES
 from models.memory import MODULES
 from solvers.limits import MAX_GPUS
 from solvers.purchases import purchased
@@ -102,14 +103,17 @@ def default_global_batch(micro_batch: int, dp: int, pp: int) -> int:
 
 
 def given_precision(precision: str, gpu: str, notes: list[str]) -> str:
-    """--precision as the Layout prices it: Megatron-LM's mxfp8 recipe (Blackwell's
-    block-scaled FP8) as fp8, as --from-megatron prices any --fp8-format command, noted; a
-    Hopper GPU, which has no MXFP8 tensor cores, refuses it."""
-    if precision != "mxfp8":
+    """--precision as the Layout prices it: an FP8 recipe (``FP8_RECIPES``) as fp8, as
+    --from-megatron prices any --fp8-format command, noted; a Hopper GPU, which has no MXFP8
+    tensor cores, refuses the block-scaled ones."""
+    if precision not in FP8_RECIPES:
         return precision
-    if gpu in HOPPER_GPUS:
+    if precision in MX_RECIPES and gpu in HOPPER_GPUS:
         raise UsageError(f"{gpu} has no MXFP8 tensor cores (Blackwell's); use fp8", "--precision")
-    notes.append("--precision mxfp8: priced as fp8 (the FP8 tensor-core rate and bytes)")
+    notes.append(
+        f"--precision {precision} ({FP8_RECIPES[precision]}): priced as fp8 (the FP8 "
+        "tensor-core rate and bytes; the recipe's scaling is not modelled)"
+    )
     return "fp8"
 
 

@@ -10,7 +10,7 @@ import click
 
 from designer.numbers import Finite, InputPath, Quantity, WholeCount
 from designer.question.fields import field_option
-from models.layout import PRECISIONS, RECOMPUTE_MODES
+from models.layout import FOUR_BIT, FP8_RECIPES, PRECISIONS, RECOMPUTE_MODES, precision_spelling
 from solvers import limits
 
 CATALOG_OPTION = click.option(
@@ -43,6 +43,21 @@ def _named(ctx: click.Context, param: click.Parameter, value: str | None) -> str
             "empty; give a catalog name (designer catalog lists them) or leave the option out"
         )
     return value
+
+
+def _precision(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """evaluate's --precision: bf16, fp8 or an FP8 recipe's name (designer.dry_run
+    FP8_RECIPES), in any case and with _ or -; 4-bit formats are refused by name."""
+    got = precision_spelling(value)
+    if got in (*PRECISIONS, *FP8_RECIPES):
+        return got
+    if got in FOUR_BIT:
+        raise click.BadParameter(
+            f"{value!r}: 4-bit training is not modelled (the model covers bf16 and fp8)"
+        )
+    raise click.BadParameter(
+        f"{value!r} is not bf16, fp8 or an FP8 recipe ({', '.join(FP8_RECIPES)})"
+    )
 
 
 def file_option(flag: str, param: str, help: str) -> Callable:
@@ -263,10 +278,12 @@ EVALUATE_OPTIONS = [
     ),
     click.option(
         "--precision",
-        type=click.Choice((*PRECISIONS, "mxfp8")),
         default="bf16",
         show_default=True,
-        help="mxfp8 (Megatron-LM --fp8-recipe mxfp8, Blackwell) is priced as fp8.",
+        callback=_precision,
+        help="bf16 or fp8; an FP8 recipe by name (mxfp8 or fp8-mx, Blackwell only; fp8-cs, "
+        "fp8-ds, fp8-sc, fp8-tensorwise, fp8-delayed, fp8-blockwise; any case, _ or -) is "
+        "priced as fp8, noted.",
     ),
     click.option(
         "--nic",

@@ -9,6 +9,29 @@ from pydantic import BaseModel, ConfigDict, Field
 RECOMPUTE_MODES = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp8")
 
+FP8_RECIPES = {
+    "mxfp8": "Megatron-LM --fp8-recipe mxfp8, Blackwell's block-scaled FP8",
+    "fp8-mx": "MXFP8, Megatron-LM --fp8-recipe mxfp8",
+    "fp8-cs": "FP8 with current scaling, Megatron-LM --fp8-recipe tensorwise",
+    "fp8-tensorwise": "Megatron-LM --fp8-recipe tensorwise",
+    "fp8-ds": "FP8 with delayed scaling, Megatron-LM --fp8-recipe delayed",
+    "fp8-delayed": "Megatron-LM --fp8-recipe delayed",
+    "fp8-blockwise": "Megatron-LM --fp8-recipe blockwise, DeepSeek-V3's 1x128 / 128x128 tiles",
+    "fp8-sc": "FP8 with sub-channel (blockwise) scaling, Megatron-LM --fp8-recipe blockwise",
+}
+"""The FP8 recipes ``--precision`` takes by name (the names of Megatron-LM's
+``--fp8-recipe`` and of NeMo / Megatron-Bridge's precision tables: FP8-CS, FP8-DS, FP8-MX,
+FP8-SC), each priced as fp8: the model has the FP8 tensor-core rate and bytes, not a
+recipe's scaling work."""
+MX_RECIPES = ("mxfp8", "fp8-mx")  # block-scaled: Blackwell's tensor cores only
+FOUR_BIT = ("nvfp4", "mxfp4", "fp4")
+
+
+def precision_spelling(value: str) -> str:
+    """--precision as given, in the spelling ``FP8_RECIPES`` keys it: lower case, ``_``
+    as ``-`` (FP8_CS, fp8-cs)."""
+    return value.strip().lower().replace("_", "-")
+
 
 @dataclass(frozen=True)
 class Layout:

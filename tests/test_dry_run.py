@@ -5,6 +5,8 @@ misfit blamed on the option at fault (exit 2 through the CLI)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from designer.dry_run import (
@@ -147,11 +149,32 @@ def test_mxfp8_is_priced_as_fp8_and_refused_on_hopper():
     has no MXFP8 tensor cores: a usage error naming --precision."""
     notes: list[str] = []
     assert given_precision("mxfp8", "b200", notes) == "fp8"
-    assert "mxfp8: priced as fp8" in notes[0]
+    assert notes[0].startswith("--precision mxfp8 (") and "priced as fp8" in notes[0]
     assert given_precision("bf16", "h100-sxm", notes) == "bf16" and len(notes) == 1
     with pytest.raises(UsageError, match="no MXFP8") as info:
         given_precision("mxfp8", "h100-sxm", [])
     assert info.value.option == "--precision"
+
+
+@pytest.mark.parametrize("given", ["fp8-cs", "FP8-CS", "fp8_ds", "FP8-MX", "fp8-blockwise"])
+def test_fp8_recipes_by_name_are_priced_as_fp8_and_noted(capsys, given):
+    """NeMo / Megatron-Bridge tables name FP8 by recipe (FP8-CS, FP8-DS, MXFP8): evaluate
+    took bf16, fp8 and mxfp8 only (exit 2 'invalid choice'); each recipe is now the fp8 step,
+    with a note naming it; 4-bit formats are refused by name."""
+    from helpers import refused, run_main
+
+    args = ["evaluate", "--model", "llama3-8b", "--gpu", "b200", "--dp", "8"]
+    args += ["--global-batch", "64", "--json"]
+    code, out, err = run_main(capsys, [*args, "--precision", given])
+    assert code == 0, err
+    doc = json.loads(out)
+    code, plain, _ = run_main(capsys, [*args, "--precision", "fp8"])
+    fp8 = json.loads(plain)
+    assert doc["step_time_s"] == fp8["step_time_s"] and doc["layout"]["precision"] == "fp8"
+    assert len(doc["notes"]) == 1 and "priced as fp8" in doc["notes"][0]
+    assert given.lower().replace("_", "-") in doc["notes"][0]
+    refused(capsys, [*args, "--precision", "NVFP4"], "--precision", "4-bit")
+    refused(capsys, [*args[:4], "h100-sxm", *args[5:], "--precision", "fp8-mx"], "no MXFP8")
 
 
 def test_a_layout_the_model_cannot_take_names_its_option():

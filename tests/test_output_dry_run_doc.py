@@ -198,7 +198,7 @@ def test_megatrons_names_parse_and_their_notes_lead_the_text_and_json():
     assert text.endswith(evaluation_text(ev.ev, ev.evidence))
     doc = ev.as_dict()
     assert doc["layout"]["precision"] == "fp8" and doc["notes"] == list(ev.notes)
-    assert any("mxfp8: priced as fp8" in n for n in ev.notes)
+    assert any(n.startswith("--precision mxfp8 (") and "priced as fp8" in n for n in ev.notes)
 
 
 def test_fused_attention_leaves_blackwell_as_it_is():
