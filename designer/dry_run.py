@@ -208,6 +208,21 @@ def check_layout(spec, layout: Layout, seq_len: int) -> None:
         raise UsageError(broken[0].detail, broken[0].option)
 
 
+def etp_default_note(spec, layout: Layout, experts: ExpertLayout, given: bool) -> list[str]:
+    """A note where --etp was left at the contract's default of 1 on an MoE model with TP
+    > 1: Megatron-LM's --expert-tensor-parallel-size defaults to the TP degree
+    (megatron/training/arguments.py sets it to tensor_model_parallel_size when None), so a
+    run that does not set it ran ETP = TP (the Grok-1 recipe rows move by -3% to +42%:
+    python bench/cli_parity.py --variants). Only where ETP = TP divides the group."""
+    tp, group = layout.tp, layout.tp * layout.cp * layout.dp
+    if given or not spec.is_moe or tp == 1 or group % (experts.ep * tp):
+        return []
+    return [
+        f"--etp 1 (the default): Megatron-LM's --expert-tensor-parallel-size defaults to TP; "
+        f"for a run that does not set it, pass --etp {tp}"
+    ]
+
+
 def expert_layout(spec, layout: Layout, ep: int, etp: int) -> ExpertLayout:
     """--ep and --etp checked against the model and the layout (Megatron-Core's parallel
     folding, models.memory.expert_data_parallel); bad values are usage errors naming the
@@ -396,6 +411,7 @@ def evaluate_options(opts: dict[str, Any], given: set[str]) -> EvaluateAnswer:
         experts = imported.experts() if spec.is_moe else ExpertLayout()
     else:
         experts = expert_layout(spec, layout, opts["ep"], opts["etp"])
+        notes.extend(etp_default_note(spec, layout, experts, "etp" in given))
     layout, experts = moe_plan(spec, layout, experts, opts, notes)
     _check_overlap(spec, layout, experts, opts)
     a = _assumptions(opts, imported)

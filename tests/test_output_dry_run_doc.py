@@ -178,7 +178,36 @@ def test_evaluate_text_puts_the_import_first(small):
     assert text.endswith(evaluation_text(imported.ev, imported.evidence))
 
 
-MIXTRAL = ("--model", "mixtral-8x7b", "--tp", "2", "--pp", "4", "--dp", "4", "--ep", "4")
+# (--etp given: left at its default on TP 2, a note says Megatron-LM's default is TP)
+MIXTRAL = (
+    "--model",
+    "mixtral-8x7b",
+    "--tp",
+    "2",
+    "--pp",
+    "4",
+    "--dp",
+    "4",
+    "--ep",
+    "4",
+    "--etp",
+    "1",
+)
+
+
+def test_an_moe_run_with_tp_and_no_etp_is_told_megatrons_default():
+    """--etp defaults to 1 (the CLI contract), Megatron-LM's --expert-tensor-parallel-size
+    to TP: a note says so where ETP = TP would divide the group, and nothing changes."""
+    base = (*MIXTRAL[:-2], "--gpu", "b200", "--global-batch", "64", "--no-failures")
+    left, given = answer(*base), answer(*base, "--etp", "1")
+    assert left.notes == (
+        "--etp 1 (the default): Megatron-LM's --expert-tensor-parallel-size defaults to TP; "
+        "for a run that does not set it, pass --etp 2",
+    )
+    assert not given.notes and left.ev.step_time_s == given.ev.step_time_s
+    assert answer(*base, "--etp", "2").notes == ()
+    one = ("--model", "mixtral-8x7b", "--tp", "1", "--pp", "4", "--dp", "8", "--ep", "4")
+    assert answer(*one, "--gpu", "b200", "--global-batch", "64").notes == ()  # TP 1: none
 
 
 def test_megatrons_names_parse_and_their_notes_lead_the_text_and_json():
