@@ -43,6 +43,7 @@ import argparse
 import csv
 import json
 import re
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -61,6 +62,7 @@ from catalog import load_catalog  # noqa: E402
 from designer.cli import cli  # noqa: E402
 from models import Hardware, Layout, TransformerSpec, evaluate  # noqa: E402
 from models.expert import ExpertLayout  # noqa: E402
+from models.pipeline import split_options  # noqa: E402
 from models.zoo import moe_zoo  # noqa: E402
 
 TOLERANCE = 1e-6  # relative: a row differs beyond it
@@ -112,13 +114,8 @@ def layout_args(lay: Layout, vp: bool = True) -> list[str]:
         args += [f"--{key}", str(getattr(lay, key))]
     args += ["--micro-batch", str(lay.micro_batch), "--global-batch", str(lay.global_batch)]
     args += ["--recompute", lay.recompute, "--zero", str(lay.zero), "--precision", lay.precision]
-    if vp:
-        for key in ("first_stage_layers", "last_stage_layers"):
-            if getattr(lay, key):
-                args += [f"--{key.replace('_', '-')}", str(getattr(lay, key))]
-        for key in ("embedding_in_split", "loss_in_split"):
-            if getattr(lay, key):
-                args.append(f"--{key.replace('_', '-')}")
+    if vp:  # (a layout string's rows pass their own --pipeline-layout, vp False)
+        args += shlex.split(split_options(lay))
     if lay.sequence_parallel is not None:
         args.append("--sequence-parallel" if lay.sequence_parallel else "--no-sequence-parallel")
     return args

@@ -12,7 +12,7 @@ from catalog.specs import GPUSpec
 from models.layout import Assumptions, Layout
 from models.memory import MemoryBreakdown
 from models.pipeline import microbatch_group_violation, split_violation
-from models.scaleup import attention_share, tp_rule
+from models.scaleup import model_tp_rule
 from models.transformer import TransformerSpec
 
 TOL = 1e-9
@@ -150,8 +150,7 @@ def check_layout(
             )
         )
     if layout.tp > 1:
-        share = attention_share(spec, seq_len)
-        rule = tp_rule(spec.hidden, gpu, layout.tp, layout.precision, share)
+        rule = model_tp_rule(spec, seq_len, gpu, layout.tp, layout.precision)
         if layout.tp > rule.limit + TOL:
             fp8 = f" x {rule.traffic:.3g} (FP8's all-gathers)" if rule.traffic != 1 else ""
             out.append(

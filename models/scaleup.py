@@ -123,3 +123,12 @@ def tp_rule(hidden: int, gpu: GPUSpec, tp: int, precision: str, share: float = 0
     te_fp8 = precision == "fp8" and gpu.vendor in TRANSFORMER_ENGINE_VENDORS
     traffic = FP8_TP_TRAFFIC_FACTOR if te_fp8 else 1.0
     return TpRule(seed * work * traffic, seed, work, traffic, bw, peak)
+
+
+def model_tp_rule(
+    spec: TransformerSpec, seq_len: int, gpu: GPUSpec, tp: int, precision: str
+) -> TpRule:
+    """``tp_rule`` of a model at a sequence length: its hidden size and its
+    ``attention_share`` (the rule evaluate checks and the solvers' tp_bandwidth family
+    enforces)."""
+    return tp_rule(spec.hidden, gpu, tp, precision, attention_share(spec, seq_len))

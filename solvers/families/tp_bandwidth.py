@@ -1,5 +1,5 @@
 """tp_bandwidth: TP at most 3h x scale-up bandwidth / peak FLOP/s x the attention core's work x
-FP8's traffic factor (models/scaleup.py tp_rule, attention_share).
+FP8's traffic factor (models/scaleup.py model_tp_rule).
 
 A shape rule, checked at enumeration (solvers/space.py) and by the performance model."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from models.feasibility import TOL
-from models.scaleup import attention_share, tp_rule
+from models.scaleup import model_tp_rule
 from solvers.families.base import ShapeRule
 
 if TYPE_CHECKING:
@@ -34,9 +34,8 @@ class TpBandwidth(ShapeRule):
 
 
 def _limit(s: Scenario, gpu: GPUSpec, tp: int, precision: str) -> float:
-    """The question's limit at its sequence length (models.scaleup.tp_rule)."""
-    share = attention_share(s.spec, s.seq_len)
-    return tp_rule(s.spec.hidden, gpu, tp, precision, share).limit
+    """The question's limit at its sequence length (models.scaleup.model_tp_rule)."""
+    return model_tp_rule(s.spec, s.seq_len, gpu, tp, precision).limit
 
 
 FAMILY = TpBandwidth("tp_bandwidth", 20, "TP bandwidth rule off")
