@@ -19,6 +19,7 @@ from designer.launch.megatron_import import (
     MODULE_NAMES,
     dispatcher_priced,
     megatron_modules,
+    unread_group_note,
 )
 from designer.launch.pipeline_layout import layout_fields
 from designer.output import text as render
@@ -39,6 +40,7 @@ from models.feasibility import divisibility_violations
 from models.goodput import failure_model
 from models.layout import FP8_RECIPES, MX_RECIPES
 from models.memory import MODULES
+from models.pipeline import GROUP_OPTION
 from solvers.limits import MAX_GPUS
 from solvers.purchases import purchased
 
@@ -55,7 +57,7 @@ IMPORTED_LAYOUT_OPTIONS = {
     "dp": "--dp",
     "cp": "--cp",
     "vp": "--vp",
-    "microbatch_group_size": "--microbatch-group-size-per-virtual-pipeline-stage",
+    "microbatch_group_size": GROUP_OPTION,
     "first_stage_layers": "--first-stage-layers",
     "last_stage_layers": "--last-stage-layers",
     "embedding_in_split": "--embedding-in-split",
@@ -129,19 +131,9 @@ def given_layout(opts: dict[str, Any]) -> tuple[Any, Layout, int, tuple[str, ...
         fields.update(pipeline_layout_fields(spec, opts))
     layout = Layout(global_batch=gb, **fields)
     if layout.microbatch_group_size is not None and layout.vp == 1:
-        notes += (unread_group_note(layout.microbatch_group_size),)
+        notes += (unread_group_note(layout.microbatch_group_size, GROUP_OPTION),)
         layout = replace(layout, microbatch_group_size=None)
     return spec, layout, opts["seq_len"] or spec.seq_len, notes
-
-
-def unread_group_note(group: int) -> str:
-    """The note of a micro-batch group size without interleaving: only Megatron-Core's
-    interleaved schedule reads it (forward_backward_pipelining_with_interleaving; the 1F1B
-    schedule, forward_backward_pipelining_without_interleaving, never does)."""
-    return (
-        f"--microbatch-group-size-per-virtual-pipeline-stage {group}: not read without "
-        "interleaving (vp 1), as Megatron-LM's 1F1B schedule ignores it"
-    )
 
 
 def run_spec(spec, opts: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:

@@ -625,18 +625,25 @@ def _vp(m: _Flags, layers: int, pp: int) -> int:
     return vp
 
 
+def unread_group_note(group: int, flag_name: str) -> str:
+    """The note of a micro-batch group size without interleaving, as the command or
+    evaluate's option (``flag_name``) gives it: only Megatron-Core's interleaved schedule
+    reads it (forward_backward_pipelining_with_interleaving; the 1F1B schedule,
+    forward_backward_pipelining_without_interleaving, never does)."""
+    return (
+        f"{flag_name} {group}: not read without interleaving (vp 1), as Megatron-LM's 1F1B "
+        "schedule ignores it"
+    )
+
+
 def _group_size(m: _Flags, vp: int, notes: list[str]) -> int | None:
     """--microbatch-group-size-per-virtual-pipeline-stage (Layout.microbatch_group_size):
-    read with interleaving (vp > 1); without it, Megatron-LM's 1F1B schedule never reads
-    it (schedules.py forward_backward_pipelining_without_interleaving), which is noted and
-    the size dropped. Its checks against the micro-batches are ``_check_shapes``'."""
+    read with interleaving (vp > 1); without it the size is dropped and noted
+    (``unread_group_note``). Its checks against the micro-batches are ``_check_shapes``'."""
     group = m.integer("microbatch_group_size")
     if group is None or vp > 1:
         return group
-    notes.append(
-        f"{m.name('microbatch_group_size')} {group}: not read without interleaving (no "
-        "virtual stages), as Megatron-LM's 1F1B schedule ignores it"
-    )
+    notes.append(unread_group_note(group, m.name("microbatch_group_size")))
     return None
 
 
