@@ -291,3 +291,20 @@ def test_pipeline_fill_counts_one_micro_batch_and_one_stage_in_the_singular(loos
     assert FAMILY.slack(loose, one)[2] == "1 micro-batch per step for 1 stage"
     two = replace(one, evaluation=replace(ev, layout=replace(ev.layout, pp=2)))
     assert FAMILY.slack(loose, two)[2] == "1 micro-batch per step for 2 stages"
+
+
+def test_tp_bandwidth_names_fp8_traffic_only_where_it_applies(loose, loose_plan):
+    """Its slack said 'x FP8 traffic' for every FP8 plan, Gaudi 3's too, whose limit takes
+    no traffic factor (models.scaleup.TRANSFORMER_ENGINE_VENDORS)."""
+    from dataclasses import replace
+
+    from solvers.families.tp_bandwidth import FAMILY
+
+    ev, cfg = loose_plan.evaluation, loose_plan.config
+    for gpu, named in (("h100-sxm", True), ("gaudi3", False)):
+        plan = replace(
+            loose_plan,
+            config=replace(cfg, shape=cfg.shape._replace(gpu=gpu)),
+            evaluation=replace(ev, layout=replace(ev.layout, tp=2, precision="fp8")),
+        )
+        assert ("x FP8 traffic" in FAMILY.slack(loose, plan)[2]) is named, gpu

@@ -20,22 +20,22 @@ if TYPE_CHECKING:
 
 class TpBandwidth(ShapeRule):
     def violated_by(self, s: Scenario, shape: Shape, gpu: GPUSpec) -> bool:
-        return shape.tp > 1 and shape.tp > _limit(s, gpu, shape.tp, shape.precision) + TOL
+        if shape.tp == 1:
+            return False
+        return (
+            shape.tp > model_tp_rule(s.spec, s.seq_len, gpu, shape.tp, shape.precision).limit + TOL
+        )
 
     def slack(self, s: Scenario, plan: Plan) -> tuple[float | None, str, str]:
         lay = plan.evaluation.layout
-        limit = _limit(s, s.catalog.gpu(plan.config.shape.gpu), lay.tp, lay.precision)
+        gpu = s.catalog.gpu(plan.config.shape.gpu)
+        rule = model_tp_rule(s.spec, s.seq_len, gpu, lay.tp, lay.precision)
         return (
-            limit - lay.tp,
+            rule.limit - lay.tp,
             "TP degree",
-            f"TP {lay.tp} of limit {limit:.2f} (3h x bw / peak x the attention core's work"
-            f"{' x FP8 traffic' if lay.precision == 'fp8' else ''})",
+            f"TP {lay.tp} of limit {rule.limit:.2f} (3h x bw / peak x the attention core's work"
+            f"{' x FP8 traffic' if rule.traffic != 1 else ''})",
         )
-
-
-def _limit(s: Scenario, gpu: GPUSpec, tp: int, precision: str) -> float:
-    """The question's limit at its sequence length (models.scaleup.model_tp_rule)."""
-    return model_tp_rule(s.spec, s.seq_len, gpu, tp, precision).limit
 
 
 FAMILY = TpBandwidth("tp_bandwidth", 20, "TP bandwidth rule off")
